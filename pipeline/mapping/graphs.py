@@ -3,13 +3,11 @@
 Extractors (paper appendix "Mapping Language Outputs to Latent Structures"):
 - ``"kggen"``: KGGen (`kg-gen` on PyPI; Mo et al. 2025), the paper's choice, model configurable
   (any LiteLLM model string, e.g. "openai/gpt-4.1-mini", or an OpenAI-compatible `api_base`).
-  `kg-gen` 0.4.0 is NOT installed in the main environment: `pip install --dry-run -c
-  constraints.txt kg-gen` (2026-11-22) wants to DOWNGRADE already installed packages of the main
-  env (openai 3.54.0 -> 2.54.0, filelock 4.2.11 -> 3.32.7, python-dateutil 4.0.0 -> 2.9.0.post0,
-  via dspy 3.4.1 / litellm 1.106.2) and adds ~45 packages. Install it in a separate environment
-  (`python -m venv .venv-kggen && .venv-kggen/bin/pip install torch==2.13.0 kg-gen && .venv-kggen/bin/pip
-  install --no-deps -e .`) and run the map stage there; the code path below imports `kg_gen`
-  only inside `_kggen_graphs`.
+  `kg-gen` 0.4.0 conflicts with the main environment (it downgrades openai, filelock and
+  python-dateutil through dspy/litellm), so it lives in `.venv-kggen` (scripts/setup_kggen_venv.sh)
+  and `pipeline.mapping.kggen.KGGenRunner` calls it there through a worker process, with an
+  on-disk cache. KGGen's own clustering of each prompt's aggregated graph is on by default, as
+  in the paper.
 - ``"local"`` / ``"llm"``: a triple-extraction prompt through a local generation backend or an
   `LLMClient`, output parsed line by line ("head | relation | tail").
 - ``"rule"``: a rule-based subject-verb-object extractor (the embedded default): sentence split,
@@ -24,7 +22,6 @@ KGGen's `aggregate` + `cluster`). `graph_to_text` is the paper's g_T^-1.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -300,7 +297,10 @@ class GraphExtractor:
         model: KGGen's LiteLLM model string (e.g. "openai/gpt-4.1-mini").
         api_base: KGGen's endpoint (an OpenAI-compatible server), None for the provider default.
         api_key_env: environment variable holding KGGen's API key.
-        kggen_cluster: run KGGen's own LLM clustering on the aggregated graph of each prompt.
+        kggen_cluster: run KGGen's own LLM clustering on the aggregated graph of each prompt (paper).
+        kggen_python: interpreter of the KGGen venv (scripts/setup_kggen_venv.sh) running the
+            worker; None imports kg_gen in this process.
+        cache_dir: where KGGen's answers are cached (None: no cache).
         equivalence: optional `(context, labels) -> cluster ids` for entity/relation merging.
     """
 
@@ -308,7 +308,10 @@ class GraphExtractor:
     model: str = "openai/gpt-4.1-mini"
     api_base: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    kggen_cluster: bool = False
+    kggen_cluster: bool = True
+    kggen_python: str | None = None
+    cache_dir: str | None = None
+    kggen: Any = None
     client: Any = None
     backend: Any = None
     backend_name: str = "transformers"
@@ -324,40 +327,23 @@ class GraphExtractor:
         if self.method == "llm" and self.client is None:
             raise ValueError("GraphExtractor(method='llm') needs client=LLMClient(...)")
 
-    def _kggen_graphs(self, texts: Sequence[object], context: str) -> list[frozenset[Triple] | None]:
-        try:
-            from kg_gen import KGGen
-        except ImportError as exc:
-            raise ImportError(
-                "GraphExtractor(method='kggen') needs the `kg-gen` package, which conflicts with the main "
-                "environment (it downgrades openai, filelock, python-dateutil); install it in a separate venv: "
-                "python -m venv .venv-kggen && .venv-kggen/bin/pip install torch==2.13.0 kg-gen && "
-                ".venv-kggen/bin/pip install --no-deps -e .  (see pipeline/mapping/graphs.py)"
-            ) from exc
-        kg = KGGen(model=self.model, temperature=0.0, api_key=os.environ.get(self.api_key_env) or None, api_base=self.api_base)
-        graphs: list[Any] = []
-        for text in texts:
-            try:
-                graphs.append(kg.generate(input_data=to_text(text), context=context))
-            except Exception:  # noqa: BLE001 - one failed extraction is a counted parse failure
-                graphs.append(None)
+    def _kggen_graphs(self, texts: Sequence[object]) -> list[frozenset[Triple] | None]:
+        if self.kggen is None:
+            from pipeline.mapping.kggen import KGGenRunner
+
+            self.kggen = KGGenRunner(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+                                     python=self.kggen_python, cache_dir=self.cache_dir)
+        # KGGen gets no context: its extraction ignores it, and for clustering it would be the
+        # whole source article in every call. `context` still keys our own equivalence merging.
+        graphs = self.kggen.extract([to_text(t) for t in texts])
         entity_of: dict[str, str] = {}
         edge_of: dict[str, str] = {}
-        ok = [g for g in graphs if g is not None]
-        if self.kggen_cluster and ok:
-            clustered = kg.cluster(kg.aggregate(ok), context=context)
-            for rep, members in (clustered.entity_clusters or {}).items():
-                entity_of.update({m: rep for m in members})
-            for rep, members in (clustered.edge_clusters or {}).items():
-                edge_of.update({m: rep for m in members})
+        if self.kggen_cluster:  # KGGen's aggregate + cluster over this prompt's samples (paper)
+            entity_of, edge_of = self.kggen.cluster([r for g in graphs if g for r in g])
         out: list[frozenset[Triple] | None] = []
         for g in graphs:
-            if g is None:
-                out.append(None)
-                continue
-            triples = {
-                _canonical_triple(entity_of.get(h, h), edge_of.get(r, r), entity_of.get(t, t)) for h, r, t in g.relations
-            }
+            triples = {_canonical_triple(entity_of.get(h, h), edge_of.get(r, r), entity_of.get(t, t))
+                       for h, r, t in g or ()}
             kept = frozenset(t for t in triples if t is not None)
             out.append(kept or None)
         return out
@@ -367,7 +353,7 @@ class GraphExtractor:
         if self.method == "rule":
             out = [extract_triples(t) for t in texts]
         elif self.method == "kggen":
-            out = self._kggen_graphs(texts, context)
+            out = self._kggen_graphs(texts)
         else:
             prompts = [TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts]
             if self.method == "llm":
@@ -383,6 +369,11 @@ class GraphExtractor:
         self.n_responses += len(out)
         self.n_failures += sum(o is None for o in out)
         return out
+
+    def close(self) -> None:
+        """Stop the KGGen worker, if one was started."""
+        if self.kggen is not None:
+            self.kggen.close()
 
     def map_prompt(self, texts: Sequence[object], context: str = "") -> list[frozenset[Triple] | None]:
         """The samples of one prompt: extract, then aggregate entities and relations across them."""

@@ -17,11 +17,8 @@ OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Prope
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
 
 __all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "cache_key"]
 
@@ -63,8 +62,7 @@ class LLMStats:
 
 def cache_key(model: str, messages: Messages, params: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of (model, messages, params): the cache file name."""
-    payload = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return sha256_key({"model": model, "messages": messages, "params": params})
 
 
 def _is_loopback(base_url: str | None) -> bool:
@@ -102,6 +100,7 @@ class LLMClient:
         self.base_url = base_url
         self.api_key_env = api_key_env
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._cache = JsonRecordCache(self.cache_dir)
         self.max_workers = max_workers
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -139,33 +138,12 @@ class LLMClient:
             return self._client
 
     # ------------------------------------------------------------------ cache
-    def _path(self, key: str) -> Path | None:
-        return None if self.cache_dir is None else self.cache_dir / key[:2] / f"{key}.json"
-
     def _read_cache(self, key: str) -> str | None:
-        path = self._path(key)
-        if path is None or not path.exists():
-            return None
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            return record["response"] if isinstance(record.get("response"), str) else None
-        except (OSError, ValueError, KeyError):
-            return None  # a damaged entry is recomputed and overwritten
+        record = self._cache.get(key)
+        return record["response"] if record is not None and isinstance(record.get("response"), str) else None
 
     def _write_cache(self, key: str, messages: Messages, response: str) -> None:
-        path = self._path(key)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"model": self.model, "messages": messages, "params": self.params, "response": response}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, ensure_ascii=False)
-            os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        self._cache.put(key, {"model": self.model, "messages": messages, "params": self.params, "response": response})
 
     def _lock_for(self, key: str) -> threading.Lock:
         with self._key_locks_guard:

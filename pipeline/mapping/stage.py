@@ -125,9 +125,14 @@ def build_mapper(cfg: DictConfig, equivalence):
 
         method = {"rule": "rule", "llm": "kggen", "local": "local"}[ex.kind]
         extractor = GraphExtractor(method=method, model=ex.model, api_base=ex.base_url,
-                                   api_key_env=ex.api_key_env, equivalence=merge,
+                                   api_key_env=ex.api_key_env, kggen_python=ex.kggen_python,
+                                   kggen_cluster=ex.kggen_cluster, cache_dir=str(Path(cfg.cache_dir) / "kggen"),
+                                   equivalence=merge,
                                    backend=_local_backend(cfg) if method == "local" else None)
-        return lambda question, texts: extractor.map_prompt(texts, context=question)
+        def graphs(question: str, texts: list[str]) -> list[Any]:
+            return extractor.map_prompt(texts, context=question)
+        graphs.close = extractor.close  # type: ignore[attr-defined]  # stops KGGen's worker
+        return graphs
     if space == "sphere":
         embedder = build_embedder(cfg.task.embedder)
 
@@ -170,23 +175,26 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
     by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
     rows, failures, total = [], 0, 0
-    for rec in dataset.itertuples():
-        s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])
-        d = by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])
-        sources = ([("sample", int(i)) for i in s["sample_idx"]]
-                   + [(str(k), -1) for k in d["strategy"]])
-        texts = list(s["text"]) + list(d["text"])
-        if space in TEXT_REFERENCE_SPACES and rec.reference_text:
-            sources.append(("reference", -1))
-            texts.append(rec.reference_text)
-        latents = mapper(rec.question, texts) if texts else []
-        for (source, idx), latent in zip(sources, latents):
-            ok = latent is not None
-            rows.append({"prompt_id": rec.prompt_id, "source": source, "sample_idx": idx,
-                         "latent": to_json(codec_space, latent) if ok else "null",
-                         "parse_ok": ok})
-            total += 1
-            failures += not ok
+    try:
+        for rec in dataset.itertuples():
+            s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])
+            d = by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])
+            sources = ([("sample", int(i)) for i in s["sample_idx"]]
+                       + [(str(k), -1) for k in d["strategy"]])
+            texts = list(s["text"]) + list(d["text"])
+            if space in TEXT_REFERENCE_SPACES and rec.reference_text:
+                sources.append(("reference", -1))
+                texts.append(rec.reference_text)
+            latents = mapper(rec.question, texts) if texts else []
+            for (source, idx), latent in zip(sources, latents):
+                ok = latent is not None
+                rows.append({"prompt_id": rec.prompt_id, "source": source, "sample_idx": idx,
+                             "latent": to_json(codec_space, latent) if ok else "null",
+                             "parse_ok": ok})
+                total += 1
+                failures += not ok
+    finally:
+        getattr(mapper, "close", lambda: None)()
     log.info("[map] %s: %d of %d responses unparseable (dropped from the latent distribution)",
              space, failures, total)
     return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"])

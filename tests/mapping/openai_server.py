@@ -4,12 +4,15 @@ POST /v1/chat/completions answers DETERMINISTICALLY from the project's rule-base
 (the packaged SmolLM2 would take ~30 s to load and cannot follow the extraction prompts; see the
 slow test for the model path): a set-extraction prompt gets one `extract_answers` item per line,
 a simplex-extraction prompt gets `{"items": [...]}` JSON from `parse_distribution`, a triple
-prompt gets `extract_triples` as "h | r | t" lines, anything else is echoed back upper-cased. The server counts requests, tracks the peak number of requests in
+prompt gets `extract_triples` as "h | r | t" lines, KGGen's DSPy signatures (entities, relations,
+clustering) get their output fields in DSPy's own format (`answer_dspy`), anything else is echoed
+back upper-cased. The server counts requests, tracks the peak number of requests in
 flight, and can inject failures (HTTP status codes or a stall longer than the client timeout).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import socket
@@ -17,8 +20,72 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from pipeline.mapping.graphs import extract_triples
+from pipeline.mapping.graphs import _stem, extract_triples
 from pipeline.mapping.parsing import extract_answers, parse_distribution
+
+
+_DSPY_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.DOTALL)
+
+
+def _items(value: str) -> list:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = ast.literal_eval(value)
+    return list(parsed)
+
+
+def _cluster_key(item: str) -> str:
+    """Stand-in for the LLM's judgement of "same meaning": the stem of the last word."""
+    words = str(item).lower().split()
+    return _stem(words[-1]) if words else ""
+
+
+def _dspy_values(objective: str, inputs: dict[str, str]) -> dict[str, object] | None:
+    """The output fields KGGen's DSPy signatures ask for, from the rule-based extractors."""
+    if "UNPARSEABLE" in inputs.get("source_text", ""):
+        return None  # a reply no adapter can parse: KGGen must count it as a failure
+    if objective.startswith("Extract key entities"):
+        triples = extract_triples(inputs["source_text"]) or ()
+        return {"entities": sorted({x for h, _, t in triples for x in (h, t)})}
+    if objective.startswith("Extract subject-predicate-object triples"):
+        triples = extract_triples(inputs["source_text"]) or ()
+        return {"relations": [{"subject": h, "predicate": r, "object": t} for h, r, t in sorted(triples)]}
+    if objective.startswith("Find one cluster"):
+        groups: dict[str, list[str]] = {}
+        for item in sorted(_items(inputs["items"])):
+            groups.setdefault(_cluster_key(item), []).append(item)
+        found = [g for _, g in sorted(groups.items()) if len(g) > 1]
+        return {"cluster": found[0] if found else []}
+    if objective.startswith("Validate if these items"):
+        return {"validated_items": sorted(_items(inputs["cluster"]))}
+    if objective.startswith("Select the best item name"):
+        return {"representative": min(_items(inputs["cluster"]), key=lambda x: (len(x), x))}
+    if objective.startswith("Determine if the given items can be added"):
+        clusters = _items(inputs["clusters"])
+        reps = []
+        for item in _items(inputs["items"]):
+            match = [c["representative"] for c in clusters
+                     if any(_cluster_key(m) == _cluster_key(item) for m in c["members"])]
+            reps.append(match[0] if match else None)
+        return {"reasoning": "matched by word stem", "cluster_reps_that_items_belong_to": reps}
+    return None
+
+
+def answer_dspy(messages: list[dict], json_mode: bool) -> str | None:
+    """Reply to a DSPy ChatAdapter/JSONAdapter request (KGGen's), or None if it is not one."""
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    if "Your output fields are:" not in system or "your objective is:" not in system:
+        return None
+    objective = " ".join(system.split("your objective is:", 1)[1].split())
+    inputs = {m.group(1): m.group(2).strip() for m in _DSPY_FIELD.finditer(messages[-1]["content"])}
+    values = _dspy_values(objective, inputs)
+    if values is None:
+        return "I am sorry, I cannot help with that."
+    if json_mode:
+        return json.dumps(values)
+    fields = [f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items()]
+    return "\n\n".join([*fields, "[[ ## completed ## ]]"])
 
 
 def answer_prompt(prompt: str) -> str:
@@ -52,6 +119,7 @@ class FakeOpenAIState:
         self.delay = 0.0  # seconds each successful request takes (to observe concurrency)
         self.stall = 1.0
         self.models: list[str] = []
+        self.bodies: list[dict] = []  # every request body, for tests that check what was sent
 
 
 def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
@@ -84,6 +152,7 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
                 fault = state.faults.pop(0) if state.faults else None
                 state.models.append(request.get("model", ""))
+                state.bodies.append(request)
             try:
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -94,8 +163,11 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                     self._send(fault, {"error": {"message": f"injected {fault}", "type": "injected"}})
                     return
                 time.sleep(state.delay)
-                prompt = request["messages"][-1]["content"]
-                reply = answer_prompt(prompt)
+                json_mode = "response_format" in request or request["messages"][-1]["content"].startswith(
+                    "Respond with a JSON object")
+                reply = answer_dspy(request["messages"], json_mode)
+                if reply is None:
+                    reply = answer_prompt(request["messages"][-1]["content"])
                 self._send(200, {
                     "id": f"chatcmpl-{state.requests}", "object": "chat.completion", "created": 0,
                     "model": request.get("model", ""),

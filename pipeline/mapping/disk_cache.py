@@ -1,0 +1,56 @@
+"""A directory of JSON records keyed by sha256, written atomically (temp file + rename).
+
+Shared by the extractors that call a model per item (`LLMClient`, `KGGenRunner`), so a rerun
+reads every answer back and makes zero calls. A damaged record reads as a miss and is rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["JsonRecordCache", "sha256_key"]
+
+
+def sha256_key(payload: Any) -> str:
+    """sha256 of the canonical JSON of `payload` (sorted keys), the record's file name."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class JsonRecordCache:
+    """`get(key)` / `put(key, record)` over `root/<key[:2]>/<key>.json`; `root=None` caches nothing."""
+
+    def __init__(self, root: str | os.PathLike[str] | None) -> None:
+        self.root = Path(root) if root is not None else None
+
+    def path(self, key: str) -> Path | None:
+        return None if self.root is None else self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self.path(key)
+        if path is None or not path.exists():
+            return None
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def put(self, key: str, record: dict[str, Any]) -> None:
+        path = self.path(key)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(record, fh, ensure_ascii=False)
+            os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

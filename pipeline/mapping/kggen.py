@@ -1,0 +1,236 @@
+"""KGGen (the paper's graph extractor) with an on-disk cache, from any environment.
+
+`kg-gen` needs its own venv (scripts/setup_kggen_venv.sh). The calls go to
+`pipeline.mapping.kggen_worker` running under that venv's interpreter, one worker per runner:
+`python` (the map stage's `task.extractor.kggen_python`), else $KGGEN_PYTHON, else
+<repo>/.venv-kggen/bin/python. When none of these exists, kg_gen is imported in this process
+(a map stage that itself runs in the KGGen venv).
+
+Every result is cached as JSON keyed by (kg-gen settings, text, context): a rerun sends nothing
+to the worker or the model. Extraction failures are counted; parse failures are cached (at
+temperature 0 a retry gives the same answer), API failures are not (a rerun retries them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
+from pipeline.mapping.llm_client import MissingAPIKeyError, _is_loopback
+
+__all__ = ["KGGenError", "KGGenRunner", "KGGenStats", "default_kggen_python", "litellm_model"]
+
+Triple = tuple[str, str, str]
+CACHE_VERSION = "kg-gen-0.4.0"  # the pinned kg-gen: its prompts define what a cached answer means
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_kggen_python() -> Path:
+    """$KGGEN_PYTHON if set, else <repo>/.venv-kggen/bin/python (made by scripts/setup_kggen_venv.sh)."""
+    override = os.environ.get("KGGEN_PYTHON")
+    return Path(override) if override else REPO_ROOT / ".venv-kggen" / "bin" / "python"
+
+
+class KGGenError(RuntimeError):
+    """KGGen could not run at all (worker missing or crashed, bad key, unknown model)."""
+
+
+@dataclass
+class KGGenStats:
+    texts_sent: int = 0  # texts KGGen extracted (cache misses)
+    cache_hits: int = 0
+    parse_failures: int = 0
+    api_failures: int = 0
+    clusterings_sent: int = 0
+
+
+def litellm_model(model: str) -> str:
+    """KGGen takes LiteLLM model strings: a bare name ("gpt-4.1-mini") means an OpenAI-API model."""
+    return model if "/" in model else f"openai/{model}"
+
+
+class KGGenRunner:
+    def __init__(
+        self,
+        model: str = "gpt-4.1-mini",
+        api_base: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        python: str | os.PathLike[str] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 4096,
+        max_workers: int = 4,
+        timeout: float = 3600.0,
+    ) -> None:
+        self.settings: dict[str, Any] = {
+            "model": litellm_model(model), "api_base": api_base, "api_key_env": api_key_env,
+            "temperature": temperature, "max_tokens": max_tokens, "max_workers": max_workers,
+            "loopback": _is_loopback(api_base),
+        }
+        if python:
+            self.python: Path | None = Path(python)
+            if not self.python.exists():
+                raise KGGenError(
+                    f"task.extractor.kggen_python={python} does not exist. Build the KGGen env with "
+                    "`bash scripts/setup_kggen_venv.sh` (kg-gen conflicts with the main env), or unset it to "
+                    "use $KGGEN_PYTHON / .venv-kggen, or kg_gen in this process.")
+        else:
+            default = default_kggen_python()
+            self.python = default if default.exists() else None
+        self.cache = JsonRecordCache(cache_dir)
+        self.timeout = timeout
+        self.stats = KGGenStats()
+        self._proc: subprocess.Popen[str] | None = None
+        self._kg: Any = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ transport
+    def _check_key(self) -> None:
+        if not os.environ.get(self.settings["api_key_env"]) and not self.settings["loopback"]:
+            where = self.settings["api_base"] or f"the provider of {self.settings['model']}"
+            raise MissingAPIKeyError(
+                f"environment variable {self.settings['api_key_env']} is not set; KGGen needs it for {where}. "
+                f"Export it, or set task.extractor.base_url to a local OpenAI-compatible server.")
+
+    def _start_worker(self) -> subprocess.Popen[str]:
+        assert self.python is not None
+        # PYTHONHASHSEED: KGGen iterates sets of strings when clustering; fixed so prompts repeat.
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(
+            [str(self.python), "-m", "pipeline.mapping.kggen_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=None, text=True, encoding="utf-8", env=env)
+        self._proc = proc
+        self._send({k: v for k, v in self.settings.items()})  # names the key's variable, not the key
+        return proc
+
+    def _send(self, message: dict[str, Any]) -> dict[str, Any]:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError) as exc:
+            line = ""
+            if proc.poll() is None:
+                raise KGGenError(f"lost the KGGen worker: {exc}") from exc
+        if not line:
+            code = proc.wait(timeout=10)
+            self._proc = None
+            raise KGGenError(f"the KGGen worker ({self.python}) exited with code {code}; its stderr is above")
+        reply = json.loads(line)
+        if "fatal" in reply:
+            self.close()
+            raise KGGenError(f"KGGen failed: {reply['fatal']}")
+        return reply
+
+    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if self.python is not None:
+                if self._proc is None:
+                    self._start_worker()
+                return self._send(request)
+            from pipeline.mapping import kggen_worker
+
+            if self._kg is None:
+                try:
+                    self._kg = kggen_worker.make_kggen(self.settings)
+                except ImportError as exc:
+                    raise KGGenError(
+                        f"kg_gen is not importable here and {default_kggen_python()} does not exist: build the "
+                        "KGGen env with `bash scripts/setup_kggen_venv.sh` (kg-gen conflicts with the main env), "
+                        "or point task.extractor.kggen_python / $KGGEN_PYTHON at a python that has kg-gen") from exc
+            try:
+                reply = kggen_worker.handle(self._kg, request, int(self.settings["max_workers"]))
+            except kggen_worker.FatalKGGenError as exc:
+                raise KGGenError(f"KGGen failed: {exc}") from exc
+            if "fatal" in reply:
+                raise KGGenError(f"KGGen failed: {reply['fatal']}")
+            return reply
+
+    def close(self) -> None:
+        proc, self._proc = getattr(self, "_proc", None), None
+        if proc is not None and proc.poll() is None:
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()  # EOF: the worker's loop ends
+                proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self) -> KGGenRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ cached operations
+    def _key(self, op: str, payload: dict[str, Any]) -> str:
+        settings = {k: self.settings[k] for k in ("model", "api_base", "temperature", "max_tokens")}
+        return sha256_key({"version": CACHE_VERSION, "op": op, "settings": settings, **payload})
+
+    def extract(self, texts: Sequence[str], context: str = "") -> list[list[Triple] | None]:
+        """KGGen's triples of each text (None: extraction failed, counted in `stats`)."""
+        keys = [self._key("extract", {"text": t, "context": context}) for t in texts]
+        out: list[list[Triple] | None] = [None] * len(texts)
+        todo: dict[str, list[int]] = {}
+        for i, key in enumerate(keys):
+            record = self.cache.get(key)
+            if record is not None:
+                self.stats.cache_hits += 1
+                out[i] = None if record.get("relations") is None else [tuple(r) for r in record["relations"]]
+                self.stats.parse_failures += out[i] is None
+            else:
+                todo.setdefault(key, []).append(i)  # duplicate texts: one extraction
+        if todo:
+            self._check_key()
+            first = [idx[0] for idx in todo.values()]
+            results = self._call({"op": "extract", "texts": [texts[i] for i in first], "context": context})["results"]
+            self.stats.texts_sent += len(first)
+            for key, result in zip(todo, results):
+                relations = result.get("relations")
+                if relations is not None:
+                    self.cache.put(key, {"relations": relations})
+                elif result.get("kind") == "parse":
+                    self.cache.put(key, {"relations": None, "error": result.get("error", "")})
+                for i in todo[key]:
+                    out[i] = None if relations is None else [tuple(r) for r in relations]
+                    if relations is None:
+                        self.stats.api_failures += result.get("kind") == "api"
+                        self.stats.parse_failures += result.get("kind") != "api"
+        return out
+
+    def cluster(self, relations: Sequence[Triple], context: str = "") -> tuple[dict[str, str], dict[str, str]]:
+        """KGGen's clustering of one prompt's aggregated graph: (entity -> representative, edge -> representative).
+
+        A failed clustering leaves every entity and edge as it is (an empty mapping).
+        """
+        triples = sorted({tuple(map(str, r)) for r in relations})
+        if not triples:
+            return {}, {}
+        key = self._key("cluster", {"relations": triples, "context": context})
+        record = self.cache.get(key)
+        if record is None:
+            self._check_key()
+            record = self._call({"op": "cluster", "relations": triples, "context": context})
+            self.stats.clusterings_sent += 1
+            if record.get("kind") != "api":
+                self.cache.put(key, record)
+        if "error" in record:
+            return {}, {}
+        entity_of = {m: rep for rep, members in record["entity_clusters"].items() for m in members}
+        edge_of = {m: rep for rep, members in record["edge_clusters"].items() for m in members}
+        return entity_of, edge_of

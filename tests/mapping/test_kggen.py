@@ -1,0 +1,69 @@
+"""KGGenRunner's checks that need no KGGen env: every way to not run KGGen names the fix.
+
+The KGGen path itself (kg-gen in .venv-kggen, DSPy, LiteLLM, HTTP) runs in test_kggen_slow.py.
+"""
+
+import sys
+
+import pytest
+
+from pipeline.mapping.kggen import KGGenError, KGGenRunner, litellm_model
+from pipeline.mapping.llm_client import MissingAPIKeyError
+
+
+def test_litellm_model_names():
+    assert litellm_model("gpt-4.1-mini") == "openai/gpt-4.1-mini"
+    assert litellm_model("hosted_vllm/Qwen/Qwen3-4B") == "hosted_vllm/Qwen/Qwen3-4B"
+
+
+def test_missing_kggen_python_names_the_setup_script(tmp_path):
+    with pytest.raises(KGGenError, match="setup_kggen_venv.sh"):
+        KGGenRunner(python=tmp_path / "nope" / "python")
+
+
+def test_remote_endpoint_without_key_fails_before_starting_a_worker(monkeypatch, tmp_path):
+    monkeypatch.delenv("MY_KGGEN_KEY", raising=False)
+    runner = KGGenRunner(python=sys.executable, api_key_env="MY_KGGEN_KEY", cache_dir=tmp_path)
+    with pytest.raises(MissingAPIKeyError, match="MY_KGGEN_KEY"):
+        runner.extract(["Marie Curie won the Nobel Prize."])
+    assert runner._proc is None and runner.stats.texts_sent == 0
+
+
+def test_worker_without_kg_gen_reports_a_clear_error(tmp_path):
+    # A real worker process under this (main-env) python, where kg_gen is not installed.
+    pytest.importorskip("pipeline")
+    try:
+        import kg_gen  # noqa: F401
+        pytest.skip("kg_gen is importable in this env")
+    except ImportError:
+        pass
+    runner = KGGenRunner(python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path)
+    with pytest.raises(KGGenError, match="could not start KGGen: ModuleNotFoundError"):
+        runner.extract(["Marie Curie won the Nobel Prize."])
+    assert runner._proc is None  # the failed worker is reaped
+    assert not list(tmp_path.rglob("*.json"))  # nothing cached from a run that never happened
+
+
+def _error(name: str, bases: tuple = (Exception,)) -> type:
+    return type(name, bases, {})
+
+
+def test_failure_classes_by_name_through_the_cause_chain():
+    # DSPy 3.4 / LiteLLM class names (they are not installed in this env): a transient provider
+    # error is "api" (not cached), a reply that did not parse is "parse" (cached), a rejected
+    # key stops the stage.
+    from pipeline.mapping.kggen_worker import FatalKGGenError, _classify
+
+    server_error = _error("LMServerError", (_error("LMProviderError"),))
+    try:
+        try:
+            raise _error("ServerError")("HTTP 500")
+        except Exception as inner:
+            raise server_error("[openai/gpt-4.1-mini] HTTP 500") from inner
+    except Exception as exc:
+        assert _classify(exc) == "api"
+    assert _classify(_error("AdapterParseError")("no [[ ## entities ## ]]")) == "parse"
+    assert _classify(ValueError("bad JSON")) == "parse"
+    assert _classify(_error("ContextWindowExceededError", (_error("LMInvalidRequestError"),))("long")) == "parse"
+    with pytest.raises(FatalKGGenError, match="LMAuthError"):
+        _classify(_error("LMAuthError")("401"))
