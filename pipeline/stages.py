@@ -159,7 +159,10 @@ def generate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str,
 
 
 def _map_slice(cfg: DictConfig) -> dict:
-    return {"task": _plain(cfg.task)}
+    task = _plain(cfg.task)
+    for how_not_what in ("kggen_python", "max_concurrency"):  # change no latent: not in the key
+        task["extractor"].pop(how_not_what, None)
+    return {"task": task}
 
 
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=_map_slice)

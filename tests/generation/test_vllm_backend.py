@@ -18,6 +18,7 @@ check the main-env side (no vllm import, clear errors) and always run.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import subprocess
 import sys
@@ -287,6 +288,26 @@ def test_report_timings(vllm_run, hf, capsys):
             f"worker wall {vllm_run['wall_seconds']:.1f} s; {BENCH_PROMPTS}x{BENCH_N} samples, <= {BENCH_TOKENS} tokens: "
             f"{tokens} tokens in {bench['seconds']:.2f} s = {tokens / bench['seconds']:.0f} tok/s"
         )
+
+
+@pytest.mark.slow
+@needs_vllm_venv
+def test_packaged_smollm2_tokenizes_the_same_in_the_vllm_env(smollm2_conversion):
+    # transformers 5 (vLLM's env) rebuilt the v1 folder's "LlamaTokenizer" as sentencepiece and
+    # dropped whitespace ("a\n\nb" -> "ab"); the converted folder must read the same in both envs.
+    from transformers import AutoTokenizer
+
+    text = 'Answer:\n\n{"answer": "Paris", "p": 0.9}  done'
+    folder = str(smollm2_conversion["target"])
+    ours = AutoTokenizer.from_pretrained(folder)
+    code = ("import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+            "ids = t.encode(sys.argv[2], add_special_tokens=False); "
+            "print(json.dumps([ids, t.decode(ids), t.apply_chat_template([{'role': 'user', 'content': 'Hi'}], "
+            "tokenize=False, add_generation_prompt=True)]))")
+    out = subprocess.run([str(VLLM_PYTHON), "-c", code, folder, text], capture_output=True, text=True, check=True)
+    ids, decoded, chat = json.loads(out.stdout.strip().splitlines()[-1])
+    assert ids == ours.encode(text, add_special_tokens=False) and decoded == text
+    assert chat == ours.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
 
 
 # ------------------------------------------------------------------ fast, main env only

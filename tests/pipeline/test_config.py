@@ -101,3 +101,16 @@ def test_invalid_enum_fails_before_work(hydra_ctx):
     cfg = compose("config", overrides=["stage=generat"])
     with pytest.raises(ValueError, match="stage='generat': choose one of generate"):
         validate(cfg)
+
+
+def test_map_cache_key_ignores_where_kggen_runs_but_not_what_it_runs(hydra_ctx):
+    from pipeline.stages import STAGES
+
+    def map_slice(*overrides):
+        return STAGES["map"].config_slice(compose("config", overrides=["dataset=cnn_dm_bundled", *overrides]))
+
+    base = map_slice()
+    assert map_slice("task.extractor.kggen_python=/opt/kggen/bin/python") == base
+    assert map_slice("task.extractor.max_concurrency=2") == base
+    assert map_slice("task.extractor.model=gpt-4.1") != base
+    assert map_slice("task.extractor.kggen_cluster=false") != base
