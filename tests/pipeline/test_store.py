@@ -89,6 +89,7 @@ def test_cache_key_depends_on_config_and_inputs():
     assert a == cache_key({"y": [1, 2], "x": 1}, {"samples": "k"})  # order-free
     assert a != cache_key({"x": 2, "y": [1, 2]}, {"samples": "k"})
     assert a != cache_key({"x": 1, "y": [1, 2]}, {"samples": "k2"})
+    assert a != cache_key({"x": 1, "y": [1, 2]}, {"samples": "k"}, code_version=2)  # a stage's code changed
 
 
 def test_shards(tmp_path):
