@@ -301,6 +301,7 @@ class GraphExtractor:
         kggen_python: interpreter of the KGGen venv (scripts/setup_kggen_venv.sh) running the
             worker; None imports kg_gen in this process.
         cache_dir: where KGGen's answers are cached (None: no cache).
+        max_concurrency: texts KGGen extracts at once (each is two chat requests in sequence).
         equivalence: optional `(context, labels) -> cluster ids` for entity/relation merging.
     """
 
@@ -311,6 +312,7 @@ class GraphExtractor:
     kggen_cluster: bool = True
     kggen_python: str | None = None
     cache_dir: str | None = None
+    max_concurrency: int = 4
     kggen: Any = None
     client: Any = None
     backend: Any = None
@@ -332,7 +334,8 @@ class GraphExtractor:
             from pipeline.mapping.kggen import KGGenRunner
 
             self.kggen = KGGenRunner(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                                     python=self.kggen_python, cache_dir=self.cache_dir)
+                                     python=self.kggen_python, cache_dir=self.cache_dir,
+                                     max_workers=self.max_concurrency)
         # KGGen gets no context: its extraction ignores it, and for clustering it would be the
         # whole source article in every call. `context` still keys our own equivalence merging.
         graphs = self.kggen.extract([to_text(t) for t in texts])

@@ -127,6 +127,7 @@ def build_mapper(cfg: DictConfig, equivalence):
         extractor = GraphExtractor(method=method, model=ex.model, api_base=ex.base_url,
                                    api_key_env=ex.api_key_env, kggen_python=ex.kggen_python,
                                    kggen_cluster=ex.kggen_cluster, cache_dir=str(Path(cfg.cache_dir) / "kggen"),
+                                   max_concurrency=ex.max_concurrency,
                                    equivalence=merge,
                                    backend=_local_backend(cfg) if method == "local" else None)
         def graphs(question: str, texts: list[str]) -> list[Any]:

@@ -138,3 +138,13 @@ def test_rejected_key_stops_the_stage_with_the_providers_error(server, tmp_path)
         ex.map_prompt(TEXTS[:1])
     assert ex.kggen._proc is None  # the worker exited and was reaped
     assert not list((tmp_path / "kggen").rglob("*.json"))  # nothing cached
+
+
+def test_texts_are_extracted_concurrently_up_to_the_bound(server, tmp_path):
+    server.state.delay = 0.3  # each request takes a while, so overlapping ones are seen
+    texts = [f"City {c} hosted the games." for c in "ABCDEF"]
+    ex = kggen_extractor(server, tmp_path / "kggen", kggen_cluster=False, max_concurrency=3)
+    out = ex.extract(texts)
+    ex.close()
+    assert all(o is not None for o in out)
+    assert 2 <= server.state.peak_in_flight <= 3
