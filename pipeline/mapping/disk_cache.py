@@ -19,7 +19,7 @@ __all__ = ["JsonRecordCache", "sha256_key"]
 def sha256_key(payload: Any) -> str:
     """sha256 of the canonical JSON of `payload` (sorted keys), the record's file name."""
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is no crash
 
 
 class JsonRecordCache:
@@ -49,7 +49,7 @@ class JsonRecordCache:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, ensure_ascii=False)
+                json.dump(record, fh)  # ASCII escapes: lone surrogates in model output stay writable
             os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -116,7 +116,7 @@ class KGGenRunner:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            proc.stdin.write(json.dumps(message) + "\n")  # ASCII escapes: any str crosses the pipe
             proc.stdin.flush()
             line = proc.stdout.readline()
         except (BrokenPipeError, OSError) as exc:

@@ -144,7 +144,7 @@ def main(stdin: TextIO = sys.stdin) -> int:
             reply = handle(kg, json.loads(line), max_workers)
         except FatalKGGenError as exc:
             reply = {"fatal": str(exc)}
-        out.write(json.dumps(reply, ensure_ascii=False) + "\n")
+        out.write(json.dumps(reply) + "\n")
         if "fatal" in reply:
             return 1
     return 0

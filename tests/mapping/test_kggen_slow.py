@@ -148,3 +148,23 @@ def test_texts_are_extracted_concurrently_up_to_the_bound(server, tmp_path):
     ex.close()
     assert all(o is not None for o in out)
     assert 2 <= server.state.peak_in_flight <= 3
+
+
+def test_malformed_corpus_through_kggen(server, tmp_path):
+    # The 125 malformed responses (1 MB strings, undecodable bytes, NaN, wrong types) through the
+    # worker, DSPy and HTTP: no crash, every failure counted, the same ones as the rule extractor
+    # whose triples the server answers with.
+    from test_malformed_corpus import RESPONSES
+
+    ex = kggen_extractor(server, tmp_path / "kggen", kggen_cluster=False, max_concurrency=4)
+    out = ex.extract(RESPONSES)
+    ex.close()
+    rule = [extract_triples(r) for r in RESPONSES]
+    assert (ex.n_responses, ex.n_failures) == (125, 120)
+    # Not encodable as UTF-8: crosses our pipe and cache, then fails in the HTTP client; a counted,
+    # cached failure of that text (it would fail again), not a crash.
+    requests = server.state.requests
+    assert ex.extract(["Paris is the capital of France \ud800."]) == [None]
+    assert ex.kggen.stats.parse_failures == 1 and server.state.requests == requests
+    assert [o is None for o in out] == [r is None for r in rule]
+    assert ex.kggen.stats.api_failures == 0
