@@ -13,7 +13,9 @@ temperature 0 a retry gives the same answer), API failures are not (a rerun retr
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -28,6 +30,7 @@ from pipeline.mapping.llm_client import MissingAPIKeyError, _is_loopback
 __all__ = ["KGGenError", "KGGenRunner", "KGGenStats", "default_kggen_python", "litellm_model"]
 
 Triple = tuple[str, str, str]
+log = logging.getLogger(__name__)
 CACHE_VERSION = "kg-gen-0.4.0"  # the pinned kg-gen: its prompts define what a cached answer means
 
 
@@ -89,6 +92,7 @@ class KGGenRunner:
         self.cache = JsonRecordCache(cache_dir)
         self.timeout = timeout
         self.stats = KGGenStats()
+        self._logged: KGGenStats | None = None
         self._proc: subprocess.Popen[str] | None = None
         self._kg: Any = None
         self._lock = threading.Lock()
@@ -158,6 +162,12 @@ class KGGenRunner:
             return reply
 
     def close(self) -> None:
+        stats = getattr(self, "stats", None)
+        if stats is not None and (stats.texts_sent or stats.cache_hits) and stats != self._logged:
+            self._logged = dataclasses.replace(stats)  # close() runs again from __del__: log once
+            log.info("[kggen] %s: %d texts extracted, %d from the cache, %d parse and %d API failures, "
+                     "%d clusterings", self.settings["model"], stats.texts_sent, stats.cache_hits,
+                     stats.parse_failures, stats.api_failures, stats.clusterings_sent)
         proc, self._proc = getattr(self, "_proc", None), None
         if proc is not None and proc.poll() is None:
             try:

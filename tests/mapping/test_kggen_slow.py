@@ -69,7 +69,7 @@ def test_kggen_extracts_clusters_and_counts_failures(server, tmp_path):
     assert ex.kggen._proc is None  # the worker was stopped
 
 
-def test_rerun_makes_zero_calls(server, tmp_path):
+def test_rerun_makes_zero_calls(server, tmp_path, caplog):
     first = kggen_extractor(server, tmp_path / "kggen")
     expected = first.map_prompt(TEXTS)
     first.close()
@@ -80,6 +80,11 @@ def test_rerun_makes_zero_calls(server, tmp_path):
     assert again.kggen.stats.texts_sent == 0 and again.kggen.stats.clusterings_sent == 0
     assert again.kggen.stats.cache_hits == 3 and again.n_failures == 1
     assert again.kggen._proc is None  # never started: everything came from the cache
+    with caplog.at_level("INFO", logger="pipeline.mapping.kggen"):
+        again.close()
+        again.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "[kggen] openai/gpt-4.1-mini: 0 texts extracted, 3 from the cache, 1 parse and 0 API failures, 0 clusterings"]
 
 
 def test_api_failures_are_counted_and_not_cached(server, tmp_path):
