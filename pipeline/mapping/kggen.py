@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
-from pipeline.mapping.llm_client import MissingAPIKeyError, _is_loopback
+from pipeline.mapping.llm_client import _is_loopback, api_key_from_env
 
 __all__ = ["KGGenError", "KGGenRunner", "KGGenStats", "default_kggen_python", "litellm_model"]
 
@@ -72,7 +72,6 @@ class KGGenRunner:
         temperature: float = 0.0,
         max_tokens: int = 4096,
         max_workers: int = 4,
-        timeout: float = 3600.0,
     ) -> None:
         self.settings: dict[str, Any] = {
             "model": litellm_model(model), "api_base": api_base, "api_key_env": api_key_env,
@@ -90,7 +89,6 @@ class KGGenRunner:
             default = default_kggen_python()
             self.python = default if default.exists() else None
         self.cache = JsonRecordCache(cache_dir)
-        self.timeout = timeout
         self.stats = KGGenStats()
         self._logged: KGGenStats | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -99,13 +97,12 @@ class KGGenRunner:
 
     # ------------------------------------------------------------------ transport
     def _check_key(self) -> None:
-        if not os.environ.get(self.settings["api_key_env"]) and not self.settings["loopback"]:
-            where = self.settings["api_base"] or f"the provider of {self.settings['model']}"
-            raise MissingAPIKeyError(
-                f"environment variable {self.settings['api_key_env']} is not set; KGGen needs it for {where}. "
-                f"Export it, or set task.extractor.base_url to a local OpenAI-compatible server.")
+        """Fail here, before a worker starts, when the endpoint needs a key that is not set."""
+        api_base = self.settings["api_base"]
+        api_key_from_env(self.settings["api_key_env"], api_base,
+                         where=f"KGGen at {api_base or 'the provider of ' + self.settings['model']}")
 
-    def _start_worker(self) -> subprocess.Popen[str]:
+    def _start_worker(self) -> None:
         assert self.python is not None
         # PYTHONHASHSEED: KGGen iterates sets of strings when clustering; fixed so prompts repeat.
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
@@ -113,8 +110,7 @@ class KGGenRunner:
             [str(self.python), "-m", "pipeline.mapping.kggen_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=None, text=True, encoding="utf-8", env=env)
         self._proc = proc
-        self._send({k: v for k, v in self.settings.items()})  # names the key's variable, not the key
-        return proc
+        self._send(self.settings)  # names the key's variable, not the key
 
     def _send(self, message: dict[str, Any]) -> dict[str, Any]:
         proc = self._proc

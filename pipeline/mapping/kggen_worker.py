@@ -82,8 +82,6 @@ def _classify(exc: BaseException) -> str:
 def _one_graph(kg: Any, text: str, context: str) -> dict[str, Any]:
     try:
         graph = kg.generate(input_data=text, context=context)
-    except FatalKGGenError:
-        raise
     except Exception as exc:  # noqa: BLE001 - one failed extraction is a counted failure
         return {"error": f"{type(exc).__name__}: {str(exc)[:500]}", "kind": _classify(exc)}
     return {"relations": sorted([list(map(str, r)) for r in graph.relations])}
@@ -106,8 +104,6 @@ def cluster_graph(kg: Any, relations: Sequence[Sequence[str]], context: str) -> 
                   relations=triples)
     try:
         clustered = kg.cluster(graph, context=context)
-    except FatalKGGenError:
-        raise
     except Exception as exc:  # noqa: BLE001 - clustering failed: keep the graph unclustered
         return {"error": f"{type(exc).__name__}: {str(exc)[:500]}", "kind": _classify(exc)}
     return {

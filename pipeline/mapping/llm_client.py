@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
 
-__all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "cache_key"]
+__all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "api_key_from_env", "cache_key"]
 
 Messages = list[dict[str, str]]
 
@@ -70,6 +70,21 @@ def _is_loopback(base_url: str | None) -> bool:
         return False
     host = urlparse(base_url).hostname or ""
     return host in _LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def api_key_from_env(api_key_env: str, base_url: str | None, where: str | None = None) -> str:
+    """The API key from `api_key_env`; a placeholder for loopback servers (vLLM and friends accept
+    any); else `MissingAPIKeyError` naming the variable and `where` it is needed."""
+    key = os.environ.get(api_key_env, "")
+    if key:
+        return key
+    if _is_loopback(base_url):
+        return "EMPTY"
+    where = where or base_url or "the OpenAI API (default base_url)"
+    raise MissingAPIKeyError(
+        f"environment variable {api_key_env} is not set; it must hold the API key for {where}. "
+        f"Export it (export {api_key_env}=...) or point the base URL at a local server."
+    )
 
 
 class LLMClient:
@@ -114,24 +129,12 @@ class LLMClient:
         self._key_locks_guard = threading.Lock()
 
     # ------------------------------------------------------------------ key and client
-    def _api_key(self) -> str:
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            return key
-        if _is_loopback(self.base_url):
-            return "EMPTY"  # local OpenAI-compatible servers ignore the key
-        where = self.base_url or "the OpenAI API (default base_url)"
-        raise MissingAPIKeyError(
-            f"environment variable {self.api_key_env} is not set; it must hold the API key for {where}. "
-            f"Export it (export {self.api_key_env}=...) or point base_url at a local server."
-        )
-
     def _openai(self) -> Any:
         with self._client_lock:
             if self._client is None:
                 import openai  # heavy-ish; only when a request is really sent
 
-                kwargs: dict[str, Any] = {"api_key": self._api_key(), "max_retries": 0, "timeout": self.timeout}
+                kwargs: dict[str, Any] = {"api_key": api_key_from_env(self.api_key_env, self.base_url), "max_retries": 0, "timeout": self.timeout}
                 if self.base_url:
                     kwargs["base_url"] = self.base_url
                 self._client = openai.OpenAI(**kwargs)
