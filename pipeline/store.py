@@ -198,16 +198,21 @@ class ArtifactStore:
     def has_shard(self, name: str, key: str, index: int) -> bool:
         return self.shard_path(name, key, index).exists()
 
-    def write_shard(self, name: str, key: str, index: int, df) -> None:
-        atomic_write_table(self.shard_path(name, key, index), to_table(name, df))
+    def write_shard(self, name: str, key: str, index: int, df, schema: str | None = None) -> None:
+        """Shard `index` of shard group `name`, validated against artifact `schema` (default:
+        the artifact of the same name)."""
+        atomic_write_table(self.shard_path(name, key, index), to_table(schema or name, df))
 
-    def read_shards(self, name: str, key: str, indices: Iterable[int]):
+    def read_shards(self, name: str, key: str, indices: Iterable[int], schema: str | None = None):
         import pandas as pd
 
         frames = [pd.read_parquet(self.shard_path(name, key, i)) for i in indices]
         if not frames:
-            return pd.DataFrame({c: [] for c in ARTIFACTS[name]})
+            return pd.DataFrame({c: [] for c in ARTIFACTS[schema or name]})
         return pd.concat(frames, ignore_index=True)
 
-    def drop_shards(self, name: str) -> None:
-        shutil.rmtree(self.root / f"{name}.shards", ignore_errors=True)
+    def drop_shards(self, name: str | None = None) -> None:
+        """Remove shard group `name`, or every shard group of the cell (None)."""
+        dirs = [self.root / f"{name}.shards"] if name else sorted(self.root.glob("*.shards"))
+        for path in dirs:
+            shutil.rmtree(path, ignore_errors=True)

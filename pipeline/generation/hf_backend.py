@@ -141,12 +141,17 @@ class TransformersBackend:
         num_threads: int | None = 1,
         cache_dir: str | Path | None = None,
         name: str | None = None,
+        device_map: str | None = None,
+        trust_remote_code: bool = False,
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        """Load model and tokenizer from a local folder (or "smollm2" for the packaged model).
+        """Load model and tokenizer from a local folder or hub id ("smollm2": the packaged model).
 
         `batch_size` is the number of prompts per `generate` call (each with its M samples).
         `num_threads` sets torch's process-wide intra-op threads (None: leave as is); see the
-        module docstring for why 1 is the default on CPU.
+        module docstring for why 1 is the default on CPU. `device_map="auto"` spreads a model
+        too large for one GPU over all visible GPUs (then `device` is where inputs go: the
+        first layer's device). `chat_template_kwargs` go to every `apply_chat_template`.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -158,9 +163,11 @@ class TransformersBackend:
 
             model_path = ensure_dense_model(cache_dir)
         path = Path(model_path).expanduser()
-        if not path.is_dir():
+        if not path.is_dir() and (str(model_path).startswith((".", "/", "~"))
+                                  or str(model_path).count("/") != 1):
             raise FileNotFoundError(
-                f"model folder {path} does not exist; pass a local transformers folder or 'smollm2' for the packaged model"
+                f"model folder {path} does not exist; pass a local transformers folder, a hub id "
+                "(org/name) or 'smollm2' for the packaged model"
             )
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {list(DTYPES)}")
@@ -168,16 +175,25 @@ class TransformersBackend:
         if num_threads:
             torch.set_num_threads(num_threads)
 
+        source = str(path) if path.is_dir() else str(model_path)  # local folder or hub id
         self.model_path = path
-        self.device = torch.device(device)
         self.batch_size = batch_size
         self.name = name or f"transformers:{path.name}"
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             # Any id works for pad: padded positions are masked and dropped after EOS.
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(self.device)
+        if device_map is not None:
+            self.model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=torch_dtype, device_map=device_map,
+                trust_remote_code=trust_remote_code)
+            self.device = self.model.get_input_embeddings().weight.device
+        else:
+            self.device = torch.device(device)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=torch_dtype, trust_remote_code=trust_remote_code).to(self.device)
         self.model.eval()
 
         gen = copy.deepcopy(self.model.generation_config)
@@ -462,7 +478,7 @@ class TransformersBackend:
                 f"{self.name} has no chat template; render prompts yourself and pass plain strings"
             )
         return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
+            messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
         )
 
 

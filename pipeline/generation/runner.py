@@ -63,8 +63,7 @@ def generate_records(
 
     `questions` are the texts P(True) asks about (lm-polygraph's input text); when omitted the
     prompts themselves are used. P(True) uses lm-polygraph's plain prompt (estimator `PTrue`);
-    `ptrue_with_samples=True` switches to its sampling variant (`PTrueSampling`). A backend
-    without contrastive search (vLLM) skips that strategy with a warning.
+    `ptrue_with_samples=True` switches to its sampling variant (`PTrueSampling`).
     Returns (samples_df, decodes_df, ptrue_df).
     """
     prompts, prompt_ids = list(prompts), [str(p) for p in prompt_ids]
@@ -81,11 +80,10 @@ def generate_records(
         raise ValueError(f"{len(questions)} questions but {len(prompts)} prompts")
     strategies = list(dict.fromkeys(strategies))
     if "contrastive" in strategies and not callable(getattr(backend, "contrastive", None)):
-        log.warning(
-            "backend %s has no contrastive search; skipping that strategy",
-            getattr(backend, "name", backend),
+        raise ValueError(
+            f"backend {getattr(backend, 'name', backend)} has no contrastive search; run that "
+            "strategy with a backend that has it (the generate stage does so under vLLM)"
         )
-        strategies.remove("contrastive")
 
     chunk = chunk_size or max(1, int(getattr(backend, "batch_size", 8)))
     ar_cfg = dataclasses.replace(cfg, n=1, seed=cfg.seed + AR_SEED_OFFSET)
@@ -162,3 +160,20 @@ def generate_records(
     if progress:
         print(summary, file=sys.stderr)
     return _frame(sample_rows, SAMPLES), _frame(decode_rows, DECODES), _frame(ptrue_rows, PTRUE)
+
+
+def contrastive_records(
+    backend: Any,
+    prompts: Sequence[str],
+    prompt_ids: Sequence[str],
+    *,
+    max_new_tokens: int,
+    alpha: float = 0.6,
+    top_k: int = 4,
+) -> Any:
+    """The contrastive-search rows of `decodes` for chat-rendered prompts (one per prompt)."""
+    generations = backend.contrastive(list(prompts), max_new_tokens=max_new_tokens, alpha=alpha,
+                                      top_k=top_k)
+    rows = [{"prompt_id": str(pid), "strategy": "contrastive", **_row(g)}
+            for pid, g in zip(prompt_ids, generations, strict=True)]
+    return _frame(rows, DECODES)

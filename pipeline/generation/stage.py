@@ -1,25 +1,47 @@
 """The generate stage for one cell: dataset -> chat prompts -> samples, decodes, P(True),
 written in shards of prompts so a killed or preempted job resumes at the first unfinished shard.
+
+Two paths, one set of shards:
+- `backend=transformers` (CPU default): everything in this process with one backend.
+- `backend=vllm` (the paper): a vLLM pass in the vLLM environment's interpreter
+  (`pipeline.generation.vllm_pass`, its own process: vLLM needs transformers 5 and releases the
+  GPU only when its process ends) writes samples, greedy, beam, ancestral and P(True); then
+  contrastive search, which vLLM does not have, runs through transformers in this process on
+  the same GPUs, into shards of its own. Prompts are chat-rendered once, here, for both passes.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import math
+import os
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from pipeline.store import ArtifactStore
 
 log = logging.getLogger("pipeline")
 
 SHARDED = ("samples", "decodes", "ptrue")  # ptrue written last: it marks a shard complete
+CONTRASTIVE = "contrastive"  # shard group of the contrastive pass (rows in the decodes schema)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    prompt_ids: list[str]
+    prompts: list[str]
+    questions: list[str]
 
 
 def resolve_model_path(path: str, cache_dir: str) -> str:
@@ -31,88 +53,218 @@ def resolve_model_path(path: str, cache_dir: str) -> str:
     return path
 
 
+def tensor_parallel_size(model: DictConfig) -> int:
+    """vLLM's tensor parallel size: the model config's, else one rank per GPU it asks for."""
+    return int(model.tensor_parallel_size or max(1, int(model.gpus)))
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(model_path: str, trust_remote_code: bool) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+
+
+def render_prompts(cfg: DictConfig, dataset) -> list[str]:
+    """The model input of every record: the paper's prompt in the model's chat template."""
+    from pipeline.data import DATASETS, build_messages
+
+    tokenizer = _tokenizer(resolve_model_path(cfg.model.path, cfg.cache_dir),
+                           bool(cfg.model.trust_remote_code))
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
+                         "paper prompts instruction-tuned chat models")
+    task = DATASETS[cfg.dataset.name].task
+    kwargs = dict(cfg.model.chat_template_kwargs)
+    return [tokenizer.apply_chat_template(build_messages(task, rec), tokenize=False,
+                                          add_generation_prompt=True, **kwargs)
+            for rec in dataset.to_dict("records")]
+
+
 @lru_cache(maxsize=2)
 def _cached_backend(name: str, model_path: str, dtype: str, device: str, batch_size: int,
                     extra: tuple) -> Any:
     from pipeline.generation.base import get_backend
 
+    kwargs = dict(extra)
+    kwargs["chat_template_kwargs"] = dict(kwargs.get("chat_template_kwargs", ()))
     return get_backend(name, model_path=model_path, dtype=dtype, device=device,
-                       batch_size=batch_size, **dict(extra))
+                       batch_size=batch_size, **kwargs)
 
 
 def make_backend(cfg: DictConfig):
-    """The configured backend; kept loaded across the jobs of a local sweep (same process)."""
+    """The cell's model on the in-process transformers backend (what backend=transformers
+    generates with, and what a `local` extractor asks); kept loaded across the jobs of a local
+    sweep."""
+    from pipeline.devices import resolve_device
+
     b = cfg.backend
     model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
-    extra: dict[str, Any] = {}
-    if b.name == "transformers":
-        extra["num_threads"] = b.num_threads
-    if b.name == "vllm":
-        extra = {"gpu_memory_utilization": b.gpu_memory_utilization,
-                 "max_model_len": b.max_model_len, "enable_prefix_caching": b.enable_prefix_caching,
-                 "tensor_parallel_size": b.tensor_parallel_size, "seed": cfg.generation.seed}
-    if cfg.model.chat_template_kwargs:
-        extra["chat_template_kwargs"] = dict(cfg.model.chat_template_kwargs)
-    return _cached_backend(b.name, model_path, cfg.model.dtype, b.device, b.batch_size,
-                           tuple(sorted((k, _hashable(v)) for k, v in extra.items())))
+    extra = {"num_threads": b.num_threads,
+             "trust_remote_code": bool(cfg.model.trust_remote_code),
+             "chat_template_kwargs": tuple(sorted(dict(cfg.model.chat_template_kwargs).items()))}
+    return _cached_backend("transformers", model_path, cfg.model.dtype, resolve_device(b.device),
+                           b.batch_size, tuple(sorted(extra.items())))
 
 
-def _hashable(value):
-    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+def vllm_python(cfg: DictConfig) -> str:
+    """Interpreter of the vLLM pass: backend.python, $VLLM_PYTHON, <repo>/.venv-vllm, or this
+    interpreter when it has vLLM (a single-env install)."""
+    explicit = cfg.backend.python or os.environ.get("VLLM_PYTHON")
+    if explicit:
+        if not Path(explicit).exists():
+            raise FileNotFoundError(f"backend.python={explicit} does not exist; build the vLLM env "
+                                    "with `make vllm-env` or point backend.python at a python "
+                                    "that has vllm")
+        return str(explicit)
+    default = REPO_ROOT / ".venv-vllm" / "bin" / "python"
+    if default.exists():
+        return str(default)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    raise FileNotFoundError("backend=vllm needs the vLLM env: run `make vllm-env` (builds "
+                            ".venv-vllm), or set backend.python=/path/to/python-with-vllm")
 
 
-def _delegate_to_vllm_env(cfg: DictConfig) -> None:
-    """vLLM lives in its own env (DESIGN.md s7): re-run this stage with that interpreter."""
-    from hydra.core.hydra_config import HydraConfig
+def _shards(cfg: DictConfig, dataset, prompts: list[str]) -> list[Shard]:
+    size = max(1, int(cfg.generation.shard_size))
+    ids = [str(x) for x in dataset["prompt_id"]]
+    questions = [str(x) for x in dataset["question"]]
+    return [Shard(i, ids[i * size:(i + 1) * size], prompts[i * size:(i + 1) * size],
+                  questions[i * size:(i + 1) * size])
+            for i in range(math.ceil(len(prompts) / size))]
 
-    python = cfg.backend.python
-    if not python or not Path(python).exists():
-        raise RuntimeError(
-            "backend=vllm but vllm is not importable in this environment. Create the vLLM env "
-            "(scripts/setup_vllm_venv.sh) and set backend.python=.venv-vllm/bin/python, or run "
-            "`.venv-vllm/bin/python -m pipeline stage=generate ...` yourself.")
-    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("stage=")]
-    cmd = [python, "-m", "pipeline", "stage=generate", *overrides]
-    log.info("[generate] delegating to the vLLM env: %s", " ".join(cmd))
-    subprocess.run(cmd, check=True)
+
+def _sampling(cfg: DictConfig):
+    from pipeline.generation.base import SamplingConfig
+
+    g = cfg.generation
+    return SamplingConfig(n=g.n_samples, temperature=cfg.model.temperature,
+                          top_p=cfg.model.top_p, top_k=cfg.model.top_k,
+                          max_new_tokens=cfg.dataset.max_new_tokens, seed=g.seed)
+
+
+def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+                       shards: list[Shard]) -> None:
+    from pipeline.generation.runner import generate_records
+
+    g = cfg.generation
+    todo = [s for s in shards if not store.has_shard("ptrue", key, s.index)]
+    if len(todo) < len(shards):
+        log.info("[generate] resuming: %d of %d shards already written",
+                 len(shards) - len(todo), len(shards))
+    if not todo:
+        return
+    backend = make_backend(cfg)
+    for shard in todo:
+        frames = generate_records(
+            backend, shard.prompts, shard.prompt_ids, _sampling(cfg),
+            strategies=tuple(g.strategies), beam_width=g.beam_width,
+            contrastive_alpha=g.contrastive_alpha, contrastive_top_k=g.contrastive_top_k,
+            ptrue=g.ptrue, questions=shard.questions, progress=sys.stderr.isatty())
+        for name, frame in zip(SHARDED, frames):
+            store.write_shard(name, key, shard.index, frame)
+        log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
+
+
+def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
+               strategies: list[str]) -> None:
+    """Everything but contrastive search, in the vLLM env's interpreter (its own process)."""
+    todo = [s for s in shards if not store.has_shard("ptrue", key, s.index)]
+    if len(todo) < len(shards):
+        log.info("[generate] resuming: %d of %d shards already written",
+                 len(shards) - len(todo), len(shards))
+    if not todo:
+        return
+    python = vllm_python(cfg)
+    b, g = cfg.backend, cfg.generation
+    job = {
+        "store": str(Path(store.root).resolve()), "key": key,
+        "engine": {
+            "model_path": resolve_model_path(cfg.model.path, cfg.cache_dir),
+            "dtype": cfg.model.dtype, "max_model_len": b.max_model_len,
+            "gpu_memory_utilization": b.gpu_memory_utilization,
+            "enable_prefix_caching": b.enable_prefix_caching, "seed": g.seed,
+            "tensor_parallel_size": tensor_parallel_size(cfg.model),
+            "enforce_eager": bool(b.enforce_eager),
+            "kv_cache_memory_bytes": b.kv_cache_memory_bytes,
+            "trust_remote_code": bool(cfg.model.trust_remote_code),
+            "chat_template_kwargs": dict(cfg.model.chat_template_kwargs),
+            "name": f"vllm:{cfg.model.name}",
+        },
+        "sampling": vars(_sampling(cfg)), "strategies": strategies,
+        "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
+        "shards": [vars(s) for s in todo],
+    }
+    with tempfile.TemporaryDirectory(prefix="vllm-pass-") as tmp:
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job), encoding="utf-8")
+        cmd = [python, "-m", "pipeline.generation.vllm_pass", str(path)]
+        log.info("[generate] vLLM pass (%d shards, tensor parallel %d) in %s", len(todo),
+                 job["engine"]["tensor_parallel_size"], python)
+        # Output goes straight to this job's log; the pass writes shards, nothing else.
+        done = subprocess.run(cmd, cwd=REPO_ROOT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the vLLM pass failed (exit {done.returncode}; its log is above). "
+                           "Shards written so far are kept: rerun the stage to resume.")
+
+
+def _contrastive_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+                      shards: list[Shard]) -> None:
+    """Contrastive search (Su et al. 2022) through transformers, after the vLLM pass has
+    released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
+    from pipeline.devices import cuda_device_count, resolve_device
+    from pipeline.generation.hf_backend import TransformersBackend
+    from pipeline.generation.runner import contrastive_records
+
+    todo = [s for s in shards if not store.has_shard(CONTRASTIVE, key, s.index)]
+    if not todo:
+        return
+    device = resolve_device(cfg.device)
+    spread = device == "cuda" and cuda_device_count() > 1 and int(cfg.model.gpus) > 1
+    g = cfg.generation
+    backend = TransformersBackend(
+        resolve_model_path(cfg.model.path, cfg.cache_dir), dtype=cfg.model.dtype, device=device,
+        device_map="auto" if spread else None, batch_size=g.contrastive_batch_size,
+        num_threads=cfg.backend.num_threads, trust_remote_code=bool(cfg.model.trust_remote_code),
+        name=f"transformers:{cfg.model.name}")
+    log.info("[generate] contrastive search through transformers on %s (%d shards)",
+             "all GPUs" if spread else device, len(todo))
+    for shard in todo:
+        frame = contrastive_records(backend, shard.prompts, shard.prompt_ids,
+                                    max_new_tokens=cfg.dataset.max_new_tokens,
+                                    alpha=g.contrastive_alpha, top_k=g.contrastive_top_k)
+        store.write_shard(CONTRASTIVE, key, shard.index, frame, schema="decodes")
+    del backend
 
 
 def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    from pipeline.data import DATASETS, build_messages, load_dataset
-    from pipeline.generation.base import SamplingConfig
-    from pipeline.generation.runner import generate_records
+    import pandas as pd
+
+    from pipeline.data import load_dataset
 
     dataset = load_dataset(cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
-                           **dict(cfg.dataset.overrides))
-    if cfg.backend.name == "vllm" and importlib.util.find_spec("vllm") is None:
-        _delegate_to_vllm_env(cfg)
-        return {name: store.read(name) for name in ("dataset", *SHARDED)}
-
-    backend = make_backend(cfg)
-    task = DATASETS[cfg.dataset.name].task
-    prompts = [backend.render_chat(build_messages(task, rec)) for rec in dataset.to_dict("records")]
-    ids = dataset["prompt_id"].tolist()
-    g = cfg.generation
-    sampling = SamplingConfig(n=g.n_samples, temperature=cfg.model.temperature,
-                              top_p=cfg.model.top_p, top_k=cfg.model.top_k,
-                              max_new_tokens=cfg.dataset.max_new_tokens, seed=g.seed)
-    size = max(1, int(g.shard_size))
-    n_shards = math.ceil(len(prompts) / size)
-    done = [i for i in range(n_shards) if store.has_shard("ptrue", key, i)]
-    if done:
-        log.info("[generate] resuming: %d of %d shards already written", len(done), n_shards)
-    for i in range(n_shards):
-        if i in done:
-            continue
-        sl = slice(i * size, (i + 1) * size)
-        frames = generate_records(
-            backend, prompts[sl], ids[sl], sampling, strategies=tuple(g.strategies),
-            beam_width=g.beam_width, contrastive_alpha=g.contrastive_alpha,
-            contrastive_top_k=g.contrastive_top_k, ptrue=g.ptrue,
-            questions=dataset["question"].tolist()[sl], progress=sys.stderr.isatty())
-        for name, frame in zip(SHARDED, frames):
-            store.write_shard(name, key, i, frame)
-        log.info("[generate] shard %d/%d written", i + 1, n_shards)
-    out = {name: store.read_shards(name, key, range(n_shards)) for name in SHARDED}
+                           **OmegaConf.to_container(cfg.dataset.overrides, resolve=True))
+    prompts = render_prompts(cfg, dataset)
+    shards = _shards(cfg, dataset, prompts)
+    strategies = list(dict.fromkeys(cfg.generation.strategies))
+    if cfg.backend.name == "vllm":
+        _vllm_pass(cfg, store, key, shards, [s for s in strategies if s != "contrastive"])
+        if "contrastive" in strategies:
+            _contrastive_pass(cfg, store, key, shards)
+    else:
+        _transformers_pass(cfg, store, key, shards)
+    indices = range(len(shards))
+    out = {name: store.read_shards(name, key, indices) for name in SHARDED}
+    if cfg.backend.name == "vllm" and "contrastive" in strategies:
+        decodes = pd.concat([out["decodes"],
+                             store.read_shards(CONTRASTIVE, key, indices, schema="decodes")],
+                            ignore_index=True)
+        order = {pid: i for i, pid in enumerate(dataset["prompt_id"])}
+        rank = {s: i for i, s in enumerate(strategies)}
+        out["decodes"] = (decodes.assign(_p=decodes["prompt_id"].map(order),
+                                         _s=decodes["strategy"].map(rank))
+                          .sort_values(["_p", "_s"], kind="stable")
+                          .drop(columns=["_p", "_s"]).reset_index(drop=True))
     out["dataset"] = dataset
     return out

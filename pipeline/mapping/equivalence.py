@@ -13,6 +13,14 @@ Both backends share one interface (DESIGN.md s6, s7):
 Only the unique strings of a call are scored, and every scored ordered pair is cached in memory
 and (with ``cache_dir``) in an sqlite file keyed by (model name, question, premise answer,
 hypothesis answer), so a rerun makes zero model calls (``n_model_calls`` counts forward passes).
+``prefetch([(question, texts), ...])`` scores the missing pairs of many prompts at once, in
+length-sorted batches (a GPU is busy with full batches instead of one prompt's few pairs).
+
+NLI inputs are ``question + answer`` on both sides. When that does not fit the model's length,
+only the shared question prefix is shortened (its head kept, or dropped when less than
+``MIN_PREFIX_TOKENS`` would remain): the answers under test are never cut. A CNN/DM "question"
+is a whole article; truncating from the end, as tokenizers do, would cut both answers away and
+make every pair "the same article" (entailment both ways).
 
 Deviations from lm-polygraph, on purpose:
 - a string compared with itself is not scored: it entails itself (entail 1, contra 0). lm-polygraph
@@ -47,6 +55,8 @@ DEFAULT_NLI_MODEL = "microsoft/deberta-large-mnli"
 # split answer costs less than two different answers merged into one cluster.
 DEFAULT_EMBEDDING_THRESHOLD = 0.935
 DEFAULT_EMBEDDING_SCALE = 0.02
+# A question prefix shorter than this after truncation carries no usable context: dropped.
+MIN_PREFIX_TOKENS = 16
 
 
 class PairCache:
@@ -142,6 +152,48 @@ class Equivalence:
         """Model values for ordered (premise answer, hypothesis answer) pairs -> (P, n_values)."""
         raise NotImplementedError  # pragma: no cover
 
+    def _score_triples(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
+        """Values of (question, premise answer, hypothesis answer) triples of any questions."""
+        out = np.zeros((len(triples), self.n_values), dtype=np.float64)
+        by_question: dict[str, list[int]] = {}
+        for i, (q, _, _) in enumerate(triples):
+            by_question.setdefault(q, []).append(i)
+        for q, rows in by_question.items():
+            out[rows] = np.asarray(self._score(q, [triples[i][1:] for i in rows]),
+                                   dtype=np.float64).reshape(len(rows), self.n_values)
+        return out
+
+    def _missing(self, question: str, unique: list[str]) -> list[tuple[str, tuple[str, str, str]]]:
+        """(cache key, triple) of every off-diagonal ordered pair not in memory (disk consulted)."""
+        triples = [(question, a, b) for a in unique for b in unique if a != b]
+        keys = [PairCache.key(self.name, *t) for t in triples]
+        missing_keys = [k for k in keys if k not in self._memory]
+        if missing_keys and self._disk is not None:
+            self._memory.update(self._disk.get_many(missing_keys))
+        return [(k, t) for k, t in zip(keys, triples, strict=True) if k not in self._memory]
+
+    def _score_and_store(self, todo: list[tuple[str, tuple[str, str, str]]]) -> None:
+        if not todo:
+            return
+        scored = np.asarray(self._score_triples([t for _, t in todo]), dtype=np.float64)
+        scored = scored.reshape(len(todo), self.n_values)
+        self.n_pairs_scored += len(todo)
+        new = {k: row.tolist() for (k, _), row in zip(todo, scored, strict=True)}
+        self._memory.update(new)
+        if self._disk is not None:
+            self._disk.put_many(new)
+
+    def prefetch(self, items: Sequence[tuple[object, Sequence[object]]]) -> int:
+        """Score every missing pair of many (question, texts) prompts in one batched pass;
+        later per-prompt calls hit the cache. Returns the number of pairs scored."""
+        todo: dict[str, tuple[str, str, str]] = {}
+        for question, texts in items:
+            unique = list(dict.fromkeys(to_text(t) for t in texts))
+            todo.update(self._missing(to_text(question), unique))
+        before = self.n_pairs_scored
+        self._score_and_store(list(todo.items()))
+        return self.n_pairs_scored - before
+
     def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(U, U, n_values) pair values -> entail probs, contra probs, label codes (U, U)."""
         raise NotImplementedError  # pragma: no cover
@@ -150,24 +202,12 @@ class Equivalence:
         """(U, U, n_values) values for all ordered off-diagonal pairs, from cache or model."""
         u = len(unique)
         values = np.zeros((u, u, self.n_values), dtype=np.float64)
-        pairs = [(i, j) for i in range(u) for j in range(u) if i != j]
-        keys = [PairCache.key(self.name, question, unique[i], unique[j]) for i, j in pairs]
-        missing_keys = [k for k in keys if k not in self._memory]
-        if missing_keys and self._disk is not None:
-            self._memory.update(self._disk.get_many(missing_keys))
-        todo = [(p, k) for p, k in zip(pairs, keys, strict=True) if k not in self._memory]
-        if todo:
-            scored = np.asarray(
-                self._score(question, [(unique[i], unique[j]) for (i, j), _ in todo]),
-                dtype=np.float64,
-            ).reshape(len(todo), self.n_values)
-            self.n_pairs_scored += len(todo)
-            new = {k: row.tolist() for (_, k), row in zip(todo, scored, strict=True)}
-            self._memory.update(new)
-            if self._disk is not None:
-                self._disk.put_many(new)
-        for (i, j), k in zip(pairs, keys, strict=True):
-            values[i, j] = self._memory[k]
+        self._score_and_store(self._missing(question, unique))
+        for i in range(u):
+            for j in range(u):
+                if i != j:
+                    values[i, j] = self._memory[PairCache.key(self.name, question, unique[i],
+                                                              unique[j])]
         return values
 
     def _expanded(self, question: object, texts: Sequence[object]) -> tuple[np.ndarray, ...]:
@@ -248,6 +288,8 @@ class NliEquivalence(Equivalence):
         self.entail_id: int | None = None
         self.neutral_id: int | None = None
         self.contra_id: int | None = None
+        self.n_prefix_truncated = 0  # pairs whose question prefix was shortened or dropped
+        self.n_answers_truncated = 0  # pairs whose answers alone exceeded max_length
 
     @property
     def name(self) -> str:
@@ -260,6 +302,8 @@ class NliEquivalence(Equivalence):
 
         self._tokenizer = AutoTokenizer.from_pretrained(self.model_ref)
         model = AutoModelForSequenceClassification.from_pretrained(self.model_ref)
+        self.max_length = min(self.max_length, int(self._tokenizer.model_max_length),
+                              int(getattr(model.config, "max_position_embeddings", self.max_length)))
         label2id = dict(model.config.label2id)
         self.entail_id = _find_label_id(label2id, "entail")
         self.contra_id = _find_label_id(label2id, "contra")
@@ -273,21 +317,63 @@ class NliEquivalence(Equivalence):
         self._model = model.to(self.device).eval()
 
     def _score(self, question: str, pairs: list[tuple[str, str]]) -> np.ndarray:
+        return self._score_triples([(question, a, b) for a, b in pairs])
+
+    def _prefix(self, question: str, keep: int) -> str:
+        """The question cut after its first `keep` tokens (character offsets of a fast
+        tokenizer; decoded ids otherwise)."""
+        if keep <= 0:
+            return ""
+        enc = self._tokenizer(question, add_special_tokens=False,
+                              return_offsets_mapping=self._tokenizer.is_fast)
+        if keep >= len(enc["input_ids"]):
+            return question
+        if self._tokenizer.is_fast:
+            return question[: enc["offset_mapping"][keep - 1][1]]
+        return self._tokenizer.decode(enc["input_ids"][:keep])
+
+    def pair_texts(self, question: str, premise: str, hypothesis: str) -> tuple[str, str]:
+        """The texts of one ordered pair: `question + answer` on both sides, the question cut
+        (its head kept) or dropped so that both answers fit `max_length` whole."""
+        self._load()
+        tok = self._tokenizer
+
+        def length(a: str, b: str) -> int:
+            return len(tok(a, b, truncation=False)["input_ids"])
+
+        full = (f"{question} {premise}", f"{question} {hypothesis}") if question else \
+            (premise, hypothesis)
+        if not question or length(*full) <= self.max_length:
+            return full
+        q_len = len(tok(question, add_special_tokens=False)["input_ids"])
+        answers = length(premise, hypothesis)
+        keep = min(q_len, (self.max_length - answers) // 2)
+        while keep >= MIN_PREFIX_TOKENS:
+            prefix = self._prefix(question, keep)
+            texts = (f"{prefix} {premise}", f"{prefix} {hypothesis}")
+            if length(*texts) <= self.max_length:
+                self.n_prefix_truncated += 1
+                return texts
+            keep -= 4  # token boundaries moved by the cut: shorten a little more
+        self.n_prefix_truncated += 1
+        if answers > self.max_length:  # the answers alone do not fit: the tokenizer cuts them
+            self.n_answers_truncated += 1
+        return premise, hypothesis
+
+    def _score_triples(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
         import torch
 
         self._load()
-        prefix = f"{question} " if question else ""
-        out = []
+        texts = [self.pair_texts(q, a, b) for q, a, b in triples]
+        # Longest first: little padding within a batch, and a batch too large fails at once.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i][0]) - len(texts[i][1]))
+        out = np.zeros((len(triples), 3), dtype=np.float64)
         with torch.no_grad():
-            for start in range(0, len(pairs), self.batch_size):
-                batch = pairs[start : start + self.batch_size]
+            for start in range(0, len(order), self.batch_size):
+                rows = order[start : start + self.batch_size]
                 encoded = self._tokenizer(
-                    [prefix + a for a, _ in batch],
-                    [prefix + b for _, b in batch],
-                    padding=True,
-                    truncation=True,
-                    max_length=self.max_length,
-                    return_tensors="pt",
+                    [texts[i][0] for i in rows], [texts[i][1] for i in rows], padding=True,
+                    truncation="longest_first", max_length=self.max_length, return_tensors="pt",
                 ).to(self.device)
                 probs = torch.softmax(self._model(**encoded).logits.float(), dim=-1).cpu().numpy()
                 self.n_model_calls += 1
@@ -299,8 +385,8 @@ class NliEquivalence(Equivalence):
                     if self.neutral_id is not None
                     else 1.0 - entail - contra
                 )
-                out.append(np.stack([entail, neutral, contra], axis=1))
-        return np.concatenate(out, axis=0)
+                out[rows] = np.stack([entail, neutral, contra], axis=1)
+        return out
 
     def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # The order of `values` is (entail, neutral, contra) == (ENTAIL, NEUTRAL, CONTRA).

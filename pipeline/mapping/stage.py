@@ -9,38 +9,19 @@ label space. Unparseable responses are kept as rows with parse_ok=False and coun
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig
 
+from pipeline.aux_models import build_embedder, build_equivalence
 from pipeline.latent import to_json
 from pipeline.text import canonical_label
 
 log = logging.getLogger("pipeline")
 
 TEXT_REFERENCE_SPACES = ("graphs", "sphere")  # the reference is text mapped with the same g_T
-
-
-@lru_cache(maxsize=4)
-def build_embedder(name: str):
-    from pipeline.mapping.embed import Embedder
-
-    return Embedder(model=name)
-
-
-def build_equivalence(eq: DictConfig, cache_dir: str):
-    from pipeline.mapping.equivalence import EmbeddingEquivalence, NliEquivalence
-
-    pair_cache = Path(cache_dir) / "pairs"
-    if eq.backend == "nli":
-        return NliEquivalence(model=eq.nli_model, strict=eq.strict, cache_dir=pair_cache)
-    log.info("[map] equivalence by embedding similarity (%s, threshold %.3f): the offline "
-             "stand-in for DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
-    return EmbeddingEquivalence(build_embedder(eq.embedder), threshold=eq.threshold,
-                                strict=eq.strict, cache_dir=pair_cache)
 
 
 def build_llm_client(cfg: DictConfig):
@@ -98,6 +79,11 @@ def build_mapper(cfg: DictConfig, equivalence):
     if space == "classes":
         nli = cfg.task.equivalence.backend == "nli"
 
+        def prefetch(items: list[tuple[str, list[str]]]) -> None:
+            if nli and hasattr(label_equivalence, "prefetch"):  # all prompts' pairs, batched
+                label_equivalence.prefetch([(q, [t for t in texts if canonical_label(t)])
+                                            for q, texts in items])
+
         def classes(question: str, texts: list[str]) -> list[Any]:
             # NLI (paper): cluster whole responses. Offline: cluster their core answers.
             keys = [canonical_label(t) if nli else core_answer(t, question) for t in texts]
@@ -111,6 +97,7 @@ def build_mapper(cfg: DictConfig, equivalence):
             for i, c in zip(keep, ids):
                 out[i] = rep[c]
             return out
+        classes.prefetch = prefetch  # type: ignore[attr-defined]
         return classes
     if space in ("sets", "sets-fbeta"):
         from pipeline.mapping.sets import SetExtractor
@@ -135,7 +122,7 @@ def build_mapper(cfg: DictConfig, equivalence):
         graphs.close = extractor.close  # type: ignore[attr-defined]  # stops KGGen's worker
         return graphs
     if space == "sphere":
-        embedder = build_embedder(cfg.task.embedder)
+        embedder = build_embedder(cfg.task.embedder, cfg)
 
         def sphere(question: str, texts: list[str]) -> list[Any]:
             keep = [i for i, t in enumerate(texts) if t.strip()]
@@ -172,9 +159,13 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
     space = cfg.task.space
     codec_space = "sets" if space == "sets-fbeta" else space
-    mapper = build_mapper(cfg, build_equivalence(cfg.task.equivalence, cfg.cache_dir))
+    mapper = build_mapper(cfg, build_equivalence(cfg))
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
     by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
+    if hasattr(mapper, "prefetch"):
+        mapper.prefetch([(rec.question, list(by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])["text"])
+                          + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"]))
+                         for rec in dataset.itertuples()])
     rows, failures, total = [], 0, 0
     try:
         for rec in dataset.itertuples():

@@ -202,6 +202,11 @@ def compute_uncertainty(
         batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer)
         if batch:
             embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
+    semantic = {"semantic_matrix_entail", "semantic_matrix_contra", "semantic_classes_entail",
+                "semantic_matrix_classes"}
+    if all_keys & semantic and hasattr(equivalence, "prefetch"):
+        # every prompt's unique NLI pairs in full batches, before the per-prompt matrices
+        equivalence.prefetch([(p.question, p.sample_texts) for p in prompts if p.n_samples])
 
     cache: dict[str, dict[str, object]] = defaultdict(dict)
 

@@ -14,7 +14,7 @@ POLYGRAPH = ("msp", "semantic_entropy", "kle", "sar", "cocoa_msp", "ptrue")
 
 
 def uq_cell(cfg: DictConfig, artifacts: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    from pipeline.mapping.stage import build_embedder, build_equivalence
+    from pipeline.aux_models import build_embedder, build_equivalence
     from pipeline.uncertainty import bayes_risk_frame, compute_uncertainty, latent_entropy_frame
 
     names = list(cfg.uq.estimators)
@@ -28,7 +28,7 @@ def uq_cell(cfg: DictConfig, artifacts: dict[str, pd.DataFrame]) -> pd.DataFrame
         eq = cfg.task.equivalence
         frames.append(compute_uncertainty(
             artifacts["samples"], artifacts["decodes"], artifacts["ptrue"], artifacts["dataset"],
-            equivalence=build_equivalence(eq, cfg.cache_dir), embedder=build_embedder(eq.embedder),
+            equivalence=build_equivalence(cfg), embedder=build_embedder(eq.embedder, cfg),
             estimators=polygraph, target_strategy="beam"))  # MSP/CoCoA of the beam output (paper)
     if "latent_entropy" in names:
         frames.append(latent_entropy_frame(artifacts["latents"]))

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from pipeline.generation.base import SamplingConfig
-from pipeline.generation.runner import AR_SEED_OFFSET, generate_records
+from pipeline.generation.runner import AR_SEED_OFFSET, contrastive_records, generate_records
 from pipeline.schema import DECODES, PTRUE, SAMPLES
 
 CFG = SamplingConfig(n=3, max_new_tokens=8, seed=5)
@@ -116,18 +116,30 @@ class NoContrastiveBackend:
         return self.inner.render_chat(messages)
 
 
-def test_backend_without_contrastive_skips_it(tiny_backend, tiny_prompts, caplog) -> None:
-    _, decodes, ptrue = generate_records(
-        NoContrastiveBackend(tiny_backend),
-        tiny_prompts[:1],
-        ["a"],
-        CFG,
-        strategies=("contrastive", "ar"),
-        progress=False,
-    )
+def test_backend_without_contrastive_is_an_error_not_a_missing_row(tiny_backend, tiny_prompts):
+    with pytest.raises(ValueError, match="has no contrastive search"):
+        generate_records(NoContrastiveBackend(tiny_backend), tiny_prompts[:1], ["a"], CFG,
+                         strategies=("contrastive", "ar"), progress=False)
+    _, decodes, ptrue = generate_records(NoContrastiveBackend(tiny_backend), tiny_prompts[:1],
+                                         ["a"], CFG, strategies=("ar",), progress=False)
     assert decodes["strategy"].tolist() == ["ar"]
-    assert "no contrastive search" in caplog.text
     assert len(ptrue) == 1  # P(True) computed its own greedy answer
+
+
+def test_contrastive_records_are_the_backends_contrastive_decodes(tiny_backend, tiny_prompts):
+    """The pass the generate stage runs after vLLM: one decodes row per prompt, the same tokens
+    and log-probs as the backend's contrastive search and as generate_records' own row."""
+    frame = contrastive_records(tiny_backend, tiny_prompts, IDS, max_new_tokens=8, alpha=0.6,
+                                top_k=4)
+    direct = tiny_backend.contrastive(tiny_prompts, max_new_tokens=8, alpha=0.6, top_k=4)
+    assert list(frame.columns) == list(DECODES)
+    assert frame["prompt_id"].tolist() == IDS and set(frame["strategy"]) == {"contrastive"}
+    assert frame["text"].tolist() == [g.text for g in direct]
+    assert [list(x) for x in frame["token_logprobs"]] == [g.token_logprobs for g in direct]
+    _, decodes, _ = generate_records(tiny_backend, tiny_prompts, IDS,
+                                     dataclasses.replace(CFG, max_new_tokens=8),
+                                     strategies=("contrastive",), ptrue=False, progress=False)
+    assert decodes["text"].tolist() == frame["text"].tolist()
 
 
 @pytest.mark.parametrize(

@@ -251,3 +251,52 @@ def test_disk_cache_makes_a_rerun_free(random_model, tmp_path):
     assert again.n_pairs_scored == 2
     again.pair_probs(QUESTION, [TEXTS[0], TEXTS[5]])
     assert again.n_pairs_scored == 4
+
+
+ARTICLE = " ".join(["the capital of france is a city"] * 30)  # 210 words: over max_length 64
+
+
+def test_a_long_question_is_cut_never_the_answers(random_model):
+    """Truncating `article + answer` from the end (what `truncation=True` does) cuts both
+    answers away and leaves two identical inputs; the question prefix is cut instead."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(random_model)
+    naive = [tok(f"{ARTICLE} {a}", truncation=True, max_length=64)["input_ids"]
+             for a in ("paris", "lyon")]
+    assert naive[0] == naive[1]  # the failure mode being fixed
+
+    eq = NliEquivalence(random_model, max_length=64)
+    premise, hypothesis = eq.pair_texts(ARTICLE, "paris", "lyon")
+    assert premise.endswith(" paris") and hypothesis.endswith(" lyon")
+    prefix = premise[: -len(" paris")]
+    assert hypothesis == prefix + " lyon" and ARTICLE.startswith(prefix)
+    assert len(prefix.split()) >= 16  # the head of the article is kept as context
+    assert len(tok(premise, hypothesis)["input_ids"]) <= 64
+    assert eq.n_prefix_truncated == 1
+
+    # the scores are those of a direct forward pass on exactly these texts
+    entail, _ = eq.pair_probs(ARTICLE, ["paris", "lyon"])
+    probs, label2id = _direct_probs(random_model, prefix, ["paris", "lyon"])
+    assert entail[0, 1] == pytest.approx(probs[0, 1, label2id["ENTAILMENT"]], abs=1e-5)
+    assert entail[1, 0] == pytest.approx(probs[1, 0, label2id["ENTAILMENT"]], abs=1e-5)
+
+
+def test_a_question_that_fits_is_kept_whole(random_model):
+    eq = NliEquivalence(random_model, max_length=64)
+    assert eq.pair_texts(QUESTION, "paris", "lyon") == (f"{QUESTION} paris", f"{QUESTION} lyon")
+    assert eq.n_prefix_truncated == 0
+
+
+def test_prefetch_scores_many_prompts_in_full_batches(random_model):
+    prompts = [(QUESTION, TEXTS[:4]), ("what is it", TEXTS[2:6] + [TEXTS[2]])]
+    eq = NliEquivalence(random_model, batch_size=8)
+    assert eq.prefetch(prompts) == 4 * 3 + 4 * 3  # unique ordered pairs of both prompts
+    assert eq.n_model_calls == 3  # 24 pairs in batches of 8, across the two prompts
+    got = [eq.pair_probs(q, t) for q, t in prompts]
+    assert eq.n_model_calls == 3  # everything came from the prefetched cache
+    fresh = NliEquivalence(random_model, batch_size=8)
+    for (q, t), (entail, contra) in zip(prompts, got):
+        e2, c2 = fresh.pair_probs(q, t)
+        np.testing.assert_allclose(entail, e2, atol=1e-6)
+        np.testing.assert_allclose(contra, c2, atol=1e-6)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from pipeline.mapping.graphs import GraphExtractor, extract_triples
-from pipeline.mapping.kggen import KGGenRunner, default_kggen_python
+from pipeline.mapping.kggen import default_kggen_python
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_server import FakeOpenAIServer  # noqa: E402

@@ -56,7 +56,19 @@ def test_every_combination_composes(hydra_ctx):
 def test_launchers_compose(hydra_ctx, launcher):
     cfg = compose("config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
     assert cfg.hydra.launcher._target_.split(".")[-1] in (
-        "BasicLauncher", "SlurmLauncher", "LocalLauncher")
+        "BasicLauncher", "PerCellSlurmLauncher", "LocalLauncher")
+
+
+def test_slurm_launcher_takes_gpus_per_cell_from_the_model(hydra_ctx):
+    """One sweep, each cell with its model's GPUs: the launcher reads model.gpus per job."""
+    gpus = {}
+    for model in options("model"):
+        cfg = compose("config", overrides=["hydra/launcher=slurm", f"model={model}"],
+                      return_hydra_config=True)
+        assert dict(cfg.hydra.launcher.per_cell) == {"gpus_per_node": "model.gpus"}
+        gpus[model] = cfg.model.gpus
+    assert gpus == {"gemma-3-12b-it": 1, "gemma-3-4b-it": 1, "qwen2.5-72b-instruct": 4,
+                    "qwen3-30b-a3b": 2, "qwen3-4b": 1, "smollm2-135m": 0}
 
 
 def test_dataset_selects_its_task(hydra_ctx):

@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.evaluate import quality_rows
 from pipeline.evaluation import text_metrics as tm
-from pipeline.stages import _text_scorers
+from pipeline.aux_models import text_scorers as _text_scorers
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

