@@ -110,11 +110,17 @@ class TaskConfig:
 class GenerationConfig:
     n_samples: int = 20
     beam_width: int = 5
+    # Under backend=vllm, where beam search runs. transformers (default): the standard beam score
+    # sum(log p) / generated_length. vllm: LLM.beam_search, whose length normalisation counts the
+    # prompt tokens too (so beams of different lengths rank differently) and which runs one
+    # engine call per step (slow). Under backend=transformers beam search is always transformers'.
+    beam_backend: str = "transformers"
     strategies: list[str] = field(default_factory=lambda: ["greedy", "beam", "contrastive", "ar"])
     contrastive_alpha: float = 0.6
     contrastive_top_k: int = 4
-    # prompts per contrastive-search batch when it runs through transformers after vLLM
-    contrastive_batch_size: int = 8
+    # prompts per batch of the decodes that run through transformers after vLLM (contrastive
+    # search, and beam search with beam_backend=transformers)
+    transformers_batch_size: int = 8
     ptrue: bool = True
     shard_size: int = 8  # prompts per shard: the unit of resume after a kill
     seed: int = 0
@@ -208,6 +214,9 @@ def validate(cfg) -> None:
                         "choose harmonic or geometric")
     if not 0 < cfg.evaluation.max_rejection <= 1:
         problems.append("evaluation.max_rejection must be in (0, 1]")
+    if cfg.generation.beam_backend not in ("transformers", "vllm"):
+        problems.append(f"generation.beam_backend={cfg.generation.beam_backend!r}: "
+                        "choose transformers or vllm")
     unknown = set(cfg.generation.strategies) - {"greedy", "beam", "contrastive", "ar"}
     if unknown:
         problems.append(f"generation.strategies has unknown {sorted(unknown)}: "

@@ -5,9 +5,13 @@
 #   scripts/slurm_local.sh env     # prints `export SLURM_CONF=...` for clients
 # Runs as root without systemd: munged as user munge, slurmctld/slurmd with a minimal conf
 # (no cgroups, no accounting), one `debug` partition, NodeName = `hostname -s`.
+# The node declares SLURM_LOCAL_GPUS (default 4) GPUs as GRES backed by placeholder character
+# devices: the scheduler books GPUs per job exactly as on a GPU cluster (a job asking for more
+# than the node has never starts), although no CUDA device exists here.
 set -euo pipefail
 STATE=${SLURM_LOCAL_DIR:-/tmp/slurm-local}
 CONF=$STATE/slurm.conf
+GPUS=${SLURM_LOCAL_GPUS:-4}
 
 install_pkgs() {
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
@@ -22,9 +26,14 @@ write_conf() {
   host=$(hostname -s)
   cpus=$(nproc)
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
-  mkdir -p "$STATE"/{spool,ctld,log}
+  mkdir -p "$STATE"/{spool,ctld,log,dev}
+  for ((i = 0; i < GPUS; i++)); do  # char devices (as /dev/null): slurmd wants devices per GPU
+    [[ -c $STATE/dev/gpu$i ]] || mknod "$STATE/dev/gpu$i" c 1 3
+  done
+  echo "NodeName=$host Name=gpu File=$STATE/dev/gpu[0-$((GPUS - 1))]" > "$STATE/gres.conf"
   cat > "$CONF" <<CONF
 ClusterName=local
+GresTypes=gpu
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
@@ -51,7 +60,7 @@ SlurmctldPort=6817
 SlurmdPort=6818
 KillWait=5
 MinJobAge=300
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
 }

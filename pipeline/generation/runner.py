@@ -162,18 +162,31 @@ def generate_records(
     return _frame(sample_rows, SAMPLES), _frame(decode_rows, DECODES), _frame(ptrue_rows, PTRUE)
 
 
-def contrastive_records(
+def decode_records(
     backend: Any,
     prompts: Sequence[str],
     prompt_ids: Sequence[str],
+    strategies: Sequence[str],
     *,
     max_new_tokens: int,
+    beam_width: int = 5,
     alpha: float = 0.6,
     top_k: int = 4,
 ) -> Any:
-    """The contrastive-search rows of `decodes` for chat-rendered prompts (one per prompt)."""
-    generations = backend.contrastive(list(prompts), max_new_tokens=max_new_tokens, alpha=alpha,
-                                      top_k=top_k)
-    rows = [{"prompt_id": str(pid), "strategy": "contrastive", **_row(g)}
-            for pid, g in zip(prompt_ids, generations, strict=True)]
+    """`decodes` rows of the deterministic strategies `strategies` (beam, contrastive, greedy)
+    for chat-rendered prompts: per prompt, one row per strategy in the given order."""
+    prompts = list(prompts)
+    decoded: dict[str, list[Generation]] = {}
+    for strategy in strategies:
+        if strategy == "beam":
+            decoded[strategy] = backend.beam(prompts, beam_width, max_new_tokens)
+        elif strategy == "contrastive":
+            decoded[strategy] = backend.contrastive(prompts, max_new_tokens=max_new_tokens,
+                                                    alpha=alpha, top_k=top_k)
+        elif strategy == "greedy":
+            decoded[strategy] = backend.greedy(prompts, max_new_tokens)
+        else:
+            raise ValueError(f"decode_records runs beam, contrastive and greedy, not {strategy!r}")
+    rows = [{"prompt_id": str(pid), "strategy": s, **_row(decoded[s][i])}
+            for i, pid in enumerate(prompt_ids) for s in strategies]
     return _frame(rows, DECODES)

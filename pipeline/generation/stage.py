@@ -5,9 +5,12 @@ Two paths, one set of shards:
 - `backend=transformers` (CPU default): everything in this process with one backend.
 - `backend=vllm` (the paper): a vLLM pass in the vLLM environment's interpreter
   (`pipeline.generation.vllm_pass`, its own process: vLLM needs transformers 5 and releases the
-  GPU only when its process ends) writes samples, greedy, beam, ancestral and P(True); then
-  contrastive search, which vLLM does not have, runs through transformers in this process on
-  the same GPUs, into shards of its own. Prompts are chat-rendered once, here, for both passes.
+  GPU only when its process ends) writes samples, greedy, ancestral and P(True); then the
+  decodes vLLM lacks or computes differently run through transformers in this process on the
+  same GPUs, into shards of their own: contrastive search (not in vLLM) and beam search
+  (`generation.beam_backend`, transformers by default: vLLM's beam score divides by a length
+  that includes the prompt, and its step-by-step beam loop is slow). Prompts are chat-rendered
+  once, here, for both passes.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pipeline.store import ArtifactStore
 log = logging.getLogger("pipeline")
 
 SHARDED = ("samples", "decodes", "ptrue")  # ptrue written last: it marks a shard complete
-CONTRASTIVE = "contrastive"  # shard group of the contrastive pass (rows in the decodes schema)
+TRANSFORMERS_DECODES = "decodes_transformers"  # shard group of the transformers pass (decodes schema)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -209,32 +212,40 @@ def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Sha
                            "Shards written so far are kept: rerun the stage to resume.")
 
 
-def _contrastive_pass(cfg: DictConfig, store: ArtifactStore, key: str,
-                      shards: list[Shard]) -> None:
-    """Contrastive search (Su et al. 2022) through transformers, after the vLLM pass has
-    released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
+def split_strategies(cfg: DictConfig) -> tuple[list[str], list[str]]:
+    """(strategies of the vLLM pass, strategies of the transformers pass) under backend=vllm."""
+    strategies = list(dict.fromkeys(cfg.generation.strategies))
+    hf = {"contrastive"} | ({"beam"} if cfg.generation.beam_backend == "transformers" else set())
+    return [s for s in strategies if s not in hf], [s for s in strategies if s in hf]
+
+
+def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+                               shards: list[Shard], strategies: list[str]) -> None:
+    """Contrastive (Su et al. 2022) and beam search through transformers, after the vLLM pass
+    has released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
     from pipeline.devices import cuda_device_count, resolve_device
     from pipeline.generation.hf_backend import TransformersBackend
-    from pipeline.generation.runner import contrastive_records
+    from pipeline.generation.runner import decode_records
 
-    todo = [s for s in shards if not store.has_shard(CONTRASTIVE, key, s.index)]
-    if not todo:
+    todo = [s for s in shards if not store.has_shard(TRANSFORMERS_DECODES, key, s.index)]
+    if not todo or not strategies:
         return
     device = resolve_device(cfg.device)
     spread = device == "cuda" and cuda_device_count() > 1 and int(cfg.model.gpus) > 1
     g = cfg.generation
     backend = TransformersBackend(
         resolve_model_path(cfg.model.path, cfg.cache_dir), dtype=cfg.model.dtype, device=device,
-        device_map="auto" if spread else None, batch_size=g.contrastive_batch_size,
+        device_map="auto" if spread else None, batch_size=g.transformers_batch_size,
         num_threads=cfg.backend.num_threads, trust_remote_code=bool(cfg.model.trust_remote_code),
         name=f"transformers:{cfg.model.name}")
-    log.info("[generate] contrastive search through transformers on %s (%d shards)",
+    log.info("[generate] %s through transformers on %s (%d shards)", " and ".join(strategies),
              "all GPUs" if spread else device, len(todo))
     for shard in todo:
-        frame = contrastive_records(backend, shard.prompts, shard.prompt_ids,
-                                    max_new_tokens=cfg.dataset.max_new_tokens,
-                                    alpha=g.contrastive_alpha, top_k=g.contrastive_top_k)
-        store.write_shard(CONTRASTIVE, key, shard.index, frame, schema="decodes")
+        frame = decode_records(backend, shard.prompts, shard.prompt_ids, strategies,
+                               max_new_tokens=cfg.dataset.max_new_tokens,
+                               beam_width=g.beam_width, alpha=g.contrastive_alpha,
+                               top_k=g.contrastive_top_k)
+        store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes")
     del backend
 
 
@@ -248,17 +259,18 @@ def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, 
     prompts = render_prompts(cfg, dataset)
     shards = _shards(cfg, dataset, prompts)
     strategies = list(dict.fromkeys(cfg.generation.strategies))
+    vllm_strategies, hf_strategies = split_strategies(cfg)
     if cfg.backend.name == "vllm":
-        _vllm_pass(cfg, store, key, shards, [s for s in strategies if s != "contrastive"])
-        if "contrastive" in strategies:
-            _contrastive_pass(cfg, store, key, shards)
+        _vllm_pass(cfg, store, key, shards, vllm_strategies)
+        _transformers_decodes_pass(cfg, store, key, shards, hf_strategies)
     else:
         _transformers_pass(cfg, store, key, shards)
     indices = range(len(shards))
     out = {name: store.read_shards(name, key, indices) for name in SHARDED}
-    if cfg.backend.name == "vllm" and "contrastive" in strategies:
+    if cfg.backend.name == "vllm" and hf_strategies:
         decodes = pd.concat([out["decodes"],
-                             store.read_shards(CONTRASTIVE, key, indices, schema="decodes")],
+                             store.read_shards(TRANSFORMERS_DECODES, key, indices,
+                                               schema="decodes")],
                             ignore_index=True)
         order = {pid: i for i, pid in enumerate(dataset["prompt_id"])}
         rank = {s: i for i, s in enumerate(strategies)}

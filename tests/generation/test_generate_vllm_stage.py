@@ -50,6 +50,8 @@ def _cfg(tiny_model: Path, out: Path, *extra: str):
 
 
 def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, tmp_path):
+    """Samples, greedy, ancestral and P(True) from vLLM; beam and contrastive search through
+    transformers once the vLLM process has ended (generation.beam_backend=transformers)."""
     cfg = _cfg(tiny_model, tmp_path)
     store = ArtifactStore(tmp_path / "cell")
     result = run_stage("generate", cfg, store)
@@ -62,18 +64,23 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
     assert decodes["strategy"].tolist() == ["greedy", "beam", "contrastive", "ar"] * 3
     assert not list(store.root.glob("*.shards"))  # merged into the artifacts
 
-    # contrastive rows are what transformers' contrastive search gives on the same prompts
+    # beam and contrastive rows are what transformers gives on the same prompts
     from pipeline.generation.hf_backend import TransformersBackend
     from pipeline.generation.stage import render_prompts
 
     prompts = render_prompts(cfg, store.read("dataset"))
-    reference = TransformersBackend(tiny_model, dtype="float32").contrastive(
-        prompts, max_new_tokens=8, alpha=cfg.generation.contrastive_alpha,
-        top_k=cfg.generation.contrastive_top_k)
-    got = decodes[decodes["strategy"] == "contrastive"]
-    assert got["text"].tolist() == [g.text for g in reference]
-    for row, ref in zip(got["token_logprobs"], reference):
-        assert list(row) == pytest.approx(ref.token_logprobs, abs=1e-5)
+    hf = TransformersBackend(tiny_model, dtype="float32")
+    expected = {
+        "contrastive": hf.contrastive(prompts, max_new_tokens=8,
+                                      alpha=cfg.generation.contrastive_alpha,
+                                      top_k=cfg.generation.contrastive_top_k),
+        "beam": hf.beam(prompts, cfg.generation.beam_width, 8),
+    }
+    for strategy, reference in expected.items():
+        got = decodes[decodes["strategy"] == strategy]
+        assert got["text"].tolist() == [g.text for g in reference]
+        for row, ref in zip(got["token_logprobs"], reference):
+            assert list(row) == pytest.approx(ref.token_logprobs, abs=1e-5)
 
     assert run_stage("generate", cfg, store)["skipped"]  # same key: nothing rerun
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from pipeline.generation.base import SamplingConfig
-from pipeline.generation.runner import AR_SEED_OFFSET, contrastive_records, generate_records
+from pipeline.generation.runner import AR_SEED_OFFSET, decode_records, generate_records
 from pipeline.schema import DECODES, PTRUE, SAMPLES
 
 CFG = SamplingConfig(n=3, max_new_tokens=8, seed=5)
@@ -126,19 +126,24 @@ def test_backend_without_contrastive_is_an_error_not_a_missing_row(tiny_backend,
     assert len(ptrue) == 1  # P(True) computed its own greedy answer
 
 
-def test_contrastive_records_are_the_backends_contrastive_decodes(tiny_backend, tiny_prompts):
-    """The pass the generate stage runs after vLLM: one decodes row per prompt, the same tokens
-    and log-probs as the backend's contrastive search and as generate_records' own row."""
-    frame = contrastive_records(tiny_backend, tiny_prompts, IDS, max_new_tokens=8, alpha=0.6,
-                                top_k=4)
-    direct = tiny_backend.contrastive(tiny_prompts, max_new_tokens=8, alpha=0.6, top_k=4)
+def test_decode_records_equal_the_backends_decodes(tiny_backend, tiny_prompts):
+    """The pass the generate stage runs after vLLM: per prompt one row per strategy, the same
+    tokens and log-probs as the backend's own beam / contrastive search and as the rows
+    generate_records writes for them."""
+    frame = decode_records(tiny_backend, tiny_prompts, IDS, ["beam", "contrastive"],
+                           max_new_tokens=8, beam_width=3, alpha=0.6, top_k=4)
+    beam = tiny_backend.beam(tiny_prompts, 3, 8)
+    contrastive = tiny_backend.contrastive(tiny_prompts, max_new_tokens=8, alpha=0.6, top_k=4)
     assert list(frame.columns) == list(DECODES)
-    assert frame["prompt_id"].tolist() == IDS and set(frame["strategy"]) == {"contrastive"}
-    assert frame["text"].tolist() == [g.text for g in direct]
-    assert [list(x) for x in frame["token_logprobs"]] == [g.token_logprobs for g in direct]
+    assert frame["prompt_id"].tolist() == [p for p in IDS for _ in range(2)]
+    assert frame["strategy"].tolist() == ["beam", "contrastive"] * 3
+    expected = [g for pair in zip(beam, contrastive) for g in pair]
+    assert frame["text"].tolist() == [g.text for g in expected]
+    assert [list(x) for x in frame["token_logprobs"]] == [g.token_logprobs for g in expected]
     _, decodes, _ = generate_records(tiny_backend, tiny_prompts, IDS,
                                      dataclasses.replace(CFG, max_new_tokens=8),
-                                     strategies=("contrastive",), ptrue=False, progress=False)
+                                     strategies=("beam", "contrastive"), beam_width=3,
+                                     ptrue=False, progress=False)
     assert decodes["text"].tolist() == frame["text"].tolist()
 
 

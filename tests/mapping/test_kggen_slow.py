@@ -1,7 +1,7 @@
 """KGGen for real: kg-gen 0.4.0 + DSPy + LiteLLM in .venv-kggen, over HTTP to a loopback server.
 
 Slow: needs the KGGen venv (`bash scripts/setup_kggen_venv.sh`, ~3 min; `make test-slow` builds
-it). The model behind the endpoint is the stand-in: tests/mapping/openai_server.py answers
+it). The model behind the endpoint is the stand-in: scripts/openai_stand_in.py answers
 KGGen's DSPy signatures (entities, relations, the clustering loop) from the rule-based
 extractor, deterministically, because gpt-4.1-mini cannot run here and the packaged SmolLM2
 cannot follow DSPy's output format (measured: 2 texts took 5m41s through `vllm serve` with
@@ -18,8 +18,8 @@ import pytest
 from pipeline.mapping.graphs import GraphExtractor, extract_triples
 from pipeline.mapping.kggen import default_kggen_python
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_server import FakeOpenAIServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from openai_stand_in import FakeOpenAIServer  # noqa: E402
 
 KGGEN_PYTHON = default_kggen_python()
 pytestmark = [
@@ -127,7 +127,7 @@ def test_map_stage_with_kggen_and_rerun_without_calls(server, tmp_path):
 
 def test_server_stand_in_agrees_with_the_rule_extractor():
     # The stand-in's relations are the rule extractor's: what KGGen returns unclustered is known.
-    from openai_server import _dspy_values
+    from openai_stand_in import _dspy_values
 
     values = _dspy_values("Extract subject-predicate-object triples from the source text.",
                           {"source_text": TEXTS[0]})

@@ -1,4 +1,4 @@
-"""LLMClient against a REAL OpenAI-compatible HTTP server on loopback (tests/mapping/openai_server.py).
+"""LLMClient against a REAL OpenAI-compatible HTTP server on loopback (scripts/openai_stand_in.py).
 
 The server answers deterministically from the rule-based extractors (fast); it counts requests
 server-side, so "zero calls on a rerun" is measured where the calls would arrive.
@@ -14,8 +14,8 @@ from pipeline.mapping.llm_client import LLMCallError, LLMClient, MissingAPIKeyEr
 from pipeline.mapping.sets import SetExtractor
 from pipeline.mapping.simplex import SimplexMapper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_server import FakeOpenAIServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from openai_stand_in import FakeOpenAIServer  # noqa: E402
 
 ANSWERS = [
     "The Atlantic and Pacific Oceans.",

@@ -19,8 +19,8 @@ from pipeline.mapping.llm_client import LLMClient
 from pipeline.mapping.sets import SetExtractor, extract_answer_set, parse_extractor_output
 from pipeline.mapping.simplex import SimplexMapper
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_server import FakeOpenAIServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from openai_stand_in import FakeOpenAIServer  # noqa: E402
 
 CORPUS_PATH = Path(__file__).with_name("malformed_responses.json")
 

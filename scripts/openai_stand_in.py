@@ -1,4 +1,7 @@
-"""A real OpenAI-compatible HTTP server on loopback for the client tests (not a mock of the client).
+"""A real OpenAI-compatible HTTP server on loopback: the stand-in for gpt-4.1-mini in the client
+tests and in the rehearsal of the paper configuration (`make rehearsal`), not a mock of the client.
+
+    python scripts/openai_stand_in.py --port-file PATH   # serves until SIGTERM; port written to PATH
 
 POST /v1/chat/completions answers DETERMINISTICALLY from the project's rule-based extractors
 (the packaged SmolLM2 would take ~30 s to load and cannot follow the extraction prompts; see the
@@ -19,6 +22,11 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import argparse
+import signal
+import sys
+from pathlib import Path
 
 from pipeline.mapping.graphs import _stem, extract_triples
 from pipeline.mapping.parsing import extract_answers, parse_distribution
@@ -205,3 +213,26 @@ class FakeOpenAIServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="OpenAI-compatible stand-in server on loopback")
+    parser.add_argument("--port-file", type=Path, required=True,
+                        help="where the chosen port is written once the server listens")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with server:
+        tmp = args.port_file.with_suffix(".tmp")
+        tmp.write_text(str(server.httpd.server_address[1]))
+        tmp.replace(args.port_file)
+        print(f"OpenAI stand-in listening on {server.base_url}", flush=True)
+        stop.wait()
+    print(f"OpenAI stand-in stopped after {server.state.requests} requests", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
