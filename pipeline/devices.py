@@ -24,6 +24,28 @@ def resolve_device(device: str | None) -> str:
     return str(device)
 
 
+def cpu_threads() -> int:
+    """CPU threads this job may use: SLURM's cpus-per-task when running as a SLURM job (a
+    cluster without CPU cgroups does not restrict the affinity mask), else the CPUs the process
+    is allowed on. More torch threads than cores spin-wait: measured 6-13 vs 65-77 tokens/s."""
+    import os
+
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
+    if slurm and slurm.isdigit() and int(slurm) > 0:
+        return int(slurm)
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def configure_torch_threads(num_threads: int | None = None) -> int:
+    """Set torch's process-wide intra-op threads (default: `cpu_threads()`); returns it."""
+    import torch
+
+    threads = int(num_threads or cpu_threads())
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
+
+
 def comet_gpus(device: str) -> int:
     """COMET's `predict(gpus=...)` for a resolved torch device string."""
     return 1 if str(device).startswith("cuda") else 0

@@ -90,13 +90,43 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 
 
+def stages_to_run(cfg: DictConfig, store: ArtifactStore, names: tuple[str, ...]) -> list[str]:
+    """The stages of `names` whose outputs are not current: a stage is current when its key
+    (computable once its inputs are current) matches; everything after a stale stage reruns."""
+    stale: list[str] = []
+    for name in names:
+        if stale:
+            stale.append(name)
+            continue
+        try:
+            key = stage_key(STAGES[name], cfg, store)[0]
+        except ArtifactError:
+            stale.append(name)
+            continue
+        if not all(store.is_current(out, key) for out in STAGES[name].outputs):
+            stale.append(name)
+    return stale
+
+
 def run(cfg: DictConfig) -> dict[str, dict]:
     """Entry point of the Hydra app for one cell (and the report when not part of a sweep)."""
+    from pipeline.assets import check_assets
     from pipeline.config import validate
 
     validate(cfg)
+    if cfg.stage == "plan":
+        from pipeline.plan import print_plan
+
+        return {"plan": print_plan(cfg)}
     store = ArtifactStore(cell_dir(cfg))
     names = CELL_STAGES if cfg.stage == "all" else (() if cfg.stage == "report" else (cfg.stage,))
+    # Every missing input of the stages that will run, named before any of them starts.
+    todo = stages_to_run(cfg, store, names)
+    check_assets(cfg, todo)
+    if todo:
+        from pipeline.devices import configure_torch_threads
+
+        configure_torch_threads(cfg.backend.num_threads)
     results: dict[str, dict] = {}
     tracker = _tracker(cfg)
     try:
@@ -216,8 +246,9 @@ def _uq_slice(cfg: DictConfig) -> dict:
             "embedder": cfg.task.embedder, "space": cfg.task.space}
 
 
+# uq v2: SAR's similarity strings shorten a long question instead of losing the text to truncation
 @stage("uq", inputs=("dataset", "samples", "decodes", "ptrue", "latents", "decisions"),
-       outputs=("uncertainty",), config=_uq_slice)
+       outputs=("uncertainty",), config=_uq_slice, version=2)
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     from pipeline.uncertainty.stage import uq_cell
 

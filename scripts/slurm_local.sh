@@ -5,13 +5,13 @@
 #   scripts/slurm_local.sh env     # prints `export SLURM_CONF=...` for clients
 # Runs as root without systemd: munged as user munge, slurmctld/slurmd with a minimal conf
 # (no cgroups, no accounting), one `debug` partition, NodeName = `hostname -s`.
-# The node declares SLURM_LOCAL_GPUS (default 4) GPUs as GRES backed by placeholder character
+# The node declares SLURM_LOCAL_GPUS (default 8) GPUs as GRES backed by placeholder character
 # devices: the scheduler books GPUs per job exactly as on a GPU cluster (a job asking for more
 # than the node has never starts), although no CUDA device exists here.
 set -euo pipefail
 STATE=${SLURM_LOCAL_DIR:-/tmp/slurm-local}
 CONF=$STATE/slurm.conf
-GPUS=${SLURM_LOCAL_GPUS:-4}
+GPUS=${SLURM_LOCAL_GPUS:-8}
 
 install_pkgs() {
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then

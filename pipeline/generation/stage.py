@@ -110,6 +110,29 @@ def make_backend(cfg: DictConfig):
                            b.batch_size, tuple(sorted(extra.items())))
 
 
+def model_context_length(model_path: str, trust_remote_code: bool = False) -> int | None:
+    """The longest sequence the model's config allows (None when it does not say)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    config = getattr(config, "text_config", None) or config  # Gemma 3: multimodal wrapper
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def vllm_max_model_len(cfg: DictConfig, model_path: str) -> int | None:
+    """backend.max_model_len (it bounds the KV cache), capped at the model's own context length:
+    vLLM refuses a length beyond what the model was built for."""
+    configured = cfg.backend.max_model_len
+    own = model_context_length(model_path, bool(cfg.model.trust_remote_code))
+    if configured is None or own is None:
+        return configured if configured is not None else own
+    if configured > own:
+        log.info("[generate] backend.max_model_len=%d exceeds %s's context of %d tokens: using %d",
+                 configured, cfg.model.name, own, own)
+    return min(int(configured), own)
+
+
 def vllm_python(cfg: DictConfig) -> str:
     """Interpreter of the vLLM pass: backend.python, $VLLM_PYTHON, <repo>/.venv-vllm, or this
     interpreter when it has vLLM (a single-env install)."""
@@ -181,11 +204,12 @@ def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Sha
         return
     python = vllm_python(cfg)
     b, g = cfg.backend, cfg.generation
+    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
     job = {
         "store": str(Path(store.root).resolve()), "key": key,
         "engine": {
-            "model_path": resolve_model_path(cfg.model.path, cfg.cache_dir),
-            "dtype": cfg.model.dtype, "max_model_len": b.max_model_len,
+            "model_path": model_path,
+            "dtype": cfg.model.dtype, "max_model_len": vllm_max_model_len(cfg, model_path),
             "gpu_memory_utilization": b.gpu_memory_utilization,
             "enable_prefix_caching": b.enable_prefix_caching, "seed": g.seed,
             "tensor_parallel_size": tensor_parallel_size(cfg.model),

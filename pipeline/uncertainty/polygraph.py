@@ -199,7 +199,8 @@ def compute_uncertainty(
     deps = {name: list(est.stats_dependencies) for name, est in instances.items()}
     all_keys = set().union(*deps.values()) if deps else set()
     if embedder is not None and hasattr(embedder, "embed"):
-        batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer)
+        batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer,
+                                 embedder)
         if batch:
             embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
     semantic = {"semantic_matrix_entail", "semantic_matrix_contra", "semantic_classes_entail",

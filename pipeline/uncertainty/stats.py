@@ -91,14 +91,42 @@ def _joined(units: list[str], tokenizer: object | None, use_ids: bool) -> str:
     return " ".join(units)
 
 
+MIN_PREFIX_WORDS = 8  # a question cut to fewer words than this carries no context: dropped
+
+
+def fitting_prefix(question: str, text: str, embedder: object | None) -> str:
+    """The longest head of `question` (whole words) such that `question + " " + text` fits the
+    embedder's length, so the text under test is never cut away by its truncation; "" when
+    fewer than MIN_PREFIX_WORDS would remain. A CNN/DM "question" is a whole article."""
+    if embedder is None or not hasattr(embedder, "count_tokens") or not question:
+        return question
+    limit = embedder.max_tokens
+    if embedder.count_tokens(f"{question} {text}") <= limit:
+        return question
+    words = question.split()
+    lo, hi = 0, len(words)  # largest n with words[:n] + text fitting
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if embedder.count_tokens(" ".join(words[:mid]) + " " + text) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo]) if lo >= MIN_PREFIX_WORDS else ""
+
+
 def token_similarity_strings(
-    question: str, text: str, n_tokens: int, tokenizer: object | None = None
+    question: str, text: str, n_tokens: int, tokenizer: object | None = None,
+    embedder: object | None = None,
 ) -> tuple[str, list[str], list[int], list[bool]]:
-    """The full string and the one-unit-dropped strings (lm-polygraph: input + " " + text)."""
+    """The full string and the one-unit-dropped strings (lm-polygraph: input + " " + text),
+    the input shortened to what fits the embedder with the whole text (`fitting_prefix`)."""
     units, owner, is_special, use_ids = token_units(text, n_tokens, tokenizer)
-    full = f"{question} {_joined(units, tokenizer, use_ids)}"
+    joined = _joined(units, tokenizer, use_ids)
+    prefix = fitting_prefix(question, joined, embedder)
+    lead = f"{prefix} " if prefix else ""
+    full = f"{lead}{joined}"
     dropped = [
-        f"{question} {_joined(units[:k] + units[k + 1 :], tokenizer, use_ids)}"
+        f"{lead}{_joined(units[:k] + units[k + 1 :], tokenizer, use_ids)}"
         for k in range(len(units))
     ]
     return full, dropped, owner, is_special
@@ -115,7 +143,8 @@ def token_similarity(
     """
     if n_tokens <= 1:
         return np.full(n_tokens, 0.5)
-    full, dropped, owner, is_special = token_similarity_strings(question, text, n_tokens, tokenizer)
+    full, dropped, owner, is_special = token_similarity_strings(question, text, n_tokens, tokenizer,
+                                                                embedder)
     if not dropped:
         return np.full(n_tokens, 0.5)
     vectors = np.asarray(embedder.embed([full, *dropped]), dtype=np.float64)
@@ -141,7 +170,8 @@ def greedy_similarity(target_text: str, texts: Sequence[str], embedder: object) 
 
 
 def strings_to_embed(
-    prompts: Sequence[PromptArtifacts], keys: set[str], tokenizer: object | None = None
+    prompts: Sequence[PromptArtifacts], keys: set[str], tokenizer: object | None = None,
+    embedder: object | None = None,
 ) -> list[str]:
     """Every string the embedder will see for ``keys``: embedded up front in one batched call."""
     out: list[str] = []
@@ -154,7 +184,7 @@ def strings_to_embed(
             for text, ll in zip(p.sample_texts, p.sample_log_likelihoods, strict=True):
                 if len(ll) > 1:
                     full, dropped, _, _ = token_similarity_strings(
-                        p.question, text, len(ll), tokenizer
+                        p.question, text, len(ll), tokenizer, embedder
                     )
                     out.extend([full, *dropped])
     return list(dict.fromkeys(out))

@@ -115,3 +115,27 @@ def test_token_units_and_similarity(embedder):
         np.float64
     )
     np.testing.assert_allclose(sims, [*(v[1:] @ v[0]), 1.0], atol=1e-6)
+
+
+def test_a_long_question_is_shortened_never_the_text_under_test(embedder):
+    """SAR's strings are question + text: with a whole article as the question, the embedder's
+    truncation would cut every text away (all similarities 1). The question's head is kept
+    instead, as much as fits with the whole text."""
+    from pipeline.uncertainty.stats import MIN_PREFIX_WORDS, fitting_prefix, token_similarity_strings
+
+    article = " ".join(f"The council met on day {i} to discuss the new tram line." for i in range(60))
+    text = "The council approved a tram line to the eastern suburbs."
+    assert embedder.count_tokens(f"{article} {text}") > embedder.max_tokens == 256
+    prefix = fitting_prefix(article, text, embedder)
+    assert article.startswith(prefix) and len(prefix.split()) >= MIN_PREFIX_WORDS
+    assert embedder.count_tokens(f"{prefix} {text}") <= embedder.max_tokens
+    # one more word would not fit: the longest head that does
+    nxt = " ".join(article.split()[: len(prefix.split()) + 1])
+    assert embedder.count_tokens(f"{nxt} {text}") > embedder.max_tokens
+    full, dropped, _, _ = token_similarity_strings(article, text, 10, embedder=embedder)
+    assert full == f"{prefix} {text}" and all(d.startswith(prefix + " ") for d in dropped)
+    # every dropped-word string differs from the full one inside what the model reads
+    sims = token_similarity(article, text, 10, embedder)
+    assert np.all(sims < 1.0 - 1e-6)
+    assert fitting_prefix("Who wrote Hamlet?", text, embedder) == "Who wrote Hamlet?"
+    assert fitting_prefix(article, " ".join(["word"] * 300), embedder) == ""  # nothing fits

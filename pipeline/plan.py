@@ -1,0 +1,174 @@
+"""`python -m pipeline experiment=paper stage=plan`: what a sweep would launch, before any
+cluster hour is spent.
+
+For every cell of the sweep (the experiment's `hydra.sweeper.params`, composed like the jobs
+will be): its GPUs and tensor parallel size, prompt and sample counts, the NLI pairs and
+LLM-extraction calls it needs (counted exactly, with the hits already in the on-disk caches,
+once the cell's samples exist; upper bounds before), and which inputs are missing. With `-m`,
+each job prints its own cell's line instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+log = logging.getLogger("pipeline")
+
+
+@dataclass
+class CellPlan:
+    cell: str
+    gpus: int
+    tensor_parallel: int | None
+    prompts: int | None = None
+    samples: int | None = None
+    nli_pairs: str = "-"
+    llm_calls: str = "-"
+    missing: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def _uses_nli(cfg: DictConfig) -> bool:
+    semantic = {"semantic_entropy", "kle"}
+    return cfg.task.equivalence.backend == "nli" and (
+        bool(semantic & set(cfg.uq.estimators)) or cfg.task.space == "classes")
+
+
+def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str], list[str]]] | None:
+    """prompt_id -> (question, sample texts, decode texts) when the cell's generations exist."""
+    if store.manifest("samples") is None or store.manifest("decodes") is None:
+        return None
+    dataset, samples, decodes = (store.read(n) for n in ("dataset", "samples", "decodes"))
+    by_s = samples.sort_values("sample_idx").groupby("prompt_id")["text"].apply(list).to_dict()
+    by_d = decodes.groupby("prompt_id")["text"].apply(list).to_dict()
+    return {r.prompt_id: (r.question, by_s.get(r.prompt_id, []), by_d.get(r.prompt_id, []))
+            for r in dataset.itertuples()}
+
+
+def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
+    if not _uses_nli(cfg):
+        return "-"
+    m = int(cfg.generation.n_samples)
+    d = len(set(cfg.generation.strategies))
+    per = (m + d) * (m + d - 1) if cfg.task.space == "classes" else m * (m - 1)
+    if texts is None:
+        if n_prompts is None:
+            return f"<= {per}/prompt"
+        return f"<= {per * n_prompts}" + (" (+ label merging)" if cfg.task.space != "classes" else "")
+    from pipeline.mapping.equivalence import PairCache
+
+    keys = set()
+    for question, samples, decodes in texts.values():
+        unique = list(dict.fromkeys(samples + (decodes if cfg.task.space == "classes" else [])))
+        keys.update(PairCache.key(str(cfg.task.equivalence.nli_model), question, a, b)
+                    for a in unique for b in unique if a != b)
+    hits = len(PairCache(Path(cfg.cache_dir) / "pairs").get_many(sorted(keys)))
+    return f"{len(keys)} ({hits} cached)"
+
+
+def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
+    ex = cfg.task.extractor
+    if ex.kind != "llm" or cfg.task.space not in ("sets", "sets-fbeta", "simplex", "graphs"):
+        return "-"
+    per = int(cfg.generation.n_samples) + len(set(cfg.generation.strategies))
+    if cfg.task.space == "graphs":  # KGGen: entities + relations per response, then clustering
+        return f"~{2 * per}/prompt (KGGen)" if n_prompts is None else f"~{2 * per * n_prompts} (KGGen)"
+    if texts is None:
+        return f"<= {per}/prompt" if n_prompts is None else f"<= {per * n_prompts}"
+    from pipeline.mapping.sets import extraction_prompt
+    from pipeline.mapping.stage import build_llm_client
+
+    client = build_llm_client(cfg)
+    kind = "simplex" if cfg.task.space == "simplex" else "set"
+    prompts = {extraction_prompt(kind, q, t) for q, samples, decodes in texts.values()
+               for t in samples + decodes}
+    hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)
+    return f"{len(prompts)} ({hits} cached)"
+
+
+def cell_plan(cfg: DictConfig) -> CellPlan:
+    from pipeline.assets import cell_assets
+    from pipeline.generation.stage import tensor_parallel_size
+    from pipeline.stages import cell_dir
+    from pipeline.store import ArtifactStore
+
+    vllm = cfg.backend.name == "vllm"
+    plan = CellPlan(f"{cfg.model.name}/{cfg.dataset.name}", int(cfg.model.gpus),
+                    tensor_parallel_size(cfg.model) if vllm else None)
+    plan.missing = [f"{a.what} ({a.source}) -> {a.how}" for a in cell_assets(cfg)
+                    if not a.available]
+    store = ArtifactStore(cell_dir(cfg))
+    texts = _texts_per_prompt(cfg, store)
+    if texts is not None:
+        plan.prompts = len(texts)
+    else:
+        try:
+            from omegaconf import OmegaConf
+
+            from pipeline.data import load_dataset
+
+            plan.prompts = len(load_dataset(
+                cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
+                **OmegaConf.to_container(cfg.dataset.overrides, resolve=True)))
+        except Exception as exc:  # the plan reports what it cannot count, it does not stop
+            plan.note = f"prompts unknown: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    if plan.prompts is not None:
+        plan.samples = plan.prompts * int(cfg.generation.n_samples)
+    plan.nli_pairs = _nli_count(cfg, texts, plan.prompts)
+    plan.llm_calls = _llm_count(cfg, texts, plan.prompts)
+    return plan
+
+
+def sweep_overrides(cfg: DictConfig) -> list[list[str]]:
+    """The per-job overrides of the sweep this command would launch with -m."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    hc = HydraConfig.get()
+    base = [o for o in hc.overrides.task if not o.startswith("stage=")]
+    params = dict(hc.sweeper.params or {})
+    parser = OverridesParser.create()
+    for override in parser.parse_overrides(base):  # a command-line sweep wins over the config's
+        if override.is_sweep_override():
+            params[override.get_key_element()] = ",".join(override.sweep_string_iterator())
+    base = [o for o, p in zip(base, parser.parse_overrides(base)) if not p.is_sweep_override()]
+    keys = list(params)
+    choices = [str(params[k]).split(",") for k in keys]
+    return [base + [f"{k}={v.strip()}" for k, v in zip(keys, combo)]
+            for combo in itertools.product(*choices)]
+
+
+def _row(p: CellPlan) -> str:
+    fmt = lambda v: "?" if v is None else str(v)  # noqa: E731
+    missing = "; ".join(p.missing) if p.missing else "none"
+    return (f"| {p.cell} | {p.gpus} | {fmt(p.tensor_parallel) if p.tensor_parallel else '-'} | "
+            f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs} | {p.llm_calls} | {missing} |"
+            + (f" {p.note}" if p.note else ""))
+
+
+HEADER = ("| cell | GPUs | TP | prompts | samples | NLI pairs | LLM calls | missing inputs |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---|")
+
+
+def print_plan(cfg: DictConfig) -> list[CellPlan]:
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        plans = [cell_plan(cfg)]
+    else:
+        plans = [cell_plan(compose("config", overrides=[*o, "stage=plan"]))
+                 for o in sweep_overrides(cfg)]
+    lines = [HEADER, *(_row(p) for p in plans)]
+    gpu_jobs = sum(p.gpus for p in plans)
+    lines.append(f"{len(plans)} cell(s), {gpu_jobs} GPUs booked in total, "
+                 f"{sum(1 for p in plans if p.missing)} cell(s) with missing inputs "
+                 f"(fetch with `make paper-assets`, or see each line).")
+    print("\n".join(lines), flush=True)
+    return plans

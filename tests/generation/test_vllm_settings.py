@@ -1,0 +1,55 @@
+"""Settings the generate stage hands to vLLM, computed in the main env (fast, no vLLM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from pipeline.config import register_configs
+from pipeline.generation.stage import split_strategies, tensor_parallel_size, vllm_max_model_len
+
+ROOT = Path(__file__).resolve().parents[2]
+register_configs()
+
+
+@pytest.fixture()
+def cfg_of():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        yield lambda *o: compose("config", overrides=["backend=vllm", *o])
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture()
+def model_4k(tmp_path) -> str:
+    from transformers import LlamaConfig
+
+    LlamaConfig(max_position_embeddings=4096, hidden_size=64, num_attention_heads=1,
+                num_hidden_layers=1, intermediate_size=64, vocab_size=32).save_pretrained(tmp_path)
+    return str(tmp_path)
+
+
+def test_max_model_len_is_capped_at_the_models_context(cfg_of, model_4k):
+    # vLLM refuses max_model_len beyond the model's positions (seen in the rehearsal)
+    assert vllm_max_model_len(cfg_of("backend.max_model_len=8192"), model_4k) == 4096
+    assert vllm_max_model_len(cfg_of("backend.max_model_len=2048"), model_4k) == 2048
+    assert vllm_max_model_len(cfg_of("backend.max_model_len=null"), model_4k) == 4096
+
+
+def test_tensor_parallel_follows_the_models_gpus_unless_set(cfg_of):
+    assert tensor_parallel_size(cfg_of("model=qwen2.5-72b-instruct").model) == 4
+    assert tensor_parallel_size(cfg_of("model=qwen3-30b-a3b").model) == 2
+    assert tensor_parallel_size(cfg_of("model=qwen3-4b").model) == 1
+    assert tensor_parallel_size(cfg_of("model=smollm2-135m").model) == 1  # 0 GPUs: one rank
+    assert tensor_parallel_size(cfg_of("model=qwen2.5-72b-instruct",
+                                       "model.tensor_parallel_size=8").model) == 8
+
+
+def test_decodes_vllm_lacks_or_scores_differently_run_through_transformers(cfg_of):
+    assert split_strategies(cfg_of()) == (["greedy", "ar"], ["beam", "contrastive"])
+    assert split_strategies(cfg_of("generation.beam_backend=vllm")) == (
+        ["greedy", "beam", "ar"], ["contrastive"])
+    assert split_strategies(cfg_of("generation.strategies=[greedy]")) == (["greedy"], [])

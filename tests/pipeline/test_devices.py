@@ -1,0 +1,83 @@
+"""device: auto puts every auxiliary model on the GPU when one is visible.
+
+No GPU exists on this machine: the GPU case patches torch's CUDA probes (the one thing mocked,
+because it cannot exist here) and checks the device each factory hands to its model; the CPU
+case runs for real."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from pipeline import aux_models
+from pipeline.config import register_configs
+from pipeline.devices import comet_gpus, configure_torch_threads, cpu_threads, resolve_device
+
+ROOT = Path(__file__).resolve().parents[2]
+register_configs()
+
+
+@pytest.fixture()
+def cfg_of():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        yield lambda *o: compose("config", overrides=list(o))
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture()
+def fake_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    aux_models._embedder.cache_clear()
+    aux_models._nli.cache_clear()
+    yield
+    aux_models._embedder.cache_clear()
+    aux_models._nli.cache_clear()
+
+
+def test_auto_is_the_cpu_here_and_explicit_devices_pass_through():
+    assert resolve_device("auto") == resolve_device(None) == "cpu"
+    assert resolve_device("cuda:1") == "cuda:1" and resolve_device("cpu") == "cpu"
+    assert comet_gpus("cpu") == 0 and comet_gpus("cuda:0") == 1
+
+
+def test_every_auxiliary_model_goes_to_the_gpu_when_one_is_visible(fake_gpu, cfg_of, tmp_path):
+    assert resolve_device("auto") == "cuda"
+    cfg = cfg_of("experiment=paper", "dataset=cnn_dm", f"cache_dir={tmp_path}",
+                 "evaluation.alignscore_ckpt=/x.ckpt", "task.metrics=[hamming,alignscore]")
+    nli = aux_models.build_equivalence(cfg)
+    assert nli.device == "cuda" and nli.batch_size == 64  # a GPU takes larger NLI batches
+    assert aux_models.build_embedder("minilm", cfg).device == "cuda"
+    assert aux_models.text_scorers(cfg)["alignscore"].keywords["device"] == "cuda"
+    cfg = cfg_of("experiment=paper", "dataset=wmt19_fien", "evaluation.comet_model=/c")
+    comet = aux_models.text_scorers(cfg)["comet"]
+    assert isinstance(comet, partial) and comet.keywords["gpus"] == 1
+
+
+def test_an_explicit_device_overrides_auto(fake_gpu, cfg_of):
+    cfg = cfg_of("experiment=paper", "dataset=triviaqa", "device=cpu")
+    assert aux_models.build_equivalence(cfg).device == "cpu"
+
+
+def test_cpu_threads_follow_slurm_cpus_per_task(monkeypatch):
+    import torch
+
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    assert cpu_threads() == 1
+    before = torch.get_num_threads()
+    try:
+        assert configure_torch_threads() == 1 and torch.get_num_threads() == 1
+        assert configure_torch_threads(3) == 3 and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    import os
+
+    assert cpu_threads() == len(os.sched_getaffinity(0))

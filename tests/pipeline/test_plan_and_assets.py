@@ -1,0 +1,161 @@
+"""stage=plan and the missing-input check: what a sweep would launch, and nothing started when an
+input is missing (named with the step that fetches it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from pipeline.assets import MissingAssetsError, cell_assets, check_assets
+from pipeline.config import register_configs
+
+ROOT = Path(__file__).resolve().parents[2]
+register_configs()
+
+
+@pytest.fixture()
+def compose_cfg(tmp_path, monkeypatch):
+    monkeypatch.setenv("TASK_AWARE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        yield lambda *o: compose("config", overrides=list(o))
+    GlobalHydra.instance().clear()
+
+
+def _missing(cfg) -> dict[str, str]:
+    return {a.what: a.how for a in cell_assets(cfg) if not a.available}
+
+
+def test_paper_cnn_dm_names_every_missing_input_and_its_fetch_step(compose_cfg):
+    cfg = compose_cfg("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
+                      "backend.python=/nonexistent/python")
+    missing = _missing(cfg)
+    assert missing["AlignScore checkpoint"] == "make paper-assets"
+    assert missing["AlignScore base model"].startswith("make paper-assets")
+    assert missing["weights of qwen3-4b"].startswith("make paper-assets MODELS=1")
+    assert missing["NLI model"].startswith("make paper-assets MODELS=1")
+    assert missing["vLLM environment"] == "make vllm-env"
+    assert "export OPENAI_API_KEY" in missing["API key for gpt-4.1-mini"]
+    with pytest.raises(MissingAssetsError) as err:
+        check_assets(cfg, ["evaluate"])
+    text = str(err.value)
+    assert "qwen3-4b/cnn_dm cannot run" in text and "AlignScore checkpoint" in text
+    assert "weights of qwen3-4b" not in text  # only the stages that will run are checked
+    check_assets(cfg, [])  # nothing to run: nothing needed
+
+
+def test_maqa_default_source_is_the_fetched_json(compose_cfg, tmp_path):
+    cfg = compose_cfg("experiment=paper", "dataset=maqa")
+    assert cfg.dataset.overrides.path == str(tmp_path / "cache" / "data" / "maqa" / "MAQA.json")
+    assert _missing(cfg)["data of maqa"] == "make paper-assets"
+    (tmp_path / "cache" / "data" / "maqa").mkdir(parents=True)
+    (tmp_path / "cache" / "data" / "maqa" / "MAQA.json").write_text("[]")
+    assert "data of maqa" not in _missing(cfg)
+
+
+def test_default_experiment_needs_nothing_it_does_not_ship(compose_cfg):
+    for dataset in ("triviaqa_bundled", "maqa_bundled", "maqa_star_bundled",
+                    "wmt19_fien_bundled", "cnn_dm_bundled"):
+        assert _missing(compose_cfg(f"dataset={dataset}")) == {}
+
+
+def test_a_run_with_a_missing_input_stops_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "TASK_AWARE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "WANDB_MODE": "disabled"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "dataset=cnn_dm_bundled", f"output_root={out}",
+         "evaluation.alignscore_ckpt=/nowhere/AlignScore-large.ckpt", "wandb.enabled=false"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "AlignScore checkpoint: /nowhere/AlignScore-large.ckpt (needed by evaluate) -> " \
+           "make paper-assets" in done.stderr
+    assert not list(out.rglob("*.parquet"))  # no stage started, no artifact written
+
+
+def test_plan_of_the_paper_sweep(tmp_path):
+    """The paper sweep's plan: 25 cells, each with its GPUs and tensor parallel size."""
+    env = {**os.environ, "TASK_AWARE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    done = subprocess.run([sys.executable, "-m", "pipeline", "experiment=paper", "stage=plan",
+                           f"output_root={tmp_path / 'out'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "/" in line]
+    assert len(rows) == 25
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:9]] for r in rows}
+    assert cells["qwen2.5-72b-instruct/maqa"][:2] == ["4", "4"]
+    assert cells["qwen3-30b-a3b/triviaqa"][:2] == ["2", "2"]
+    assert cells["gemma-3-4b-it/wmt19_fien"][:2] == ["1", "1"]
+    # upper bounds before any sample exists: M(M-1) (+ decodes for the classes clustering)
+    assert cells["qwen3-4b/triviaqa"][4] == "<= 552/prompt"
+    assert cells["qwen3-4b/maqa"][5] == "<= 24/prompt"
+    assert "make paper-assets" in cells["qwen3-4b/maqa"][6]  # MAQA JSON missing
+    assert "25 cell(s), 45 GPUs booked in total" in done.stdout
+    assert not list((tmp_path / "out").rglob("*.parquet"))  # nothing ran
+
+
+def test_plan_counts_exact_pairs_and_cache_hits_once_samples_exist(tmp_path):
+    """After generate, the plan counts the unique NLI pairs and LLM-extraction prompts of the
+    cell's real samples and how many are already cached."""
+    from pipeline.mapping.equivalence import PairCache
+    from pipeline.store import ArtifactStore
+    import pandas as pd
+
+    cache = tmp_path / "cache"
+    cell = tmp_path / "out" / "default" / "smollm2-135m" / "triviaqa_bundled"
+    store = ArtifactStore(cell)
+    store.write("dataset", pd.DataFrame({
+        "prompt_id": ["p0", "p1"], "dataset": ["triviaqa_bundled"] * 2,
+        "question": ["q0", "q1"], "answers": [[["a"]], [["b"]]],
+        "probabilities": [[], []], "reference_text": ["", ""]}), key="k")
+    store.write("samples", pd.DataFrame({
+        "prompt_id": ["p0"] * 3 + ["p1"] * 3, "sample_idx": [0, 1, 2] * 2,
+        "text": ["x", "y", "x", "z", "z", "z"], "token_logprobs": [[0.0]] * 6,
+        "logprob": [0.0] * 6}), key="k")
+    store.write("decodes", pd.DataFrame({
+        "prompt_id": ["p0", "p1"], "strategy": ["greedy", "greedy"], "text": ["w", "z"],
+        "token_logprobs": [[0.0]] * 2, "logprob": [0.0] * 2}), key="k")
+    PairCache(cache / "pairs").put_many({PairCache.key("nli-x", "q0", "x", "y"): [1, 0, 0]})
+    env = {**os.environ, "TASK_AWARE_CACHE": str(cache), "WANDB_MODE": "disabled"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "-m", "stage=plan", "dataset=triviaqa_bundled",
+         f"output_root={tmp_path / 'out'}", "task.equivalence.backend=nli",
+         "task.equivalence.nli_model=nli-x", "generation.n_samples=3",
+         "generation.strategies=[greedy]"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = next(line for line in done.stdout.splitlines() if "triviaqa_bundled |" in line)
+    cols = [c.strip() for c in row.split("|")[1:-1]]
+    # classes: unique texts of samples + decodes: p0 {x, y, w} -> 6 ordered pairs, p1 {z} -> 0
+    assert cols[0] == "smollm2-135m/triviaqa_bundled" and cols[3:6] == ["2", "6", "6 (1 cached)"]
+
+
+def _fetch_module():
+    spec = importlib.util.spec_from_file_location("fetch", ROOT / "scripts" / "fetch_paper_assets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fetch_finds_the_maqa_json_in_a_checkout(tmp_path):
+    fetch = _fetch_module()
+    (tmp_path / "repo" / "data").mkdir(parents=True)
+    (tmp_path / "repo" / "package.json").write_text(json.dumps({"name": "x"}))
+    (tmp_path / "repo" / "data" / "small.json").write_text(
+        json.dumps([{"question": "q", "answers": ["a"]}]))
+    (tmp_path / "repo" / "data" / "MAQA_full.json").write_text(json.dumps(
+        {"data": [{"question": f"q{i}", "answers": ["a", "b"]} for i in range(5)]}))
+    assert fetch.find_maqa_json(tmp_path / "repo").name == "MAQA_full.json"
+    with pytest.raises(FileNotFoundError):
+        fetch.find_maqa_json(tmp_path / "repo" / "missing")
