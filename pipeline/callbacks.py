@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+
+log = logging.getLogger("pipeline")
 
 
 class ReportAfterSweep(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from pipeline.stages import run_report
 
-        if config.stage in ("all", "report"):
+        if config.stage not in ("all", "report"):
+            return
+        try:
             run_report(config)
+        except Exception:
+            # Hydra turns a callback's exception into a warning and exits 0: a sweep whose
+            # report failed must not look finished.
+            log.exception("[report] failed after the sweep")
+            raise SystemExit(1) from None

@@ -36,12 +36,18 @@ class NullTracker:
     def finish(self) -> None: ...
 
 
+# What a report run logs as its config: the report reads artifacts, not one cell's settings
+# (the sweep's primary config has no cell, and its cell keys may not even resolve).
+REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation")
+
+
 class WandbTracker(NullTracker):
     def __init__(self, cfg: DictConfig, name: str, job_type: str):
         import wandb
 
         # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
-        ours = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+        keys = REPORT_KEYS if job_type == "report" else [k for k in cfg.keys() if k != "hydra"]
+        ours = OmegaConf.masked_copy(cfg, list(keys))
         config = redact(OmegaConf.to_container(ours, resolve=True))
         os.makedirs(cfg.wandb.dir, exist_ok=True)
         self.wandb = wandb

@@ -42,6 +42,14 @@ def check(root: Path, experiment: str = "paper") -> tuple[list[str], dict]:
                 continue
             times[name][stage] = json.loads(manifest.read_text())["wall_time_s"] or 0.0
     results = root / "results"
+    report = results / ".report.manifest.json"
+    if not report.exists():
+        problems.append("no report manifest: the report did not run")
+    else:
+        covered = set(json.loads(report.read_text()).get("cells", []))
+        expected = {f"{c.parent.name}/{c.name}" for c in found}
+        if covered != expected:
+            problems.append(f"the report covers {sorted(covered)}, the sweep has {sorted(expected)}")
     for table in TABLE_NAMES:
         for ext in ("md", "tex", "csv"):
             if not (results / "tables" / f"{table}.{ext}").exists():

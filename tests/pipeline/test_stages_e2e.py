@@ -222,8 +222,9 @@ def test_killed_generation_resumes_at_first_unfinished_shard(tmp_path):
 
 
 def test_report_after_sweep_callback_with_hydra_node(maqa_run):
-    """The sweep callback gets the config with Hydra's node (job-time interpolations unresolved);
-    it must build the report and log the W&B report run all the same."""
+    """The sweep callback gets the config with Hydra's node (job-time interpolations unresolved)
+    and the sweep's primary cell, whose keys may not resolve (the rehearsal's model.path for the
+    default model did not); it must build the report and log the W&B report run all the same."""
     from pipeline.callbacks import ReportAfterSweep
 
     tmp, _, _ = maqa_run
@@ -233,7 +234,8 @@ def test_report_after_sweep_callback_with_hydra_node(maqa_run):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", return_hydra_config=True, overrides=[
             f"output_root={tmp / 'outputs'}", f"results_dir={tmp / 'results'}",
-            f"wandb.dir={tmp}", *SMALL, "dataset=maqa_bundled"])
+            f"wandb.dir={tmp}", *SMALL, "dataset=maqa_bundled",
+            "model.path=${oc.env:TASK_AWARE_TEST_UNSET_VARIABLE}"])
     ReportAfterSweep().on_multirun_end(cfg)
     assert (tmp / "results" / ".report.manifest.json").exists()
     new = sorted((tmp / "wandb").glob("offline-run-*/*.wandb"))[before:]
