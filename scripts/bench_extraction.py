@@ -281,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     def show(rows, key="got"):
         for r in rows:
             if r[key] != r["gold"]:
-                print(f"  - {r['text']!r}\n      got  {sorted(r[key]) if isinstance(r[key], set) else r[key]}"
+                where = f"[{r['split']}:{r['id']}] " if "id" in r else ""
+                print(f"  - {where}{r['text']!r}\n      got  {sorted(r[key]) if isinstance(r[key], set) else r[key]}"
                       f"\n      want {sorted(r['gold']) if isinstance(r['gold'], set) else r['gold']}")
 
     if "sets" in args.errors:
