@@ -162,12 +162,17 @@ def _core(word: str) -> str:
 
 
 def _stem(word: str) -> str:
-    """Crude stem so "borders"/"bordered"/"border" and "colours"/"colour" compare equal."""
+    """Crude stem so "borders"/"bordered"/"border" and "states"/"state" compare equal."""
     w = word.lower()
-    for suffix, repl in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            return w[: -len(suffix)] + repl
-    return w
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith(("sses", "shes", "ches", "xes", "zes")):
+        w = w[:-2]
+    elif w.endswith(("ing", "ed")) and len(w) > 5:
+        w = w[:-3] if w.endswith("ing") else w[:-2]
+    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        w = w[:-1]
+    return w[:-1] if w.endswith("e") and len(w) > 3 else w
 
 
 def _is_capitalised(word: str) -> bool:
@@ -322,21 +327,18 @@ def _short_line(line: str) -> bool:
 
 def _units(text: str) -> tuple[list[str], list[str]]:
     """(list items, prose lines) of a response."""
-    lines = [_strip_markup(x) for x in text.splitlines()[:_MAX_LINES]]
-    lines = [x[:_MAX_LINE] for x in lines]
+    lines = [_strip_markup(x)[:_MAX_LINE] for x in text.splitlines()[:_MAX_LINES]]
     items: list[str] = []
     prose: list[str] = []
     in_header_block = False  # inside the lines that follow a header, up to a blank line
-    header_dropped = False
-    started = False  # the header block has at least one entry
-    i = 0
-    n = len(lines)
-    while i < n:
-        line = lines[i]
+    header_dropped = False  # the header announced non-answers ("The other colours are:")
+    block_started = False  # the header block has at least one entry
+    block_bullets = False  # ... and its entries are bulleted
+    last_numbered = False
+    for i, line in enumerate(lines):
         if not line.strip():
-            if started:
+            if block_started:
                 in_header_block = False
-            i += 1
             continue
         inline = _split_inline_numbered(line)
         bullet = _BULLET.match(line)
@@ -345,28 +347,31 @@ def _units(text: str) -> tuple[list[str], list[str]]:
             if lead and not _is_header(lead) and not re.fullmatch(r"(?:a|answer|output)\s*:?", lead, re.I):
                 prose.append(lead)
             items.extend(inline)
-            in_header_block = False
+            in_header_block, last_numbered = False, True
         elif bullet is not None:
             body = line[bullet.end():].strip()
-            if _NUMBER_ONLY.match(line) or not body:
-                i += 1
+            last_numbered = bool(re.match(r"\s*\(?\d", line))
+            if not body:
                 continue  # a truncated marker ("5.")
             if not (in_header_block and header_dropped):
                 items.append(body)
-            started = started or in_header_block
+            block_started = block_started or in_header_block
+            block_bullets = block_bullets or in_header_block
+        elif last_numbered and _NUMBER_ONLY.match(line):
+            continue  # "5" after "4. ...": a truncated marker
         elif _is_header(line) and not line.rstrip(" *_:").endswith(tuple("0123456789")):
-            in_header_block, started = True, False
+            in_header_block, block_started, block_bullets = True, False, False
             header_dropped = bool(_HEADER_NEGATIVE.search(line)) and bool(items)
-        elif in_header_block:
+        elif in_header_block and not block_bullets:
             if not header_dropped:
                 items.append(line)
-            started = True
-        elif _short_line(line) and ((i + 1 < n and _short_line(lines[i + 1]) and lines[i + 1].strip())
+            block_started = True
+        elif _short_line(line) and ((i + 1 < len(lines) and _short_line(lines[i + 1]) and lines[i + 1].strip())
                                     or (i > 0 and lines[i - 1].strip() and _short_line(lines[i - 1]))):
             items.append(line)
         else:
-            prose.append(line)
-        i += 1
+            prose.append(line)  # after a bulleted block, a sentence ends the list
+            in_header_block = False
     return items, prose
 
 
@@ -591,7 +596,7 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
             if q.restates(_core(possessor)):
                 words, lowered = possessed, lowered[k + 1:]
             elif any(_core(w) in _PLACE_HEADS for w in possessed):
-                words, lowered = words[: k + 1], lowered[: k + 1]
+                words, lowered = words[:k] + [re.sub(r"['\u2019]s?$", "", raw)], lowered[: k + 1]
             break
     # "the synthetic element oganesson" -> oganesson
     for k in range(len(words) - 2, -1, -1):
@@ -646,9 +651,10 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
     after_final = False  # a conjunct introduced by "and"/"or" was seen: the list has ended
     for k, (sep, part) in enumerate(parts):
         coordinated = bool(re.search(r"\b(?:and|or|nor|plus|with|as well as|followed by)\b|&|\+|/", sep))
-        if after_final and not coordinated:
-            break  # ", four capitals on its banks", ", spoken by ...": about the list, not in it
         words = part.split()
+        if after_final and not coordinated and not any(_is_capitalised(w) for w in words[1:]) \
+                and not (words and _is_capitalised(words[0]) and _core(words[0]) not in _NUMBER_WORDS | _DETERMINERS):
+            continue  # ", four capitals on its banks": about the list, not in it
         if (k > 0 and not coordinated and _starts_with_article(part) and len(words) > 1
                 and not _is_capitalised(words[1]) and not _starts_with_article(parts[k - 1][1])
                 and (k + 1 == len(parts) or not _starts_with_article(parts[k + 1][1]))):
@@ -656,7 +662,9 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
         phrase, cut = _noun_phrase(part, q)
         if phrase:
             found.append((phrase, sep))
-        if coordinated and sep:
+        if re.search(r"\b(?:plus|as well as|along with|together with)\b", sep):
+            after_final = False  # "... and Luxembourg plus France, Italy and West Germany"
+        elif coordinated and sep and phrase:
             after_final = True
         if cut == "other" and k + 1 < len(parts):
             break  # "Jay between 1787 and 1788", "... to provide checks and balances"
@@ -732,7 +740,10 @@ def _split_clauses(sentence: str, q: _Question) -> list[str]:
                 continue
             vp = v == 0 or _core(words[0]) in _ADVERBS
             if clause_has_verb and (vp or v <= 6):
-                start = k if (vp or pending is None) else pending
+                start = k
+                if not vp:  # "..., and Paris and Los Angeles will ...": the subject is "Paris and Los Angeles"
+                    while pending is not None and start > pending and "," not in seps[start]:
+                        start -= 1
                 out.append("".join(s + t for s, t in zip(seps[clause_start:start], texts[clause_start:start])).strip(" ,"))
                 clause_start = start
                 seps[start] = ""
