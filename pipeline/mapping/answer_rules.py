@@ -43,6 +43,7 @@ from pipeline.text import canonical_label
 __all__ = ["read_answers", "json_answer_strings"]
 
 MAX_ITEM_WORDS = 8  # a "label" longer than this is a sentence, not an answer
+MAX_ITEM_CHARS = 120
 _MAX_LINE = 1_000
 _MAX_LINES = 400
 
@@ -118,7 +119,9 @@ _CONTAINERS = frozenset(
 _SHARED_HEADS = frozenset(
     "oceans seas rivers lakes islands mountains ranges branches states countries languages planets "
     "gases colours colors elements metals brothers sisters members continents peninsulas seas "
-    "gulfs bays straits deserts provinces regions cities".split())
+    "gulfs bays straits deserts provinces regions cities "
+    # singular, as models write it too: "the Atlantic and Pacific Ocean"
+    "ocean sea river lake island mountain branch range desert peninsula gulf bay strait continent".split())
 _DIRECTIONS = frozenset(
     "north south east west northeast northwest southeast southwest northern southern eastern western "
     "north-east north-west south-east south-west northeastern northwestern southeastern southwestern "
@@ -248,7 +251,7 @@ def json_answer_strings(text: str) -> list[str] | None:
     try:
         obj = _decode_json(stripped)
     except ValueError:
-        return [] if len(stripped) < 2 or stripped[-1] in "}]" else None
+        return []  # broken JSON or a schema: structure, not answers
     return _strings_in(obj, 0)
 
 
@@ -285,6 +288,7 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022\u25cf\u25aa+>\u2013\u2014]+|\(?\d{1,2}[.
 _NUMBER_ONLY = re.compile(r"^\s*\(?\d{1,2}[.)]?\s*$")
 _INLINE_MARKER = re.compile(r"(?:(?<=^)|(?<=[\s:;,.]))\(?(\d{1,2})[.)](?=\s)")
 _HEADER_NEGATIVE = re.compile(r"\b(?:other|not|non|except|excluded|incorrect|wrong)\b", re.IGNORECASE)
+_ECHO_LINE = re.compile(r"^\s*(?:q|question|task|rules?|example\s*\d*)\s*:", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", flags=re.DOTALL)
 
 
@@ -340,6 +344,8 @@ def _units(text: str) -> tuple[list[str], list[str]]:
             if block_started:
                 in_header_block = False
             continue
+        if _ECHO_LINE.match(line):
+            continue  # an echoed "Q: ..." line is the prompt, not the answer
         inline = _split_inline_numbered(line)
         bullet = _BULLET.match(line)
         if inline is not None:
@@ -673,14 +679,22 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
 
 
 def _drop_shared_head(phrases: list[str]) -> list[str]:
-    """"Atlantic", "Pacific Oceans" -> "Atlantic", "Pacific"; "Lakes Superior", "Michigan" -> "Superior", ..."""
+    """"Atlantic", "Pacific Oceans" -> "Atlantic", "Pacific"; "Lakes Superior", "Michigan" -> "Superior", ...
+
+    Only when the other parts are bare names without that head ("Atlantic Ocean, Pacific Ocean"
+    and "Lake Huron and Lake Erie" keep theirs)."""
     if len(phrases) < 2:
         return phrases
+
+    def bare(others: list[str], head: str) -> bool:
+        return all(len(p.split()) == 1 and _stem(p) != _stem(head) for p in others)
+
     last = phrases[-1].split()
-    if len(last) >= 2 and _core(last[-1]) in _SHARED_HEADS and all(len(p.split()) <= 2 for p in phrases[:-1]):
+    if len(last) >= 2 and _core(last[-1]) in _SHARED_HEADS and bare(phrases[:-1], last[-1]):
         phrases = phrases[:-1] + [" ".join(last[:-1])]
     first = phrases[0].split()
-    if len(first) >= 2 and _core(first[0]) in _SHARED_HEADS and all(len(p.split()) <= 2 for p in phrases[1:]):
+    if (len(first) >= 2 and _core(first[0]) in _SHARED_HEADS and _core(first[0]).endswith("s")
+            and bare(phrases[1:], first[0])):
         phrases = [" ".join(first[1:])] + phrases[1:]
     return phrases
 
@@ -868,6 +882,8 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
 
 def _item_labels(item: str, q: _Question) -> list[str]:
     """A list entry: its name, without the note after ":", " - ", "(" or ", which ..."."""
+    if "?" in item:
+        return []  # an echoed question
     s = _protect(_strip_markup(item))
     s = _strip_lead(s)
     s = re.sub(r"^(?:a|answer|output)\s*:\s*", "", s, flags=re.I)
@@ -900,12 +916,19 @@ def _normalise_sentence(sentence: str) -> str:
     return _strip_lead(s)
 
 
+_VALUE = re.compile(r"^[-+\u2212]?[\d.,/%\s]*\d[\d.,/%\s]*$|^(?:[-+]?(?:nan|inf|infinity)|high|low|medium|yes|no|none|n/?a)$",
+                    re.IGNORECASE)
+
+
 def _sentence_labels(sentence: str, q: _Question) -> list[str]:
     s = _normalise_sentence(sentence)
     if not s:
         return []
-    # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon
+    # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon; but in
+    # "Atlantic: 55%" the part after it is a value and the answer comes first
     colon = re.search(r":\s+(?=\S)", s)
+    if colon and _VALUE.match(s[colon.end():]):
+        return _side_labels(s[: colon.start()], q, subject=False)
     if colon:
         got = _span_labels(s[colon.end():], q, verbless_is_list=True)
         if got:
@@ -932,6 +955,8 @@ def _prose_labels(lines: list[str], q: _Question) -> list[str]:
     labels: list[str] = []
     answered = False
     for sentence in _sentences(text)[:40]:
+        if "?" in sentence or re.match(r"^(?:which|what|who|whom|how|why|where|when)\b", sentence, re.I):
+            continue  # a (restated or echoed) question answers nothing
         if not answered:
             if _PREAMBLE.match(sentence) and not re.search(r":\s*\S", sentence):
                 continue
@@ -966,7 +991,8 @@ def _dedupe(labels: list[str]) -> list[str]:
     out: list[str] = []
     for raw in labels:
         label = canonical_label(raw)
-        if not label or not any(c.isalnum() for c in label) or len(label.split()) > MAX_ITEM_WORDS:
+        if (not label or not any(c.isalnum() for c in label) or len(label.split()) > MAX_ITEM_WORDS
+                or len(label) > MAX_ITEM_CHARS):
             continue
         words = set(label.split())
         if any(words <= set(prev.split()) for prev in out):
@@ -986,6 +1012,8 @@ _REFUSAL_START = re.compile(
 def read_answers(text: str, question: str | None = None) -> list[str]:
     """Canonical answer labels stated in `text`, in order of first mention (see module doc)."""
     q = _Question(question)
+    # Control characters would collide with the separator stand-ins and are never part of an answer.
+    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ", text)
     fenced = _FENCE.findall(text)
     if fenced:
         text = "\n".join(fenced)
