@@ -566,7 +566,7 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     if not words:
         return "", ""
     first = _core(words[0])
-    if first in _SELF or first in _PREPOSITIONS or first in _SUBORDINATORS or first in _AUX:
+    if (first in _SELF and not words[0].strip(".,;:").isupper()) or first in _PREPOSITIONS or first in _SUBORDINATORS or first in _AUX:
         return "", ""  # "I'm not sure ...", "under the Act of 1969", "which took over ..."
     if len(words) > 1 and _core(words[1]) == "of" and (first in _DESCRIPTORS or first.isdigit()
                                                         or first in _NUMBER_WORDS or first in ("most", "some", "none")):
@@ -674,6 +674,12 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
             after_final = True
         if cut == "other" and k + 1 < len(parts):
             break  # "Jay between 1787 and 1788", "... to provide checks and balances"
+    for k in range(1, len(found)):
+        phrase, sep = found[k]
+        words = phrase.split()
+        if (len(words) >= 2 and _core(words[-1]) in _SHARED_HEADS and _core(words[-1]).endswith("s")
+                and re.search(r"\b(?:and|or)\b", sep) and len(found[k - 1][0].split()) == 1):
+            found[k] = (" ".join(words[:-1]), sep)
     phrases = _drop_shared_head([p for p, _ in found])
     return [p for p in phrases if not (subject and q.restates(p))]
 
@@ -753,7 +759,8 @@ def _split_clauses(sentence: str, q: _Question) -> list[str]:
                     pending = k
                 continue
             vp = v == 0 or _core(words[0]) in _ADVERBS
-            if clause_has_verb and (vp or v <= 6):
+            subject_like = vp or any(_is_capitalised(w) or _core(w) in _PRONOUNS | _DETERMINERS for w in words[:v])
+            if clause_has_verb and (vp or v <= 6) and (subject_like or "and" in seps[k]):
                 start = k
                 if not vp:  # "..., and Paris and Los Angeles will ...": the subject is "Paris and Los Angeles"
                     while pending is not None and start > pending and "," not in seps[start]:
@@ -775,10 +782,12 @@ def _split_at_verb(words: list[str], v: int, q: _Question) -> tuple[list[str], l
         j += 1
     # "shares land borders with", "has two official languages," : restated words, then a link
     k = j
-    while k < len(words) and k - j < 4 and not _is_capitalised(words[k]) and (
-            q.echoes(words[k]) or _core(words[k]) in _NUMBER_WORDS | _DETERMINERS):
+    while k < len(words) and k - j < 4 and not _is_capitalised(words[k]) and not words[k].endswith(",") and (
+            _core(words[k]) not in _PREPOSITIONS | _SUBORDINATORS) and (
+            not _is_verb_word(words[k], k) or (q.echoes(words[k]) and _core(words[k]) not in _AUX)):
         k += 1
-    if k > j and k < len(words) and _core(words[k]) in ("with", "by", "through", "of", "into", "across", "between"):
+    if (k > j and k + 1 < len(words) and _core(words[k]) in ("with", "by", "through", "of", "into", "across", "between")
+            and (words[k + 1][:1].isupper() or _core(words[k + 1]) in _ARTICLES | _NUMBER_WORDS)):
         j = k
     # "consists of", "is made up of", "is bordered by", "flows through"
     while j < len(words) and _core(words[j]) in ("of", "by", "with", "through", "into", "up", "between",
