@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 
+from pipeline.mapping.labels import QUALIFIERS
 from pipeline.text import canonical_label
 
 __all__ = ["read_answers", "json_answer_strings"]
@@ -1004,7 +1005,7 @@ def _dedupe(labels: list[str]) -> list[str]:
                 or len(label) > MAX_ITEM_CHARS):
             continue
         words = set(label.split())
-        if any(words <= set(prev.split()) for prev in out):
+        if any(words <= set(prev.split()) and not (set(prev.split()) - words) & QUALIFIERS for prev in out):
             continue
         if any(set(prev.split()) < words and words - set(prev.split()) <= {"s"} for prev in out):
             continue
