@@ -192,8 +192,14 @@ def evaluate_graphs(texts: list[dict]) -> dict:
         gold.append(want)
         pred_pairs.append({(h, t) for h, _, t in got})
         gold_pairs.append({(h, t) for h, _, t in want})
-        rows.append({"text": item["text"], "got": got, "gold": want})
-    return {"triples": label_prf(pred, gold), "pairs": label_prf(pred_pairs, gold_pairs), "rows": rows}
+        rows.append({"text": item["text"], "got": got, "gold": want, "split": item.get("split", "dev"),
+                     "id": f"{len(rows):02d}"})
+    out = {"triples": label_prf(pred, gold), "pairs": label_prf(pred_pairs, gold_pairs), "rows": rows}
+    for split in ("dev", "holdout"):
+        idx = [i for i, r in enumerate(rows) if r["split"] == split]
+        if idx:
+            out[f"triples_{split}"] = label_prf([pred[i] for i in idx], [gold[i] for i in idx])
+    return out
 
 
 # --------------------------------------------------------------------------- numbers
@@ -269,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         g = evaluate_graphs(graph_corpus())
         print(f"\nGraphs (extract_triples), {len(g['rows'])} texts:")
         print(f"  triples        {_fmt(g['triples'])}")
+        for split in ("dev", "holdout"):
+            if f"triples_{split}" in g:
+                print(f"    {split:12s} {_fmt(g[f'triples_{split}'])}")
         print(f"  (head, tail)   {_fmt(g['pairs'])}")
     numbers_path = CORPORA / "numbers_corpus.yaml"
     if numbers_path.exists():
