@@ -226,8 +226,14 @@ def evaluate_numbers(items: list[dict]) -> dict:
 
     pred = [parse_number(it["text"]) for it in items]
     gold = [None if it["value"] is None else float(it["value"]) for it in items]
-    rows = [{"text": it["text"], "got": p, "gold": g} for it, p, g in zip(items, pred, gold)]
-    return {"all": number_scores(pred, gold), "rows": rows}
+    rows = [{"text": it["text"], "got": p, "gold": g, "split": it.get("split", "dev"), "id": f"{i:02d}"}
+            for i, (it, p, g) in enumerate(zip(items, pred, gold))]
+    out = {"all": number_scores(pred, gold), "rows": rows}
+    for split in ("dev", "holdout"):
+        idx = [i for i, r in enumerate(rows) if r["split"] == split]
+        if idx:
+            out[split] = number_scores([pred[i] for i in idx], [gold[i] for i in idx])
+    return out
 
 
 # --------------------------------------------------------------------------- printing
@@ -284,12 +290,16 @@ def main(argv: list[str] | None = None) -> int:
         n = evaluate_numbers(number_corpus())
         m = n["all"]
         print(f"\nNumbers (parse_number), {m['n']} responses ({m['no_number_responses']} state no number):")
-        print(f"  precision {m['precision']:.3f}  recall {m['recall']:.3f}  right {m['right']}  "
-              f"numbers read from no-number responses {m['false_numbers']}")
+        for part in ("all", "dev", "holdout"):
+            if part in n:
+                m = n[part]
+                print(f"  {part:8s} n={m['n']:3d}  precision {m['precision']:.3f}  recall {m['recall']:.3f}  "
+                      f"right {m['right']}  numbers read from no-number responses {m['false_numbers']}")
 
     def show(rows, key="got"):
         for r in rows:
-            if r[key] != r["gold"]:
+            if r[key] != r["gold"] and not (isinstance(r[key], float) and isinstance(r["gold"], float)
+                                            and math.isclose(r[key], r["gold"], rel_tol=1e-9)):
                 where = f"[{r['split']}:{r['id']}] " if "id" in r else ""
                 print(f"  - {where}{r['text']!r}\n      got  {sorted(r[key]) if isinstance(r[key], set) else r[key]}"
                       f"\n      want {sorted(r['gold']) if isinstance(r['gold'], set) else r['gold']}")
