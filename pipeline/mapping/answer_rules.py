@@ -946,7 +946,12 @@ def _sentence_labels(sentence: str, q: _Question) -> list[str]:
     return _span_labels(s, q, verbless_is_list=False)
 
 
+_PAIR = re.compile(r"\b([A-Z][\w.'\-]*(?:\s+[A-Z][\w.'\-]*){0,3})\s+[-\u2013\u2014]+\s+(?=[A-Z])")
+
+
 def _span_labels(s: str, q: _Question, *, verbless_is_list: bool) -> list[str]:
+    # "India - Pakistan, India - China": pairs led by the question's topic name its partners
+    s = _PAIR.sub(lambda m: "" if q.restates(m.group(1)) else m.group(0), s)
     s = _cut_dashes(s)
     attached = _ATTACH.split(s)
     head, extras = attached[0], attached[1:]
