@@ -35,7 +35,6 @@ Everything is linear in the input (bounded pieces only), and nothing here raises
 
 from __future__ import annotations
 
-import json
 import re
 
 from pipeline.mapping.labels import QUALIFIERS
@@ -940,16 +939,16 @@ def _sentence_labels(sentence: str, q: _Question) -> list[str]:
     if colon and _VALUE.match(s[colon.end():]):
         return _side_labels(s[: colon.start()], q, subject=False)
     if colon:
-        got = _span_labels(s[colon.end():], q, verbless_is_list=True)
+        got = _span_labels(s[colon.end():], q)
         if got:
             return got
-    return _span_labels(s, q, verbless_is_list=False)
+    return _span_labels(s, q)
 
 
 _PAIR = re.compile(r"\b([A-Z][\w.'\-]*(?:\s+[A-Z][\w.'\-]*){0,3})\s+[-\u2013\u2014]+\s+(?=[A-Z])")
 
 
-def _span_labels(s: str, q: _Question, *, verbless_is_list: bool) -> list[str]:
+def _span_labels(s: str, q: _Question) -> list[str]:
     # "India - Pakistan, India - China": pairs led by the question's topic name its partners
     s = _PAIR.sub(lambda m: "" if q.restates(m.group(1)) else m.group(0), s)
     s = _cut_dashes(s)

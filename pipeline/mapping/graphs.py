@@ -114,6 +114,7 @@ _TIME = re.compile(
     re.IGNORECASE)
 _TIME_WORDS = {"last", "next", "yesterday", "today", "tomorrow", "tonight", "earlier", "later", "ago"}
 _PARTICLES = {"out", "up", "off", "down", "away", "back", "over"}
+_MODALS = {"will", "would", "can", "could", "may", "might", "shall", "should", "must", "do", "does", "did", "cannot"}
 _REPORTING = {"said", "say", "told", "tell", "claim", "believ", "think", "thought", "suggest", "warn"}
 _ADVERB_OBJECTS = {"twice", "once", "again", "too", "also", "here", "there", "home", "abroad", "early", "late"}
 _OBJECT_PRONOUNS = {"him", "her", "them", "it"}
@@ -147,12 +148,13 @@ def _stem(word: str) -> str:
 
 def _is_verb(word: str, position: int, previous: str = "") -> bool:
     w = word.lower()
-    if w in _AUX:
+    if w in _AUX or w == "cannot":
         return True
     if position == 0 or previous.lower() in _NOT_VERB_AFTER or previous[:1].isdigit():
         return False  # a sentence-initial word, or one after a determiner or number, is a noun's
-    if previous.lower() in _AUX and w.isalpha() and w.islower() and w not in _NEG_ADV:
-        return True  # "will replace", "have analysed": a modal or auxiliary governs a verb
+    if (previous.lower() in _MODALS and w.isalpha() and w.islower() and w not in _NEG_ADV
+            and w not in _NOT_VERB_AFTER and w not in _OBJECT_PREPS):
+        return True  # "will replace", "can treat": a modal governs a verb in its base form
     if w in _VERBS or _stem(w) in _VERBS or w in _EXTRA_VERBS or _stem(w) in {_stem(v) for v in _EXTRA_VERBS}:
         return True
     return len(w) > 4 and w.endswith("ed") and w not in _NOT_VERBS_ED
@@ -330,8 +332,8 @@ def extract_triples(text: object) -> frozenset[Triple] | None:
         triples: list[Triple] = []
         last_subject: str | None = None
         for sentence in _SENTENCES.split(s):
-            if len(sentence) > 2_000 or "{" in sentence or "}" in sentence:
-                continue  # not a sentence: junk, JSON or a table
+            if len(sentence) > 2_000 or "{" in sentence or "}" in sentence or sentence.rstrip().endswith("?"):
+                continue  # not a statement: junk, JSON, a table or a question
             for clause in _clauses_of(sentence):
                 found = _clause_triples(clause, last_subject)
                 if found:
