@@ -2,12 +2,15 @@
 and the decoding baselines' latents, each with its empirical risk under the prompt's samples.
 
 Only `pipeline.latent` maths; texts for the text metrics are chosen as the paper's appendix says:
-sphere -> the sample closest to the action; graphs -> g_T^-1 (triples joined on full stops).
+sphere -> the sample closest to the action; graphs -> g_T^-1 (triples joined on full stops). A set
+is rendered from its own labels ("Atlantic, Pacific"), written as the samples write them, never
+as a sample's text: a sample that maps to the set may say more or other things than the set.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -21,14 +24,35 @@ SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
 SET_LIKE = ("sets", "sets-fbeta", "graphs")
 
 
-def latent_text(space_name: str, latent: Any) -> str:
-    """A readable text for a latent that no sample produced verbatim (sets, graphs, simplex)."""
+def surface_form(label: str, texts: list[str]) -> str:
+    """How the samples write a canonical label ("john lennon" -> "John Lennon"); the label itself
+    when no sample writes it (canonical labels drop articles and punctuation, so both may sit
+    between its words: "people s republic" matches "People's Republic")."""
+    words = label.split()
+    if not words:
+        return label
+    gap = r"(?:[\W_]+(?:(?:the|a|an)[\W_]+)?)"
+    pattern = re.compile(r"(?<![^\W_])" + gap.join(re.escape(w) for w in words) + r"(?![^\W_])", re.IGNORECASE)
+    for text in texts:
+        m = pattern.search(text[:20_000])
+        if m:
+            return m.group(0)
+    return label
+
+
+def latent_text(space_name: str, latent: Any, texts: list[str] | None = None) -> str:
+    """A readable text for a latent that no sample produced verbatim (sets, graphs, simplex).
+
+    Sets list their labels in sorted order, each in the samples' own spelling when `texts` (the
+    prompt's sample texts) write it; graphs are g_T^-1 (`graph_to_text`)."""
     if latent is None:
         return ""
     if space_name == "graphs":
-        return ". ".join(" ".join(t) for t in sorted(latent)) + ("." if latent else "")
+        from pipeline.mapping.graphs import graph_to_text
+
+        return graph_to_text(latent)
     if space_name in ("sets", "sets-fbeta"):
-        return ", ".join(sorted(map(str, latent)))
+        return ", ".join(surface_form(str(x), texts or []) for x in sorted(map(str, latent)))
     if space_name == "simplex":
         return ", ".join(f"{k}: {v:.3f}" for k, v in sorted(latent.items(), key=lambda kv: -kv[1]))
     return str(latent)
@@ -56,12 +80,15 @@ def decide_prompt(space_name: str, samples: list[tuple[Any, str]],
         emb = np.asarray([np.asarray(lat, dtype=float) for lat in latents])
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
 
+    sample_texts = [txt for _, txt in valid]
+
     def text_of(action) -> str:
-        """The first sample whose latent is the action, else a rendering of the action."""
+        """Sets and graphs: the action rendered from its labels / triples; others: the first
+        sample whose latent is the action, else a rendering of the action."""
         if action is None:
             return ""
-        if space_name == "graphs":  # g_T^-1 for every method, so AlignScore compares like with like
-            return latent_text(space_name, action)
+        if space_name in SET_LIKE:  # g_T^-1 for every method, so AlignScore compares like with like
+            return latent_text(space_name, action, sample_texts)
         if space_name == "sphere":  # closest sample in d_T (paper appendix)
             return valid[int(np.argmax(emb @ np.asarray(action, dtype=float)))][1]
         k = space.key(space.canonical(action))
@@ -80,7 +107,7 @@ def decide_prompt(space_name: str, samples: list[tuple[Any, str]],
         if fbeta is not None and space_name in SET_LIKE:
             fspace = get_space("sets-fbeta", beta=fbeta)
             fb = fspace.bayes([frozenset(lat) for lat in latents])
-            add("bayes_fbeta", fb.action, float(fb.risk), latent_text(space_name, fb.action))
+            add("bayes_fbeta", fb.action, float(fb.risk), latent_text(space_name, fb.action, sample_texts))
         mapped = space.map(latents)
         add("map", mapped, _risk(space, mapped, latents))
         mbr = space.sample_mbr(latents)

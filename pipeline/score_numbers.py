@@ -132,20 +132,125 @@ def _words_to_number(text: str) -> float | None:
 _BIG = ("thousand", "million", "billion", "trillion")
 
 
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_DAY_OF_DATE = re.compile(rf"^\s*(?:{_MONTHS})\b|\b(?:{_MONTHS})\.?\s*$", re.IGNORECASE)
+_FRAMING = re.compile(r"(?:\b(?:in|since|as\s+of|by|from|until|till|before|after|during|circa|c\.)\s+(?:the\s+year\s+)?"
+                      r"|\(\s*|^\s*)$", re.IGNORECASE)
+_QUANTIFIERS = frozenset("about around approximately roughly nearly almost over under some circa only just exactly "
+                         "precisely maybe perhaps probably estimated estimates".split())
+_RANGE = re.compile(r"^\s*(?:-|\u2013|\u2014|to|and)\s*$", re.IGNORECASE)
+_NUMBER_WORD = re.compile(
+    r"\b(?:(?:a|an|minus|negative)\s+)?(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+    r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|"
+    r"hundred|thousand|million|billion|trillion|dozen|half)(?:[\s-]+(?:and\s+)?(?:a\s+)?(?:zero|one|two|three|four|five|"
+    r"six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|"
+    r"thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|trillion|dozen|half))*\b",
+    re.IGNORECASE)
+
+
+_ORDINAL_DENOMINATORS = {"half": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+                         "eighth": 8, "ninth": 9, "tenth": 10}
+
+
+class _Candidate:
+    """A number in the text, with what a careful reader knows about its role."""
+
+    def __init__(self, start: int, end: int, value: float, year: bool):
+        self.start, self.end, self.value, self.year = start, end, value, year
+        self.aside = False  # in parentheses, a date's day, a name ("Apollo 11"), a framing year
+
+
+def _candidates(s: str) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    for m in _NUMBER.finditer(s):
+        value = _match_value(m)
+        if value is None:
+            continue
+        body = m.group("body")
+        year = (re.fullmatch(r"\d{4}", body) is not None and 1000 <= value <= 2100 and not m.group("mag")
+                and not m.group("sign"))
+        start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+        if m.group("sign") == "-" and out and out[-1].end == m.start():
+            value, start = -value, m.start("body")  # "70-71%": a range dash, not a minus sign
+        out.append(_Candidate(start, m.end(), value, year))
+    for m in _NUMBER_WORD.finditer(s):
+        if any(c.start <= m.start() < c.end for c in out):
+            continue
+        value = _words_to_number(m.group(0))
+        fraction = re.match(r"^[\s-]+(half|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)\b",
+                            s[m.end():], re.IGNORECASE)
+        if value is not None and fraction:  # "one eighth", "two thirds"
+            value /= _ORDINAL_DENOMINATORS[fraction.group(1).lower().rstrip("s") if fraction.group(1).lower() != "halves" else "half"]
+        if value is not None:
+            out.append(_Candidate(m.start(), m.end() + (fraction.end() if fraction else 0), value, False))
+    out.sort(key=lambda c: c.start)
+    depth_at = _paren_depths(s)
+    for c in out:
+        before, after = s[: c.start], s[c.end:]
+        word_before = re.search(r"([A-Za-z][\w'-]*)\W*$", before)
+        if depth_at[c.start] > 0:
+            c.aside = True  # "(1,083 ft)", "(2023)"
+        elif c.value == int(c.value) and 1 <= c.value <= 31 and (_DAY_OF_DATE.search(before[-12:]) or re.match(
+                rf"^(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b", after, re.IGNORECASE)):
+            c.aside = True  # the day of "July 20, 1969" / "9 November 1989": the year is the number
+        elif c.year and (_FRAMING.search(before[-25:]) or re.match(r"^\s*,", after)):
+            c.aside = True  # "In 2020, ...", "completed in 1889": frames the answer
+        elif (word_before and word_before.group(1)[:1].isupper() and before.rstrip().endswith(word_before.group(1))
+              and word_before.group(1).lower() not in _QUANTIFIERS and not re.search(r"[$\u20ac\u00a3]\s*$", before)
+              and not re.fullmatch(_MONTHS, word_before.group(1), re.IGNORECASE)):
+            c.aside = True  # "Apollo 11", "Boeing 747": part of a name
+    return out
+
+
+def _paren_depths(s: str) -> list[int]:
+    depths, depth = [], 0
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        depths.append(depth)
+        if ch == ")":
+            depth = max(0, depth - 1)
+    depths.append(depth)
+    return depths
+
+
 def parse_number(text: object) -> float | None:
-    """The response's number as a float, or None when it holds none (see the module doc)."""
-    s = to_text(text).strip()
+    """The response's number as a float, or None when it holds none (see the module doc).
+
+    Which number: candidates are the numbers in digits and in words; asides are set back (in
+    parentheses: conversions and dates; the day of a date; a year that frames the answer, as in
+    "In 2020, ..." or "completed in 1889"; a number that is part of a name, "Apollo 11"). The
+    answer is the first candidate after the last answer marker ("####", "answer is", "=", "is"
+    after an expression with numbers), else the first candidate; a range ("70-71%", "from 6,650
+    to 7,088", "between 363,000 and 405,000") gives its midpoint. When every number is an aside,
+    the first one is the answer ("In 1989.").
+    """
+    s = to_text(text).strip()[:100_000]
     if not s:
         return None
-    markers = list(_MARKERS.finditer(s))
-    candidates = [s[markers[-1].end():], s] if markers else [s]
-    for part in candidates:
-        for m in _NUMBER.finditer(part):
-            value = _match_value(m)
-            if value is not None:
-                return value
-    for part in candidates:
-        value = _words_to_number(part)
-        if value is not None:
-            return value
-    return None
+    try:
+        cands = _candidates(s)
+    except (ValueError, ArithmeticError, OverflowError):  # pragma: no cover - defence in depth
+        return None
+    if not cands:
+        return None
+    markers = [m.end() for m in _MARKERS.finditer(s)]
+    # "15% of 200 is 30": "is" after an expression with numbers marks the result
+    for m in re.finditer(r"\b(?:is|are|equals|makes|gives)\b", s, re.IGNORECASE):
+        if any(c.end <= m.start() and not c.aside for c in cands) and re.search(
+                r"[\d%]\s*(?:[x\u00d7*/+\-]|of|times|percent)\s*\d", s[: m.start()], re.IGNORECASE):
+            markers.append(m.end())
+    pool = [c for c in cands if not c.aside] or [c for c in cands if c.year] or cands
+    if markers:
+        after = [c for c in pool if c.start >= max(markers)]
+        pool = after or pool
+    first = pool[0]
+    nxt = next((c for c in cands if c.start >= first.end), None)
+    if nxt is not None and not nxt.aside and nxt.value > first.value and (
+            # "between 363,000 and 405,000", "from 6,650 to 7,088", "36.5 to 37.5", "70-71%"
+            (_RANGE.match(s[first.end: nxt.start]) and re.search(
+                r"\b(?:from|between|range|ranges|ranging)\s+[^\d]{0,20}$", s[: first.start], re.IGNORECASE))
+            or s[first.end: nxt.start].strip() in ("-", "\u2013", "to")):
+        return (first.value + nxt.value) / 2
+    return first.value

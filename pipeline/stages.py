@@ -207,8 +207,9 @@ def _map_slice(cfg: DictConfig) -> dict:
     return {"task": task}
 
 
-# map v2: KGGen through its own venv with KGGen's clustering.
-@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=_map_slice, version=2)
+# map v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
+# number extraction rebuilt on labelled corpora (docs/extraction.md).
+@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=_map_slice, version=3)
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     from pipeline.mapping.stage import map_cell
 

@@ -84,22 +84,57 @@ _VERBS = {
 }
 _NOT_VERBS_ED = {"united", "red", "bed", "need", "based", "armed", "aged", "related", "detailed", "advanced", "limited", "unnamed"}
 _PREPS = {"in", "on", "at", "to", "for", "with", "by", "from", "of", "into", "over", "against", "about", "as", "after", "during"}
-_OBJECT_STOP = re.compile(
-    r"\s*(?:,|;|\bwhich\b|\bwho\b|\bwhom\b|\bwhose\b|\bthat\b|\bbecause\b|\bafter\b|\bbefore\b|\bwhen\b|\bwhile\b|"
-    r"\bsince\b|\balthough\b|\bdespite\b|\bsaying\b|\baccording\b|\bif\b)",
-    re.IGNORECASE,
-)
 _PRONOUNS = {"he", "she", "it", "they", "him", "her", "them", "this", "these", "those", "who"}
 _LEADING = re.compile(
     r"^(?:however|meanwhile|also|moreover|furthermore|additionally|in addition|but|and|so|then|later|earlier|"
-    r"on \w+day|last \w+|this \w+|in \d{4})\s*,?\s+",
+    r"on \w+day|last \w+|this \w+|in \d{4}|about|around|nearly|almost|over|some|roughly|approximately)\s*,?\s+",
     re.IGNORECASE,
 )
 _DETERMINERS = re.compile(r"^(?:his|her|its|their|our|my|your|this|that|these|those|some|several)\s+", re.IGNORECASE)
+_POSSESSIVES = re.compile(r"\b(?:his|her|its|their|our|my|your)\s+", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s+")
-_CLAUSES = re.compile(r",\s+(?:and|but|while|whereas)\s+|\s+and\s+(?=(?:he|she|it|they|the)\s)", re.IGNORECASE)
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-.]*[A-Za-z0-9]|[A-Za-z0-9]")
+# Clause boundaries: coordinated clauses, subordinate clauses (each is read on its own) and
+# "that"-complements of reporting verbs ("found that the drug reduced symptoms").
+_CLAUSES = re.compile(
+    r",\s+(?:and|but|while|whereas)\s+|\s+and\s+(?=(?:he|she|it|they|the|its|his|her|their)\s)"
+    r"|,?\s+\b(?:after|when|because|as|while|before|since|although|though|until|whereas|once)\s+(?=\S+\s+\S)"
+    r"|\s+that\s+(?=(?:the|a|an|its|his|her|their|he|she|it|they)\s)",
+    re.IGNORECASE)
+# Participle clauses and reporting tails say nothing new: ", delaying trains", ", the head teacher said".
+_PARTICIPLE_CLAUSE = re.compile(r",\s+\w+ing\b[^,;]*", re.IGNORECASE)
+_REPORTING_TAIL = re.compile(r",\s+(?:[\w'\- ]{1,40}?\s)?(?:said|says|told|added|reported|announced)\s*\.?\s*$", re.IGNORECASE)
+_RELATIVE = re.compile(r"(?P<head>\b[A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)*|\b\w+),\s+(?:which|who)\s+(?P<body>[^,]+),", re.UNICODE)
+_TOKEN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|[A-Za-z0-9][A-Za-z0-9'\-.]*[A-Za-z0-9]|[A-Za-z0-9]")
 MAX_OBJECT_WORDS = 6
+_TIME = re.compile(
+    r"^(?:(?:on|in|at|by|during|since|until|for|last|next|this|early|late)\s+)?(?:the\s+)?"
+    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|"
+    r"august|september|october|november|december|spring|summer|autumn|fall|winter|today|yesterday|tomorrow|"
+    r"tonight|morning|evening|night|week|month|year|decade|weekend|\d{4}s?|\d+\s+(?:years?|months?|weeks?|days?|hours?))\b",
+    re.IGNORECASE)
+_TIME_WORDS = {"last", "next", "yesterday", "today", "tomorrow", "tonight", "earlier", "later", "ago"}
+_PARTICLES = {"out", "up", "off", "down", "away", "back", "over"}
+_MODALS = {"will", "would", "can", "could", "may", "might", "shall", "should", "must", "do", "does", "did", "cannot"}
+_REPORTING = {"said", "say", "told", "tell", "claim", "believ", "think", "thought", "suggest", "warn"}
+_ADVERB_OBJECTS = {"twice", "once", "again", "too", "also", "here", "there", "home", "abroad", "early", "late"}
+_OBJECT_PRONOUNS = {"him", "her", "them", "it"}
+_NOT_VERB_AFTER = {"the", "a", "an", "his", "her", "its", "their", "our", "my", "your", "this", "that", "these",
+                   "those", "some", "several", "new", "former", "local", "heavy", "private", "first"}
+_EXTRA_VERBS = {
+    "live", "go", "spread", "stop", "weigh", "treat", "vote", "hire", "bring", "keep", "analyse", "analyze", "replace",
+    "steal", "stole", "stolen", "spend", "welcome", "oppose", "promise", "add", "blame", "collect", "organise",
+    "organize", "rescue", "elect", "defeat", "injure", "flood", "destroy", "criticise", "criticize", "reduce", "thank",
+    "start", "close", "open", "ran", "run", "give", "gave", "lose", "lost", "save", "cancel", "sentence", "convict",
+    "receive", "build", "identify", "knock", "hit", "score", "beat", "lead", "leads", "make", "makes", "report",
+    "uncover", "strike", "fine", "order", "perform", "sign", "meet", "warn", "burst", "break", "take",
+    # irregular past forms (the "-ed" rule cannot see them)
+    "struck", "broke", "took", "brought", "caught", "taught", "fought", "sought", "built", "sent", "spent", "lent",
+    "kept", "left", "felt", "dealt", "held", "told", "sold", "found", "stood", "understood", "shot", "cut", "put",
+    "shut", "threw", "drew", "grew", "knew", "flew", "blew", "wore", "tore", "rode", "wrote", "drove", "rose",
+    "chose", "froze", "spoke", "woke", "sang", "rang", "sank", "drank", "swam", "began", "came", "became", "overcame",
+    "forgave", "ate", "fell", "hid", "bit", "lit", "fled", "led", "fed", "met", "won", "dug", "hung", "stuck", "swept",
+    "paid", "laid", "said", "made", "did", "went", "saw", "got", "sat", "seized", "shook", "withdrew", "undertook",
+}
 
 
 def _stem(word: str) -> str:
@@ -111,19 +146,30 @@ def _stem(word: str) -> str:
     return w
 
 
-def _is_verb(word: str, position: int) -> bool:
+def _is_verb(word: str, position: int, previous: str = "") -> bool:
     w = word.lower()
-    if w in _AUX:
+    if w in _AUX or w == "cannot":
         return True
-    if position == 0:
-        return False  # a sentence-initial word is the subject's
-    if w in _VERBS or _stem(w) in _VERBS:
+    if position == 0 or previous.lower() in _NOT_VERB_AFTER or previous[:1].isdigit():
+        return False  # a sentence-initial word, or one after a determiner or number, is a noun's
+    if (previous.lower() in _MODALS and w.isalpha() and w.islower() and w not in _NEG_ADV
+            and w not in _NOT_VERB_AFTER and w not in _OBJECT_PREPS):
+        return True  # "will replace", "can treat": a modal governs a verb in its base form
+    if w in _VERBS or _stem(w) in _VERBS or w in _EXTRA_VERBS or _stem(w) in {_stem(v) for v in _EXTRA_VERBS}:
         return True
     return len(w) > 4 and w.endswith("ed") and w not in _NOT_VERBS_ED
 
 
 def _entity(text: str) -> str:
-    s = _DETERMINERS.sub("", text.strip())
+    """An entity in canonical form: no leading determiner, no possessive determiners ("half of
+    their harvest" -> "half of harvest"), and a common-noun title before a name dropped ("its
+    rival Voltex" -> "voltex"; capitalised titles stay: "Mayor Ellen Marsh")."""
+    s = _POSSESSIVES.sub("", _DETERMINERS.sub("", text.strip()))
+    words = s.split()
+    first_name = next((i for i, w in enumerate(words) if w[:1].isupper()), None)
+    if first_name and all(w[:1].islower() and w.isalpha() for w in words[:first_name]) and not any(
+            w.lower() in _OBJECT_PREPS | {"of"} for w in words[:first_name]):
+        s = " ".join(words[first_name:])
     return canonical_label(s)
 
 
@@ -137,56 +183,146 @@ def _relation(words: list[str]) -> str:
     return f"not {rel}" if negated else rel
 
 
-_OBJECT_PREPS = {"in", "on", "at", "to", "for", "with", "by", "from", "into", "over", "against", "during", "and", "or", "as"}
+_OBJECT_PREPS = {"in", "on", "at", "to", "for", "with", "by", "from", "into", "over", "against", "during", "as",
+                 "near", "across", "between", "through", "after", "before", "under", "off", "onto", "around", "about",
+                 "beneath", "below", "above", "inside", "outside", "behind", "beyond", "despite", "amid", "among",
+                 "along", "via", "within", "without", "toward", "towards", "throughout", "underneath", "alongside"}
+
+
+def _noun_phrases(words: list[str]) -> tuple[list[str], list[str]]:
+    """The object noun phrase(s) at the start of `words` (coordinated: "two children and a dog"
+    -> two), and the words after them. A phrase ends at a preposition ("of" stays inside), a
+    time word, a second determiner ("the club its first trophy") or MAX_OBJECT_WORDS."""
+    phrases: list[str] = []
+    current: list[str] = []
+    k = 0
+    while k < len(words):
+        word, low = words[k], words[k].lower()
+        if low == ",":
+            break
+        if current and (low in _OBJECT_PREPS or low in _TIME_WORDS or _TIME.match(" ".join(words[k:]))
+                        or (low in _AUX and low not in ("have", "has", "had"))
+                        or len(current) >= MAX_OBJECT_WORDS
+                        or (low in ("the", "a", "an", "its", "his", "her", "their") and current[-1].lower() != "of")):
+            break
+        if not current and low in ("and", "or"):
+            break  # "stopped and called ...": no object, a second verb phrase follows
+        if re.fullmatch(r"\d+-\d+", low) or (not current and low in _ADVERB_OBJECTS):
+            break  # a score ("beat Harlow 3-1"), an adverb ("scored twice")
+        if current and low in ("and", "or"):
+            nxt = words[k + 1] if k + 1 < len(words) else ""
+            if not nxt or _is_verb(nxt, 1):
+                break  # "... and called an ambulance": a new verb phrase
+            phrases.append(" ".join(current))
+            current = []
+            k += 1
+            continue
+        if not current and low in ("the", "a", "an"):
+            k += 1
+            continue
+        current.append(word)
+        k += 1
+    if current:
+        phrases.append(" ".join(current))
+    return phrases, words[k:]
 
 
 def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> list[Triple]:
-    """Triples of one clause: subject, verb group, object noun phrase; coordinated verb phrases
-    ("killed 12 people and destroyed homes") give one triple each with the shared subject."""
+    """Triples of one clause: subject, verb group, object noun phrase(s). Passives with an agent
+    are read actively; intransitive verbs take their first non-time prepositional object ("born
+    in Warsaw"); coordinated objects and verb phrases ("killed 12 people and destroyed homes")
+    give one triple each with the shared subject."""
     clause = _LEADING.sub("", clause.strip().strip("\"'"))
     tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(clause)]
-    if len(tokens) < 3:
+    if len(tokens) < 2:
         return []
-    vi = next((i for i, (w, _, _) in enumerate(tokens) if _is_verb(w, i)), None)
+    vi = next((i for i, (w, _, _) in enumerate(tokens)
+               if _is_verb(w, i, tokens[i - 1][0] if i else "")), None)
     if vi is None or vi == 0:
         return []
     vj = vi + 1
-    while vj < len(tokens) and (_is_verb(tokens[vj][0], vj) or tokens[vj][0].lower() in _NEG_ADV):
+    while vj < len(tokens) and (_is_verb(tokens[vj][0], vj, tokens[vj - 1][0]) or tokens[vj][0].lower() in _NEG_ADV):
         vj += 1
-    if vj < len(tokens) and tokens[vj][0].lower() in _PREPS:
-        vj += 1  # "born in", "located in"
     subject_text = clause[: tokens[vi][1]]
-    if "," in subject_text:  # "On Monday, the police said" -> "the police"
-        subject_text = subject_text.rsplit(",", 1)[1]
-    subject = _entity(subject_text)
+    if re.search(r",\s", subject_text):  # "On Monday, the police said" -> "the police" (not "4,000")
+        subject_text = re.split(r",\s", subject_text)[-1]
+    subject = _entity(_LEADING.sub("", subject_text.strip()))
     if subject in {"i", "you", "we", "me", "us"}:
         return []  # the model talking about itself ("I do not know the answer"), not a fact
     if subject in _PRONOUNS:
         if last_subject is None:
             return []
         subject = last_subject
-    rest = _OBJECT_STOP.split(clause[tokens[vj - 1][2] :], maxsplit=1)[0]
-    obj_words: list[str] = []
-    remainder: list[str] = []
-    words = rest.split()
-    for k, word in enumerate(words):
-        # The object is the noun phrase up to its first preposition ("Nobel Prize in 1903" ->
-        # "Nobel Prize"); "of" stays inside ("hundreds of homes").
-        if obj_words and (word.lower() in _OBJECT_PREPS or len(obj_words) >= MAX_OBJECT_WORDS):
-            remainder = words[k:]
-            break
-        obj_words.append(word)
-    obj = _entity(" ".join(obj_words))
-    relation = _relation([w for w, _, _ in tokens[vi:vj]])
+    verb_words = [w for w, _, _ in tokens[vi:vj]]
+    rest = []
+    for raw in clause[tokens[vj - 1][2]:].split():
+        word = raw.strip(".,;:!?\"'")
+        if word:
+            rest.append(word)
+        if raw.rstrip("\"'").endswith((",", ";", ":")):
+            rest.append(",")  # "Warsaw, Poland": the phrase ends at the comma
     out: list[Triple] = []
-    if subject and obj and relation and len(subject.split()) <= 8:
-        out.append((subject, relation, obj))
+    passive = any(w.lower() in ("was", "were", "is", "are", "been", "be") for w in verb_words) and (
+        verb_words[-1].lower().endswith(("ed", "en", "wn")) or verb_words[-1].lower() in _VERBS)
+    if passive and rest and rest[0].lower() == "by":  # "was arrested by police" -> police arrested X
+        agents, _ = _noun_phrases(rest[1:])
+        relation = _relation([w for w in verb_words if w.lower() not in _AUX])
+        out.extend((_entity(a), relation, subject) for a in agents if _entity(a) and subject)
+        return out
+    if rest and rest[0].lower() in _PARTICLES and len(rest) > 1 and rest[1].lower() not in _OBJECT_PREPS:
+        verb_words, rest = verb_words + [rest[0]], rest[1:]  # "knocked out power"
+    if rest and rest[0].lower() in _OBJECT_PREPS | {"of"}:
+        if _TIME.match(" ".join(rest)):
+            objects, remainder = [], rest
+        else:
+            verb_words, rest = verb_words + [rest[0]], rest[1:]  # "born in", "convicted of", "spread to"
+            objects, remainder = _noun_phrases(rest)
+    elif rest and _TIME.match(" ".join(rest)):
+        objects, remainder = [], rest
+    else:
+        objects, remainder = _noun_phrases(rest)
+    relation = _relation(verb_words)
+    if _stem(verb_words[-1]) in _REPORTING and depth < 3:
+        # "said the first buses would arrive": the reported clause is the fact, if it states one
+        return _clause_triples(" ".join(rest), last_subject, depth + 1)
+    if subject and relation and len(subject.split()) <= 8:
+        for obj in objects:
+            tail = _entity(obj)
+            if tail in _OBJECT_PRONOUNS and last_subject is not None:
+                tail = last_subject  # "when a van hit him": the cyclist of the main clause
+            if tail and not _TIME.match(obj + " ") or (_TIME.match(obj) and len(_TIME.match(obj).group(0)) < len(obj)):
+                out.append((subject, relation, tail))
     if depth < 3 and subject:  # "... and destroyed hundreds of homes": same subject, next verb
-        tail = " ".join(remainder)
-        m = re.search(r"\band\s+(?=(\w+))", tail)
+        tail_text = " ".join(remainder)
+        m = re.search(r"\band\s+(?=(\w+))", tail_text)
         if m is not None and _is_verb(m.group(1), 1):
-            out.extend(_clause_triples(f"{subject} {tail[m.end():]}", subject, depth + 1))
+            out.extend(_clause_triples(f"{subject} {tail_text[m.end():]}", subject, depth + 1))
     return out
+
+
+def _clause_subject(clause: str) -> str | None:
+    clause = _LEADING.sub("", clause.strip().strip("\"'"))
+    tokens = [m.group(0) for m in _TOKEN.finditer(clause)]
+    vi = next((i for i, w in enumerate(tokens) if _is_verb(w, i, tokens[i - 1] if i else "")), None)
+    if not vi:
+        return None
+    subject = _entity(" ".join(tokens[:vi]))
+    return subject if subject and subject not in _PRONOUNS and len(subject.split()) <= 6 else None
+
+
+def _clauses_of(sentence: str) -> list[str]:
+    """The clauses of a sentence, relative clauses ("Greenway Foods, which makes frozen meals,")
+    read as clauses of their own about the noun they follow."""
+    sentence = _REPORTING_TAIL.sub("", sentence.strip().rstrip(".!?"))
+    extra: list[str] = []
+
+    def relative(m: re.Match) -> str:
+        extra.append(f"{m.group('head')} {m.group('body')}")
+        return m.group("head")
+
+    sentence = _RELATIVE.sub(relative, sentence)
+    sentence = _PARTICIPLE_CLAUSE.sub("", sentence)
+    return [c for c in _CLAUSES.split(sentence) if c and c.strip()] + extra
 
 
 def extract_triples(text: object) -> frozenset[Triple] | None:
@@ -196,15 +332,17 @@ def extract_triples(text: object) -> frozenset[Triple] | None:
         triples: list[Triple] = []
         last_subject: str | None = None
         for sentence in _SENTENCES.split(s):
-            if len(sentence) > 2_000 or "{" in sentence or "}" in sentence:
-                continue  # not a sentence: junk, JSON or a table
-            for clause in _CLAUSES.split(sentence.strip().rstrip(".!?")):
+            if len(sentence) > 2_000 or "{" in sentence or "}" in sentence or sentence.rstrip().endswith("?"):
+                continue  # not a statement: junk, JSON, a table or a question
+            for clause in _clauses_of(sentence):
                 found = _clause_triples(clause, last_subject)
                 if found:
                     triples.extend(found)
                     last_subject = found[0][0]
+                else:  # "A cyclist was injured when ...": still the entity pronouns refer to
+                    last_subject = _clause_subject(clause) or last_subject
         return frozenset(triples) if triples else None
-    except (ValueError, TypeError, RecursionError, MemoryError):  # pragma: no cover - defence in depth
+    except (ValueError, TypeError, IndexError, RecursionError, MemoryError):  # pragma: no cover - defence in depth
         return None
 
 

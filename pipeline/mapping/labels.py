@@ -5,8 +5,12 @@ MiniLM similarity of "question + label" is dominated by the question ({Saturn, J
 {German, French} collapse at any threshold that also merges paraphrases), so the default merges
 labels by a deterministic rule instead: two labels are one when their canonical forms are equal or
 the words of one are all contained in the other ("pacific" ~ "pacific ocean",
-"da vinci" ~ "leonardo da vinci"). Clustering is greedy against each cluster's first member (as
-lm-polygraph's semantic classes), so "korea" cannot chain "north korea" to "south korea".
+"da vinci" ~ "leonardo da vinci", "lennon" ~ "john lennon"), unless the extra words qualify a
+different place ("ireland" vs "northern ireland", "york" vs "new york", "pacific" vs "north
+pacific"). Clustering is greedy against each cluster's first member (as lm-polygraph's semantic
+classes). A cluster is named by its most frequent member (`sets.representatives`); the set
+extractor (`answer_rules`) no longer produces fragments such as "china have long", so containment
+cannot let a fragment stand for an answer.
 """
 
 from __future__ import annotations
@@ -22,6 +26,12 @@ _FUNCTION_WORDS = frozenset(
     "not no it its this that".split())
 
 
+# Extra words that make a different entity, not a longer name of the same one.
+QUALIFIERS = frozenset(
+    "north south east west northern southern eastern western northeast northwest southeast southwest "
+    "new old upper lower central greater little inner outer equatorial".split())
+
+
 def _words(label: str) -> frozenset[str]:
     return frozenset(canonical_label(label).split())
 
@@ -33,7 +43,7 @@ def labels_equivalent(a: str, b: str) -> bool:
     if wa == wb:
         return True
     shorter, longer = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
-    return shorter <= longer and bool(shorter - _FUNCTION_WORDS)
+    return shorter <= longer and bool(shorter - _FUNCTION_WORDS) and not (longer - shorter) & QUALIFIERS
 
 
 class LabelMerger:

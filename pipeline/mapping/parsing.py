@@ -526,45 +526,20 @@ def _json_answer_list(text: str) -> list[str] | None:
 def extract_answers(text: object, question: object = None) -> frozenset[str]:
     """Rule-based set g_T: the distinct answers stated in `text`, as canonical labels.
 
-    Lists are split on commas, "and", "or", slashes, semicolons, newlines and bullets; hedges,
-    "The answer is", articles, punctuation and parentheticals are removed; "I don't know" and
-    refusals give the empty set. For prose, only the first sentence of a line is read (the rest
-    is explanation). `question` (optional) helps drop words that restate it.
+    Reads a response as a careful person would (`pipeline.mapping.answer_rules`): list items or
+    the sentence that answers, coordinations split ("A, B and C", "both A and B", "A as well as
+    B"), each part cut to the name it gives ("Germany to the north" -> "germany"); preambles,
+    explanations, hedges, parentheticals and restatements of the question are not answers;
+    "I don't know" and refusals give the empty set. `question` (optional) helps recognise
+    restatements. Every label is a span of the response in canonical form (DESIGN.md s6).
     """
+    from pipeline.mapping.answer_rules import read_answers
+
     try:
         s = strip_prompt_echo(to_text(text)[:MAX_CHARS])
-        blocks = _fenced_blocks(s)
-        if blocks:
-            s = "\n".join(blocks)
-        structured = _json_answer_list(s)
-        if structured is not None:
-            s = "\n".join(structured)
-        qwords = set(_WORD.findall(canonical_label(question))) if question is not None else set()
-        qwords -= {"and", "or", "of", "in", "on"}  # keep connectives: they are split points
-        lines = [ln for ln in s.splitlines() if ln.strip()]
-        labels: list[str] = []
-        for line in lines:
-            line = line.strip()
-            if re.match(r"^\s*(?:q|question)\s*:", line, flags=re.IGNORECASE):
-                continue  # prompt echo
-            line = _BULLET.sub("", line)
-            if len(line) > _MAX_LINE:
-                line = line[:_MAX_LINE]
-            first = _SENTENCE_END.split(line, maxsplit=1)[0]
-            if is_refusal(first) and not re.search(r"\bbut\b", first, flags=re.IGNORECASE):
-                continue
-            first = _PARENS.sub(" ", first)
-            for _ in range(3):
-                new = _LEAD_PHRASES.sub("", first.strip(" \t\"'`*_-")).strip(" \t\"'`*_:-")
-                if new == first:
-                    break
-                first = new
-            span = _answer_span(first, qwords)
-            span = _TRAILING_CLAUSE.sub("", span)
-            for piece in _SPLIT_ITEMS.split(span):
-                label = clean_item(piece)
-                if label and label not in labels:
-                    labels.append(label)
-        return frozenset(labels)
-    except (ValueError, TypeError, RecursionError, MemoryError):  # pragma: no cover - defence in depth
-        return frozenset()
+        if not s.strip():
+            return frozenset()
+        q = to_text(question) if question is not None else None
+        return frozenset(read_answers(s, q))
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError, MemoryError):  # pragma: no cover
+        return frozenset()  # defence in depth: model output must never crash the map stage

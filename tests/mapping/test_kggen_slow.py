@@ -165,7 +165,7 @@ def test_malformed_corpus_through_kggen(server, tmp_path):
     out = ex.extract(RESPONSES)
     ex.close()
     rule = [extract_triples(r) for r in RESPONSES]
-    assert (ex.n_responses, ex.n_failures) == (125, 120)
+    assert (ex.n_responses, ex.n_failures) == (125, 121)  # as the rule extractor (test_malformed_corpus)
     # Not encodable as UTF-8: crosses our pipe and cache, then fails in the HTTP client; a counted,
     # cached failure of that text (it would fail again), not a crash.
     requests = server.state.requests

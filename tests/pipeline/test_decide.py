@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.decide import decide_prompt
+from pipeline.decide import decide_prompt, latent_text, surface_form
 
 
 def by_method(rows):
@@ -23,11 +23,13 @@ def test_sets_methods_exact_values():
     # p(pacific) = 3/4, p(atlantic) = 1/2, p(indian) = 1/4
     assert json.loads(rows["bayes"]["action"]) == ["atlantic", "pacific"]
     assert rows["bayes"]["risk"] == pytest.approx(0.25 + 0.5 + 0.25)
-    assert rows["bayes"]["text"] == "Pacific and Atlantic."  # the first sample with that latent
+    # rendered from the set's labels in the samples' spelling, not copied from a sample
+    assert rows["bayes"]["text"] == "Atlantic, Pacific"
     assert json.loads(rows["map"]["action"]) == ["atlantic", "pacific"]  # most frequent, 2 of 4
     # l_Sample: {pacific} (0 + 1 + 1 + 2) / 4 = 1.0 ties {pacific, atlantic} (1 + 0 + 0 + 3) / 4;
     # ties go to the first sample seen
     assert json.loads(rows["sample_mbr"]["action"]) == ["pacific"]
+    assert rows["sample_mbr"]["text"] == "Pacific" and rows["map"]["text"] == "Atlantic, Pacific"
     assert rows["sample_mbr"]["risk"] == pytest.approx(1.0)
     # self-consistency votes on normalised raw text: all four differ -> the first sample
     assert json.loads(rows["self_consistency"]["action"]) == ["pacific"]
@@ -53,3 +55,27 @@ def test_no_parseable_sample_gives_null_actions_not_a_crash():
     assert all(rows[m]["action"] == "null" and math.isnan(rows[m]["risk"])
                for m in ("bayes", "map", "sample_mbr", "self_consistency"))
     assert rows["beam"]["action"] == '"paris"' and math.isnan(rows["beam"]["risk"])
+
+
+def test_set_text_says_what_the_set_says():
+    """A sample that maps to {australia} while also listing India does not stand for the set."""
+    s = lambda *xs: frozenset(xs)  # noqa: E731
+    samples = [(s("australia"), "1. Australia - 2. India"), (s("australia"), "Australia."),
+               (s("people s republic of china"), "The People's Republic of China")]
+    rows = by_method(decide_prompt("sets", samples, {}))
+    assert json.loads(rows["bayes"]["action"]) == ["australia"]
+    assert rows["bayes"]["text"] == "Australia"
+    assert surface_form("people s republic of china", ["x", "The People's Republic of China."]) == \
+        "People's Republic of China"
+    assert surface_form("john lennon", ["The Beatles' John  Lennon wrote"]) == "John  Lennon"
+    assert surface_form("nowhere", ["Atlantic"]) == "nowhere"  # no sample writes it: the label
+    assert surface_form("art", ["Earth, Mars"]) == "art"  # whole words only, not inside "Earth"
+    assert latent_text("sets", frozenset()) == ""
+
+
+def test_graph_text_is_g_inverse():
+    from pipeline.mapping.graphs import graph_to_text
+
+    g = frozenset({("marie curie", "won", "nobel prize"), ("marie curie", "born in", "warsaw")})
+    rows = by_method(decide_prompt("graphs", [(g, "Marie Curie won the Nobel Prize."), (g, "x")], {}))
+    assert rows["bayes"]["text"] == graph_to_text(g) == "Marie curie born in warsaw. Marie curie won nobel prize."

@@ -34,7 +34,15 @@ CASES = [
     ("minus three", -3.0),
     ("Step 1: 3 + 4 = 7\n#### 7", 7.0),  # the number after the last answer marker
     ("x = 12 so the answer is 14", 14.0),
-    ("In 2019 it was 12", 2019.0),  # documented: no marker -> the first number
+    ("In 2019 it was 12", 12.0),  # a year that frames the answer is not the answer
+    ("It landed in 1969.", 1969.0),  # ... unless it is the only number
+    ("Apollo 11 landed on July 20, 1969.", 1969.0),  # a name's number and a date's day are not
+    ("The Eiffel Tower is 330 metres (1,083 ft) tall.", 330.0),  # a conversion in parentheses
+    ("Around 70-71%.", 70.5),  # a range: its midpoint
+    ("It varies between 363,000 and 405,000 km.", 384_000.0),
+    ("15% of 200 is 30.", 30.0),  # "is" after an expression marks its result
+    ("One eighth, or 0.125.", 0.125),
+    ("Fifty, since Hawaii joined in 1959.", 50.0),  # number words are candidates too
 ]
 
 
