@@ -35,7 +35,7 @@ def test_groups_have_the_documented_options():
          for s in ("", "_bundled")])
     assert options("backend") == ["transformers", "vllm"]
     assert options("experiment") == ["default", "paper"]
-    assert options("hydra/launcher") == ["local", "slurm"]  # + the plugin's submitit_local
+    assert options("hydra/launcher") == ["local", "slurm", "slurm_local"]  # + submitit_local
 
 
 def test_every_combination_composes(hydra_ctx):
