@@ -147,7 +147,7 @@ def test_rejected_key_stops_the_stage_with_the_providers_error(server, tmp_path)
 
 def test_texts_are_extracted_concurrently_up_to_the_bound(server, tmp_path):
     server.state.delay = 0.3  # each request takes a while, so overlapping ones are seen
-    texts = [f"City {c} hosted the games." for c in "ABCDEF"]
+    texts = [f"{c} hosted the games." for c in ("Paris", "Rome", "Oslo", "Lima", "Cairo", "Tokyo")]
     ex = kggen_extractor(server, tmp_path / "kggen", kggen_cluster=False, max_concurrency=3)
     out = ex.extract(texts)
     ex.close()
