@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
 from pipeline.config import register_configs
 
 register_configs()
+log = logging.getLogger("pipeline")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from pipeline.stages import run
+    from pipeline.errors import PipelineError
+    from pipeline.stages import _in_sweep, run
 
-    run(cfg)
+    try:
+        run(cfg)
+    except PipelineError as err:
+        # The message says what is wrong and how to fix it: no traceback for the user. In a
+        # sweep the job still fails (Hydra reports it and the other jobs are unaffected).
+        log.error("%s", err)
+        if _in_sweep():
+            raise
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.errors import PipelineError
+
 FETCH = "make paper-assets"
 
 
-class MissingAssetsError(RuntimeError):
+class MissingAssetsError(PipelineError, RuntimeError):
     """Something a stage reads is not there and nothing would fetch it."""
 
 

@@ -83,6 +83,11 @@ UQ_SCORES = {
     "n": "int",
 }
 
+# The stage that writes each artifact (named in errors that say how to rebuild one).
+PRODUCER = {"dataset": "generate", "samples": "generate", "decodes": "generate",
+            "ptrue": "generate", "latents": "map", "decisions": "decide",
+            "uncertainty": "uq", "quality": "evaluate", "uq_scores": "evaluate"}
+
 ARTIFACTS: dict[str, dict[str, str]] = {
     "dataset": DATASET,
     "samples": SAMPLES,

@@ -74,7 +74,12 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     key, slice_, input_keys = stage_key(spec, cfg, store)
     if all(store.is_current(out, key) for out in spec.outputs):
         log.info("[%s] up to date (key %s), skipped", name, key)
+        store.drop_shards(key=key)  # left behind by a crash after the last output was written
         return {"skipped": True, "wall_time_s": 0.0, "key": key}
+    for out in spec.outputs:
+        problem = store.damage(out)
+        if store.key(out) == key and problem is not None:
+            log.warning("[%s] %s has this run's key but %s: recomputing", name, out, problem)
     t0 = time.perf_counter()
     frames = spec.fn(cfg, store, key)
     wall = time.perf_counter() - t0
@@ -85,7 +90,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     for out in spec.outputs:
         store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall)
         rows[out] = len(frames[out])
-    store.drop_shards()  # merged into the artifacts, all written: nothing left to resume
+    store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
     log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 
@@ -128,15 +133,18 @@ def run(cfg: DictConfig) -> dict[str, dict]:
 
         configure_torch_threads(cfg.backend.num_threads)
     results: dict[str, dict] = {}
-    tracker = _tracker(cfg)
-    try:
-        for name in names:
-            results[name] = run_stage(name, cfg, store)
-            tracker.log_stage(name, results[name], store)
-        if names:
+    for name in names:
+        results[name] = run_stage(name, cfg, store)
+    if any(not r["skipped"] for r in results.values()):
+        # One W&B run per cell that did work, opened once the work is done: a killed job or a
+        # rerun with nothing to do leaves no run behind for `make sync` to upload.
+        tracker = _tracker(cfg)
+        try:
+            for name, result in results.items():
+                tracker.log_stage(name, result, store)
             tracker.log_cell(store)
-    finally:
-        tracker.finish()
+        finally:
+            tracker.finish()
     if cfg.stage == "report" or (cfg.stage == "all" and not _in_sweep()):
         results["report"] = run_report(cfg)
     return results
@@ -175,9 +183,15 @@ def _generate_slice(cfg: DictConfig) -> dict:
     from pipeline.generation.stage import tensor_parallel_size
 
     backend = _plain(cfg.backend)
-    for k in ("batch_size", "python", "device", "num_threads", "kv_cache_memory_bytes",
+    for k in ("python", "device", "num_threads", "kv_cache_memory_bytes",
               "gpu_memory_utilization"):  # memory and placement: not the samples' distribution
         backend.pop(k, None)
+    # batch_size stays: in bf16 the batch's shape changes the matmuls' rounding and so the
+    # samples (SmolLM2, 8 prompts x 20 samples: 91 of 160 equal between batch sizes 4 and 1),
+    # so a resume with another batch size must not reuse shards made with this one. vLLM
+    # schedules its own batches: only the transformers batch sizes are keyed.
+    if cfg.backend.name == "vllm":
+        backend.pop("batch_size", None)
     model = _plain(cfg.model)
     for k in ("gpus", "tensor_parallel_size"):  # placement; the effective TP is keyed below
         model.pop(k, None)
@@ -202,7 +216,8 @@ def generate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str,
 
 def _map_slice(cfg: DictConfig) -> dict:
     task = _plain(cfg.task)
-    for how_not_what in ("kggen_python", "max_concurrency"):  # change no latent: not in the key
+    for how_not_what in ("kggen_python", "max_concurrency", "max_retries", "max_failed_share"):
+        # how calls are made, not what they return: not in the key
         task["extractor"].pop(how_not_what, None)
     return {"task": task}
 

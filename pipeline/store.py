@@ -1,9 +1,10 @@
 """Artifact store: parquet I/O validated against `pipeline.schema`, atomic writes, manifests,
 cache keys, and shards for resumable generation (DESIGN.md s5).
 
-An artifact counts as present only when its manifest exists and carries the expected cache key:
-the parquet file is renamed into place first and the manifest last, so a crash between the two
-leaves an artifact that is simply recomputed.
+An artifact counts as present only when its manifest exists, carries the expected cache key and
+describes the file on disk (size and sha256 recorded at write time): the parquet file is renamed
+into place first and the manifest last, so a crash between the two leaves an artifact that is
+simply recomputed, and a file damaged or replaced later is recomputed too instead of trusted.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import PipelineError
 from pipeline.schema import ARTIFACTS
 
 # Versions recorded in manifests (looked up without importing the packages).
@@ -29,8 +31,16 @@ _VERSIONED = ("task-aware-pipeline", "numpy", "pandas", "pyarrow", "torch", "tra
               "hydra-core")
 
 
-class ArtifactError(ValueError):
-    """An artifact is missing, stale or does not match its column contract."""
+class ArtifactError(PipelineError, ValueError):
+    """An artifact is missing, stale, damaged or does not match its column contract."""
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def canonical_json(obj: Any) -> str:
@@ -153,17 +163,43 @@ class ArtifactStore:
         m = self.manifest(name)
         return m.get("cache_key") if m else None
 
+    def damage(self, name: str) -> str | None:
+        """Why the file of `name` does not match its manifest (None when it does)."""
+        m, path = self.manifest(name), self.path(name)
+        if m is None:
+            return "no manifest"
+        if not path.exists():
+            return f"{path.name} is missing"
+        if "sha256" not in m:
+            return "its manifest predates content hashes"
+        if path.stat().st_size != m.get("bytes"):
+            return f"{path.name} has {path.stat().st_size} bytes, its manifest {m.get('bytes')}"
+        if file_sha256(path) != m["sha256"]:
+            return f"{path.name} does not hash to its manifest's sha256"
+        return None
+
     def is_current(self, name: str, key: str) -> bool:
-        return self.key(name) == key and self.path(name).exists()
+        return self.key(name) == key and self.damage(name) is None
 
     def read(self, name: str):
         import pandas as pd
 
+        from pipeline.schema import PRODUCER
+
+        rebuild = (f"rerun `python -m pipeline stage={PRODUCER.get(name, '<stage>')}` with the "
+                   "cell's overrides (stage=all recomputes every stale stage)")
         if self.manifest(name) is None or not self.path(name).exists():
-            raise ArtifactError(
-                f"artifact {name!r} not found under {self.root}; run the stage that writes it "
-                f"(python -m pipeline stage=<stage> ...) first")
-        return pd.read_parquet(self.path(name))
+            raise ArtifactError(f"artifact {name!r} not found under {self.root}: {rebuild}")
+        problem = self.damage(name)
+        if problem is not None:
+            raise ArtifactError(f"artifact {name!r} at {self.path(name)} cannot be trusted "
+                                f"({problem}): {rebuild}")
+        try:
+            df = pd.read_parquet(self.path(name))
+        except Exception as exc:  # pyarrow raises many types for a damaged file
+            raise ArtifactError(f"artifact {name!r} at {self.path(name)} cannot be read "
+                                f"({type(exc).__name__}: {exc}): {rebuild}") from exc
+        return df
 
     def write(self, name: str, df, *, key: str, config: Mapping[str, Any] | None = None,
               inputs: Mapping[str, str] | None = None, wall_time_s: float | None = None,
@@ -178,6 +214,8 @@ class ArtifactStore:
             "config": dict(config or {}),
             "inputs": dict(inputs or {}),
             "rows": table.num_rows,
+            "bytes": self.path(name).stat().st_size,
+            "sha256": file_sha256(self.path(name)),
             "wall_time_s": wall_time_s,
             "versions": package_versions(),
             "git_revision": git_revision(),
@@ -206,13 +244,25 @@ class ArtifactStore:
     def read_shards(self, name: str, key: str, indices: Iterable[int], schema: str | None = None):
         import pandas as pd
 
-        frames = [pd.read_parquet(self.shard_path(name, key, i)) for i in indices]
+        frames = []
+        for i in indices:
+            path = self.shard_path(name, key, i)
+            try:
+                frames.append(pd.read_parquet(path))
+            except Exception as exc:  # a damaged shard: remove it so a rerun redoes that shard
+                path.unlink(missing_ok=True)
+                raise ArtifactError(f"shard {path} cannot be read ({type(exc).__name__}: {exc}); "
+                                    "it was removed: rerun the stage to redo it") from exc
         if not frames:
             return pd.DataFrame({c: [] for c in ARTIFACTS[schema or name]})
         return pd.concat(frames, ignore_index=True)
 
-    def drop_shards(self, name: str | None = None) -> None:
-        """Remove shard group `name`, or every shard group of the cell (None)."""
-        dirs = [self.root / f"{name}.shards"] if name else sorted(self.root.glob("*.shards"))
-        for path in dirs:
-            shutil.rmtree(path, ignore_errors=True)
+    def drop_shards(self, name: str | None = None, key: str | None = None) -> None:
+        """Remove shard group `name` (None: every group of the cell), only the shards written
+        under `key` when given."""
+        groups = [self.root / f"{name}.shards"] if name else sorted(self.root.glob("*.shards"))
+        for group in groups:
+            target = group / key if key else group
+            shutil.rmtree(target, ignore_errors=True)
+            if key and group.exists() and not any(group.iterdir()):
+                group.rmdir()

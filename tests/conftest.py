@@ -39,3 +39,12 @@ def tiny_comet(tmp_path_factory) -> Path:
 def tiny_alignscore(tmp_path_factory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("tiny_alignscore")
     return _script("make_tiny_alignscore").build_tiny_alignscore(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_model(tmp_path_factory) -> Path:
+    """A tiny random Llama chat model with its own tokenizer and template
+    (scripts/make_tiny_model.py, untrained): real transformers code, seconds per stage run."""
+    out = tmp_path_factory.mktemp("tiny_chat_model")
+    _script("make_tiny_model").main([str(out), "--train-steps", "0"])
+    return out

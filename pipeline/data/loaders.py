@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.data import records as R
+from pipeline.errors import PipelineError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pipeline.data.registry import DatasetSpec
@@ -32,7 +33,7 @@ Selector = Callable[[int], list[int]]
 _BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 
 
-class DatasetUnavailableError(RuntimeError):
+class DatasetUnavailableError(PipelineError, RuntimeError):
     """A real dataset could not be fetched (offline, hub unreachable, file missing)."""
 
 

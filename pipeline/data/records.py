@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipeline.errors import PipelineError
 from pipeline.schema import DATASET
 
 COLUMNS: tuple[str, ...] = tuple(DATASET)
@@ -18,7 +19,7 @@ TASKS: tuple[str, ...] = ("classes", "sets", "simplex", "sphere", "graphs")
 PROBABILITY_TOLERANCE = 1e-6
 
 
-class DatasetFormatError(ValueError):
+class DatasetFormatError(PipelineError, ValueError):
     """A source row or record does not have the expected format."""
 
 

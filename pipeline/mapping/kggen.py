@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import PipelineError
 from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
 from pipeline.mapping.llm_client import _is_loopback, api_key_from_env
 
@@ -43,7 +44,7 @@ def default_kggen_python() -> Path:
     return Path(override) if override else REPO_ROOT / ".venv-kggen" / "bin" / "python"
 
 
-class KGGenError(RuntimeError):
+class KGGenError(PipelineError, RuntimeError):
     """KGGen could not run at all (worker missing or crashed, bad key, unknown model)."""
 
 
@@ -52,8 +53,14 @@ class KGGenStats:
     texts_sent: int = 0  # texts KGGen extracted (cache misses)
     cache_hits: int = 0
     parse_failures: int = 0
-    api_failures: int = 0
+    api_failures: int = 0  # extractions and clusterings the API failed (not cached)
     clusterings_sent: int = 0
+    last_error: str = ""
+
+    @property
+    def requests(self) -> int:
+        """Extractions and clusterings sent to the model (cache hits excluded)."""
+        return self.texts_sent + self.clusterings_sent
 
 
 def litellm_model(model: str) -> str:
@@ -217,6 +224,8 @@ class KGGenRunner:
                     if relations is None:
                         self.stats.api_failures += result.get("kind") == "api"
                         self.stats.parse_failures += result.get("kind") != "api"
+                if relations is None and result.get("kind") == "api":
+                    self.stats.last_error = str(result.get("error", ""))
         return out
 
     def cluster(self, relations: Sequence[Triple], context: str = "") -> tuple[dict[str, str], dict[str, str]]:
@@ -235,6 +244,9 @@ class KGGenRunner:
             self.stats.clusterings_sent += 1
             if record.get("kind") != "api":
                 self.cache.put(key, record)
+            else:  # counted: the map stage fails when calls failed (nothing wrong is cached)
+                self.stats.api_failures += 1
+                self.stats.last_error = str(record.get("error", ""))
         if "error" in record:
             return {}, {}
         entity_of = {m: rep for rep, members in record["entity_clusters"].items() for m in members}

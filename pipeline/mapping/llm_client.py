@@ -27,21 +27,28 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from pipeline.errors import PipelineError
 from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
 
-__all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "api_key_from_env", "cache_key"]
+__all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "FatalLLMCallError",
+           "api_key_from_env", "cache_key"]
 
 Messages = list[dict[str, str]]
 
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 
-class MissingAPIKeyError(RuntimeError):
+class MissingAPIKeyError(PipelineError, RuntimeError):
     """A remote endpoint needs an API key and the environment variable holding it is unset."""
 
 
 class LLMCallError(RuntimeError):
-    """A request still failed after all retries (or failed with a non-retryable error)."""
+    """A request still failed after all retries (transient: a rerun may succeed)."""
+
+
+class FatalLLMCallError(PipelineError, LLMCallError):
+    """The endpoint refused the request in a way no retry fixes (rejected key, no permission,
+    unknown model, invalid request): the stage stops at once with the provider's message."""
 
 
 @dataclass
@@ -49,15 +56,22 @@ class LLMStats:
     """Counters of one client: HTTP requests made, cache hits, retries, final failures."""
 
     calls: int = 0  # requests sent to the server (retries included)
+    requests: int = 0  # chat() calls answered from the server or failed (cache hits excluded)
     cache_hits: int = 0
     retries: int = 0
-    failures: int = 0
+    failures: int = 0  # requests that failed after their retries (nothing cached for them)
+    last_error: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
         with self._lock:
             for name, n in counts.items():
                 setattr(self, name, getattr(self, name) + n)
+
+    def failed(self, error: str) -> None:
+        with self._lock:
+            self.failures += 1
+            self.last_error = error
 
 
 def cache_key(model: str, messages: Messages, params: dict[str, Any]) -> str:
@@ -162,6 +176,13 @@ class LLMClient:
             return exc.status_code == 429 or exc.status_code >= 500
         return False
 
+    @staticmethod
+    def _fatal(exc: BaseException) -> bool:
+        """No retry or rerun fixes it: 400 (invalid request), 401/403 (key), 404 (model), 422."""
+        import openai
+
+        return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 401, 403, 404, 422)
+
     def _request(self, messages: Messages) -> str:
         client = self._openai()
         attempt = 0
@@ -173,11 +194,11 @@ class LLMClient:
                 return content if isinstance(content, str) else ""
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not self._retryable(exc) or attempt >= self.max_retries:
-                    self.stats.add(failures=1)
-                    raise LLMCallError(
-                        f"chat completion to {self.base_url or 'OpenAI'} (model {self.model}) failed after "
-                        f"{attempt + 1} attempt(s): {type(exc).__name__}: {exc}"
-                    ) from exc
+                    message = (f"chat completion to {self.base_url or 'OpenAI'} (model {self.model}) "
+                               f"failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}")
+                    self.stats.failed(message)
+                    error = FatalLLMCallError if self._fatal(exc) else LLMCallError
+                    raise error(message) from exc
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
                 attempt += 1
                 self.stats.add(retries=1)
@@ -197,6 +218,7 @@ class LLMClient:
             if cached is not None:
                 self.stats.add(cache_hits=1)
                 return cached
+            self.stats.add(requests=1)
             response = self._request(messages)
             self._write_cache(key, messages, response)
             return response
@@ -208,13 +230,16 @@ class LLMClient:
     def chat_many(self, batch: list[Messages], raise_on_error: bool = False) -> list[str | None]:
         """Replies for many requests in order, at most `max_workers` in flight.
 
-        A request that fails after its retries gives None (counted in `stats.failures`) unless
-        `raise_on_error`; a missing API key always raises.
+        A request that fails after its retries gives None (counted in `stats.failures`, never
+        cached) unless `raise_on_error`; a missing API key or a fatal refusal (rejected key,
+        unknown model, invalid request) always raises: no other request would fare better.
         """
 
         def one(messages: Messages) -> str | None:
             try:
                 return self.chat(messages)
+            except FatalLLMCallError:
+                raise
             except LLMCallError:
                 if raise_on_error:
                     raise

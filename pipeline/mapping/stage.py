@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
+from pipeline.errors import PipelineError
 from pipeline.aux_models import build_embedder, build_equivalence
 from pipeline.latent import to_json
 from pipeline.text import canonical_label
@@ -24,12 +25,33 @@ log = logging.getLogger("pipeline")
 TEXT_REFERENCE_SPACES = ("graphs", "sphere")  # the reference is text mapped with the same g_T
 
 
+class ExtractionCallsFailed(PipelineError, RuntimeError):
+    """More of the map stage's model calls failed than task.extractor.max_failed_share allows."""
+
+
+def check_call_failures(cfg: DictConfig, mapper) -> None:
+    """Fail the stage (so nothing is stored) when outside calls failed beyond the allowed share;
+    parse failures of answers that did arrive are not call failures and stay counted."""
+    stats = getattr(mapper, "call_stats", lambda: None)()
+    if stats is None or not stats.requests:
+        return
+    failed = stats.failures if hasattr(stats, "failures") else stats.api_failures
+    share = failed / stats.requests
+    if failed and share > float(cfg.task.extractor.max_failed_share):
+        raise ExtractionCallsFailed(
+            f"{failed} of {stats.requests} calls to {cfg.task.extractor.model} failed after retries "
+            f"({share:.0%} > task.extractor.max_failed_share={cfg.task.extractor.max_failed_share}); "
+            f"nothing was stored, answered calls are cached: rerun once the endpoint works. "
+            f"Last error: {stats.last_error}")
+
+
 def build_llm_client(cfg: DictConfig):
     from pipeline.mapping.llm_client import LLMClient
 
     ex = cfg.task.extractor
     return LLMClient(model=ex.model, base_url=ex.base_url, api_key_env=ex.api_key_env,
-                     cache_dir=Path(cfg.cache_dir) / "llm", max_workers=ex.max_concurrency)
+                     cache_dir=Path(cfg.cache_dir) / "llm", max_workers=ex.max_concurrency,
+                     max_retries=ex.max_retries)
 
 
 def _local_backend(cfg: DictConfig):
@@ -103,10 +125,14 @@ def build_mapper(cfg: DictConfig, equivalence):
         from pipeline.mapping.sets import SetExtractor
 
         method = {"rule": "rule", "llm": "llm", "local": "local"}[ex.kind]
-        extractor = SetExtractor(method=method, equivalence=merge,
-                                 client=build_llm_client(cfg) if method == "llm" else None,
+        client = build_llm_client(cfg) if method == "llm" else None
+        extractor = SetExtractor(method=method, equivalence=merge, client=client,
                                  backend=_local_backend(cfg) if method == "local" else None)
-        return extractor.map_prompt
+
+        def sets(question: str, texts: list[str]) -> list[Any]:
+            return extractor.map_prompt(question, texts)
+        sets.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
+        return sets
     if space == "graphs":
         from pipeline.mapping.graphs import GraphExtractor
 
@@ -120,6 +146,7 @@ def build_mapper(cfg: DictConfig, equivalence):
         def graphs(question: str, texts: list[str]) -> list[Any]:
             return extractor.map_prompt(texts, context=question)
         graphs.close = extractor.close  # type: ignore[attr-defined]  # stops KGGen's worker
+        graphs.call_stats = lambda: extractor.kggen.stats if extractor.kggen else None  # type: ignore[attr-defined]
         return graphs
     if space == "sphere":
         embedder = build_embedder(cfg.task.embedder, cfg)
@@ -140,17 +167,18 @@ def build_mapper(cfg: DictConfig, equivalence):
                              "use rule (parse the JSON answer) or llm")
         from pipeline.mapping.simplex import merge_distributions
 
-        mapper = SimplexMapper(method=ex.kind, equivalence=merge,
-                               client=build_llm_client(cfg) if ex.kind == "llm" else None,
+        client = build_llm_client(cfg) if ex.kind == "llm" else None
+        mapper = SimplexMapper(method=ex.kind, equivalence=merge, client=client,
                                renormalise=cfg.task.renormalize)
-        if not cfg.task.simplex_answers_fallback:
-            return mapper.map_prompt
 
         def simplex(question: str, texts: list[str]) -> list[Any]:
+            if not cfg.task.simplex_answers_fallback:
+                return mapper.map_prompt(question, texts)
             dists = mapper.parse([question] * len(texts), texts)
             dists = [d if d is not None else answers_as_distribution(t, question)
                      for d, t in zip(dists, texts)]
             return merge_distributions(question, dists, merge, cfg.task.renormalize)
+        simplex.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
         return simplex
     raise ValueError(f"no g_T for task.space={space!r}")
 
@@ -185,8 +213,12 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
                              "parse_ok": ok})
                 total += 1
                 failures += not ok
+        check_call_failures(cfg, mapper)
     finally:
         getattr(mapper, "close", lambda: None)()
-    log.info("[map] %s: %d of %d responses unparseable (dropped from the latent distribution)",
-             space, failures, total)
+    level = logging.WARNING if total and failures / total > 0.5 else logging.INFO
+    log.log(level, "[map] %s: %d of %d responses unparseable (dropped from the latent "
+            "distribution)%s", space, failures, total,
+            ": most answers did not parse, check the model's outputs" if level > logging.INFO
+            else "")
     return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"])

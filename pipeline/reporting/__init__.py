@@ -67,8 +67,9 @@ def build_report(cfg) -> dict[str, Any]:
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
     figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)
     maqa_cells = [c for c in cells if c.canonical == "maqa"]
-    ablation = pd.DataFrame(columns=["model", "m", "hamming", "hamming_sd", "prr_bayes",
-                                     "prr_bayes_sd", "prr_beam", "prr_beam_sd"])
+    from pipeline.reporting.ablation import COLUMNS as ABLATION_COLUMNS
+
+    ablation = pd.DataFrame(columns=ABLATION_COLUMNS)
     if maqa_cells:
         ablation = samples_ablation(per_prompt(maqa_cells, "latents"),
                                     per_prompt(maqa_cells, "dataset"),

@@ -9,6 +9,9 @@ import pandas as pd
 from pipeline.latent import SetSpace
 from pipeline.latent.codec import from_json
 
+COLUMNS = ["model", "m", "hamming", "hamming_sd", "prr_bayes", "prr_bayes_sd", "prr_beam",
+           "prr_beam_sd"]
+
 
 def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.DataFrame,
                      ms=(1, 2, 5, 10, 15, 20), repeats: int = 10, seed: int = 0,
@@ -20,6 +23,8 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
     space = SetSpace()
     rng = np.random.default_rng(seed)
     rows = []
+    if latents.empty or dataset.empty:  # no MAQA cell (or no latents): an empty table, not a crash
+        return pd.DataFrame(columns=COLUMNS)
     for model, lat in latents.groupby("model"):
         ds = dataset[dataset["model"] == model].set_index("prompt_id")
         beam_q = quality[(quality["model"] == model) & (quality["method"] == "beam")
@@ -54,4 +59,4 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
                          "hamming": np.mean(ham), "hamming_sd": np.std(ham),
                          "prr_bayes": np.nanmean(prr_b), "prr_bayes_sd": np.nanstd(prr_b),
                          "prr_beam": np.nanmean(prr_beam), "prr_beam_sd": np.nanstd(prr_beam)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -178,6 +178,8 @@ def fig_samples_ablation(ablation: pd.DataFrame, out_dir: Path) -> Path:
         ax.set_title(title, fontsize=9)
     if len(ablation):
         axes[0].legend(fontsize=7)
+    else:
+        axes[0].text(0.5, 0.5, "no MAQA data", ha="center", transform=axes[0].transAxes)
     fig.suptitle("MAQA sets: quality and uncertainty vs M (subsampled stored samples)",
                  fontsize=10)
     return _save(fig, out_dir, "samples_ablation")

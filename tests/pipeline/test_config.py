@@ -102,6 +102,7 @@ def test_unknown_option_lists_choices(hydra_ctx):
     with pytest.raises(ConfigCompositionException) as err:
         compose("config", overrides=["model=gpt-5"])
     assert "smollm2-135m" in str(err.value) and "qwen3-4b" in str(err.value)
+    assert "model_schema" not in str(err.value)  # the structured schemas are not options
 
 
 def test_wrong_type_fails(hydra_ctx):
@@ -113,6 +114,46 @@ def test_invalid_enum_fails_before_work(hydra_ctx):
     cfg = compose("config", overrides=["stage=generat"])
     with pytest.raises(ValueError, match="stage='generat': choose one of generate"):
         validate(cfg)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("generation.n_samples=-3", "generation.n_samples=-3: must be an integer >= 1"),
+    ("dataset.limit=-2", "dataset.limit=-2: must be null (all prompts) or an integer >= 1"),
+    ("evaluation.max_rejection=0", "evaluation.max_rejection=0.0: must be in (0, 1]"),
+    ("model.top_p=1.5", "model.top_p=1.5: must be null (the model's default) or in (0, 1]"),
+    ("task.extractor.max_failed_share=2", "task.extractor.max_failed_share=2.0: must be a share"),
+    ("uq.estimators=[msp,lexical_similarity]", "uq.estimators has unknown ['lexical_similarity']"),
+])
+def test_every_value_is_checked_in_config_terms(hydra_ctx, override, message):
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        validate(compose("config", overrides=[override]))
+    assert message in str(err.value)
+
+
+def test_all_problems_are_listed_at_once(hydra_ctx):
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        validate(compose("config", overrides=["generation.n_samples=0", "dataset.limit=0"]))
+    assert "generation.n_samples=0" in str(err.value) and "dataset.limit=0" in str(err.value)
+
+
+def test_a_bad_value_stops_the_command_line_before_any_model_loads(tmp_path):
+    """No traceback, exit status 2, nothing written, no W&B run."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pipeline", "generation.n_samples=-3",
+                           f"output_root={tmp_path}", f"wandb.dir={tmp_path}"],
+                          cwd=CONF.parent, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "WANDB_MODE": "offline"})
+    assert done.returncode == 2
+    assert "generation.n_samples=-3: must be an integer >= 1" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not list(tmp_path.rglob("*.parquet")) and not list(tmp_path.rglob("offline-run-*"))
 
 
 def test_map_cache_key_ignores_where_kggen_runs_but_not_what_it_runs(hydra_ctx):

@@ -77,9 +77,11 @@ def test_a_run_with_a_missing_input_stops_before_any_work(tmp_path):
         [sys.executable, "-m", "pipeline", "dataset=cnn_dm_bundled", f"output_root={out}",
          "evaluation.alignscore_ckpt=/nowhere/AlignScore-large.ckpt", "wandb.enabled=false"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode != 0
+    assert done.returncode == 2
+    output = done.stdout + done.stderr
     assert "AlignScore checkpoint: /nowhere/AlignScore-large.ckpt (needed by evaluate) -> " \
-           "make paper-assets" in done.stderr
+           "make paper-assets" in output
+    assert "Traceback" not in output
     assert not list(out.rglob("*.parquet"))  # no stage started, no artifact written
 
 

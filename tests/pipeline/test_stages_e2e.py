@@ -110,9 +110,12 @@ def test_uq_values_equal_lm_polygraph_called_directly(maqa_run):
 
 def test_second_run_does_no_work(maqa_run):
     tmp, cfg, _ = maqa_run
+    runs_before = sorted((tmp / "wandb").glob("offline-run-*"))
     again = run(cfg)
     assert all(again[s]["skipped"] for s in ("generate", "map", "decide", "uq", "evaluate"))
     assert again["report"]["skipped"]
+    # nothing to do: no W&B run for `make sync` to upload
+    assert sorted((tmp / "wandb").glob("offline-run-*")) == runs_before
 
 
 def test_changing_an_evaluation_setting_reruns_only_evaluate_and_report(maqa_run):

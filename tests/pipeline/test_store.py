@@ -47,7 +47,7 @@ def test_contract_violations_are_named(tmp_path):
 
 
 def test_missing_artifact_error_says_what_to_run(tmp_path):
-    with pytest.raises(ArtifactError, match="run the stage"):
+    with pytest.raises(ArtifactError, match="rerun `python -m pipeline stage=map`"):
         ArtifactStore(tmp_path).read("latents")
 
 
@@ -101,3 +101,64 @@ def test_shards(tmp_path):
     assert df["prompt_id"].tolist() == ["p0", "p1"]
     store.drop_shards("samples")
     assert not (tmp_path / "samples.shards").exists()
+
+
+def test_manifest_records_size_and_sha256_of_the_file(tmp_path):
+    import hashlib
+
+    store = ArtifactStore(tmp_path)
+    store.write("samples", _samples(), key="k1")
+    m = store.manifest("samples")
+    data = store.path("samples").read_bytes()
+    assert m["bytes"] == len(data) and m["sha256"] == hashlib.sha256(data).hexdigest()
+    assert m["rows"] == len(_samples())
+    assert store.is_current("samples", "k1") and store.damage("samples") is None
+
+
+def test_a_truncated_artifact_is_not_current_and_its_read_names_the_file(tmp_path):
+    store = ArtifactStore(tmp_path)
+    store.write("samples", _samples(), key="k1")
+    path = store.path("samples")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert not store.is_current("samples", "k1")
+    assert "bytes" in store.damage("samples")
+    with pytest.raises(ArtifactError) as err:
+        store.read("samples")
+    assert str(path) in str(err.value) and "stage=generate" in str(err.value)
+
+
+def test_a_valid_parquet_with_other_rows_is_not_trusted(tmp_path):
+    """A file replaced by another valid parquet (here: half the rows) is caught by its hash."""
+    import pyarrow.parquet as pq
+
+    from pipeline.store import to_table
+
+    store = ArtifactStore(tmp_path)
+    store.write("samples", _samples(), key="k1")
+    half = _samples().iloc[: len(_samples()) // 2]
+    pq.write_table(to_table("samples", half), store.path("samples"))
+    assert not store.is_current("samples", "k1")
+    assert store.damage("samples").endswith("does not hash to its manifest's sha256") or \
+        "bytes" in store.damage("samples")
+    with pytest.raises(ArtifactError, match="cannot be trusted"):
+        store.read("samples")
+
+
+def test_a_manifest_without_hash_is_recomputed(tmp_path):
+    import json
+
+    store = ArtifactStore(tmp_path)
+    store.write("samples", _samples(), key="k1")
+    m = store.manifest("samples")
+    del m["sha256"]
+    store.manifest_path("samples").write_text(json.dumps(m))
+    assert not store.is_current("samples", "k1")
+
+
+def test_a_damaged_shard_is_removed_and_named(tmp_path):
+    store = ArtifactStore(tmp_path)
+    store.write_shard("samples", "k", 0, _samples())
+    store.shard_path("samples", "k", 0).write_bytes(b"not parquet")
+    with pytest.raises(ArtifactError, match="rerun the stage to redo it"):
+        store.read_shards("samples", "k", [0])
+    assert not store.has_shard("samples", "k", 0)
