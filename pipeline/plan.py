@@ -33,10 +33,16 @@ class CellPlan:
     note: str = ""
 
 
+def _clusters_responses(cfg: DictConfig) -> bool:
+    from pipeline.tasks import MAPPERS
+
+    return MAPPERS[cfg.task.mapper].clusters_responses
+
+
 def _uses_nli(cfg: DictConfig) -> bool:
     semantic = {"semantic_entropy", "kle"}
     return cfg.task.equivalence.backend == "nli" and (
-        bool(semantic & set(cfg.uq.estimators)) or cfg.task.space == "classes")
+        bool(semantic & set(cfg.uq.estimators)) or _clusters_responses(cfg))
 
 
 def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str], list[str]]] | None:
@@ -53,18 +59,20 @@ def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str],
 def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
     if not _uses_nli(cfg):
         return "-"
+    whole = _clusters_responses(cfg)
     m = int(cfg.generation.n_samples)
     d = len(set(cfg.generation.strategies))
-    per = (m + d) * (m + d - 1) if cfg.task.space == "classes" else m * (m - 1)
+    whole = _clusters_responses(cfg)
+    per = (m + d) * (m + d - 1) if whole else m * (m - 1)
     if texts is None:
         if n_prompts is None:
             return f"<= {per}/prompt"
-        return f"<= {per * n_prompts}" + (" (+ label merging)" if cfg.task.space != "classes" else "")
+        return f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)")
     from pipeline.mapping.equivalence import PairCache
 
     keys = set()
     for question, samples, decodes in texts.values():
-        unique = list(dict.fromkeys(samples + (decodes if cfg.task.space == "classes" else [])))
+        unique = list(dict.fromkeys(samples + (decodes if whole else [])))
         keys.update(PairCache.key(str(cfg.task.equivalence.nli_model), question, a, b)
                     for a in unique for b in unique if a != b)
     hits = len(PairCache(Path(cfg.cache_dir) / "pairs").get_many(sorted(keys)))
@@ -72,20 +80,21 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
 
 
 def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
-    ex = cfg.task.extractor
-    if ex.kind != "llm" or cfg.task.space not in ("sets", "sets-fbeta", "simplex", "graphs"):
+    from pipeline.tasks import MAPPERS
+
+    ex, extraction = cfg.task.extractor, MAPPERS[cfg.task.mapper].extraction
+    if ex.kind != "llm" or extraction is None:
         return "-"
     per = int(cfg.generation.n_samples) + len(set(cfg.generation.strategies))
-    if cfg.task.space == "graphs":  # KGGen: entities + relations per response, then clustering
+    if extraction == "kggen":  # KGGen: entities + relations per response, then clustering
         return f"~{2 * per}/prompt (KGGen)" if n_prompts is None else f"~{2 * per * n_prompts} (KGGen)"
     if texts is None:
         return f"<= {per}/prompt" if n_prompts is None else f"<= {per * n_prompts}"
     from pipeline.mapping.sets import extraction_prompt
-    from pipeline.mapping.stage import build_llm_client
+    from pipeline.mapping.builders import build_llm_client
 
     client = build_llm_client(cfg)
-    kind = "simplex" if cfg.task.space == "simplex" else "set"
-    prompts = {extraction_prompt(kind, q, t) for q, samples, decodes in texts.values()
+    prompts = {extraction_prompt(extraction, q, t) for q, samples, decodes in texts.values()
                for t in samples + decodes}
     hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)
     return f"{len(prompts)} ({hits} cached)"
@@ -93,7 +102,7 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
 
 def cell_plan(cfg: DictConfig) -> CellPlan:
     from pipeline.assets import cell_assets
-    from pipeline.generation.stage import tensor_parallel_size
+    from pipeline.stages.generate import tensor_parallel_size
     from pipeline.stages import cell_dir
     from pipeline.store import ArtifactStore
 
@@ -108,13 +117,9 @@ def cell_plan(cfg: DictConfig) -> CellPlan:
         plan.prompts = len(texts)
     else:
         try:
-            from omegaconf import OmegaConf
+            from pipeline.stages.generate import load_cell_dataset
 
-            from pipeline.data import load_dataset
-
-            plan.prompts = len(load_dataset(
-                cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
-                **OmegaConf.to_container(cfg.dataset.overrides, resolve=True)))
+            plan.prompts = len(load_cell_dataset(cfg))
         except Exception as exc:  # the plan reports what it cannot count, it does not stop
             plan.note = f"prompts unknown: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     if plan.prompts is not None:

@@ -306,7 +306,7 @@ def reals_quality(dataset_df, decisions_df):
 
 def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     """map -> decide -> uq -> evaluate through the pipeline's stages; returns the frames."""
-    from pipeline.evaluate import uq_score_rows
+    from pipeline.stages.evaluate import uq_score_rows
     from pipeline.stages import run_stage
 
     task = cfg.task.space

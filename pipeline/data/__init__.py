@@ -2,7 +2,7 @@
 
     from pipeline.data import load_dataset, DATASETS, build_messages, render_chat
     df = load_dataset("maqa_bundled", limit=10)          # DataFrame in pipeline.schema.DATASET
-    msgs = build_messages(DATASETS["maqa_bundled"].task, df.iloc[0])
+    msgs = build_messages("sets", df.iloc[0])         # a task's `prompt` name
 
 Importing this package is cheap: `datasets` is imported only when a real dataset is loaded,
 pandas only inside `load_dataset`.
@@ -26,7 +26,8 @@ from pipeline.data.records import DatasetFormatError, validate_records
 from pipeline.data.registry import (
     DATASETS,
     DatasetSpec,
-    dataset_task,
+    LOADERS,
+    spec_for,
     get_spec,
     load_dataset,
     register_dataset,
@@ -44,7 +45,8 @@ __all__ = [
     "DatasetSpec",
     "DatasetUnavailableError",
     "build_messages",
-    "dataset_task",
+    "LOADERS",
+    "spec_for",
     "fill_extraction_prompt",
     "get_spec",
     "load_dataset",

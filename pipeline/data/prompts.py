@@ -50,13 +50,17 @@ SUMMARIZATION_PROMPT = (
 # for a comma-separated list keeps answers easy to split for the rule-based set extractor.
 SET_QA_PROMPT = "{question}. List all correct answers, separated by commas, without explanation."
 
-# Task name (as in pipeline.latent.get_space) -> generation template.
+# OUR CHOICE (numeric answers are beyond the paper): the shape of SINGLE_QA_PROMPT.
+NUMERIC_QA_PROMPT = "{question} Only provide the final answer as a number without explanation."
+
+# Prompt name (a task's `prompt`) -> generation template.
 TASK_PROMPTS: dict[str, str] = {
     "classes": SINGLE_QA_PROMPT,
     "sets": SET_QA_PROMPT,
     "simplex": SIMPLEX_PROMPT,
     "sphere": TRANSLATION_PROMPT,
     "graphs": SUMMARIZATION_PROMPT,
+    "reals": NUMERIC_QA_PROMPT,
 }
 
 # --- g_T extraction prompts (verbatim from the paper's appendix) -------------------------------

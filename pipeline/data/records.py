@@ -15,7 +15,6 @@ from pipeline.errors import PipelineError
 from pipeline.schema import DATASET
 
 COLUMNS: tuple[str, ...] = tuple(DATASET)
-TASKS: tuple[str, ...] = ("classes", "sets", "simplex", "sphere", "graphs")
 PROBABILITY_TOLERANCE = 1e-6
 
 
@@ -237,15 +236,18 @@ def cnn_dm_record(
 # --- validation -------------------------------------------------------------------------------
 
 
-def validate_records(records: Sequence[Mapping[str, Any]], task: str | None = None) -> None:
+def validate_records(records: Sequence[Mapping[str, Any]], reference: str | None = None) -> None:
     """Raise DatasetFormatError unless every record follows `pipeline.schema.DATASET`.
 
     Checks columns, types, non-empty questions and aliases, p* in [0, 1] summing to 1 within
-    1e-6 and aligned with `answers`, unique prompt ids; with `task`, also what that task needs
-    (answers for classes/sets, p* for simplex, a reference text for sphere/graphs).
+    1e-6 and aligned with `answers`, unique prompt ids; with `reference` (a reference kind of
+    pipeline.tasks), also what that kind needs (e.g. exactly one answer, p*, a reference text).
     """
-    if task is not None and task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {list(TASKS)}")
+    kind = None
+    if reference is not None:
+        from pipeline.tasks import REFERENCES
+
+        kind = REFERENCES[reference]
     seen: set[str] = set()
     for i, rec in enumerate(records):
         where = f"record {i} ({rec.get('prompt_id', '?')!r})"
@@ -274,11 +276,6 @@ def validate_records(records: Sequence[Mapping[str, Any]], task: str | None = No
             )
         if not isinstance(ref, str):
             raise DatasetFormatError(f"{where}: reference_text must be a str")
-        if task in ("classes", "sets") and not answers:
-            raise DatasetFormatError(f"{where}: task {task!r} needs at least one answer")
-        if task == "classes" and len(answers) != 1:
-            raise DatasetFormatError(f"{where}: task 'classes' needs exactly one answer")
-        if task == "simplex" and not probs:
-            raise DatasetFormatError(f"{where}: task 'simplex' needs probabilities (p*)")
-        if task in ("sphere", "graphs") and not ref.strip():
-            raise DatasetFormatError(f"{where}: task {task!r} needs a reference_text")
+        problem = kind.check(rec) if kind is not None else None
+        if problem:
+            raise DatasetFormatError(f"{where}: a {reference!r} reference {problem}")

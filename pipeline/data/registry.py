@@ -1,6 +1,7 @@
 """Dataset registry and the one public entry point `load_dataset`.
 
-A dataset is one registration: `register_dataset(DatasetSpec(name, task, loader, defaults))`.
+A dataset is one registration: `register_dataset(DatasetSpec(name, reference, loader, defaults))`,
+or one config file naming a registered loader (`loader: bundled` with the file in `overrides`).
 `load_dataset(name, limit=..., seed=..., **overrides)` merges the overrides into the spec's
 defaults (unknown keys are an error), loads, converts and validates, and returns a pandas
 DataFrame with exactly the columns of `pipeline.schema.DATASET`.
@@ -19,50 +20,52 @@ from types import MappingProxyType
 from typing import Any
 
 from pipeline.data import loaders as L
-from pipeline.data.records import COLUMNS, TASKS, validate_records
+from pipeline.data.records import COLUMNS, validate_records
+from pipeline.registry import Registry
 
 Loader = Callable[..., list[dict[str, Any]]]
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: defaults is a mapping
 class DatasetSpec:
-    """How to load one dataset config and which task (latent space) it belongs to."""
+    """How to load one dataset and which kind of reference its records carry."""
 
     name: str
-    task: str  # classes | sets | simplex | sphere | graphs (pipeline.latent.get_space names)
+    reference: str  # reference kind (pipeline.tasks.REFERENCES): what every record is checked for
     loader: Loader  # loader(spec, select, **options) -> list of DATASET records
     defaults: Mapping[str, Any] = field(default_factory=dict)
     offline_alternative: str | None = None  # bundled config to suggest when this one can't load
     description: str = ""
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"dataset {self.name!r}: task {self.task!r} not in {list(TASKS)}")
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
 
 
-DATASETS: dict[str, DatasetSpec] = {}
+DATASETS: Registry[DatasetSpec] = Registry("dataset")
+# Loaders a dataset config can name (`dataset.loader`) to be read without a Python registration.
+LOADERS: Registry[tuple[Loader, Mapping[str, Any]]] = Registry("dataset loader")
 
 
 def register_dataset(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
     """Add a dataset config; `replace=True` to overwrite an existing name."""
-    if spec.name in DATASETS and not replace:
-        raise ValueError(f"dataset {spec.name!r} is already registered (pass replace=True)")
-    DATASETS[spec.name] = spec
-    return spec
+    return DATASETS.add(spec.name, spec, replace=replace)
 
 
 def get_spec(name: str) -> DatasetSpec:
     """The registered spec for `name`, or a clear error listing the known names."""
-    try:
+    return DATASETS[name]
+
+
+def spec_for(name: str, loader: str | None = None, reference: str | None = None) -> DatasetSpec:
+    """The spec of dataset config `name`: its registration, or, with `loader`, a spec built
+    from that registered loader (a dataset declared by its config file alone)."""
+    if loader is None:
         return DATASETS[name]
-    except KeyError:
-        raise KeyError(f"unknown dataset {name!r}; registered: {sorted(DATASETS)}") from None
-
-
-def dataset_task(name: str) -> str:
-    """The task (latent space name) of a dataset config."""
-    return get_spec(name).task
+    fn, defaults = LOADERS[loader]
+    if reference is None:
+        raise ValueError(f"dataset {name!r} with loader {loader!r} needs the reference kind its "
+                         "records carry (the task's `reference`)")
+    return DatasetSpec(name, reference, fn, defaults, description=f"{loader} loader")
 
 
 def subset_indices(n: int, limit: int | None, seed: int = 0, shuffle: bool = False) -> list[int]:
@@ -79,16 +82,19 @@ def subset_indices(n: int, limit: int | None, seed: int = 0, shuffle: bool = Fal
 
 
 def load_dataset(
-    name: str, *, limit: int | None = None, seed: int = 0, shuffle: bool = False, **overrides: Any
+    name: str, *, limit: int | None = None, seed: int = 0, shuffle: bool = False,
+    loader: str | None = None, reference: str | None = None, **overrides: Any
 ) -> Any:
     """Load dataset config `name` as a pandas DataFrame in the DATASET schema.
 
     `overrides` replace the spec's defaults (e.g. `split="test"`, `data_files="x.parquet"`,
-    `path=...`); see `DATASETS[name].defaults` for the accepted keys.
+    `path=...`); see `DATASETS[name].defaults` for the accepted keys. `loader` reads a dataset
+    declared by its config alone with that registered loader; `reference` is the reference kind
+    every record is checked for (default: the registration's).
     """
     import pandas as pd
 
-    spec = get_spec(name)
+    spec = spec_for(name, loader, reference)
     unknown = sorted(set(overrides) - set(spec.defaults))
     if unknown:
         raise TypeError(
@@ -101,14 +107,15 @@ def load_dataset(
         return subset_indices(n, limit, seed, shuffle)
 
     records = spec.loader(spec, select, **options)
-    validate_records(records, task=spec.task)
+    validate_records(records, reference=reference or spec.reference)
     return pd.DataFrame.from_records(records, columns=list(COLUMNS))
 
 
 _HUB = {"data_files": None, "cache_dir": None, "revision": None}
 
 
-def _register_hub(name: str, task: str, loader: Loader, description: str, **defaults: Any) -> None:
+def _register_hub(name: str, reference: str, loader: Loader, description: str,
+                  **defaults: Any) -> None:
     """Register a hub dataset: its `defaults`, then the shared hub options (`_HUB`).
 
     Its offline alternative is the bundled stand-in `<name>_bundled` registered below.
@@ -116,7 +123,7 @@ def _register_hub(name: str, task: str, loader: Loader, description: str, **defa
     register_dataset(
         DatasetSpec(
             name,
-            task,
+            reference,
             loader,
             {**defaults, **_HUB},
             offline_alternative=f"{name}_bundled",
@@ -127,7 +134,7 @@ def _register_hub(name: str, task: str, loader: Loader, description: str, **defa
 
 _register_hub(
     "triviaqa",
-    "classes",
+    "one_answer",
     L.load_triviaqa,
     "TriviaQA single-answer QA; aliases = answer.value + answer.aliases",
     path="mandarjoshi/trivia_qa",
@@ -137,7 +144,7 @@ _register_hub(
 register_dataset(
     DatasetSpec(
         "maqa",
-        "sets",
+        "answer_set",
         L.load_maqa,
         {
             "path": None,
@@ -153,7 +160,7 @@ register_dataset(
 )
 _register_hub(
     "maqa_star",
-    "simplex",
+    "distribution",
     L.load_maqa_star,
     "MAQA* ambiguous QA with answer distributions p* (renormalised to sum to 1)",
     path="ttomov/maqa_star",
@@ -164,7 +171,7 @@ _register_hub(
 )
 _register_hub(
     "wmt19_fien",
-    "sphere",
+    "text",
     L.load_wmt19,
     "WMT19 Finnish -> English translation",
     path="wmt/wmt19",
@@ -175,7 +182,7 @@ _register_hub(
 )
 _register_hub(
     "cnn_dm",
-    "graphs",
+    "text",
     L.load_cnn_dm,
     "CNN/DailyMail summarization (article -> highlights)",
     path="abisee/cnn_dailymail",
@@ -186,17 +193,19 @@ _register_hub(
     id_field="id",
 )
 
-for _real, _task in [
-    ("triviaqa", "classes"),
-    ("maqa", "sets"),
-    ("maqa_star", "simplex"),
-    ("wmt19_fien", "sphere"),
-    ("cnn_dm", "graphs"),
+LOADERS.add("bundled", (L.load_bundled, {"path": None, "file": None}))
+
+for _real, _reference in [
+    ("triviaqa", "one_answer"),
+    ("maqa", "answer_set"),
+    ("maqa_star", "distribution"),
+    ("wmt19_fien", "text"),
+    ("cnn_dm", "text"),
 ]:
     register_dataset(
         DatasetSpec(
             f"{_real}_bundled",
-            _task,
+            _reference,
             L.load_bundled,
             {"path": None, "file": f"{_real}_bundled.jsonl"},
             description=f"bundled offline stand-in for {_real} (our own text, CC-BY-4.0)",

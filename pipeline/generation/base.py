@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pipeline.registry import Registry
+
 
 @dataclass
 class SamplingConfig:
@@ -93,23 +95,19 @@ class GenerationBackend(Protocol):
 
 
 # name -> "module:attribute"; modules are imported lazily so the registry costs nothing.
-_BACKENDS: dict[str, str] = {
-    "transformers": "pipeline.generation.hf_backend:TransformersBackend",
-    "hf": "pipeline.generation.hf_backend:TransformersBackend",
-    "vllm": "pipeline.generation.vllm_backend:VllmBackend",
-}
+BACKENDS: Registry[str | Callable[..., GenerationBackend]] = Registry("generation backend")
+BACKENDS.add("transformers", "pipeline.generation.hf_backend:TransformersBackend")
+BACKENDS.add("vllm", "pipeline.generation.vllm_backend:VllmBackend")
 
 
 def register_backend(name: str, target: str | Callable[..., GenerationBackend]) -> None:
     """Register a backend factory (a callable or a "module:attribute" string) under `name`."""
-    _BACKENDS[name] = target  # type: ignore[assignment]
+    BACKENDS.add(name, target, replace=True)
 
 
 def get_backend(name: str, **cfg: Any) -> GenerationBackend:
     """Build the backend registered under `name` with keyword config `cfg`."""
-    if name not in _BACKENDS:
-        raise ValueError(f"unknown generation backend {name!r}; choose one of {sorted(_BACKENDS)}")
-    target = _BACKENDS[name]
+    target = BACKENDS[name]
     if isinstance(target, str):
         module_name, attr = target.split(":")
         try:

@@ -2,7 +2,7 @@
 
 `generate_records` returns three DataFrames with exactly the columns of
 `pipeline.schema.SAMPLES`, `DECODES` and `PTRUE`. The stage (sharding, resume, manifests)
-is built on top of it in `pipeline.generation.stage`.
+is built on top of it in `pipeline.stages.generate`.
 """
 
 from __future__ import annotations

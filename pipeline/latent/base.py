@@ -16,6 +16,8 @@ Conventions used by every space (DESIGN.md s3):
 from __future__ import annotations
 
 import abc
+import json
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -218,8 +220,73 @@ class LatentSpace(abc.ABC, Generic[L]):
         best = first_min_index(risks)
         return BayesResult(items[best], float(risks[best]))
 
+    # --- how latents are stored and shown (each space owns its JSON form and its text) -------
+    #: True when a decision's text is written from the latent itself (g_T^-1: sets, graphs) for
+    #: every method, so text metrics compare like with like; False: the text of a sample.
+    renders_latent: ClassVar[bool] = False
+
+    def encode(self, latent: L) -> Any:
+        """JSON-ready payload of one canonical latent (the artifacts' `latent`/`action` columns)."""
+        return json_scalar(latent, f"{self.name} latent")
+
+    def decode(self, payload: Any) -> L:
+        """Inverse of `encode` for a decoded JSON payload."""
+        if isinstance(payload, (list, dict)):
+            raise ValueError(f"{self.name}: expected a JSON scalar, got {payload!r:.200}")
+        return payload
+
+    def to_json(self, latent: Any) -> str:
+        """The latent as a JSON string (``None`` -> ``"null"``); round trips are exact."""
+        if latent is None:
+            return "null"
+        return json.dumps(self.encode(latent), sort_keys=True, allow_nan=False,
+                          ensure_ascii=False)
+
+    def from_json(self, s: str) -> Any:
+        """Decode `to_json`'s output (``"null"`` -> ``None``)."""
+        try:
+            payload = json.loads(s)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.name}: not valid JSON: {s!r:.200}") from exc
+        return None if payload is None else self.decode(payload)
+
+    def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
+        """A readable text for a latent no sample wrote verbatim (`texts`: the prompt's samples)."""
+        return "" if latent is None else str(latent)
+
+    def render(self, action: Any, samples: Sequence[tuple[Any, str]]) -> str:
+        """The text of a decision, given the prompt's parseable (latent, text) samples: the
+        latent written out when `renders_latent`, else the first sample whose latent is the
+        action, else `describe(action)`."""
+        if action is None:
+            return ""
+        texts = [t for _, t in samples]
+        if self.renders_latent:
+            return self.describe(action, texts)
+        key = self.key(self.canonical(action))
+        for latent, text in samples:
+            if self.key(self.canonical(latent)) == key:
+                return text
+        return self.describe(action, texts)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+_SCALARS = (str, int, float, bool)
+
+
+def json_scalar(value: Any, what: str) -> Any:
+    """A JSON scalar (numpy scalars unwrapped); anything else is a LatentTypeError."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, _SCALARS):
+        raise LatentTypeError(
+            f"{what} must be a JSON scalar (str, int, float, bool), got {type(value).__name__} {value!r}"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return value
 
 
 S = TypeVar("S", bound=type[LatentSpace])

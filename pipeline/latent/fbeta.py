@@ -14,12 +14,13 @@ Bayes action is the best of these K candidates and the empty set (value P(y = em
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .base import BayesResult, LatentSpace, first_min_index, register
-from .sets import _canonical_set, incidence_matrix
+from .sets import SetSpace, _canonical_set, encode_label_set, incidence_matrix
 
 
 def f_beta(reference: frozenset, candidate: frozenset, beta: float) -> float:
@@ -79,6 +80,18 @@ class FBetaSetSpace(LatentSpace[frozenset]):
 
     def __repr__(self) -> str:
         return f"FBetaSetSpace(beta={self.beta})"
+
+    # Stored and written as the Hamming set space writes sets (same latents, another loss).
+    renders_latent = True
+
+    def encode(self, latent: frozenset) -> list:
+        return encode_label_set(latent, self.name)
+
+    def decode(self, payload: Any) -> frozenset:
+        return SetSpace.decode(self, payload)
+
+    def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
+        return SetSpace.describe(self, latent, texts)
 
     def canonical(self, latent: Any) -> frozenset:
         return _canonical_set(latent, "sets-fbeta")

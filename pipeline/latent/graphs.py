@@ -7,7 +7,7 @@ action's vertices are the endpoints of its edges.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .base import LatentTypeError, register, reject_none
@@ -18,7 +18,23 @@ Triple = tuple[str, str, str]
 
 @register("graphs")
 class GraphSpace(SetSpace):
-    """frozenset of (head, relation, tail) string triples; Hamming over edges.  O(M E)."""
+    """frozenset of (head, relation, tail) string triples; Hamming over edges.  O(M E).
+
+    Stored as a sorted list of [head, relation, tail]; written as text by g_T^-1 (the relations
+    as sentences joined on full stops, the paper's appendix), for every decision alike.
+    """
+
+    def encode(self, latent: frozenset) -> list:
+        return [list(e) for e in sorted(self.canonical(latent))]
+
+    def decode(self, payload: Any) -> frozenset[Triple]:
+        if not isinstance(payload, list) or not all(isinstance(e, list) and len(e) == 3
+                                                    for e in payload):
+            raise ValueError(f"graphs: expected a list of [head, relation, tail], got {payload!r:.200}")
+        return frozenset(tuple(e) for e in payload)
+
+    def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
+        return graph_to_text(latent)
 
     def canonical(self, latent: Any) -> frozenset[Triple]:
         reject_none(latent, "graphs")
@@ -48,3 +64,18 @@ class GraphSpace(SetSpace):
             out.add(head)
             out.add(tail)
         return frozenset(out)
+
+
+def graph_to_text(triples: object) -> str:
+    """The paper's g_T^-1: every relation as a sentence "head relation tail.", joined by spaces.
+
+    Triples are sorted so the text of a graph is deterministic.
+    """
+    if not triples:
+        return ""
+    sentences = []
+    for h, r, t in sorted(tuple(map(str, x)) for x in triples):  # type: ignore[union-attr]
+        sentence = " ".join(p for p in (h, r, t) if p).strip()
+        if sentence:
+            sentences.append(sentence[0].upper() + sentence[1:] + ".")
+    return " ".join(sentences)

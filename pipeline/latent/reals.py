@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from .base import TIE_TOLERANCE, BayesResult, LatentSpace, LatentTypeError, register, reject_none
+from .base import (
+    TIE_TOLERANCE,
+    BayesResult,
+    LatentSpace,
+    LatentTypeError,
+    json_scalar,
+    register,
+    reject_none,
+)
 
 _LOSSES = ("l1", "l2")
 
@@ -77,3 +85,14 @@ class RealSpace(LatentSpace[float]):
         x = np.array(items, dtype=np.float64)
         diff = x[:, None] - x[None, :]
         return np.abs(diff) if self.loss == "l1" else diff * diff
+
+    def encode(self, latent: Any) -> float:
+        value = json_scalar(latent, "reals latent")
+        if isinstance(value, (bool, str)):
+            raise ValueError(f"reals latent must be a number, got {value!r}")
+        return float(value)
+
+    def decode(self, payload: Any) -> float:
+        if isinstance(payload, bool) or not isinstance(payload, (int, float)):
+            raise LatentTypeError(f"reals: expected a number, got {payload!r:.200}")
+        return float(payload)

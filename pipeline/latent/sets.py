@@ -5,7 +5,8 @@ Bayes action {y : p(y) >= 1/2}, Bayes risk sum_y min(p_y, 1 - p_y) (not normalis
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+import re
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from .base import (
     LatentSpace,
     LatentTypeError,
     first_min_index_rows,
+    json_scalar,
     register,
     reject_none,
     sorted_labels,
@@ -171,3 +173,45 @@ class SetSpace(LatentSpace[frozenset]):
         xf = x.astype(np.float64)
         sizes = xf.sum(axis=1)
         return sizes[:, None] + sizes[None, :] - 2.0 * (xf @ xf.T)
+
+    # A set is written from its own labels ("Atlantic, Pacific"), never as a sample's text: a
+    # sample that maps to the set may say more or other things than the set.
+    renders_latent = True
+
+    def encode(self, latent: frozenset) -> list:
+        return encode_label_set(latent, self.name)
+
+    def decode(self, payload: Any) -> frozenset:
+        if not isinstance(payload, list):
+            raise ValueError(f"{self.name}: expected a JSON list, got {payload!r:.200}")
+        return frozenset(payload)
+
+    def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
+        """Sorted labels, each in the samples' own spelling where a sample writes it."""
+        if latent is None:
+            return ""
+        return ", ".join(surface_form(str(x), list(texts)) for x in sorted(map(str, latent)))
+
+
+def encode_label_set(latent: Any, space: str) -> list:
+    """A set of labels as a sorted JSON list (strings, dicts and bytes are not sets)."""
+    if isinstance(latent, (str, bytes, dict)):
+        raise ValueError(f"{space} latent must be a set of labels, got {type(latent).__name__}")
+    return [json_scalar(x, f"{space} label") for x in sorted_labels(frozenset(latent))]
+
+
+def surface_form(label: str, texts: list[str]) -> str:
+    """How the samples write a canonical label ("john lennon" -> "John Lennon"); the label itself
+    when no sample writes it (canonical labels drop articles and punctuation, so both may sit
+    between its words: "people s republic" matches "People's Republic")."""
+    words = label.split()
+    if not words:
+        return label
+    gap = r"(?:[\W_]+(?:(?:the|a|an)[\W_]+)?)"
+    pattern = re.compile(r"(?<![^\W_])" + gap.join(re.escape(w) for w in words) + r"(?![^\W_])",
+                         re.IGNORECASE)
+    for text in texts:
+        m = pattern.search(text[:20_000])
+        if m:
+            return m.group(0)
+    return label

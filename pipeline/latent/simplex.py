@@ -9,12 +9,20 @@ Bayes action = weighted mean (over the union of labels), risk = H(mean) - mean H
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .base import BayesResult, LatentSpace, LatentTypeError, register, reject_none, sorted_labels
+from .base import (
+    BayesResult,
+    LatentSpace,
+    LatentTypeError,
+    json_scalar,
+    register,
+    reject_none,
+    sorted_labels,
+)
 
 
 def _xlogx(p: np.ndarray) -> np.ndarray:
@@ -113,3 +121,23 @@ class SimplexSpace(LatentSpace[dict]):
     def _pairwise_distances(self, items: list[dict]) -> np.ndarray:
         _, mat = _align(items)
         return kl_matrix(mat, mat)
+
+    def encode(self, latent: Any) -> dict[str, float]:
+        if not isinstance(latent, dict):
+            raise ValueError(f"simplex latent must be a dict, got {type(latent).__name__}")
+        for key in latent:
+            if not isinstance(key, str):
+                raise LatentTypeError(
+                    f"simplex labels must be strings to round-trip through JSON, got {key!r}")
+        return {k: float(json_scalar(v, "simplex probability")) for k, v in latent.items()}
+
+    def decode(self, payload: Any) -> dict[str, float]:
+        if not isinstance(payload, dict):
+            raise ValueError(f"simplex: expected a JSON object, got {payload!r:.200}")
+        return {k: float(v) for k, v in payload.items()}
+
+    def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
+        """Labels with their probabilities, most probable first."""
+        if latent is None:
+            return ""
+        return ", ".join(f"{k}: {v:.3f}" for k, v in sorted(latent.items(), key=lambda kv: -kv[1]))

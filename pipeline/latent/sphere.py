@@ -8,6 +8,7 @@ positive-weight sample (a real latent, so it maps back to a text).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -183,3 +184,22 @@ class SphereSpace(LatentSpace[np.ndarray]):
     def _pairwise_distances(self, items: list[np.ndarray]) -> np.ndarray:
         x = np.stack(items)
         return 1.0 - x @ x.T
+
+    def encode(self, latent: Any) -> list[float]:
+        arr = np.asarray(latent, dtype=np.float64)  # stored as given (the mapper's embedding)
+        if arr.ndim != 1 or not np.all(np.isfinite(arr)):
+            raise ValueError(f"sphere latent must be a finite 1-D vector, got shape {arr.shape}")
+        return [float(v) for v in arr]
+
+    def decode(self, payload: Any) -> np.ndarray:
+        if not isinstance(payload, list):
+            raise ValueError(f"sphere: expected a list of floats, got {payload!r:.200}")
+        return np.asarray(payload, dtype=np.float64)
+
+    def render(self, action: Any, samples: Sequence[tuple[Any, str]]) -> str:
+        """The sample closest to the action in d_T: a mean embedding has no text of its own
+        (the paper's appendix: COMET of the closest sampled response)."""
+        if action is None or not samples:
+            return ""
+        emb = np.stack([self.canonical(lat) for lat, _ in samples])
+        return samples[int(np.argmax(emb @ np.asarray(action, dtype=np.float64)))][1]

@@ -73,7 +73,7 @@ def build_report(cfg) -> dict[str, Any]:
     if maqa_cells:
         ablation = samples_ablation(per_prompt(maqa_cells, "latents"),
                                     per_prompt(maqa_cells, "dataset"),
-                                    per_prompt(maqa_cells, "quality"),
+                                    per_prompt(maqa_cells, "quality"), maqa_cells[0].space,
                                     max_rejection=cfg.evaluation.max_rejection,
                                     seed=cfg.evaluation.seed)
     ablation.to_csv(tables_dir / "samples_ablation.csv", index=False)

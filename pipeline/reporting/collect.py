@@ -9,9 +9,6 @@ import pandas as pd
 
 from pipeline.store import ArtifactStore
 
-# Canonical dataset name -> latent space label used by the paper's tables.
-LATENT_OF = {"maqa": "sets", "triviaqa": "classes", "wmt19_fien": "sphere", "cnn_dm": "graphs",
-             "maqa_star": "simplex"}
 
 
 def canonical_dataset(name: str) -> str:
@@ -27,6 +24,12 @@ class Cell:
     @property
     def canonical(self) -> str:
         return canonical_dataset(self.dataset)
+
+    @property
+    def space(self) -> str | None:
+        """The latent space the cell's decisions were made in (its decide manifest)."""
+        manifest = self.store.manifest("decisions")
+        return (manifest or {}).get("config", {}).get("space")
 
 
 def find_cells(output_root: str | Path, experiment: str, models: list[str] | None = None) -> list[Cell]:

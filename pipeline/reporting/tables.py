@@ -18,9 +18,20 @@ COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match"),
            ("cnn_dm", "f1"), ("cnn_dm", "alignscore"), ("maqa_star", "kl")]
 DATASET_LABEL = {"maqa": "MAQA {0,1}^K", "triviaqa": "TriviaQA [K]", "wmt19_fien": "WMT19 R^d",
                  "cnn_dm": "CNN/DM G", "maqa_star": "MAQA* Simplex"}
-METRIC_LABEL = {"hamming": "Hamming", "f1": "F1", "exact_match": "Exact Match", "comet": "COMET",
-                "cosine": "Cosine", "alignscore": "AlignScore", "kl": "KL"}
-LOWER_IS_BETTER = {"hamming", "exact_match", "cosine", "kl"}
+
+
+def metric_label(metric: str) -> str:
+    """A metric's label, as its registration declares it (pipeline.tasks.METRICS)."""
+    from pipeline.tasks import METRICS
+
+    return METRICS[metric].label if metric in METRICS else metric
+
+
+def lower_is_better(metric: str) -> bool:
+    """A metric's direction, declared once with the metric (pipeline.tasks.METRICS)."""
+    from pipeline.tasks import METRICS
+
+    return metric in METRICS and not METRICS[metric].higher_is_better
 METHODS = ["beam", "self_consistency", "contrastive", "ar", "greedy", "map", "sample_mbr", "bayes",
            "bayes_fbeta"]
 METHOD_LABEL = {"beam": "Beam", "self_consistency": "Self-Consistency", "contrastive": "Contr.",
@@ -90,7 +101,7 @@ def _ranks(wide: pd.DataFrame, lower_better: bool) -> pd.DataFrame:
     ranks = pd.DataFrame(index=wide.index, columns=wide.columns, dtype=float)
     for (_, _), block in wide.groupby(level=["model", "source"], sort=False):
         for col in wide.columns:
-            lb = lower_better if isinstance(lower_better, bool) else col[1] in LOWER_IS_BETTER
+            lb = lower_better if isinstance(lower_better, bool) else lower_is_better(col[1])
             vals = block[col].dropna()
             vals = vals[vals.map(lambda v: math.isfinite(v))]
             order = vals.rank(method="min", ascending=lb)
@@ -107,7 +118,7 @@ def render_markdown(wide: pd.DataFrame, title: str, row_label: dict[str, str],
     if wide.empty:
         return f"## {title}\n\n(no data)\n"
     ranks = _ranks(wide, lower_better)
-    head = ["Model", "", "Source"] + [f"{DATASET_LABEL.get(d, d)} {METRIC_LABEL.get(m, m)}"
+    head = ["Model", "", "Source"] + [f"{DATASET_LABEL.get(d, d)} {metric_label(m)}"
                                       for d, m in wide.columns]
     lines = [f"## {title}", "", "| " + " | ".join(head) + " |",
              "|" + "|".join(["---"] * 3 + [":---:"] * len(wide.columns)) + "|"]
@@ -138,7 +149,7 @@ def render_latex(wide: pd.DataFrame, caption: str, label: str, row_label: dict[s
         groups[-1][1] += 1
     lines.append(" & & & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{esc(DATASET_LABEL.get(d, d))}}}"
                                          for d, n in groups) + r" \\")
-    lines.append(r"Model & & Source & " + " & ".join(esc(METRIC_LABEL.get(m, m)) for _, m in cols)
+    lines.append(r"Model & & Source & " + " & ".join(esc(metric_label(m)) for _, m in cols)
                  + r" \\")
     lines.append(r"\midrule")
     prev_model = None

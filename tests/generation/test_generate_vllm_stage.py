@@ -66,7 +66,7 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
 
     # beam and contrastive rows are what transformers gives on the same prompts
     from pipeline.generation.hf_backend import TransformersBackend
-    from pipeline.generation.stage import render_prompts
+    from pipeline.stages.generate import render_prompts
 
     prompts = render_prompts(cfg, store.read("dataset"))
     hf = TransformersBackend(tiny_model, dtype="float32")

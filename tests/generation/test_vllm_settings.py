@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from pipeline.config import register_configs
-from pipeline.generation.stage import split_strategies, tensor_parallel_size, vllm_max_model_len
+from pipeline.stages.generate import split_strategies, tensor_parallel_size, vllm_max_model_len
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

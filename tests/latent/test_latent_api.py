@@ -129,7 +129,7 @@ def test_codec_errors():
         to_json("nope", 1)
     with pytest.raises(ValueError, match="simplex labels must be strings"):
         to_json("simplex", {1: 1.0})
-    with pytest.raises(ValueError, match="triple of strings"):
+    with pytest.raises(ValueError, match="tuple of 3 strings"):
         to_json("graphs", {("a", "b")})
     with pytest.raises(ValueError, match="finite"):
         to_json("sphere", [1.0, float("nan")])

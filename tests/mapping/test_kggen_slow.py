@@ -102,7 +102,7 @@ def test_map_stage_with_kggen_and_rerun_without_calls(server, tmp_path):
     from hydra.core.global_hydra import GlobalHydra
 
     from pipeline.config import register_configs
-    from pipeline.mapping.stage import map_cell
+    from pipeline.stages.map import map_cell
 
     register_configs()
     GlobalHydra.instance().clear()

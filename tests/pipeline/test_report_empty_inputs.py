@@ -19,8 +19,9 @@ def test_samples_ablation_of_unparseable_latents_is_an_empty_table(tmp_path):
                             "reference_text": [""]})
     quality = pd.DataFrame(columns=["model", "dataset", "prompt_id", "method", "metric", "value",
                                     "higher_is_better"])
-    table = samples_ablation(latents, dataset, quality)
+    table = samples_ablation(latents, dataset, quality, "sets")
     assert table.empty and list(table.columns) == COLUMNS
-    assert list(samples_ablation(pd.DataFrame(), pd.DataFrame(), quality).columns) == COLUMNS
+    assert list(samples_ablation(pd.DataFrame(), pd.DataFrame(), quality, "sets").columns) == COLUMNS
+    assert list(samples_ablation(latents, dataset, quality, None).columns) == COLUMNS
     png = figures.fig_samples_ablation(table, tmp_path)
     assert png.exists() and png.stat().st_size > 1000

@@ -1,6 +1,10 @@
 """The generate stage for one cell: dataset -> chat prompts -> samples, decodes, P(True),
 written in shards of prompts so a killed or preempted job resumes at the first unfinished shard.
 
+Its cache key follows the data: the dataset's records and the rendered prompts (so two task
+configs with the same prompts share one generation, and a changed template or data file makes
+another), the model, the sampling and decoding settings and the backend's numerics.
+
 Two paths, one set of shards:
 - `backend=transformers` (CPU default): everything in this process with one backend.
 - `backend=vllm` (the paper): a vLLM pass in the vLLM environment's interpreter
@@ -30,7 +34,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.store import ArtifactStore
+from pipeline.stages import plain, stage
+from pipeline.store import ArtifactStore, canonical_json
 
 log = logging.getLogger("pipeline")
 
@@ -69,19 +74,66 @@ def _tokenizer(model_path: str, trust_remote_code: bool) -> Any:
 
 
 def render_prompts(cfg: DictConfig, dataset) -> list[str]:
-    """The model input of every record: the paper's prompt in the model's chat template."""
-    from pipeline.data import DATASETS, build_messages
+    """The model input of every record: the task's prompt in the model's chat template."""
+    from pipeline.data import build_messages
 
     tokenizer = _tokenizer(resolve_model_path(cfg.model.path, cfg.cache_dir),
                            bool(cfg.model.trust_remote_code))
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
                          "paper prompts instruction-tuned chat models")
-    task = DATASETS[cfg.dataset.name].task
     kwargs = dict(cfg.model.chat_template_kwargs)
-    return [tokenizer.apply_chat_template(build_messages(task, rec), tokenize=False,
+    return [tokenizer.apply_chat_template(build_messages(cfg.task.prompt, rec), tokenize=False,
                                           add_generation_prompt=True, **kwargs)
             for rec in dataset.to_dict("records")]
+
+
+def load_cell_dataset(cfg: DictConfig):
+    """The cell's DATASET frame (records checked for the task's reference kind)."""
+    from pipeline.data import load_dataset
+
+    return load_dataset(cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
+                        loader=cfg.dataset.loader, reference=cfg.task.reference,
+                        **OmegaConf.to_container(cfg.dataset.overrides, resolve=True))
+
+
+@lru_cache(maxsize=8)
+def _data_fingerprint(where: str) -> str:
+    import hashlib
+
+    cfg = OmegaConf.create(where)
+    dataset = load_cell_dataset(cfg)
+    payload = canonical_json({"records": dataset.to_dict("records"),
+                              "prompts": render_prompts(cfg, dataset)})
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def data_fingerprint(cfg: DictConfig) -> str:
+    """sha256 of the cell's records and rendered prompts: what the generations depend on."""
+    parts = {k: plain(cfg[k]) for k in ("dataset", "model", "task", "cache_dir")}
+    return _data_fingerprint(canonical_json(parts))
+
+
+def generate_slice(cfg: DictConfig) -> dict:
+    backend = plain(cfg.backend)
+    for k in ("python", "device", "num_threads", "kv_cache_memory_bytes",
+              "gpu_memory_utilization"):  # memory and placement: not the samples' distribution
+        backend.pop(k, None)
+    # batch_size stays: in bf16 the batch's shape changes the matmuls' rounding and so the
+    # samples (SmolLM2, 8 prompts x 20 samples: 91 of 160 equal between batch sizes 4 and 1),
+    # so a resume with another batch size must not reuse shards made with this one. vLLM
+    # schedules its own batches: only the transformers batch sizes are keyed.
+    if cfg.backend.name == "vllm":
+        backend.pop("batch_size", None)
+    model = plain(cfg.model)
+    for k in ("name", "gpus", "tensor_parallel_size"):  # naming and placement
+        model.pop(k, None)
+    if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
+        backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)
+    generation = plain(cfg.generation)
+    generation.pop("shard_size", None)  # how the work is cut, not what it computes
+    return {"data": data_fingerprint(cfg), "model": model, "backend": backend,
+            "max_new_tokens": cfg.dataset.max_new_tokens, "generation": generation}
 
 
 @lru_cache(maxsize=2)
@@ -273,13 +325,13 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
     del backend
 
 
+# v2: the packaged SmolLM2 under vLLM (transformers 5) had lost whitespace in tokenization.
+@stage("generate", inputs=(), outputs=("dataset", "samples", "decodes", "ptrue"),
+       config=generate_slice, version=2)
 def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     import pandas as pd
 
-    from pipeline.data import load_dataset
-
-    dataset = load_dataset(cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
-                           **OmegaConf.to_container(cfg.dataset.overrides, resolve=True))
+    dataset = load_cell_dataset(cfg)
     prompts = render_prompts(cfg, dataset)
     shards = _shards(cfg, dataset, prompts)
     strategies = list(dict.fromkeys(cfg.generation.strategies))

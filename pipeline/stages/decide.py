@@ -1,0 +1,116 @@
+"""The decide stage: per prompt, the Bayes action and risk, l_MAP, l_Sample, self-consistency,
+the task's extra Bayes decisions (e.g. the F-beta action) and the decoding baselines' latents,
+each with its empirical risk under the prompt's samples, and its text.
+
+Only `pipeline.latent` maths. A decision's text is what the task's latent space writes for it
+(`LatentSpace.render`): sets and graphs are written from the latent itself (g_T^-1), an
+embedding by its closest sample (the paper's appendix), a class by its first sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.stages import plain, stage
+from pipeline.store import ArtifactStore
+from pipeline.text import canonical_label
+
+SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
+COLUMNS = ["prompt_id", "method", "action", "risk", "text"]
+
+
+def _risk(space, action, latents) -> float:
+    if action is None or not latents:
+        return math.nan
+    return float(space.risk(action, latents))
+
+
+def decide_prompt(space, samples: list[tuple[Any, str]], decodes: dict[str, tuple[Any, str]],
+                  extra: dict[str, Any] | None = None) -> list[dict]:
+    """Rows (method, action, risk, text) for one prompt.
+
+    space: the task's latent space; samples: (latent or None when unparseable, text) per
+    sample; decodes: strategy -> same; extra: method name -> a latent space whose Bayes action
+    is one more decision on the same latents (written as the task's space writes it).
+    """
+    extra = extra or {}
+    valid = [(lat, txt) for lat, txt in samples if lat is not None]
+    latents = [lat for lat, _ in valid]
+    rows: list[dict] = []
+
+    def add(method: str, action, risk: float, text: str | None = None) -> None:
+        if text is None or space.renders_latent:
+            text = space.render(action, valid)
+        rows.append({"method": method, "action": space.to_json(action), "risk": risk,
+                     "text": text})
+
+    if latents:
+        bayes = space.bayes(latents)
+        add("bayes", bayes.action, float(bayes.risk))
+        for method, other in extra.items():
+            res = other.bayes(latents)
+            add(method, res.action, float(res.risk))
+        mapped = space.map(latents)
+        add("map", mapped, _risk(space, mapped, latents))
+        mbr = space.sample_mbr(latents)
+        add("sample_mbr", mbr.action, float(mbr.risk))
+        # Self-consistency (Wang et al. 2023): majority vote over normalised raw answers.
+        votes = Counter(canonical_label(txt) for _, txt in valid)
+        top = max(votes.values())
+        winner = next(i for i, (_, txt) in enumerate(valid) if votes[canonical_label(txt)] == top)
+        add("self_consistency", latents[winner], _risk(space, latents[winner], latents),
+            valid[winner][1])
+    else:
+        for method in (*SAMPLE_METHODS, *extra):
+            add(method, None, math.nan, "")
+    for strategy, (latent, text) in decodes.items():
+        add(strategy, latent, _risk(space, latent, latents), text if latent is not None else "")
+    return rows
+
+
+def task_spaces(cfg: DictConfig):
+    """(the task's latent space, {extra decision: its latent space})."""
+    from pipeline.latent import get_space
+
+    space = get_space(cfg.task.space, **plain(cfg.task.space_options))
+    extra = {name: get_space(spec["space"], **spec.get("options", {}))
+             for name, spec in (plain(cfg.task.decisions) or {}).items()}
+    return space, extra
+
+
+def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] | None = None):
+    """decisions.parquet rows for every prompt of a cell."""
+    import pandas as pd
+
+    texts = {(r.prompt_id, "sample", int(r.sample_idx)): r.text for r in samples_df.itertuples()}
+    texts.update({(r.prompt_id, r.strategy, -1): r.text for r in decodes_df.itertuples()})
+    out = []
+    for prompt_id, group in latents_df.groupby("prompt_id", sort=False):
+        samples, decodes = [], {}
+        for r in group.sort_values("sample_idx").itertuples():
+            latent = space.from_json(r.latent) if r.parse_ok else None
+            text = texts.get((prompt_id, r.source, int(r.sample_idx)), "")
+            if r.source == "sample":
+                samples.append((latent, text))
+            elif r.source != "reference":
+                decodes[r.source] = (latent, text)
+        for row in decide_prompt(space, samples, decodes, extra):
+            out.append({"prompt_id": prompt_id, **row})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def decide_slice(cfg: DictConfig) -> dict:
+    return {"space": cfg.task.space, "space_options": plain(cfg.task.space_options),
+            "decisions": plain(cfg.task.decisions)}
+
+
+@stage("decide", inputs=("latents", "samples", "decodes"), outputs=("decisions",),
+       config=decide_slice)
+def decide_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    space, extra = task_spaces(cfg)
+    return {"decisions": decide_all(space, store.read("latents"), store.read("samples"),
+                                    store.read("decodes"), extra)}

@@ -1,0 +1,117 @@
+"""The map stage for one cell: every response (M samples + each decoding baseline, and the
+reference text where the task's reference kind is `mapped`) -> its latent under the task's g_T
+(the registered mapper `task.mapper`, pipeline/tasks/).
+
+Per prompt, all responses are mapped together so labels are merged across them (the same
+cluster, the same canonical answer, the same entity): a decode's latent lives in the samples'
+label space. Unparseable responses are kept as rows with parse_ok=False and counted. Outside
+calls that failed (after retries) beyond task.extractor.max_failed_share fail the stage: nothing
+wrong is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from pipeline.errors import PipelineError
+from pipeline.stages import plain, stage
+from pipeline.store import ArtifactStore
+
+log = logging.getLogger("pipeline")
+
+
+class ExtractionCallsFailed(PipelineError, RuntimeError):
+    """More of the map stage's model calls failed than task.extractor.max_failed_share allows."""
+
+
+def check_call_failures(cfg: DictConfig, mapper) -> None:
+    """Fail the stage (so nothing is stored) when outside calls failed beyond the allowed share;
+    parse failures of answers that did arrive are not call failures and stay counted."""
+    stats = getattr(mapper, "call_stats", lambda: None)()
+    if stats is None or not stats.requests:
+        return
+    failed = stats.failures if hasattr(stats, "failures") else stats.api_failures
+    share = failed / stats.requests
+    if failed and share > float(cfg.task.extractor.max_failed_share):
+        raise ExtractionCallsFailed(
+            f"{failed} of {stats.requests} calls to {cfg.task.extractor.model} failed after retries "
+            f"({share:.0%} > task.extractor.max_failed_share={cfg.task.extractor.max_failed_share}); "
+            f"nothing was stored, answered calls are cached: rerun once the endpoint works. "
+            f"Last error: {stats.last_error}")
+
+
+HOW_NOT_WHAT = ("kggen_python", "max_concurrency", "max_retries", "max_failed_share")
+
+
+def map_slice(cfg: DictConfig) -> dict:
+    """The mapper and the config nodes it declares (pipeline.tasks.Mapper.config_keys), without
+    the settings of how calls are made; whether the reference goes through g_T too."""
+    from omegaconf import OmegaConf
+
+    from pipeline.tasks import MAPPERS, REFERENCES
+
+    settings = {}
+    for key in MAPPERS[cfg.task.mapper].config_keys:
+        value = plain(OmegaConf.select(cfg, key))
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in HOW_NOT_WHAT}
+        settings[key] = value
+    return {"mapper": cfg.task.mapper, "settings": settings,
+            "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+
+
+# v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
+# number extraction rebuilt on labelled corpora (docs/extraction.md).
+@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
+       version=3)
+def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
+                                store.read("decodes"))}
+
+
+def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
+             decodes: pd.DataFrame) -> pd.DataFrame:
+    from pipeline.latent import get_space
+    from pipeline.tasks import MAPPERS, REFERENCES
+
+    space = get_space(cfg.task.space, **plain(cfg.task.space_options))
+    maps_reference = REFERENCES[cfg.task.reference].mapped
+    mapper = MAPPERS[cfg.task.mapper].build(cfg)
+    by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
+    by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
+    if hasattr(mapper, "prefetch"):
+        mapper.prefetch([(rec.question, list(by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])["text"])
+                          + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"]))
+                         for rec in dataset.itertuples()])
+    rows, failures, total = [], 0, 0
+    try:
+        for rec in dataset.itertuples():
+            s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])
+            d = by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])
+            sources = ([("sample", int(i)) for i in s["sample_idx"]]
+                       + [(str(k), -1) for k in d["strategy"]])
+            texts = list(s["text"]) + list(d["text"])
+            if maps_reference and rec.reference_text:
+                sources.append(("reference", -1))
+                texts.append(rec.reference_text)
+            latents = mapper(rec.question, texts) if texts else []
+            for (source, idx), latent in zip(sources, latents):
+                ok = latent is not None
+                rows.append({"prompt_id": rec.prompt_id, "source": source, "sample_idx": idx,
+                             "latent": space.to_json(latent) if ok else "null",
+                             "parse_ok": ok})
+                total += 1
+                failures += not ok
+        check_call_failures(cfg, mapper)
+    finally:
+        getattr(mapper, "close", lambda: None)()
+    level = logging.WARNING if total and failures / total > 0.5 else logging.INFO
+    log.log(level, "[map] %s: %d of %d responses unparseable (dropped from the latent "
+            "distribution)%s", cfg.task.mapper, failures, total,
+            ": most answers did not parse, check the model's outputs" if level > logging.INFO
+            else "")
+    return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"])

@@ -1,0 +1,32 @@
+"""The uq stage: every estimator of `uq.estimators` (pipeline.uncertainty.estimators: those of
+lm-polygraph on statistics built from the cached artifacts, the latent entropy and the Bayes
+risk) -> uncertainty.parquet (prompt_id, estimator, value; higher = less confident)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.stages import plain, stage
+from pipeline.store import ArtifactStore
+
+INPUTS = ("dataset", "samples", "decodes", "ptrue", "latents", "decisions")
+
+
+def uq_slice(cfg: DictConfig) -> dict:
+    from pipeline.uncertainty.estimators import ESTIMATORS
+
+    groups = {ESTIMATORS[name].group for name in cfg.uq.estimators}
+    # lm-polygraph's statistics come from the equivalence judge and its embedder
+    return {"uq": plain(cfg.uq),
+            "equivalence": plain(cfg.task.equivalence) if "lm_polygraph" in groups else None}
+
+
+# v2: SAR's similarity strings shorten a long question instead of losing the text to truncation
+@stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=2)
+def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    from pipeline.uncertainty.estimators import uncertainty_rows
+
+    artifacts = {name: store.read(name) for name in INPUTS}
+    return {"uncertainty": uncertainty_rows(list(cfg.uq.estimators), artifacts, cfg)}

@@ -1,0 +1,102 @@
+"""What a task is made of, registered by name: the g_T mappers, the reference kinds and the
+quality metrics. A task is one config file (conf/task/<name>.yaml) naming its parts:
+
+    space: sets              # pipeline.latent registry: the maths, the JSON form, the text form
+    mapper: sets             # MAPPERS: g_T, question + responses -> latents
+    reference: answer_set    # REFERENCES: what a dataset record holds as the truth
+    prompt: sets             # pipeline.data.prompts.TASK_PROMPTS: the generation prompt
+    decisions: {...}         # extra Bayes decisions under other losses (e.g. F-beta)
+    metrics: [hamming, f1]   # METRICS: quality of every decision, each with its direction
+
+The stages loop over what the task declares and never branch on a task or space name. The
+modules of this package register the parts of the built-in tasks; a new task adds one module
+here (found automatically) and one config file. docs/extending.md walks through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pipeline.registry import Registry
+
+
+class MapperInstance(Protocol):
+    """g_T for one cell: every response of a prompt mapped together, so labels are merged
+    across responses. Optional hooks: `prefetch(items)` (score all prompts' model calls in one
+    batch first), `call_stats()` (outside calls made and failed), `close()`."""
+
+    def __call__(self, question: str, texts: list[str]) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class Mapper:
+    """A registered g_T: `build(cfg)` makes the cell's mapper; `config_keys` are the config
+    nodes whose values decide what it computes (the map stage's cache key)."""
+
+    build: Callable[[Any], MapperInstance]
+    config_keys: tuple[str, ...] = ()
+    description: str = ""
+    # What it asks outside models, for `stage=plan` and the missing-input check: the paper's
+    # extraction prompt per response with task.extractor.kind=llm ("set", "simplex"), KGGen
+    # ("kggen"), or nothing; and whether it clusters whole responses with task.equivalence.
+    extraction: str | None = None
+    clusters_responses: bool = False
+
+
+@dataclass
+class Reference:
+    """The truth of one prompt, as metrics see it. `latent` is the reference text mapped by
+    the task's g_T when the reference kind is `mapped` (graphs, embeddings), else None."""
+
+    answers: list[list[str]] = field(default_factory=list)
+    probabilities: list[float] = field(default_factory=list)
+    text: str = ""
+    latent: Any = None
+    mapped: bool = False  # the task compares with `latent` (None: the reference did not parse)
+
+
+@dataclass(frozen=True)
+class ReferenceKind:
+    """What a dataset record holds as the truth for a task, and how a user file writes it.
+
+    `check(record)` -> problem or None (loaders validate every record); `from_user(raw)` ->
+    the DATASET columns answers / probabilities / reference_text of a bring-your-own reference
+    (raises ValueError with the accepted shapes); `present(record)` -> whether the record has a
+    reference at all; `mapped`: the reference text goes through g_T like a response.
+    """
+
+    check: Callable[[Mapping[str, Any]], str | None]
+    from_user: Callable[[Any], dict[str, Any]]
+    present: Callable[[Mapping[str, Any]], bool]
+    mapped: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A quality metric with its direction, declared once. A latent metric is
+    `fn(action, reference, settings) -> value or None` (None: not defined for this decision);
+    a text metric is `scorer(cfg) -> batch scorer or None` called as
+    `scorer(sources=, hypotheses=, references=)` on decision texts (None: no checkpoint)."""
+
+    label: str
+    higher_is_better: bool
+    fn: Callable[[Any, Reference, Any], float | None] | None = None
+    scorer: Callable[[Any], Callable[..., Sequence[float]] | None] | None = None
+    config_key: str | None = None  # what to set to enable a text metric (logged when unset)
+
+
+MAPPERS: Registry[Mapper] = Registry("mapper", discover=("pipeline.tasks",))
+REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipeline.tasks",))
+METRICS: Registry[Metric] = Registry("metric", discover=("pipeline.tasks",))
+
+
+def reference_of(record: Mapping[str, Any], latent: Any = None, mapped: bool = False) -> Reference:
+    """A DATASET row (dict or namedtuple-like) as the metrics' Reference."""
+    get = record.get if isinstance(record, Mapping) else (lambda k, d=None: getattr(record, k, d))
+    return Reference(answers=[list(a) for a in (get("answers") if get("answers") is not None else [])],
+                     probabilities=[float(p) for p in (get("probabilities")
+                                                       if get("probabilities") is not None else [])],
+                     text=str(get("reference_text") or ""), latent=latent, mapped=mapped)

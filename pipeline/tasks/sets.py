@@ -1,0 +1,78 @@
+"""Multi-answer QA (MAQA): answer sets, Hamming and F1 (also the graphs' set metrics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
+
+
+def build_sets(cfg) -> Any:
+    """Set g_T: the paper's gpt-4.1-mini extraction (extractor.kind=llm), the generation model
+    with the same prompt (local), or the rule reader (offline); labels merged across responses."""
+    from pipeline.mapping.builders import build_llm_client, label_merge, local_backend
+    from pipeline.mapping.sets import SetExtractor
+
+    kind = cfg.task.extractor.kind
+    client = build_llm_client(cfg) if kind == "llm" else None
+    extractor = SetExtractor(method=kind, equivalence=label_merge(cfg), client=client,
+                             backend=local_backend(cfg) if kind == "local" else None)
+
+    def sets(question: str, texts: list[str]) -> list[Any]:
+        return extractor.map_prompt(question, texts)
+
+    sets.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
+    return sets
+
+
+MAPPERS.add("sets", Mapper(build_sets, config_keys=("task.extractor", "task.equivalence"), extraction="set",
+                           description="the answers a response states, as a set of labels"))
+
+
+def answer_set_from_user(raw: Any) -> dict[str, Any]:
+    """["Pacific", "Atlantic"] (one label each) | [["USA", "United States"], ...] | "Pacific"."""
+    from pipeline.tasks.classes import _aliases
+
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, (list, tuple)):
+        raise ValueError("must be a list of correct answers (each a string or a list of aliases), "
+                         f"got {type(raw).__name__}")
+    return {"answers": [a for a in (_aliases(r) for r in raw) if a], "probabilities": [],
+            "reference_text": ""}
+
+
+REFERENCES.add("answer_set", ReferenceKind(
+    check=lambda r: None if r["answers"] else "needs at least one answer",
+    from_user=answer_set_from_user,
+    present=lambda r: bool(r["answers"]),
+    description="the correct answers, each with its aliases"))
+
+
+def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:
+    """(prediction, truth) in one label space: a mapped reference (a graph) as it is; else the
+    prediction aligned to the answers' aliases. None when a mapped reference has no latent."""
+    from pipeline.evaluation import align_to_aliases
+
+    if ref.mapped:
+        return None if ref.latent is None else (set(action or ()), set(ref.latent))
+    pred, keys = align_to_aliases([] if action is None else action, ref.answers)
+    return set(pred), set(keys)
+
+
+def hamming(action: Any, ref: Reference, settings: Any) -> float | None:
+    from pipeline.evaluation import normalized_hamming
+
+    pair = _sets(action, ref)
+    return None if pair is None else normalized_hamming(*pair)
+
+
+def f1(action: Any, ref: Reference, settings: Any) -> float | None:
+    from pipeline.evaluation import f1_score
+
+    pair = _sets(action, ref)
+    return None if pair is None else f1_score(*pair, mean=settings.f1_mean)
+
+
+METRICS.add("hamming", Metric("Hamming", higher_is_better=False, fn=hamming))
+METRICS.add("f1", Metric("F1", higher_is_better=True, fn=f1))

@@ -1,0 +1,105 @@
+"""Ambiguous QA (MAQA*): answer distributions on the probability simplex, KL(p* || prediction)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
+from pipeline.text import canonical_label
+
+
+def build_simplex(cfg) -> Any:
+    """Simplex g_T: the answer/probability pairs a response states (rule parser or the paper's
+    LLM extraction), answers merged across responses with their probabilities summed."""
+    from pipeline.errors import ConfigError
+    from pipeline.mapping.builders import answers_as_distribution, build_llm_client, label_merge
+    from pipeline.mapping.simplex import SimplexMapper, merge_distributions
+
+    kind = cfg.task.extractor.kind
+    if kind == "local":
+        raise ConfigError("task.extractor.kind=local is not available for the simplex task; "
+                          "use rule (parse the JSON answer) or llm")
+    client = build_llm_client(cfg) if kind == "llm" else None
+    merge = label_merge(cfg)
+    mapper = SimplexMapper(method=kind, equivalence=merge, client=client,
+                           renormalise=cfg.task.renormalize)
+
+    def simplex(question: str, texts: list[str]) -> list[Any]:
+        if not cfg.task.simplex_answers_fallback:
+            return mapper.map_prompt(question, texts)
+        dists = mapper.parse([question] * len(texts), texts)
+        dists = [d if d is not None else answers_as_distribution(t, question)
+                 for d, t in zip(dists, texts)]
+        return merge_distributions(question, dists, merge, cfg.task.renormalize)
+
+    simplex.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
+    return simplex
+
+
+MAPPERS.add("simplex", Mapper(
+    build_simplex, config_keys=("task.extractor", "task.equivalence", "task.renormalize",
+                                "task.simplex_answers_fallback"), extraction="simplex",
+    description="the answers a response states with their probabilities"))
+
+
+def distribution_from_user(raw: Any) -> dict[str, Any]:
+    """{"answer": probability, ...} | [{"answer": ..., "probability": ...}, ...] | that as JSON."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ValueError("is a string that is not a JSON object; give the true distribution "
+                             "as {\"answer\": probability, ...}") from None
+    if isinstance(raw, (list, tuple)) and all(isinstance(r, dict) and "answer" in r for r in raw):
+        raw = {str(r["answer"]): r.get("probability", r.get("p")) for r in raw}
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(f"must be a non-empty object {{\"answer\": probability}}, got {raw!r:.80}")
+    probs = []
+    for label, p in raw.items():
+        try:
+            p = float(p)
+        except (TypeError, ValueError):
+            raise ValueError(f"probability of {label!r} is {p!r}, not a number") from None
+        if not math.isfinite(p) or p < 0:
+            raise ValueError(f"probability of {label!r} is {p}; probabilities must be finite "
+                             "and >= 0")
+        probs.append(p)
+    total = math.fsum(probs)
+    if total <= 0:
+        raise ValueError("probabilities sum to 0; cannot form a distribution")
+    return {"answers": [[str(label)] for label in raw],
+            "probabilities": [p / total for p in probs],  # renormalised as the MAQA* loader does
+            "reference_text": ""}
+
+
+REFERENCES.add("distribution", ReferenceKind(
+    check=lambda r: None if r["probabilities"] else "needs probabilities (p*)",
+    from_user=distribution_from_user,
+    present=lambda r: bool(r["probabilities"]),
+    description="answers with their true probabilities p*"))
+
+
+def to_answer_distribution(dist: dict, answers) -> dict[str, float]:
+    """A predicted distribution with labels renamed to the answer they are an alias of."""
+    from pipeline.evaluation import alias_representatives
+
+    rep, out = alias_representatives(answers), {}
+    for label, p in dist.items():
+        key = rep.get(canonical_label(label), canonical_label(label))
+        out[key] = out.get(key, 0.0) + float(p)
+    return out
+
+
+def kl(action: Any, ref: Reference, settings: Any) -> float | None:
+    from pipeline.evaluation import kl_divergence
+
+    if action is None:
+        return None
+    p_star = {canonical_label(aliases[0]): float(p)
+              for aliases, p in zip(ref.answers, ref.probabilities)}
+    return kl_divergence(p_star, to_answer_distribution(action, ref.answers), eps=settings.kl_eps)
+
+
+METRICS.add("kl", Metric("KL", higher_is_better=False, fn=kl))

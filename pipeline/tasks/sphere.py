@@ -1,0 +1,41 @@
+"""Translation (WMT19 fi-en): unit-sphere sentence embeddings, cosine distance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric, Reference
+
+
+def build_sphere(cfg) -> Any:
+    """g_T = the embedder of task.embedder (EmbeddingGemma in the paper; MiniLM offline)."""
+    from pipeline.aux_models import build_embedder
+
+    embedder = build_embedder(cfg.task.embedder, cfg)
+
+    def sphere(question: str, texts: list[str]) -> list[Any]:
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        vectors = embedder.embed([texts[i] for i in keep]) if keep else []
+        out: list[Any] = [None] * len(texts)
+        for i, v in zip(keep, vectors):
+            out[i] = [float(x) for x in v]
+        return out
+
+    return sphere
+
+
+MAPPERS.add("sphere", Mapper(build_sphere, config_keys=("task.embedder",),
+                             description="the response's sentence embedding"))
+
+
+def cosine(action: Any, ref: Reference, settings: Any) -> float | None:
+    import numpy as np
+
+    from pipeline.evaluation import cosine_distance
+
+    if ref.latent is None or action is None:
+        return None
+    return cosine_distance(np.asarray(action), np.asarray(ref.latent))
+
+
+METRICS.add("cosine", Metric("Cosine", higher_is_better=False, fn=cosine))
