@@ -431,6 +431,10 @@ def _probe_dir(directory: Path, what: str) -> None:
     """Create `directory` if needed and check a file can be written in it (before any work)."""
     import os
 
+    blocker = next((d for d in (directory, *directory.parents) if d.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ScoreInputError(f"{what}: {blocker} is a file, not a directory; choose another "
+                              "place")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".score-probe-")

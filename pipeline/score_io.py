@@ -310,7 +310,7 @@ def _parse_line(raw: bytes, lineno: int, index: int, problems: list[RowProblem],
             f"{exc.reason})", "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT")))
         return None
     try:
-        data = json.loads(text, parse_int=_parse_int)
+        data = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         problems.append(_problem(where, ScoreRowError(
             None, f"not valid JSON ({exc.msg} at column {exc.colno})",
