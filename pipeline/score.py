@@ -39,8 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import SPACES
-from pipeline.score_io import (FORMATS, FieldNames, RowProblem, ScoreInputError, ScorePrompt,
-                               ScoreRowError, format_problems, read_input)
+from pipeline.score_io import (
+    FORMATS,
+    FieldNames,
+    RowProblem,
+    ScoreInputError,
+    ScorePrompt,
+    ScoreRowError,
+    clean_value,
+    format_problems,
+    read_input,
+)
 
 log = logging.getLogger("pipeline")
 
@@ -107,7 +116,7 @@ def reference_columns(task: str, reference: Any, prompt_id: str) -> dict[str, An
         fix = "give the true distribution as {\"answer\": probability, ...}"
         if isinstance(reference, str):
             try:
-                reference = json.loads(reference)
+                reference = clean_value(json.loads(reference))
             except (ValueError, RecursionError):
                 raise bad("is a string that is not a JSON object", fix) from None
         if isinstance(reference, (list, tuple)) and all(
@@ -449,12 +458,12 @@ def _probe_dir(directory: Path, what: str) -> None:
 def check_output_path(out: Path, input_path: Path | None = None) -> None:
     """Fail early (before any scoring) when OUT cannot be written: wrong suffix, a directory,
     the input file itself, a directory that cannot be created or written."""
+    if out.is_dir():
+        raise ScoreInputError(f"--out {out} is a directory; give a file name, e.g. "
+                              f"{out / ('results' + (out.suffix or '.parquet'))}")
     if out.suffix not in OUT_SUFFIXES:
         raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
                               "or .csv")
-    if out.is_dir():
-        raise ScoreInputError(f"--out {out} is a directory; give a file name, e.g. "
-                              f"{out / ('results' + out.suffix)}")
     if input_path is not None and out.exists() and input_path.exists() and \
             out.resolve() == input_path.resolve():
         raise ScoreInputError(f"--out {out} is the input file; writing it would destroy the input. "
@@ -711,8 +720,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
               file=sys.stderr)
         return 2
-    with warnings.catch_warnings(record=True) as caught:
+    def show(message, category, filename, lineno, file=None, line=None):
+        # at once, not after the run: the skipped rows are known before the long part starts
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)
+        warnings.showwarning = show
         try:
             df = score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
                        id_field=args.id_field, question_field=args.question_field,
@@ -723,8 +737,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             error: Exception | None = exc
         else:
             error = None
-    for w in caught:  # also when the run failed: the skipped rows are part of the story
-        print(f"warning: {w.message}", file=sys.stderr)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
         return 2

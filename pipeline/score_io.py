@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +217,12 @@ class _Cleaner:
         return value
 
 
+def clean_value(value: Any) -> Any:
+    """`value` with lone surrogates replaced by U+FFFD and bytes decoded; ScoreRowError when it
+    is nested deeper than MAX_DEPTH. For values decoded from inside a field (a JSON string)."""
+    return _Cleaner()(value)
+
+
 def _problem(raw_or_line: _Raw | tuple[int | None, int | None], exc: ScoreRowError,
              pid: str | None = None) -> RowProblem:
     line, row = ((raw_or_line.line, raw_or_line.row) if isinstance(raw_or_line, _Raw)
@@ -278,8 +283,7 @@ def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int]
     try:
         with _open_binary(path) as fh:
             for lineno, raw in enumerate(fh, start=1):
-                if raw.startswith(_UTF8_BOM):  # the file's first line, or a concatenated file's
-                    raw = raw[len(_UTF8_BOM):]
+                raw = raw.removeprefix(_UTF8_BOM)  # the file's first line, or a joined file's
                 if not raw.strip():
                     continue
                 index += 1
@@ -339,7 +343,7 @@ def _clean_row(raw: _Raw, problems: list[RowProblem], replaced: dict[str, int]) 
     try:
         raw.data = cleaner(raw.data)
     except ScoreRowError as exc:
-        pid = next((i for i in map(lambda f: _peek_id(raw.data, f), ID_FIELDS) if i), None)
+        pid = next((i for i in (_peek_id(raw.data, f) for f in ID_FIELDS) if i), None)
         problems.append(_problem(raw, exc, pid))
         return None
     if cleaner.replaced:
@@ -546,7 +550,7 @@ def _prompt_id(value: Any, name: str | None, index: int, explicit: bool,
 def _peek_id(row: dict, name: str | None) -> str | None:
     """The row's id for a problem report, when it is a short plain one."""
     value = get_path(row, name) if name else _MISSING
-    if isinstance(value, _HugeInt) or isinstance(value, bool) or not isinstance(value, (str, int)):
+    if isinstance(value, (_HugeInt, bool)) or not isinstance(value, (str, int)):
         return None
     text = str(value)
     return text if 0 < len(text) <= MAX_ID_CHARS and not _CONTROL.search(text) else None
@@ -635,9 +639,9 @@ def parse_target(value: Any) -> Any:
         if s[:1] in "[{" and s[-1:] in "]}":
             for loader in (json.loads, ast.literal_eval):
                 try:
-                    return loader(s)
+                    return _Cleaner()(loader(s))  # bounded nesting, no lone surrogates
                 except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                    continue
+                    continue  # ScoreRowError (too deep) is a ValueError: keep the text
     return value
 
 

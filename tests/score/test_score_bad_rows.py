@@ -16,8 +16,14 @@ import pandas as pd
 import pytest
 
 from pipeline.score import score
-from pipeline.score_io import (MAX_DEPTH, MAX_ID_CHARS, FieldNames, ScoreInputError, read_input,
-                               read_prompts)
+from pipeline.score_io import (
+    MAX_DEPTH,
+    MAX_ID_CHARS,
+    FieldNames,
+    ScoreInputError,
+    read_input,
+    read_prompts,
+)
 
 from .conftest import EXAMPLES, REPO
 
@@ -145,8 +151,7 @@ def test_200_bad_lines_on_the_command_line(mixed, tmp_path):
 
 def test_strict_stops_at_the_first_bad_line(mixed, tmp_path, overrides):
     path, _, bad = mixed
-    field, problem = bad[6]
-    assert field == "responses" or field is None  # line 6 is the first bad one
+    assert min(bad) == 6 and bad[6] == (BAD[0][1], BAD[0][2])  # line 6: the first bad one
     with pytest.raises(ScoreInputError, match=r"mixed\.jsonl: line 6: .*--strict stops at the "
                                               r"first bad row"):
         score(path, "reals", overrides=overrides, strict=True)
@@ -172,11 +177,11 @@ def test_strict_reports_the_lowest_line_whatever_the_check(tmp_path):
 def test_lone_surrogates_are_replaced_and_counted_through_the_whole_scorer(tmp_path, overrides):
     # a truncated LLM output ends inside a surrogate pair; a complete pair is an emoji and stays
     rows = [
-        '{"id": "p1\\ud800", "question": "Primary colours?\\udfff", "reference": ["red", "blue"],'
-        ' "responses": ["red, blue", "red, blue\\ud83d", "red", "red, blue \\ud83d\\ude00",'
-        ' "\\udc00"]}',
-        '{"id": "p2", "question": "Ocean?", "reference": ["Pacific"],'
-        ' "responses": ["Pacific", "Pacific", "Atlantic"]}',
+        ('{"id": "p1\\ud800", "question": "Primary colours?\\udfff", "reference": ["red", "blue"],'
+         ' "responses": ["red, blue", "red, blue\\ud83d", "red", "red, blue \\ud83d\\ude00",'
+         ' "\\udc00"]}'),
+        ('{"id": "p2", "question": "Ocean?", "reference": ["Pacific"],'
+         ' "responses": ["Pacific", "Pacific", "Atlantic"]}'),
     ]
     path = tmp_path / "s.jsonl"
     path.write_text("\n".join(rows) + "\n", encoding="ascii")  # the escapes are plain ASCII
@@ -342,9 +347,9 @@ def test_lm_eval_file_with_bad_lines(tmp_path):
     assert [(p.line, p.field, p.problem) for p in got.skipped] == [
         (2, None, "not valid JSON (Expecting value at column 27)"),
         (4, "doc_id", "no id (field 'doc_id' is missing)"),
-        (5, "resps", "no 'resps' field (fields present: arguments, doc, doc_hash, doc_id, "
-                     "exact_match, filter, filtered_resps, metrics, prompt_hash, target, "
-                     "target_hash)")]
+        (5, "resps", ("no 'resps' field (fields present: arguments, doc, doc_hash, doc_id, "
+                      "exact_match, filter, filtered_resps, metrics, prompt_hash, target, "
+                      "target_hash)"))]
 
 
 def test_file_level_problems_stay_errors(tmp_path):
@@ -399,10 +404,10 @@ def test_unwritable_out_is_reported_before_scoring(tmp_path):
     (tmp_path / "adir.parquet").mkdir()
     (tmp_path / "afile").write_text("x")
     cases = [
-        (tmp_path / "adir.parquet", f"--out {tmp_path / 'adir.parquet'} is a directory; give a "
-                                    "file name"),
-        (tmp_path / "afile" / "r.parquet", f"--out {tmp_path / 'afile' / 'r.parquet'}: "
-                                           f"{tmp_path / 'afile'} is a file, not a directory"),
+        (tmp_path / "adir.parquet",
+         f"--out {tmp_path / 'adir.parquet'} is a directory; give a file name"),
+        (tmp_path / "afile" / "r.parquet",
+         f"--out {tmp_path / 'afile' / 'r.parquet'}: {tmp_path / 'afile'} is a file, not a directory"),
         ("/proc/score-out.parquet", "--out /proc/score-out.parquet: cannot write in /proc"),
         (tmp_path / "r.txt", "unknown suffix '.txt'; use .parquet, .jsonl or .csv"),
         (src, "is the input file; writing it would destroy the input"),

@@ -69,6 +69,9 @@ def test_parse_target():
     assert parse_target('{"x": 0.5}') == {"x": 0.5}
     assert parse_target("[not a list") == "[not a list"
     assert parse_target("Paris") == "Paris"
+    deep = "[" * 900 + "]" * 900  # literal_eval reads it; nesting past MAX_DEPTH keeps the text
+    assert parse_target(deep) == deep
+    assert parse_target('["half \\ud83d"]') == ["half \ufffd"]
 
 
 def test_parquet_reader_matches_jsonl(tmp_path):
