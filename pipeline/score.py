@@ -659,7 +659,8 @@ def format_summary(df) -> str:
             f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
             f"{df['bayes_risk'].mean():.4g}, mean latent entropy {df['latent_entropy'].mean():.4g}")
     if df.attrs.get("skipped"):
-        head += f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows (see the warning)"
+        head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
+                 "(see the warning)")
     lines = [head]
     quality, uq = df.attrs.get("quality_summary"), df.attrs.get("summary")
     if quality is not None and len(quality):
@@ -720,6 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
               file=sys.stderr)
         return 2
+
     def show(message, category, filename, lineno, file=None, line=None):
         # at once, not after the run: the skipped rows are known before the long part starts
         print(f"warning: {message}", file=sys.stderr, flush=True)
