@@ -39,7 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import SPACES
-from pipeline.score_io import FORMATS, FieldNames, ScoreInputError, ScorePrompt, read_prompts
+from pipeline.score_io import (
+    FORMATS,
+    FieldNames,
+    RowProblem,
+    ScoreInputError,
+    ScorePrompt,
+    ScoreRowError,
+    clean_value,
+    format_problems,
+    read_input,
+)
 
 log = logging.getLogger("pipeline")
 
@@ -51,7 +61,7 @@ METHOD_COLUMNS = {"bayes": "bayes", "bayes_fbeta": "bayes_fbeta", "map": "l_map"
                   "sample_mbr": "l_sample", "self_consistency": "self_consistency"}
 UQ_ESTIMATORS = ("bayes_risk", "latent_entropy")
 _TASK_CONF = {"sets-fbeta": "sets_fbeta", "reals": "classes"}  # reals: no conf/task yaml yet
-SCORE_FORMAT_VERSION = 1  # bump when the input -> artifacts conversion changes
+SCORE_FORMAT_VERSION = 2  # bump when the input -> artifacts conversion changes
 
 
 class ScoreWarning(UserWarning):
@@ -78,7 +88,10 @@ def reference_columns(task: str, reference: Any, prompt_id: str) -> dict[str, An
                             "has_reference": reference is not None}
     if reference is None:
         return cols
-    where = f"prompt {prompt_id!r}: reference"
+
+    def bad(problem: str, fix: str) -> ScoreRowError:
+        return ScoreRowError("reference", f"reference {problem}", fix, f"prompt {prompt_id!r}")
+
     if task == "classes":
         # one correct answer with its aliases: "Paris" | ["Paris", "City of Paris"] | [[...], ...]
         if isinstance(reference, (list, tuple)) and any(isinstance(r, (list, tuple)) for r in reference):
@@ -91,8 +104,8 @@ def reference_columns(task: str, reference: Any, prompt_id: str) -> dict[str, An
         if isinstance(reference, str):
             reference = [reference]
         if not isinstance(reference, (list, tuple)):
-            raise ScoreInputError(f"{where} must be a list of correct answers (each a string or a "
-                                  f"list of aliases), got {type(reference).__name__}")
+            raise bad(f"must be a list of correct answers, got a {type(reference).__name__}",
+                      "give a list of correct answers, each a string or a list of aliases")
         cols["answers"] = [a for a in (_aliases(r) for r in reference) if a]
     elif task in ("graphs", "sphere"):
         if isinstance(reference, (list, tuple)):  # several reference texts: the first is used
@@ -100,31 +113,31 @@ def reference_columns(task: str, reference: Any, prompt_id: str) -> dict[str, An
         cols["reference_text"] = str(reference).strip()
         cols["has_reference"] = bool(cols["reference_text"])
     elif task == "simplex":
+        fix = "give the true distribution as {\"answer\": probability, ...}"
         if isinstance(reference, str):
             try:
-                reference = json.loads(reference)
-            except ValueError:
-                raise ScoreInputError(f"{where} is a string that is not a JSON object; give the "
-                                      "true distribution as {\"answer\": probability, ...}") from None
+                reference = clean_value(json.loads(reference))
+            except (ValueError, RecursionError):
+                raise bad("is a string that is not a JSON object", fix) from None
         if isinstance(reference, (list, tuple)) and all(
                 isinstance(r, dict) and "answer" in r for r in reference):
             reference = {str(r["answer"]): r.get("probability", r.get("p")) for r in reference}
         if not isinstance(reference, dict) or not reference:
-            raise ScoreInputError(f"{where} must be a non-empty object {{\"answer\": probability}} "
-                                  f"for the simplex task, got {reference!r:.80}")
+            raise bad(f"must be a non-empty object {{\"answer\": probability}} for the simplex "
+                      f"task, got {reference!r:.80}", fix)
         probs = []
         for label, p in reference.items():
             try:
                 p = float(p)
             except (TypeError, ValueError):
-                raise ScoreInputError(f"{where}: probability of {label!r} is {p!r}, not a number") from None
+                raise bad(f"gives {label!r} the probability {p!r:.40}, not a number", fix) from None
             if not math.isfinite(p) or p < 0:
-                raise ScoreInputError(f"{where}: probability of {label!r} is {p}; probabilities "
-                                      "must be finite and >= 0")
+                raise bad(f"gives {label!r} the probability {p}",
+                          "probabilities must be finite and >= 0")
             probs.append(p)
         total = math.fsum(probs)
         if total <= 0:
-            raise ScoreInputError(f"{where}: probabilities sum to 0; cannot form a distribution")
+            raise bad("has probabilities summing to 0", "give at least one positive probability")
         cols["answers"] = [[str(label)] for label in reference]
         cols["probabilities"] = [p / total for p in probs]  # renormalised, as the MAQA* loader does
     elif task == "reals":
@@ -133,9 +146,13 @@ def reference_columns(task: str, reference: Any, prompt_id: str) -> dict[str, An
         value = reference if isinstance(reference, (int, float)) and not isinstance(
             reference, bool) else parse_number(reference[0] if isinstance(
                 reference, (list, tuple)) and reference else reference)
-        if value is None or not math.isfinite(float(value)):
-            raise ScoreInputError(f"{where} {reference!r:.80} holds no number; give the true value "
-                                  "as a number (or a text with one)")
+        try:
+            value = None if value is None else float(value)
+        except OverflowError:  # an integer beyond float range
+            value = math.inf
+        if value is None or not math.isfinite(value):
+            raise bad(f"{reference!r:.80} holds no number",
+                      "give the true value as a number (or a text with one)")
         cols["answers"] = [[repr(float(value))]]
         cols["reference_text"] = repr(float(value))
     return cols
@@ -398,26 +415,108 @@ def summary_frames(frames: dict[str, Any]):
     return uq, mean
 
 
-def _summary_paths(out: Path) -> tuple[Path, Path]:
+OUT_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+SHOWN_PROBLEMS = 10  # skipped rows listed in the warning; all of them go to OUT.skipped.jsonl
+
+
+def _out_stem(out: Path) -> str:
     stem = out.name
-    for suffix in (".parquet", ".jsonl", ".json", ".csv"):
+    for suffix in OUT_SUFFIXES:
         stem = stem.removesuffix(suffix)
+    return stem
+
+
+def _summary_paths(out: Path) -> tuple[Path, Path]:
+    stem = _out_stem(out)
     return out.with_name(stem + ".summary.csv"), out.with_name(stem + ".quality.csv")
 
 
-def write_output(df, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df = df.copy()
-    df.attrs = {}  # the summaries are written beside it, not into the parquet metadata
-    if out.suffix == ".parquet":
-        df.to_parquet(out, index=False)
-    elif out.suffix in (".jsonl", ".json"):
-        df.to_json(out, orient="records", lines=True, force_ascii=False)
-    elif out.suffix == ".csv":
-        df.to_csv(out, index=False)
-    else:
+def skipped_path(out: Path) -> Path:
+    """Where the rows skipped for input problems are listed, next to OUT."""
+    return out.with_name(_out_stem(out) + ".skipped.jsonl")
+
+
+def _probe_dir(directory: Path, what: str) -> None:
+    """Create `directory` if needed and check a file can be written in it (before any work)."""
+    import os
+
+    blocker = next((d for d in (directory, *directory.parents) if d.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ScoreInputError(f"{what}: {blocker} is a file, not a directory; choose another "
+                              "place")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".score-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ScoreInputError(f"{what}: cannot write in {directory} ({reason}); choose a "
+                              "writable place") from None
+
+
+def check_output_path(out: Path, input_path: Path | None = None) -> None:
+    """Fail early (before any scoring) when OUT cannot be written: wrong suffix, a directory,
+    the input file itself, a directory that cannot be created or written."""
+    if out.is_dir():
+        raise ScoreInputError(f"--out {out} is a directory; give a file name, e.g. "
+                              f"{out / ('results' + (out.suffix or '.parquet'))}")
+    if out.suffix not in OUT_SUFFIXES:
         raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
                               "or .csv")
+    if input_path is not None and out.exists() and input_path.exists() and \
+            out.resolve() == input_path.resolve():
+        raise ScoreInputError(f"--out {out} is the input file; writing it would destroy the input. "
+                              "Choose another name")
+    _probe_dir(out.parent, f"--out {out}")
+    if out.exists():
+        try:
+            with out.open("r+b"):
+                pass
+        except OSError as exc:
+            raise ScoreInputError(f"--out {out} exists and cannot be overwritten "
+                                  f"({exc.strerror or exc}); choose another name") from None
+
+
+def write_output(df, out: Path) -> None:
+    if out.suffix not in OUT_SUFFIXES:
+        raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
+                              "or .csv")
+    df = df.copy()
+    df.attrs = {}  # the summaries are written beside it, not into the parquet metadata
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix == ".parquet":
+            df.to_parquet(out, index=False)
+        elif out.suffix in (".jsonl", ".json"):
+            df.to_json(out, orient="records", lines=True, force_ascii=False)
+        else:
+            df.to_csv(out, index=False)
+    except OSError as exc:
+        raise ScoreInputError(f"--out {out}: cannot write it ({exc.strerror or exc})") from None
+
+
+def write_skipped(problems: Sequence[RowProblem], path: Path) -> None:
+    """The skipped rows as JSON lines: line (JSONL, 1-based) or row (parquet, 0-based), id,
+    field, problem, fix."""
+    try:
+        with path.open("w", encoding="utf-8") as fh:
+            for p in problems:
+                fh.write(json.dumps(p.as_dict(), ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise ScoreInputError(f"cannot write {path} ({exc.strerror or exc})") from None
+
+
+def _skipped_message(problems: Sequence[RowProblem], n_rows: int, listed: Path | None) -> str:
+    if listed is not None:
+        where = f" (all of them in {listed})"
+    elif len(problems) > SHOWN_PROBLEMS:
+        where = (" (the full list: pass --out to write OUT.skipped.jsonl, or read "
+                 "df.attrs['skipped'] from Python)")
+    else:
+        where = ""
+    return (f"skipped {len(problems)} of {n_rows} input rows with problems{where}; --strict "
+            f"stops at the first instead:\n{format_problems(problems, SHOWN_PROBLEMS)}")
 
 
 def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "auto",
@@ -425,7 +524,7 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
           question_field: str | None = None, responses_field: str | None = None,
           reference_field: str | None = None, logprobs_field: str | None = None,
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
-          work_dir: str | Path | None = None):
+          work_dir: str | Path | None = None, strict: bool = False):
     """Score sampled responses from a file: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -433,15 +532,21 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
         task: the latent space, one of TASKS.
         mapper: g_T kind for sets, graphs, simplex (task.extractor.kind): rule | llm | local.
         fmt: auto | jsonl | parquet | lm-eval.
-        out: where to write the rows (.parquet, .jsonl or .csv); summaries go next to it.
+        out: where to write the rows (.parquet, .jsonl or .csv); summaries go next to it, and
+            the skipped rows (if any) to OUT.skipped.jsonl. Checked before any scoring.
         *_field: input field names (dotted paths reach nested fields, e.g. doc.question).
         lm_eval_filter: lm-eval files with several filters: which one to score.
         overrides: Hydra-style config overrides, e.g. ["task.equivalence.threshold=0.9"].
         work_dir: where the artifact store lives (default: OUT's name + ".work/", else a
             temporary directory removed afterwards).
+        strict: stop at the first bad row (ScoreInputError naming its line) instead of
+            skipping bad rows.
 
-    Returns the per-prompt DataFrame; `.attrs["summary"]` and `.attrs["quality_summary"]` hold the
-    summaries (None without references) and `.attrs["store"]` the artifact directory.
+    Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
+    `.attrs["quality_summary"]` hold the summaries (None without references), `.attrs["store"]`
+    the artifact directory, `.attrs["skipped"]` the skipped rows (list of dicts: line or row, id,
+    field, problem, fix; a ScoreWarning lists the first ones), `.attrs["n_rows"]` the rows read
+    and `.attrs["replaced_surrogates"]` how many lone surrogates became U+FFFD.
 
     Raises ScoreInputError for bad files or options (the message names the problem and the fix).
     """
@@ -451,22 +556,46 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
     if fmt not in FORMATS:
         raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
     path = Path(input)
+    out_path = Path(out) if out is not None else None
+    if out_path is not None:
+        check_output_path(out_path, path)
+    if work_dir is not None:
+        _probe_dir(Path(work_dir), f"--work-dir {work_dir}")
     fields = FieldNames(id=id_field, question=question_field, responses=responses_field,
                         reference=reference_field, logprobs=logprobs_field,
                         lm_eval_filter=lm_eval_filter)
-    prompts, used_fmt = read_prompts(path, fmt, fields)
     cfg = compose_config(task, mapper, overrides, dataset_name=f"byo-{path.stem}")
+    try:
+        got = read_input(path, fmt, fields, strict=strict,
+                         validate=lambda p: reference_columns(task, p.reference, p.prompt_id))
+    except ScoreInputError as exc:
+        problems = getattr(exc, "problems", None)
+        if problems and out_path is not None:  # no good row: keep the list of what is wrong
+            write_skipped(problems, skipped_path(out_path))
+            raise ScoreInputError(f"{exc} (all {len(problems)} problems in "
+                                  f"{skipped_path(out_path)})") from None
+        raise
+    prompts, used_fmt = got.prompts, got.format
+    listed = skipped_path(out_path) if out_path is not None and got.skipped else None
+    if got.skipped:
+        _warn(_skipped_message(got.skipped, got.n_rows, listed))
+    if got.replaced_surrogates:
+        rows = list(got.replaced_surrogates)
+        shown = ", ".join(rows[:SHOWN_PROBLEMS]) + (" ..." if len(rows) > SHOWN_PROBLEMS else "")
+        _warn(f"replaced {sum(got.replaced_surrogates.values())} lone surrogate(s) (\\ud800-\\udfff "
+              f"escapes without their pair, as in truncated LLM output) by U+FFFD in {len(rows)} "
+              f"row(s): {shown}")
     input_key = hashlib.sha256(json.dumps({
         "file": _file_hash(path), "format": used_fmt, "task": task, "fields": fields.as_dict(),
         "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
 
-    out_path = Path(out) if out is not None else None
     temp = None
     if work_dir is not None:
         root = Path(work_dir)
     elif out_path is not None:
         root = _summary_paths(out_path)[0].with_name(
             _summary_paths(out_path)[0].name.replace(".summary.csv", ".work"))
+        _probe_dir(root, f"the work directory of --out {out_path} (choose one with --work-dir)")
     else:
         temp = tempfile.TemporaryDirectory(prefix="score-")
         root = Path(temp.name)
@@ -492,13 +621,20 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
               "not count in the PRR/AUC summary")
     df.attrs.update(summary=uq_summary, quality_summary=quality_summary,
-                    store=None if temp is not None else str(store.root), task=task)
+                    store=None if temp is not None else str(store.root), task=task,
+                    skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
+                    replaced_surrogates=sum(got.replaced_surrogates.values()),
+                    skipped_path=None if listed is None else str(listed))
     if out_path is not None:
         write_output(df, out_path)
         summary_path, quality_path = _summary_paths(out_path)
         if uq_summary is not None:
             uq_summary.to_csv(summary_path, index=False)
             quality_summary.to_csv(quality_path, index=False)
+        if listed is not None:
+            write_skipped(got.skipped, listed)
+        else:  # a list from an earlier run of a since-fixed file would mislead
+            skipped_path(out_path).unlink(missing_ok=True)
     return df
 
 
@@ -522,6 +658,9 @@ def format_summary(df) -> str:
     head = (f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
             f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
             f"{df['bayes_risk'].mean():.4g}, mean latent entropy {df['latent_entropy'].mean():.4g}")
+    if df.attrs.get("skipped"):
+        head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
+                 "(see the warning)")
     lines = [head]
     quality, uq = df.attrs.get("quality_summary"), df.attrs.get("summary")
     if quality is not None and len(quality):
@@ -561,11 +700,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference-field", help="lm-eval: target (default) or e.g. doc.answers")
     p.add_argument("--logprobs-field", help="per-response sequence log-probs (list of floats)")
     p.add_argument("--lm-eval-filter", help="lm-eval files with several filters: which to score")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad input row (default: skip bad rows, list them and "
+                        "write them to OUT.skipped.jsonl)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # odd bytes in paths or ids must not crash a print
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(message)s")
@@ -576,24 +721,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
               file=sys.stderr)
         return 2
-    with warnings.catch_warnings(record=True) as caught:
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        # at once, not after the run: the skipped rows are known before the long part starts
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)
+        warnings.showwarning = show
         try:
             df = score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
                        id_field=args.id_field, question_field=args.question_field,
                        responses_field=args.responses_field, reference_field=args.reference_field,
                        logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
-                       overrides=args.overrides, work_dir=args.work_dir)
+                       overrides=args.overrides, work_dir=args.work_dir, strict=args.strict)
         except (ScoreInputError, FileNotFoundError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+            error: Exception | None = exc
+        else:
+            error = None
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(format_summary(df))
     if args.out:
         summary, quality = _summary_paths(Path(args.out))
         has_summary = df.attrs.get("summary") is not None
-        written = [args.out, *([str(summary), str(quality)] if has_summary else [])]
+        written = [args.out, *([str(summary), str(quality)] if has_summary else []),
+                   *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else [])]
         print("\nwrote " + ", ".join(written))
     else:
         cols = ["prompt_id", "n_parsed", "bayes_text", "bayes_risk", "latent_entropy"]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pipeline.score import reference_columns, score
-from pipeline.score_io import FieldNames, ScoreInputError, parse_target, read_prompts
+from pipeline.score_io import FieldNames, ScoreInputError, parse_target, read_input, read_prompts
 
 from .conftest import EXAMPLES, LM_EVAL_FILE, REPO
 
@@ -69,6 +69,9 @@ def test_parse_target():
     assert parse_target('{"x": 0.5}') == {"x": 0.5}
     assert parse_target("[not a list") == "[not a list"
     assert parse_target("Paris") == "Paris"
+    deep = "[" * 900 + "]" * 900  # literal_eval reads it; nesting past MAX_DEPTH keeps the text
+    assert parse_target(deep) == deep
+    assert parse_target('["half \\ud83d"]') == ["half \ufffd"]
 
 
 def test_parquet_reader_matches_jsonl(tmp_path):
@@ -95,15 +98,19 @@ def test_missing_responses_field_lists_fields_present(tmp_path):
 
 def test_named_field_missing(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"question": "q", "responses": ["a"]}])
-    with pytest.raises(ScoreInputError, match=r"'outs' \(--responses-field\) is not in row 0; "
+    with pytest.raises(ScoreInputError, match=r"'outs' \(--responses-field\) is in no row; "
                                               r"fields present: question, responses"):
         read_prompts(path, fields=FieldNames(responses="outs"))
 
 
 def test_field_missing_in_a_later_row(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"responses": ["a"]}, {"text": ["b"]}])
-    with pytest.raises(ScoreInputError, match="row 1 has no responses field 'responses'"):
-        read_prompts(path)
+    with pytest.raises(ScoreInputError, match="line 2: no responses field 'responses' "
+                                              r"\(fields present: text\)"):
+        read_prompts(path)  # strict
+    got = read_input(path)  # lenient: the good row is read, the bad one listed
+    assert [p.responses for p in got.prompts] == [["a"]]
+    assert [(p.line, p.field) for p in got.skipped] == [(2, "responses")]
 
 
 def test_empty_file(tmp_path):
@@ -114,7 +121,7 @@ def test_empty_file(tmp_path):
 
 def test_unparseable_file(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"responses": ["a"]}\n{"responses": [\n')
-    with pytest.raises(ScoreInputError, match="line 2 is not valid JSON"):
+    with pytest.raises(ScoreInputError, match="line 2: not valid JSON"):
         read_prompts(tmp_path / "bad.jsonl")
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(ScoreInputError, match="cannot be read as parquet"):
@@ -123,7 +130,7 @@ def test_unparseable_file(tmp_path):
 
 def test_responses_must_be_a_list(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"responses": "Paris"}])
-    with pytest.raises(ScoreInputError, match="is one string; it must be the list"):
+    with pytest.raises(ScoreInputError, match="line 1: field .responses. is one string; make it the list"):
         read_prompts(path)
 
 
@@ -139,8 +146,10 @@ def test_logprobs_length_and_sign(tmp_path):
 def test_duplicate_ids(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"id": 1, "responses": ["a"]},
                                               {"id": 1, "responses": ["b"]}])
-    with pytest.raises(ScoreInputError, match="rows 0 and 1 share the id '1'"):
+    with pytest.raises(ScoreInputError, match="lines 1 and 2 share the id '1'"):
         read_prompts(path)
+    with pytest.raises(ScoreInputError, match="lines 1 and 2 share the id '1'"):
+        read_input(path)  # not a row problem: which of the two rows is right cannot be told
 
 
 def test_wrong_task_lists_valid_ones():
