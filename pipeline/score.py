@@ -12,10 +12,9 @@ nothing, a changed option redoes only the stages it feeds. The uq stage runs wit
 `uq.estimators=[latent_entropy,bayes_risk]`: lm-polygraph's estimators need greedy/beam decodes and
 token log-probs that generations from elsewhere usually lack.
 
-The `reals` task has no g_T in the map stage yet: here the responses are mapped by
-`pipeline.score_numbers.parse_number` and the latents artifact is written under the map stage's
-own cache key; its quality (absolute error of each decision against the numeric reference) is
-computed here with the evaluate stage's `uq_score_rows`.
+A task is any task config (conf/task/<name>.yaml): its reference kind reads the references of
+the file (pipeline/tasks/), its mapper, decisions and metrics are those of the pipeline. This
+module only turns the file into artifacts and the artifacts into one row per prompt.
 
 Output: one row per prompt (see `OUTPUT_COLUMNS` and docs/score.md), plus a summary of how well
 the Bayes risk and the latent entropy predict the quality of the Bayes decision (PRR, concordance
@@ -38,7 +37,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import SPACES
 from pipeline.score_io import (
     FORMATS,
     FieldNames,
@@ -53,15 +51,19 @@ from pipeline.score_io import (
 
 log = logging.getLogger("pipeline")
 
-TASKS = SPACES  # classes, sets, sets-fbeta, graphs, sphere, simplex, reals
 MAPPERS = ("rule", "llm", "local")
 SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
 # Output names of the decide stage's methods: l_MAP and l_Sample as in the paper.
 METHOD_COLUMNS = {"bayes": "bayes", "bayes_fbeta": "bayes_fbeta", "map": "l_map",
                   "sample_mbr": "l_sample", "self_consistency": "self_consistency"}
 UQ_ESTIMATORS = ("bayes_risk", "latent_entropy")
-_TASK_CONF = {"sets-fbeta": "sets_fbeta", "reals": "classes"}  # reals: no conf/task yaml yet
-SCORE_FORMAT_VERSION = 2  # bump when the input -> artifacts conversion changes
+TASK_ALIASES = {"sets-fbeta": "sets_fbeta"}  # the latent space's name, as earlier versions took it
+SCORE_FORMAT_VERSION = 3  # bump when the input -> artifacts conversion changes
+
+
+def task_names() -> list[str]:
+    """The task configs (conf/task/*.yaml): every one can score a file."""
+    return sorted(p.stem for p in (conf_dir() / "task").glob("*.yaml"))
 
 
 class ScoreWarning(UserWarning):
@@ -72,97 +74,30 @@ class ScoreWarning(UserWarning):
 # references -> DATASET columns
 
 
-def _aliases(value: Any) -> list[str]:
-    if isinstance(value, (list, tuple)):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return []
-    text = str(value).strip()
-    return [text] if text else []
+def reference_columns(reference_kind: str, reference: Any, prompt_id: str) -> dict[str, Any]:
+    """DATASET's answers / probabilities / reference_text for one raw reference, read by the
+    task's reference kind (pipeline/tasks/), plus has_reference. The accepted shapes per task
+    are listed in docs/score.md."""
+    from pipeline.tasks import REFERENCES
 
-
-def reference_columns(task: str, reference: Any, prompt_id: str) -> dict[str, Any]:
-    """DATASET's answers / probabilities / reference_text for one raw reference, plus
-    has_reference. The accepted shapes per task are listed in docs/score.md."""
-    cols: dict[str, Any] = {"answers": [], "probabilities": [], "reference_text": "",
-                            "has_reference": reference is not None}
+    kind = REFERENCES[reference_kind]
     if reference is None:
-        return cols
-
-    def bad(problem: str, fix: str) -> ScoreRowError:
-        return ScoreRowError("reference", f"reference {problem}", fix, f"prompt {prompt_id!r}")
-
-    if task == "classes":
-        # one correct answer with its aliases: "Paris" | ["Paris", "City of Paris"] | [[...], ...]
-        if isinstance(reference, (list, tuple)) and any(isinstance(r, (list, tuple)) for r in reference):
-            cols["answers"] = [a for a in (_aliases(r) for r in reference) if a]
-        else:
-            cols["answers"] = [a for a in [_aliases(reference)] if a]
-        cols["has_reference"] = bool(cols["answers"])
-    elif task in ("sets", "sets-fbeta"):
-        # the correct set: ["Pacific", "Atlantic"] (one label each) | [["USA", "United States"], ...]
-        if isinstance(reference, str):
-            reference = [reference]
-        if not isinstance(reference, (list, tuple)):
-            raise bad(f"must be a list of correct answers, got a {type(reference).__name__}",
-                      "give a list of correct answers, each a string or a list of aliases")
-        cols["answers"] = [a for a in (_aliases(r) for r in reference) if a]
-    elif task in ("graphs", "sphere"):
-        if isinstance(reference, (list, tuple)):  # several reference texts: the first is used
-            reference = next((r for r in reference if isinstance(r, str) and r.strip()), "")
-        cols["reference_text"] = str(reference).strip()
-        cols["has_reference"] = bool(cols["reference_text"])
-    elif task == "simplex":
-        fix = "give the true distribution as {\"answer\": probability, ...}"
-        if isinstance(reference, str):
-            try:
-                reference = clean_value(json.loads(reference))
-            except (ValueError, RecursionError):
-                raise bad("is a string that is not a JSON object", fix) from None
-        if isinstance(reference, (list, tuple)) and all(
-                isinstance(r, dict) and "answer" in r for r in reference):
-            reference = {str(r["answer"]): r.get("probability", r.get("p")) for r in reference}
-        if not isinstance(reference, dict) or not reference:
-            raise bad(f"must be a non-empty object {{\"answer\": probability}} for the simplex "
-                      f"task, got {reference!r:.80}", fix)
-        probs = []
-        for label, p in reference.items():
-            try:
-                p = float(p)
-            except (TypeError, ValueError):
-                raise bad(f"gives {label!r} the probability {p!r:.40}, not a number", fix) from None
-            if not math.isfinite(p) or p < 0:
-                raise bad(f"gives {label!r} the probability {p}",
-                          "probabilities must be finite and >= 0")
-            probs.append(p)
-        total = math.fsum(probs)
-        if total <= 0:
-            raise bad("has probabilities summing to 0", "give at least one positive probability")
-        cols["answers"] = [[str(label)] for label in reference]
-        cols["probabilities"] = [p / total for p in probs]  # renormalised, as the MAQA* loader does
-    elif task == "reals":
-        from pipeline.score_numbers import parse_number
-
-        value = reference if isinstance(reference, (int, float)) and not isinstance(
-            reference, bool) else parse_number(reference[0] if isinstance(
-                reference, (list, tuple)) and reference else reference)
-        try:
-            value = None if value is None else float(value)
-        except OverflowError:  # an integer beyond float range
-            value = math.inf
-        if value is None or not math.isfinite(value):
-            raise bad(f"{reference!r:.80} holds no number",
-                      "give the true value as a number (or a text with one)")
-        cols["answers"] = [[repr(float(value))]]
-        cols["reference_text"] = repr(float(value))
-    return cols
+        return {"answers": [], "probabilities": [], "reference_text": "", "has_reference": False}
+    try:
+        cols = clean_value(kind.from_user(reference))  # JSON inside a string: surrogates, depth
+    except (ValueError, RecursionError, OverflowError) as exc:
+        if isinstance(exc, ScoreRowError):
+            raise
+        raise ScoreRowError("reference", f"reference {exc}", f"give {kind.description}",
+                            f"prompt {prompt_id!r}") from None
+    return {**cols, "has_reference": kind.present(cols)}
 
 
 # ---------------------------------------------------------------------------------------------
 # artifacts
 
 
-def input_frames(prompts: Sequence[ScorePrompt], task: str, dataset_name: str):
+def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_name: str):
     """(dataset, samples, decodes, ptrue) DataFrames with the pipeline's columns, and the set of
     prompt ids that carry a reference."""
     import pandas as pd
@@ -171,7 +106,7 @@ def input_frames(prompts: Sequence[ScorePrompt], task: str, dataset_name: str):
 
     dataset_rows, sample_rows, with_reference = [], [], set()
     for p in prompts:
-        cols = reference_columns(task, p.reference, p.prompt_id)
+        cols = reference_columns(reference_kind, p.reference, p.prompt_id)
         if cols.pop("has_reference"):
             with_reference.add(p.prompt_id)
         dataset_rows.append({"prompt_id": p.prompt_id, "dataset": dataset_name,
@@ -237,17 +172,15 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
 
     from pipeline.config import validate
 
-    check_task(task)
+    task = check_task(task)
     if mapper not in MAPPERS:
         raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of {', '.join(MAPPERS)}")
-    base = [f"task={_TASK_CONF.get(task, task)}", f"task.extractor.kind={mapper}",
+    base = [f"task={task}", f"task.extractor.kind={mapper}",
             f"uq.estimators=[{','.join(reversed(UQ_ESTIMATORS))}]", f"dataset.name={dataset_name}",
             "wandb.enabled=false",
             # the paper's g_T for your files: unparseable simplex answers are dropped (the default
             # experiment's answers fallback exists for the 135M model; override to use it)
             "task.simplex_answers_fallback=false"]
-    if task == "reals":
-        base += ["task.space=reals", "task.metrics=[abs_error,rel_error]"]
     try:
         with _hydra_context():
             cfg = compose("config", overrides=base + list(overrides))
@@ -257,64 +190,19 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
         validate(cfg)
     except ValueError as exc:
         raise ScoreInputError(str(exc)) from None
-    if cfg.task.space != task:
-        raise ScoreInputError(f"override task.space={cfg.task.space} contradicts --task {task}; "
+    if cfg.task.name != task:
+        raise ScoreInputError(f"override task.name={cfg.task.name} contradicts --task {task}; "
                               "choose the task with --task only")
     return cfg
 
 
-def check_task(task: str) -> None:
-    if task not in TASKS:
-        raise ScoreInputError(f"--task {task!r} is not known; choose one of {', '.join(TASKS)}")
-
-
-# ---------------------------------------------------------------------------------------------
-# the reals path (no g_T for numbers in the map stage yet)
-
-
-def map_reals(store, cfg) -> None:
-    """Write the latents artifact for `reals` under the map stage's own cache key."""
-    import pandas as pd
-
-    from pipeline.latent import to_json
-    from pipeline.score_numbers import parse_number
-    from pipeline.stages import STAGES, stage_key
-
-    key, slice_, input_keys = stage_key(STAGES["map"], cfg, store)
-    if store.is_current("latents", key):
-        return
-    rows = []
-    for r in store.read("samples").itertuples():
-        value = parse_number(r.text)
-        rows.append({"prompt_id": r.prompt_id, "source": "sample", "sample_idx": int(r.sample_idx),
-                     "latent": "null" if value is None else to_json("reals", value),
-                     "parse_ok": value is not None})
-    latents = pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"])
-    store.write("latents", latents, key=key, config=slice_, inputs=input_keys,
-                extra={"mapper": "pipeline.score_numbers.parse_number"})
-
-
-def reals_quality(dataset_df, decisions_df):
-    """QUALITY rows for reals: |action - reference| and |action - reference| / |reference|
-    (both lower is better; a zero reference gives rel_error 0 when exact, else inf)."""
-    import pandas as pd
-
-    from pipeline.latent.codec import from_json
-
-    refs = {r.prompt_id: float(r.reference_text) for r in dataset_df.itertuples() if r.reference_text}
-    rows = []
-    for d in decisions_df.itertuples():
-        action = from_json("reals", d.action)
-        if d.prompt_id in refs and action is not None:
-            ref = refs[d.prompt_id]
-            err = abs(float(action) - ref)
-            rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": "abs_error",
-                         "value": err, "higher_is_better": False})
-            # scale-free, so prompts of different magnitudes can share one PRR
-            rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": "rel_error",
-                         "value": err / abs(ref) if ref != 0 else (0.0 if err == 0 else math.inf),
-                         "higher_is_better": False})
-    return pd.DataFrame(rows, columns=["prompt_id", "method", "metric", "value", "higher_is_better"])
+def check_task(task: str) -> str:
+    """The task config of `task` (an alias resolved), or an error listing the task configs."""
+    task = TASK_ALIASES.get(task, task)
+    if task not in task_names():
+        raise ScoreInputError(f"--task {task!r} is not known; choose one of "
+                              f"{', '.join(task_names())}")
+    return task
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,14 +211,10 @@ def reals_quality(dataset_df, decisions_df):
 
 def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     """map -> decide -> uq -> evaluate through the pipeline's stages; returns the frames."""
-    from pipeline.stages.evaluate import uq_score_rows
     from pipeline.stages import run_stage
+    from pipeline.stages.evaluate import uq_score_rows
 
-    task = cfg.task.space
-    if task == "reals":
-        map_reals(store, cfg)
-    else:
-        run_stage("map", cfg, store)
+    run_stage("map", cfg, store)
     run_stage("decide", cfg, store)
     run_stage("uq", cfg, store)
     frames = {name: store.read(name) for name in ("dataset", "samples", "latents", "decisions",
@@ -338,9 +222,6 @@ def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     ev = cfg.evaluation
     if not with_reference:
         quality = scores = None
-    elif task == "reals":
-        quality = reals_quality(frames["dataset"], frames["decisions"])
-        scores = None
     else:
         run_stage("evaluate", cfg, store)
         quality, scores = store.read("quality"), store.read("uq_scores")
@@ -356,7 +237,17 @@ def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     return frames
 
 
-def output_frame(frames: dict[str, Any], task: str, with_reference: set[str]):
+def _short_vector(action: str) -> str:
+    """A long numeric vector (an embedding) as "<384-d vector>": unreadable in a table cell."""
+    if action == "null" or not action.startswith("["):
+        return action
+    payload = json.loads(action)
+    if len(payload) > 16 and all(isinstance(x, (int, float)) for x in payload):
+        return f"<{len(payload)}-d vector>"
+    return action
+
+
+def output_frame(frames: dict[str, Any], with_reference: set[str]):
     """One row per prompt: decisions, risks, latent entropy and quality per method."""
     import pandas as pd
 
@@ -393,9 +284,8 @@ def output_frame(frames: dict[str, Any], task: str, with_reference: set[str]):
                 continue
             out[f"quality_{METHOD_COLUMNS[method]}_{metric}"] = out["prompt_id"].map(
                 q.set_index("prompt_id")["value"]).astype(float)
-    if task == "sphere":  # 384 floats per cell are unreadable; the texts say it
-        for col in ("bayes_action", "l_map", "l_sample", "self_consistency_action"):
-            out[col] = out[col].map(lambda s: s if s == "null" else f"<{len(json.loads(s))}-d vector>")
+    for col in ("bayes_action", "l_map", "l_sample", "self_consistency_action"):
+        out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     return out
 
 
@@ -529,7 +419,8 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
 
     Args:
         input: JSONL / parquet / lm-evaluation-harness samples file.
-        task: the latent space, one of TASKS.
+        task: a task config (conf/task/<name>.yaml: classes, sets, sets_fbeta, graphs, sphere,
+            simplex, reals, or your own).
         mapper: g_T kind for sets, graphs, simplex (task.extractor.kind): rule | llm | local.
         fmt: auto | jsonl | parquet | lm-eval.
         out: where to write the rows (.parquet, .jsonl or .csv); summaries go next to it, and
@@ -552,7 +443,7 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
     """
     from pipeline.store import ArtifactStore
 
-    check_task(task)
+    task = check_task(task)
     if fmt not in FORMATS:
         raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
     path = Path(input)
@@ -567,7 +458,8 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
     cfg = compose_config(task, mapper, overrides, dataset_name=f"byo-{path.stem}")
     try:
         got = read_input(path, fmt, fields, strict=strict,
-                         validate=lambda p: reference_columns(task, p.reference, p.prompt_id))
+                         validate=lambda p: reference_columns(cfg.task.reference, p.reference,
+                                                              p.prompt_id))
     except ScoreInputError as exc:
         problems = getattr(exc, "problems", None)
         if problems and out_path is not None:  # no good row: keep the list of what is wrong
@@ -601,8 +493,8 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
         root = Path(temp.name)
     try:
         store = ArtifactStore(root / input_key)
-        dataset, samples, decodes, ptrue, with_reference = input_frames(prompts, task,
-                                                                        cfg.dataset.name)
+        dataset, samples, decodes, ptrue, with_reference = input_frames(
+            prompts, cfg.task.reference, cfg.dataset.name)
         for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
                             ("ptrue", ptrue)):
             if not store.is_current(name, input_key):
@@ -610,7 +502,7 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
                             config={"source": str(path), "format": used_fmt, "task": task},
                             extra={"producer": "pipeline.score"})
         frames = run_pipeline(store, cfg, with_reference)
-        df = output_frame(frames, task, with_reference)
+        df = output_frame(frames, with_reference)
         uq_summary, quality_summary = summary_frames(frames)
     finally:
         if temp is not None:
@@ -689,7 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
                "task.equivalence.threshold=0.9 evaluation.n_bootstrap=200. See docs/score.md.")
     p.add_argument("input", help="JSONL, parquet or lm-evaluation-harness samples_*.jsonl file")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra-style config overrides")
-    p.add_argument("--task", required=True, help=f"latent space: {', '.join(TASKS)}")
+    p.add_argument("--task", required=True,
+                   help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
+                        "(conf/task/*.yaml)")
     p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(MAPPERS)} (default rule)")
     p.add_argument("--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)")
     p.add_argument("--out", help="output file: .parquet, .jsonl or .csv (summaries next to it)")

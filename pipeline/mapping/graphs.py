@@ -29,6 +29,7 @@ from typing import Any
 
 from pipeline.mapping.parsing import strip_prompt_echo
 from pipeline.mapping.sets import EquivalenceFn, representatives
+from pipeline.latent.graphs import graph_to_text as _graph_to_text
 from pipeline.text import canonical_label, to_text
 
 __all__ = [
@@ -411,19 +412,8 @@ def merge_graphs(
     return [None if g is None else frozenset((ent[h], rel[r], ent[t]) for h, r, t in g) for g in canon]
 
 
-def graph_to_text(triples: object) -> str:
-    """The paper's g_T^-1: every relation as a sentence "head relation tail.", joined by spaces.
-
-    Triples are sorted so the text of a graph is deterministic.
-    """
-    if not triples:
-        return ""
-    sentences = []
-    for h, r, t in sorted(tuple(map(str, x)) for x in triples):  # type: ignore[union-attr]
-        sentence = " ".join(p for p in (h, r, t) if p).strip()
-        if sentence:
-            sentences.append(sentence[0].upper() + sentence[1:] + ".")
-    return " ".join(sentences)
+# g_T^-1 lives with the graph space, which writes decisions as text.
+graph_to_text = _graph_to_text
 
 
 @dataclass

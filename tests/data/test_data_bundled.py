@@ -20,6 +20,9 @@ EXPECTED = {
     "wmt19_fien_bundled": ("sphere", 30),
     "cnn_dm_bundled": ("graphs", 20),
 }
+# task -> the reference kind its records carry (pipeline/tasks/)
+REFERENCE = {"classes": "one_answer", "sets": "answer_set", "simplex": "distribution",
+             "sphere": "text", "graphs": "text"}
 
 
 # Independent re-statement of the schema's logical types (not read from pipeline.data).
@@ -47,7 +50,7 @@ def bundled(request):
 
 def test_every_bundled_config_is_registered_with_its_task():
     for name, (task, _) in EXPECTED.items():
-        assert DATASETS[name].task == task
+        assert DATASETS[name].reference == REFERENCE[task]
         assert (BUNDLED_DIR / f"{name}.jsonl").is_file()
 
 
@@ -72,7 +75,7 @@ def test_bundled_frame_follows_schema(bundled):
             assert len(row["probabilities"]) == len(row["answers"])
             assert all(0.0 <= p <= 1.0 for p in row["probabilities"])
             assert abs(math.fsum(row["probabilities"]) - 1.0) <= 1e-6
-    validate_records(df.to_dict("records"), task=task)
+    validate_records(df.to_dict("records"), reference=REFERENCE[task])
 
 
 def test_task_specific_shape(bundled):
@@ -191,7 +194,7 @@ def test_validate_records_rejects_each_kind_of_bad_record():
         "probabilities": [],
         "reference_text": "",
     }
-    validate_records([good], task="classes")
+    validate_records([good], reference="one_answer")
     cases = [
         ([good, dict(good)], None, "duplicate prompt_id 'p-0'"),
         ([{**good, "question": "  "}], None, "question must be a non-empty string"),
@@ -200,11 +203,11 @@ def test_validate_records_rejects_each_kind_of_bad_record():
         ([{**good, "probabilities": [1]}], None, "must be floats in \\[0, 1\\]"),
         ([{**good, "probabilities": [0.5, 0.5]}], None, "align with answers and sum to 1"),
         ([{k: v for k, v in good.items() if k != "reference_text"}], None, "columns"),
-        ([{**good, "answers": [["a"], ["b"]]}], "classes", "exactly one answer"),
-        ([good], "simplex", "needs probabilities"),
-        ([good], "sphere", "needs a reference_text"),
-        ([{**good, "answers": []}], "sets", "needs at least one answer"),
+        ([{**good, "answers": [["a"], ["b"]]}], "one_answer", "exactly one answer"),
+        ([good], "distribution", "needs probabilities"),
+        ([good], "text", "needs a reference_text"),
+        ([{**good, "answers": []}], "answer_set", "needs at least one answer"),
     ]
-    for records, task, msg in cases:
+    for records, reference, msg in cases:
         with pytest.raises(DatasetFormatError, match=msg):
-            validate_records(records, task=task)
+            validate_records(records, reference=reference)

@@ -284,13 +284,13 @@ def test_hub_defaults_match_the_paper_sources():
         "3.0.0",
         "test",
     )
-    tasks = {n: s.task for n, s in DATASETS.items() if not n.endswith("_bundled")}
-    assert tasks == {
-        "triviaqa": "classes",
-        "maqa": "sets",
-        "maqa_star": "simplex",
-        "wmt19_fien": "sphere",
-        "cnn_dm": "graphs",
+    kinds = {n: DATASETS[n].reference for n in DATASETS.names() if not n.endswith("_bundled")}
+    assert kinds == {
+        "triviaqa": "one_answer",
+        "maqa": "answer_set",
+        "maqa_star": "distribution",
+        "wmt19_fien": "text",
+        "cnn_dm": "text",
     }
 
 
@@ -319,7 +319,7 @@ def test_maqa_without_a_path_and_missing_local_files_name_the_bundled_config(tmp
 
 
 def test_bad_arguments_get_clear_errors():
-    with pytest.raises(KeyError, match="unknown dataset 'trivia'; registered: "):
+    with pytest.raises(ValueError, match="unknown dataset 'trivia'; registered: "):
         load_dataset("trivia")
     with pytest.raises(TypeError, match=r"does not accept \['splt'\]; accepted options"):
         load_dataset("triviaqa", splt="test")

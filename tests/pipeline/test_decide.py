@@ -1,4 +1,5 @@
-"""decide_prompt: every method's action, risk and text on hand-computed examples."""
+"""decide_prompt: every method's action, risk and text on hand-computed examples; the texts are
+the task's latent space's (`LatentSpace.render`)."""
 
 import json
 import math
@@ -6,7 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.decide import decide_prompt, latent_text, surface_form
+from pipeline.latent import get_space
+from pipeline.latent.sets import surface_form
+from pipeline.stages.decide import decide_prompt
+
+SETS, SPHERE, CLASSES = get_space("sets"), get_space("sphere"), get_space("classes")
 
 
 def by_method(rows):
@@ -19,7 +24,8 @@ def test_sets_methods_exact_values():
                (s("pacific", "atlantic"), "pacific, atlantic"), (s("indian"), "Indian"),
                (None, "???")]  # unparseable: dropped from the distribution
     decodes = {"beam": (s("atlantic"), "Atlantic"), "greedy": (None, "")}
-    rows = by_method(decide_prompt("sets", samples, decodes, fbeta=1.0))
+    rows = by_method(decide_prompt(SETS, samples, decodes,
+                                   {"bayes_fbeta": get_space("sets-fbeta", beta=1.0)}))
     # p(pacific) = 3/4, p(atlantic) = 1/2, p(indian) = 1/4
     assert json.loads(rows["bayes"]["action"]) == ["atlantic", "pacific"]
     assert rows["bayes"]["risk"] == pytest.approx(0.25 + 0.5 + 0.25)
@@ -37,13 +43,19 @@ def test_sets_methods_exact_values():
     # beam's risk under the samples: {atlantic} vs each = (2 + 1 + 1 + 2) / 4
     assert rows["beam"]["risk"] == pytest.approx(1.5) and rows["beam"]["text"] == "Atlantic"
     assert rows["greedy"]["action"] == "null" and math.isnan(rows["greedy"]["risk"])
-    assert "bayes_fbeta" in rows
+    # the F-beta action (GFM): {atlantic, pacific} has E[F1] (2/3 + 1 + 1 + 0) / 4 = 2/3,
+    # {pacific} only (1 + 2/3 + 2/3 + 0) / 4 = 7/12
+    assert json.loads(rows["bayes_fbeta"]["action"]) == ["atlantic", "pacific"]
+    assert rows["bayes_fbeta"]["risk"] == pytest.approx(1 - 2 / 3)
+    assert rows["bayes_fbeta"]["text"] == "Atlantic, Pacific"
+    assert list(rows) == ["bayes", "bayes_fbeta", "map", "sample_mbr", "self_consistency",
+                          "beam", "greedy"]
 
 
 def test_sphere_text_is_the_closest_sample():
     a, b, c = np.eye(3)
     samples = [(list(a), "first"), (list(b), "second"), (list(0.9 * a + 0.1 * c), "third")]
-    rows = by_method(decide_prompt("sphere", samples, {}))
+    rows = by_method(decide_prompt(SPHERE, samples, {}))
     mu = (a + b + (0.9 * a + 0.1 * c) / np.linalg.norm(0.9 * a + 0.1 * c)) / 3
     np.testing.assert_allclose(json.loads(rows["bayes"]["action"]), mu / np.linalg.norm(mu))
     assert rows["bayes"]["risk"] == pytest.approx(1 - np.linalg.norm(mu))
@@ -51,7 +63,7 @@ def test_sphere_text_is_the_closest_sample():
 
 
 def test_no_parseable_sample_gives_null_actions_not_a_crash():
-    rows = by_method(decide_prompt("classes", [(None, "x"), (None, "y")], {"beam": ("paris", "P")}))
+    rows = by_method(decide_prompt(CLASSES, [(None, "x"), (None, "y")], {"beam": ("paris", "P")}))
     assert all(rows[m]["action"] == "null" and math.isnan(rows[m]["risk"])
                for m in ("bayes", "map", "sample_mbr", "self_consistency"))
     assert rows["beam"]["action"] == '"paris"' and math.isnan(rows["beam"]["risk"])
@@ -62,7 +74,7 @@ def test_set_text_says_what_the_set_says():
     s = lambda *xs: frozenset(xs)  # noqa: E731
     samples = [(s("australia"), "1. Australia - 2. India"), (s("australia"), "Australia."),
                (s("people s republic of china"), "The People's Republic of China")]
-    rows = by_method(decide_prompt("sets", samples, {}))
+    rows = by_method(decide_prompt(SETS, samples, {}))
     assert json.loads(rows["bayes"]["action"]) == ["australia"]
     assert rows["bayes"]["text"] == "Australia"
     assert surface_form("people s republic of china", ["x", "The People's Republic of China."]) == \
@@ -70,12 +82,13 @@ def test_set_text_says_what_the_set_says():
     assert surface_form("john lennon", ["The Beatles' John  Lennon wrote"]) == "John  Lennon"
     assert surface_form("nowhere", ["Atlantic"]) == "nowhere"  # no sample writes it: the label
     assert surface_form("art", ["Earth, Mars"]) == "art"  # whole words only, not inside "Earth"
-    assert latent_text("sets", frozenset()) == ""
+    assert SETS.describe(frozenset()) == ""
 
 
 def test_graph_text_is_g_inverse():
     from pipeline.mapping.graphs import graph_to_text
 
     g = frozenset({("marie curie", "won", "nobel prize"), ("marie curie", "born in", "warsaw")})
-    rows = by_method(decide_prompt("graphs", [(g, "Marie Curie won the Nobel Prize."), (g, "x")], {}))
+    rows = by_method(decide_prompt(get_space("graphs"),
+                                   [(g, "Marie Curie won the Nobel Prize."), (g, "x")], {}))
     assert rows["bayes"]["text"] == graph_to_text(g) == "Marie curie born in warsaw. Marie curie won nobel prize."

@@ -12,8 +12,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from pipeline.config import register_configs
-from pipeline.evaluate import quality_rows
 from pipeline.evaluation import text_metrics as tm
+from pipeline.latent import get_space
+from pipeline.stages.evaluate import quality_rows
 from pipeline.aux_models import text_scorers as _text_scorers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +46,8 @@ def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
         "text": ["A cat sat on a mat.", "The cat sits.", "Helsinki is the capital.", ""]})
     latents = pd.DataFrame({"prompt_id": ["p0", "p1"], "source": "reference", "sample_idx": -1,
                             "latent": json.dumps([0.0, 1.0, 0.0]), "parse_ok": True})
-    q = quality_rows("sphere", ["cosine", "comet"], _dataset(2), decisions, latents,
-                     text_scorers=scorers)
+    q = quality_rows(get_space("sphere"), ["cosine", "comet"], _dataset(2), decisions, latents,
+                     reference="text", settings=cfg.evaluation, cfg=cfg)
     comet = q[q["metric"] == "comet"]
     assert comet[["prompt_id", "method"]].values.tolist() == [["p0", "bayes"], ["p0", "beam"],
                                                                ["p1", "bayes"]]
@@ -75,8 +76,8 @@ def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):
         "text": ["Cat sat on mat.", ""]})
     latents = pd.DataFrame({"prompt_id": ["p0"], "source": "reference", "sample_idx": -1,
                             "latent": json.dumps(triples), "parse_ok": True})
-    q = quality_rows("graphs", ["hamming", "f1", "alignscore"], _dataset(1), decisions, latents,
-                     text_scorers=scorers)
+    q = quality_rows(get_space("graphs"), ["hamming", "f1", "alignscore"], _dataset(1),
+                     decisions, latents, reference="text", settings=cfg.evaluation, cfg=cfg)
     align = q[q["metric"] == "alignscore"].set_index("method")["value"]
     # the generation is the context, the reference summary the claim (lm-polygraph's default)
     expected = tm.alignscore_scores(contexts=["Cat sat on mat.", ""],

@@ -38,7 +38,7 @@ def test_lm_eval_samples_mapping():
     assert first.responses == [" Sinclair Lewis", " Upton Sinclair", " Sinclair Lewis",
                                " Sinclair Lewis", " Upton Sinclair"]
     assert first.reference[:2] == ["Sinclair Lewis", "Lewis"]  # str(list) parsed back
-    assert reference_columns("classes", first.reference, "0")["answers"] == [
+    assert reference_columns("one_answer", first.reference, "0")["answers"] == [
         ["Sinclair Lewis", "Lewis", "Harry Sinclair Lewis", "Harry Lewis", "Grace Hegger",
          "Sinclair lewis"]]
 
@@ -153,16 +153,16 @@ def test_duplicate_ids(tmp_path):
 
 
 def test_wrong_task_lists_valid_ones():
-    with pytest.raises(ScoreInputError, match="choose one of classes, sets, sets-fbeta, graphs, "
-                                              "sphere, simplex, reals"):
+    with pytest.raises(ScoreInputError, match="choose one of classes, graphs, reals, sets, "
+                                              "sets_fbeta, simplex, sphere"):
         score(EXAMPLES / "sets.jsonl", task="set")
 
 
 def test_bad_reference_shape():
     with pytest.raises(ScoreInputError, match="prompt 'p': reference must be a non-empty object"):
-        reference_columns("simplex", ["a", "b"], "p")
+        reference_columns("distribution", ["a", "b"], "p")
     with pytest.raises(ScoreInputError, match="holds no number"):
-        reference_columns("reals", "unknown", "p")
+        reference_columns("number", "unknown", "p")
 
 
 def test_cli_errors_exit_2_without_traceback(tmp_path):
