@@ -108,7 +108,9 @@ class TaskConfig:
     space_options: dict[str, Any] = field(default_factory=dict)  # e.g. {loss: l1} for reals
     mapper: str = MISSING  # g_T (pipeline.tasks.MAPPERS)
     reference: str = MISSING  # what the truth is (pipeline.tasks.REFERENCES)
-    prompt: str = MISSING  # generation prompt (pipeline.data.prompts.TASK_PROMPTS)
+    # generation prompt: a template name of pipeline.data.prompts.TASK_PROMPTS, or the template
+    # itself with a {question} slot
+    prompt: str = MISSING
     # Extra Bayes decisions under other losses on the same latents, named like methods:
     # {bayes_fbeta: {space: sets-fbeta, options: {beta: 1.0}}} (the F-beta action beside Hamming).
     decisions: dict[str, Any] = field(default_factory=dict)
@@ -197,6 +199,9 @@ class Config:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report_models: list[str] = field(default_factory=list)  # empty = every model with outputs
+    # Python modules imported before anything else: your own registrations (latent spaces,
+    # mappers, metrics, reference kinds, UQ estimators, datasets). docs/extending.md.
+    plugins: list[str] = field(default_factory=list)
     # Where-from table of the rehearsal overlay (conf/rehearsal/local.yaml): local weights, data
     # files and checkpoints standing in for the hub ones. None outside a rehearsal.
     rehearsal: Any = None
@@ -266,17 +271,30 @@ LIST_CHOICES = [
 
 def registry_choices() -> tuple[list, list]:
     """(key, allowed) pairs read from the registries: what is registered is selectable."""
-    from pipeline.data.prompts import TASK_PROMPTS
     from pipeline.generation.base import BACKENDS
     from pipeline.latent import available_spaces
     from pipeline.tasks import MAPPERS, METRICS, REFERENCES
     from pipeline.uncertainty.estimators import ESTIMATORS
 
     single = [("task.space", tuple(available_spaces())), ("task.mapper", MAPPERS.names()),
-              ("task.reference", REFERENCES.names()), ("task.prompt", tuple(TASK_PROMPTS)),
-              ("backend.name", BACKENDS.names())]
+              ("task.reference", REFERENCES.names()), ("backend.name", BACKENDS.names())]
     lists = [("task.metrics", METRICS.names()), ("uq.estimators", ESTIMATORS.names())]
     return single, lists
+
+
+def load_plugins(cfg) -> None:
+    """Import the modules of `plugins` (their registrations become selectable by name)."""
+    import importlib
+
+    from pipeline.errors import ConfigError
+
+    for module in cfg.get("plugins", None) or []:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"plugins: cannot import {module!r} ({exc}); it must be importable "
+                              "from where you run (the working directory or an installed "
+                              "package)") from None
 
 
 def validate(cfg) -> None:
@@ -286,12 +304,18 @@ def validate(cfg) -> None:
 
     from pipeline.errors import ConfigError
 
+    load_plugins(cfg)
     problems = []
     single, lists = registry_choices()
     for key, allowed in CHOICES + single:
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             problems.append(f"{key}={value!r}: choose one of {', '.join(allowed)}")
+    from pipeline.data.prompts import TASK_PROMPTS, is_prompt
+
+    if not is_prompt(cfg.task.prompt):
+        problems.append(f"task.prompt={cfg.task.prompt!r}: name one of {', '.join(TASK_PROMPTS)} "
+                        "or give a template with a {question} slot")
     for name, spec in (OmegaConf.to_container(cfg.task.decisions, resolve=True) or {}).items():
         space = (spec or {}).get("space") if isinstance(spec, dict) else None
         if space not in single[0][1]:

@@ -138,9 +138,11 @@ def sweep_overrides(cfg: DictConfig) -> list[list[str]]:
     base = [o for o in hc.overrides.task if not o.startswith("stage=")]
     params = dict(hc.sweeper.params or {})
     parser = OverridesParser.create()
-    for override in parser.parse_overrides(base):  # a command-line sweep wins over the config's
+    for override in parser.parse_overrides(base):  # the command line wins over the config's sweep
         if override.is_sweep_override():
             params[override.get_key_element()] = ",".join(override.sweep_string_iterator())
+        else:
+            params.pop(override.get_key_element(), None)
     base = [o for o, p in zip(base, parser.parse_overrides(base)) if not p.is_sweep_override()]
     keys = list(params)
     choices = [str(params[k]).split(",") for k in keys]

@@ -57,13 +57,13 @@ SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
 METHOD_COLUMNS = {"bayes": "bayes", "bayes_fbeta": "bayes_fbeta", "map": "l_map",
                   "sample_mbr": "l_sample", "self_consistency": "self_consistency"}
 UQ_ESTIMATORS = ("bayes_risk", "latent_entropy")
-TASK_ALIASES = {"sets-fbeta": "sets_fbeta"}  # the latent space's name, as earlier versions took it
 SCORE_FORMAT_VERSION = 3  # bump when the input -> artifacts conversion changes
 
 
-def task_names() -> list[str]:
-    """The task configs (conf/task/*.yaml): every one can score a file."""
-    return sorted(p.stem for p in (conf_dir() / "task").glob("*.yaml"))
+def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
+    """The task configs (conf/task/*.yaml and those of `config_dirs`): each can score a file."""
+    dirs = [conf_dir(), *map(Path, config_dirs)]
+    return sorted({p.stem for d in dirs for p in (d / "task").glob("*.yaml")})
 
 
 class ScoreWarning(UserWarning):
@@ -163,7 +163,8 @@ def _hydra_context():
 
 
 def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
-                   dataset_name: str = "byo"):
+                   dataset_name: str = "byo", config_dirs: Sequence[str | Path] = (),
+                   plugins: Sequence[str] = ()):
     """The pipeline config for scoring: task group set to `task`, uq reduced to the estimators
     that need no LLM, plus the user's Hydra-style overrides (e.g. task.equivalence.threshold=0.9)."""
     from hydra import compose
@@ -172,10 +173,14 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
 
     from pipeline.config import validate
 
-    task = check_task(task)
+    task = check_task(task, config_dirs)
     if mapper not in MAPPERS:
         raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of {', '.join(MAPPERS)}")
-    base = [f"task={task}", f"task.extractor.kind={mapper}",
+    extra = [f"hydra.searchpath=[{','.join('file://' + str(Path(d).resolve()) for d in config_dirs)}]"
+             ] if config_dirs else []
+    if plugins:
+        extra.append(f"plugins=[{','.join(plugins)}]")
+    base = [*extra, f"task={task}", f"task.extractor.kind={mapper}",
             f"uq.estimators=[{','.join(reversed(UQ_ESTIMATORS))}]", f"dataset.name={dataset_name}",
             "wandb.enabled=false",
             # the paper's g_T for your files: unparseable simplex answers are dropped (the default
@@ -196,12 +201,13 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     return cfg
 
 
-def check_task(task: str) -> str:
-    """The task config of `task` (an alias resolved), or an error listing the task configs."""
-    task = TASK_ALIASES.get(task, task)
-    if task not in task_names():
-        raise ScoreInputError(f"--task {task!r} is not known; choose one of "
-                              f"{', '.join(task_names())}")
+def check_task(task: str, config_dirs: Sequence[str | Path] = ()) -> str:
+    """`task` when it is a task config, or an error listing the task configs."""
+    names = task_names(config_dirs)
+    if task not in names and task.replace("-", "_") in names:
+        return task.replace("-", "_")  # the space is spelled sets-fbeta, its task config sets_fbeta
+    if task not in names:
+        raise ScoreInputError(f"--task {task!r} is not known; choose one of {', '.join(names)}")
     return task
 
 
@@ -414,7 +420,8 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
           question_field: str | None = None, responses_field: str | None = None,
           reference_field: str | None = None, logprobs_field: str | None = None,
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
-          work_dir: str | Path | None = None, strict: bool = False):
+          work_dir: str | Path | None = None, strict: bool = False,
+          config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = ()):
     """Score sampled responses from a file: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -432,6 +439,8 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
             temporary directory removed afterwards).
         strict: stop at the first bad row (ScoreInputError naming its line) instead of
             skipping bad rows.
+        config_dirs: more config folders (your own task/dataset configs, docs/extending.md).
+        plugins: modules to import first (your own registrations).
 
     Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
     `.attrs["quality_summary"]` hold the summaries (None without references), `.attrs["store"]`
@@ -443,7 +452,7 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
     """
     from pipeline.store import ArtifactStore
 
-    task = check_task(task)
+    task = check_task(task, config_dirs)
     if fmt not in FORMATS:
         raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
     path = Path(input)
@@ -455,7 +464,8 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
     fields = FieldNames(id=id_field, question=question_field, responses=responses_field,
                         reference=reference_field, logprobs=logprobs_field,
                         lm_eval_filter=lm_eval_filter)
-    cfg = compose_config(task, mapper, overrides, dataset_name=f"byo-{path.stem}")
+    cfg = compose_config(task, mapper, overrides, dataset_name=f"byo-{path.stem}",
+                         config_dirs=config_dirs, plugins=plugins)
     try:
         got = read_input(path, fmt, fields, strict=strict,
                          validate=lambda p: reference_columns(cfg.task.reference, p.reference,
@@ -597,6 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad input row (default: skip bad rows, list them and "
                         "write them to OUT.skipped.jsonl)")
+    p.add_argument("--config-dir", action="append", default=[], dest="config_dirs",
+                   help="another config folder (your task/dataset configs); repeatable")
+    p.add_argument("--plugin", action="append", default=[], dest="plugins",
+                   help="a module to import first (your registrations); repeatable")
     p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
     return p
 
@@ -628,7 +642,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        id_field=args.id_field, question_field=args.question_field,
                        responses_field=args.responses_field, reference_field=args.reference_field,
                        logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
-                       overrides=args.overrides, work_dir=args.work_dir, strict=args.strict)
+                       overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
+                       config_dirs=args.config_dirs, plugins=args.plugins)
         except (ScoreInputError, FileNotFoundError) as exc:
             error: Exception | None = exc
         else:

@@ -166,28 +166,30 @@ def build_qwen3_stand_in(out: Path) -> Path:
     return target
 
 
-def _answer(task: str, record: dict[str, Any]) -> str:
+# dataset -> (its task's generation prompt, how its truth is written as an answer)
+PROMPT_OF = {"triviaqa": "single_answer", "maqa": "answer_list",
+             "maqa_star": "answer_probabilities", "wmt19_fien": "translation", "cnn_dm": "summary"}
+
+
+def _answer(name: str, record: dict[str, Any]) -> str:
     """What the tiny model learns to say for a rehearsal record (parseable by each g_T)."""
     answers = [a[0] for a in record["answers"]]
-    if task == "classes":
-        return answers[0]
-    if task == "sets":
-        return ", ".join(answers[:-1]) + (" and " if len(answers) > 1 else "") + answers[-1]
-    if task == "simplex":
+    if record["probabilities"]:
         return ", ".join(f"{a}: {p:.2f}" for a, p in zip(answers, record["probabilities"]))
-    return record["reference_text"].replace("\n", " ")
+    if len(answers) > 1:
+        return ", ".join(answers[:-1]) + " and " + answers[-1]
+    return answers[0] if answers else record["reference_text"].replace("\n", " ")
 
 
 def _tiny_conversations() -> list[tuple[str, str]]:
-    from pipeline.data import DATASETS, task_prompt
+    from pipeline.data import task_prompt
     from pipeline.data.prompts import ptrue_prompt
 
     pairs = []
     for name in ITEMS:
-        task = DATASETS[name].task
         for record in bundled(name):
-            answer = _answer(task, record)
-            pairs.append((task_prompt(task, record["question"]), answer))
+            answer = _answer(name, record)
+            pairs.append((task_prompt(PROMPT_OF[name], record["question"]), answer))
             pairs.append((ptrue_prompt(record["question"], answer), "True"))
     return pairs
 

@@ -48,3 +48,19 @@ def tiny_chat_model(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny_chat_model")
     _script("make_tiny_model").main([str(out), "--train-steps", "0"])
     return out
+
+
+@pytest.fixture()
+def compose_cfg():
+    """compose_cfg(*overrides) -> the composed Hydra config of conf/ (like the command line)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        yield lambda *overrides: compose("config", overrides=list(overrides))
+    GlobalHydra.instance().clear()

@@ -220,6 +220,11 @@ def load_maqa_star(
     return out
 
 
+def load_gsm8k(spec: DatasetSpec, select: Selector, **hub: Any) -> list[dict[str, Any]]:
+    """GSM8K (openai/gsm8k, main, test): question -> the numeric final answer."""
+    return [R.gsm8k_record(row, spec.name, i) for i, row in _rows(load_hf_split(spec, **hub), select)]
+
+
 def load_wmt19(
     spec: DatasetSpec,
     select: Selector,

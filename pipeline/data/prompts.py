@@ -1,12 +1,12 @@
 """Prompt templates: the paper's generation prompts, the g_T extraction prompts and P(True).
 
 Sources (paper appendix "Prompts", shared/paper/task_awareness.tex):
-  lst:singleqa_prompt       -> SINGLE_QA_PROMPT       (task "classes", TriviaQA)
-  lst:mt_prompt             -> TRANSLATION_PROMPT     (task "sphere", WMT19 fi-en)
-  lst:simplex_prompt        -> SIMPLEX_PROMPT         (task "simplex", MAQA*)
-  lst:summarization_prompt  -> SUMMARIZATION_PROMPT   (task "graphs", CNN/DM)
-  lst:set_prompt_gt         -> SET_EXTRACTION_PROMPT  (g_T for sets)
-  lst:simplex_prompt_gt     -> SIMPLEX_EXTRACTION_PROMPT (g_T for the simplex)
+  lst:singleqa_prompt       -> SINGLE_QA_PROMPT       ("single_answer": TriviaQA)
+  lst:mt_prompt             -> TRANSLATION_PROMPT     ("translation": WMT19 fi-en)
+  lst:simplex_prompt        -> SIMPLEX_PROMPT         ("answer_probabilities": MAQA*)
+  lst:summarization_prompt  -> SUMMARIZATION_PROMPT   ("summary": CNN/DM)
+  lst:set_prompt_gt         -> SET_EXTRACTION_PROMPT  (g_T of answer sets)
+  lst:simplex_prompt_gt     -> SIMPLEX_EXTRACTION_PROMPT (g_T of answer distributions)
 The listings are reproduced character for character, line breaks included (the paper's
 lstlisting text is the prompt; we do not re-wrap it). The paper gives no generation prompt for
 the MAQA set task: SET_QA_PROMPT is our choice, written in the style of the single-answer one.
@@ -50,17 +50,13 @@ SUMMARIZATION_PROMPT = (
 # for a comma-separated list keeps answers easy to split for the rule-based set extractor.
 SET_QA_PROMPT = "{question}. List all correct answers, separated by commas, without explanation."
 
-# OUR CHOICE (numeric answers are beyond the paper): the shape of SINGLE_QA_PROMPT.
-NUMERIC_QA_PROMPT = "{question} Only provide the final answer as a number without explanation."
-
-# Prompt name (a task's `prompt`) -> generation template.
+# Prompt name (a task's `prompt`) -> generation template, named after what it asks for.
 TASK_PROMPTS: dict[str, str] = {
-    "classes": SINGLE_QA_PROMPT,
-    "sets": SET_QA_PROMPT,
-    "simplex": SIMPLEX_PROMPT,
-    "sphere": TRANSLATION_PROMPT,
-    "graphs": SUMMARIZATION_PROMPT,
-    "reals": NUMERIC_QA_PROMPT,
+    "single_answer": SINGLE_QA_PROMPT,
+    "answer_list": SET_QA_PROMPT,
+    "answer_probabilities": SIMPLEX_PROMPT,
+    "translation": TRANSLATION_PROMPT,
+    "summary": SUMMARIZATION_PROMPT,
 }
 
 # --- g_T extraction prompts (verbatim from the paper's appendix) -------------------------------
@@ -134,8 +130,8 @@ A: {answer}
 Task: Extract answer probability pairs."""
 
 EXTRACTION_PROMPTS: dict[str, str] = {
-    "sets": SET_EXTRACTION_PROMPT,
-    "simplex": SIMPLEX_EXTRACTION_PROMPT,
+    "answer_set": SET_EXTRACTION_PROMPT,
+    "answer_distribution": SIMPLEX_EXTRACTION_PROMPT,
 }
 
 # --- P(True) (lm-polygraph's wording) ---------------------------------------------------------
@@ -169,11 +165,20 @@ def fill_prompt(template: str, question: str) -> str:
     return _GENERATION_SLOT.sub(lambda _m: question, template)
 
 
-def task_prompt(task: str, question: str) -> str:
-    """The paper's generation prompt for `task` (classes|sets|simplex|sphere|graphs)."""
-    if task not in TASK_PROMPTS:
-        raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASK_PROMPTS)}")
-    return fill_prompt(TASK_PROMPTS[task], question)
+def is_prompt(prompt: str) -> bool:
+    """A task's `prompt`: the name of a template here, or a template itself ("{question}" slot)."""
+    return prompt in TASK_PROMPTS or bool(_GENERATION_SLOT.search(prompt or ""))
+
+
+def task_prompt(prompt: str, question: str) -> str:
+    """The generation prompt: `prompt` names a template of TASK_PROMPTS (the paper's, by what
+    they ask for) or is a template with a {question} slot (a task config can carry its own)."""
+    if prompt in TASK_PROMPTS:
+        return fill_prompt(TASK_PROMPTS[prompt], question)
+    if not is_prompt(prompt):
+        raise ValueError(f"unknown prompt {prompt!r}: name one of {sorted(TASK_PROMPTS)} or give "
+                         "a template with a {question} slot")
+    return fill_prompt(prompt, question)
 
 
 def build_messages(task: str, record: Mapping[str, Any]) -> list[dict[str, str]]:

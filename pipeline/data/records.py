@@ -233,6 +233,20 @@ def cnn_dm_record(
     )
 
 
+def gsm8k_record(row: Mapping[str, Any], dataset: str, index: int) -> dict[str, Any]:
+    """GSM8K (openai/gsm8k): the final answer is what follows "####" in `answer` (the worked
+    solution before it is dropped), thousands separators removed."""
+    where = _where(dataset, index)
+    answer = _text(row.get("answer"), "answer", where)
+    if "####" not in answer:
+        raise DatasetFormatError(f"{where}: 'answer' has no '#### <final answer>' line")
+    final = answer.rsplit("####", 1)[1].strip().replace(",", "")
+    if not final:
+        raise DatasetFormatError(f"{where}: empty final answer after '####'")
+    return _source_record(dataset, index, question=_text(row.get("question"), "question", where),
+                          answers=[[final]])
+
+
 # --- validation -------------------------------------------------------------------------------
 
 

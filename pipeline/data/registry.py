@@ -115,7 +115,7 @@ _HUB = {"data_files": None, "cache_dir": None, "revision": None}
 
 
 def _register_hub(name: str, reference: str, loader: Loader, description: str,
-                  **defaults: Any) -> None:
+                  offline_alternative: str | None = None, **defaults: Any) -> None:
     """Register a hub dataset: its `defaults`, then the shared hub options (`_HUB`).
 
     Its offline alternative is the bundled stand-in `<name>_bundled` registered below.
@@ -126,7 +126,7 @@ def _register_hub(name: str, reference: str, loader: Loader, description: str,
             reference,
             loader,
             {**defaults, **_HUB},
-            offline_alternative=f"{name}_bundled",
+            offline_alternative=offline_alternative or f"{name}_bundled",
             description=description,
         )
     )
@@ -191,6 +191,17 @@ _register_hub(
     article_field="article",
     summary_field="highlights",
     id_field="id",
+)
+
+_register_hub(
+    "gsm8k",
+    "number",
+    L.load_gsm8k,
+    "GSM8K grade-school maths: the final answer after '####' as the numeric reference",
+    offline_alternative="numeric_bundled",
+    path="openai/gsm8k",
+    config="main",
+    split="test",
 )
 
 LOADERS.add("bundled", (L.load_bundled, {"path": None, "file": None}))

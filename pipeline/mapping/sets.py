@@ -42,15 +42,18 @@ METHODS = ("rule", "llm", "local")
 
 
 def extraction_prompt(kind: str, question: object, answer: object) -> str:
-    """The paper's g_T extraction prompt ("set" or "simplex") filled with question and answer.
+    """The paper's g_T extraction prompt ("answer_set" or "answer_distribution") filled with
+    question and answer.
 
     The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
     """
     from pipeline.data import prompts  # lazy: the data package is not needed by the rule path
 
-    fill = {"set": prompts.set_extraction_prompt, "simplex": prompts.simplex_extraction_prompt}.get(kind)
+    fill = {"answer_set": prompts.set_extraction_prompt,
+            "answer_distribution": prompts.simplex_extraction_prompt}.get(kind)
     if fill is None:
-        raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'set' or 'simplex'")
+        raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
+                         "'answer_distribution'")
     return fill(to_text(question).strip(), to_text(answer).strip())
 
 
@@ -200,7 +203,7 @@ class SetExtractor:
         if self.method == "rule":
             out = [extract_answer_set(t, q) for q, t in zip(questions, texts)]
         else:
-            prompts = [extraction_prompt("set", q, t) for q, t in zip(questions, texts)]
+            prompts = [extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)]
             if self.method == "llm":
                 raw = self.client.complete(prompts)
             else:

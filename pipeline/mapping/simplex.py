@@ -128,7 +128,7 @@ class SimplexMapper:
         if self.method == "rule":
             out = [parse_distribution(t) for t in texts]
         else:
-            raw = self.client.complete([extraction_prompt("simplex", q, t) for q, t in zip(questions, texts)])
+            raw = self.client.complete([extraction_prompt("answer_distribution", q, t) for q, t in zip(questions, texts)])
             out = [None if r is None else parse_distribution(r) for r in raw]
         self.n_responses += len(out)
         self.n_failures += sum(o is None for o in out)

@@ -222,15 +222,21 @@ def _sampling(cfg: DictConfig):
                           max_new_tokens=cfg.dataset.max_new_tokens, seed=g.seed)
 
 
+def _todo(store: ArtifactStore, key: str, shards: list[Shard], group: str = "ptrue") -> list[Shard]:
+    """The shards of `group` not yet written (a killed job resumes at the first of them)."""
+    todo = [s for s in shards if not store.has_shard(group, key, s.index)]
+    if todo and len(todo) < len(shards):
+        log.info("[generate] resuming: %d of %d shards already written",
+                 len(shards) - len(todo), len(shards))
+    return todo
+
+
 def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
                        shards: list[Shard]) -> None:
     from pipeline.generation.runner import generate_records
 
     g = cfg.generation
-    todo = [s for s in shards if not store.has_shard("ptrue", key, s.index)]
-    if len(todo) < len(shards):
-        log.info("[generate] resuming: %d of %d shards already written",
-                 len(shards) - len(todo), len(shards))
+    todo = _todo(store, key, shards)
     if not todo:
         return
     backend = make_backend(cfg)
@@ -248,10 +254,7 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
 def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
                strategies: list[str]) -> None:
     """Everything but contrastive search, in the vLLM env's interpreter (its own process)."""
-    todo = [s for s in shards if not store.has_shard("ptrue", key, s.index)]
-    if len(todo) < len(shards):
-        log.info("[generate] resuming: %d of %d shards already written",
-                 len(shards) - len(todo), len(shards))
+    todo = _todo(store, key, shards)
     if not todo:
         return
     python = vllm_python(cfg)
@@ -303,8 +306,8 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
     from pipeline.generation.hf_backend import TransformersBackend
     from pipeline.generation.runner import decode_records
 
-    todo = [s for s in shards if not store.has_shard(TRANSFORMERS_DECODES, key, s.index)]
-    if not todo or not strategies:
+    todo = _todo(store, key, shards, TRANSFORMERS_DECODES) if strategies else []
+    if not todo:
         return
     device = resolve_device(cfg.device)
     spread = device == "cuda" and cuda_device_count() > 1 and int(cfg.model.gpus) > 1

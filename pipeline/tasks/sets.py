@@ -25,7 +25,7 @@ def build_sets(cfg) -> Any:
     return sets
 
 
-MAPPERS.add("sets", Mapper(build_sets, config_keys=("task.extractor", "task.equivalence"), extraction="set",
+MAPPERS.add("sets", Mapper(build_sets, config_keys=("task.extractor", "task.equivalence"), extraction="answer_set",
                            description="the answers a response states, as a set of labels"))
 
 

@@ -40,7 +40,7 @@ def build_simplex(cfg) -> Any:
 
 MAPPERS.add("simplex", Mapper(
     build_simplex, config_keys=("task.extractor", "task.equivalence", "task.renormalize",
-                                "task.simplex_answers_fallback"), extraction="simplex",
+                                "task.simplex_answers_fallback"), extraction="answer_distribution",
     description="the answers a response states with their probabilities"))
 
 

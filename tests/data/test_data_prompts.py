@@ -76,32 +76,32 @@ def test_paper_wording_present_without_the_paper_file():
 def test_build_messages_per_task():
     q = "Which oceans border the USA?"
     expected = {
-        "classes": "Which oceans border the USA?. Only provide the answer without explanation.",
-        "sets": "Which oceans border the USA?. List all correct answers, separated by commas, "
+        "single_answer": "Which oceans border the USA?. Only provide the answer without explanation.",
+        "answer_list": "Which oceans border the USA?. List all correct answers, separated by commas, "
         "without explanation.",
-        "simplex": "Given a question with multiple possible answers provide the individual answers "
+        "answer_probabilities": "Given a question with multiple possible answers provide the individual answers "
         "together\nwith their associated probabilities. Only return the individual "
         "answers and\nprobabilities without explanations and ensure that the "
         "probabilities sum to 1.0. Question:\nWhich oceans border the USA?.",
-        "sphere": "Translate the following sentence into english. Only return the translation "
+        "translation": "Translate the following sentence into english. Only return the translation "
         "without any\nother text.\nSentence: Which oceans border the USA?\nTranslation:",
-        "graphs": "Article: Which oceans border the USA?\nSummarize the above article in three "
+        "summary": "Article: Which oceans border the USA?\nSummarize the above article in three "
         "simple sentences containing the main points. Only give back the summary "
         "without newlines or other formatting.\nSummary:",
     }
     for task, content in expected.items():
         assert build_messages(task, {"question": q}) == [{"role": "user", "content": content}]
-    with pytest.raises(ValueError, match="unknown task 'set'"):
+    with pytest.raises(ValueError, match="unknown prompt 'set'"):
         build_messages("set", {"question": q})
     with pytest.raises(KeyError, match="no 'question' field"):
-        build_messages("sets", {"text": q})
+        build_messages("answer_list", {"text": q})
     with pytest.raises(TypeError, match="must be a str"):
-        build_messages("sets", {"question": None})
+        build_messages("answer_list", {"question": None})
 
 
 def test_questions_with_braces_are_inserted_literally():
     q = "What does {x} mean in {answer} and {question}?"
-    assert P.task_prompt("classes", q) == q + ". Only provide the answer without explanation."
+    assert P.task_prompt("single_answer", q) == q + ". Only provide the answer without explanation."
     filled = P.set_extraction_prompt(q, "It is {y}.")
     assert f"Q: {q}\nA: It is {{y}}.\n\nTask:" in filled
 
@@ -125,8 +125,8 @@ def test_extraction_prompts_render_single_brace_json():
     s = P.set_extraction_prompt("Q1", "A1")
     assert s == P.SET_EXTRACTION_PROMPT.replace("{question}", "Q1").replace("{answer}", "A1")
     assert P.EXTRACTION_PROMPTS == {
-        "sets": P.SET_EXTRACTION_PROMPT,
-        "simplex": P.SIMPLEX_EXTRACTION_PROMPT,
+        "answer_set": P.SET_EXTRACTION_PROMPT,
+        "answer_distribution": P.SIMPLEX_EXTRACTION_PROMPT,
     }
 
 
@@ -195,14 +195,14 @@ def _local_tokenizer(tmp_path: Path, chat_template: str | None):
 
 def test_render_chat_with_smollm2_template_on_local_tokenizer(tmp_path):
     tok = _local_tokenizer(tmp_path, SMOLLM2_CHAT_TEMPLATE)
-    messages = build_messages("classes", {"question": "Who painted the Mona Lisa?"})
+    messages = build_messages("single_answer", {"question": "Who painted the Mona Lisa?"})
     assert render_chat(tok, messages) == MONA_LISA_RENDERED
 
 
 def test_render_chat_without_template_returns_user_text(tmp_path):
     tok = _local_tokenizer(tmp_path, None)
     assert not tok.chat_template
-    messages = build_messages("sets", {"question": "Name two primes"})
+    messages = build_messages("answer_list", {"question": "Name two primes"})
     assert render_chat(tok, messages) == messages[0]["content"]
     with pytest.raises(ValueError, match="messages is empty"):
         render_chat(tok, [])
@@ -220,5 +220,5 @@ def test_render_chat_with_the_converted_smollm2_folder():
     from transformers import PreTrainedTokenizerFast
 
     tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
-    messages = build_messages("classes", {"question": "Who painted the Mona Lisa?"})
+    messages = build_messages("single_answer", {"question": "Who painted the Mona Lisa?"})
     assert render_chat(tok, messages) == MONA_LISA_RENDERED

@@ -291,6 +291,7 @@ def test_hub_defaults_match_the_paper_sources():
         "maqa_star": "distribution",
         "wmt19_fien": "text",
         "cnn_dm": "text",
+        "gsm8k": "number",
     }
 
 

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import register_configs
 from pipeline.stages.generate import split_strategies, tensor_parallel_size, vllm_max_model_len
-
-ROOT = Path(__file__).resolve().parents[2]
-register_configs()
 
 
 @pytest.fixture()
-def cfg_of():
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        yield lambda *o: compose("config", overrides=["backend=vllm", *o])
-    GlobalHydra.instance().clear()
+def cfg_of(compose_cfg):
+    return lambda *o: compose_cfg("backend=vllm", *o)
 
 
 @pytest.fixture()

@@ -32,7 +32,7 @@ def test_groups_have_the_documented_options():
                                 "qwen3-30b-a3b", "qwen3-4b", "smollm2-135m"]
     assert options("dataset") == sorted(
         [d + s for d in ("triviaqa", "maqa", "maqa_star", "wmt19_fien", "cnn_dm")
-         for s in ("", "_bundled")])
+         for s in ("", "_bundled")] + ["gsm8k", "numeric_bundled"])
     assert options("backend") == ["transformers", "vllm"]
     assert options("experiment") == ["default", "paper"]
     assert options("hydra/launcher") == ["local", "slurm", "slurm_local"]  # + submitit_local
@@ -49,7 +49,7 @@ def test_every_combination_composes(hydra_ctx):
         assert cfg.model.name == model and cfg.dataset.name == dataset
         assert cfg.backend.name == backend
         n += 1
-    assert n == 2 * 6 * 10 * 2
+    assert n == 2 * 6 * 12 * 2
 
 
 @pytest.mark.parametrize("launcher", ["local", "slurm", "submitit_local"])
@@ -77,6 +77,8 @@ def test_dataset_selects_its_task(hydra_ctx):
     for dataset, space in expected.items():
         for name in (dataset, dataset + "_bundled"):
             assert compose("config", overrides=[f"dataset={name}"]).task.space == space
+    for name in ("gsm8k", "numeric_bundled"):
+        assert compose("config", overrides=[f"dataset={name}"]).task.name == "reals"
 
 
 def test_task_can_be_overridden(hydra_ctx):

@@ -7,26 +7,16 @@ case runs for real."""
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
 from pipeline import aux_models
-from pipeline.config import register_configs
 from pipeline.devices import comet_gpus, configure_torch_threads, cpu_threads, resolve_device
-
-ROOT = Path(__file__).resolve().parents[2]
-register_configs()
 
 
 @pytest.fixture()
-def cfg_of():
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        yield lambda *o: compose("config", overrides=list(o))
-    GlobalHydra.instance().clear()
+def cfg_of(compose_cfg):
+    return compose_cfg
 
 
 @pytest.fixture()

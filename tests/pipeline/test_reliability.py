@@ -40,6 +40,19 @@ class Crash(Exception):
     pass
 
 
+def crash_before(n: int, monkeypatch) -> None:
+    """From now on the store's n-th file commit (os.replace) raises: a kill at that point."""
+    real_replace, done = os.replace, []
+
+    def replace(src, dst):
+        if len(done) == n:
+            raise Crash(f"killed before writing {Path(dst).name}")
+        done.append(dst)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(store_module.os, "replace", replace)
+
+
 def test_a_crash_at_every_write_of_generate_resumes_to_the_same_artifacts(
         tiny_chat_model, tmp_path, monkeypatch):
     """Every file the stage writes lands by os.replace (shards, parquet files, manifests); the
@@ -63,15 +76,7 @@ def test_a_crash_at_every_write_of_generate_resumes_to_the_same_artifacts(
     for n in range(len(commits)):
         store = ArtifactStore(tmp_path / f"crash{n}" / "cell")
         cfg_n = _cfg(tiny_chat_model, tmp_path / f"crash{n}")
-        calls = []
-
-        def crashing(src, dst, n=n, calls=calls):
-            if len(calls) == n:
-                raise Crash(f"killed before writing {Path(dst).name}")
-            calls.append(dst)
-            return real_replace(src, dst)
-
-        monkeypatch.setattr(store_module.os, "replace", crashing)
+        crash_before(n, monkeypatch)
         with pytest.raises(Crash):
             run_stage("generate", cfg_n, store)
         monkeypatch.setattr(store_module.os, "replace", real_replace)
@@ -118,15 +123,7 @@ def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(tiny_chat_mo
     key2, key1 = (stage_key(STAGES["generate"], c, store)[0] for c in (cfg2, cfg1))
     assert key2 != key1
     real_replace = os.replace
-    calls = []
-
-    def crash_after_first_shard(src, dst):
-        if len(calls) == 3:  # the three files of shard 0 are down
-            raise Crash("killed")
-        calls.append(dst)
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(store_module.os, "replace", crash_after_first_shard)
+    crash_before(3, monkeypatch)  # the three files of shard 0 are down
     with pytest.raises(Crash):
         run_stage("generate", cfg2, store)
     monkeypatch.setattr(store_module.os, "replace", real_replace)

