@@ -50,10 +50,10 @@ def tiny_chat_model(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture()
-def compose_cfg():
-    """compose_cfg(*overrides) -> the composed Hydra config of conf/ (like the command line)."""
-    from hydra import compose, initialize_config_dir
+@pytest.fixture(scope="module")
+def hydra_ctx():
+    """Hydra initialised on conf/ for a test module (compose(...) inside works like the CLI)."""
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from pipeline.config import register_configs
@@ -62,5 +62,13 @@ def compose_cfg():
     GlobalHydra.instance().clear()
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        yield lambda *overrides: compose("config", overrides=list(overrides))
+        yield
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture()
+def compose_cfg(hydra_ctx):
+    """compose_cfg(*overrides) -> the composed Hydra config of conf/ (like the command line)."""
+    from hydra import compose
+
+    return lambda *overrides: compose("config", overrides=list(overrides))

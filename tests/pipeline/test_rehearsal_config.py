@@ -8,9 +8,7 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from omegaconf import OmegaConf
 
 from pipeline.config import register_configs
@@ -42,14 +40,6 @@ WHERE_FROM = {
 }
 ENV = {"REHEARSAL_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
        "TASK_AWARE_REHEARSAL_ASSETS": "/rehearsal-assets"}
-
-
-@pytest.fixture(scope="module")
-def hydra_ctx():
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
 
 
 def _plain(cfg) -> dict:
