@@ -3,6 +3,11 @@
 A graph is a ``frozenset`` of (head, relation, tail) string triples; the maths is that of
 ``SetSpace`` over edges: E_Bayes = {e : P(e) >= 1/2}, risk sum_e min(P(e), 1 - P(e)), and the
 action's vertices are the endpoints of its edges.
+
+The paper's graphs are undirected ("we represent summaries as undirected knowledge graphs
+(V, E)"), so by default an edge's endpoints are stored in sorted order: (a, r, b) and (b, r, a)
+are one edge. ``directed=True`` keeps the extracted direction; ``relation_labels=False`` drops
+the relation from an edge's identity (an edge is its two endpoints, the plain (V, E) reading).
 """
 
 from __future__ import annotations
@@ -21,8 +26,26 @@ class GraphSpace(SetSpace):
     """frozenset of (head, relation, tail) string triples; Hamming over edges.  O(M E).
 
     Stored as a sorted list of [head, relation, tail]; written as text by g_T^-1 (the relations
-    as sentences joined on full stops, the paper's appendix), for every decision alike.
+    as sentences joined on full stops, the paper's appendix), for every decision alike. An
+    undirected edge is written in the direction the prompt's samples state it.
     """
+
+    def __init__(self, directed: bool = False, relation_labels: bool = True) -> None:
+        if not isinstance(directed, bool) or not isinstance(relation_labels, bool):
+            raise ValueError("graphs: directed and relation_labels must be true or false, got "
+                             f"{directed!r}, {relation_labels!r}")
+        self.directed = directed
+        self.relation_labels = relation_labels
+
+    def __repr__(self) -> str:
+        return f"GraphSpace(directed={self.directed}, relation_labels={self.relation_labels})"
+
+    def edge(self, head: str, relation: str, tail: str) -> Triple:
+        """An edge in this space's canonical form (endpoints sorted unless directed)."""
+        relation = relation if self.relation_labels else ""
+        if not self.directed and tail < head:
+            head, tail = tail, head
+        return head, relation, tail
 
     def encode(self, latent: frozenset) -> list:
         return [list(e) for e in sorted(self.canonical(latent))]
@@ -31,10 +54,12 @@ class GraphSpace(SetSpace):
         if not isinstance(payload, list) or not all(isinstance(e, list) and len(e) == 3
                                                     for e in payload):
             raise ValueError(f"graphs: expected a list of [head, relation, tail], got {payload!r:.200}")
-        return frozenset(tuple(e) for e in payload)
+        return self.canonical(payload)
 
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
-        return graph_to_text(latent)
+        if latent is None:
+            return ""
+        return graph_to_text(latent if self.directed else {oriented(e, texts) for e in latent})
 
     def canonical(self, latent: Any) -> frozenset[Triple]:
         reject_none(latent, "graphs")
@@ -53,7 +78,7 @@ class GraphSpace(SetSpace):
                 raise ValueError(
                     f"graphs: every edge must be a (head, relation, tail) tuple of 3 strings, got {edge!r}"
                 )
-            edges.append(tuple(edge))
+            edges.append(self.edge(*edge))
         return frozenset(edges)
 
     @staticmethod
@@ -64,6 +89,20 @@ class GraphSpace(SetSpace):
             out.add(head)
             out.add(tail)
         return frozenset(out)
+
+
+def oriented(edge: Triple, texts: Sequence[str]) -> Triple:
+    """An undirected edge in the direction the texts state it: tail first when a text names the
+    tail before the head and none names the head first (the stored order otherwise)."""
+    head, relation, tail = edge
+    head_first = tail_first = False
+    for text in texts:
+        low = text.lower()
+        h, t = low.find(head.lower()), low.find(tail.lower())
+        if h >= 0 and t >= 0 and h != t:
+            head_first |= h < t
+            tail_first |= t < h
+    return (tail, relation, head) if tail_first and not head_first else edge
 
 
 def graph_to_text(triples: object) -> str:

@@ -155,7 +155,7 @@ def test_graph_hand_example_and_vertices():
         frozenset({paris, wrong}),
         [list(tower), list(paris)],
     ]
-    res = GraphSpace().bayes(latents)
+    res = GraphSpace(directed=True).bayes(latents)
     assert res.action == frozenset({paris, tower})  # tower in 2 of 4 (>= 1/2), wrong in 1 of 4
     assert res.risk == pytest.approx(0.0 + 0.5 + 0.25)
     assert GraphSpace.vertices(res.action) == frozenset({"Paris", "France", "Eiffel Tower"})
