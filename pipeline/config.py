@@ -152,13 +152,20 @@ class UQConfig:
     # pipeline.uncertainty.estimators.ESTIMATORS
     estimators: list[str] = field(default_factory=lambda: [
         "msp", "semantic_entropy", "kle", "sar", "cocoa_msp", "ptrue", "latent_entropy",
-        "bayes_risk"])
+        "bayes_risk", "bayes_risk_fbeta"])
     estimator_kwargs: dict[str, Any] = field(default_factory=dict)  # name -> constructor settings
+    # SAR's and CoCoA's similarity: cross_encoder (lm-polygraph's default, uq.cross_encoder) or
+    # embedder (the cosine of task.equivalence.embedder: the offline stand-in)
+    similarity: str = "embedder"
+    cross_encoder: str = "cross-encoder/stsb-roberta-large"
+    # SE/KLE NLI premises: question + answer (true) or the bare answers (false, lm-polygraph's)
+    nli_with_question: bool = True
 
 
 @dataclass
 class EvaluationConfig:
-    targets: list[str] = field(default_factory=lambda: ["bayes", "beam"])
+    # whose quality the estimators predict; bayes_fbeta: the F1 reading of the set/graph tasks
+    targets: list[str] = field(default_factory=lambda: ["bayes", "beam", "bayes_fbeta"])
     max_rejection: float = 0.5
     ties: str = "average"
     n_bootstrap: int = 1000
@@ -262,6 +269,7 @@ CHOICES = [
     ("task.extractor.kind", ("rule", "llm", "local")),
     ("evaluation.ties", ("average", "polygraph")),
     ("evaluation.f1_mean", ("harmonic", "geometric")),
+    ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),
 ]
 LIST_CHOICES = [

@@ -269,14 +269,16 @@ def build_tiny_qwen25(out: Path, steps: int = 80, seed: int = 0) -> Path:
 # --- NLI -----------------------------------------------------------------------------------------
 
 
-def build_tiny_nli(out: Path, seed: int = 0) -> Path:
-    """A tiny random DeBERTa-v2 sequence classifier with MNLI labels and 512 positions."""
+def build_tiny_nli(out: Path, seed: int = 0, name: str = "nli",
+                   labels: dict[str, int] | None = None) -> Path:
+    """A tiny random DeBERTa-v2 sequence classifier with MNLI labels and 512 positions (one
+    label: a cross-encoder's similarity head, for cross-encoder/stsb-roberta-large)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import (DebertaV2Config, DebertaV2ForSequenceClassification,
                               PreTrainedTokenizerFast)
 
-    target = out / "nli"
+    target = out / name
     target.mkdir(parents=True, exist_ok=True)
     corpus = [r["question"] + " " + r.get("reference_text", "") + " " +
               " ".join(a for ans in r["answers"] for a in ans)
@@ -296,12 +298,12 @@ def build_tiny_nli(out: Path, seed: int = 0) -> Path:
                                         cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]",
                                         model_max_length=512)
     tokenizer.save_pretrained(target)
-    labels = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}  # deberta-large-mnli's order
+    labels = labels or {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}  # deberta-large-mnli's
     torch.manual_seed(seed)
     config = DebertaV2Config(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=128,
                              max_position_embeddings=512, type_vocab_size=2, pooler_hidden_size=64,
-                             num_labels=3, label2id=labels, id2label={v: k for k, v in labels.items()},
+                             num_labels=len(labels), label2id=labels, id2label={v: k for k, v in labels.items()},
                              pad_token_id=tokenizer.pad_token_id)
     DebertaV2ForSequenceClassification(config).save_pretrained(target)
     return target
@@ -332,6 +334,7 @@ def build_all(out: Path) -> Path:
     build_qwen3_stand_in(out)
     build_tiny_qwen25(out)
     build_tiny_nli(out)
+    build_tiny_nli(out, name="cross_encoder", labels={"LABEL_0": 0})
     _script("make_tiny_comet").build_tiny_comet(out / "comet")
     ckpt, model_dir = _script("make_tiny_alignscore").build_tiny_alignscore(out / "alignscore")
     (out / "ASSETS.json").write_text(json.dumps({

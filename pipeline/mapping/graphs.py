@@ -390,12 +390,14 @@ def merge_graphs(
     graphs: Sequence[frozenset[Triple] | None],
     equivalence: EquivalenceFn | None = None,
     context: str = "",
+    n_attached: int = 0,
 ) -> list[frozenset[Triple] | None]:
     """Aggregate the graphs of one prompt's samples: canonical entities/relations, then clusters.
 
     Entities (heads and tails together) and relations are clustered separately with
     `equivalence(context, labels)`; each cluster is represented by its most frequent member
-    (ties: first seen), as KGGen's aggregate + cluster. Failures (None) stay None.
+    (ties: first seen), as KGGen's aggregate + cluster. Failures (None) stay None. The last
+    `n_attached` graphs (the reference's) take the samples' clusters without shaping them.
     """
     canon: list[frozenset[Triple] | None] = []
     for g in graphs:
@@ -404,12 +406,29 @@ def merge_graphs(
             continue
         triples = {_canonical_triple(h, r, t) for h, r, t in g}
         canon.append(frozenset(t for t in triples if t is not None))
-    ordered = [sorted(g) for g in canon if g is not None]
-    entity_occ = [x for g in ordered for h, _, t in g for x in (h, t)]
-    relation_occ = [r for g in ordered for _, r, _ in g]
-    ent = representatives(context, entity_occ, equivalence)
-    rel = representatives(context, relation_occ, equivalence)
+    split = len(canon) - n_attached
+    own = [sorted(g) for g in canon[:split] if g is not None]
+    attached = [sorted(g) for g in canon[split:] if g is not None]
+    ent = representatives(context, [x for g in own for h, _, t in g for x in (h, t)], equivalence,
+                          attached=[x for g in attached for h, _, t in g for x in (h, t)])
+    rel = representatives(context, [r for g in own for _, r, _ in g], equivalence,
+                          attached=[r for g in attached for _, r, _ in g])
     return [None if g is None else frozenset((ent[h], rel[r], ent[t]) for h, r, t in g) for g in canon]
+
+
+def attach_labels(own_of: dict[str, str], joint_of: dict[str, str], own: Sequence[str],
+                  attached: Sequence[str]) -> dict[str, str]:
+    """`own_of` (the samples' label -> representative) extended to the attached labels: an
+    attached label takes the representative of a sample label it shares a joint cluster with
+    (`joint_of`, the clustering of samples and attached together), else stays itself."""
+    out = dict(own_of)
+    by_joint = {}
+    for label in own:
+        by_joint.setdefault(joint_of.get(label, label), own_of.get(label, label))
+    for label in attached:
+        if label not in out:
+            out[label] = by_joint.get(joint_of.get(label, label), label)
+    return out
 
 
 # g_T^-1 lives with the graph space, which writes decisions as text.
@@ -457,7 +476,7 @@ class GraphExtractor:
         if self.method == "llm" and self.client is None:
             raise ValueError("GraphExtractor(method='llm') needs client=LLMClient(...)")
 
-    def _kggen_graphs(self, texts: Sequence[object]) -> list[frozenset[Triple] | None]:
+    def _kggen_graphs(self, texts: Sequence[object], n_attached: int = 0) -> list[frozenset[Triple] | None]:
         if self.kggen is None:
             from pipeline.mapping.kggen import KGGenRunner
 
@@ -470,7 +489,16 @@ class GraphExtractor:
         entity_of: dict[str, str] = {}
         edge_of: dict[str, str] = {}
         if self.kggen_cluster:  # KGGen's aggregate + cluster over this prompt's samples (paper)
-            entity_of, edge_of = self.kggen.cluster([r for g in graphs if g for r in g])
+            split = len(graphs) - n_attached
+            own = [r for g in graphs[:split] if g for r in g]
+            entity_of, edge_of = self.kggen.cluster(own)
+            attached = [r for g in graphs[split:] if g for r in g]
+            if attached:  # the reference joins the samples' clusters, never shapes them
+                joint_entity, joint_edge = self.kggen.cluster(own + attached)
+                entities = lambda rs: [x for h, _, t in rs for x in (h, t)]  # noqa: E731
+                entity_of = attach_labels(entity_of, joint_entity, entities(own), entities(attached))
+                edge_of = attach_labels(edge_of, joint_edge, [r for _, r, _ in own],
+                                        [r for _, r, _ in attached])
         out: list[frozenset[Triple] | None] = []
         for g in graphs:
             triples = {_canonical_triple(entity_of.get(h, h), edge_of.get(r, r), entity_of.get(t, t))
@@ -479,12 +507,14 @@ class GraphExtractor:
             out.append(kept or None)
         return out
 
-    def extract(self, texts: Sequence[object], context: str = "") -> list[frozenset[Triple] | None]:
-        """One triple set per response (None = parse failure); not yet merged across samples."""
+    def extract(self, texts: Sequence[object], context: str = "",
+                n_attached: int = 0) -> list[frozenset[Triple] | None]:
+        """One triple set per response (None = parse failure); not yet merged across samples.
+        KGGen clusters over all but the last `n_attached` texts (see `map_prompt`)."""
         if self.method == "rule":
             out = [extract_triples(t) for t in texts]
         elif self.method == "kggen":
-            out = self._kggen_graphs(texts)
+            out = self._kggen_graphs(texts, n_attached)
         else:
             prompts = [TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts]
             if self.method == "llm":
@@ -506,6 +536,11 @@ class GraphExtractor:
         if self.kggen is not None:
             self.kggen.close()
 
-    def map_prompt(self, texts: Sequence[object], context: str = "") -> list[frozenset[Triple] | None]:
-        """The samples of one prompt: extract, then aggregate entities and relations across them."""
-        return merge_graphs(self.extract(texts, context), self.equivalence, context)
+    def map_prompt(self, texts: Sequence[object], context: str = "",
+                   attached: Sequence[object] = ()) -> list[frozenset[Triple] | None]:
+        """The responses of one prompt: extract, then aggregate entities and relations across
+        them. `attached` texts (the reference) are mapped into the responses' clusters without
+        changing them; their graphs come last in the result."""
+        texts = [*texts, *attached]
+        return merge_graphs(self.extract(texts, context, len(attached)), self.equivalence, context,
+                            len(attached))

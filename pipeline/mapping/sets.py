@@ -123,22 +123,45 @@ def parse_extractor_output(text: object) -> frozenset[str] | None:
     return frozenset() if saw_idk else None
 
 
-def representatives(question: str, occurrences: Sequence[str], equivalence: EquivalenceFn | None = None) -> dict[str, str]:
+def representatives(question: str, occurrences: Sequence[str], equivalence: EquivalenceFn | None = None,
+                    attached: Sequence[str] = ()) -> dict[str, str]:
     """Map every canonical label to its cluster's representative.
 
     `occurrences` lists labels with repetition (one entry per sample that contains it), so the
     representative is the most frequent label of its cluster; ties go to the first seen. Without
-    `equivalence` each distinct label is its own cluster.
+    `equivalence` each distinct label is its own cluster. `attached` labels (a reference's) are
+    placed into those clusters without changing them: each takes the representative of the
+    clusters it falls into when judged together with the samples' labels, or stands alone.
     """
     counts = Counter(occurrences)
     unique = list(dict.fromkeys(occurrences))  # first-seen order
     if equivalence is None or len(unique) < 2:
-        return {label: label for label in unique}
-    ids = list(equivalence(question, unique))
-    if len(ids) != len(unique):
+        rep = {label: label for label in unique}
+    else:
+        rep = _representatives(unique, _cluster_ids(equivalence, question, unique), counts)
+    extra = [label for label in dict.fromkeys(attached) if label not in rep]
+    if not extra:
+        return rep
+    if equivalence is None:
+        return rep | {label: label for label in extra}
+    ids = _cluster_ids(equivalence, question, unique + extra)
+    alone: dict[Any, str] = {}
+    for label, cid in zip(extra, ids[len(unique):]):
+        members = [u for u, c in zip(unique, ids) if c == cid]
+        rep[label] = rep[max(members, key=counts.__getitem__)] if members else alone.setdefault(cid, label)
+    return rep
+
+
+def _cluster_ids(equivalence: EquivalenceFn, question: str, labels: list[str]) -> list[Any]:
+    ids = list(equivalence(question, labels))
+    if len(ids) != len(labels):
         raise ValueError(
-            f"equivalence callable returned {len(ids)} cluster ids for {len(unique)} labels; it must return one per label"
+            f"equivalence callable returned {len(ids)} cluster ids for {len(labels)} labels; it must return one per label"
         )
+    return ids
+
+
+def _representatives(unique: list[str], ids: list[Any], counts: Counter) -> dict[str, str]:
     best: dict[Any, str] = {}
     for label, cid in zip(unique, ids):  # iterating in first-seen order keeps ties on the first
         if cid not in best or counts[label] > counts[best[cid]]:

@@ -17,7 +17,7 @@ log = logging.getLogger("pipeline")
 PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 # What a full report writes: tables as md/tex/csv, figures as png/pdf (results/...).
 TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
-               "uq_auc_beam", "uq_72b")
+               "uq_auc_beam", "uq_prr_bayes_fbeta", "uq_72b")
 FIGURE_NAMES = ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
                 "samples_ablation")
 

@@ -38,10 +38,10 @@ METHOD_LABEL = {"beam": "Beam", "self_consistency": "Self-Consistency", "contras
                 "ar": "AR", "greedy": "Greedy", "map": "l_MAP", "sample_mbr": "l_Sample",
                 "bayes": "Bayes (ours)", "bayes_fbeta": "Bayes F1 (ours)"}
 ESTIMATORS = ["ptrue", "sar", "cocoa_msp", "kle", "semantic_entropy", "msp", "latent_entropy",
-              "bayes_risk"]
+              "bayes_risk", "bayes_risk_fbeta"]
 ESTIMATOR_LABEL = {"ptrue": "P(True)", "sar": "SAR", "cocoa_msp": "CoCoA", "kle": "KLE",
                    "semantic_entropy": "SE", "msp": "MSP", "latent_entropy": "Latent Entropy",
-                   "bayes_risk": "R_Bayes (ours)"}
+                   "bayes_risk": "R_Bayes (ours)", "bayes_risk_fbeta": "R_Bayes F1 (ours)"}
 PAPER_72B = "qwen2.5-72b-instruct"
 
 
@@ -196,6 +196,11 @@ TABLES = {
                     "beam", "prr"),
     "uq_auc_beam": ("uq", "uq_auc_beam", "UQ concordance AUC, beam response (Table 6)",
                     "beam", "auc"),
+    # The F1 reading of MAQA/CNN-DM (paper: "We study both the Hamming distance and the F1 score
+    # as dissimilarity measures"): the F1-optimal (GFM) response's quality; no published numbers.
+    "uq_prr_bayes_fbeta": ("uq", "uq_prr_bayes_fbeta",
+                           "UQ PRR, quality of the F1-optimal Bayes response (F1 reading)",
+                           "bayes_fbeta", "prr"),
     "uq_72b": ("uq", "uq_72b", "UQ PRR, Bayes response, Qwen2.5-72B (Table 8)", "bayes", "prr"),
 }
 

@@ -73,12 +73,17 @@ def _tokenizer(model_path: str, trust_remote_code: bool) -> Any:
     return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
 
 
+def model_tokenizer(cfg: DictConfig) -> Any:
+    """The cell's generating model's tokenizer (loaded once per process)."""
+    return _tokenizer(resolve_model_path(cfg.model.path, cfg.cache_dir),
+                      bool(cfg.model.trust_remote_code))
+
+
 def render_prompts(cfg: DictConfig, dataset) -> list[str]:
     """The model input of every record: the task's prompt in the model's chat template."""
     from pipeline.data import build_messages
 
-    tokenizer = _tokenizer(resolve_model_path(cfg.model.path, cfg.cache_dir),
-                           bool(cfg.model.trust_remote_code))
+    tokenizer = model_tokenizer(cfg)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
                          "paper prompts instruction-tuned chat models")

@@ -60,14 +60,17 @@ def map_slice(cfg: DictConfig) -> dict:
         if isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in HOW_NOT_WHAT}
         settings[key] = value
-    return {"mapper": cfg.task.mapper, "settings": settings,
+    # the space's options decide the stored latents' canonical form (e.g. undirected edges)
+    return {"mapper": cfg.task.mapper, "settings": settings, "space": cfg.task.space,
+            "space_options": plain(cfg.task.space_options),
             "reference_mapped": REFERENCES[cfg.task.reference].mapped}
 
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
-# number extraction rebuilt on labelled corpora (docs/extraction.md).
+# number extraction rebuilt on labelled corpora (docs/extraction.md). v4: the reference is
+# placed into the responses' clusters without shaping them; graphs undirected.
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
-       version=3)
+       version=4)
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
                                 store.read("decodes"))}
@@ -95,10 +98,11 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
             sources = ([("sample", int(i)) for i in s["sample_idx"]]
                        + [(str(k), -1) for k in d["strategy"]])
             texts = list(s["text"]) + list(d["text"])
-            if maps_reference and rec.reference_text:
+            if maps_reference and rec.reference_text:  # placed into the responses' clusters
                 sources.append(("reference", -1))
-                texts.append(rec.reference_text)
-            latents = mapper(rec.question, texts) if texts else []
+                latents = mapper(rec.question, texts, attached=[rec.reference_text])
+            else:
+                latents = mapper(rec.question, texts) if texts else []
             for (source, idx), latent in zip(sources, latents):
                 ok = latent is not None
                 rows.append({"prompt_id": rec.prompt_id, "source": source, "sample_idx": idx,

@@ -23,8 +23,9 @@ def uq_slice(cfg: DictConfig) -> dict:
             "equivalence": plain(cfg.task.equivalence) if "lm_polygraph" in groups else None}
 
 
-# v2: SAR's similarity strings shorten a long question instead of losing the text to truncation
-@stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=2)
+# v2: SAR's similarity strings shorten a long question instead of losing the text to truncation.
+# v3: SAR's relevance per token of the generating model's tokenizer (was per word).
+@stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3)
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     from pipeline.uncertainty.estimators import uncertainty_rows
 

@@ -22,8 +22,8 @@ def build_graphs(cfg) -> Any:
         cache_dir=str(Path(cfg.cache_dir) / "kggen"), max_concurrency=ex.max_concurrency,
         equivalence=label_merge(cfg), backend=local_backend(cfg) if method == "local" else None)
 
-    def graphs(question: str, texts: list[str]) -> list[Any]:
-        return extractor.map_prompt(texts, context=question)
+    def graphs(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
+        return extractor.map_prompt(texts, context=question, attached=attached)
 
     graphs.close = extractor.close  # type: ignore[attr-defined]  # stops KGGen's worker
     graphs.call_stats = lambda: extractor.kggen.stats if extractor.kggen else None  # type: ignore[attr-defined]

@@ -13,7 +13,8 @@ def build_sphere(cfg) -> Any:
 
     embedder = build_embedder(cfg.task.embedder, cfg)
 
-    def sphere(question: str, texts: list[str]) -> list[Any]:
+    def sphere(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
+        texts = [*texts, *attached]  # each text is embedded alone: nothing to attach to
         keep = [i for i, t in enumerate(texts) if t.strip()]
         vectors = embedder.embed([texts[i] for i in keep]) if keep else []
         out: list[Any] = [None] * len(texts)

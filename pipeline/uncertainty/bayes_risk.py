@@ -8,9 +8,9 @@ import pandas as pd
 
 
 def bayes_risk_frame(
-    risks: pd.DataFrame | Mapping[str, float], method: str = "bayes"
+    risks: pd.DataFrame | Mapping[str, float], method: str = "bayes", estimator: str = "bayes_risk"
 ) -> pd.DataFrame:
-    """UNCERTAINTY rows (prompt_id, "bayes_risk", risk).
+    """UNCERTAINTY rows (prompt_id, `estimator`, risk).
 
     ``risks`` is decisions.parquet (rows of ``method`` are used; higher risk = less confident)
     or a mapping prompt_id -> risk. Rows with a missing risk (no parseable latent) are dropped.
@@ -34,7 +34,7 @@ def bayes_risk_frame(
             f"risks must be the decisions DataFrame or a prompt_id -> risk mapping, got {type(risks).__name__}"
         )
     out = pd.DataFrame(
-        [(pid, "bayes_risk", float(r)) for pid, r in pairs if r is not None and pd.notna(r)],
+        [(pid, estimator, float(r)) for pid, r in pairs if r is not None and pd.notna(r)],
         columns=["prompt_id", "estimator", "value"],
     )
     return out.astype({"value": "float64"})

@@ -36,20 +36,28 @@ for _name, _what in [("msp", "maximum sequence probability of the beam decode"),
     ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph: {_what}"))
 ESTIMATORS.add("latent_entropy", Estimator("latent_entropy", "entropy of p(l | x) over the samples"))
 ESTIMATORS.add("bayes_risk", Estimator("bayes_risk", "the Bayes risk of the Bayes decision (ours)"))
+ESTIMATORS.add("bayes_risk_fbeta", Estimator(
+    "bayes_risk", "the F-beta Bayes risk 1 - E[F_beta] of the GFM action (ours; tasks declaring a "
+    "bayes_fbeta decision)"))
+# estimator -> the decision whose risk it is (decide stage's `method`)
+RISK_OF = {"bayes_risk": "bayes", "bayes_risk_fbeta": "bayes_fbeta"}
 
 
 @GROUPS.register("lm_polygraph")
 def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
     from omegaconf import OmegaConf
 
-    from pipeline.aux_models import build_embedder, build_equivalence
+    from pipeline.aux_models import build_equivalence, build_similarity
+    from pipeline.stages.generate import model_tokenizer
     from pipeline.uncertainty.polygraph import compute_uncertainty
 
     return compute_uncertainty(
         artifacts["samples"], artifacts["decodes"], artifacts["ptrue"], artifacts["dataset"],
-        equivalence=build_equivalence(cfg), embedder=build_embedder(cfg.task.equivalence.embedder, cfg),
+        equivalence=build_equivalence(cfg), embedder=build_similarity(cfg),
         estimators=names, target_strategy="beam",  # MSP/CoCoA of the beam output (paper)
-        estimator_kwargs=OmegaConf.to_container(cfg.uq.estimator_kwargs, resolve=True))
+        tokenizer=model_tokenizer(cfg),  # SAR's relevance per token of the generating model
+        estimator_kwargs=OmegaConf.to_container(cfg.uq.estimator_kwargs, resolve=True),
+        nli_with_question=bool(cfg.uq.nli_with_question))
 
 
 @GROUPS.register("latent_entropy")
@@ -63,7 +71,13 @@ def _latent_entropy(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg
 def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
     from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 
-    return bayes_risk_frame(artifacts["decisions"], method="bayes")
+    decisions = artifacts["decisions"]
+    methods = set(decisions["method"])
+    # a decision the task does not declare (no F-beta action for classes) has no risk to report
+    frames = [bayes_risk_frame(decisions, method=RISK_OF[name], estimator=name) for name in names
+              if RISK_OF[name] in methods or RISK_OF[name] == "bayes"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["prompt_id", "estimator", "value"])
 
 
 def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:

@@ -177,6 +177,7 @@ def compute_uncertainty(
     target_strategy: str = "beam",
     tokenizer: object | None = None,
     estimator_kwargs: Mapping[str, dict] | None = None,
+    nli_with_question: bool = True,
 ) -> pd.DataFrame:
     """UQ baselines with lm-polygraph's estimators -> DataFrame(prompt_id, estimator, value).
 
@@ -184,12 +185,15 @@ def compute_uncertainty(
         samples_df, decodes_df, ptrue_df, dataset_df: the generate stage's artifacts and the
             dataset (schema.SAMPLES, DECODES, PTRUE, DATASET); ptrue_df may be None without ptrue.
         equivalence: pipeline.mapping.equivalence backend (semantic matrices and classes).
-        embedder: pipeline.mapping.embed.Embedder (SAR and CoCoA similarities).
+        embedder: SAR's and CoCoA's similarity judge: a cross-encoder (`score_pairs`,
+            lm-polygraph's default) or a pipeline.mapping.embed.Embedder (cosine).
         estimators: names from ESTIMATOR_CLASSES.
         target_strategy: decode scored by msp / cocoa_msp ("beam" as the paper).
         tokenizer: optional tokenizer of the generating LLM, for token-level SAR relevance
             (without it, relevance is measured per word; see stats.token_units).
         estimator_kwargs: constructor arguments per estimator name.
+        nli_with_question: NLI premises are question + answer (True) or the bare answers as in
+            lm-polygraph's semantic matrix (False).
     """
     estimators = list(dict.fromkeys(estimators))
     prompts, skipped = collect_prompts(
@@ -207,7 +211,8 @@ def compute_uncertainty(
                 "semantic_matrix_classes"}
     if all_keys & semantic and hasattr(equivalence, "prefetch"):
         # every prompt's unique NLI pairs in full batches, before the per-prompt matrices
-        equivalence.prefetch([(p.question, p.sample_texts) for p in prompts if p.n_samples])
+        equivalence.prefetch([(p.question if nli_with_question else "", p.sample_texts)
+                              for p in prompts if p.n_samples])
 
     cache: dict[str, dict[str, object]] = defaultdict(dict)
 
@@ -221,7 +226,7 @@ def compute_uncertainty(
             }
             todo = {k for k in todo if k not in have}
         if todo:
-            have.update(prompt_stats(p, todo, equivalence, embedder, tokenizer))
+            have.update(prompt_stats(p, todo, equivalence, embedder, tokenizer, nli_with_question))
         return have
 
     rows: list[tuple[str, str, float]] = []

@@ -11,14 +11,15 @@ Keys and shapes follow lm-polygraph 0.7.0's stat calculators (NOTES.md):
 | sample_log_likelihoods | N arrays (T_i,) | samples.token_logprobs |
 | semantic_matrix_entail / _contra | (N, N) | equivalence.pair_probs(question, texts) |
 | semantic_matrix_classes | (N, N) int, 1 = "equivalent" | equivalence.decisions(question, texts) |
-| sample_sentence_similarity | (N, N) | cosine of the embedder, clipped to [0, 1] |
-| greedy_sentence_similarity | (N,) | cosine(target text, sample i), clipped to [0, 1] |
+| sample_sentence_similarity | (N, N) | the similarity judge, clipped to [0, 1] |
+| greedy_sentence_similarity | (N,) | judge(target text, sample i), clipped to [0, 1] |
 | sample_token_similarity | N arrays (T_i,) | see token_similarity() |
 | p_true | float | ptrue.logprob_true (lm-polygraph's stat is log p(True)) |
 
-Deviations (no cross-encoder ships on PyPI): lm-polygraph scores sentence and token similarity
-with the cross-encoder stsb-roberta-large; here the bi-encoder cosine of the project's embedder,
-clipped to [0, 1] (the cross-encoder's range), replaces it.
+The similarity judge is lm-polygraph's cross-encoder (stsb-roberta-large; anything with
+`score_pairs`, pipeline.uncertainty.cross_encoder; `uq.similarity: cross_encoder`, the paper
+configuration) or, offline (no cross-encoder ships on PyPI), the bi-encoder cosine of the
+project's embedder clipped to [0, 1] (the cross-encoder's range).
 """
 
 from __future__ import annotations
@@ -147,8 +148,11 @@ def token_similarity(
                                                                 embedder)
     if not dropped:
         return np.full(n_tokens, 0.5)
-    vectors = np.asarray(embedder.embed([full, *dropped]), dtype=np.float64)
-    unit_sim = _clip01(vectors[1:] @ vectors[0])
+    if hasattr(embedder, "score_pairs"):  # a cross-encoder: (full, dropped) pairs as lm-polygraph
+        unit_sim = _clip01(embedder.score_pairs([(full, d) for d in dropped]))
+    else:
+        vectors = np.asarray(embedder.embed([full, *dropped]), dtype=np.float64)
+        unit_sim = _clip01(vectors[1:] @ vectors[0])
     sims = np.array(
         [1.0 if (sp or o < 0) else unit_sim[o] for o, sp in zip(owner, is_special, strict=True)]
     )
@@ -158,13 +162,24 @@ def token_similarity(
 
 
 def sentence_similarity(texts: Sequence[str], embedder: object) -> np.ndarray:
-    """(N, N) cosine similarity of the bare sample texts, clipped to [0, 1]."""
+    """(N, N) similarity of the bare sample texts, clipped to [0, 1]: a cross-encoder's score of
+    every ordered pair of distinct texts (lm-polygraph), or the embedder's cosine."""
+    if hasattr(embedder, "score_pairs"):
+        unique, inv = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True)
+        pairs = [(str(a), str(b)) for a in unique for b in unique]
+        scores = embedder.score_pairs(pairs).reshape(len(unique), len(unique))
+        return _clip01(scores[inv][:, inv])
     v = np.asarray(embedder.embed(list(texts)), dtype=np.float64)
     return _clip01(v @ v.T)
 
 
 def greedy_similarity(target_text: str, texts: Sequence[str], embedder: object) -> np.ndarray:
-    """(N,) cosine similarity of the target decode to each sample, clipped to [0, 1]."""
+    """(N,) similarity of the target decode to each sample, clipped to [0, 1]: a cross-encoder's
+    mean of both pair orders (lm-polygraph's greedy calculator), or the embedder's cosine."""
+    if hasattr(embedder, "score_pairs"):
+        forward = embedder.score_pairs([(target_text, t) for t in texts])
+        backward = embedder.score_pairs([(t, target_text) for t in texts])
+        return _clip01((forward + backward) / 2)
     v = np.asarray(embedder.embed([target_text, *texts]), dtype=np.float64)
     return _clip01(v[1:] @ v[0])
 
@@ -196,8 +211,11 @@ def prompt_stats(
     equivalence: object | None,
     embedder: object | None,
     tokenizer: object | None = None,
+    nli_with_question: bool = True,
 ) -> dict[str, object]:
-    """Per-prompt values of the requested stat keys (batched by build_batch_stats)."""
+    """Per-prompt values of the requested stat keys (batched by build_batch_stats). NLI judges
+    question + answer pairs, or the bare answers (`nli_with_question=False`, lm-polygraph's)."""
+    premise_context = p.question if nli_with_question else ""
     out: dict[str, object] = {}
 
     def need(*names: str) -> bool:
@@ -217,11 +235,11 @@ def prompt_stats(
         ]
     if need("semantic_matrix_entail", "semantic_matrix_contra"):
         _require(equivalence, "equivalence", "semantic matrices")
-        entail, contra = equivalence.pair_probs(p.question, p.sample_texts)
+        entail, contra = equivalence.pair_probs(premise_context, p.sample_texts)
         out["semantic_matrix_entail"], out["semantic_matrix_contra"] = entail, contra
     if need("semantic_classes_entail", "semantic_matrix_classes"):
         _require(equivalence, "equivalence", "semantic classes")
-        out["semantic_matrix_classes"] = equivalence.decisions(p.question, p.sample_texts).astype(
+        out["semantic_matrix_classes"] = equivalence.decisions(premise_context, p.sample_texts).astype(
             np.int64
         )
     if need("sample_sentence_similarity"):
