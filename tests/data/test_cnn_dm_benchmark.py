@@ -26,21 +26,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 ARTICLES = [  # (article_id, article, [writer summaries]); ids are 32 hex digits as in the file
     ("0f1d41fcf8934fdf8fc993851ba9c6c4",
-     "The harbour of Kestrel Bay reopened on Friday after a storm wrecked its sea wall.\n\n"
+     ("The harbour of Kestrel Bay reopened on Friday after a storm wrecked its sea wall.\n\n"
      "Repairs took five months and cost 3 million pounds, the port authority said.\n\n"
-     "Fishing boats, which had moored in a neighbouring town, began returning at dawn.",
-     ["Kestrel Bay harbour reopened on Friday, five months after a storm wrecked its sea wall. "
-      "The repairs cost 3 million pounds. Fishing boats began returning at dawn.  ",
+     "Fishing boats, which had moored in a neighbouring town, began returning at dawn."),
+     [("Kestrel Bay harbour reopened on Friday, five months after a storm wrecked its sea wall. "
+      "The repairs cost 3 million pounds. Fishing boats began returning at dawn.  "),
       "A storm-damaged harbour reopened after repairs costing 3 million pounds.",
       "Kestrel Bay's harbour is open again. Boats that had moored elsewhere are returning."]),
     ("a3c9e2b7d0f14e6a9b8c7d6e5f4a3b2c",
-     "A primary school in Ferndale has won a national award for its vegetable garden.\n\n"
-     "Pupils grow beans, carrots and potatoes, which are served in the school canteen.",
-     ["Ferndale primary school won a national award for its vegetable garden. Pupils grow the "
-      "vegetables served in the canteen."]),
+     ("A primary school in Ferndale has won a national award for its vegetable garden.\n\n"
+     "Pupils grow beans, carrots and potatoes, which are served in the school canteen."),
+     [("Ferndale primary school won a national award for its vegetable garden. Pupils grow the "
+      "vegetables served in the canteen.")]),
     ("5e6f7a8b9c0d4e1f8a2b3c4d5e6f7a8b",
-     "Council workers in Millbrook repaired 400 potholes in March, a record for one month.\n\n"
-     "The leader of the council said a mild winter had allowed crews to work every day.",
+     ("Council workers in Millbrook repaired 400 potholes in March, a record for one month.\n\n"
+     "The leader of the council said a mild winter had allowed crews to work every day."),
      ["Millbrook repaired a record 400 potholes in March.",
       "A mild winter let Millbrook's crews fix 400 potholes in one month, a record."]),
 ]
