@@ -18,6 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.errors import PipelineError
 
 FETCH = "make paper-assets"
+# Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
+# cache_dir, as the dataset configs name them (conf/dataset/<name>.yaml).
+FETCHED_DATA = {"maqa": "data/maqa/MAQA.json", "cnn_dm": "data/cnn_dm/writer_summaries.json"}
 
 
 class MissingAssetsError(PipelineError, RuntimeError):
@@ -77,16 +80,20 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
     out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
                       "set model.path to a local folder or a hub id"))
     overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
-    for key in ("path", "data_files"):
+    fetched = {Path(str(cfg.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
+    # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)
+    keys = ["path", "data_files"] + (["benchmark_file"] if overrides.get("source") != "hub" else [])
+    for key in keys:
         value = overrides.get(key)
         files = value if isinstance(value, list) else ([] if value is None else [value])
         if isinstance(value, dict):
             files = [f for v in value.values() for f in (v if isinstance(v, list) else [v])]
         for f in files:
             if not str(f).startswith(("http://", "https://")):
+                path = Path(str(f)).expanduser()
                 out.append(Asset(f"data of {cfg.dataset.name}", str(f), "generate",
-                                 Path(str(f)).expanduser().exists(),
-                                 FETCH if cfg.dataset.name == "maqa" else
+                                 path.exists(),
+                                 FETCH if path in fetched else
                                  f"dataset.overrides.{key}=<a local copy>"))
     if cfg.backend.name == "vllm":
         from pipeline.stages.generate import vllm_python

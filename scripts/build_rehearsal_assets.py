@@ -10,7 +10,9 @@ from. What it reads from OUT:
   through `datasets`: TriviaQA rc.nocontext (parquet, nested `answer` struct, empty
   entity_pages / search_results as in the no-context config), the MAQA JSON (a list of
   {question, answers}), MAQA* (question, answers as alias lists, probabilities, counts), WMT19
-  fi-en (`translation` {fi, en} struct) and CNN/DailyMail (article, highlights, id).
+  fi-en (`translation` {fi, en} struct) and the paper's CNN/DM benchmark (writer_summaries.json:
+  a JSON list of {article_id, article, summary}, one entry per writer summary; see
+  `cnn_dm_writer_summaries`).
 - models/<paper model name>/: real local instruct weights under each paper model's name.
   qwen3-4b: the packaged SmolLM2-135M-Instruct weights (a ChatML model, as Qwen is) with the
   generation-prompt part of Qwen3's chat template (`enable_thinking=false` -> an empty think
@@ -49,7 +51,7 @@ DATA_FILES = {
     "maqa": "maqa/MAQA.json",
     "maqa_star": "maqa_star/train-00000-of-00001.parquet",
     "wmt19_fien": "wmt19_fien/validation-00000-of-00001.parquet",
-    "cnn_dm": "cnn_dm/test-00000-of-00001.parquet",
+    "cnn_dm": "cnn_dm/writer_summaries.json",
 }
 QWEN25_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 # Qwen2.5-Instruct's template for conversations without tools (its default system prompt
@@ -137,10 +139,35 @@ def build_data(out: Path) -> None:
            for r in bundled("wmt19_fien")]
     _write_parquet(wmt, data / DATA_FILES["wmt19_fien"])
 
-    cnn = [{"article": r["question"], "highlights": r["reference_text"],
-            "id": hashlib.sha1(r["prompt_id"].encode()).hexdigest()}
-           for r in bundled("cnn_dm")]
-    _write_parquet(cnn, data / DATA_FILES["cnn_dm"])
+    write_cnn_dm(data / DATA_FILES["cnn_dm"])
+
+
+def cnn_dm_writer_summaries() -> list[dict[str, Any]]:
+    """The bundled articles as the benchmark's writer_summaries.json entries.
+
+    Each article's first entry carries its bundled reference (the sentences on one line, as the
+    writers' summaries are), so the loader's reference is the bundled one. As in the real file,
+    some articles have more than one writer summary (entries next to each other, same id and
+    text): every second article gets a second, shorter summary (its reference's first two
+    sentences), which the loader must skip.
+    """
+    rows = []
+    for i, r in enumerate(bundled("cnn_dm")):
+        article_id = hashlib.md5(r["prompt_id"].encode()).hexdigest()  # 32 hex digits, as there
+        sentences = [s.strip() for s in r["reference_text"].splitlines() if s.strip()]
+        rows.append({"article_id": article_id, "article": r["question"],
+                     "summary": " ".join(sentences)})
+        if i % 2 == 0 and len(sentences) > 2:
+            rows.append({"article_id": article_id, "article": r["question"],
+                         "summary": " ".join(sentences[:2])})
+    return rows
+
+
+def write_cnn_dm(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cnn_dm_writer_summaries(), indent=4),  # as the real file
+                    encoding="utf-8")
+    return path
 
 
 # --- models --------------------------------------------------------------------------------------

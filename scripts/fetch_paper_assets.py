@@ -8,6 +8,10 @@ configuration looks for it:
 
 - MAQA: the official repository's JSON (https://github.com/YangYongJin/MAQA-Official-Repo, 2,042
   questions; no hub copy exists) -> <cache>/data/maqa/MAQA.json (conf/dataset/maqa.yaml);
+- the CNN/DM-based summarisation benchmark of Zhang et al. 2023: writer_summaries.json of
+  https://github.com/Tiiiger/benchmark_llm_summarization at a pinned commit (302 freelance-writer
+  summaries of 109 articles, checked by SHA-256) -> <cache>/data/cnn_dm/writer_summaries.json
+  (conf/dataset/cnn_dm.yaml);
 - AlignScore-large.ckpt (hub repo yzha/AlignScore) -> <cache>/alignscore/ and its base model
   roberta-large into the HF cache;
 - COMET Unbabel/wmt22-comet-da (and its xlm-roberta-large encoder) into the HF cache;
@@ -32,13 +36,17 @@ import tempfile
 from pathlib import Path
 
 MAQA_REPO = "https://github.com/YangYongJin/MAQA-Official-Repo"
+# The benchmark's last commit ("update data.", 2023-03-20); the file is unchanged since the first.
+CNN_DM_COMMIT = "4e87890ed070c7db3dd5c1125adb5bde0ccd2eb1"
+CNN_DM_URL = ("https://raw.githubusercontent.com/Tiiiger/benchmark_llm_summarization/"
+              f"{CNN_DM_COMMIT}/writer_summaries.json")
+CNN_DM_SHA256 = "9071a2e3628cfc22aa22bad2f394351e270393b892c6b9185a24d969dc67491f"
 ALIGNSCORE_REPO, ALIGNSCORE_FILE = "yzha/AlignScore", "AlignScore-large.ckpt"
 PAPER_MODELS = ["google/gemma-3-4b-it", "google/gemma-3-12b-it", "Qwen/Qwen3-4B",
                 "Qwen/Qwen3-30B-A3B", "Qwen/Qwen2.5-72B-Instruct", "microsoft/deberta-large-mnli",
                 "google/embeddinggemma-300m", "roberta-large"]
 HUB_DATASETS = [("mandarjoshi/trivia_qa", "rc.nocontext", "validation"),
-                ("ttomov/maqa_star", None, "train"), ("wmt/wmt19", "fi-en", "validation"),
-                ("abisee/cnn_dailymail", "3.0.0", "test")]
+                ("ttomov/maqa_star", None, "train"), ("wmt/wmt19", "fi-en", "validation")]
 
 
 def cache_dir() -> Path:
@@ -74,6 +82,31 @@ def fetch_maqa(target: Path) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     return f"{looks_like_maqa(target)} questions from {source.name} -> {target}"
+
+
+def fetch_cnn_dm_benchmark(target: Path, url: str = CNN_DM_URL,
+                           sha256: str | None = CNN_DM_SHA256) -> str:
+    """writer_summaries.json, checked (SHA-256, then its {article_id, article, summary} entries)
+    before it replaces `target`."""
+    import hashlib
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=120) as response:
+        data = response.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and digest != sha256:
+        raise ValueError(f"{url}: SHA-256 {digest} != the pinned {sha256}")
+    rows = json.loads(data)
+    keys = {"article_id", "article", "summary"}
+    if not isinstance(rows, list) or not rows or not all(
+            isinstance(r, dict) and keys <= set(r) for r in rows):
+        raise ValueError(f"{url}: not a JSON list of {sorted(keys)} objects")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    articles = len({r["article_id"] for r in rows})
+    return f"{len(rows)} writer summaries of {articles} articles -> {target}"
 
 
 def fetch_alignscore(target_dir: Path) -> str:
@@ -118,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cache = cache_dir()
     steps = [("MAQA JSON", lambda: fetch_maqa(cache / "data" / "maqa" / "MAQA.json")),
+             ("CNN/DM benchmark", lambda: fetch_cnn_dm_benchmark(
+                 cache / "data" / "cnn_dm" / "writer_summaries.json")),
              ("AlignScore checkpoint", lambda: fetch_alignscore(cache / "alignscore")),
              ("COMET wmt22-comet-da", fetch_comet), ("NLTK punkt_tab", fetch_punkt)]
     if args.models:

@@ -1,4 +1,5 @@
-"""Loaders: the real datasets through HuggingFace `datasets`, and the bundled JSONL sets.
+"""Loaders: the real datasets through HuggingFace `datasets` (or, for MAQA and the CNN/DM
+benchmark, their repositories' released files), and the bundled JSONL sets.
 
 Every loader has the signature `loader(spec, select, **options) -> list[record]`:
 `select(n)` returns the row indices to keep (see `registry.subset_indices`), so only the
@@ -240,24 +241,93 @@ def load_wmt19(
     ]
 
 
+CNN_DM_SOURCES = ("benchmark", "hub")
+BENCHMARK_REPO = "https://github.com/Tiiiger/benchmark_llm_summarization"
+BENCHMARK_FILE = "writer_summaries.json"
+# The options that only the hub source reads: with source=benchmark they must keep their defaults.
+_HUB_ONLY = ("path", "config", "split", "data_files", "revision", "article_field",
+             "summary_field", "id_field")
+
+
 def load_cnn_dm(
     spec: DatasetSpec,
     select: Selector,
     *,
+    source: str = "hub",
+    benchmark_file: str | None = None,
     article_field: str = "article",
     summary_field: str = "highlights",
     id_field: str | None = "id",
     **hub: Any,
 ) -> list[dict[str, Any]]:
-    """CNN/DailyMail (abisee/cnn_dailymail, 3.0.0, test) or a CNN/DM-based benchmark.
+    """CNN/DailyMail summarisation from one of two sources (`source=`):
 
-    The paper uses a CNN/DM-based summarization benchmark: point `path` (and the field names)
-    at it.
+    - `benchmark` (the paper's, conf/dataset/cnn_dm.yaml): the CNN/DM-based benchmark of Zhang
+      et al. 2023 in its released format, `benchmark_file` = the repository's
+      writer_summaries.json (see `load_writer_summaries`);
+    - `hub`: abisee/cnn_dailymail 3.0.0 test (article -> highlights), or local files in that
+      format via `data_files`; the field options rename its columns. `benchmark_file` is ignored.
     """
+    if source not in CNN_DM_SOURCES:
+        raise ValueError(f"dataset {spec.name!r}: source must be one of {list(CNN_DM_SOURCES)}, "
+                         f"got {source!r}")
+    if source == "benchmark":
+        given = {"article_field": article_field, "summary_field": summary_field,
+                 "id_field": id_field, **hub}
+        changed = sorted(k for k in _HUB_ONLY
+                         if k in given and given[k] != spec.defaults.get(k, given[k]))
+        if changed:
+            raise TypeError(
+                f"dataset {spec.name!r} with source=benchmark reads only benchmark_file; "
+                f"{changed} are options of source=hub (set source=hub, or point "
+                "benchmark_file at a file in the benchmark's format)")
+        return load_writer_summaries(spec, select, benchmark_file,
+                                     cache_dir=hub.get("cache_dir"))
     return [
         R.cnn_dm_record(row, spec.name, i, article_field, summary_field, id_field)
         for i, row in _rows(load_hf_split(spec, **hub), select)
     ]
+
+
+def load_writer_summaries(
+    spec: DatasetSpec, select: Selector, benchmark_file: str | os.PathLike | None,
+    cache_dir: str | None = None,
+) -> list[dict[str, Any]]:
+    """The benchmark's writer_summaries.json: one record per article (in the order articles
+    first appear), its first writer summary as the reference; `select` picks articles.
+
+    The file is a JSON list of {article_id, article, summary} objects, one per freelance-writer
+    summary (JSON lines are read too). `cache_dir` is accepted for symmetry and unused.
+    """
+    fixes = (f"run `make paper-assets` (downloads {BENCHMARK_FILE} from {BENCHMARK_REPO} into "
+             "<cache_dir>/data/cnn_dm/), or set dataset.overrides.benchmark_file=<a copy of it>; "
+             "dataset.overrides.source=hub reads abisee/cnn_dailymail instead, and "
+             f"dataset={spec.offline_alternative or 'cnn_dm_bundled'} works offline")
+    if benchmark_file is None:
+        raise DatasetUnavailableError(
+            f"Dataset {spec.name!r} with source=benchmark needs benchmark_file: {fixes}.")
+    path = Path(os.fspath(benchmark_file)).expanduser()
+    if not path.is_file():
+        raise DatasetUnavailableError(
+            f"Dataset {spec.name!r}: benchmark file {path} not found. To get it, {fixes}.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError:
+        try:  # JSON lines (the benchmark's README names the file writer_summaries.jsonl)
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise R.DatasetFormatError(
+                f"{path}: neither a JSON list nor JSON lines ({exc}); expected the benchmark's "
+                f"{BENCHMARK_FILE} ({BENCHMARK_REPO})") from exc
+    if not isinstance(rows, list):
+        raise R.DatasetFormatError(
+            f"{path}: expected a JSON list of {list(R.WRITER_SUMMARY_COLUMNS)} objects (the "
+            f"benchmark's {BENCHMARK_FILE}), got a JSON {type(rows).__name__}")
+    articles = R.group_writer_summaries(rows, str(path))
+    if not articles:
+        raise R.DatasetFormatError(f"{path}: no entries")
+    return [R.writer_summary_record(*articles[i], spec.name) for i in select(len(articles))]
 
 
 # --- bundled ----------------------------------------------------------------------------------

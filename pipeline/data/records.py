@@ -233,6 +233,55 @@ def cnn_dm_record(
     )
 
 
+# The paper's CNN/DM-based benchmark (Zhang et al. 2023, github.com/Tiiiger/
+# benchmark_llm_summarization): `writer_summaries.json`, a JSON list with one object per
+# freelance-writer summary. An article summarised by several writers appears once per summary
+# (302 summaries of 109 articles, 1 to 4 each), always with the same `article_id` and text.
+WRITER_SUMMARY_COLUMNS: tuple[str, ...] = ("article_id", "article", "summary")
+
+
+def group_writer_summaries(
+    rows: Sequence[Mapping[str, Any]], where: str
+) -> list[tuple[str, str, list[str]]]:
+    """(article_id, article, [writer summaries in file order]) per article, in the order each
+    article first appears; `where` (the file) prefixes every error."""
+    articles: dict[str, tuple[str, list[str]]] = {}
+    for i, row in enumerate(rows):
+        at = f"{where}: entry {i}"
+        if not isinstance(row, Mapping):
+            raise DatasetFormatError(
+                f"{at} is {type(row).__name__}, not an object with {list(WRITER_SUMMARY_COLUMNS)}")
+        missing = [c for c in WRITER_SUMMARY_COLUMNS if c not in row]
+        if missing:
+            raise DatasetFormatError(
+                f"{at}: missing column(s) {missing}; the benchmark's writer_summaries.json has "
+                f"{list(WRITER_SUMMARY_COLUMNS)} in every entry (has {sorted(row)})")
+        article_id = _text(str(row["article_id"]) if row["article_id"] is not None else None,
+                           "article_id", at)
+        article = _text(row["article"], "article", at)
+        summary = _text(row["summary"], "summary", at)
+        if article_id in articles:
+            if articles[article_id][0] != article:
+                raise DatasetFormatError(
+                    f"{at}: article_id {article_id!r} appears with two different article texts")
+            articles[article_id][1].append(summary)
+        else:
+            articles[article_id] = (article, [summary])
+    return [(aid, art, summaries) for aid, (art, summaries) in articles.items()]
+
+
+def writer_summary_record(
+    article_id: str, article: str, summaries: Sequence[str], dataset: str
+) -> dict[str, Any]:
+    """One benchmark article: article -> question, its first writer summary -> reference_text.
+
+    The first summary in file order is the reference: the file has no writer ids and no ranking,
+    so file order is the only choice that does not depend on anything but the file.
+    """
+    return _source_record(dataset, 0, article_id, question=article,
+                          reference_text=summaries[0])
+
+
 def gsm8k_record(row: Mapping[str, Any], dataset: str, index: int) -> dict[str, Any]:
     """GSM8K (openai/gsm8k): the final answer is what follows "####" in `answer` (the worked
     solution before it is dropped), thousands separators removed."""
