@@ -12,7 +12,8 @@ Registered names: classes, sets, sets-fbeta, graphs, sphere, simplex, reals.
 
 from __future__ import annotations
 
-from .base import BayesResult, LatentSpace, LatentTypeError, available_spaces, get_space, register
+from .base import (BayesResult, LatentSpace, LatentTypeError, available_spaces, get_space, register,
+                   space_class)
 from .classes import ClassSpace
 from .codec import from_json, to_json
 from .fbeta import FBetaSetSpace, f_beta, gfm
@@ -34,6 +35,7 @@ from .sphere import (
 )
 
 __all__ = [
+    "space_class",
     "BayesResult",
     "ClassSpace",
     "FBetaSetSpace",

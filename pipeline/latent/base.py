@@ -145,6 +145,9 @@ class LatentSpace(abc.ABC, Generic[L]):
     """
 
     name: ClassVar[str] = ""
+    #: constructor options that change a latent's canonical (stored) form, so the map stage's
+    #: cache key holds them (e.g. undirected graph edges); the other options change only the loss
+    canonical_options: ClassVar[tuple[str, ...]] = ()
 
     # --- per-space hooks -------------------------------------------------------------------
     @abc.abstractmethod
@@ -320,15 +323,19 @@ def available_spaces() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_space(name: str, **kwargs: Any) -> LatentSpace:
-    """Instantiate a registered latent space by name, e.g. ``get_space("sets-fbeta", beta=2)``."""
+def space_class(name: str) -> type[LatentSpace]:
+    """The registered latent space class `name` (a ValueError lists the names)."""
     try:
-        cls = _REGISTRY[name]
+        return _REGISTRY[name]
     except (KeyError, TypeError):
         raise ValueError(
             f"unknown latent space {name!r}; valid names: {', '.join(available_spaces())}"
         ) from None
-    return cls(**kwargs)
+
+
+def get_space(name: str, **kwargs: Any) -> LatentSpace:
+    """Instantiate a registered latent space by name, e.g. ``get_space("sets-fbeta", beta=2)``."""
+    return space_class(name)(**kwargs)
 
 
 def reject_none(latent: Any, space: str) -> None:

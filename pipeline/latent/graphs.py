@@ -30,6 +30,8 @@ class GraphSpace(SetSpace):
     undirected edge is written in the direction the prompt's samples state it.
     """
 
+    canonical_options = ("directed", "relation_labels")
+
     def __init__(self, directed: bool = False, relation_labels: bool = True) -> None:
         if not isinstance(directed, bool) or not isinstance(relation_labels, bool):
             raise ValueError("graphs: directed and relation_labels must be true or false, got "

@@ -52,6 +52,7 @@ def map_slice(cfg: DictConfig) -> dict:
     the settings of how calls are made; whether the reference goes through g_T too."""
     from omegaconf import OmegaConf
 
+    from pipeline.latent import space_class
     from pipeline.tasks import MAPPERS, REFERENCES
 
     settings = {}
@@ -60,9 +61,11 @@ def map_slice(cfg: DictConfig) -> dict:
         if isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in HOW_NOT_WHAT}
         settings[key] = value
-    # the space's options decide the stored latents' canonical form (e.g. undirected edges)
-    return {"mapper": cfg.task.mapper, "settings": settings, "space": cfg.task.space,
-            "space_options": plain(cfg.task.space_options),
+    # the space options that decide the stored latents' canonical form (e.g. undirected edges)
+    space_options = plain(cfg.task.space_options) or {}
+    canonical = {k: space_options[k] for k in space_class(cfg.task.space).canonical_options
+                 if k in space_options}
+    return {"mapper": cfg.task.mapper, "settings": settings, "canonical_form": canonical,
             "reference_mapped": REFERENCES[cfg.task.reference].mapped}
 
 

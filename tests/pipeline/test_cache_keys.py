@@ -57,6 +57,12 @@ def test_metrics_and_evaluation_settings_rerun_only_evaluate(slices):
         "evaluate"]
 
 
+def test_the_map_key_holds_the_options_that_change_stored_latents(slices):
+    base = slices("dataset=cnn_dm_bundled")
+    assert changed(base, slices("dataset=cnn_dm_bundled", "task.space_options.directed=true")) == [
+        "map", "decide", "evaluate"]
+
+
 def test_the_map_key_is_the_mappers_settings(slices):
     base = slices("dataset=maqa_bundled")
     assert changed(base, slices("dataset=maqa_bundled", "task.extractor.kind=llm")) == ["map"]
