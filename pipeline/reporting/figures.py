@@ -131,7 +131,8 @@ def draw_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, models=PAPER_L
     if ours.empty:
         axes[0].text(0.5, 0.5, "no data", ha="center", transform=axes[0].transAxes)
     _grouped_bars(axes[1], paper, TASK_ORDER, TASK_LABEL, "Paper (4 LLMs)", "")
-    axes[1].legend(fontsize=7, ncol=2, loc="upper right")
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7, ncol=2, loc="upper right")
     return fig
 
 
@@ -320,7 +321,7 @@ def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
 
 def draw_improvement_per_model(table: pd.DataFrame, dataset: str, metric: str, what: str):
     """Figs. 9-11: one panel per model (the paper's order), titled with the model's name."""
-    from pipeline.reporting.tables import metric_label
+    from pipeline.reporting.tables import lower_is_better, metric_label
 
     plt = _plt()
     models = model_order(table["model"]) if len(table) else []
@@ -335,9 +336,8 @@ def draw_improvement_per_model(table: pd.DataFrame, dataset: str, metric: str, w
     if not models:
         axes[0].text(0.5, 0.5, f"no {dataset} data", ha="center", transform=axes[0].transAxes)
         axes[0].set_title("no model", fontsize=9)
-    axes[0].set_ylabel(f"{label}(baseline) - {label}(Bayes)"
-                       if metric in ("hamming", "cosine", "kl")
-                       else f"{label}: improvement of Bayes")
+    axes[0].set_ylabel(f"{label}(baseline) - {label}(Bayes)" if lower_is_better(metric)
+                       else f"{label}(Bayes) - {label}(baseline)")
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         axes[-1].legend(handles, labels, fontsize=7)
@@ -352,15 +352,16 @@ def fig_improvement_per_model(table: pd.DataFrame, out_dir: Path, name: str) -> 
 
 
 # --- Figs. 6-8: the number of samples M --------------------------------------------------------
-ABLATION_PANELS = [("hamming", "Hamming of l_Bayes (lower is better)"),
-                   ("prr_bayes", "UQ: PRR of R(l_Bayes), quality of l_Bayes"),
-                   ("prr_beam", "UQ: PRR of R(l_Beam), quality of l_Beam")]
+# (column, title, y label): the paper's Figs. 6, 7 and 8 as three panels.
+ABLATION_PANELS = [("hamming", "Hamming of l_Bayes (lower is better)", "Hamming"),
+                   ("prr_bayes", "UQ: PRR of R(l_Bayes), quality of l_Bayes", "PRR"),
+                   ("prr_beam", "UQ: PRR of R(l_Beam), quality of l_Beam", "PRR")]
 
 
 def draw_samples_ablation(ablation: pd.DataFrame):
     plt = _plt()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-    for ax, (col, title) in zip(axes, ABLATION_PANELS):
+    for ax, (col, title, ylabel) in zip(axes, ABLATION_PANELS):
         for model in model_order(ablation["model"]) if len(ablation) else []:
             g = ablation[ablation["model"] == model]
             line = ax.errorbar(g["m"], g[col], yerr=g[f"{col}_sd"], marker="o", capsize=2,
@@ -369,6 +370,7 @@ def draw_samples_ablation(ablation: pd.DataFrame):
                 ax.axhline(float(g["hamming_beam"].iloc[0]), ls="--", lw=1,
                            color=line.lines[0].get_color(), label=f"{model}: beam search")
         ax.set_xlabel("number of samples M")
+        ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
     if len(ablation):
         axes[0].legend(fontsize=7)

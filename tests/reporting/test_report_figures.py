@@ -35,11 +35,11 @@ N_PROMPTS, M = 12, 4
 EXPERIMENT = "synthetic"
 METHODS = ["bayes", "beam", "greedy", "map", "sample_mbr"]
 ESTIMATORS = ["msp", "semantic_entropy", "latent_entropy", "bayes_risk"]
-DATASETS = {  # canonical dataset -> (configured name, space, latent metric)
-    "maqa": ("maqa_bundled", "sets", "hamming"),
-    "wmt19_fien": ("wmt19_fien_bundled", "sphere", "cosine"),
-    "maqa_star": ("maqa_star_bundled", "simplex", "kl"),
-    "triviaqa": ("triviaqa_bundled", "classes", "exact_match"),
+DATASETS = {  # canonical dataset -> (configured name, latent metric)
+    "maqa": ("maqa_bundled", "hamming"),
+    "wmt19_fien": ("wmt19_fien_bundled", "cosine"),
+    "maqa_star": ("maqa_star_bundled", "kl"),
+    "triviaqa": ("triviaqa_bundled", "exact_match"),
 }
 
 
@@ -49,7 +49,7 @@ def _hamming(a, b) -> float:
 
 
 def _write_cell(root, model: str, canonical: str, rng) -> None:
-    configured, space, metric = DATASETS[canonical]
+    configured, metric = DATASETS[canonical]
     store = ArtifactStore(root / EXPERIMENT / model / configured)
     pids = [f"{canonical}-{i:03d}" for i in range(N_PROMPTS)]
     truth = {p: sorted(rng.choice(LABELS, size=2, replace=False)) for p in pids}
