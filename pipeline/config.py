@@ -188,6 +188,20 @@ class WandbConfig:
 
 
 @dataclass
+class ReportFiguresConfig:
+    # Fig. 2c (latent entropy vs minimum Bayes risk) shows one model on one dataset, as the
+    # paper does (its figure file: latent_entropy_vs_risk_gemma-3-12b-it). "" = gemma-3-12b-it
+    # when it has outputs, else the first of report_models with outputs, else the first model.
+    entropy_model: str = ""
+    entropy_dataset: str = "maqa_star"  # the caption: "on MAQA (Delta^{K-1})", the simplex
+    entropy_pooled: bool = False  # also latent_entropy_vs_risk_pooled: every model and task
+    # Fig. 2a averages PRR ranks "over four LLMs": these. When none has outputs, the models
+    # present (except qwen2.5-72b-instruct, reported apart), named in the panel title.
+    rank_models: list[str] = field(default_factory=lambda: [
+        "qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b"])
+
+
+@dataclass
 class Config:
     experiment: str = "default"
     stage: str = "all"
@@ -206,6 +220,7 @@ class Config:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report_models: list[str] = field(default_factory=list)  # empty = every model with outputs
+    report_figures: ReportFiguresConfig = field(default_factory=ReportFiguresConfig)
     # Python modules imported before anything else: your own registrations (latent spaces,
     # mappers, metrics, reference kinds, UQ estimators, datasets). docs/extending.md.
     plugins: list[str] = field(default_factory=list)

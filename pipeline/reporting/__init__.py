@@ -18,8 +18,26 @@ PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 # What a full report writes: tables as md/tex/csv, figures as png/pdf (results/...).
 TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
                "uq_auc_beam", "uq_prr_bayes_fbeta", "uq_72b")
+# (latent_entropy_vs_risk_pooled is written too with report_figures.entropy_pooled=true.)
 FIGURE_NAMES = ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
-                "samples_ablation")
+                "hamming_distance_improvement_maqa", "cosine_distance_improvement_wmt19_fien",
+                "kl_divergence_improvement_maqa_star", "samples_ablation")
+
+
+def figure_options(cfg) -> dict[str, Any]:
+    """report_figures.* with their defaults (a config composed before they existed has none)."""
+    from omegaconf import OmegaConf
+
+    from pipeline.reporting.figures import ENTROPY_DATASET, PAPER_LLMS
+
+    def get(key, default):
+        value = OmegaConf.select(cfg, f"report_figures.{key}", default=default)
+        return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+    return {"entropy_model": get("entropy_model", "") or "",
+            "entropy_dataset": get("entropy_dataset", ENTROPY_DATASET) or ENTROPY_DATASET,
+            "entropy_pooled": bool(get("entropy_pooled", False)),
+            "rank_models": list(get("rank_models", list(PAPER_LLMS)))}
 
 
 def build_report(cfg) -> dict[str, Any]:
@@ -35,8 +53,11 @@ def build_report(cfg) -> dict[str, Any]:
     results = Path(cfg.results_dir)
     tables_dir, figures_dir = results / "tables", results / "figures"
     cells = find_cells(cfg.output_root, cfg.experiment, list(cfg.report_models) or None)
+    options = figure_options(cfg)
+    report_models = list(cfg.report_models or [])
     key = cache_key({"experiment": cfg.experiment, "max_rejection": cfg.evaluation.max_rejection,
-                     "version": 1}, input_keys(cells))
+                     "figures": options, "report_models": report_models, "version": 2},
+                    input_keys(cells))
     manifest_path = results / ".report.manifest.json"
     try:
         previous = json.loads(manifest_path.read_text())
@@ -58,14 +79,27 @@ def build_report(cfg) -> dict[str, Any]:
     per_q = per_prompt(cells, "quality")
     unc = per_prompt(cells, "uncertainty")
     figs = {
-        "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir),
+        "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir,
+                                            models=options["rank_models"]),
         "uq_maqa_prr": figures.fig_maqa_prr(scores, paper_uq, figures_dir),
-        "latent_entropy_vs_risk": figures.fig_entropy_vs_risk(unc, figures_dir),
+        "latent_entropy_vs_risk": figures.fig_entropy_vs_risk(
+            unc, figures_dir, model=options["entropy_model"], dataset=options["entropy_dataset"],
+            report_models=report_models),
     }
-    improvement = figures.improvement_table(per_q, unc) if len(per_q) and len(unc) else \
-        pd.DataFrame(columns=["baseline", "entropy_bin", "entropy_mid", "delta", "n"])
+    if options["entropy_pooled"]:
+        figs["latent_entropy_vs_risk_pooled"] = figures.fig_entropy_vs_risk_pooled(unc,
+                                                                                   figures_dir)
+    else:  # an earlier report's pooled variant would otherwise stay listed in the manifest
+        for ext in ("png", "pdf"):
+            (figures_dir / f"latent_entropy_vs_risk_pooled.{ext}").unlink(missing_ok=True)
+    improvement = figures.improvement_table(per_q, unc)
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
     figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)
+    for name, (dataset, metric, _) in figures.IMPROVEMENT_FIGURES.items():
+        per_model = figures.improvement_table(per_q, unc, dataset=dataset, metric=metric,
+                                              per_model=True)
+        per_model.to_csv(tables_dir / f"{name}.csv", index=False)
+        figs[name] = figures.fig_improvement_per_model(per_model, figures_dir, name)
     maqa_cells = [c for c in cells if c.canonical == "maqa"]
     from pipeline.reporting.ablation import COLUMNS as ABLATION_COLUMNS
 

@@ -1,23 +1,41 @@
 """Quality and UQ as a function of the number of samples M, by subsampling stored samples
-(paper Figs. 6-8, MAQA sets): no new generation, only the latent core and the metrics."""
+(paper Figs. 6-8, MAQA sets): no new generation, only the latent core and the metrics.
+
+Fig. 6: the loss (Hamming) of l_Bayes, with beam search's loss as the reference line ("even a
+small number of samples suffices to outperform beam search"). Fig. 7: "UQ performance of
+R(l_Bayes)": PRR of the Bayes risk of l_Bayes against the quality of l_Bayes. Fig. 8: "UQ
+performance of R(l_Beam)": PRR of the risk of the *beam* response under the M samples,
+R(l_Beam) = (1/M) sum_i d(l_Beam, l^(i)), against the quality of the beam response ("When the
+output is fixed, for example, to beam search ...", Appendix A.1).
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
 
 from pipeline.latent import get_space
 
-COLUMNS = ["model", "m", "hamming", "hamming_sd", "prr_bayes", "prr_bayes_sd", "prr_beam",
-           "prr_beam_sd"]
+COLUMNS = ["model", "m", "hamming", "hamming_sd", "hamming_beam", "prr_bayes", "prr_bayes_sd",
+           "prr_beam", "prr_beam_sd"]
 
 
 def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.DataFrame,
                      space_name: str | None, ms=(1, 2, 5, 10, 15, 20), repeats: int = 10,
                      seed: int = 0, max_rejection: float = 0.5,
                      metric: str = "hamming") -> pd.DataFrame:
-    """One row per (model, M): mean `metric` (a loss) of l_Bayes and PRR of R_Bayes for both
-    targets, each with its standard deviation over `repeats` random subsets of the samples.
+    """One row per (model, M), each mean with its standard deviation over `repeats` random
+    subsets of M of the stored samples of every prompt:
+
+    - `hamming`: mean `metric` (a loss) of l_Bayes of the subset; `hamming_beam`: mean `metric`
+      of the beam response over the same prompts (does not depend on M);
+    - `prr_bayes`: PRR of R(l_Bayes) (the subset's Bayes risk) against the quality of l_Bayes;
+    - `prr_beam`: PRR of R(l_Beam) (the risk of the beam latent under the subset) against the
+      quality of the beam response (the quality artifact's beam row); prompts whose beam
+      response has no latent or no quality are left out.
+
     `space_name`: the space of the cells' decisions (their decide manifests)."""
     from pipeline.evaluation import prr
     from pipeline.tasks import METRICS, Reference
@@ -34,34 +52,49 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
         ds = dataset[dataset["model"] == model].set_index("prompt_id")
         beam_q = quality[(quality["model"] == model) & (quality["method"] == "beam")
                          & (quality["metric"] == metric)].set_index("prompt_id")["value"]
+        beam_latent = {r.prompt_id: space.from_json(r.latent)
+                       for r in lat[(lat["source"] == "beam") & lat["parse_ok"]].itertuples()}
         per_prompt = {}
         for pid, g in lat[(lat["source"] == "sample") & lat["parse_ok"]].groupby("prompt_id"):
             if pid in ds.index:
                 per_prompt[pid] = [space.from_json(s) for s in g["latent"]]
         pids = sorted(per_prompt)
         max_m = max((len(v) for v in per_prompt.values()), default=0)
+        bq = beam_q[~beam_q.index.duplicated()].reindex(pids).to_numpy(float)
         for m in ms:
             if m > max_m or not pids:
                 continue
             ham, prr_b, prr_beam = [], [], []
             for _ in range(repeats):
-                risks, losses = [], []
+                risks, beam_risks, losses = [], [], []
                 for pid in pids:
                     sets = per_prompt[pid]
                     pick = rng.choice(len(sets), size=min(m, len(sets)), replace=False)
-                    res = space.bayes([sets[i] for i in pick])
+                    subset = [sets[i] for i in pick]
+                    res = space.bayes(subset)
                     truth = Reference(answers=[list(a) for a in ds.loc[pid, "answers"]])
                     losses.append(loss(res.action, truth, None))
                     risks.append(res.risk)
-                risks, losses = np.asarray(risks), np.asarray(losses)
+                    beam = beam_latent.get(pid)
+                    beam_risks.append(np.nan if beam is None else space.risk(beam, subset))
+                risks, losses = np.asarray(risks), np.asarray(losses, dtype=float)
+                beam_risks = np.asarray(beam_risks, dtype=float)
                 ham.append(losses.mean())
                 prr_b.append(prr(risks, -losses, max_rejection=max_rejection))
-                bq = beam_q.reindex(pids).to_numpy(float)
-                ok = ~np.isnan(bq)
-                prr_beam.append(prr(risks[ok], -bq[ok], max_rejection=max_rejection)
+                ok = ~np.isnan(bq) & ~np.isnan(beam_risks)
+                prr_beam.append(prr(beam_risks[ok], -bq[ok], max_rejection=max_rejection)
                                 if ok.sum() >= 2 else np.nan)
             rows.append({"model": model, "m": m,
                          "hamming": np.mean(ham), "hamming_sd": np.std(ham),
-                         "prr_bayes": np.nanmean(prr_b), "prr_bayes_sd": np.nanstd(prr_b),
-                         "prr_beam": np.nanmean(prr_beam), "prr_beam_sd": np.nanstd(prr_beam)})
+                         "hamming_beam": _nan_stats(bq)[0],
+                         "prr_bayes": _nan_stats(prr_b)[0], "prr_bayes_sd": _nan_stats(prr_b)[1],
+                         "prr_beam": _nan_stats(prr_beam)[0],
+                         "prr_beam_sd": _nan_stats(prr_beam)[1]})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _nan_stats(values) -> tuple[float, float]:
+    """(mean, sd) ignoring NaN; (NaN, NaN) when every value is NaN, without a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(np.nanmean(values)), float(np.nanstd(values))

@@ -1,5 +1,20 @@
 """The paper's figures rebuilt from artifacts (PNG + PDF), the paper's numbers beside ours where
-the paper gives them as numbers (the PRR-rank and MAQA PRR panels)."""
+the paper gives them as numbers (the PRR-rank and MAQA PRR panels).
+
+Every figure has a `draw_*` function that returns the matplotlib Figure (what the tests inspect)
+and a `fig_*` function that draws, saves `<name>.png` and `<name>.pdf` and returns the PNG path.
+Which models a figure shows follows the paper:
+
+- Fig. 2a (`uq_prr_rank`): "Average PRR rank of UQ methods over four LLMs on each task" -> the
+  ranks of ours are averaged over the paper's four LLMs (`PAPER_LLMS`, the Qwen2.5-72B of
+  Tables 7-8 is not one of them); when none of them has outputs, over the models present (the
+  72B left out unless it is the only one), and the panel title says so.
+- Fig. 2c (`latent_entropy_vs_risk`): one model (the paper's figure file is
+  `latent_entropy_vs_risk_gemma-3-12b-it.pgf`) on MAQA with the simplex latent (MAQA*).
+- Figs. 9-11 (`*_improvement_*`): "Improvement of l_bayes across increasing latent entropy" on
+  MAQA, WMT19 and MAQA (Simplex), one panel per LLM.
+- Figs. 6-8 (`samples_ablation`): one line per model.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +23,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.reporting.tables import ESTIMATOR_LABEL, ESTIMATORS, METHOD_LABEL
+from pipeline.reporting.tables import ESTIMATOR_LABEL, ESTIMATORS, METHOD_LABEL, PAPER_72B
 
 TASK_ORDER = ["maqa", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"]
 TASK_LABEL = {"maqa": "MAQA\n{0,1}^K", "triviaqa": "TriviaQA\n[K]", "wmt19_fien": "WMT19\nR^d",
               "cnn_dm": "CNN/DM\nG", "maqa_star": "MAQA*\nSimplex"}
 BASELINES = ["beam", "self_consistency", "contrastive", "ar", "greedy", "map", "sample_mbr"]
+# "We evaluate instruction-tuned versions of Gemma 3 4B, Gemma 3 12B, Qwen 3 4B, and Qwen 3 30B
+# A3E" (Sec. 5, Models), in the order of the appendix panels (Figs. 9-11).
+PAPER_LLMS = ("qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b")
+# Fig. 2c's input file: figures/latent_entropy_vs_risk_gemma-3-12b-it.pgf
+PAPER_ENTROPY_MODEL = "gemma-3-12b-it"
+ENTROPY_DATASET = "maqa_star"  # Fig. 2c caption: "on MAQA ($\Delta^{K-1}$)"
+# Figs. 9-11 (appendix "Decoding"): file name -> (dataset, metric, what the caption names).
+# Named after the paper's panel files (hamming_distance_improvement_MAQA_methods_<LLM>.pgf, ...).
+IMPROVEMENT_FIGURES = {
+    "hamming_distance_improvement_maqa": ("maqa", "hamming", "multi-answer QA"),
+    "cosine_distance_improvement_wmt19_fien": ("wmt19_fien", "cosine", "Machine Translation"),
+    "kl_divergence_improvement_maqa_star": ("maqa_star", "kl", "multi-answer QA (Simplex)"),
+}
+IMPROVEMENT_COLUMNS = ["baseline", "entropy_bin", "entropy_mid", "delta", "n"]
 
 
 def _plt():
@@ -34,10 +63,39 @@ def _save(fig, out_dir: Path, name: str) -> Path:
     return png
 
 
-def prr_ranks(scores: pd.DataFrame, target: str = "bayes") -> pd.DataFrame:
+def model_order(models) -> list[str]:
+    """The paper's LLMs in the order of its panels, then any other model by name."""
+    rank = {m: i for i, m in enumerate(PAPER_LLMS)}
+    return sorted(set(models), key=lambda m: (rank.get(m, len(rank)), m))
+
+
+# --- Fig. 2a: average PRR rank per task -------------------------------------------------------
+def rank_models(present, wanted=PAPER_LLMS) -> tuple[list[str], str]:
+    """(the models whose ranks Fig. 2a averages, a note for the title). The paper's four LLMs
+    that have outputs; none of them: every model present but the 72B (the paper reports it
+    apart, Tables 7-8), or the 72B alone when it is all there is."""
+    present = model_order(present)
+    chosen = [m for m in model_order(wanted) if m in present]
+    if chosen:
+        missing = [m for m in wanted if m not in present]
+        note = f"{len(chosen)} LLM(s): {', '.join(chosen)}"
+        return chosen, note + (f" (no outputs: {', '.join(missing)})" if missing else "")
+    chosen = [m for m in present if m != PAPER_72B] or present
+    if not chosen:
+        return [], "no data"
+    return chosen, (f"none of the paper's LLMs ran; models present: {', '.join(chosen)}")
+
+
+def prr_ranks(scores: pd.DataFrame, target: str = "bayes",
+              models: list[str] | None = None) -> pd.DataFrame:
     """Average PRR rank (1 = best) of each estimator per task: rank within each (model, dataset,
-    metric) cell, then average over metrics and models (the paper's Fig. 2a)."""
+    metric) cell, then average over metrics and models (the paper's Fig. 2a). `models`: the
+    models to average over (None: every model in `scores`)."""
+    if scores.empty:
+        return pd.DataFrame(columns=["dataset", "estimator", "mean_rank"])
     s = scores[(scores["target"] == target)].dropna(subset=["prr"])
+    if models is not None:
+        s = s[s["model"].isin(list(models))]
     if s.empty:
         return pd.DataFrame(columns=["dataset", "estimator", "mean_rank"])
     s = s.assign(rank=s.groupby(["model", "dataset", "metric"])["prr"]
@@ -56,24 +114,34 @@ def _grouped_bars(ax, table: pd.DataFrame, groups: list[str], group_label: dict,
         ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=ESTIMATOR_LABEL.get(e, e),
                color="black" if e == "bayes_risk" else None)
     ax.set_xticks(x, [group_label.get(g, g) for g in groups], fontsize=8)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.set_ylabel(ylabel)
 
 
-def fig_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path) -> Path:
+def draw_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, models=PAPER_LLMS):
     plt = _plt()
-    ours = prr_ranks(scores).rename(columns={"mean_rank": "value"})
+    present = set(scores["model"]) if len(scores) else set()
+    chosen, note = rank_models(present, models)
+    ours = prr_ranks(scores, models=chosen).rename(columns={"mean_rank": "value"})
     paper = paper_rank[paper_rank["level"] == "task"].rename(columns={"mean_rank": "value"})
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), sharey=True)
     groups_ours = [t for t in TASK_ORDER if t in set(ours["dataset"])]
-    _grouped_bars(axes[0], ours, groups_ours, TASK_LABEL,
-                  f"Ours ({', '.join(sorted(set(scores['model'])))})" if len(scores) else "Ours",
+    _grouped_bars(axes[0], ours, groups_ours, TASK_LABEL, f"Ours, average over {note}",
                   "average PRR rank (lower is better)")
+    if ours.empty:
+        axes[0].text(0.5, 0.5, "no data", ha="center", transform=axes[0].transAxes)
     _grouped_bars(axes[1], paper, TASK_ORDER, TASK_LABEL, "Paper (4 LLMs)", "")
-    axes[1].legend(fontsize=7, ncol=2, loc="upper right")
-    return _save(fig, out_dir, "uq_prr_rank")
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7, ncol=2, loc="upper right")
+    return fig
 
 
+def fig_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path,
+                 models=PAPER_LLMS) -> Path:
+    return _save(draw_prr_rank(scores, paper_rank, models), out_dir, "uq_prr_rank")
+
+
+# --- Fig. 2b: PRR per UQ method on MAQA -------------------------------------------------------
 def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -83,7 +151,7 @@ def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) ->
                      & (paper_uq["metric"] == "f1")]
     est = [e for e in ESTIMATORS if e in set(paper["estimator"]) | set(ours.get("estimator", []))]
     x = np.arange(len(est))
-    models = sorted(set(ours["model"])) if len(ours) else []
+    models = model_order(ours["model"]) if len(ours) else []
     width = 0.8 / (len(models) + 1)
     for i, m in enumerate(models):
         o = ours[ours["model"] == m].set_index("estimator")
@@ -103,58 +171,144 @@ def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) ->
     return _save(fig, out_dir, "uq_maqa_prr")
 
 
-def fig_entropy_vs_risk(uncertainty: pd.DataFrame, out_dir: Path) -> Path:
+# --- Fig. 2c: latent entropy vs Bayes risk, one model on MAQA* --------------------------------
+def entropy_model(present, configured: str = "", report_models=()) -> str | None:
+    """The model of Fig. 2c: `configured` when set; else the paper's (gemma-3-12b-it) when it
+    has outputs; else the first of `report_models` with outputs; else the first model present
+    (paper order, then by name)."""
+    if configured:
+        return configured
+    present = model_order(present)
+    if PAPER_ENTROPY_MODEL in present:
+        return PAPER_ENTROPY_MODEL
+    for m in report_models or ():
+        if m in present:
+            return m
+    return present[0] if present else None
+
+
+def _entropy_risk(u: pd.DataFrame) -> pd.DataFrame:
+    if u.empty:
+        return pd.DataFrame(columns=["latent_entropy", "bayes_risk"])
+    w = u.pivot_table(index=["model", "prompt_id"], columns="estimator", values="value")
+    if not {"latent_entropy", "bayes_risk"} <= set(w.columns):
+        return pd.DataFrame(columns=["latent_entropy", "bayes_risk"])
+    return w[["latent_entropy", "bayes_risk"]].dropna()
+
+
+def draw_entropy_vs_risk(uncertainty: pd.DataFrame, model: str = "",
+                         dataset: str = ENTROPY_DATASET, report_models=()):
     plt = _plt()
-    fig, axes = plt.subplots(1, 5, figsize=(16, 3.2))
-    for ax, ds in zip(axes, TASK_ORDER):
-        u = uncertainty[uncertainty["dataset"] == ds] if len(uncertainty) else uncertainty
-        ax.set_title(TASK_LABEL[ds].replace("\n", " "), fontsize=9)
-        if len(u) == 0:
-            ax.text(0.5, 0.5, "no data", ha="center", transform=ax.transAxes)
-            continue
-        w = u.pivot_table(index=["model", "prompt_id"], columns="estimator", values="value")
-        if {"latent_entropy", "bayes_risk"} <= set(w.columns):
-            ax.scatter(w["latent_entropy"], w["bayes_risk"], s=12, alpha=0.7)
-        ax.set_xlabel("latent entropy H(p(l|x))")
-    axes[0].set_ylabel("Bayes risk R_Bayes")
-    fig.suptitle("Latent entropy vs minimum Bayes risk (paper Fig. 2c: MAQA* simplex)", fontsize=10)
+    u = uncertainty[uncertainty["dataset"] == dataset] if len(uncertainty) else uncertainty
+    chosen = entropy_model(set(u["model"]) if len(u) else set(), model, report_models)
+    u = u[u["model"] == chosen] if len(u) else u
+    w = _entropy_risk(u)
+    fig, ax = plt.subplots(figsize=(4.2, 3.4))
+    if len(w):
+        ax.scatter(w["latent_entropy"], w["bayes_risk"], s=14, alpha=0.7)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", transform=ax.transAxes)
+    label = TASK_LABEL.get(dataset, dataset).replace("\n", " ")
+    ax.set_title(f"{chosen or 'no model'}: {label}", fontsize=9)
+    ax.set_xlabel("latent entropy H(p(l|x))")
+    ax.set_ylabel("minimum Bayes risk R(l_Bayes)")
+    return fig
+
+
+def fig_entropy_vs_risk(uncertainty: pd.DataFrame, out_dir: Path, model: str = "",
+                        dataset: str = ENTROPY_DATASET, report_models=()) -> Path:
+    fig = draw_entropy_vs_risk(uncertainty, model, dataset, report_models)
     return _save(fig, out_dir, "latent_entropy_vs_risk")
 
 
-def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame, dataset: str = "maqa",
-                      metric: str = "hamming", bins: int = 4) -> pd.DataFrame:
-    """Delta = d(l*, l_baseline) - d(l*, l_Bayes) averaged per latent-entropy bin (paper Fig. 3)."""
-    q = quality[(quality["dataset"] == dataset) & (quality["metric"] == metric)]
-    if q.empty:
-        return pd.DataFrame(columns=["baseline", "entropy_bin", "entropy_mid", "delta", "n"])
-    w = q.pivot_table(index=["model", "prompt_id"], columns="method", values="value")
-    ent = uncertainty[(uncertainty["dataset"] == dataset)
-                      & (uncertainty["estimator"] == "latent_entropy")]
-    ent = ent.set_index(["model", "prompt_id"])["value"]
-    w = w.join(ent.rename("entropy"), how="inner")
-    if w.empty or "bayes" not in w:
-        return pd.DataFrame(columns=["baseline", "entropy_bin", "entropy_mid", "delta", "n"])
-    edges = np.unique(np.quantile(w["entropy"], np.linspace(0, 1, bins + 1)))
-    w["bin"] = np.clip(np.searchsorted(edges, w["entropy"], side="right") - 1, 0,
-                       max(0, len(edges) - 2))
+def fig_entropy_vs_risk_pooled(uncertainty: pd.DataFrame, out_dir: Path) -> Path:
+    """Optional variant (not in the paper): every model, one panel per task."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(TASK_ORDER), figsize=(16, 3.2))
+    for ax, ds in zip(axes, TASK_ORDER):
+        u = uncertainty[uncertainty["dataset"] == ds] if len(uncertainty) else uncertainty
+        ax.set_title(TASK_LABEL[ds].replace("\n", " "), fontsize=9)
+        w = _entropy_risk(u)
+        if len(w) == 0:
+            ax.text(0.5, 0.5, "no data", ha="center", transform=ax.transAxes)
+            continue
+        for m, g in w.groupby(level="model"):
+            ax.scatter(g["latent_entropy"], g["bayes_risk"], s=12, alpha=0.7, label=m)
+        ax.set_xlabel("latent entropy H(p(l|x))")
+    axes[0].set_ylabel("Bayes risk R_Bayes")
+    if any(ax.get_legend_handles_labels()[0] for ax in axes):
+        fig.legend(*next(ax.get_legend_handles_labels() for ax in axes
+                         if ax.get_legend_handles_labels()[0]), fontsize=7, loc="upper right")
+    fig.suptitle("Latent entropy vs minimum Bayes risk, every model and task (pooled variant)",
+                 fontsize=10)
+    return _save(fig, out_dir, "latent_entropy_vs_risk_pooled")
+
+
+# --- Fig. 3 and Figs. 9-11: improvement of l_Bayes across latent entropy ----------------------
+def _entropy_bins(entropy: pd.Series, bins: int) -> np.ndarray:
+    edges = np.unique(np.quantile(entropy, np.linspace(0, 1, bins + 1)))
+    return np.clip(np.searchsorted(edges, entropy, side="right") - 1, 0,
+                   max(0, len(edges) - 2))
+
+
+def _improvement_rows(w: pd.DataFrame, sign: float, bins: int) -> list[dict]:
+    w = w.assign(bin=_entropy_bins(w["entropy"], bins))
     rows = []
     for b in BASELINES:
         if b not in w:
             continue
         for k, g in w.groupby("bin"):
-            d = (g[b] - g["bayes"]).dropna()
+            d = (sign * (g[b] - g["bayes"])).dropna()
             rows.append({"baseline": b, "entropy_bin": int(k),
-                         "entropy_mid": float(g["entropy"].mean()), "delta": float(d.mean()),
-                         "n": len(d)})
-    return pd.DataFrame(rows)
+                         "entropy_mid": float(g["entropy"].mean()), "delta": float(d.mean())
+                         if len(d) else np.nan, "n": len(d)})
+    return rows
 
 
-def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame, dataset: str = "maqa",
+                      metric: str = "hamming", bins: int = 4,
+                      per_model: bool = False) -> pd.DataFrame:
+    """Delta = d(l*, l_baseline) - d(l*, l_Bayes) averaged per latent-entropy bin (paper Fig. 3;
+    positive: l_Bayes is better). For a metric where higher is better (F1, COMET) the sign is
+    flipped so that positive still means better. Bins are quantiles of the latent entropy:
+    pooled over models (`per_model=False`, Fig. 3) or per model (`per_model=True`, Figs. 9-11,
+    with a leading `model` column)."""
+    from pipeline.reporting.tables import lower_is_better
+
+    columns = (["model"] if per_model else []) + IMPROVEMENT_COLUMNS
+    if quality.empty or uncertainty.empty:
+        return pd.DataFrame(columns=columns)
+    q = quality[(quality["dataset"] == dataset) & (quality["metric"] == metric)]
+    if q.empty:
+        return pd.DataFrame(columns=columns)
+    w = q.pivot_table(index=["model", "prompt_id"], columns="method", values="value")
+    ent = uncertainty[(uncertainty["dataset"] == dataset)
+                      & (uncertainty["estimator"] == "latent_entropy")]
+    ent = ent.set_index(["model", "prompt_id"])["value"]
+    w = w.join(ent.rename("entropy"), how="inner").dropna(subset=["entropy"])
+    if w.empty or "bayes" not in w:
+        return pd.DataFrame(columns=columns)
+    sign = 1.0 if lower_is_better(metric) else -1.0
+    if not per_model:
+        return pd.DataFrame(_improvement_rows(w, sign, bins), columns=columns)
+    rows = []
+    for model in model_order(w.index.get_level_values("model")):
+        rows += [{"model": model, **r} for r in _improvement_rows(w.xs(model, level="model"),
+                                                                    sign, bins)]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _improvement_lines(ax, table: pd.DataFrame) -> None:
     for b, g in table.groupby("baseline", sort=False):
         ax.plot(g["entropy_mid"], g["delta"], marker="o", label=METHOD_LABEL.get(b, b))
     ax.axhline(0, color="black", lw=0.5)
+
+
+def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
+    """Fig. 3 (MAQA, Hamming), pooled over the models of the report."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    _improvement_lines(ax, table)
     ax.set_xlabel("latent entropy H(p(l|x)) (bin mean)")
     ax.set_ylabel("Hamming(baseline) - Hamming(Bayes)")
     ax.set_title("Improvement of the Bayes response over each baseline (MAQA sets)", fontsize=10)
@@ -165,16 +319,58 @@ def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
     return _save(fig, out_dir, "hamming_improvement")
 
 
-def fig_samples_ablation(ablation: pd.DataFrame, out_dir: Path) -> Path:
+def draw_improvement_per_model(table: pd.DataFrame, dataset: str, metric: str, what: str):
+    """Figs. 9-11: one panel per model (the paper's order), titled with the model's name."""
+    from pipeline.reporting.tables import lower_is_better, metric_label
+
+    plt = _plt()
+    models = model_order(table["model"]) if len(table) else []
+    n = max(1, len(models))
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), squeeze=False, sharey=True)
+    axes = axes[0]
+    label = metric_label(metric)
+    for ax, model in zip(axes, models):
+        _improvement_lines(ax, table[table["model"] == model])
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("latent entropy H(p(l|x))")
+    if not models:
+        axes[0].text(0.5, 0.5, f"no {dataset} data", ha="center", transform=axes[0].transAxes)
+        axes[0].set_title("no model", fontsize=9)
+    axes[0].set_ylabel(f"{label}(baseline) - {label}(Bayes)" if lower_is_better(metric)
+                       else f"{label}(Bayes) - {label}(baseline)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[-1].legend(handles, labels, fontsize=7)
+    fig.suptitle(f"Improvement of l_Bayes across increasing latent entropy on {what}",
+                 fontsize=10)
+    return fig
+
+
+def fig_improvement_per_model(table: pd.DataFrame, out_dir: Path, name: str) -> Path:
+    dataset, metric, what = IMPROVEMENT_FIGURES[name]
+    return _save(draw_improvement_per_model(table, dataset, metric, what), out_dir, name)
+
+
+# --- Figs. 6-8: the number of samples M --------------------------------------------------------
+# (column, title, y label): the paper's Figs. 6, 7 and 8 as three panels.
+ABLATION_PANELS = [("hamming", "Hamming of l_Bayes (lower is better)", "Hamming"),
+                   ("prr_bayes", "UQ: PRR of R(l_Bayes), quality of l_Bayes", "PRR"),
+                   ("prr_beam", "UQ: PRR of R(l_Beam), quality of l_Beam", "PRR")]
+
+
+def draw_samples_ablation(ablation: pd.DataFrame):
     plt = _plt()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-    panels = [("hamming", "Hamming of l_Bayes (lower is better)"),
-              ("prr_bayes", "PRR of R_Bayes, Bayes target"),
-              ("prr_beam", "PRR of R_Bayes, beam target")]
-    for ax, (col, title) in zip(axes, panels):
-        for model, g in ablation.groupby("model"):
-            ax.errorbar(g["m"], g[col], yerr=g[f"{col}_sd"], marker="o", capsize=2, label=model)
+    for ax, (col, title, ylabel) in zip(axes, ABLATION_PANELS):
+        for model in model_order(ablation["model"]) if len(ablation) else []:
+            g = ablation[ablation["model"] == model]
+            line = ax.errorbar(g["m"], g[col], yerr=g[f"{col}_sd"], marker="o", capsize=2,
+                               label=model)
+            if col == "hamming" and "hamming_beam" in g and g["hamming_beam"].notna().any():
+                ax.axhline(float(g["hamming_beam"].iloc[0]), ls="--", lw=1,
+                           color=line.lines[0].get_color(), label=f"{model}: beam search")
         ax.set_xlabel("number of samples M")
+        ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
     if len(ablation):
         axes[0].legend(fontsize=7)
@@ -182,4 +378,8 @@ def fig_samples_ablation(ablation: pd.DataFrame, out_dir: Path) -> Path:
         axes[0].text(0.5, 0.5, "no MAQA data", ha="center", transform=axes[0].transAxes)
     fig.suptitle("MAQA sets: quality and uncertainty vs M (subsampled stored samples)",
                  fontsize=10)
-    return _save(fig, out_dir, "samples_ablation")
+    return fig
+
+
+def fig_samples_ablation(ablation: pd.DataFrame, out_dir: Path) -> Path:
+    return _save(draw_samples_ablation(ablation), out_dir, "samples_ablation")
