@@ -1,20 +1,21 @@
-"""W&B runs of a real pipeline cell (packaged SmolLM2, tiny sizes), read back from the files the
-real wandb library wrote offline: the per-prompt table, the stage artifacts and their
+"""W&B runs of a real pipeline cell (a tiny random chat model, tiny sizes), read back from the
+files the real wandb library wrote offline: the per-prompt table, the stage artifacts and their
 use/log lineage, the headline summary, grouping and tags, and no secret anywhere."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from wandb_records import read_runs
 
 from pipeline.config import register_configs
 from pipeline.stages import CELL_STAGES, cell_dir, run
 from pipeline.store import ArtifactStore
-
-from wandb_records import read_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -28,30 +29,43 @@ TINY = ["dataset=maqa_bundled", f"dataset.limit={N_PROMPTS}", "generation.n_samp
         "evaluation.n_bootstrap=20",
         # a config key that looks like a credential (passed to the chat template, unused there)
         f"+model.chat_template_kwargs.api_token={CONFIG_SECRET}"]
-CELL = "default/smollm2-135m/maqa_bundled"
+CELL = "default/tiny/maqa_bundled"
 
 
-def make_cfg(tmp: Path, *overrides: str):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=[
-            f"output_root={tmp / 'outputs'}", f"results_dir={tmp / 'results'}",
-            f"wandb.dir={tmp}", *TINY, *overrides])
+@dataclass
+class Cell:
+    tmp: Path
+    model: Path
+    first: list  # the runs of the first pipeline run (every stage did work)
+    second: list = None  # of the rerun (four stages skipped as cached)
+
+    def cfg(self, *overrides: str):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return compose("config", overrides=[
+                f"model.path={self.model}", "model.name=tiny", "model.dtype=float32",
+                "model.temperature=1.0", f"output_root={self.tmp / 'outputs'}",
+                f"results_dir={self.tmp / 'results'}", f"wandb.dir={self.tmp}", *TINY,
+                *overrides])
+
+    @property
+    def store(self) -> ArtifactStore:
+        return ArtifactStore(cell_dir(self.cfg()))
 
 
 @pytest.fixture(scope="module")
-def cell(tmp_path_factory):
+def cell(tmp_path_factory, tiny_chat_model):
     """One cell run end to end (stages + report), then rerun with a new evaluation setting:
     the first four stages are skipped as cached, evaluate and the report run again."""
     mp = pytest.MonkeyPatch()
     mp.setenv("OPENAI_API_KEY", ENV_SECRET)
     mp.setenv("WANDB_MODE", "offline")
-    tmp = tmp_path_factory.mktemp("wandb_runs")
-    cfg = make_cfg(tmp)
-    run(cfg)
-    first = read_runs(tmp / "wandb")
-    run(make_cfg(tmp, "evaluation.n_bootstrap=21"))
-    yield tmp, cfg, first, read_runs(tmp / "wandb")[len(first):]
+    c = Cell(tmp_path_factory.mktemp("wandb_runs"), tiny_chat_model, [])
+    run(c.cfg())
+    c.first = read_runs(c.tmp / "wandb")
+    run(c.cfg("evaluation.n_bootstrap=21"))
+    c.second = read_runs(c.tmp / "wandb")[len(c.first):]
+    yield c
     mp.undo()
 
 
@@ -60,7 +74,7 @@ def by_name(runs, name):
 
 
 def test_runs_are_grouped_and_tagged(cell):
-    _, _, first, _ = cell
+    first = cell.first
     names = [r.name for r in first]
     assert names == [f"{CELL}/{s}" for s in CELL_STAGES] + [CELL, "default/report"]
     for r in first:
@@ -68,18 +82,18 @@ def test_runs_are_grouped_and_tagged(cell):
         assert "experiment:default" in r.tags
     cell_run = by_name(first, CELL)
     assert cell_run.job_type == "cell"
-    assert {"model:smollm2-135m", "dataset:maqa_bundled"} <= set(cell_run.tags)
+    assert {"model:tiny", "dataset:maqa_bundled"} <= set(cell_run.tags)
     assert [by_name(first, f"{CELL}/{s}").job_type for s in CELL_STAGES] == list(CELL_STAGES)
 
 
 def test_per_prompt_table_has_one_row_per_prompt_and_every_column(cell):
-    _, cfg, first, _ = cell
+    first = cell.first
     table = by_name(first, CELL).table("prompts")
     cols = table["columns"]
     assert {"prompt_id", "question", "reference", "samples", "latent_clusters", "bayes", "l_map",
             "l_sample", "beam", "bayes_risk", "latent_entropy",
             "bayes_differs_from_beam"} <= set(cols)
-    store = ArtifactStore(cell_dir(cfg))
+    store = cell.store
     quality = store.read("quality")
     expected_quality = {f"quality/{m}/{k}" for m, k in zip(quality["metric"], quality["method"])}
     assert {"quality/hamming/bayes", "quality/f1/beam"} <= expected_quality <= set(cols)
@@ -100,12 +114,23 @@ def test_max_prompts_logged_caps_the_rows(tmp_path, cell):
     """On the cell's artifacts (cached: no stage runs again, only W&B)."""
     from pipeline.tracking import track_cell
 
-    tmp, _, _, _ = cell
-    cfg = make_cfg(tmp, "wandb.max_prompts_logged=1", f"wandb.dir={tmp_path}")
-    store = ArtifactStore(cell_dir(cfg))
-    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, store)
+    cfg = cell.cfg("wandb.max_prompts_logged=1", f"wandb.dir={tmp_path}")
+    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
     runs = read_runs(tmp_path / "wandb")
     assert len(by_name(runs, CELL).table("prompts")["data"]) == 1
+
+
+def test_upload_artifacts_copies_the_files_instead(tmp_path, cell, monkeypatch):
+    from pipeline.tracking import track_cell
+
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "data"))  # wandb's staging copies
+    cfg = cell.cfg("wandb.upload_artifacts=true", f"wandb.dir={tmp_path}")
+    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
+    [logged] = by_name(read_runs(tmp_path / "wandb"), f"{CELL}/evaluate").logged
+    entries = {e.path: e for e in logged.manifest.contents}
+    assert set(entries) == {"quality.parquet", "quality.manifest.json", "uq_scores.parquet",
+                            "uq_scores.manifest.json"}
+    assert all(not e.ref and e.local_path for e in entries.values())
 
 
 def _refs(record) -> dict[str, str]:
@@ -113,10 +138,10 @@ def _refs(record) -> dict[str, str]:
 
 
 def test_stage_artifacts_are_references_with_lineage(cell):
-    tmp, cfg, first, _ = cell
-    root = cell_dir(cfg).resolve()
+    first = cell.first
+    root = cell.store.root.resolve()
     runs = {s: by_name(first, f"{CELL}/{s}") for s in CELL_STAGES}
-    name = {s: f"{s}-default-smollm2-135m-maqa_bundled" for s in CELL_STAGES}
+    name = {s: f"{s}-default-tiny-maqa_bundled" for s in CELL_STAGES}
     for stage, r in runs.items():
         [logged] = r.logged
         assert (logged.name, logged.type) == (name[stage], stage)
@@ -137,7 +162,7 @@ def test_stage_artifacts_are_references_with_lineage(cell):
 
 
 def test_skipped_stages_stay_in_lineage_with_their_digest(cell):
-    _, _, first, second = cell
+    first, second = cell.first, cell.second
     assert [r.name for r in second] == [f"{CELL}/{s}" for s in CELL_STAGES] + [
         CELL, "default/report"]
     for stage in CELL_STAGES:
@@ -147,29 +172,34 @@ def test_skipped_stages_stay_in_lineage_with_their_digest(cell):
         assert (after.logged[0].digest == before) == (stage != "evaluate")
 
 
+def number(value) -> float:
+    """A summary number as read back: wandb writes NaN as null."""
+    return math.nan if value is None else float(value)
+
+
 def test_headline_summary(cell):
     """Stable names, always present; a PRR on two prompts may be undefined (NaN)."""
-    _, cfg, first, _ = cell
-    summary = by_name(first, CELL).summary
+    summary = by_name(cell.first, CELL).summary
     assert summary["headline/metric"] == "hamming"  # the task's first metric
-    store = ArtifactStore(cell_dir(cfg))
+    store = cell.store
     scores = store.read("uq_scores").set_index(["target", "metric", "estimator"])["prr"]
-    assert summary["headline/prr_bayes_risk"] == pytest.approx(
+    assert number(summary["headline/prr_bayes_risk"]) == pytest.approx(
         scores[("bayes", "hamming", "bayes_risk")], nan_ok=True)
     msp = scores[("bayes", "hamming", "msp")]  # the only baseline estimator run here
-    assert summary["headline/best_baseline"] == ("" if msp != msp else "msp")
-    assert summary["headline/prr_best_baseline"] == pytest.approx(msp, nan_ok=True)
-    quality = store.read("quality").query("metric == 'hamming'").groupby("method")["value"].mean()
+    assert summary["headline/best_baseline"] == ("" if math.isnan(msp) else "msp")
+    assert number(summary["headline/prr_best_baseline"]) == pytest.approx(msp, nan_ok=True)
+    quality = store.read("quality").query("metric == 'hamming'")
+    quality = quality.groupby("method")["value"].mean()
     assert summary["headline/quality_bayes"] == pytest.approx(quality["bayes"])
     assert summary["headline/quality_beam"] == pytest.approx(quality["beam"])
 
 
 def test_no_secret_anywhere_in_the_run_files(cell):
-    tmp, _, first, second = cell
+    first = cell.first
     cell_run = by_name(first, CELL)
     assert "api_token" not in cell_run.config["model"]["chat_template_kwargs"]
     assert cell_run.config["task"]["extractor"]["api_key_env"] == "OPENAI_API_KEY"
-    files = [p for p in (tmp / "wandb").rglob("*") if p.is_file()]
+    files = [p for p in (cell.tmp / "wandb").rglob("*") if p.is_file()]
     assert len(files) > 10
     for secret in (ENV_SECRET, CONFIG_SECRET):
         assert not [p for p in files if secret.encode() in p.read_bytes()], secret

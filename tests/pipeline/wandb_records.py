@@ -14,6 +14,7 @@ class OfflineRun:
     name: str = ""
     job_type: str = ""
     group: str = ""
+    start_ns: int = 0
     tags: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)  # one dict per logged step
@@ -53,6 +54,7 @@ def read_run(run_dir: Path) -> OfflineRun:
             run.name, run.job_type, run.group = (rec.run.display_name, rec.run.job_type,
                                                  rec.run.run_group)
             run.tags = list(rec.run.tags)
+            run.start_ns = rec.run.start_time.ToNanoseconds()
             run.config = {i.key: json.loads(i.value_json) for i in rec.run.config.update}
         elif kind == "history":
             run.history.append(_nested(rec.history.item))
@@ -64,5 +66,6 @@ def read_run(run_dir: Path) -> OfflineRun:
 
 
 def read_runs(wandb_dir: Path) -> list[OfflineRun]:
-    """Every offline run under `wandb_dir`, in the order they were started."""
-    return [read_run(p) for p in sorted(wandb_dir.glob("offline-run-*"))]
+    """Every offline run under `wandb_dir`, in the order they were started (folder names have
+    whole seconds only)."""
+    return sorted((read_run(p) for p in wandb_dir.glob("offline-run-*")), key=lambda r: r.start_ns)
