@@ -10,12 +10,14 @@ secrets: keys come from the environment and any config key that looks like a cre
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+log = logging.getLogger("pipeline")
 _SECRET = re.compile(r"(api[_-]?key|token|secret|password|credential)", re.IGNORECASE)
 
 
@@ -62,7 +64,7 @@ class WandbTracker(NullTracker):
         import wandb
 
         # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
-        keys = REPORT_KEYS if job_type == "report" else [k for k in cfg.keys() if k != "hydra"]
+        keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
         ours = OmegaConf.masked_copy(cfg, list(keys))
         config = redact(OmegaConf.to_container(ours, resolve=True))
         self.cfg = cfg
@@ -117,6 +119,10 @@ class WandbTracker(NullTracker):
         space, _ = task_spaces(self.cfg)
         table = prompts_frame(space, frames, describe_reference,
                               max_prompts=self.cfg.wandb.max_prompts_logged)
+        if len(table) > self.wandb.Table.MAX_ROWS:
+            log.warning("[wandb] the prompts table has %d rows; W&B keeps the first %d of a logged "
+                        "table (set wandb.max_prompts_logged to choose)", len(table),
+                        self.wandb.Table.MAX_ROWS)
         self.run.log({"prompts": self.wandb.Table(dataframe=table)})
         self.run.summary["prompts_logged"] = len(table)
 
