@@ -185,6 +185,12 @@ class WandbConfig:
     project: str = "task-aware"
     entity: str | None = None
     dir: str = "${oc.env:PWD,.}"
+    # Rows of each cell's per-prompt table ("prompts"): the first N prompts in dataset order;
+    # null = every prompt.
+    max_prompts_logged: int | None = None
+    # Stage artifacts hold references (file://) to the parquet files and manifests; true copies
+    # the files into W&B (uploaded by `wandb sync` / online runs).
+    upload_artifacts: bool = False
 
 
 @dataclass
@@ -275,6 +281,7 @@ VALUE_RULES = [
     ("evaluation.n_bootstrap", lambda v: v >= 0, "an integer >= 0 (0: no intervals)"),
     ("evaluation.ci_alpha", lambda v: 0 < v < 1, "in (0, 1)"),
     ("evaluation.kl_eps", _positive, "> 0"),
+    ("wandb.max_prompts_logged", lambda v: v is None or v >= 0, "null (every prompt) or >= 0"),
 ]
 # (key, allowed values) of the enumerations.
 CHOICES = [

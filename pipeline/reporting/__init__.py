@@ -123,6 +123,7 @@ def build_report(cfg) -> dict[str, Any]:
 
     tracker = make_tracker(cfg, report=True)
     try:
+        tracker.use_cells(cells)
         tracker.log_report({name: wide.reset_index() if len(wide) else wide
                             for name, wide in tables.items()}, figs)
     finally:

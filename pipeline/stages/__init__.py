@@ -142,15 +142,9 @@ def run(cfg: DictConfig) -> dict[str, dict]:
     for name in names:
         results[name] = run_stage(name, cfg, store)
     if any(not r["skipped"] for r in results.values()):
-        # One W&B run per cell that did work, opened once the work is done: a killed job or a
+        # W&B runs of a cell that did work, opened once the work is done: a killed job or a
         # rerun with nothing to do leaves no run behind for `make sync` to upload.
-        tracker = _tracker(cfg)
-        try:
-            for name, result in results.items():
-                tracker.log_stage(name, result, store)
-            tracker.log_cell(store)
-        finally:
-            tracker.finish()
+        _track_cell(cfg, results, store)
     if cfg.stage == "report" or (cfg.stage == "all" and not _in_sweep()):
         results["report"] = run_report(cfg)
     return results
@@ -166,10 +160,10 @@ def _in_sweep() -> bool:
         return False
 
 
-def _tracker(cfg: DictConfig):
-    from pipeline.tracking import make_tracker
+def _track_cell(cfg: DictConfig, results: dict[str, dict], store: ArtifactStore) -> None:
+    from pipeline.tracking import track_cell
 
-    return make_tracker(cfg)
+    track_cell(cfg, results, store)
 
 
 def run_report(cfg: DictConfig) -> dict[str, Any]:

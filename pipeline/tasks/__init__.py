@@ -102,3 +102,17 @@ def reference_of(record: Mapping[str, Any], latent: Any = None, mapped: bool = F
                      probabilities=[float(p) for p in (get("probabilities")
                                                        if get("probabilities") is not None else [])],
                      text=str(get("reference_text") or ""), latent=latent, mapped=mapped)
+
+
+def describe_reference(record: Mapping[str, Any]) -> str:
+    """The truth of a DATASET row as one readable line, whatever the task: each answer with its
+    aliases ("Pacific / Pacific Ocean; Atlantic"), with its probability where the record has
+    them ("Paris (p=0.70)"), then the reference text."""
+    ref = reference_of(record)
+    answers = []
+    for i, aliases in enumerate(ref.answers):
+        answer = " / ".join(map(str, aliases))
+        if i < len(ref.probabilities):
+            answer += f" (p={ref.probabilities[i]:.2f})"
+        answers.append(answer)
+    return "\n".join(part for part in ("; ".join(answers), ref.text) if part)

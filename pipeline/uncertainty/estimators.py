@@ -22,6 +22,8 @@ from pipeline.registry import Registry
 class Estimator:
     group: str
     description: str = ""
+    # computed from the task's latents (the paper's own); False: a baseline it is compared with
+    task_aware: bool = False
 
 
 Group = Callable[[list[str], Mapping[str, pd.DataFrame], Any], pd.DataFrame]
@@ -34,11 +36,13 @@ for _name, _what in [("msp", "maximum sequence probability of the beam decode"),
                      ("cocoa_msp", "CoCoA with MSP, of the beam decode"),
                      ("ptrue", "P(True) of the greedy answer")]:
     ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph: {_what}"))
-ESTIMATORS.add("latent_entropy", Estimator("latent_entropy", "entropy of p(l | x) over the samples"))
-ESTIMATORS.add("bayes_risk", Estimator("bayes_risk", "the Bayes risk of the Bayes decision (ours)"))
+ESTIMATORS.add("latent_entropy", Estimator(
+    "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True))
+ESTIMATORS.add("bayes_risk", Estimator(
+    "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True))
 ESTIMATORS.add("bayes_risk_fbeta", Estimator(
     "bayes_risk", "the F-beta Bayes risk 1 - E[F_beta] of the GFM action (ours; tasks declaring a "
-    "bayes_fbeta decision)"))
+    "bayes_fbeta decision)", task_aware=True))
 # estimator -> the decision whose risk it is (decide stage's `method`)
 RISK_OF = {"bayes_risk": "bayes", "bayes_risk_fbeta": "bayes_fbeta"}
 

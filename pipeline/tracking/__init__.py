@@ -1,0 +1,205 @@
+"""Weights & Biases tracking: per (experiment, model, dataset) cell, one run per stage (its
+artifact lineage, pipeline.tracking.lineage) and one cell run (config, stage times, UQ scores,
+the per-prompt table of pipeline.tracking.prompts, summary with the headline numbers of
+pipeline.tracking.headline); one report run per report. Runs are grouped by experiment and
+tagged `experiment:`, `model:`, `dataset:`.
+
+Offline by default (`wandb sync` / `make sync` uploads later). The logged config never holds
+secrets: keys come from the environment and any config key that looks like a credential is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("pipeline")
+_SECRET = re.compile(r"(api[_-]?key|token|secret|password|credential)", re.IGNORECASE)
+
+
+def redact(obj: Any) -> Any:
+    """Copy of a plain config without credential-like keys (env var *names* are kept)."""
+    if isinstance(obj, dict):
+        return {k: redact(v) for k, v in obj.items()
+                if not (_SECRET.search(str(k)) and not str(k).endswith("_env"))}
+    if isinstance(obj, list):
+        return [redact(v) for v in obj]
+    return obj
+
+
+def _mode(cfg: DictConfig) -> str:
+    return os.environ.get("WANDB_MODE") or cfg.wandb.mode
+
+
+class NullTracker:
+    def log_stage(self, name: str, result: dict, store) -> None: ...
+    def log_cell(self, store) -> None: ...
+    def log_report(self, tables: dict, figures: dict) -> None: ...
+    def use_cells(self, cells) -> None: ...
+    def finish(self) -> None: ...
+
+
+# What a report run logs as its config: the report reads artifacts, not one cell's settings
+# (the sweep's primary config has no cell, and its cell keys may not even resolve).
+REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation")
+# The artifacts a cell run reads to build its tables and summary.
+CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores")
+
+
+def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: list[str]):
+    import wandb
+
+    os.makedirs(cfg.wandb.dir, exist_ok=True)
+    return wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, mode=_mode(cfg),
+                      dir=cfg.wandb.dir, name=name, group=cfg.experiment, job_type=job_type,
+                      tags=tags, config=config, reinit="finish_previous")
+
+
+class WandbTracker(NullTracker):
+    def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None):
+        import wandb
+
+        # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
+        keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
+        ours = OmegaConf.masked_copy(cfg, list(keys))
+        config = redact(OmegaConf.to_container(ours, resolve=True))
+        self.cfg = cfg
+        self.wandb = wandb
+        self.run = _init_run(cfg, name=name, job_type=job_type, config=config,
+                             tags=tags or [f"experiment:{cfg.experiment}"])
+
+    @property
+    def upload(self) -> bool:
+        return bool(self.cfg.wandb.upload_artifacts)
+
+    def log_stage(self, name: str, result: dict, store) -> None:
+        data = {f"{name}/wall_time_s": result["wall_time_s"], f"{name}/skipped": result["skipped"]}
+        for artifact, rows in result.get("rows", {}).items():
+            data[f"{name}/{artifact}_rows"] = rows
+        self.run.log(data)
+
+    def log_cell(self, store) -> None:
+        """The cell's inputs (its stage artifacts), UQ scores, per-prompt table and summary."""
+        from pipeline.stages import CELL_STAGES
+        from pipeline.tracking.lineage import CellId, use_stage_artifacts
+
+        cell = CellId(self.cfg.experiment, self.cfg.model.name, self.cfg.dataset.name)
+        use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell, store,
+                            upload=self.upload)
+        frames = {name: store.read(name) for name in CELL_READS if store.manifest(name) is not None}
+        if "uq_scores" in frames:
+            self._log_uq_scores(frames["uq_scores"])
+        if "quality" in frames:
+            self._log_quality_means(frames["quality"])
+        if {"dataset", "samples", "latents", "decisions"} <= set(frames):
+            self._log_prompts(frames)
+        if {"uq_scores", "quality"} <= set(frames):
+            self._log_headline(frames["uq_scores"], frames["quality"])
+
+    def _log_uq_scores(self, df) -> None:
+        self.run.log({"uq_scores": self.wandb.Table(dataframe=df)})
+        for row in df.itertuples():
+            self.run.summary[f"prr/{row.target}/{row.metric}/{row.estimator}"] = row.prr
+            self.run.summary[f"auc/{row.target}/{row.metric}/{row.estimator}"] = row.auc
+
+    def _log_quality_means(self, quality) -> None:
+        means = quality.groupby(["metric", "method"])["value"].mean()
+        for (metric, method), value in means.items():
+            self.run.summary[f"quality/{metric}/{method}"] = float(value)
+
+    def _log_prompts(self, frames: dict) -> None:
+        from pipeline.stages.decide import task_spaces
+        from pipeline.tasks import describe_reference
+        from pipeline.tracking.prompts import prompts_frame
+
+        space, _ = task_spaces(self.cfg)
+        table = prompts_frame(space, frames, describe_reference,
+                              max_prompts=self.cfg.wandb.max_prompts_logged)
+        if len(table) > self.wandb.Table.MAX_ROWS:
+            log.warning("[wandb] the prompts table has %d rows; W&B keeps the first %d of a logged "
+                        "table (set wandb.max_prompts_logged to choose)", len(table),
+                        self.wandb.Table.MAX_ROWS)
+        self.run.log({"prompts": self.wandb.Table(dataframe=table)})
+        self.run.summary["prompts_logged"] = len(table)
+
+    def _log_headline(self, uq_scores, quality) -> None:
+        from pipeline.tracking.headline import headline, is_baseline_estimator
+
+        numbers = headline(uq_scores, quality, list(self.cfg.task.metrics), is_baseline_estimator)
+        for key, value in numbers.items():
+            self.run.summary[key] = value
+
+    def use_cells(self, cells) -> None:
+        """Report run: each cell's evaluate artifact (what the report read) is an input."""
+        from pipeline.tracking.lineage import CellId, use_stage_artifacts
+
+        for c in cells:
+            use_stage_artifacts(self.wandb, self.run, ["evaluate"],
+                                CellId(self.cfg.experiment, c.model, c.dataset), c.store,
+                                upload=self.upload)
+
+    def log_report(self, tables: dict, figures: dict) -> None:
+        for name, df in tables.items():
+            df = df.copy()
+            df.columns = ["/".join(map(str, c)).strip("/") if isinstance(c, tuple) else str(c)
+                          for c in df.columns]
+            self.run.log({f"table/{name}": self.wandb.Table(dataframe=df)})
+        for name, path in figures.items():
+            self.run.log({f"figure/{name}": self.wandb.Image(str(path))})
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+def tracking_enabled(cfg: DictConfig) -> bool:
+    return bool(cfg.wandb.enabled) and _mode(cfg) != "disabled"
+
+
+def make_tracker(cfg: DictConfig, *, report: bool = False) -> NullTracker:
+    if not tracking_enabled(cfg):
+        return NullTracker()
+    if report:
+        return WandbTracker(cfg, f"{cfg.experiment}/report", "report",
+                            tags=[f"experiment:{cfg.experiment}", "report"])
+    from pipeline.tracking.lineage import CellId
+
+    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
+    return WandbTracker(cfg, cell.run_name, "cell", tags=cell.tags)
+
+
+def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
+    """One short run per stage of a cell (job_type = the stage): it uses the artifacts of the
+    stages it read and logs its own output artifact (pipeline.tracking.lineage)."""
+    import wandb
+
+    from pipeline.tracking.lineage import CellId, log_stage_lineage, stage_run_config
+
+    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
+    run = _init_run(cfg, name=f"{cell.run_name}/{stage}", job_type=stage,
+                    config=stage_run_config(stage, result, store), tags=cell.tags)
+    try:
+        log_stage_lineage(wandb, run, stage, cell, store, upload=bool(cfg.wandb.upload_artifacts))
+        run.summary.update({"wall_time_s": result["wall_time_s"], "skipped": result["skipped"],
+                            **{f"{out}_rows": n for out, n in result.get("rows", {}).items()}})
+    finally:
+        run.finish()
+
+
+def track_cell(cfg: DictConfig, results: dict[str, dict], store) -> None:
+    """W&B for one cell that did work: a run per stage (ran or skipped as cached: the lineage
+    holds every stage), then the cell's run (config, stage times, tables, summary)."""
+    if not tracking_enabled(cfg):
+        return
+    for stage, result in results.items():
+        log_stage_run(cfg, stage, result, store)
+    tracker = make_tracker(cfg)
+    try:
+        for stage, result in results.items():
+            tracker.log_stage(stage, result, store)
+        tracker.log_cell(store)
+    finally:
+        tracker.finish()

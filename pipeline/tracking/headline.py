@@ -1,0 +1,57 @@
+"""The headline numbers of a cell, under stable summary names (README, W&B section):
+
+    headline/metric             the task's main metric: the first of task.metrics that was scored
+    headline/prr_bayes_risk     PRR of the Bayes risk for the Bayes decision's quality in it
+    headline/prr_best_baseline  the best PRR among the baseline estimators (not task-aware)
+    headline/best_baseline      that estimator's name ("" when no baseline has a PRR)
+    headline/quality_bayes      mean quality of the Bayes decision in the main metric
+    headline/quality_beam       mean quality of the beam decode in the main metric
+
+Targets are the Bayes decision's quality (`target == "bayes"` rows of uq_scores).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+PREFIX = "headline"
+OURS = "bayes_risk"
+
+
+def main_metric(metrics: Sequence[str], scored: set[str]) -> str | None:
+    """The first metric the task declares that has scores (None when none has)."""
+    return next((m for m in metrics if m in scored), None)
+
+
+def _mean_quality(quality, metric: str, method: str) -> float:
+    rows = quality[(quality["metric"] == metric) & (quality["method"] == method)]["value"]
+    return float(rows.mean()) if len(rows) else math.nan
+
+
+def headline(uq_scores, quality, metrics: Sequence[str],
+             is_baseline: Callable[[str], bool]) -> dict[str, Any]:
+    """Summary entries `headline/...` of a cell (NaN where a number is not defined, e.g. a PRR
+    on prompts of equal quality); {} when no metric was scored."""
+    metric = main_metric(metrics, set(quality["metric"]) | set(uq_scores["metric"]))
+    if metric is None:
+        return {}
+    scores = uq_scores[(uq_scores["target"] == "bayes") & (uq_scores["metric"] == metric)]
+    ours = scores[scores["estimator"] == OURS]["prr"]
+    baselines = scores[scores["estimator"].map(is_baseline) & scores["prr"].notna()]
+    best = baselines.loc[baselines["prr"].idxmax()] if len(baselines) else None
+    return {f"{PREFIX}/metric": metric,
+            f"{PREFIX}/prr_bayes_risk": float(ours.iloc[0]) if len(ours) else math.nan,
+            f"{PREFIX}/prr_best_baseline": math.nan if best is None else float(best["prr"]),
+            f"{PREFIX}/best_baseline": "" if best is None else str(best["estimator"]),
+            f"{PREFIX}/quality_bayes": _mean_quality(quality, metric, "bayes"),
+            f"{PREFIX}/quality_beam": _mean_quality(quality, metric, "beam")}
+
+
+def is_baseline_estimator(name: str) -> bool:
+    """A registered estimator not marked task-aware (unknown names count as baselines)."""
+    from pipeline.uncertainty.estimators import ESTIMATORS
+
+    estimator = ESTIMATORS.get(name)
+    return not (estimator is not None and estimator.task_aware)

@@ -1,0 +1,205 @@
+"""W&B runs of a real pipeline cell (a tiny random chat model, tiny sizes), read back from the
+files the real wandb library wrote offline: the per-prompt table, the stage artifacts and their
+use/log lineage, the headline summary, grouping and tags, and no secret anywhere."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from wandb_records import read_runs
+
+from pipeline.config import register_configs
+from pipeline.stages import CELL_STAGES, cell_dir, run
+from pipeline.store import ArtifactStore
+
+ROOT = Path(__file__).resolve().parents[2]
+register_configs()
+
+ENV_SECRET = "sk-test-SECRET123"
+CONFIG_SECRET = "cfg-test-SECRET456"
+N_PROMPTS = 2
+TINY = ["dataset=maqa_bundled", f"dataset.limit={N_PROMPTS}", "generation.n_samples=3",
+        "dataset.max_new_tokens=8", "generation.strategies=[greedy,beam]",
+        "generation.ptrue=false", "uq.estimators=[msp,latent_entropy,bayes_risk]",
+        "evaluation.n_bootstrap=20",
+        # a config key that looks like a credential (passed to the chat template, unused there)
+        f"+model.chat_template_kwargs.api_token={CONFIG_SECRET}"]
+CELL = "default/tiny/maqa_bundled"
+
+
+@dataclass
+class Cell:
+    tmp: Path
+    model: Path
+    first: list  # the runs of the first pipeline run (every stage did work)
+    second: list = None  # of the rerun (four stages skipped as cached)
+
+    def cfg(self, *overrides: str):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return compose("config", overrides=[
+                f"model.path={self.model}", "model.name=tiny", "model.dtype=float32",
+                "model.temperature=1.0", f"output_root={self.tmp / 'outputs'}",
+                f"results_dir={self.tmp / 'results'}", f"wandb.dir={self.tmp}", *TINY,
+                *overrides])
+
+    @property
+    def store(self) -> ArtifactStore:
+        return ArtifactStore(cell_dir(self.cfg()))
+
+
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory, tiny_chat_model):
+    """One cell run end to end (stages + report), then rerun with a new evaluation setting:
+    the first four stages are skipped as cached, evaluate and the report run again."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", ENV_SECRET)
+    mp.setenv("WANDB_MODE", "offline")
+    c = Cell(tmp_path_factory.mktemp("wandb_runs"), tiny_chat_model, [])
+    run(c.cfg())
+    c.first = read_runs(c.tmp / "wandb")
+    run(c.cfg("evaluation.n_bootstrap=21"))
+    c.second = read_runs(c.tmp / "wandb")[len(c.first):]
+    yield c
+    mp.undo()
+
+
+def by_name(runs, name):
+    return next(r for r in runs if r.name == name)
+
+
+def test_runs_are_grouped_and_tagged(cell):
+    first = cell.first
+    names = [r.name for r in first]
+    assert names == [f"{CELL}/{s}" for s in CELL_STAGES] + [CELL, "default/report"]
+    for r in first:
+        assert r.group == "default"
+        assert "experiment:default" in r.tags
+    cell_run = by_name(first, CELL)
+    assert cell_run.job_type == "cell"
+    assert {"model:tiny", "dataset:maqa_bundled"} <= set(cell_run.tags)
+    assert [by_name(first, f"{CELL}/{s}").job_type for s in CELL_STAGES] == list(CELL_STAGES)
+
+
+def test_per_prompt_table_has_one_row_per_prompt_and_every_column(cell):
+    first = cell.first
+    table = by_name(first, CELL).table("prompts")
+    cols = table["columns"]
+    assert {"prompt_id", "question", "reference", "samples", "latent_clusters", "bayes", "l_map",
+            "l_sample", "beam", "bayes_risk", "latent_entropy",
+            "bayes_differs_from_beam"} <= set(cols)
+    store = cell.store
+    quality = store.read("quality")
+    expected_quality = {f"quality/{m}/{k}" for m, k in zip(quality["metric"], quality["method"])}
+    assert {"quality/hamming/bayes", "quality/f1/beam"} <= expected_quality <= set(cols)
+    rows = [dict(zip(cols, row)) for row in table["data"]]
+    assert [r["prompt_id"] for r in rows] == list(store.read("dataset")["prompt_id"])
+    decisions = store.read("decisions").set_index(["prompt_id", "method"])
+    for r in rows:
+        assert r["samples"].count("\n") == 3 - 1  # three samples, one line each
+        assert r["bayes_risk"] == pytest.approx(decisions.loc[(r["prompt_id"], "bayes"), "risk"])
+        assert r["bayes"] == decisions.loc[(r["prompt_id"], "bayes"), "text"]
+        assert r["reference"]  # the answers of a MAQA record, as text
+        assert isinstance(r["bayes_differs_from_beam"], bool)
+        counts = [int(line.split("x ", 1)[0]) for line in r["latent_clusters"].splitlines()]
+        assert sum(counts) <= 3 and counts == sorted(counts, reverse=True)
+
+
+def test_max_prompts_logged_caps_the_rows(tmp_path, cell):
+    """On the cell's artifacts (cached: no stage runs again, only W&B)."""
+    from pipeline.tracking import track_cell
+
+    cfg = cell.cfg("wandb.max_prompts_logged=1", f"wandb.dir={tmp_path}")
+    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
+    runs = read_runs(tmp_path / "wandb")
+    assert len(by_name(runs, CELL).table("prompts")["data"]) == 1
+
+
+def test_upload_artifacts_copies_the_files_instead(tmp_path, cell, monkeypatch):
+    from pipeline.tracking import track_cell
+
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "data"))  # wandb's staging copies
+    cfg = cell.cfg("wandb.upload_artifacts=true", f"wandb.dir={tmp_path}")
+    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
+    [logged] = by_name(read_runs(tmp_path / "wandb"), f"{CELL}/evaluate").logged
+    entries = {e.path: e for e in logged.manifest.contents}
+    assert set(entries) == {"quality.parquet", "quality.manifest.json", "uq_scores.parquet",
+                            "uq_scores.manifest.json"}
+    assert all(not e.ref and e.local_path for e in entries.values())
+
+
+def _refs(record) -> dict[str, str]:
+    return {e.path: e.ref for e in record.manifest.contents}
+
+
+def test_stage_artifacts_are_references_with_lineage(cell):
+    first = cell.first
+    root = cell.store.root.resolve()
+    runs = {s: by_name(first, f"{CELL}/{s}") for s in CELL_STAGES}
+    name = {s: f"{s}-default-tiny-maqa_bundled" for s in CELL_STAGES}
+    for stage, r in runs.items():
+        [logged] = r.logged
+        assert (logged.name, logged.type) == (name[stage], stage)
+        refs = _refs(logged)
+        assert refs and all(ref.startswith(f"file://{root}/") for ref in refs.values())
+        assert not any(e.local_path for e in logged.manifest.contents)  # nothing uploaded
+    used = {s: sorted(a.name for a in r.used) for s, r in runs.items()}
+    assert used == {"generate": [], "map": [name["generate"]],
+                    "decide": sorted([name["generate"], name["map"]]),
+                    "uq": sorted([name["generate"], name["map"], name["decide"]]),
+                    "evaluate": sorted([name[s] for s in ("generate", "map", "decide", "uq")])}
+    # an input is the very version its producer logged (same digest)
+    digest = {s: r.logged[0].digest for s, r in runs.items()}
+    assert all(a.digest == digest[a.type] for r in runs.values() for a in r.used)
+    assert {a.name for a in by_name(first, CELL).used} == set(name.values())
+    [report_use] = by_name(first, "default/report").used
+    assert (report_use.name, report_use.digest) == (name["evaluate"], digest["evaluate"])
+
+
+def test_skipped_stages_stay_in_lineage_with_their_digest(cell):
+    first, second = cell.first, cell.second
+    assert [r.name for r in second] == [f"{CELL}/{s}" for s in CELL_STAGES] + [
+        CELL, "default/report"]
+    for stage in CELL_STAGES:
+        before = by_name(first, f"{CELL}/{stage}").logged[0].digest
+        after = by_name(second, f"{CELL}/{stage}")
+        assert after.config["skipped"] == (stage != "evaluate")
+        assert (after.logged[0].digest == before) == (stage != "evaluate")
+
+
+def number(value) -> float:
+    """A summary number as read back: wandb writes NaN as null."""
+    return math.nan if value is None else float(value)
+
+
+def test_headline_summary(cell):
+    """Stable names, always present; a PRR on two prompts may be undefined (NaN)."""
+    summary = by_name(cell.first, CELL).summary
+    assert summary["headline/metric"] == "hamming"  # the task's first metric
+    store = cell.store
+    scores = store.read("uq_scores").set_index(["target", "metric", "estimator"])["prr"]
+    assert number(summary["headline/prr_bayes_risk"]) == pytest.approx(
+        scores[("bayes", "hamming", "bayes_risk")], nan_ok=True)
+    msp = scores[("bayes", "hamming", "msp")]  # the only baseline estimator run here
+    assert summary["headline/best_baseline"] == ("" if math.isnan(msp) else "msp")
+    assert number(summary["headline/prr_best_baseline"]) == pytest.approx(msp, nan_ok=True)
+    quality = store.read("quality").query("metric == 'hamming'")
+    quality = quality.groupby("method")["value"].mean()
+    assert summary["headline/quality_bayes"] == pytest.approx(quality["bayes"])
+    assert summary["headline/quality_beam"] == pytest.approx(quality["beam"])
+
+
+def test_no_secret_anywhere_in_the_run_files(cell):
+    first = cell.first
+    cell_run = by_name(first, CELL)
+    assert "api_token" not in cell_run.config["model"]["chat_template_kwargs"]
+    assert cell_run.config["task"]["extractor"]["api_key_env"] == "OPENAI_API_KEY"
+    files = [p for p in (cell.tmp / "wandb").rglob("*") if p.is_file()]
+    assert len(files) > 10
+    for secret in (ENV_SECRET, CONFIG_SECRET):
+        assert not [p for p in files if secret.encode() in p.read_bytes()], secret
