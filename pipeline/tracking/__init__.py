@@ -59,14 +59,20 @@ def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: 
                       tags=tags, config=config, reinit="finish_previous")
 
 
+def _plain_value(cfg: DictConfig, key: str) -> Any:
+    node = cfg[key]
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
 class WandbTracker(NullTracker):
     def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None):
         import wandb
 
         # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
         keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
-        ours = OmegaConf.masked_copy(cfg, list(keys))
-        config = redact(OmegaConf.to_container(ours, resolve=True))
+        # each key resolved in place, against the whole config (an overlay's values such as
+        # ${rehearsal.assets} live outside the logged keys)
+        config = redact({k: _plain_value(cfg, k) for k in keys if k in cfg})
         self.cfg = cfg
         self.wandb = wandb
         self.run = _init_run(cfg, name=name, job_type=job_type, config=config,

@@ -203,3 +203,16 @@ def test_no_secret_anywhere_in_the_run_files(cell):
     assert len(files) > 10
     for secret in (ENV_SECRET, CONFIG_SECRET):
         assert not [p for p in files if secret.encode() in p.read_bytes()], secret
+
+
+def test_report_run_config_resolves_values_from_outside_its_keys(compose_cfg, tmp_path):
+    """The rehearsal's evaluation.comet_model is ${rehearsal.assets}/comet: the report run logs
+    `evaluation` resolved against the whole config (it failed the first rehearsal)."""
+    from pipeline.tracking import make_tracker
+
+    cfg = compose_cfg("experiment=paper", "+rehearsal=local", f"wandb.dir={tmp_path}",
+                      f"output_root={tmp_path}")
+    tracker = make_tracker(cfg, report=True)
+    tracker.finish()
+    (run,) = read_runs(tmp_path / "wandb")
+    assert run.config["evaluation"]["comet_model"].endswith("/rehearsal/comet")

@@ -58,6 +58,8 @@ def read_run(run_dir: Path) -> OfflineRun:
             run.config = {i.key: json.loads(i.value_json) for i in rec.run.config.update}
         elif kind == "history":
             run.history.append(_nested(rec.history.item))
+        elif kind == "config":  # config sent after the run record
+            run.config.update({i.key: json.loads(i.value_json) for i in rec.config.update})
         elif kind == "summary":
             run.summary.update(_nested(rec.summary.update))
         elif kind == "artifact":
