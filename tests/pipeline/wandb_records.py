@@ -39,11 +39,24 @@ def _nested(items) -> dict:
     return out
 
 
-def read_run(run_dir: Path) -> OfflineRun:
+def read_run(run_dir: Path, wait_s: float = 20.0) -> OfflineRun:
+    """The run's records; waits (up to `wait_s`) for its exit record, which wandb-core writes
+    last: on a loaded machine the file may still be written when `finish()` has returned."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        run, complete = _scan(run_dir)
+        if complete or time.monotonic() > deadline:
+            return run
+        time.sleep(0.2)
+
+
+def _scan(run_dir: Path) -> tuple[OfflineRun, bool]:
     from wandb.proto import wandb_internal_pb2 as pb
     from wandb.sdk.internal import datastore
 
-    run = OfflineRun(run_dir)
+    run, complete = OfflineRun(run_dir), False
     ds = datastore.DataStore()
     ds.open_for_scan(str(next(run_dir.glob("*.wandb"))))
     while (data := ds.scan_data()) is not None:
@@ -64,7 +77,9 @@ def read_run(run_dir: Path) -> OfflineRun:
             run.summary.update(_nested(rec.summary.update))
         elif kind == "artifact":
             (run.used if rec.artifact.use_after_commit else run.logged).append(rec.artifact)
-    return run
+        elif kind == "exit":
+            complete = True
+    return run, complete
 
 
 def read_runs(wandb_dir: Path) -> list[OfflineRun]:
