@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.mapping.parsing import strip_prompt_echo
-from pipeline.mapping.sets import EquivalenceFn, representatives
+from pipeline.mapping.sets import EquivalenceFn, attach_labels, representatives
 from pipeline.latent.graphs import graph_to_text as _graph_to_text
 from pipeline.text import canonical_label, to_text
 
@@ -414,21 +414,6 @@ def merge_graphs(
     rel = representatives(context, [r for g in own for _, r, _ in g], equivalence,
                           attached=[r for g in attached for _, r, _ in g])
     return [None if g is None else frozenset((ent[h], rel[r], ent[t]) for h, r, t in g) for g in canon]
-
-
-def attach_labels(own_of: dict[str, str], joint_of: dict[str, str], own: Sequence[str],
-                  attached: Sequence[str]) -> dict[str, str]:
-    """`own_of` (the samples' label -> representative) extended to the attached labels: an
-    attached label takes the representative of a sample label it shares a joint cluster with
-    (`joint_of`, the clustering of samples and attached together), else stays itself."""
-    out = dict(own_of)
-    by_joint = {}
-    for label in own:
-        by_joint.setdefault(joint_of.get(label, label), own_of.get(label, label))
-    for label in attached:
-        if label not in out:
-            out[label] = by_joint.get(joint_of.get(label, label), label)
-    return out
 
 
 # g_T^-1 lives with the graph space, which writes decisions as text.

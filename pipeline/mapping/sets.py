@@ -145,11 +145,29 @@ def representatives(question: str, occurrences: Sequence[str], equivalence: Equi
     if equivalence is None:
         return rep | {label: label for label in extra}
     ids = _cluster_ids(equivalence, question, unique + extra)
+    return attach_labels(rep, dict(zip(unique + extra, ids)), unique, extra, counts)
+
+
+def attach_labels(own_of: dict[str, str], joint_of: dict[str, Any], own: Sequence[str],
+                  attached: Sequence[str], counts: Counter | None = None) -> dict[str, str]:
+    """`own_of` (the samples' label -> representative) extended to the attached labels (a
+    reference's) without changing it. `joint_of` clusters samples' and attached labels judged
+    together (label -> cluster key; absent: its own cluster). An attached label takes the
+    representative of the sample labels in its joint cluster (the most frequent by `counts`,
+    else the first seen); with none, the first attached label of that cluster."""
+    out = dict(own_of)
+    best: dict[Any, str] = {}
+    for label in own:  # first-seen order keeps ties on the first
+        key = joint_of.get(label, label)
+        if key not in best or (counts is not None and counts[label] > counts[best[key]]):
+            best[key] = label
     alone: dict[Any, str] = {}
-    for label, cid in zip(extra, ids[len(unique):]):
-        members = [u for u, c in zip(unique, ids) if c == cid]
-        rep[label] = rep[max(members, key=counts.__getitem__)] if members else alone.setdefault(cid, label)
-    return rep
+    for label in attached:
+        if label not in out:
+            key = joint_of.get(label, label)
+            out[label] = (own_of.get(best[key], best[key]) if key in best
+                          else alone.setdefault(key, label))
+    return out
 
 
 def _cluster_ids(equivalence: EquivalenceFn, question: str, labels: list[str]) -> list[Any]:

@@ -53,8 +53,8 @@ def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
 
 
 def plain(node) -> Any:
-    """A config node as plain Python (resolved)."""
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    """A config node (mapping or list) as plain Python, resolved against its whole config."""
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 def cell_dir(cfg: DictConfig) -> Path:

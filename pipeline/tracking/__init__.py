@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 log = logging.getLogger("pipeline")
 _SECRET = re.compile(r"(api[_-]?key|token|secret|password|credential)", re.IGNORECASE)
@@ -59,11 +59,6 @@ def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: 
                       tags=tags, config=config, reinit="finish_previous")
 
 
-def _plain_value(cfg: DictConfig, key: str) -> Any:
-    node = cfg[key]
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-
-
 class WandbTracker(NullTracker):
     def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None):
         import wandb
@@ -72,7 +67,9 @@ class WandbTracker(NullTracker):
         keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
         # each key resolved in place, against the whole config (an overlay's values such as
         # ${rehearsal.assets} live outside the logged keys)
-        config = redact({k: _plain_value(cfg, k) for k in keys if k in cfg})
+        from pipeline.stages import plain
+
+        config = redact({k: plain(cfg[k]) for k in keys if k in cfg})
         self.cfg = cfg
         self.wandb = wandb
         self.run = _init_run(cfg, name=name, job_type=job_type, config=config,
