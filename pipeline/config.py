@@ -172,6 +172,11 @@ class EvaluationConfig:
     ci_alpha: float = 0.05
     f1_mean: str = "harmonic"  # harmonic | geometric (the paper's wording)
     kl_eps: float = 1e-6
+    # Labels the matching rules (pipeline/evaluation/matching.py: alias, head noun, plural,
+    # surname) leave unmatched: none (the default: rules only, deterministic), equivalence (the
+    # cell's task.equivalence model, bidirectional entailment) or llm (task.extractor's endpoint
+    # asked yes/no). docs/fidelity.md says why none.
+    match_judge: str = "none"
     comet_model: str | None = None  # e.g. Unbabel/wmt22-comet-da (hub) or a local checkpoint
     alignscore_ckpt: str | None = None
     alignscore_model: str = "roberta-large"
@@ -291,6 +296,7 @@ CHOICES = [
     ("task.extractor.kind", ("rule", "llm", "local")),
     ("evaluation.ties", ("average", "polygraph")),
     ("evaluation.f1_mean", ("harmonic", "geometric")),
+    ("evaluation.match_judge", ("none", "equivalence", "llm")),
     ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),
 ]

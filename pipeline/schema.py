@@ -65,7 +65,7 @@ UNCERTAINTY = {
 QUALITY = {
     "prompt_id": "str",
     "method": "str",  # as DECISIONS.method
-    "metric": "str",  # hamming | f1 | exact_match | cosine | kl | comet | alignscore
+    "metric": "str",  # hamming | f1 | exact_match_error | cosine_distance | kl | comet | alignscore
     "value": "float",  # the metric as the paper reports it (see higher_is_better)
     "higher_is_better": "bool",
 }
@@ -83,10 +83,20 @@ UQ_SCORES = {
     "n": "int",
 }
 
+AUDIT = {
+    "prompt_id": "str",
+    "reference_labels": "list<str>",  # one label per reference answer (canonical first alias)
+    # {label: {"answer": index into reference_labels or null, "rule": alias | head_noun | plural
+    #  | surname | judge | same | none}} for every label of the prompt's responses and decisions
+    "label_matches": "json",
+    "warnings": "list<str>",  # pipeline.evaluation.audit.WARNINGS, "kind: detail"
+}
+
 # The stage that writes each artifact (named in errors that say how to rebuild one).
 PRODUCER = {"dataset": "generate", "samples": "generate", "decodes": "generate",
             "ptrue": "generate", "latents": "map", "decisions": "decide",
-            "uncertainty": "uq", "quality": "evaluate", "uq_scores": "evaluate"}
+            "uncertainty": "uq", "quality": "evaluate", "uq_scores": "evaluate",
+            "audit": "evaluate"}
 
 ARTIFACTS: dict[str, dict[str, str]] = {
     "dataset": DATASET,
@@ -98,4 +108,5 @@ ARTIFACTS: dict[str, dict[str, str]] = {
     "uncertainty": UNCERTAINTY,
     "quality": QUALITY,
     "uq_scores": UQ_SCORES,
+    "audit": AUDIT,
 }

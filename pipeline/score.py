@@ -57,7 +57,7 @@ SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
 METHOD_COLUMNS = {"bayes": "bayes", "bayes_fbeta": "bayes_fbeta", "map": "l_map",
                   "sample_mbr": "l_sample", "self_consistency": "self_consistency"}
 UQ_ESTIMATORS = ("bayes_risk", "latent_entropy")
-SCORE_FORMAT_VERSION = 3  # bump when the input -> artifacts conversion changes
+SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
 
 
 def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
@@ -226,11 +226,13 @@ def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     frames = {name: store.read(name) for name in ("dataset", "samples", "latents", "decisions",
                                                   "uncertainty")}
     ev = cfg.evaluation
+    frames["audit"] = None
     if not with_reference:
         quality = scores = None
     else:
         run_stage("evaluate", cfg, store)
         quality, scores = store.read("quality"), store.read("uq_scores")
+        frames["audit"] = store.read("audit")
         if len(with_reference) < len(frames["dataset"]):
             # prompts without a reference must not count (the stage scores every prompt)
             quality = quality[quality["prompt_id"].isin(with_reference)].reset_index(drop=True)
@@ -253,8 +255,10 @@ def _short_vector(action: str) -> str:
     return action
 
 
-def output_frame(frames: dict[str, Any], with_reference: set[str]):
-    """One row per prompt: decisions, risks, latent entropy and quality per method."""
+def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
+    """One row per prompt: decisions, risks, latent entropy and quality per method, and how the
+    answers were read (`response_labels`: each response's labels, null where it did not parse;
+    with references, `reference_labels`, `label_matches` and `reading_warnings` of the audit)."""
     import pandas as pd
 
     dataset = frames["dataset"]
@@ -292,7 +296,29 @@ def output_frame(frames: dict[str, Any], with_reference: set[str]):
                 q.set_index("prompt_id")["value"]).astype(float)
     for col in ("bayes_action", "l_map", "l_sample", "self_consistency_action"):
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
+    if space is not None:
+        out["response_labels"] = out["prompt_id"].map(_response_labels(space, latents))
+    audit = frames.get("audit")
+    if audit is not None and len(audit):
+        a = audit.set_index("prompt_id")
+        out["reference_labels"] = out["prompt_id"].map(a["reference_labels"].map(list))
+        out["label_matches"] = out["prompt_id"].map(a["label_matches"])
+        out["reading_warnings"] = out["prompt_id"].map(a["warnings"].map(list))
     return out
+
+
+def _response_labels(space, latents) -> dict[str, str]:
+    """prompt_id -> JSON list of each sample's labels (null: unparseable); {} without labels."""
+    from pipeline.latent.base import LatentSpace
+
+    if type(space).labels is LatentSpace.labels:
+        return {}
+    out: dict[str, list] = {}
+    rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"])
+    for r in rows.itertuples():
+        out.setdefault(r.prompt_id, []).append(
+            space.labels(space.from_json(r.latent)) if r.parse_ok else None)
+    return {pid: json.dumps(v, ensure_ascii=False) for pid, v in out.items()}
 
 
 def summary_frames(frames: dict[str, Any]):
@@ -512,7 +538,9 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
                             config={"source": str(path), "format": used_fmt, "task": task},
                             extra={"producer": "pipeline.score"})
         frames = run_pipeline(store, cfg, with_reference)
-        df = output_frame(frames, with_reference)
+        from pipeline.stages.decide import task_spaces
+
+        df = output_frame(frames, with_reference, task_spaces(cfg)[0])
         uq_summary, quality_summary = summary_frames(frames)
     finally:
         if temp is not None:
@@ -522,7 +550,16 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
     if with_reference and missing_ref:
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
               "not count in the PRR/AUC summary")
-    df.attrs.update(summary=uq_summary, quality_summary=quality_summary,
+    reading = None
+    if "reading_warnings" in df:
+        from pipeline.evaluation.audit import count_warnings
+
+        reading = count_warnings(w for w in df["reading_warnings"] if isinstance(w, list))
+        if any(reading.values()):
+            _warn("how answers were read: " + ", ".join(f"{k} in {v} prompt(s)"
+                                                       for k, v in reading.items() if v)
+                  + " (columns reading_warnings and label_matches; --audit N prints prompts)")
+    df.attrs.update(summary=uq_summary, quality_summary=quality_summary, reading_warnings=reading,
                     store=None if temp is not None else str(store.root), task=task,
                     skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
                     replaced_surrogates=sum(got.replaced_surrogates.values()),
@@ -563,6 +600,9 @@ def format_summary(df) -> str:
     if df.attrs.get("skipped"):
         head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
                  "(see the warning)")
+    reading = df.attrs.get("reading_warnings")
+    if reading:
+        head += "\nreading warnings (prompts): " + ", ".join(f"{k} {v}" for k, v in reading.items())
     lines = [head]
     quality, uq = df.attrs.get("quality_summary"), df.attrs.get("summary")
     if quality is not None and len(quality):
@@ -581,6 +621,63 @@ def format_summary(df) -> str:
     elif quality is None:
         lines.append("(no references in the input: no quality, PRR or AUC)")
     return "\n".join(lines)
+
+
+def _loss_column(df) -> tuple[str, bool] | None:
+    """The quality column of the Bayes answer to judge surprise by, and whether higher is
+    better (the first metric of the quality summary)."""
+    quality = df.attrs.get("quality_summary")
+    if quality is None or not len(quality):
+        return None
+    r = quality.iloc[0]
+    col = f"quality_bayes_{r.metric}"
+    return (col, bool(r.higher_is_better)) if col in df else None
+
+
+def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
+    lines = [f"{row.prompt_id}: Bayes risk {row.bayes_risk:.3f}, latent entropy "
+             f"{row.latent_entropy:.3f}"
+             + (f", {loss[0].removeprefix('quality_bayes_')} of the Bayes answer "
+                f"{getattr(row, loss[0]):.3f}" if loss and not math.isnan(getattr(row, loss[0]))
+                else "")]
+    lines.append(f"  question: {' '.join(str(row.question).split())[:300]}")
+    if isinstance(getattr(row, "reference_labels", None), list):
+        lines.append(f"  reference: {'; '.join(row.reference_labels) or '(none)'}")
+    lines.append(f"  Bayes answer: {row.bayes_text or '(none)'}")
+    labels = getattr(row, "response_labels", None)
+    if isinstance(labels, str):
+        from collections import Counter
+
+        counts = Counter("(unparseable)" if x is None else "{" + ", ".join(x) + "}"
+                         for x in json.loads(labels))
+        lines.append("  responses read as: " + "; ".join(f"{n}x {k}" for k, n in counts.most_common()))
+    matches = getattr(row, "label_matches", None)
+    if isinstance(matches, str):
+        from pipeline.tracking.prompts import readable_matches
+
+        lines.append("  matches: " + readable_matches(row.reference_labels, matches).replace("\n", "; "))
+    warned = getattr(row, "reading_warnings", None)
+    if isinstance(warned, list) and warned:
+        lines.append("  warnings: " + "; ".join(warned))
+    return "\n".join(lines)
+
+
+def audit_report(df, n: int) -> str:
+    """The `n` riskiest prompts and (with references) the `n` most surprising ones (the Bayes
+    answer worst among the least risky half), each as text: question, reference, Bayes answer,
+    how the responses were read and matched, warnings."""
+    loss = _loss_column(df)
+    ranked = df.dropna(subset=["bayes_risk"]).sort_values("bayes_risk", ascending=False,
+                                                          kind="stable")
+    parts = [f"The {min(n, len(ranked))} riskiest prompts:"]
+    parts += [_audit_entry(r, loss) for r in ranked.head(n).itertuples()]
+    if loss is not None:
+        confident = ranked.iloc[len(ranked) // 2:].dropna(subset=[loss[0]])
+        worst = confident.sort_values(loss[0], ascending=loss[1], kind="stable").head(n)
+        parts.append(f"\nThe {len(worst)} most surprising prompts (least risky half, worst "
+                     f"{loss[0].removeprefix('quality_bayes_')} of the Bayes answer):")
+        parts += [_audit_entry(r, loss) for r in worst.itertuples()]
+    return "\n\n".join(parts)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -611,6 +708,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another config folder (your task/dataset configs); repeatable")
     p.add_argument("--plugin", action="append", default=[], dest="plugins",
                    help="a module to import first (your registrations); repeatable")
+    p.add_argument("--audit", type=int, default=0, metavar="N",
+                   help="print the N riskiest and the N most surprising prompts as text: how "
+                        "each response and the reference were read and matched")
     p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
     return p
 
@@ -652,6 +752,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(format_summary(df))
+    if args.audit > 0:
+        print("\n" + audit_report(df, args.audit))
     if args.out:
         summary, quality = _summary_paths(Path(args.out))
         has_summary = df.attrs.get("summary") is not None

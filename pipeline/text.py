@@ -1,7 +1,16 @@
-"""Answer canonicalisation shared by the mappers and the quality metrics (stdlib only).
+"""Answer normal forms shared by the mappers and the quality metrics (stdlib only).
 
-One definition, so "The Pacific Ocean." in a sample and "pacific ocean" in a reference are the
-same label everywhere (DESIGN.md s6: case, articles, punctuation).
+Two normal forms, for two different jobs:
+
+- `canonical_label(text)`: the identity of a *name* used as a label (sets, graph entities,
+  simplex answers, classes read offline). It keeps what makes a name that name: letters inside
+  it ("Vitamin A", "Malcolm X"), symbols attached to it ("C++", "C#", "F#", ".NET", "AT&T",
+  "R&B"), an internal article ("Lord of the Rings"); it drops what a careful reader ignores:
+  case, accents on Latin letters, a leading article ("The Hague" ~ "Hague"), acronym dots
+  ("U.S." ~ "US"), apostrophes, hyphens and other punctuation.
+- `squad_normalize(text)`: the official TriviaQA / SQuAD evaluation normalisation (lower case,
+  punctuation to spaces, every article removed, whitespace collapsed), used only where a
+  benchmark's own scorer is reproduced (TriviaQA exact match).
 """
 
 from __future__ import annotations
@@ -10,8 +19,8 @@ import re
 import string
 import unicodedata
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b", flags=re.IGNORECASE)
-_PUNCT = str.maketrans({c: " " for c in string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014"})
+__all__ = ["to_text", "canonical_label", "squad_normalize", "split_names"]
+
 _SPACES = re.compile(r"\s+")
 
 
@@ -24,8 +33,99 @@ def to_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+# --------------------------------------------------------------------------- label identity
+
+_APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc\u00b4`]")
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")  # "Earth's" is Earth
+# Single letters joined by dots: "u.s.", "u.s.a", "d.c." -> "us", "usa", "dc".
+_ACRONYM = re.compile(r"(?<![\w.])[^\W\d_](?:\.[^\W\d_])+\.?(?![\w])")
+# Symbols that belong to a name when attached to it.
+_NAME_SYMBOL = re.compile(r"(?<=\w)(?:\+\+|\+|#)|(?<=\w)&(?=\w)|(?:(?<=\s)|^)\.(?=[^\W\d_])|(?<=\w)\.(?=\w)")
+_KEEP = "\u0000"  # stand-in marking a kept symbol while the rest of the punctuation goes
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+(?=\S)")
+
+
+def _fold_latin(s: str) -> str:
+    """Accents off Latin letters only ("zürich" -> "zurich"); other scripts keep their marks
+    (a kana's dakuten is a combining mark under NFD and changes the word)."""
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFD", s):
+        if unicodedata.combining(ch) and out and "a" <= out[-1] <= "z":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
 def canonical_label(text: object) -> str:
-    """SQuAD-style normal form: NFKC, lower case, no punctuation, no articles, single spaces."""
-    s = unicodedata.normalize("NFKC", to_text(text)).lower().translate(_PUNCT)
-    s = _ARTICLES.sub(" ", s)
-    return _SPACES.sub(" ", s).strip()
+    """The identity of a name as a label: "The Hague." -> "hague", "C++" -> "c++",
+    "Vitamin A" -> "vitamin a", "U.S.A." -> "usa", "AT&T" -> "at&t", ".NET" -> ".net",
+    "Côte d'Ivoire" -> "cote divoire", "Earth's" -> "earth", "Tom & Jerry" -> "tom and jerry";
+    "" when nothing is left."""
+    s = unicodedata.normalize("NFKC", to_text(text)).casefold()
+    s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
+    s = _fold_latin(s)
+    s = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), s)
+    s = _POSSESSIVE.sub("", s)
+    s = _APOSTROPHES.sub("", s)
+    s = _NAME_SYMBOL.sub(lambda m: m.group(0).replace("+", _KEEP + "p").replace("#", _KEEP + "h")
+                         .replace("&", _KEEP + "a").replace(".", _KEEP + "d"), s)
+    s = re.sub(r"(?<!\S)&(?!\S)", " and ", s)
+    s = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
+    s = (s.replace(_KEEP + "p", "+").replace(_KEEP + "h", "#").replace(_KEEP + "a", "&")
+         .replace(_KEEP + "d", "."))
+    s = _SPACES.sub(" ", s).strip()
+    return _LEADING_ARTICLE.sub("", s)
+
+
+# --------------------------------------------------------------------------- benchmark scorers
+
+_SQUAD_PUNCT = frozenset(string.punctuation + "\u2018\u2019\u00b4`")
+_SQUAD_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def squad_normalize(text: object) -> str:
+    """The normalisation of the official TriviaQA evaluation (triviaqa_evaluation.py,
+    `normalize_answer`; SQuAD's with underscores and curly quotes added): lower case,
+    underscores and punctuation to spaces, the articles a/an/the removed anywhere, whitespace
+    collapsed. Nothing else (no Unicode folding), so numbers match the benchmark's scorer."""
+    s = to_text(text).replace("_", " ").lower()
+    s = "".join(" " if ch in _SQUAD_PUNCT else ch for ch in s)
+    s = _SQUAD_ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+# --------------------------------------------------------------------------- lists of names
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022\u25cf+]+|\(?\d{1,3}[.)]|\(?[a-h]\))\s+")
+_INLINE_NUMBERED = re.compile(r"(?:^|\s)\(?\d{1,3}[.)]\s+")
+
+
+def split_names(text: object) -> list[str]:
+    """The names a reference string lists, each as written: one per line (bullets and numbers
+    dropped), else per semicolon, else per comma with a final "and"/"or" item split ("Pacific,
+    Atlantic and Arctic"; not when another item holds "and" itself: "Antigua and Barbuda,
+    Bosnia and Herzegovina"). A string with none of these separators is one name, "and"
+    included ("Bosnia and Herzegovina"). Empty pieces are dropped."""
+    s = to_text(text).strip()
+    if not s:
+        return []
+    lines = [x for x in s.splitlines() if x.strip()]
+    if len(lines) > 1:
+        return [n for n in (_LIST_MARKER.sub("", x).strip(" \t,;.") for x in lines) if n]
+    if len(_INLINE_NUMBERED.findall(s)) >= 2:  # "1. Paris 2. Lyon"
+        return [n for n in (p.strip(" \t,;.") for p in _INLINE_NUMBERED.split(s)) if n]
+    s = _LIST_MARKER.sub("", s)
+    if ";" in s:
+        return [n for n in (p.strip(" \t,.") for p in s.split(";")) if n]
+    if "," not in s:
+        return [s.strip(" \t.")] if s.strip(" \t.") else []
+    parts = [p.strip() for p in s.split(",")]
+    parts = [p for p in parts if p.strip(" .")]
+    last = re.sub(r"^(?:and|or)\s+", "", parts[-1], flags=re.IGNORECASE)
+    oxford = last != parts[-1]
+    others_have_and = any(re.search(r"\s(?:and|or)\s", p, re.IGNORECASE) for p in parts[:-1])
+    parts[-1] = last
+    if not oxford and not others_have_and:
+        tail = re.split(r"\s+(?:and|or)\s+", last, flags=re.IGNORECASE)
+        parts = parts[:-1] + tail
+    return [n for n in (p.strip(" \t.") for p in parts) if n]

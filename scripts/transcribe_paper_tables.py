@@ -193,9 +193,9 @@ ESTIMATOR_NAMES = {
 METRIC_NAMES = {
     "hamming": "hamming",
     "f1": "f1",
-    "exact match": "exact_match",
+    "exact match": "exact_match_error",
     "comet": "comet",
-    "cosine": "cosine",
+    "cosine": "cosine_distance",
     "align score": "alignscore",
     "kl": "kl",
     "kl divergence": "kl",

@@ -12,8 +12,8 @@ Text metrics (COMET, AlignScore) are in ``pipeline.evaluation.text_metrics``.
 """
 
 from pipeline.evaluation.bootstrap import BootstrapCI, bootstrap_ci
+from pipeline.evaluation.matching import Alignment, Match, align_labels, match_label, names_match
 from pipeline.evaluation.quality import (
-    alias_representatives,
     align_to_aliases,
     cosine_distance,
     exact_match,
@@ -36,7 +36,9 @@ __all__ = [
     "BootstrapCI",
     "ConcordanceCounts",
     "PRRComponents",
-    "alias_representatives",
+    "Alignment",
+    "Match",
+    "align_labels",
     "align_to_aliases",
     "bootstrap_ci",
     "concordance_auc",
@@ -47,6 +49,8 @@ __all__ = [
     "f1_score",
     "hamming_graph",
     "kl_divergence",
+    "match_label",
+    "names_match",
     "normalized_hamming",
     "prr",
     "prr_components",

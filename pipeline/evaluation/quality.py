@@ -2,7 +2,7 @@
 
 Pure functions of plain Python / numpy values. Set and graph metrics compare elements as given:
 callers pass canonical labels (the latents already are; :func:`align_to_aliases` maps predicted
-labels onto alias-list references). Text metrics (COMET, AlignScore) live elsewhere.
+labels onto alias-list references by the rules of ``pipeline.evaluation.matching``). Text metrics (COMET, AlignScore) live elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.text import canonical_label, to_text
+from pipeline.evaluation.matching import Judge, align_labels
+from pipeline.text import squad_normalize
 
 
 def _as_set(items: Iterable[Hashable] | None, name: str) -> frozenset:
@@ -78,50 +79,35 @@ def f1_score(
 
 
 def exact_match(pred_label: object, aliases: str | Iterable[object]) -> bool:
-    """Whether the prediction equals any alias after ``pipeline.text.canonical_label``.
+    """TriviaQA's exact match: the prediction equals any alias after the official evaluation's
+    normalisation (`pipeline.text.squad_normalize`: case, punctuation, articles, whitespace).
 
     ``aliases`` is one string or an iterable of strings (bytes and None are accepted as model
-    output is). A prediction that canonicalises to "" (empty, only punctuation or articles)
+    output is). A prediction that normalises to "" (empty, only punctuation or articles)
     never matches.
     """
-    pred = canonical_label(pred_label)
+    pred = squad_normalize(pred_label)
     if not pred:
         return False
     if isinstance(aliases, str | bytes | bytearray):
         aliases = [aliases]
-    return any(pred == canonical_label(alias) for alias in aliases)
-
-
-def alias_representatives(answers: Sequence[Sequence[object]]) -> dict[str, str]:
-    """Canonical alias -> the canonical first alias of its answer (the answer's label)."""
-    representative: dict[str, str] = {}
-    for alias_list in answers:
-        if isinstance(alias_list, str | bytes | bytearray):
-            alias_list = [alias_list]
-        canon = [c for c in (canonical_label(a) for a in alias_list) if c]
-        for c in canon:
-            representative.setdefault(c, canon[0])
-    return representative
+    return any(pred == squad_normalize(alias) for alias in aliases)
 
 
 def align_to_aliases(
-    pred_labels: Iterable[object], answers: Sequence[Sequence[object]]
+    pred_labels: Iterable[object], answers: Sequence[Sequence[object]], question: str = "",
+    judge: Judge | None = None,
 ) -> tuple[frozenset[str], frozenset[str]]:
     """Predicted set and reference set in one label space, for the set metrics above.
 
     ``answers`` holds one alias list per correct answer (the dataset's ``answers`` column). Each
-    answer is represented by its first alias, canonicalised; a predicted label matching any alias
-    of an answer becomes that representative, other predicted labels are kept canonicalised.
-    Empty labels are dropped. Returns ``(pred_set, ref_set)``.
+    answer is represented by its first alias (``canonical_label``); a predicted label that names
+    an answer (``pipeline.evaluation.matching``: an alias, a generic head noun, a plural, a
+    surname in a who-question, or the optional judge) becomes that answer's label, other
+    predicted labels are kept canonical. Empty labels are dropped. Returns ``(pred_set, ref_set)``.
     """
-    representative = alias_representatives(answers)
-    ref = set(representative.values())
-    pred: set[str] = set()
-    for label in pred_labels:
-        c = canonical_label(to_text(label))
-        if c:
-            pred.add(representative.get(c, c))
-    return frozenset(pred), frozenset(ref)
+    aligned = align_labels(pred_labels, answers, question, judge)
+    return aligned.pred, aligned.ref
 
 
 def cosine_distance(a: object, b: object) -> float:

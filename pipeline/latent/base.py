@@ -257,19 +257,31 @@ class LatentSpace(abc.ABC, Generic[L]):
         """A readable text for a latent no sample wrote verbatim (`texts`: the prompt's samples)."""
         return "" if latent is None else str(latent)
 
+    def labels(self, latent: Any) -> list[str] | None:
+        """The labels a latent is made of, for reading and auditing (a set's answers, a
+        distribution's answers, a class's name); None for spaces without labels (vectors,
+        numbers)."""
+        return None
+
     def render(self, action: Any, samples: Sequence[tuple[Any, str]]) -> str:
         """The text of a decision, given the prompt's parseable (latent, text) samples: the
-        latent written out when `renders_latent`, else the first sample whose latent is the
-        action, else `describe(action)`."""
+        latent written out when `renders_latent`, else the most frequent text among the
+        samples whose latent is the action (texts compared without case, spacing and final
+        punctuation; ties: first seen), so the printed answer is the one most of that cluster
+        gives; else `describe(action)`."""
         if action is None:
             return ""
         texts = [t for _, t in samples]
         if self.renders_latent:
             return self.describe(action, texts)
         key = self.key(self.canonical(action))
+        counts: dict[str, list] = {}  # normalised text -> [count, first text]; insertion order
         for latent, text in samples:
             if self.key(self.canonical(latent)) == key:
-                return text
+                norm = " ".join(str(text).casefold().split()).rstrip(" .!?")
+                counts.setdefault(norm, [0, text])[0] += 1
+        if counts:
+            return max(counts.values(), key=lambda c: c[0])[1]
         return self.describe(action, texts)
 
     def __repr__(self) -> str:

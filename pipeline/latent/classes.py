@@ -27,6 +27,9 @@ class ClassSpace(LatentSpace[Hashable]):
             ) from None
         return latent
 
+    def labels(self, latent: Any) -> list[str] | None:
+        return None if latent is None else [str(latent)]
+
     def distance(self, a: Any, b: Any) -> float:
         return float(self.canonical(a) != self.canonical(b))
 

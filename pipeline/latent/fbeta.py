@@ -93,6 +93,9 @@ class FBetaSetSpace(LatentSpace[frozenset]):
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         return SetSpace.describe(self, latent, texts)
 
+    def labels(self, latent: Any) -> list[str] | None:
+        return SetSpace.labels(self, latent)
+
     def canonical(self, latent: Any) -> frozenset:
         return _canonical_set(latent, "sets-fbeta")
 

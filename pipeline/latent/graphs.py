@@ -58,6 +58,9 @@ class GraphSpace(SetSpace):
             raise ValueError(f"graphs: expected a list of [head, relation, tail], got {payload!r:.200}")
         return self.canonical(payload)
 
+    def labels(self, latent: Any) -> list[str] | None:
+        return None if latent is None else [" | ".join(e) for e in sorted(self.canonical(latent))]
+
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         if latent is None:
             return ""

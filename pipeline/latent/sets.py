@@ -186,6 +186,9 @@ class SetSpace(LatentSpace[frozenset]):
             raise ValueError(f"{self.name}: expected a JSON list, got {payload!r:.200}")
         return frozenset(payload)
 
+    def labels(self, latent: Any) -> list[str] | None:
+        return None if latent is None else sorted(map(str, latent))
+
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         """Sorted labels, each in the samples' own spelling where a sample writes it."""
         if latent is None:

@@ -136,6 +136,9 @@ class SimplexSpace(LatentSpace[dict]):
             raise ValueError(f"simplex: expected a JSON object, got {payload!r:.200}")
         return {k: float(v) for k, v in payload.items()}
 
+    def labels(self, latent: Any) -> list[str] | None:
+        return None if latent is None else [str(k) for k in latent]
+
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         """Labels with their probabilities, most probable first."""
         if latent is None:

@@ -185,11 +185,35 @@ def _is_capitalised(word: str) -> bool:
 
 # --------------------------------------------------------------------------- the question
 
+_OPTION_SPAN = re.compile(r"(?::|,)\s*(?P<span>[^:?]{1,300}?)\s*\??\s*$")
+
+
+def _question_options(question: str) -> list[str]:
+    """The options a question lists for the answer to choose from ("Which are marsupials:
+    kangaroo, koala, platypus, wombat?", "Which is larger, Mars or Venus?"), in order; []."""
+    m = _OPTION_SPAN.search(question.strip())
+    if m is None:
+        return []
+    parts = [p.strip(" .;") for p in re.split(r"\s*,\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+", m.group("span"))]
+    parts = [p for p in parts if p]
+    if len(parts) < 2 or any(len(p.split()) > 5 for p in parts):
+        return []
+    if re.match(r"(?:which|what|who|how|why|where|when)\b", parts[0], re.I):
+        return []
+    return parts
+
+
+_TITLE_AND = re.compile(r"(?<![\w'])[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}\s+and\s+[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}")
+
+
 class _Question:
     """What the question says, for recognising restatements of it in a response."""
 
     def __init__(self, question: str | None):
         text = question or ""
+        self.options = _question_options(text)
+        if self.options:  # the options are what the answer names, never a restatement
+            text = text[: text.rfind(self.options[0])]
         words = [_core(w) for w in text.split()]
         self.stems = {_stem(w) for w in words if w and w not in _STOP and _WORD_CHARS.search(w)}
         self.stems -= {"which", "what", "who", "name", "list"}
@@ -207,6 +231,15 @@ class _Question:
         if run:
             self.entities.add(" ".join(run))
         self.initials = {"".join(w[0] for w in e.split()) for e in self.entities if len(e.split()) > 1}
+        # Titles with "and" the question names ("Romeo and Juliet"): one name, never two answers.
+        self.titles = [t for t in _TITLE_AND.findall(question or "")]
+
+    def protect_titles(self, text: str) -> str:
+        """`text` with the "and" inside the question's titles kept from splitting."""
+        for title in self.titles:
+            text = re.sub(re.escape(title).replace(r"\ and\ ", r"\s+and\s+"),
+                          lambda m: m.group(0).replace(" and ", f" {_AND} "), text, flags=re.IGNORECASE)
+        return text
 
     def echoes(self, word: str) -> bool:
         """The word restates the question (or points back at its topic)."""
@@ -419,6 +452,7 @@ _LEAD = re.compile(
     r"|as\s+of\s+\d{4}\s*,\s*"
     r"|in\s+(?:short|summary|brief)\s*,\s*"
     r"|that\s+would\s+be\s+"
+    r"|(?:of|among|from)\s+(?:these|them|those|the\s+(?:above|options|choices|following|list))\s*,\s*"
     r"|(?:probably|possibly|perhaps|maybe|likely|most\s+likely|mainly|mostly|primarily|chiefly|only|just|"
     r"namely|definitely|certainly|presumably|both|either)\b\s*,?\s*"
     r")",
@@ -514,7 +548,7 @@ def _cut_dashes(s: str) -> str:
 
 
 _SPLIT = re.compile(
-    r"(\s*(?:;|,|/|&|\+)\s*(?:(?:and|or)\s+)?|\s+(?:and|or|plus|nor|and/or|as\s+well\s+as|along\s+with|together\s+with|"
+    r"(\s*(?:;|,|/)\s*(?:(?:and|or)\s+)?|\s+(?:&|\+)\s+|\s+(?:and|or|plus|nor|and/or|as\s+well\s+as|along\s+with|together\s+with|"
     r"in\s+addition\s+to|followed\s+by|but\s+also|and\s+also|and\s+then|then)\s+)",
     re.IGNORECASE,
 )
@@ -544,10 +578,20 @@ _LEADING_WORDS = frozenset(
     "finally lastly formerly arguably each all traditionally generally".split())
 
 
+def _trim(s: str, chars: str) -> str:
+    """`s` without surrounding `chars` and dots, except a dot that starts a name (".NET")."""
+    for _ in range(3):
+        new = re.sub(r"^\.+(?![^\W\d_])|\.+$", "", s.strip(chars))
+        if new == s:
+            break
+        s = new
+    return s
+
+
 def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     """(answer named by a conjunct in surface form or "", what cut it: "", "direction" or "other")."""
-    s = _restore(chunk).strip(" \t.,;:!?-\u2013\u2014*_")
-    s = _TRAILING_HEDGE.sub("", s).strip(" .,;:!?")
+    s = _trim(_restore(chunk), " \t,;:!?-\u2013\u2014*_")
+    s = _trim(_TRAILING_HEDGE.sub("", s), " ,;:!?")
     s = _strip_lead(s)
     words = s.split()
     had_det = False
@@ -590,7 +634,7 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
         kept.append(raw)
         if raw.rstrip().endswith((",", ";", ":")):
             break
-    phrase = " ".join(kept).strip(" .,;:!?\"'*_")
+    phrase = _trim(" ".join(kept), " ,;:!?\"'*_")
     words = phrase.split()
     if not words:
         return "", cut
@@ -609,7 +653,7 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
         if lowered[k] in _CATEGORIES and not _is_capitalised(words[k]) and k + 1 < len(words):
             words, lowered = words[k + 1:], lowered[k + 1:]
             break
-    phrase = " ".join(words).strip(" .,;:!?\"'*_")
+    phrase = _trim(" ".join(words), " ,;:!?\"'*_")
     if had_det and len(words) > 1 and any(w in _DESCRIPTORS for w in lowered) and not any(
             _is_capitalised(w) for w in words):
         return "", cut  # "the most common noble gases", "the best-known one"
@@ -680,8 +724,26 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
         if (len(words) >= 2 and _core(words[-1]) in _SHARED_HEADS and _core(words[-1]).endswith("s")
                 and re.search(r"\b(?:and|or)\b", sep) and len(found[k - 1][0].split()) == 1):
             found[k] = (" ".join(words[:-1]), sep)
-    phrases = _drop_shared_head([p for p, _ in found])
+    phrases = _distribute_head(_drop_shared_head([p for p, _ in found]))
     return [p for p in phrases if not (subject and q.restates(p))]
+
+
+_CODE = re.compile(r"^(?:[A-Z]{1,2}\d?|\d{1,3}|[IVX]{1,4})$")
+
+
+def _distribute_head(phrases: list[str]) -> list[str]:
+    """"Vitamins D", "E" -> "Vitamin D", "Vitamin E"; "World Wars I", "II" -> "World War I",
+    "World War II": a head before letter or number codes belongs to every code (the code alone
+    names nothing)."""
+    if len(phrases) < 2:
+        return phrases
+    first = phrases[0].split()
+    if len(first) < 2 or not _CODE.match(first[-1]) or not all(_CODE.match(p) for p in phrases[1:]):
+        return phrases
+    head = first[:-1]
+    if len(head[-1]) > 3 and head[-1].lower().endswith("s") and not head[-1].lower().endswith(("ss", "is", "us")):
+        head = head[:-1] + [head[-1][:-1]]  # "Vitamins" -> "Vitamin"
+    return [" ".join(head + [p.split()[-1]]) for p in phrases]
 
 
 def _drop_shared_head(phrases: list[str]) -> list[str]:
@@ -722,14 +784,20 @@ def _main_verb(words: list[str], q: _Question) -> int | None:
     """Index of the clause's main verb (the first verb-like word), None when it has none."""
     for k, raw in enumerate(words):
         w = _core(raw)
-        if k == 0 and w not in _AUX and w not in _VERBS:
+        if w in _NOT_VERBS:
             continue
+        if k == 0 and (w not in _AUX and w not in _VERBS
+                       or (len(words) > 1 and _is_capitalised(raw) and _is_capitalised(words[1])
+                           and w not in _AUX)):
+            continue  # "United Kingdom; ...": a capitalised word before a name is part of it
         if k > 0 and _is_capitalised(raw):
             continue
         if w.endswith("ing") and w not in _AUX:
             continue  # "before reaching", "signing the pact": participles, not the main verb
         if k > 0 and _core(words[k - 1]) in _PREPOSITIONS | _SUBORDINATORS:
             continue
+        if k > 0 and _core(words[k - 1]) in _ARTICLES | _POSSESSIVE_DETERMINERS and w not in _AUX:
+            continue  # "the play ...": a noun after an article
         if w in _AUX or w in _VERBS:
             return k
         if k > 0 and _is_participle(raw) and w.endswith("ed"):
@@ -919,7 +987,7 @@ def _normalise_sentence(sentence: str) -> str:
     s = _protect(sentence)
     s = _list_parenthetical(s)
     s = _OPEN_PAREN_TAIL.sub("", _PARENS.sub(" ", s))
-    s = re.sub(r"\s+([,;:.!?])", r"\1", re.sub(r"\s+", " ", s)).strip().rstrip(".!?")
+    s = re.sub(r"\s+([,;:.!?])(?=\s|$)", r"\1", re.sub(r"\s+", " ", s)).strip().rstrip(".!?")
     s = _TRAILING_SELF.sub("", s)
     s = _RELATIVE.sub("", s)
     return _strip_lead(s)
@@ -1027,7 +1095,7 @@ def read_answers(text: str, question: str | None = None) -> list[str]:
     """Canonical answer labels stated in `text`, in order of first mention (see module doc)."""
     q = _Question(question)
     # Control characters would collide with the separator stand-ins and are never part of an answer.
-    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ", text)
+    text = q.protect_titles(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ", text))
     fenced = _FENCE.findall(text)
     if fenced:
         text = "\n".join(fenced)
@@ -1054,3 +1122,76 @@ def read_answers(text: str, question: str | None = None) -> list[str]:
     else:
         labels = _prose_labels(prose, q)
     return _dedupe(labels)
+
+
+# --------------------------------------------------------------------------- single answers
+
+_IT_IS = re.compile(r"^(?:it|that|this|he|she|they)\s+(?:is|was|are|were|would\s+be|'s|\u2019s)\s+",
+                    re.IGNORECASE)
+_ANSWER_LINE_END = re.compile(r"[.!;]+\s*$")
+
+
+def surface_span(label: str, text: str) -> str:
+    """The shortest run of whole words of `text` whose canonical form is `label` (the answer as
+    written: "U.S." for "us"); `label` itself when the text holds no such run."""
+    words = text.split()
+    best = None
+    for i in range(len(words)):
+        for j in range(i + 1, min(len(words), i + MAX_ITEM_WORDS + 2) + 1):
+            if canonical_label(" ".join(words[i:j])) == label:
+                span = _trim(" ".join(words[i:j]), " \t,;:!?\"'*_()[]")
+                if best is None or len(span) < len(best):
+                    best = span
+                break
+    return best if best is not None else label
+
+
+_NUMERIC_QUESTION = re.compile(
+    r"^\W*(?:(?:at|in|to|by|for|on)\s+)?(?:how\s+(?:many|much|old|long|far|tall|high|deep|wide|heavy|big|fast)|"
+    r"what\s+(?:year|percentage|number|age|temperature))\b", re.IGNORECASE)
+
+
+_BY_NAME = re.compile(r"\bby\s+((?:[A-Z][\w'.-]*)(?:\s+(?:[A-Z][\w'.-]*|da|de|di|van|von|del|la|le)){0,4})")
+
+
+def read_single_answer(text: str, question: str | None = None) -> str:
+    """The answer a response to a single-answer question gives, as written: "Canberra." ->
+    "Canberra", "I think it's Canberra." -> "Canberra", "The capital is Canberra." ->
+    "Canberra", "Paris, France" -> "Paris, France" (a short answer is kept whole: the
+    benchmark's scorer decides whether it matches). "" when the response states nothing."""
+    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ", text)
+    fenced = _FENCE.findall(text)
+    if fenced:
+        text = "\n".join(fenced)
+    lines = [_strip_markup(x) for x in text.splitlines()[:_MAX_LINES] if _strip_markup(x)]
+    lines = [x for x in lines if not _ECHO_LINE.match(x)]
+    if not lines:
+        return ""
+    from pipeline.mapping.parsing import is_refusal
+
+    if is_refusal(lines[0]) and not re.search(r"\bbut\b", lines[0], re.I):
+        return ""
+    for pattern, repl in _CONTRACTIONS:
+        lines[0] = pattern.sub(repl, lines[0])
+    first = _sentences(lines[0][:_MAX_LINE])[0] if lines[0].strip() else ""
+    if _REFUSAL_START.match(first) and not re.search(r"\bbut\b", first, re.I):
+        return ""
+    s = _strip_lead(_BULLET.sub("", first, count=1))
+    s = _IT_IS.sub("", s).strip()
+    s = _trim(_TRAILING_HEDGE.sub("", _ANSWER_LINE_END.sub("", s)), " \t,;:!?\"'*_")
+    words = s.split()
+    if _NUMERIC_QUESTION.match(question or "") and re.search(r"\d", s):
+        from pipeline.score_numbers import parse_number
+
+        value = parse_number(s)
+        if value is not None:  # "approximately 100.0 degrees Celsius" answers "how many": 100
+            return str(int(value)) if float(value).is_integer() else repr(value)
+    if words and len(words) <= MAX_ITEM_WORDS and _main_verb(words, _Question(question)) is None:
+        return _restore(s)
+    labels = read_answers(text, question)
+    if labels:
+        return surface_span(labels[0], text)
+    agent = _BY_NAME.search(first)
+    if agent and re.match(r"^\W*who\b", question or "", re.IGNORECASE):
+        return _trim(agent.group(1), " ,;:")  # "... is a classic story by William Shakespeare": who wrote it
+    return _restore(s)

@@ -5,7 +5,8 @@ Paper appendix: the model states answers with probabilities; they are parsed pro
 then equivalent answers are clustered across the samples of a prompt and their probabilities
 summed. Renormalisation is a configured option (off by default: the paper's extraction prompt
 says not to modify the stated probabilities; the SimplexSpace renormalises on input anyway).
-`match_to_reference` maps answers onto a dataset's reference answers by alias.
+Answers are matched to a dataset's reference answers at evaluation
+(`pipeline.evaluation.matching.remap_distribution`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pipeline.mapping.parsing import parse_distribution
 from pipeline.mapping.sets import EquivalenceFn, extraction_prompt, representatives
 from pipeline.text import canonical_label, to_text
 
-__all__ = ["SimplexMapper", "merge_distributions", "renormalise", "match_to_reference"]
+__all__ = ["SimplexMapper", "merge_distributions", "renormalise"]
 
 Distribution = dict[str, float]
 METHODS = ("rule", "llm")
@@ -68,31 +69,6 @@ def merge_distributions(
         for label, p in d.items():
             merged[rep[label]] = merged.get(rep[label], 0.0) + p
         out.append(renormalise(merged) if renormalise_output else merged)
-    return out
-
-
-def match_to_reference(dist: Distribution | None, answers_aliases: Sequence[Sequence[str]]) -> Distribution | None:
-    """Re-key a distribution onto reference answers: a label equal (canonically) to any alias of
-    reference answer i is counted under that answer's first alias; probabilities of labels that
-    land on the same answer are summed; labels matching no alias are kept under their own
-    canonical label. The first reference that matches wins (aliases shared by two answers).
-    """
-    if dist is None:
-        return None
-    alias_to_key: dict[str, str] = {}
-    for aliases in answers_aliases:
-        aliases = [a for a in aliases if canonical_label(a)]
-        if not aliases:
-            continue
-        for alias in aliases:
-            alias_to_key.setdefault(canonical_label(alias), aliases[0])
-    out: Distribution = {}
-    for label, p in dist.items():
-        c = canonical_label(label)
-        key = alias_to_key.get(c, c)
-        if not key:
-            continue
-        out[key] = out.get(key, 0.0) + float(p)
     return out
 
 

@@ -39,7 +39,7 @@ ENTROPY_DATASET = "maqa_star"  # Fig. 2c caption: "on MAQA ($\Delta^{K-1}$)"
 # Named after the paper's panel files (hamming_distance_improvement_MAQA_methods_<LLM>.pgf, ...).
 IMPROVEMENT_FIGURES = {
     "hamming_distance_improvement_maqa": ("maqa", "hamming", "multi-answer QA"),
-    "cosine_distance_improvement_wmt19_fien": ("wmt19_fien", "cosine", "Machine Translation"),
+    "cosine_distance_improvement_wmt19_fien": ("wmt19_fien", "cosine_distance", "Machine Translation"),
     "kl_divergence_improvement_maqa_star": ("maqa_star", "kl", "multi-answer QA (Simplex)"),
 }
 IMPROVEMENT_COLUMNS = ["baseline", "entropy_bin", "entropy_mid", "delta", "n"]

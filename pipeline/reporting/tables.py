@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match"),
-           ("wmt19_fien", "comet"), ("wmt19_fien", "cosine"), ("cnn_dm", "hamming"),
+COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match_error"),
+           ("wmt19_fien", "comet"), ("wmt19_fien", "cosine_distance"), ("cnn_dm", "hamming"),
            ("cnn_dm", "f1"), ("cnn_dm", "alignscore"), ("maqa_star", "kl")]
 DATASET_LABEL = {"maqa": "MAQA {0,1}^K", "triviaqa": "TriviaQA [K]", "wmt19_fien": "WMT19 R^d",
                  "cnn_dm": "CNN/DM G", "maqa_star": "MAQA* Simplex"}

@@ -108,8 +108,9 @@ def decide_slice(cfg: DictConfig) -> dict:
             "decisions": plain(cfg.task.decisions)}
 
 
+# v2: a cluster decision's text is the most frequent text of its members (LatentSpace.render).
 @stage("decide", inputs=("latents", "samples", "decodes"), outputs=("decisions",),
-       config=decide_slice)
+       config=decide_slice, version=2)
 def decide_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     space, extra = task_spaces(cfg)
     return {"decisions": decide_all(space, store.read("latents"), store.read("samples"),

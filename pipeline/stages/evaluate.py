@@ -11,6 +11,7 @@ the sign used for PRR/AUC.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -25,30 +26,56 @@ log = logging.getLogger("pipeline")
 QUALITY_COLUMNS = ["prompt_id", "method", "metric", "value", "higher_is_better"]
 
 
+def _reference_latents(space, latents_df, mapped: bool) -> dict[str, Any]:
+    """prompt_id -> the reference text's latent (None: it did not parse) for a mapped reference."""
+    out: dict[str, Any] = {}
+    if mapped and latents_df is not None and len(latents_df):
+        for r in latents_df[latents_df["source"] == "reference"].itertuples():
+            out[r.prompt_id] = space.from_json(r.latent) if r.parse_ok else None
+    return out
+
+
+def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
+    """Score, in one batch, every (question, label, aliases) the matching rules leave open for
+    the decisions' labels, so the metrics then read the judge's verdicts from its cache."""
+    from pipeline.evaluation.matching import match_label
+
+    if judge is None:
+        return
+    refs = dataset_df.set_index("prompt_id")
+    items = []
+    for d in decisions_df.itertuples():
+        labels = space.labels(space.from_json(d.action)) or []
+        record = refs.loc[d.prompt_id]
+        answers = [list(a) for a in record["answers"]]
+        for label in labels:
+            if match_label(label, answers, record["question"]).answer is None:
+                items.extend((record["question"], label, a) for a in answers if len(a))
+    judge.prepare(items)
+
+
 def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latents_df, *,
-                 reference: str, settings: Any, cfg: DictConfig | None = None):
+                 reference: str, settings: Any, cfg: DictConfig | None = None, judge=None):
     """quality.parquet rows: every latent metric of `metrics` on every decision, then the text
     metrics (their scorers come from `cfg`; a text metric without a checkpoint is skipped and
     logged). `reference` is the task's reference kind: a mapped one compares with the reference
-    text's latent (the map stage's `reference` rows)."""
+    text's latent (the map stage's `reference` rows). `judge` decides the label / answer pairs
+    the matching rules leave open (evaluation.match_judge)."""
     import pandas as pd
 
     from pipeline.tasks import METRICS, REFERENCES, reference_of
 
     mapped = REFERENCES[reference].mapped
     refs = dataset_df.set_index("prompt_id")
-    ref_latents = {}
-    if mapped and latents_df is not None and len(latents_df):
-        for r in latents_df[latents_df["source"] == "reference"].itertuples():
-            ref_latents[r.prompt_id] = space.from_json(r.latent) if r.parse_ok else None
+    ref_latents = _reference_latents(space, latents_df, mapped)
     rows: list[dict] = []
     latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
     for d in decisions_df.itertuples():
         record = refs.loc[d.prompt_id]
-        ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped)
+        ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge)
         action = space.from_json(d.action)
         for name, metric in latent_metrics:
-            value = metric.fn(action, ref, settings)
+            value = metric.fn(d.text if metric.reads == "text" else action, ref, settings)
             if value is not None:
                 rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": name,
                              "value": float(value), "higher_is_better": metric.higher_is_better})
@@ -106,23 +133,73 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
     return pd.DataFrame(rows, columns=cols)
 
 
+def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, judge=None):
+    """audit.parquet rows (pipeline.evaluation.audit): per prompt, the reference's labels, the
+    reference answer every label of its responses and decisions names, and the warnings."""
+    import pandas as pd
+
+    from pipeline.evaluation.audit import audit_prompt
+    from pipeline.schema import AUDIT
+    from pipeline.tasks import REFERENCES
+
+    from pipeline.latent.base import LatentSpace
+
+    if type(space).labels is LatentSpace.labels:  # vectors, numbers: no labels to read back
+        return pd.DataFrame([], columns=list(AUDIT))
+    mapped = REFERENCES[reference].mapped
+    ref_latents = _reference_latents(space, latents_df, mapped)
+    samples = latents_df[latents_df["source"] == "sample"] if len(latents_df) else latents_df
+    by_prompt = {pid: g for pid, g in samples.groupby("prompt_id")} if len(samples) else {}
+    actions = {pid: g["action"].tolist() for pid, g in decisions_df.groupby("prompt_id")}
+    rows = []
+    for rec in dataset_df.itertuples():
+        group = by_prompt.get(rec.prompt_id)
+        response_labels = [] if group is None else [
+            space.labels(space.from_json(r.latent)) if r.parse_ok else None
+            for r in group.itertuples()]
+        extra = [x for a in actions.get(rec.prompt_id, []) for x in (space.labels(space.from_json(a)) or [])]
+        ref_latent = ref_latents.get(rec.prompt_id) if mapped else None
+        audit = audit_prompt(response_labels, [list(a) for a in rec.answers], rec.question,
+                             extra_labels=extra, judge=judge,
+                             reference_latent_labels=(space.labels(ref_latent) or [])
+                             if mapped else None)
+        rows.append({"prompt_id": rec.prompt_id, "reference_labels": audit.reference_labels,
+                     "label_matches": json.dumps(audit.label_matches, ensure_ascii=False,
+                                                 sort_keys=True),
+                     "warnings": audit.warnings})
+    return pd.DataFrame(rows, columns=list(AUDIT))
+
+
 def evaluate_slice(cfg: DictConfig) -> dict:
     return {"evaluation": plain(cfg.evaluation), "metrics": list(cfg.task.metrics),
             "space": cfg.task.space, "space_options": plain(cfg.task.space_options),
             "reference": cfg.task.reference}
 
 
+# v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
+# surnames, optional judge); exact match read from each method's own text; the audit artifact.
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
-       outputs=("quality", "uq_scores"), config=evaluate_slice)
+       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=2)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    from pipeline.evaluation.audit import count_warnings
+    from pipeline.mapping.judges import build_judge
     from pipeline.stages.decide import task_spaces
 
     ev = cfg.evaluation
     space, _ = task_spaces(cfg)
-    quality = quality_rows(space, list(cfg.task.metrics), store.read("dataset"),
-                           store.read("decisions"), store.read("latents"),
-                           reference=cfg.task.reference, settings=ev, cfg=cfg)
+    dataset, decisions, latents = store.read("dataset"), store.read("decisions"), store.read("latents")
+    judge = build_judge(cfg)
+    prepare_judge(judge, space, dataset, decisions)
+    quality = quality_rows(space, list(cfg.task.metrics), dataset, decisions, latents,
+                           reference=cfg.task.reference, settings=ev, cfg=cfg, judge=judge)
     scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
                            max_rejection=ev.max_rejection, ties=ev.ties,
                            n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)
-    return {"quality": quality, "uq_scores": scores}
+    audit = audit_rows(space, dataset, decisions, latents, reference=cfg.task.reference,
+                       judge=judge)
+    counts = {k: v for k, v in count_warnings(audit["warnings"]).items() if v}
+    if counts:
+        log.warning("[evaluate] reading audit: %s of %d prompts (audit.parquet lists them; "
+                    "`python -m pipeline.score --audit N` prints them)",
+                    ", ".join(f"{k} {v}" for k, v in counts.items()), len(audit))
+    return {"quality": quality, "uq_scores": scores, "audit": audit}

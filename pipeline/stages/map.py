@@ -71,9 +71,11 @@ def map_slice(cfg: DictConfig) -> dict:
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
 # number extraction rebuilt on labelled corpora (docs/extraction.md). v4: the reference is
-# placed into the responses' clusters without shaping them; graphs undirected.
+# placed into the responses' clusters without shaping them; graphs undirected. v5: labels keep
+# what makes a name that name (pipeline.text.canonical_label: "C++", "Vitamin A"), options the
+# question lists are answers, a class is named by its most frequent member's answer.
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
-       version=4)
+       version=5)
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
                                 store.read("decodes"))}

@@ -57,6 +57,10 @@ class Reference:
     text: str = ""
     latent: Any = None
     mapped: bool = False  # the task compares with `latent` (None: the reference did not parse)
+    question: str = ""  # what was asked: some matching rules read it ("who" -> surnames)
+    # judge(question, label, aliases) -> bool for labels the matching rules leave unmatched
+    # (evaluation.match.judge; pipeline.evaluation.matching), or None
+    judge: Callable[[str, str, Sequence[str]], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,17 @@ class ReferenceKind:
 @dataclass(frozen=True)
 class Metric:
     """A quality metric with its direction, declared once. A latent metric is
-    `fn(action, reference, settings) -> value or None` (None: not defined for this decision);
+    `fn(action, reference, settings) -> value or None` (None: not defined for this decision;
+    with `reads="text"` it gets the decision's text instead of its latent);
     a text metric is `scorer(cfg) -> batch scorer or None` called as
     `scorer(sources=, hypotheses=, references=)` on decision texts (None: no checkpoint)."""
 
     label: str
     higher_is_better: bool
     fn: Callable[[Any, Reference, Any], float | None] | None = None
+    # what `fn` scores: the decision's latent ("latent") or the text the method returns ("text",
+    # e.g. exact match, which reads the answer out of the text as the benchmark's scorer does)
+    reads: str = "latent"
     scorer: Callable[[Any], Callable[..., Sequence[float]] | None] | None = None
     config_key: str | None = None  # what to set to enable a text metric (logged when unset)
 
@@ -95,13 +103,15 @@ REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipe
 METRICS: Registry[Metric] = Registry("metric", discover=("pipeline.tasks",))
 
 
-def reference_of(record: Mapping[str, Any], latent: Any = None, mapped: bool = False) -> Reference:
+def reference_of(record: Mapping[str, Any], latent: Any = None, mapped: bool = False,
+                 judge: Callable[[str, str, Sequence[str]], bool] | None = None) -> Reference:
     """A DATASET row (dict or namedtuple-like) as the metrics' Reference."""
     get = record.get if isinstance(record, Mapping) else (lambda k, d=None: getattr(record, k, d))
     return Reference(answers=[list(a) for a in (get("answers") if get("answers") is not None else [])],
                      probabilities=[float(p) for p in (get("probabilities")
                                                        if get("probabilities") is not None else [])],
-                     text=str(get("reference_text") or ""), latent=latent, mapped=mapped)
+                     text=str(get("reference_text") or ""), latent=latent, mapped=mapped,
+                     question=str(get("question") or ""), judge=judge)
 
 
 def describe_reference(record: Mapping[str, Any]) -> str:

@@ -10,27 +10,34 @@ from pipeline.text import canonical_label
 
 def build_classes(cfg) -> Any:
     """NLI (the paper, as Kuhn et al.): whole responses clustered by bidirectional entailment.
-    Offline: each response's core answer, clustered by the label rule."""
-    from pipeline.mapping.builders import core_answer, label_clusterer
+    Offline: each response's answer (`read_single_answer`), clustered by the label rule.
+    A class is named by its most frequent member's answer (canonical; ties: first seen), so the
+    name is the answer most samples of the cluster give, not whichever came first."""
+    from collections import Counter
+
+    from pipeline.mapping.answer_rules import read_single_answer
+    from pipeline.mapping.builders import label_clusterer
 
     nli = cfg.task.equivalence.backend == "nli"
     clusterer = label_clusterer(cfg)
 
     def classes(question: str, texts: list[str]) -> list[Any]:
-        keys = [canonical_label(t) if nli else core_answer(t, question) for t in texts]
+        keys = [canonical_label(read_single_answer(t, question)) for t in texts]
         keep = [i for i, k in enumerate(keys) if k]
         ids = clusterer.cluster(question, [texts[i] if nli else keys[i] for i in keep]) if keep else []
-        rep: dict[int, str] = {}
-        for i, c in zip(keep, ids):
-            rep.setdefault(c, keys[i])  # a class is named by its first member
+        members: dict[Any, Counter] = {}
+        for i, c in zip(keep, ids):  # Counter keeps first-seen order: ties go to the first
+            members.setdefault(c, Counter())[keys[i]] += 1
+        name = {c: max(counts, key=counts.__getitem__) for c, counts in members.items()}
         out: list[Any] = [None] * len(texts)
         for i, c in zip(keep, ids):
-            out[i] = rep[c]
+            out[i] = name[c]
         return out
 
     def prefetch(items: list[tuple[str, list[str]]]) -> None:
         if nli and hasattr(clusterer, "prefetch"):  # every prompt's NLI pairs, batched
-            clusterer.prefetch([(q, [t for t in texts if canonical_label(t)]) for q, texts in items])
+            clusterer.prefetch([(q, [t for t in texts if canonical_label(read_single_answer(t, q))])
+                                for q, texts in items])
 
     classes.prefetch = prefetch  # type: ignore[attr-defined]
     return classes
@@ -62,12 +69,18 @@ REFERENCES.add("one_answer", ReferenceKind(
     description="one correct answer with its aliases"))
 
 
-def exact_match_loss(action: Any, ref: Reference, settings: Any) -> float:
-    """The paper's "Exact Match (lower is better)": 0 when the class label matches an alias."""
+def exact_match_error(text: Any, ref: Reference, settings: Any) -> float:
+    """The paper's "Exact Match (lower is better)" as an error: 0 when the answer the decision's
+    text gives (`read_single_answer`) equals any alias after the official TriviaQA evaluation's
+    normalisation, else 1. Every method is scored on the text it returns: a cluster decision on
+    its most frequent member's text, greedy or beam on their own."""
     from pipeline.evaluation import exact_match
+    from pipeline.mapping.answer_rules import read_single_answer
 
     aliases = [a for answer in ref.answers for a in answer]
-    return 1.0 if action is None else 1.0 - float(exact_match(str(action), aliases))
+    answer = read_single_answer(str(text or ""), ref.question)
+    return 1.0 - float(exact_match(answer, aliases))
 
 
-METRICS.add("exact_match", Metric("Exact Match", higher_is_better=False, fn=exact_match_loss))
+METRICS.add("exact_match_error", Metric("Exact Match", higher_is_better=False, fn=exact_match_error,
+                                        reads="text"))

@@ -30,11 +30,15 @@ MAPPERS.add("sets", Mapper(build_sets, config_keys=("task.extractor", "task.equi
 
 
 def answer_set_from_user(raw: Any) -> dict[str, Any]:
-    """["Pacific", "Atlantic"] (one label each) | [["USA", "United States"], ...] | "Pacific"."""
+    """["Pacific", "Atlantic"] (one answer each, taken as they are) | [["USA", "United States"],
+    ...] (alias lists) | a string listing names ("Pacific, Atlantic and Arctic", one per line,
+    "A; B", numbered or bulleted: `pipeline.text.split_names`; a string with no separator is
+    one answer, "Bosnia and Herzegovina" included)."""
     from pipeline.tasks.classes import _aliases
+    from pipeline.text import split_names
 
     if isinstance(raw, str):
-        raw = [raw]
+        raw = split_names(raw)
     if not isinstance(raw, (list, tuple)):
         raise ValueError("must be a list of correct answers (each a string or a list of aliases), "
                          f"got {type(raw).__name__}")
@@ -56,7 +60,8 @@ def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:
 
     if ref.mapped:
         return None if ref.latent is None else (set(action or ()), set(ref.latent))
-    pred, keys = align_to_aliases([] if action is None else action, ref.answers)
+    pred, keys = align_to_aliases([] if action is None else action, ref.answers, ref.question,
+                                  ref.judge)
     return set(pred), set(keys)
 
 

@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
-from pipeline.text import canonical_label
 
 
 def build_simplex(cfg) -> Any:
@@ -81,25 +80,20 @@ REFERENCES.add("distribution", ReferenceKind(
     description="answers with their true probabilities p*"))
 
 
-def to_answer_distribution(dist: dict, answers) -> dict[str, float]:
-    """A predicted distribution with labels renamed to the answer they are an alias of."""
-    from pipeline.evaluation import alias_representatives
-
-    rep, out = alias_representatives(answers), {}
-    for label, p in dist.items():
-        key = rep.get(canonical_label(label), canonical_label(label))
-        out[key] = out.get(key, 0.0) + float(p)
-    return out
-
-
 def kl(action: Any, ref: Reference, settings: Any) -> float | None:
+    """KL(p* || prediction), the prediction's answers renamed to the reference answers they name
+    (pipeline.evaluation.matching, the same reading as the set metrics)."""
     from pipeline.evaluation import kl_divergence
+    from pipeline.evaluation.matching import answer_names, remap_distribution
 
     if action is None:
         return None
-    p_star = {canonical_label(aliases[0]): float(p)
-              for aliases, p in zip(ref.answers, ref.probabilities)}
-    return kl_divergence(p_star, to_answer_distribution(action, ref.answers), eps=settings.kl_eps)
+    p_star: dict[str, float] = {}
+    for name, p in zip(answer_names(ref.answers), ref.probabilities):
+        if name is not None:
+            p_star[name] = p_star.get(name, 0.0) + float(p)
+    pred = remap_distribution(action, ref.answers, ref.question, ref.judge)
+    return kl_divergence(p_star, pred, eps=settings.kl_eps)
 
 
 METRICS.add("kl", Metric("KL", higher_is_better=False, fn=kl))

@@ -39,4 +39,4 @@ def cosine(action: Any, ref: Reference, settings: Any) -> float | None:
     return cosine_distance(np.asarray(action), np.asarray(ref.latent))
 
 
-METRICS.add("cosine", Metric("Cosine", higher_is_better=False, fn=cosine))
+METRICS.add("cosine_distance", Metric("Cosine", higher_is_better=False, fn=cosine))

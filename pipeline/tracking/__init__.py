@@ -47,7 +47,8 @@ class NullTracker:
 # (the sweep's primary config has no cell, and its cell keys may not even resolve).
 REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation")
 # The artifacts a cell run reads to build its tables and summary.
-CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores")
+CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores",
+              "audit")
 
 
 def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: list[str]):
@@ -102,6 +103,11 @@ class WandbTracker(NullTracker):
             self._log_prompts(frames)
         if {"uq_scores", "quality"} <= set(frames):
             self._log_headline(frames["uq_scores"], frames["quality"])
+        if "audit" in frames:
+            from pipeline.evaluation.audit import count_warnings
+
+            for kind, n in count_warnings(frames["audit"]["warnings"]).items():
+                self.run.summary[f"audit/{kind}"] = n  # prompts with that reading warning
 
     def _log_uq_scores(self, df) -> None:
         self.run.log({"uq_scores": self.wandb.Table(dataframe=df)})

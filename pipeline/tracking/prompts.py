@@ -1,5 +1,6 @@
 """The per-prompt table of a cell: one row per prompt with its question, reference, samples,
-latent clusters, decisions as text, risks and every quality metric per method.
+each sample's labels, latent clusters, decisions as text, risks, every quality metric per method
+and the reading audit (the reference's labels, what every label was matched to, warnings).
 
 Built from the cell's artifacts with the task's latent space (its `key`, `render` and
 `describe`), so it never names a task or a space. pandas only (no wandb): the tracker wraps
@@ -59,6 +60,33 @@ def _prompt_samples(space, latents, samples) -> dict[str, dict[str, Any]]:
     return out
 
 
+def sample_labels(space, latents) -> dict[str, str]:
+    """prompt_id -> each sample's labels as the task read them, one numbered line per sample
+    ("[3] atlantic ocean; pacific", "[4] (unparseable)"); {} for spaces without labels."""
+    from pipeline.latent.base import LatentSpace
+
+    if type(space).labels is LatentSpace.labels or latents is None or not len(latents):
+        return {}
+    out: dict[str, list[str]] = {}
+    rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"])
+    for r in rows.itertuples():
+        labels = space.labels(space.from_json(r.latent)) if r.parse_ok else None
+        shown = "(unparseable)" if labels is None else ("; ".join(labels) or "(no answer)")
+        out.setdefault(r.prompt_id, []).append(f"[{int(r.sample_idx)}] {shown}")
+    return {pid: SAMPLE_SEPARATOR.join(lines) for pid, lines in out.items()}
+
+
+def readable_matches(reference_labels: Sequence[str], label_matches: str) -> str:
+    """An audit's label matches as lines "label -> reference label (rule)" / "label -> none"."""
+    import json
+
+    lines = []
+    for label, m in sorted(json.loads(label_matches).items()):
+        target = reference_labels[m["answer"]] if m["answer"] is not None else "none"
+        lines.append(f"{label} -> {target}" + (f" ({m['rule']})" if m["answer"] is not None else ""))
+    return SAMPLE_SEPARATOR.join(lines)
+
+
 def _decision_columns(space, decisions) -> dict[str, dict[str, Any]]:
     """prompt_id -> decision texts, the Bayes risk and whether Bayes and beam differ."""
     by_method = {m: d.set_index("prompt_id") for m, d in decisions.groupby("method", sort=False)}
@@ -111,6 +139,19 @@ def prompts_frame(space, artifacts: Mapping[str, Any], describe_reference,
                      "latent_clusters": latent_clusters(space, entry["parsed"]),
                      **decided.get(record.prompt_id, {})})
     out = pd.DataFrame(rows)
+    labels = sample_labels(space, artifacts["latents"])
+    if labels:
+        out["sample_labels"] = out["prompt_id"].map(labels).fillna("")
+    audit = artifacts.get("audit")
+    if audit is not None and len(audit):
+        a = audit.set_index("prompt_id")
+        out["reference_labels"] = out["prompt_id"].map(
+            lambda p: "; ".join(a.at[p, "reference_labels"]) if p in a.index else "")
+        out["label_matches"] = out["prompt_id"].map(
+            lambda p: readable_matches(list(a.at[p, "reference_labels"]), a.at[p, "label_matches"])
+            if p in a.index else "")
+        out["reading_warnings"] = out["prompt_id"].map(
+            lambda p: SAMPLE_SEPARATOR.join(a.at[p, "warnings"]) if p in a.index else "")
     uncertainty = artifacts.get("uncertainty")
     if uncertainty is not None and "latent_entropy" in set(uncertainty["estimator"]):
         entropy = uncertainty[uncertainty["estimator"] == "latent_entropy"]

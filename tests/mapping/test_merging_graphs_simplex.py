@@ -4,7 +4,8 @@ import pytest
 
 from pipeline.mapping.graphs import GraphExtractor, extract_triples, graph_to_text, merge_graphs, parse_triples_output
 from pipeline.mapping.sets import SetExtractor, merge_sets, parse_extractor_output, representatives
-from pipeline.mapping.simplex import SimplexMapper, match_to_reference, merge_distributions, renormalise
+from pipeline.evaluation.matching import remap_distribution
+from pipeline.mapping.simplex import SimplexMapper, merge_distributions, renormalise
 
 
 def by_head_word(question, labels):
@@ -116,14 +117,14 @@ def test_simplex_mapper_rule_path():
     assert (m.n_responses, m.n_failures) == (2, 1)
 
 
-def test_match_to_reference_by_alias():
-    answers = [["Pacific Ocean", "Pacific"], ["Atlantic Ocean", "the Atlantic"], ["Arctic Ocean"]]
-    dist = {"pacific": 0.5, "Atlantic": 0.2, "the atlantic ocean": 0.1, "Indian Ocean": 0.2}
-    assert match_to_reference(dist, answers) == pytest.approx(
-        {"Pacific Ocean": 0.5, "Atlantic Ocean": 0.3, "indian ocean": 0.2}
-    )
-    assert match_to_reference(None, answers) is None
-    assert match_to_reference({"x": 1.0}, []) == {"x": 1.0}
+def test_distribution_remapped_onto_reference_answers():
+    answers = [["Pacific Ocean", "Pacific"], ["Atlantic Ocean", "the Atlantic"], ["Arctic"]]
+    dist = {"pacific": 0.5, "Atlantic": 0.2, "the atlantic ocean": 0.05, "Arctic Ocean": 0.05,
+            "Indian Ocean": 0.2}
+    # alias, head noun ("Arctic Ocean" names "Arctic"); the Indian Ocean names no answer
+    assert remap_distribution(dist, answers) == pytest.approx(
+        {"pacific ocean": 0.5, "atlantic ocean": 0.25, "arctic": 0.05, "indian ocean": 0.2})
+    assert remap_distribution({"x": 1.0}, []) == {"x": 1.0}
 
 
 def test_bad_configuration_is_named():
