@@ -177,6 +177,9 @@ class EvaluationConfig:
     # cell's task.equivalence model, bidirectional entailment) or llm (task.extractor's endpoint
     # asked yes/no). docs/fidelity.md says why none.
     match_judge: str = "none"
+    # TriviaQA exact match: official (the official evaluation's normalisation, the default) or
+    # careful (the names read by the matching rules: accents, symbols, head nouns, surnames)
+    exact_match: str = "official"
     comet_model: str | None = None  # e.g. Unbabel/wmt22-comet-da (hub) or a local checkpoint
     alignscore_ckpt: str | None = None
     alignscore_model: str = "roberta-large"
@@ -297,6 +300,7 @@ CHOICES = [
     ("evaluation.ties", ("average", "polygraph")),
     ("evaluation.f1_mean", ("harmonic", "geometric")),
     ("evaluation.match_judge", ("none", "equivalence", "llm")),
+    ("evaluation.exact_match", ("official", "careful")),
     ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),
 ]

@@ -36,6 +36,7 @@ def to_text(value: object) -> str:
 # --------------------------------------------------------------------------- label identity
 
 _APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc\u00b4`]")
+_N_JOINER = re.compile(r"\s+['\u2019]n['\u2019]?\s+")
 _POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")  # "Earth's" is Earth
 # Single letters joined by dots: "u.s.", "u.s.a", "d.c." -> "us", "usa", "dc".
 _ACRONYM = re.compile(r"(?<![\w.])[^\W\d_](?:\.[^\W\d_])+\.?(?![\w])")
@@ -59,13 +60,14 @@ def _fold_latin(s: str) -> str:
 def canonical_label(text: object) -> str:
     """The identity of a name as a label: "The Hague." -> "hague", "C++" -> "c++",
     "Vitamin A" -> "vitamin a", "U.S.A." -> "usa", "AT&T" -> "at&t", ".NET" -> ".net",
-    "Côte d'Ivoire" -> "cote divoire", "Earth's" -> "earth", "Tom & Jerry" -> "tom and jerry";
+    "Côte d'Ivoire" -> "cote divoire", "Earth's" -> "earth", "rock 'n' roll" -> "rock and roll", "Tom & Jerry" -> "tom and jerry";
     "" when nothing is left."""
     s = unicodedata.normalize("NFKC", to_text(text)).casefold()
     s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
     s = _fold_latin(s)
     s = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), s)
     s = _POSSESSIVE.sub("", s)
+    s = _N_JOINER.sub(" and ", s)  # "rock 'n' roll" is "rock and roll"
     s = _APOSTROPHES.sub("", s)
     s = _NAME_SYMBOL.sub(lambda m: m.group(0).replace("+", _KEEP + "p").replace("#", _KEEP + "h")
                          .replace("&", _KEEP + "a").replace(".", _KEEP + "d"), s)
@@ -102,10 +104,10 @@ _INLINE_NUMBERED = re.compile(r"(?:^|\s)\(?\d{1,3}[.)]\s+")
 
 def split_names(text: object) -> list[str]:
     """The names a reference string lists, each as written: one per line (bullets and numbers
-    dropped), else per semicolon, else per comma with a final "and"/"or" item split ("Pacific,
-    Atlantic and Arctic"; not when another item holds "and" itself: "Antigua and Barbuda,
-    Bosnia and Herzegovina"). A string with none of these separators is one name, "and"
-    included ("Bosnia and Herzegovina"). Empty pieces are dropped."""
+    dropped), else per semicolon, else per comma and "and" / "or" / "&" ("Pacific, Atlantic and
+    Arctic", "United States and Canada"), except inside the names that hold "and"
+    (`pipeline.lexicon.AND_NAMES`: "Bosnia and Herzegovina", "rhythm and blues"). Empty pieces
+    are dropped."""
     s = to_text(text).strip()
     if not s:
         return []
@@ -117,15 +119,16 @@ def split_names(text: object) -> list[str]:
     s = _LIST_MARKER.sub("", s)
     if ";" in s:
         return [n for n in (p.strip(" \t,.") for p in s.split(";")) if n]
-    if "," not in s:
-        return [s.strip(" \t.")] if s.strip(" \t.") else []
     parts = [p.strip() for p in s.split(",")]
     parts = [p for p in parts if p.strip(" .")]
-    last = re.sub(r"^(?:and|or)\s+", "", parts[-1], flags=re.IGNORECASE)
-    oxford = last != parts[-1]
-    others_have_and = any(re.search(r"\s(?:and|or)\s", p, re.IGNORECASE) for p in parts[:-1])
-    parts[-1] = last
-    if not oxford and not others_have_and:
-        tail = re.split(r"\s+(?:and|or)\s+", last, flags=re.IGNORECASE)
-        parts = parts[:-1] + tail
-    return [n for n in (p.strip(" \t.") for p in parts) if n]
+    if not parts:
+        return []
+    parts[-1] = re.sub(r"^(?:and|or)\s+", "", parts[-1], flags=re.IGNORECASE)
+    from pipeline.lexicon import protect_and_names
+
+    out: list[str] = []
+    for part in parts:  # "A and B" is two names unless it is one ("Bosnia and Herzegovina")
+        kept = protect_and_names(part, _KEEP)
+        out.extend(p.replace(f" {_KEEP} ", " and ")
+                   for p in re.split(r"\s+(?:and|or|&)\s+", kept, flags=re.IGNORECASE))
+    return [n for n in (p.strip(" \t.") for p in out) if n]

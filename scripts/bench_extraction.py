@@ -46,15 +46,124 @@ def load_yaml(name: str) -> dict:
     return yaml.safe_load((CORPORA / name).read_text(encoding="utf-8"))
 
 
+SURFACE_LABELS = ("sets_names_corpus.yaml",)  # corpora whose labels are written as in the text
+
+
 def set_corpus(name: str = "sets_corpus.yaml") -> list[dict]:
-    """Questions with their responses; every label is a str (YAML would read 1969 as int)."""
+    """Questions with their responses; every label is a str (YAML would read 1969 as int).
+    Corpora that write labels and aliases as surface strings are read through
+    `canonical_label`, so all corpora are compared in one label space."""
+    from pipeline.text import canonical_label
+
     questions = load_yaml(name)["questions"]
+    surface = name in SURFACE_LABELS
     for q in questions:
         q.setdefault("split", "holdout")
+        if surface:
+            q["answers"] = [[canonical_label(str(a)) for a in aliases] for aliases in q["answers"]]
         for r in q["responses"]:
-            r["labels"] = [str(x) for x in r["labels"]]
+            r["labels"] = [canonical_label(str(x)) if surface else str(x) for x in r["labels"]]
             r.setdefault("tags", [])
     return questions
+
+
+def triviaqa_corpus() -> list[dict]:
+    return load_yaml("triviaqa_corpus.yaml")["items"]
+
+
+def reference_corpus() -> list[dict]:
+    return load_yaml("references_corpus.yaml")["items"]
+
+
+def match_corpus() -> list[dict]:
+    return load_yaml("match_corpus.yaml")["pairs"]
+
+
+def evaluate_exact_match(items: list[dict], reading: str = "official") -> dict:
+    """TriviaQA-style decisions: the scorer's exact match (the answer read from the response,
+    every alias; `reading`: evaluation.exact_match) against the careful reader's judgement."""
+    from types import SimpleNamespace
+
+    from pipeline.tasks import Reference
+    from pipeline.tasks.classes import exact_match_error
+
+    rows = []
+    for it in items:
+        ref = Reference(answers=[[str(a) for a in it["aliases"]]], question=str(it["question"]))
+        got = exact_match_error(str(it["answer"]), ref, SimpleNamespace(exact_match=reading)) == 0
+        rows.append({"id": it["id"], "text": it["answer"], "question": it["question"],
+                     "gold": bool(it["correct"]), "got": got})
+    return _decisions(rows)
+
+
+def evaluate_matching(pairs: list[dict]) -> dict:
+    """Label / reference-answer match decisions of pipeline.evaluation.matching against the
+    careful reader's judgement, overall and per kind of case."""
+    from pipeline.evaluation import match_label
+
+    from pipeline.evaluation.matching import spelling_form
+    from pipeline.text import canonical_label
+
+    def words(text: str) -> set[str]:
+        return set(spelling_form(canonical_label(text)))
+
+    rows = []
+    for p in pairs:
+        answer = [str(a) for a in p["answer"]]
+        m = match_label(str(p["label"]), [answer], str(p["question"]))
+        # a pair whose label shares no word with any alias can only be matched by knowing the
+        # names (DPRK / North Korea): the rules cannot, a judge may
+        surface = any(words(str(p["label"])) & words(a) for a in answer)
+        rows.append({"id": p.get("kind", ""), "kind": p.get("kind", ""), "question": p["question"],
+                     "text": f"{p['label']!r} ~ {p['answer']}", "gold": bool(p["match"]),
+                     "got": m.answer == 0,
+                     "surface": surface})
+    out = _decisions(rows)
+    out["surface"] = _decisions([r for r in rows if r["surface"] or not r["gold"]])
+    out["knowledge"] = _decisions([r for r in rows if not r["surface"] and r["gold"]])
+    kinds = defaultdict(list)
+    for r in rows:
+        kinds[r["kind"]].append(r)
+    out["kinds"] = {k: _decisions(rs)["accuracy"] for k, rs in sorted(kinds.items())}
+    return out
+
+
+def _decisions(rows: list[dict]) -> dict:
+    right = sum(r["got"] == r["gold"] for r in rows)
+    tp = sum(r["got"] and r["gold"] for r in rows)
+    fp = sum(r["got"] and not r["gold"] for r in rows)
+    fn = sum(not r["got"] and r["gold"] for r in rows)
+    return {"n": len(rows), "right": right, "accuracy": right / len(rows) if rows else 1.0,
+            "false_matches": fp, "missed_matches": fn, "tp": tp, "rows": rows}
+
+
+def evaluate_references(items: list[dict]) -> dict:
+    """References read by the task's reference kind, compared answer by answer (each answer's
+    aliases in canonical form, in order) with the careful reader's answers."""
+    from pipeline.tasks import REFERENCES
+    from pipeline.text import canonical_label
+
+    kind_of = {"sets": "answer_set", "classes": "one_answer", "simplex": "distribution"}
+
+    def canon(answers):
+        return [[canonical_label(str(a)) for a in aliases] for aliases in answers]
+
+    rows = []
+    for it in items:
+        try:
+            cols = REFERENCES[kind_of[it["task"]]].from_user(it["raw"])
+            got = canon(cols["answers"])
+            probs = cols["probabilities"]
+        except ValueError as exc:
+            got, probs = f"error: {exc}", []
+        want = canon(it["answers"])
+        ok = got == want
+        if ok and it.get("probabilities"):
+            total = sum(it["probabilities"])
+            ok = len(probs) == len(want) and all(
+                math.isclose(a, b / total, rel_tol=1e-9) for a, b in zip(probs, it["probabilities"]))
+        rows.append({"id": it["id"], "text": repr(it["raw"]), "gold": want, "got": got, "ok": ok})
+    return {"n": len(rows), "exact": sum(r["ok"] for r in rows), "rows": rows}
 
 
 # --------------------------------------------------------------------------- metrics
@@ -246,7 +355,8 @@ def _fmt(m: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--code-root", type=Path, help="import `pipeline` from this folder instead")
-    parser.add_argument("--errors", nargs="*", default=[], choices=["sets", "real", "merge", "graphs", "numbers"],
+    parser.add_argument("--errors", nargs="*", default=[], choices=["sets", "names", "real", "merge", "references", "match",
+                                                           "graphs", "numbers"],
                         help="also print the responses each part gets wrong")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.code_root.resolve() if args.code_root else ROOT))
@@ -270,11 +380,43 @@ def main(argv: list[str] | None = None) -> int:
     print("  by tag (corpus): " + ", ".join(f"{t} {m['precision']:.2f}/{m['recall']:.2f}"
                                             for t, m in res["tags"].items()))
 
+    names = set_corpus("sets_names_corpus.yaml")
+    names_res = evaluate_sets(names)
+    print(f"  names corpus   {_fmt(names_res['all'])}  ({len(names)} questions, held out)")
+    print(f"  labels that are not a span of their response: {names_res['not_spans']}")
+    print("  by tag (names): " + ", ".join(f"{t} {m['precision']:.2f}/{m['recall']:.2f}"
+                                           for t, m in names_res["tags"].items()))
+    both = label_prf([r["got"] for r in res["rows"] + names_res["rows"]],
+                     [r["gold"] for r in res["rows"] + names_res["rows"]])
+    print(f"  both corpora   {_fmt(both)}")
+
     merged = evaluate_merging(corpus)
     merged_real = evaluate_merging(real)
+    merged_names = evaluate_merging(names)
     print("\nSets, after merging labels across responses (answer level):")
     print(f"  corpus         {_fmt(merged['all'])}")
     print(f"  SmolLM2 maqa   {_fmt(merged_real['all'])}")
+    print(f"  names corpus   {_fmt(merged_names['all'])}")
+
+    refs = evaluate_references(reference_corpus())
+    print(f"\nReferences read by their task's reference kind: {refs['exact']} of {refs['n']} exact")
+    em = evaluate_exact_match(triviaqa_corpus())
+    careful = evaluate_exact_match(triviaqa_corpus(), "careful")
+    for name, r in (("official", em), ("careful", careful)):
+        print(f"Exact match, evaluation.exact_match={name} (TriviaQA-style, {r['n']} answers): "
+              f"{r['right']} decisions right (accuracy {r['accuracy']:.3f}; false matches "
+              f"{r['false_matches']}, missed {r['missed_matches']})")
+    match = evaluate_matching(match_corpus())
+    print(f"Label / reference matching ({match['n']} pairs): {match['right']} right (accuracy "
+          f"{match['accuracy']:.3f}; false matches {match['false_matches']}, missed "
+          f"{match['missed_matches']})")
+    sm, kn = match["surface"], match["knowledge"]
+    print(f"  decidable from the names ({sm['n']} pairs: every non-match, and matches sharing a "
+          f"word): {sm['right']} right (accuracy {sm['accuracy']:.3f}; false matches "
+          f"{sm['false_matches']}, missed {sm['missed_matches']})")
+    print(f"  needing world knowledge ({kn['n']} matches sharing no word, e.g. DPRK / North Korea): "
+          f"{kn['right']} found by the rules (evaluation.match_judge decides these)")
+    print("  by kind: " + ", ".join(f"{k} {v:.2f}" for k, v in match["kinds"].items()))
 
     graphs_path = CORPORA / "graphs_corpus.yaml"
     if graphs_path.exists():
@@ -307,6 +449,19 @@ def main(argv: list[str] | None = None) -> int:
     if "sets" in args.errors:
         print("\nSet corpus errors:")
         show(res["rows"])
+    if "names" in args.errors:
+        print("\nNames corpus errors:")
+        show(names_res["rows"])
+    if "references" in args.errors:
+        print("\nReference errors:")
+        for r in refs["rows"]:
+            if not r["ok"]:
+                print(f"  - [{r['id']}] {r['text']}\n      got  {r['got']}\n      want {r['gold']}")
+    if "match" in args.errors:
+        print("\nMatch and exact-match errors:")
+        for r in match["rows"] + careful["rows"]:
+            if r["got"] != r["gold"]:
+                print(f"  - [{r['id']}] {r['question']}  {r['text']}: got {r['got']}, want {r['gold']}")
     if "real" in args.errors:
         print("\nSmolLM2 errors:")
         show(real_res["rows"])

@@ -68,7 +68,7 @@ def test_canonical_names(generation, uq):
                                     "msp", "latent_entropy", "bayes_risk"}
     assert set(generation["dataset"]) == {"maqa", "triviaqa", "wmt19_fien", "cnn_dm",
                                           "maqa_star"}
-    assert set(uq["metric"]) == {"hamming", "f1", "exact_match", "comet", "cosine",
+    assert set(uq["metric"]) == {"hamming", "f1", "exact_match_error", "comet", "cosine_distance",
                                  "alignscore", "kl"}
     assert set(zip(uq["dataset"], uq["latent"])) == {
         ("maqa", "sets"), ("triviaqa", "classes"), ("wmt19_fien", "sphere"),
@@ -137,7 +137,7 @@ def test_multirow_cells_expand_to_the_grey_rows(generation):
       "dataset": "maqa", "metric": "hamming"}, 0.769, "runner_up"),
     ({"table": "uq_72b", "estimator": "msp", "dataset": "cnn_dm", "metric": "alignscore"},
      0.108, "best"),
-    ({"table": "uq_72b", "estimator": "semantic_entropy", "metric": "cosine"}, 0.167, "best"),
+    ({"table": "uq_72b", "estimator": "semantic_entropy", "metric": "cosine_distance"}, 0.167, "best"),
 ])
 def test_uq_spot_values(uq, where, value, emphasis):
     row = _one(uq, **where)

@@ -35,6 +35,7 @@ Everything is linear in the input (bounded pieces only), and nothing here raises
 
 from __future__ import annotations
 
+import math
 import re
 
 from pipeline.mapping.labels import QUALIFIERS
@@ -76,7 +77,8 @@ _VERB_BASES = (
     "belong represent compose constitute occupy mix combine produce give create melt drain end start "
     "begin enter empty help say mean refer go come serve govern dominate allow feature involve remain "
     "exist appear live see get put keep seem look adopt add sing perform release win lose beat defeat "
-    "invade fight marry unite merge extend stretch continue connect link grow work "
+    "invade fight marry unite merge extend stretch continue connect link grow work stand assassinate "
+    "impeach kill elect design develop invent discover build paint compete originate "
     "wrote made took led held ran rose lay became "
     "gave spoken written known taken given risen begun sat drawn drew grew grown went gone came fought "
     "won lost beaten met told thought seen began flowed spoke wore worn found")
@@ -109,7 +111,7 @@ _NOT_VERBS = frozenset(
 _ADVERBS = frozenset(
     "also all both only traditionally usually often mainly mostly not never now still just even "
     "generally typically commonly sometimes always largely primarily officially strictly together "
-    "currently today again then each briefly partly fully completely respectively".split())
+    "currently today again then each briefly partly fully completely respectively close closely".split())
 # Nouns that, before "of" + a name, describe the name: "the tiny state of Andorra".
 _CONTAINERS = frozenset(
     "part parts state territory island islands country countries city region province nation kingdom "
@@ -188,19 +190,29 @@ def _is_capitalised(word: str) -> bool:
 _OPTION_SPAN = re.compile(r"(?::|,)\s*(?P<span>[^:?]{1,300}?)\s*\??\s*$")
 
 
-def _question_options(question: str) -> list[str]:
+def _question_options(question: str) -> tuple[list[str], int]:
     """The options a question lists for the answer to choose from ("Which are marsupials:
-    kangaroo, koala, platypus, wombat?", "Which is larger, Mars or Venus?"), in order; []."""
-    m = _OPTION_SPAN.search(question.strip())
+    kangaroo, koala, platypus, wombat?", "Which is larger, Mars or Venus?"), in order, and
+    where they start in the question; ([], len) when it lists none."""
+    question = question.rstrip()
+    m = _OPTION_SPAN.search(question)
     if m is None:
-        return []
+        return [], len(question)
     parts = [p.strip(" .;") for p in re.split(r"\s*,\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+", m.group("span"))]
     parts = [p for p in parts if p]
     if len(parts) < 2 or any(len(p.split()) > 5 for p in parts):
-        return []
+        return [], len(question)
     if re.match(r"(?:which|what|who|how|why|where|when)\b", parts[0], re.I):
-        return []
-    return parts
+        return [], len(question)
+    return parts, m.start("span")
+
+
+def protect_and_names(text: str) -> str:
+    """`text` with the "and" of one-name phrases (pipeline/lexicon.py, "X & Y") kept from
+    splitting."""
+    from pipeline.lexicon import protect_and_names as protect
+
+    return protect(text, _AND)
 
 
 _TITLE_AND = re.compile(r"(?<![\w'])[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}\s+and\s+[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}")
@@ -211,9 +223,9 @@ class _Question:
 
     def __init__(self, question: str | None):
         text = question or ""
-        self.options = _question_options(text)
+        self.options, start = _question_options(text)
         if self.options:  # the options are what the answer names, never a restatement
-            text = text[: text.rfind(self.options[0])]
+            text = text[:start]
         words = [_core(w) for w in text.split()]
         self.stems = {_stem(w) for w in words if w and w not in _STOP and _WORD_CHARS.search(w)}
         self.stems -= {"which", "what", "who", "name", "list"}
@@ -311,6 +323,8 @@ def _strings_in(obj: object, depth: int) -> list[str]:
         for item in obj[:200]:
             if isinstance(item, str | dict):
                 out.extend(_strings_in(item, depth + 1))
+            elif isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item):
+                out.append(str(int(item)) if float(item).is_integer() else repr(item))  # [23, 29]
         return out
     return []
 
@@ -417,8 +431,11 @@ def _units(text: str) -> tuple[list[str], list[str]]:
 # --------------------------------------------------------------------------- sentences
 
 _ABBREVIATION = re.compile(
-    r"(?:\b(?:[A-Za-z]\.){2,}|\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|st|mt|ft|no|approx|ca|jr|sr|inc|ltd|co)\.|\b[A-Z]\.)$",
+    r"(?:\b(?:[A-Za-z]\.){2,}|\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|st|mt|ft|no|approx|ca|jr|sr|inc|ltd|co)\.)$",
     re.IGNORECASE)
+# "George W. Bush": a capital letter and a dot after a capitalised word (or opening the text) is
+# an initial; after a lower-case word it ends a sentence ("Bell Labs created C. Java ...").
+_INITIAL = re.compile(r"(?:^|(?<=\s))(?P<prev>\S+\s+)?[A-Z]\.$")
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s+[\"'(\[*_]*[A-Z0-9]|\s*$)")
 
 
@@ -427,6 +444,9 @@ def _sentences(text: str) -> list[str]:
     for m in _SENTENCE_END.finditer(text):
         before = text[start: m.end()]
         if m.group(0) == "." and _ABBREVIATION.search(before):
+            continue
+        initial = _INITIAL.search(before) if m.group(0) == "." else None
+        if initial and (initial.group("prev") is None or _is_capitalised(initial.group("prev"))):
             continue
         out.append(text[start: m.end()].strip())
         start = m.end()
@@ -600,7 +620,16 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
         if w in _LEADING_WORDS:
             words = words[1:]
         elif w in _POSSESSIVE_DETERMINERS and len(words) > 1 and not _is_capitalised(words[1]):
-            return "", ""  # "their autonomous territories", "its drainage basin"
+            named = next((k for k, x in enumerate(words[1:4], 1) if _is_capitalised(x)), None)
+            if named is None:
+                return "", ""  # "their autonomous territories", "its drainage basin"
+            words = words[named:]  # "its predecessor B": the name after the description
+            break
+        elif words[0] == "A" and (len(words) == 1 or not words[1][:1].islower()):
+            break  # the letter A (a blood type, a vitamin, a grade), not the article
+        elif (w in _NUMBER_WORDS and len(words) > 1 and _is_capitalised(words[0])
+              and _is_capitalised(words[1])):
+            break  # "The Two Towers": a number word inside a title
         elif w in _DETERMINERS or (w in _NUMBER_WORDS and len(words) > 1) or (
                 w.isdigit() and len(words) > 1 and not _is_capitalised(words[1])):
             had_det = had_det or w in _DETERMINERS
@@ -716,8 +745,9 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
             after_final = False  # "... and Luxembourg plus France, Italy and West Germany"
         elif coordinated and sep and phrase:
             after_final = True
-        if cut == "other" and k + 1 < len(parts):
-            break  # "Jay between 1787 and 1788", "... to provide checks and balances"
+        if cut == "other" and k + 1 < len(parts) and not _is_capitalised(parts[k + 1][1]):
+            break  # "Jay between 1787 and 1788", "... to provide checks and balances"; but
+            # "Andrew Johnson in 1868, Bill Clinton in 1998": the next part names another
     for k in range(1, len(found)):
         phrase, sep = found[k]
         words = phrase.split()
@@ -728,7 +758,7 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
     return [p for p in phrases if not (subject and q.restates(p))]
 
 
-_CODE = re.compile(r"^(?:[A-Z]{1,2}\d?|\d{1,3}|[IVX]{1,4})$")
+_CODE = re.compile(r"^(?:[A-Z]{1,2}\d{0,2}|\d{1,3}|[IVX]{1,4})$")
 
 
 def _distribute_head(phrases: list[str]) -> list[str]:
@@ -857,9 +887,12 @@ def _split_at_verb(words: list[str], v: int, q: _Question) -> tuple[list[str], l
     if (k > j and k + 1 < len(words) and _core(words[k]) in ("with", "by", "through", "of", "into", "across", "between")
             and (words[k + 1][:1].isupper() or _core(words[k + 1]) in _ARTICLES | _NUMBER_WORDS)):
         j = k
+    if j + 1 < len(words) and _core(words[j]) in ("us", "me", "them", "him", "her", "you"):
+        j += 1  # "gave us C, C++ ...": the pronoun is who received, the rest is the answer
     # "consists of", "is made up of", "is bordered by", "flows through"
     while j < len(words) and _core(words[j]) in ("of", "by", "with", "through", "into", "up", "between",
-                                                   "across", "among", "from", "in", "to", "as"):
+                                                   "across", "among", "from", "in", "to", "as", "for",
+                                                   "behind"):
         j += 1
     return words[:v], words[v:j], words[j:]
 
@@ -873,6 +906,8 @@ def _descriptive(words: list[str]) -> bool:
         return True
     if any(w in _DESCRIPTORS for w in lowered[:4]) and not any(_is_capitalised(w) for w in words[1:3]):
         return True
+    if lowered[0] in _ARTICLES and lowered[-1] in ("ones", "others", "examples", "kinds", "types"):
+        return True  # "The Spanish-speaking ones"
     if lowered[0] in _ARTICLES | _NUMBER_WORDS and not any(_is_capitalised(w) for w in words[1:]) \
             and not re.search(r",|\band\b", " ".join(words)):
         return True
@@ -887,6 +922,7 @@ class _Reading:
     def __init__(self) -> None:
         self.side: str | None = None  # "subject" or "object"
         self.predicate_echo = 0.0
+        self.predicate_stems: set[str] = set()  # content words of the first clause's predicate
 
 
 def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> list[str]:
@@ -941,14 +977,22 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
         side = "object" if passive_by else "subject"
     if side == "object" and not object_ok:
         return []
+    predicate = {_stem(_core(w)) for w in verb_group[1:] + right
+                 if _core(w) and _core(w) not in _STOP and _WORD_CHARS.search(_core(w))}
     if index == 0:
         reading.side, reading.predicate_echo = side, echo_right
+        reading.predicate_stems = predicate
     else:
         if contrast and not cue and reading.predicate_echo > 0:
             return []  # "..., while Michael Collins stayed in orbit": contrasted with the answer
         if side == "object" and left_words and echo_left < 1.0 and not cue:
             return []  # "the Constitution recognises ...": about something else
         if side == "subject" and not (cue or echo_right > 0 or reading.side == "subject"):
+            return []
+        if (q.options and side == "subject" and not cue and reading.side == "subject"
+                and predicate - reading.predicate_stems - q.stems):
+            # the question lists options, and a response goes through them: "Jupiter and Saturn
+            # are gas giants; Neptune is an ice giant" only answers in the clause that restates
             return []
     if side == "subject":
         return _side_labels(" ".join(left_words), q, subject=True)
@@ -983,8 +1027,12 @@ def _item_labels(item: str, q: _Question) -> list[str]:
     return _side_labels(s, q, subject=False)
 
 
+_ROLE = re.compile(r",\s+as\s+(?!well\b|do\b|does\b|did\b|of\b|such\b|in\b|a\s+result\b)"
+                   r"(?:an?\s+|the\s+)?[A-Z][^,;]*(?=[,;]|$)")
+
+
 def _normalise_sentence(sentence: str) -> str:
-    s = _protect(sentence)
+    s = _ROLE.sub("", _protect(sentence))  # ", as Prime Minister": a role, not an answer
     s = _list_parenthetical(s)
     s = _OPEN_PAREN_TAIL.sub("", _PARENS.sub(" ", s))
     s = re.sub(r"\s+([,;:.!?])(?=\s|$)", r"\1", re.sub(r"\s+", " ", s)).strip().rstrip(".!?")
@@ -997,8 +1045,25 @@ _VALUE = re.compile(r"^[-+\u2212]?[\d.,/%\s]*\d[\d.,/%\s]*$|^(?:[-+]?(?:nan|inf|
                     re.IGNORECASE)
 
 
+def _drop_restated_options(s: str, q: _Question) -> str:
+    """"Of C, C++, Java, C# and Rust, only Java and C# are ...": the options restated before the
+    answer are not the answer; the sentence goes on after them."""
+    m = re.match(r"^(?:of|among|from)\s+(?:the\s+)?", s, re.IGNORECASE)
+    if not q.options or m is None:
+        return s
+    options = {canonical_label(o) for o in q.options}
+    rest = s
+    for comma in re.finditer(r",\s*", s):  # the longest run of options before a comma
+        pieces = [canonical_label(p) for p in re.split(r"\s*,\s*|\s+(?:and|or)\s+",
+                                                      _restore(s[m.end():comma.start()]))]
+        if not all(p in options for p in pieces if p):
+            break
+        rest = s[comma.end():]
+    return rest
+
+
 def _sentence_labels(sentence: str, q: _Question) -> list[str]:
-    s = _normalise_sentence(sentence)
+    s = _drop_restated_options(_normalise_sentence(sentence), q)
     if not s:
         return []
     # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon; but in
@@ -1095,7 +1160,8 @@ def read_answers(text: str, question: str | None = None) -> list[str]:
     """Canonical answer labels stated in `text`, in order of first mention (see module doc)."""
     q = _Question(question)
     # Control characters would collide with the separator stand-ins and are never part of an answer.
-    text = q.protect_titles(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ", text))
+    text = protect_and_names(q.protect_titles(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ",
+                                                    text)))
     fenced = _FENCE.findall(text)
     if fenced:
         text = "\n".join(fenced)

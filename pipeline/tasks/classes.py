@@ -71,15 +71,22 @@ REFERENCES.add("one_answer", ReferenceKind(
 
 def exact_match_error(text: Any, ref: Reference, settings: Any) -> float:
     """The paper's "Exact Match (lower is better)" as an error: 0 when the answer the decision's
-    text gives (`read_single_answer`) equals any alias after the official TriviaQA evaluation's
-    normalisation, else 1. Every method is scored on the text it returns: a cluster decision on
-    its most frequent member's text, greedy or beam on their own."""
-    from pipeline.evaluation import exact_match
+    text gives (`read_single_answer`) names the reference, else 1. Every method is scored on the
+    text it returns: a cluster decision on its most frequent member's text, greedy or beam on
+    their own. `evaluation.exact_match`: official (default) = the official TriviaQA evaluation's
+    normalised exact match against every alias; careful = the names read as the set metrics
+    read them (pipeline/evaluation/matching.py: accents folded, symbols kept so "C" is not
+    "C++", head nouns, surnames in who-questions, numbers as digits)."""
+    from pipeline.evaluation import exact_match, match_label
     from pipeline.mapping.answer_rules import read_single_answer
 
     aliases = [a for answer in ref.answers for a in answer]
     answer = read_single_answer(str(text or ""), ref.question)
-    return 1.0 - float(exact_match(answer, aliases))
+    if getattr(settings, "exact_match", "official") == "careful":
+        right = match_label(answer, [aliases], ref.question).answer is not None
+    else:
+        right = exact_match(answer, aliases)
+    return 1.0 - float(right)
 
 
 METRICS.add("exact_match_error", Metric("Exact Match", higher_is_better=False, fn=exact_match_error,

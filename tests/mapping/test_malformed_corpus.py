@@ -112,7 +112,7 @@ def test_mapper_classes_count_failures_on_corpus():
     dists = simplex.map_prompt(QUESTION, RESPONSES)
     assert (simplex.n_responses, simplex.n_failures) == (125, 119)
     assert {i: d for i, d in enumerate(dists) if d is not None} == {
-        35: {"atlantic": 1.0}, **{i: {"i don t know": 1.0} for i in REFUSALS}
+        35: {"atlantic": 1.0}, **{i: {"i dont know": 1.0} for i in REFUSALS}
     }
     graphs = GraphExtractor(method="rule")
     graphs.map_prompt(RESPONSES)

@@ -46,7 +46,7 @@ def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
         "text": ["A cat sat on a mat.", "The cat sits.", "Helsinki is the capital.", ""]})
     latents = pd.DataFrame({"prompt_id": ["p0", "p1"], "source": "reference", "sample_idx": -1,
                             "latent": json.dumps([0.0, 1.0, 0.0]), "parse_ok": True})
-    q = quality_rows(get_space("sphere"), ["cosine", "comet"], _dataset(2), decisions, latents,
+    q = quality_rows(get_space("sphere"), ["cosine_distance", "comet"], _dataset(2), decisions, latents,
                      reference="text", settings=cfg.evaluation, cfg=cfg)
     comet = q[q["metric"] == "comet"]
     assert comet[["prompt_id", "method"]].values.tolist() == [["p0", "bayes"], ["p0", "beam"],
@@ -60,7 +60,7 @@ def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
                                model=str(tiny_comet))
     np.testing.assert_allclose(comet["value"], expected, rtol=1e-6)
     assert comet["higher_is_better"].all()
-    assert (q[q["metric"] == "cosine"]["value"] == 1.0).all()  # orthogonal unit vectors
+    assert (q[q["metric"] == "cosine_distance"]["value"] == 1.0).all()  # orthogonal unit vectors
 
 
 def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):

@@ -37,9 +37,9 @@ METHODS = ["bayes", "beam", "greedy", "map", "sample_mbr"]
 ESTIMATORS = ["msp", "semantic_entropy", "latent_entropy", "bayes_risk"]
 DATASETS = {  # canonical dataset -> (configured name, latent metric)
     "maqa": ("maqa_bundled", "hamming"),
-    "wmt19_fien": ("wmt19_fien_bundled", "cosine"),
+    "wmt19_fien": ("wmt19_fien_bundled", "cosine_distance"),
     "maqa_star": ("maqa_star_bundled", "kl"),
-    "triviaqa": ("triviaqa_bundled", "exact_match"),
+    "triviaqa": ("triviaqa_bundled", "exact_match_error"),
 }
 
 
@@ -141,10 +141,10 @@ def test_improvement_figures_have_one_panel_per_model(outputs, name, tmp_path):
 
 def test_improvement_is_binned_and_signed_per_model(outputs):
     q, u = outputs["quality"], outputs["uncertainty"]
-    table = figures.improvement_table(q, u, dataset="wmt19_fien", metric="cosine", per_model=True)
+    table = figures.improvement_table(q, u, dataset="wmt19_fien", metric="cosine_distance", per_model=True)
     for model in MODELS:
         alone = figures.improvement_table(q[q["model"] == model], u[u["model"] == model],
-                                          dataset="wmt19_fien", metric="cosine")
+                                          dataset="wmt19_fien", metric="cosine_distance")
         own = table[table["model"] == model].drop(columns="model").reset_index(drop=True)
         pd.testing.assert_frame_equal(own, alone.reset_index(drop=True))
     # Delta = d(l*, l_beam) - d(l*, l_Bayes) over one model's prompts, computed here

@@ -65,12 +65,12 @@ def test_classes_example_with_embedding_clusters(tmp_path, overrides):
     df = score(EXAMPLES / "classes.jsonl", "classes", out=tmp_path / "c.jsonl",
                overrides=overrides).set_index("prompt_id")
     assert df.loc["q3", "bayes_risk"] == 0.0 and df.loc["q3", "bayes_text"] == "Mars"
-    assert df.loc["q3", "quality_bayes_exact_match"] == 0.0
+    assert df.loc["q3", "quality_bayes_exact_match_error"] == 0.0
     # Finland 4 of 8 (Canada 2, Russia 1, Sweden 1): risk 1/2, wrong (the reference is Canada)
     assert df.loc["q7", "bayes_text"] == "Finland"
     assert df.loc["q7", "bayes_risk"] == 0.5
     assert df.loc["q7", "latent_entropy"] == pytest.approx(entropy(4, 2, 1, 1))
-    assert df.loc["q7", "quality_bayes_exact_match"] == 1.0
+    assert df.loc["q7", "quality_bayes_exact_match_error"] == 1.0
     back = pd.read_json(tmp_path / "c.jsonl", lines=True)
     assert len(back) == 8 and back["bayes_risk"].tolist() == df["bayes_risk"].tolist()
 
@@ -92,7 +92,7 @@ def test_other_examples_run(task, overrides):
         assert set(summary["metric"]) == {"kl"}
     if task == "sphere":  # every translation embeds to its own point: entropy log 5
         assert np.allclose(df["latent_entropy"], math.log(5))
-        assert set(summary["metric"]) == {"cosine"}
+        assert set(summary["metric"]) == {"cosine_distance"}
         assert df["bayes_action"].str.fullmatch(r"<384-d vector>").all()
 
 
@@ -100,10 +100,10 @@ def test_lm_eval_samples_file(overrides):
     df = score(LM_EVAL_FILE, "classes", overrides=overrides).set_index("prompt_id")
     assert df["n_samples"].tolist() == [5] * 5
     assert df.loc["3", "bayes_text"] == " Portugal" and df.loc["3", "bayes_risk"] == 0.0
-    assert df.loc["3", "quality_bayes_exact_match"] == 0.0
+    assert df.loc["3", "quality_bayes_exact_match_error"] == 0.0
     # Chicago 3 of 5 (Los Angeles, New York): correct, risk 2/5
     assert df.loc["4", "bayes_text"] == " Chicago" and df.loc["4", "bayes_risk"] == pytest.approx(0.4)
-    assert df.loc["4", "quality_bayes_exact_match"] == 0.0
+    assert df.loc["4", "quality_bayes_exact_match_error"] == 0.0
     assert df.loc["0", "question"].startswith("Which American-born Sinclair")
 
 
