@@ -179,3 +179,48 @@ def test_rerun_uses_the_stage_cache(tmp_path, overrides):
                     overrides=overrides + [NO_MERGE])
     assert len(list(store.glob("*/latents.parquet"))) == 2  # another task: its own store
     assert changed["bayes_action"].tolist() != [] and "quality_bayes_fbeta_f1" in changed.columns
+
+
+ISSUE_20_ROWS = [
+    {"id": "langs", "question": "Which programming languages did Microsoft design?",
+     "responses": ["C#, F# and TypeScript", "C# and F#", "C++, C# and F#", "C#, F#, TypeScript"],
+     "reference": ["C#", "F#", "TypeScript"]},
+    {"id": "oceans", "question": "Which oceans border the United States?",
+     "responses": ["Atlantic Ocean, Pacific Ocean", "The Atlantic Ocean and the Pacific Ocean"],
+     "reference": [["Atlantic"], ["Pacific"], ["Arctic"]]},
+    {"id": "unsc", "question": "Which countries are permanent members of the UN Security Council?",
+     "responses": ["United Kingdom; United States", "United Kingdom; United States; France",
+                   "The United Kingdom and the United States"],
+     "reference": "United Kingdom; United States; France; Russia; China"},
+]
+
+
+def test_output_says_how_answers_were_read_and_audit_prints_them(tmp_path, overrides):
+    """Issue 20: per prompt, each response's labels, the reference's labels and the matched
+    pairs in the output; `--audit N` prints the riskiest and most surprising prompts as text."""
+    path = tmp_path / "issue20.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ISSUE_20_ROWS) + "\n")
+    df = score(path, "sets", overrides=overrides).set_index("prompt_id")
+    langs = df.loc["langs"]
+    assert json.loads(langs.response_labels) == [["c#", "f#", "typescript"], ["c#", "f#"],
+                                                 ["c#", "c++", "f#"], ["c#", "f#", "typescript"]]
+    assert list(langs.reference_labels) == ["c#", "f#", "typescript"]
+    assert json.loads(langs.label_matches)["c++"] == {"answer": None, "rule": "none"}
+    assert langs.quality_bayes_f1 == 1.0  # C++ is not C#; the Bayes set is {C#, F#, TypeScript}
+    oceans = df.loc["oceans"]
+    assert json.loads(oceans.label_matches)["atlantic ocean"] == {"answer": 0, "rule": "head_noun"}
+    assert oceans.quality_bayes_f1 == pytest.approx(0.8)  # 2 of 3 oceans, both named right
+    unsc = df.loc["unsc"]  # a reference string read by its form: five answers
+    assert list(unsc.reference_labels) == ["united kingdom", "united states", "france", "russia",
+                                           "china"]
+    assert unsc.quality_bayes_hamming == pytest.approx(3 / 5)
+    assert df.attrs["reading_warnings"] == {"reference_collapsed": 0, "stop_word_label": 0,
+                                            "single_letter_label": 0, "fragment_label": 0,
+                                            "mostly_empty": 0}
+    res = subprocess.run([sys.executable, "-m", "pipeline.score", str(path), "--task", "sets",
+                          "--audit", "1", *overrides], capture_output=True, text=True, cwd=REPO,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert "The 1 riskiest prompts:" in res.stdout
+    assert "matches: c# -> c# (alias); c++ -> none" in res.stdout
+    assert "most surprising prompts" in res.stdout
