@@ -51,8 +51,11 @@ AND_NAMES = (
 
 
 _JOINERS = re.compile(r"\s*(?:\band\b|&|['\u2019]n['\u2019]?)\s*", re.IGNORECASE)
-# "Procter & Gamble", "Church & Dwight": "&" between two single capitalised words is one name
+# "Procter & Gamble", "Church & Dwight": "&" between two single capitalised words is one name,
+# unless they read as languages or nationalities ("Spanish & Portuguese", "French & Dutch"),
+# which a list joins with "&" as it joins them with "and"
 _AMPERSAND_NAME = re.compile(r"(?<![\w&])([A-Z][\w'-]*)\s+&\s+([A-Z][\w'-]*)(?![\w&])")
+_DEMONYM = re.compile(r"(?:ish|ese|ian|an|ic|ch|i)$")
 
 
 def _pattern(name: str) -> str:
@@ -75,4 +78,9 @@ def protect_and_names(text: str, marker: str) -> str:
     def keep(m: re.Match) -> str:
         return _JOINERS.sub(f" {marker} ", m.group(0))
 
-    return _AMPERSAND_NAME.sub(keep, and_names_regex().sub(keep, text))
+    def keep_name(m: re.Match) -> str:
+        if _DEMONYM.search(m.group(1)) and _DEMONYM.search(m.group(2)):
+            return m.group(0)
+        return keep(m)
+
+    return _AMPERSAND_NAME.sub(keep_name, and_names_regex().sub(keep, text))

@@ -607,17 +607,19 @@ def format_summary(df) -> str:
     quality, uq = df.attrs.get("quality_summary"), df.attrs.get("summary")
     if quality is not None and len(quality):
         lines.append("")
-        lines.append(f"{'metric':<12} {'method':<18} {'mean':>9} {'n':>6}")
+        w = max(12, *(len(m) for m in quality["metric"]))
+        lines.append(f"{'metric':<{w}} {'method':<18} {'mean':>9} {'n':>6}")
         for r in quality.itertuples():
             arrow = "higher better" if r.higher_is_better else "lower better"
-            lines.append(f"{r.metric:<12} {r.method:<18} {r.mean:>9.4g} {r.n:>6}  ({arrow})")
+            lines.append(f"{r.metric:<{w}} {r.method:<18} {r.mean:>9.4g} {r.n:>6}  ({arrow})")
     if uq is not None and len(uq):
         lines.append("")
-        lines.append(f"{'uncertainty':<15} {'metric':<12} {'PRR [95% CI]':<26} {'AUC [95% CI]':<26} n")
+        w = max(12, *(len(m) for m in uq["metric"]))
+        lines.append(f"{'uncertainty':<15} {'metric':<{w}} {'PRR [95% CI]':<26} {'AUC [95% CI]':<26} n")
         for r in uq.itertuples():
             prr = f"{r.prr:.3f} [{r.prr_low:.3f}, {r.prr_high:.3f}]"
             auc = f"{r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}]"
-            lines.append(f"{r.estimator:<15} {r.metric:<12} {prr:<26} {auc:<26} {r.n}")
+            lines.append(f"{r.estimator:<15} {r.metric:<{w}} {prr:<26} {auc:<26} {r.n}")
     elif quality is None:
         lines.append("(no references in the input: no quality, PRR or AUC)")
     return "\n".join(lines)

@@ -117,6 +117,9 @@ def spelling_form(key: str) -> list[str]:
     words: list[str] = []
     for i, w in enumerate(s.split()):
         w = _ABBREVIATED.get(w, w)
+        numbered = _NUMBERED_ABBREVIATION.match(w)
+        if numbered and _ROMAN.match(numbered.group(2)):
+            w = numbered.group(1) + str(_roman(numbered.group(2)))  # "wwii" is "ww2"
         if w in _UNITS:
             w = str(_UNITS[w])
         elif w in _TENS:
@@ -157,11 +160,18 @@ def _kind(word: str) -> str:
     return _KIND.get(word, word)
 
 
+# a consonant abbreviation with a Roman numeral attached: "wwii", "wwi" (never "hawaii")
+_NUMBERED_ABBREVIATION = re.compile(r"^([b-df-hj-np-tw-z]{2,3}?)([ivx]+)$")
+
+
 def _initials(short: list[str], long_: list[str]) -> bool:
     """"us" / "usa" / "car" / "nyc" / "mlk" are the initials of the long name's words (function
     words skipped); "j and j" / "r and b" are "johnson and johnson" / "rhythm and blues" word by
     word. Two letters at least, a long name of two words at least."""
     content = [w for w in long_ if w not in _NAME_STOP]
+    numbered = re.match(r"^([a-z]{2,5})(\d+)$", short[0]) if len(short) == 1 else None
+    if numbered and content and content[-1] == numbered.group(2):
+        return _initials([numbered.group(1)], long_[:-1])  # "ww2" ~ "world war 2"
     if len(content) < 2:
         return False
     if len(short) == 1 and 2 <= len(short[0]) <= 6 and short[0].isalpha():

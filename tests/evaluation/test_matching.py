@@ -90,6 +90,8 @@ def test_sets_reference_list_is_taken_as_it_is():
     ("Luxemburg", "Luxembourg", "Which countries?", "spelling"),
     ("World War 2", "World War II", "Which wars?", "alias"),  # the same spelling form
     ("Second World War", "World War II", "Which wars?", "alias"),
+    ("WW2", "WWII", "Which wars?", "alias"),  # a Roman numeral attached to initials
+    ("WW2", "World War II", "Which wars?", "abbreviation"),
     ("seven", "7", "How many?", "alias"),
     ("AT and T", "AT&T", "Which carriers?", "alias"),
     ("C sharp", "C#", "Which languages?", "alias"),
@@ -122,6 +124,8 @@ def test_rules_that_match(label, alias, question, rule):
     ("Sofia Coppola", "Coppola", "Who directed The Godfather?"),
     ("New York City", "New York", "Which US states border Canada?"),  # a city is not a state
     ("Vitamin B", "Vitamin B12", "Which vitamins?"),
+    ("WWI", "WWII", "Which wars?"), ("WW1", "World War II", "Which wars?"),
+    ("Hawaii", "Hawa 2", "Which states?"),  # "ii" ending a word is not a numeral
 ])
 def test_rules_that_do_not_match(label, alias, question):
     if label == "Sofia Coppola":  # the answer's full name says which Coppola

@@ -104,16 +104,16 @@ def test_references_are_read_by_their_form():
 
 def test_match_decisions_on_the_match_corpus():
     m = bench.evaluate_matching(bench.match_corpus())
-    assert (m["n"], m["right"], m["false_matches"]) == (310, 280, 3)
+    assert (m["n"], m["right"], m["false_matches"]) == (310, 281, 3)
     # decidable from the names (all non-matches, and matches that share a word)
-    assert (m["surface"]["n"], m["surface"]["right"]) == (282, 269)
+    assert (m["surface"]["n"], m["surface"]["right"]) == (283, 270)
 
 
 def test_exact_match_decisions_on_the_triviaqa_corpus():
     official = bench.evaluate_exact_match(bench.triviaqa_corpus())
     careful = bench.evaluate_exact_match(bench.triviaqa_corpus(), "careful")
     assert (official["n"], official["right"], official["false_matches"]) == (100, 91, 1)
-    assert (careful["right"], careful["false_matches"]) == (97, 1)
+    assert (careful["right"], careful["false_matches"]) == (98, 1)
 
 
 def test_label_merging_on_the_corpus(corpus):

@@ -80,16 +80,19 @@ SET_SUCCESSES = {
     21: {"atlantic"}, 27: {"atlantic"}, 28: {"atlantic"}, 42: {"atlantic"}, 61: {"lorem ipsum dolor"},
     43: {"atlantic"}, 44: {"atlantic"}, 45: {"atlantic"}, 48: {"atlantic"}, 49: {"atlantic"},
     57: {"atlantic", "pacific"}, 119: {"atlantic", "pacific"}, 123: {"atlantic"}, 124: {"p"},
+    # numbers are answers ("How many moons ...?" -> [1, 2]), and the lone letter "A" is a name
+    # (an option, Vitamin A's letter), not a dropped article
+    23: {"1", "2", "3"}, 31: {"a"}, 34: {"1", "2", "3"}, 82: {"1", "2"},
 }
 
 
 def test_rule_set_extractors_on_corpus():
     answers = [extract_answers(r) for r in RESPONSES]
     assert all(isinstance(a, frozenset) for a in answers)
-    assert sum(not a for a in answers) == 81
+    assert sum(not a for a in answers) == 77
     assert {i: set(a) for i, a in enumerate(answers) if i in SET_SUCCESSES} == SET_SUCCESSES
     sets = [extract_answer_set(r) for r in RESPONSES]
-    assert sum(s is None for s in sets) == 76
+    assert sum(s is None for s in sets) == 72
     assert {i for i, s in enumerate(sets) if s == frozenset()} == REFUSALS
     extractor_out = [parse_extractor_output(r) for r in RESPONSES]
     assert sum(s is None for s in extractor_out) == 84
@@ -106,8 +109,8 @@ def test_rule_graph_extractors_on_corpus():
 def test_mapper_classes_count_failures_on_corpus():
     sets = SetExtractor(method="rule")
     merged = sets.map_prompt(QUESTION, RESPONSES)
-    assert (sets.n_responses, sets.n_failures) == (125, 76)
-    assert sum(m is None for m in merged) == 76
+    assert (sets.n_responses, sets.n_failures) == (125, 72)
+    assert sum(m is None for m in merged) == 72
     simplex = SimplexMapper(method="rule", renormalise=True)
     dists = simplex.map_prompt(QUESTION, RESPONSES)
     assert (simplex.n_responses, simplex.n_failures) == (125, 119)
@@ -126,9 +129,9 @@ def test_llm_extractors_on_corpus_through_loopback_server(tmp_path):
         sets = SetExtractor(method="llm", client=client)
         out = sets.extract([QUESTION] * len(RESPONSES), RESPONSES)
         # The server answers "I don't know" when its rules find no item, so nothing fails to
-        # parse; the 81 responses where extract_answers finds nothing map to the empty set.
+        # parse; the 77 responses where extract_answers finds nothing map to the empty set.
         assert (sets.n_responses, sets.n_failures) == (125, 0)
-        assert sum(o == frozenset() for o in out) == 81
+        assert sum(o == frozenset() for o in out) == 77
         simplex = SimplexMapper(method="llm", client=client)
         dists = simplex.parse([QUESTION] * len(RESPONSES), RESPONSES)
         assert (simplex.n_responses, simplex.n_failures) == (125, 0)

@@ -97,6 +97,8 @@ SET_TABLE = [
     ("Leonardo da Vinci (1452-1519) painted it.", "Who painted the Mona Lisa?", {"leonardo da vinci"}),
     ("Atlantic / Pacific or Arctic", None, {"atlantic", "pacific", "arctic"}),
     ("Spanish & Portuguese, etc.", None, {"spanish", "portuguese"}),
+    ("French & Dutch", None, {"french", "dutch"}),
+    ("Church & Dwight and Unilever", None, {"church and dwight", "unilever"}),
     ("Paris. It is also the largest city in France.", None, {"paris"}),
     ('["Atlantic", "Pacific"]', None, {"atlantic", "pacific"}),
     ("```\nAtlantic\nPacific\n```", None, {"atlantic", "pacific"}),

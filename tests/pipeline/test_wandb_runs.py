@@ -129,7 +129,7 @@ def test_upload_artifacts_copies_the_files_instead(tmp_path, cell, monkeypatch):
     [logged] = by_name(read_runs(tmp_path / "wandb"), f"{CELL}/evaluate").logged
     entries = {e.path: e for e in logged.manifest.contents}
     assert set(entries) == {"quality.parquet", "quality.manifest.json", "uq_scores.parquet",
-                            "uq_scores.manifest.json"}
+                            "uq_scores.manifest.json", "audit.parquet", "audit.manifest.json"}
     assert all(not e.ref and e.local_path for e in entries.values())
 
 
