@@ -17,7 +17,7 @@ log = logging.getLogger("pipeline")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     from pipeline.errors import PipelineError
-    from pipeline.stages import _in_sweep, run
+    from pipeline.app import in_sweep, run
 
     try:
         run(cfg)
@@ -25,7 +25,7 @@ def main(cfg: DictConfig) -> None:
         # The message says what is wrong and how to fix it: no traceback for the user. In a
         # sweep the job still fails (Hydra reports it and the other jobs are unaffected).
         log.error("%s", err)
-        if _in_sweep():
+        if in_sweep():
             raise
         sys.exit(2)
 

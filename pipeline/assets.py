@@ -96,7 +96,7 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
                                  FETCH if path in fetched else
                                  f"dataset.overrides.{key}=<a local copy>"))
     if cfg.backend.name == "vllm":
-        from pipeline.stages.generate import vllm_python
+        from pipeline.generation.cell import vllm_python
 
         try:
             python, ok = vllm_python(cfg), True

@@ -13,7 +13,7 @@ log = logging.getLogger("pipeline")
 
 class ReportAfterSweep(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from pipeline.stages import run_report
+        from pipeline.app import run_report
 
         if config.stage not in ("all", "report"):
             return

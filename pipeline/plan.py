@@ -102,8 +102,8 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
 
 def cell_plan(cfg: DictConfig) -> CellPlan:
     from pipeline.assets import cell_assets
-    from pipeline.stages.generate import tensor_parallel_size
-    from pipeline.stages import cell_dir
+    from pipeline.generation.cell import tensor_parallel_size
+    from pipeline.stage import cell_dir
     from pipeline.store import ArtifactStore
 
     vllm = cfg.backend.name == "vllm"
@@ -117,7 +117,7 @@ def cell_plan(cfg: DictConfig) -> CellPlan:
         plan.prompts = len(texts)
     else:
         try:
-            from pipeline.stages.generate import load_cell_dataset
+            from pipeline.generation.cell import load_cell_dataset
 
             plan.prompts = len(load_cell_dataset(cfg))
         except Exception as exc:  # the plan reports what it cannot count, it does not stop

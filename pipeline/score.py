@@ -7,7 +7,7 @@
 The input (JSONL, parquet or an lm-evaluation-harness samples file; `pipeline.score_io`) becomes
 the `dataset` and `samples` artifacts (plus empty `decodes` and `ptrue`) of an ArtifactStore in a
 work directory; the pipeline's own map, decide, uq and evaluate stages then run on it through
-`pipeline.stages.run_stage`, with their caching: a rerun on the same file and options redoes
+`pipeline.stage.run_stage`, with their caching: a rerun on the same file and options redoes
 nothing, a changed option redoes only the stages it feeds. The uq stage runs with
 `uq.estimators=[latent_entropy,bayes_risk]`: lm-polygraph's estimators need greedy/beam decodes and
 token log-probs that generations from elsewhere usually lack.
@@ -217,7 +217,7 @@ def check_task(task: str, config_dirs: Sequence[str | Path] = ()) -> str:
 
 def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     """map -> decide -> uq -> evaluate through the pipeline's stages; returns the frames."""
-    from pipeline.stages import run_stage
+    from pipeline.stage import run_stage
     from pipeline.stages.evaluate import uq_score_rows
 
     run_stage("map", cfg, store)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipeline.data.references import REFERENCES
 from pipeline.errors import PipelineError
 from pipeline.schema import DATASET
 
@@ -308,8 +309,6 @@ def validate_records(records: Sequence[Mapping[str, Any]], reference: str | None
     """
     kind = None
     if reference is not None:
-        from pipeline.tasks import REFERENCES
-
         kind = REFERENCES[reference]
     seen: set[str] = set()
     for i, rec in enumerate(records):

@@ -2,7 +2,7 @@
 
 `generate_records` returns three DataFrames with exactly the columns of
 `pipeline.schema.SAMPLES`, `DECODES` and `PTRUE`. The stage (sharding, resume, manifests)
-is built on top of it in `pipeline.stages.generate`.
+is built on top of it in `pipeline.stages.generate` (the cell's model and data: `pipeline.generation.cell`).
 """
 
 from __future__ import annotations

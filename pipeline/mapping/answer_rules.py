@@ -35,13 +35,13 @@ Everything is linear in the input (bounded pieces only), and nothing here raises
 
 from __future__ import annotations
 
-import math
 import re
 
 from pipeline.mapping.labels import QUALIFIERS
+from pipeline.mapping.response_text import is_refusal, json_answer_strings
 from pipeline.text import canonical_label
 
-__all__ = ["read_answers", "json_answer_strings"]
+__all__ = ["read_answers"]
 
 MAX_ITEM_WORDS = 8  # a "label" longer than this is a sentence, not an answer
 MAX_ITEM_CHARS = 120
@@ -277,57 +277,6 @@ class _Question:
 
 
 # --------------------------------------------------------------------------- JSON
-
-_ANSWER_KEYS = ("answers", "answer", "items", "labels", "results", "list", "output", "response")
-_ITEM_KEYS = ("name", "answer", "label", "item", "value", "country", "text")
-
-
-def json_answer_strings(text: str) -> list[str] | None:
-    """The answer strings of a JSON (or Python-literal) response; None when it is not JSON.
-
-    Accepts a list of strings, {"answers": [...]} under any key that holds a list of strings,
-    and lists of objects with a name/answer field. A JSON document without strings gives [].
-    """
-    from pipeline.mapping.parsing import _decode_json  # the shared tolerant JSON decoder
-
-    stripped = text.strip()
-    if not stripped.startswith(("{", "[")):
-        return None
-    try:
-        obj = _decode_json(stripped)
-    except ValueError:
-        return []  # broken JSON or a schema: structure, not answers
-    return _strings_in(obj, 0)
-
-
-def _strings_in(obj: object, depth: int) -> list[str]:
-    if depth > 4:
-        return []
-    if isinstance(obj, str):
-        return [obj.replace("\n", " ")]
-    if isinstance(obj, dict):
-        lowered = {str(k).strip().lower(): v for k, v in obj.items()}
-        for key in _ANSWER_KEYS + _ITEM_KEYS:
-            if key in lowered:
-                got = _strings_in(lowered[key], depth + 1)
-                if got:
-                    return got
-        for value in lowered.values():  # {"official_languages": ["English", "French"]}
-            if isinstance(value, list):
-                got = _strings_in(value, depth + 1)
-                if got:
-                    return got
-        return []
-    if isinstance(obj, list | tuple):
-        out: list[str] = []
-        for item in obj[:200]:
-            if isinstance(item, str | dict):
-                out.extend(_strings_in(item, depth + 1))
-            elif isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item):
-                out.append(str(int(item)) if float(item).is_integer() else repr(item))  # [23, 29]
-        return out
-    return []
-
 
 # --------------------------------------------------------------------------- structure
 
@@ -1233,7 +1182,6 @@ def read_single_answer(text: str, question: str | None = None) -> str:
     lines = [x for x in lines if not _ECHO_LINE.match(x)]
     if not lines:
         return ""
-    from pipeline.mapping.parsing import is_refusal
 
     if is_refusal(lines[0]) and not re.search(r"\bbut\b", lines[0], re.I):
         return ""

@@ -22,7 +22,7 @@ def build_llm_client(cfg: DictConfig):
 
 def local_backend(cfg: DictConfig):
     """The generation model itself as an extractor (task.extractor.kind=local)."""
-    from pipeline.stages.generate import make_backend
+    from pipeline.generation.cell import make_backend
 
     return make_backend(cfg)
 

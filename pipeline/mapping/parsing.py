@@ -14,12 +14,18 @@ costs milliseconds, not minutes.
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 from typing import Any, Iterable
 
+from pipeline.mapping.answer_rules import read_answers
+from pipeline.mapping.response_text import (
+    decode_json,
+    has_alnum,
+    is_refusal,
+    json_candidates,
+    strip_prompt_echo,
+)
 from pipeline.text import canonical_label, to_text
 
 __all__ = [
@@ -48,58 +54,6 @@ MAX_ITEM_WORDS = 8
 MAX_ITEM_CHARS = 120
 
 # --------------------------------------------------------------------------- shared helpers
-
-_REFUSAL = re.compile(
-    r"^\s*(?:"
-    r"i\s+(?:do\s*n[o']?t|don\W?t|dont|cannot|can\W?t|am\s+not|m\s+not|have\s+no|really\s+don\W?t)\s+"
-    r"(?:know|sure|certain|able|answer|help|provide|determine|say|tell|find|have)"
-    r"|i\s+(?:am|m)\s+(?:not\s+sure|unsure|uncertain|unable)"
-    r"|i\s*'?\s*m\s+(?:not\s+sure|unsure|uncertain|unable)"
-    r"|(?:i\s+)?(?:don\W?t|do\s+not)\s+know"
-    r"|not\s+sure|unsure|unknown|no\s+idea|no\s+answer|none|n\s*/?\s*a|idk|nothing"
-    r"|no\s+(?:explicit\s+)?(?:items?|answers?)(?:\s+found|\s+given|\s+provided)?"
-    r"|(?:i\s+am\s+)?sorry|as\s+an\s+ai|unable\s+to\s+(?:answer|determine)"
-    r"|cannot\s+(?:be\s+)?(?:answer|determine)"
-    r")\b",
-    flags=re.IGNORECASE,
-)
-
-
-def _has_alnum(text: str) -> bool:
-    return any(c.isalnum() for c in text)
-
-
-# The last line of the paper's extraction prompts: an echoed prompt is cut there so the few-shot
-# example inside it is not read as the model's answer.
-_ECHO_END = re.compile(
-    r"Task:\s*(?:Extract answer probability pairs|List all explicit, distinct answers from the model answer, one per line)\.?",
-    flags=re.IGNORECASE,
-)
-
-
-def strip_prompt_echo(text: str) -> str:
-    """The part of `text` after an echoed extraction prompt (all of it when there is no echo)."""
-    if "task:" not in text[:_MAX_ECHO_SCAN].lower():
-        return text
-    last = None
-    for last in _ECHO_END.finditer(text[:_MAX_ECHO_SCAN]):
-        pass
-    return text if last is None else text[last.end() :]
-
-
-def is_refusal(text: object) -> bool:
-    """True when `text` starts with "I don't know" or a similar refusal/no-answer phrase."""
-    s = to_text(text).strip().strip("\"'`*_ ").replace("\u2019", "'")
-    return bool(s) and _REFUSAL.match(s[:200]) is not None
-
-
-_FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", flags=re.DOTALL)
-
-
-def _fenced_blocks(text: str) -> list[str]:
-    """Contents of ``` code fences (the common way chat models wrap JSON)."""
-    return [m.group(1) for m in _FENCE.finditer(text)]
-
 
 # --------------------------------------------------------------------------- probabilities
 
@@ -172,7 +126,7 @@ def _finalise(pairs: list[tuple[str, float, bool]]) -> dict[str, float] | None:
     for label, p, pct in pairs:
         value = p / 100.0 if (pct or scale_bare) else p
         canon = canonical_label(label)
-        if not _has_alnum(canon):
+        if not has_alnum(canon):
             continue  # "", "...", U+FFFD from undecodable bytes: no answer there
         if canon not in key_of:
             key_of[canon] = label
@@ -262,43 +216,6 @@ def _pairs_from_json(obj: Any, depth: int = 0) -> list[tuple[str, float, bool]] 
     return None
 
 
-def _json_candidates(text: str) -> list[str]:
-    """Substrings worth handing to a JSON decoder, most specific first."""
-    out = [text]
-    out.extend(_fenced_blocks(text))
-    for opener, closer in (("{", "}"), ("[", "]")):
-        i, j = text.find(opener), text.rfind(closer)
-        if 0 <= i < j:
-            out.append(text[i : j + 1])
-    seen: set[str] = set()
-    return [c for c in out if c.strip() and not (c in seen or seen.add(c))]
-
-
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
-
-
-def _decode_json(candidate: str) -> Any:
-    """json, then json without trailing commas, then a Python literal (single quotes); or raise."""
-    candidate = candidate.strip()
-    try:
-        return json.loads(candidate)
-    except (ValueError, RecursionError):
-        pass
-    fixed = _TRAILING_COMMA.sub(r"\1", candidate)
-    try:
-        return json.loads(fixed)
-    except (ValueError, RecursionError):
-        pass
-    if len(candidate) <= 20_000:  # literal_eval builds an AST: bounded input only
-        pyish = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed)))
-        try:
-            return ast.literal_eval(pyish)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    raise ValueError("not JSON")
-
-
-# Broken JSON items such as the paper's own example `{"answer":"Atlantic,"p":0.55}`.
 _KEYED_ITEM = re.compile(
     r"[\"']?(?:answer|label|name|option)[\"']?\s*:\s*[\"'](?P<label>[^\"'{}\[\]\n]{1,200}?)[\"',\s]*"
     r"(?:p|prob|probability|confidence)[\"']?\s*:\s*[\"']?(?P<value>" + _NUM + r"|nan|-?inf(?:inity)?)\s*(?P<pct>%)?",
@@ -382,9 +299,9 @@ def parse_distribution(text: object) -> dict[str, float] | None:
 
 
 def _parse_distribution(s: str) -> dict[str, float] | None:
-    for candidate in _json_candidates(s):
+    for candidate in json_candidates(s):
         try:
-            obj = _decode_json(candidate)
+            obj = decode_json(candidate)
         except ValueError:
             continue
         pairs = _pairs_from_json(obj)
@@ -460,7 +377,7 @@ def clean_item(item: str) -> str:
     if is_refusal(s):
         return ""
     canon = canonical_label(s)
-    if not _has_alnum(canon) or len(canon) > MAX_ITEM_CHARS or len(canon.split()) > MAX_ITEM_WORDS:
+    if not has_alnum(canon) or len(canon) > MAX_ITEM_CHARS or len(canon.split()) > MAX_ITEM_WORDS:
         return ""
     return canon
 
@@ -504,25 +421,6 @@ def _answer_span(sentence: str, question_words: set[str]) -> str:
     return stripped
 
 
-def _json_answer_list(text: str) -> list[str] | None:
-    """Text that is JSON/structured (starts with "{" or "["): its list of answer strings, or []
-    when it holds none (structure is not an answer); None for ordinary text."""
-    stripped = text.strip()
-    if not stripped.startswith(("{", "[")):
-        return None
-    try:
-        obj = _decode_json(stripped)
-    except ValueError:
-        return []
-    if isinstance(obj, dict):
-        obj = _lookup(obj, ("answers", "items", "answer"))
-    if isinstance(obj, str):
-        obj = [obj]
-    if isinstance(obj, list) and obj and all(isinstance(x, str) for x in obj):
-        return [x.replace("\n", " ") for x in obj]
-    return []
-
-
 def extract_answers(text: object, question: object = None) -> frozenset[str]:
     """Rule-based set g_T: the distinct answers stated in `text`, as canonical labels.
 
@@ -533,8 +431,6 @@ def extract_answers(text: object, question: object = None) -> frozenset[str]:
     "I don't know" and refusals give the empty set. `question` (optional) helps recognise
     restatements. Every label is a span of the response in canonical form (DESIGN.md s6).
     """
-    from pipeline.mapping.answer_rules import read_answers
-
     try:
         s = strip_prompt_echo(to_text(text)[:MAX_CHARS])
         if not s.strip():

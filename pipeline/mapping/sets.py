@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.mapping.parsing import _json_answer_list, clean_item, extract_answers, is_refusal, strip_prompt_echo
+from pipeline.mapping.parsing import clean_item, extract_answers
+from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
 from pipeline.text import canonical_label, to_text
 
 __all__ = [
@@ -94,7 +95,7 @@ def parse_extractor_output(text: object) -> frozenset[str] | None:
     if text is None:
         return None
     s = strip_prompt_echo(to_text(text)[:20_000])
-    structured = _json_answer_list(s)
+    structured = json_answer_strings(s)
     if structured is not None:  # a JSON list of items instead of lines
         s = "\n".join(structured)
     items: list[str] = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from pipeline.stages import plain, stage
+from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
 from pipeline.text import canonical_label
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from pipeline.stages import plain, stage
+from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
 
 log = logging.getLogger("pipeline")

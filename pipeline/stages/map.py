@@ -18,7 +18,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from pipeline.errors import PipelineError
-from pipeline.stages import plain, stage
+from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
 
 log = logging.getLogger("pipeline")

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from pipeline.stages import plain, stage
+from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
 
 INPUTS = ("dataset", "samples", "decodes", "ptrue", "latents", "decisions")

@@ -19,7 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline.data.references import REFERENCES, ReferenceKind
 from pipeline.registry import Registry
+
+__all__ = ["MAPPERS", "METRICS", "REFERENCES", "Mapper", "MapperInstance", "Metric", "Reference",
+           "ReferenceKind", "describe_reference", "reference_of"]
 
 
 class MapperInstance(Protocol):
@@ -64,23 +68,6 @@ class Reference:
 
 
 @dataclass(frozen=True)
-class ReferenceKind:
-    """What a dataset record holds as the truth for a task, and how a user file writes it.
-
-    `check(record)` -> problem or None (loaders validate every record); `from_user(raw)` ->
-    the DATASET columns answers / probabilities / reference_text of a bring-your-own reference
-    (raises ValueError with the accepted shapes); `present(record)` -> whether the record has a
-    reference at all; `mapped`: the reference text goes through g_T like a response.
-    """
-
-    check: Callable[[Mapping[str, Any]], str | None]
-    from_user: Callable[[Any], dict[str, Any]]
-    present: Callable[[Mapping[str, Any]], bool]
-    mapped: bool = False
-    description: str = ""
-
-
-@dataclass(frozen=True)
 class Metric:
     """A quality metric with its direction, declared once. A latent metric is
     `fn(action, reference, settings) -> value or None` (None: not defined for this decision;
@@ -99,7 +86,6 @@ class Metric:
 
 
 MAPPERS: Registry[Mapper] = Registry("mapper", discover=("pipeline.tasks",))
-REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipeline.tasks",))
 METRICS: Registry[Metric] = Registry("metric", discover=("pipeline.tasks",))
 
 

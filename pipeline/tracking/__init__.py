@@ -12,25 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-from typing import Any
 
 from omegaconf import DictConfig
 
+from pipeline.tracking.redact import redact
+
 log = logging.getLogger("pipeline")
-_SECRET = re.compile(r"(api[_-]?key|token|secret|password|credential)", re.IGNORECASE)
-
-
-def redact(obj: Any) -> Any:
-    """Copy of a plain config without credential-like keys (env var *names* are kept)."""
-    if isinstance(obj, dict):
-        return {k: redact(v) for k, v in obj.items()
-                if not (_SECRET.search(str(k)) and not str(k).endswith("_env"))}
-    if isinstance(obj, list):
-        return [redact(v) for v in obj]
-    return obj
-
-
 def _mode(cfg: DictConfig) -> str:
     return os.environ.get("WANDB_MODE") or cfg.wandb.mode
 
@@ -68,7 +55,7 @@ class WandbTracker(NullTracker):
         keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
         # each key resolved in place, against the whole config (an overlay's values such as
         # ${rehearsal.assets} live outside the logged keys)
-        from pipeline.stages import plain
+        from pipeline.stage import plain
 
         config = redact({k: plain(cfg[k]) for k in keys if k in cfg})
         self.cfg = cfg
@@ -88,7 +75,7 @@ class WandbTracker(NullTracker):
 
     def log_cell(self, store) -> None:
         """The cell's inputs (its stage artifacts), UQ scores, per-prompt table and summary."""
-        from pipeline.stages import CELL_STAGES
+        from pipeline.stage import CELL_STAGES
         from pipeline.tracking.lineage import CellId, use_stage_artifacts
 
         cell = CellId(self.cfg.experiment, self.cfg.model.name, self.cfg.dataset.name)
@@ -184,7 +171,6 @@ def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
     """One short run per stage of a cell (job_type = the stage): it uses the artifacts of the
     stages it read and logs its own output artifact (pipeline.tracking.lineage)."""
     import wandb
-
     from pipeline.tracking.lineage import CellId, log_stage_lineage, stage_run_config
 
     cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)

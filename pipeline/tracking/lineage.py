@@ -42,7 +42,7 @@ def artifact_name(stage: str, cell: CellId) -> str:
 def input_stages(stage: str) -> list[str]:
     """The stages whose artifacts `stage` reads, in pipeline order."""
     from pipeline.schema import PRODUCER
-    from pipeline.stages import CELL_STAGES, STAGES
+    from pipeline.stage import CELL_STAGES, STAGES
 
     producers = {PRODUCER[name] for name in STAGES[stage].inputs}
     return [s for s in CELL_STAGES if s in producers]
@@ -50,7 +50,7 @@ def input_stages(stage: str) -> list[str]:
 
 def stage_files(stage: str, store) -> list[Path]:
     """The files a stage wrote in the cell: each output's parquet and its manifest."""
-    from pipeline.stages import STAGES
+    from pipeline.stage import STAGES
 
     files = []
     for out in STAGES[stage].outputs:
@@ -64,7 +64,7 @@ def has_outputs(stage: str, store) -> bool:
 
 def stage_artifact(wandb, stage: str, cell: CellId, store, *, upload: bool):
     """A draft artifact of the stage's files in `store`: references, or copies when `upload`."""
-    from pipeline.stages import STAGES
+    from pipeline.stage import STAGES
 
     outputs = STAGES[stage].outputs
     artifact = wandb.Artifact(artifact_name(stage, cell), type=stage, metadata={
@@ -109,8 +109,8 @@ def use_stage_artifacts(wandb, run, stages: list[str], cell: CellId, store, *,
 
 def stage_run_config(stage: str, result: dict[str, Any], store) -> dict[str, Any]:
     """What a stage's run logs as its config: the stage's config slice (redacted) and key."""
-    from pipeline.stages import STAGES
-    from pipeline.tracking import redact
+    from pipeline.stage import STAGES
+    from pipeline.tracking.redact import redact
 
     manifest = store.manifest(STAGES[stage].outputs[0]) or {}
     return {"stage": stage, "skipped": bool(result.get("skipped")),

@@ -52,7 +52,7 @@ def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) 
     from omegaconf import OmegaConf
 
     from pipeline.aux_models import build_equivalence, build_similarity
-    from pipeline.stages.generate import model_tokenizer
+    from pipeline.generation.cell import model_tokenizer
     from pipeline.uncertainty.polygraph import compute_uncertainty
 
     return compute_uncertainty(

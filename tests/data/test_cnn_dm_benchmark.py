@@ -172,7 +172,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def _load(cfg):
-    from pipeline.stages.generate import load_cell_dataset
+    from pipeline.generation.cell import load_cell_dataset
 
     return load_cell_dataset(cfg)
 

@@ -18,7 +18,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from pipeline.config import register_configs
 from pipeline.generation.vllm_worker import default_vllm_python
-from pipeline.stages import run_stage
+from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
 
     # beam and contrastive rows are what transformers gives on the same prompts
     from pipeline.generation.hf_backend import TransformersBackend
-    from pipeline.stages.generate import render_prompts
+    from pipeline.generation.cell import render_prompts
 
     prompts = render_prompts(cfg, store.read("dataset"))
     hf = TransformersBackend(tiny_model, dtype="float32")
@@ -93,7 +93,7 @@ def test_tensor_parallel_from_the_model_config(tiny_model, tmp_path):
     base = ["generation.strategies=[greedy]", "generation.ptrue=false"]
     run_stage("generate", _cfg(tiny_model, tmp_path, *base), one)
     cfg2 = _cfg(tiny_model, tmp_path, *base, "model.gpus=2")
-    from pipeline.stages import STAGES, stage_key
+    from pipeline.stage import STAGES, stage_key
 
     assert stage_key(STAGES["generate"], cfg2, two)[1]["backend"]["tensor_parallel_size"] == 2
     run_stage("generate", cfg2, two)

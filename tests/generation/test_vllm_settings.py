@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.stages.generate import split_strategies, tensor_parallel_size, vllm_max_model_len
+from pipeline.generation.cell import tensor_parallel_size, vllm_max_model_len
+from pipeline.stages.generate import split_strategies
 
 
 @pytest.fixture()

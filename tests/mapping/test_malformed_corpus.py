@@ -95,7 +95,11 @@ def test_rule_set_extractors_on_corpus():
     assert sum(s is None for s in sets) == 72
     assert {i for i, s in enumerate(sets) if s == frozenset()} == REFUSALS
     extractor_out = [parse_extractor_output(r) for r in RESPONSES]
-    assert sum(s is None for s in extractor_out) == 84
+    # one JSON reader for responses and extractor output: answers inside objects and numbers
+    # count for both (the 11 entries extract_answers reads from JSON above)
+    assert sum(s is None for s in extractor_out) == 73
+    assert {i for i, s in enumerate(extractor_out) if s is not None and i in SET_SUCCESSES} >= {
+        21, 27, 28, 42, 48, 49, 57}
     assert {i for i, s in enumerate(extractor_out) if s == frozenset()} == REFUSALS
 
 

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from pipeline.config import register_configs
-from pipeline.stages import STAGES
+from pipeline.stage import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

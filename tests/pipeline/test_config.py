@@ -150,7 +150,7 @@ def test_a_bad_value_stops_the_command_line_before_any_model_loads(tmp_path):
 
 
 def test_map_cache_key_ignores_where_kggen_runs_but_not_what_it_runs(hydra_ctx):
-    from pipeline.stages import STAGES
+    from pipeline.stage import STAGES
 
     def map_slice(*overrides):
         return STAGES["map"].config_slice(compose("config", overrides=["dataset=cnn_dm_bundled", *overrides]))

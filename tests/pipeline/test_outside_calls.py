@@ -15,7 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.mapping.llm_client import FatalLLMCallError
 from pipeline.stages.map import ExtractionCallsFailed
-from pipeline.stages import run_stage
+from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]

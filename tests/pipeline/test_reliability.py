@@ -13,7 +13,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 import pipeline.store as store_module
 from pipeline.config import register_configs
-from pipeline.stages import run_stage
+from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(tiny_chat_mo
     equal between batch sizes 4 and 1), so the batch size is part of the generate key: a job
     killed with one batch size and resumed with another starts that cell's shards afresh,
     while the same settings reproduce the same samples."""
-    from pipeline.stages import STAGES, stage_key
+    from pipeline.stage import STAGES, stage_key
 
     store = ArtifactStore(tmp_path / "cell")
     cfg2 = _cfg(tiny_chat_model, tmp_path, "backend.batch_size=2")

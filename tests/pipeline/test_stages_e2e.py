@@ -21,7 +21,8 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.latent import get_space
 from pipeline.latent.codec import from_json
-from pipeline.stages import cell_dir, run
+from pipeline.app import run
+from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]

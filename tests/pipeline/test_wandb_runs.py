@@ -14,7 +14,8 @@ from hydra.core.global_hydra import GlobalHydra
 from wandb_records import read_runs
 
 from pipeline.config import register_configs
-from pipeline.stages import CELL_STAGES, cell_dir, run
+from pipeline.app import run
+from pipeline.stage import CELL_STAGES, cell_dir
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pipeline.config import register_configs
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
 from pipeline.score import METHOD_COLUMNS, score
-from pipeline.stages import run_stage
+from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
 from .conftest import REPO

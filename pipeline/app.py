@@ -1,0 +1,75 @@
+"""The application: one Hydra job runs the requested stages of one (experiment, model, dataset)
+cell (`pipeline.stage`), records them in W&B (`pipeline.tracking`) and, outside a sweep, builds
+the report (`pipeline.reporting`). `python -m pipeline` calls `run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.stage import CELL_STAGES, cell_dir, run_stage, stages_to_run
+from pipeline.store import ArtifactStore
+
+log = logging.getLogger("pipeline")
+
+
+def run(cfg: DictConfig) -> dict[str, dict]:
+    """Entry point of the Hydra app for one cell (and the report when not part of a sweep)."""
+    from pipeline.assets import check_assets
+    from pipeline.config import validate
+
+    validate(cfg)
+    if cfg.stage == "plan":
+        from pipeline.plan import print_plan
+
+        return {"plan": print_plan(cfg)}
+    store = ArtifactStore(cell_dir(cfg))
+    names = CELL_STAGES if cfg.stage == "all" else (() if cfg.stage == "report" else (cfg.stage,))
+    # Every missing input of the stages that will run, named before any of them starts.
+    todo = stages_to_run(cfg, store, names)
+    check_assets(cfg, todo)
+    if todo:
+        from pipeline.devices import configure_torch_threads
+
+        configure_torch_threads(cfg.backend.num_threads)
+    results: dict[str, dict] = {}
+    for name in names:
+        results[name] = run_stage(name, cfg, store)
+    if any(not r["skipped"] for r in results.values()):
+        # W&B runs of a cell that did work, opened once the work is done: a killed job or a
+        # rerun with nothing to do leaves no run behind for `make sync` to upload.
+        _track_cell(cfg, results, store)
+    if cfg.stage == "report" or (cfg.stage == "all" and not in_sweep()):
+        results["report"] = run_report(cfg)
+    return results
+
+
+def in_sweep() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except (ImportError, ValueError):
+        return False
+
+
+def _track_cell(cfg: DictConfig, results: dict[str, dict], store: ArtifactStore) -> None:
+    from pipeline.tracking import track_cell  # wandb: imported only when a cell did work
+
+    track_cell(cfg, results, store)
+
+
+def run_report(cfg: DictConfig) -> dict[str, Any]:
+    """Every table and figure of the paper from the artifacts of all cells of an experiment,
+    run once after a sweep or by `stage=report`."""
+    from pipeline.reporting import build_report  # matplotlib: only when reporting
+
+    t0 = time.perf_counter()
+    out = build_report(cfg)
+    log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0, cfg.results_dir)
+    return out

@@ -1,0 +1,181 @@
+"""The import graph of `pipeline/`: cycles, upward imports between layers, function-level imports.
+
+    python scripts/import_graph.py            # counts
+    python scripts/import_graph.py --edges    # + every upward or function-level import
+
+Layers, lowest first (a module may import its own layer and those below, never above):
+0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py)
+1 latent: the closed-form maths (numpy only)
+2 components: data, generation, mapping, evaluation, uncertainty, aux_models
+3 tasks: bind a latent space, a mapper, a reference kind and metrics
+4 stages: one function per stage
+5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting), the scorer, __main__
+Importing `pipeline.a.b` runs `pipeline/a/__init__.py` too, so that edge is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYERS = {
+    "base": ("pipeline", "pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
+             "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage"),
+    "latent": ("pipeline.latent",),
+    "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
+                   "pipeline.uncertainty", "pipeline.aux_models"),
+    "tasks": ("pipeline.tasks",),
+    "stages": ("pipeline.stages",),
+    "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks",
+            "pipeline.tracking", "pipeline.reporting", "pipeline.score", "pipeline.score_io",
+            "pipeline.__main__"),
+}
+ORDER = list(LAYERS)
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    target: str
+    line: int
+    in_function: bool
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    out = {}
+    for path in sorted((root / "pipeline").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def layer(module: str) -> str:
+    """The layer of a module: the longest prefix listed in LAYERS."""
+    best, depth = None, -1
+    for name, prefixes in LAYERS.items():
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and prefix.count(".") > depth:
+                best, depth = name, prefix.count(".")
+    if best is None:
+        raise KeyError(f"{module} is in no layer of scripts/import_graph.py: add it to LAYERS")
+    return best
+
+
+def imports(root: Path = ROOT) -> list[Import]:
+    mods = modules(root)
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out = []
+    for module, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        nested = {id(sub) for node in ast.walk(tree)
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for sub in ast.walk(node)}
+        typing_only = {id(sub) for node in ast.walk(tree)
+                       if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                       for sub in ast.walk(node)}  # annotations only: never run
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                         for a in node.names]
+            else:
+                continue
+            for name in names:
+                target = resolve(name) if name.startswith("pipeline") else None
+                if target is None:
+                    continue
+                # importing pipeline.a.b also runs pipeline.a's __init__ (not the root's)
+                chain = target.split(".")
+                parents = [".".join(chain[:i]) for i in range(2, len(chain))]
+                for t in [p for p in parents if not module.startswith(p + ".")] + [target]:
+                    if t != module and t in mods:
+                        out.append(Import(module, t, node.lineno, id(node) in nested))
+    return out
+
+
+def cycles(edges: list[Import]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    graph = defaultdict(set)
+    for e in edges:
+        graph[e.source].add(e.target)
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward(edges: list[Import]) -> list[Import]:
+    return [e for e in edges if ORDER.index(layer(e.target)) > ORDER.index(layer(e.source))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--edges", action="store_true")
+    parser.add_argument("--root", type=Path, default=ROOT, help="another checkout (before/after)")
+    args = parser.parse_args()
+    mods = modules(args.root)
+    edges = imports(args.root)
+    up = upward(edges)
+    found = cycles(edges)
+    lines = defaultdict(int)
+    for module, path in mods.items():
+        lines[layer(module)] += len(path.read_text(encoding="utf-8").splitlines())
+    print(f"modules {len(mods)}, internal imports {len(edges)} "
+          f"({sum(e.in_function for e in edges)} inside functions)")
+    print(f"cycles {len(found)} ({sum(map(len, found))} modules): "
+          + "; ".join(" <-> ".join(c) for c in found))
+    print(f"upward imports {len(up)}")
+    print("lines per layer: " + ", ".join(f"{k} {lines[k]}" for k in ORDER))
+    if args.edges:
+        for e in up:
+            print(f"  up   {e.source}:{e.line} -> {e.target} ({layer(e.source)} -> {layer(e.target)})")
+        for e in edges:
+            if e.in_function:
+                print(f"  func {e.source}:{e.line} -> {e.target}")
+
+
+if __name__ == "__main__":
+    main()
