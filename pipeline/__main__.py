@@ -8,7 +8,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from pipeline.app import in_sweep, run
 from pipeline.config import register_configs
+from pipeline.errors import PipelineError
 
 register_configs()
 log = logging.getLogger("pipeline")
@@ -16,8 +18,6 @@ log = logging.getLogger("pipeline")
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from pipeline.errors import PipelineError
-    from pipeline.app import in_sweep, run
 
     try:
         run(cfg)

@@ -11,16 +11,18 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from pipeline.assets import check_assets
+from pipeline.config import validate
+from pipeline.reporting import build_report
 from pipeline.stage import CELL_STAGES, cell_dir, run_stage, stages_to_run
 from pipeline.store import ArtifactStore
+from pipeline.tracking import track_cell
 
 log = logging.getLogger("pipeline")
 
 
 def run(cfg: DictConfig) -> dict[str, dict]:
     """Entry point of the Hydra app for one cell (and the report when not part of a sweep)."""
-    from pipeline.assets import check_assets
-    from pipeline.config import validate
 
     validate(cfg)
     if cfg.stage == "plan":
@@ -59,16 +61,12 @@ def in_sweep() -> bool:
 
 
 def _track_cell(cfg: DictConfig, results: dict[str, dict], store: ArtifactStore) -> None:
-    from pipeline.tracking import track_cell  # wandb: imported only when a cell did work
-
     track_cell(cfg, results, store)
 
 
 def run_report(cfg: DictConfig) -> dict[str, Any]:
     """Every table and figure of the paper from the artifacts of all cells of an experiment,
     run once after a sweep or by `stage=report`."""
-    from pipeline.reporting import build_report  # matplotlib: only when reporting
-
     t0 = time.perf_counter()
     out = build_report(cfg)
     log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0, cfg.results_dir)

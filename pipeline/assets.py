@@ -16,6 +16,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import PipelineError
+from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
+from pipeline.tasks import MAPPERS
 
 FETCH = "make paper-assets"
 # Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
@@ -73,8 +75,6 @@ def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
 
 def cell_assets(cfg: DictConfig) -> list[Asset]:
     """Everything the cell's stages read from outside the pipeline."""
-    from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
-
     out: list[Asset | None] = []
     task, ev = cfg.task, cfg.evaluation
     out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
@@ -103,7 +103,6 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         except FileNotFoundError:
             python, ok = str(cfg.backend.python or ".venv-vllm/bin/python"), False
         out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
-    from pipeline.tasks import MAPPERS
     from pipeline.uncertainty.estimators import ESTIMATORS
 
     mapper = MAPPERS[task.mapper]

@@ -17,14 +17,15 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from pipeline.devices import comet_gpus, resolve_device
+from pipeline.evaluation import text_metrics
+from pipeline.mapping.embed import Embedder
+from pipeline.mapping.equivalence import EmbeddingEquivalence, NliEquivalence
 
 log = logging.getLogger("pipeline")
 
 
 @lru_cache(maxsize=8)
 def _embedder(name: str, device: str):
-    from pipeline.mapping.embed import Embedder
-
     return Embedder(model=name, device=device)
 
 
@@ -35,8 +36,6 @@ def build_embedder(name: str, cfg: DictConfig | None = None):
 
 @lru_cache(maxsize=4)
 def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int):
-    from pipeline.mapping.equivalence import NliEquivalence
-
     return NliEquivalence(model=model, strict=strict, cache_dir=cache_dir, device=device,
                           batch_size=batch_size)
 
@@ -60,8 +59,6 @@ def build_similarity(cfg: DictConfig):
 def build_equivalence(cfg: DictConfig):
     """The cell's semantic-equivalence judge (task.equivalence): DeBERTa-MNLI style NLI in the
     paper configuration; offline, cosine similarity of the packaged MiniLM."""
-    from pipeline.mapping.equivalence import EmbeddingEquivalence
-
     eq = cfg.task.equivalence
     pair_cache = str(Path(cfg.cache_dir) / "pairs")
     device = resolve_device(cfg.device)
@@ -77,8 +74,6 @@ def build_equivalence(cfg: DictConfig):
 def text_scorers(cfg: DictConfig) -> dict[str, Callable]:
     """COMET / AlignScore batch scorers for the configured checkpoints (none configured: none),
     each called as scorer(sources=, hypotheses=, references=)."""
-    from pipeline.evaluation import text_metrics
-
     ev, scorers = cfg.evaluation, {}
     device = resolve_device(cfg.device)
     if ev.comet_model and "comet" in cfg.task.metrics:
@@ -93,7 +88,5 @@ def text_scorers(cfg: DictConfig) -> dict[str, Callable]:
 def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device):
     """lm-polygraph's default direction (target_is_claims): the generation is the context and
     the reference summary the claim, so the score asks "is the reference supported?"."""
-    from pipeline.evaluation import text_metrics
-
     return text_metrics.alignscore_scores(contexts=hypotheses, claims=references,
                                           ckpt_path=ckpt_path, model=model, device=device)

@@ -8,13 +8,13 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from pipeline.app import run_report
+
 log = logging.getLogger("pipeline")
 
 
 class ReportAfterSweep(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from pipeline.app import run_report
-
         if config.stage not in ("all", "report"):
             return
         try:

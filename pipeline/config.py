@@ -10,6 +10,12 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from pipeline.data.prompts import TASK_PROMPTS, is_prompt
+from pipeline.errors import ConfigError
+from pipeline.generation.base import BACKENDS
+from pipeline.latent import available_spaces
+from pipeline.tasks import MAPPERS, METRICS, REFERENCES
+
 STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
 
 
@@ -311,9 +317,6 @@ LIST_CHOICES = [
 
 def registry_choices() -> tuple[list, list]:
     """(key, allowed) pairs read from the registries: what is registered is selectable."""
-    from pipeline.generation.base import BACKENDS
-    from pipeline.latent import available_spaces
-    from pipeline.tasks import MAPPERS, METRICS, REFERENCES
     from pipeline.uncertainty.estimators import ESTIMATORS
 
     single = [("task.space", tuple(available_spaces())), ("task.mapper", MAPPERS.names()),
@@ -325,8 +328,6 @@ def registry_choices() -> tuple[list, list]:
 def load_plugins(cfg) -> None:
     """Import the modules of `plugins` (their registrations become selectable by name)."""
     import importlib
-
-    from pipeline.errors import ConfigError
 
     for module in cfg.get("plugins", None) or []:
         try:
@@ -342,8 +343,6 @@ def validate(cfg) -> None:
     one ConfigError lists all problems in config terms."""
     from omegaconf import OmegaConf
 
-    from pipeline.errors import ConfigError
-
     load_plugins(cfg)
     problems = []
     single, lists = registry_choices()
@@ -351,7 +350,6 @@ def validate(cfg) -> None:
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             problems.append(f"{key}={value!r}: choose one of {', '.join(allowed)}")
-    from pipeline.data.prompts import TASK_PROMPTS, is_prompt
 
     if not is_prompt(cfg.task.prompt):
         problems.append(f"task.prompt={cfg.task.prompt!r}: name one of {', '.join(TASK_PROMPTS)} "

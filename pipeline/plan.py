@@ -17,6 +17,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from pipeline.assets import cell_assets
+from pipeline.generation.cell import tensor_parallel_size
+from pipeline.mapping.builders import build_llm_client
+from pipeline.mapping.equivalence import PairCache
+from pipeline.mapping.sets import extraction_prompt
+from pipeline.stage import cell_dir
+from pipeline.store import ArtifactStore
+from pipeline.tasks import MAPPERS
+
 log = logging.getLogger("pipeline")
 
 
@@ -34,8 +43,6 @@ class CellPlan:
 
 
 def _clusters_responses(cfg: DictConfig) -> bool:
-    from pipeline.tasks import MAPPERS
-
     return MAPPERS[cfg.task.mapper].clusters_responses
 
 
@@ -68,7 +75,6 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
         if n_prompts is None:
             return f"<= {per}/prompt"
         return f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)")
-    from pipeline.mapping.equivalence import PairCache
 
     keys = set()
     for question, samples, decodes in texts.values():
@@ -80,8 +86,6 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
 
 
 def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
-    from pipeline.tasks import MAPPERS
-
     ex, extraction = cfg.task.extractor, MAPPERS[cfg.task.mapper].extraction
     if ex.kind != "llm" or extraction is None:
         return "-"
@@ -90,8 +94,6 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
         return f"~{2 * per}/prompt (KGGen)" if n_prompts is None else f"~{2 * per * n_prompts} (KGGen)"
     if texts is None:
         return f"<= {per}/prompt" if n_prompts is None else f"<= {per * n_prompts}"
-    from pipeline.mapping.sets import extraction_prompt
-    from pipeline.mapping.builders import build_llm_client
 
     client = build_llm_client(cfg)
     prompts = {extraction_prompt(extraction, q, t) for q, samples, decodes in texts.values()
@@ -101,10 +103,6 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
 
 
 def cell_plan(cfg: DictConfig) -> CellPlan:
-    from pipeline.assets import cell_assets
-    from pipeline.generation.cell import tensor_parallel_size
-    from pipeline.stage import cell_dir
-    from pipeline.store import ArtifactStore
 
     vllm = cfg.backend.name == "vllm"
     plan = CellPlan(f"{cfg.model.name}/{cfg.dataset.name}", int(cfg.model.gpus),

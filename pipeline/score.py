@@ -37,6 +37,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pipeline.latent.base import LatentSpace
+from pipeline.methods import method_column, methods
+from pipeline.schema import ARTIFACTS
 from pipeline.score_io import (
     FORMATS,
     FieldNames,
@@ -48,14 +51,15 @@ from pipeline.score_io import (
     format_problems,
     read_input,
 )
+from pipeline.store import ArtifactStore
+from pipeline.tasks import REFERENCES
 
 log = logging.getLogger("pipeline")
 
 MAPPERS = ("rule", "llm", "local")
-SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
-# Output names of the decide stage's methods: l_MAP and l_Sample as in the paper.
-METHOD_COLUMNS = {"bayes": "bayes", "bayes_fbeta": "bayes_fbeta", "map": "l_map",
-                  "sample_mbr": "l_sample", "self_consistency": "self_consistency"}
+# Output names of the methods decided from the samples (the scorer has no decodes): l_MAP and
+# l_Sample as in the paper (pipeline.methods).
+METHOD_COLUMNS = {m: method_column(m) for m in methods("latent", "task")}
 UQ_ESTIMATORS = ("bayes_risk", "latent_entropy")
 SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
 
@@ -78,8 +82,6 @@ def reference_columns(reference_kind: str, reference: Any, prompt_id: str) -> di
     """DATASET's answers / probabilities / reference_text for one raw reference, read by the
     task's reference kind (pipeline/tasks/), plus has_reference. The accepted shapes per task
     are listed in docs/score.md."""
-    from pipeline.tasks import REFERENCES
-
     kind = REFERENCES[reference_kind]
     if reference is None:
         return {"answers": [], "probabilities": [], "reference_text": "", "has_reference": False}
@@ -101,8 +103,6 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
     """(dataset, samples, decodes, ptrue) DataFrames with the pipeline's columns, and the set of
     prompt ids that carry a reference."""
     import pandas as pd
-
-    from pipeline.schema import ARTIFACTS
 
     dataset_rows, sample_rows, with_reference = [], [], set()
     for p in prompts:
@@ -309,8 +309,6 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
 
 def _response_labels(space, latents) -> dict[str, str]:
     """prompt_id -> JSON list of each sample's labels (null: unparseable); {} without labels."""
-    from pipeline.latent.base import LatentSpace
-
     if type(space).labels is LatentSpace.labels:
         return {}
     out: dict[str, list] = {}
@@ -476,8 +474,6 @@ def score(input: str | Path, task: str, mapper: str = "rule", *, fmt: str = "aut
 
     Raises ScoreInputError for bad files or options (the message names the problem and the fix).
     """
-    from pipeline.store import ArtifactStore
-
     task = check_task(task, config_dirs)
     if fmt not in FORMATS:
         raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
-from pipeline.schema import ARTIFACTS
+from pipeline.schema import ARTIFACTS, PRODUCER
 
 # Versions recorded in manifests (looked up without importing the packages).
 _VERSIONED = ("task-aware-pipeline", "numpy", "pandas", "pyarrow", "torch", "transformers",
@@ -183,8 +183,6 @@ class ArtifactStore:
 
     def read(self, name: str):
         import pandas as pd
-
-        from pipeline.schema import PRODUCER
 
         rebuild = (f"rerun `python -m pipeline stage={PRODUCER.get(name, '<stage>')}` with the "
                    "cell's overrides (stage=all recomputes every stale stage)")

@@ -19,6 +19,8 @@ import re
 import string
 import unicodedata
 
+from pipeline.lexicon import protect_and_names
+
 __all__ = ["to_text", "canonical_label", "squad_normalize", "split_names"]
 
 _SPACES = re.compile(r"\s+")
@@ -124,7 +126,6 @@ def split_names(text: object) -> list[str]:
     if not parts:
         return []
     parts[-1] = re.sub(r"^(?:and|or)\s+", "", parts[-1], flags=re.IGNORECASE)
-    from pipeline.lexicon import protect_and_names
 
     out: list[str] = []
     for part in parts:  # "A and B" is two names unless it is one ("Bosnia and Herzegovina")

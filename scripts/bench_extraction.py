@@ -331,7 +331,7 @@ def number_scores(predicted: list[float | None], gold: list[float | None], rel_t
 
 
 def evaluate_numbers(items: list[dict]) -> dict:
-    from pipeline.score_numbers import parse_number
+    from pipeline.mapping.numbers import parse_number
 
     pred = [parse_number(it["text"]) for it in items]
     gold = [None if it["value"] is None else float(it["value"]) for it in items]

@@ -4,7 +4,8 @@
     python scripts/import_graph.py --edges    # + every upward or function-level import
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py)
+0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
+  the decision methods (methods.py)
 1 latent: the closed-form maths (numpy only)
 2 components: data, generation, mapping, evaluation, uncertainty, aux_models
 3 tasks: bind a latent space, a mapper, a reference kind and metrics
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {
     "base": ("pipeline", "pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
-             "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage"),
+             "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods"),
     "latent": ("pipeline.latent",),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),

@@ -25,12 +25,12 @@ from pipeline.data.prompts import (
 from pipeline.data.records import DatasetFormatError, validate_records
 from pipeline.data.registry import (
     DATASETS,
-    DatasetSpec,
     LOADERS,
-    spec_for,
+    DatasetSpec,
     get_spec,
     load_dataset,
     register_dataset,
+    spec_for,
     subset_indices,
 )
 

@@ -16,6 +16,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.data import build_messages, load_dataset
+from pipeline.devices import resolve_device
+from pipeline.generation.base import get_backend
+
 log = logging.getLogger("pipeline")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -50,8 +54,6 @@ def model_tokenizer(cfg: DictConfig) -> Any:
 
 def render_prompts(cfg: DictConfig, dataset) -> list[str]:
     """The model input of every record: the task's prompt in the model's chat template."""
-    from pipeline.data import build_messages
-
     tokenizer = model_tokenizer(cfg)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
@@ -64,8 +66,6 @@ def render_prompts(cfg: DictConfig, dataset) -> list[str]:
 
 def load_cell_dataset(cfg: DictConfig):
     """The cell's DATASET frame (records checked for the task's reference kind)."""
-    from pipeline.data import load_dataset
-
     return load_dataset(cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
                         loader=cfg.dataset.loader, reference=cfg.task.reference,
                         **OmegaConf.to_container(cfg.dataset.overrides, resolve=True))
@@ -74,8 +74,6 @@ def load_cell_dataset(cfg: DictConfig):
 @lru_cache(maxsize=2)
 def _cached_backend(name: str, model_path: str, dtype: str, device: str, batch_size: int,
                     extra: tuple) -> Any:
-    from pipeline.generation.base import get_backend
-
     kwargs = dict(extra)
     kwargs["chat_template_kwargs"] = dict(kwargs.get("chat_template_kwargs", ()))
     return get_backend(name, model_path=model_path, dtype=dtype, device=device,
@@ -86,8 +84,6 @@ def make_backend(cfg: DictConfig):
     """The cell's model on the in-process transformers backend (what backend=transformers
     generates with, and what a `local` extractor asks); kept loaded across the jobs of a local
     sweep."""
-    from pipeline.devices import resolve_device
-
     b = cfg.backend
     model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
     extra = {"num_threads": b.num_threads,

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.generation.base import Generation, SamplingConfig
+from pipeline.generation.contrastive import contrastive_search
 
 log = logging.getLogger(__name__)
 
@@ -389,8 +390,6 @@ class TransformersBackend:
         self, prompts: list[str], max_new_tokens: int = 64, alpha: float = 0.6, top_k: int = 4
     ) -> list[Generation]:
         """Contrastive search (Su et al. 2022) with the project's own cached loop."""
-        from pipeline.generation.contrastive import contrastive_search
-
         results: list[Generation] = []
         for batch in self._batches(prompts, self.batch_size * 4):
             enc = self._encode(batch)

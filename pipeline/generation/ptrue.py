@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pipeline.data.prompts import ptrue_prompt
 from pipeline.generation.base import GenerationBackend
 
 TRUE_TOKEN = "True"
@@ -27,8 +28,6 @@ def ptrue_prompts(
     samples: Sequence[Sequence[str]] | None = None,
 ) -> list[str]:
     """Chat-rendered P(True) prompts; with `samples`, lm-polygraph's sampling variant."""
-    from pipeline.data.prompts import ptrue_prompt
-
     if len(questions) != len(greedy_answers):
         raise ValueError(f"{len(questions)} questions but {len(greedy_answers)} greedy answers")
     if samples is not None and len(samples) != len(questions):

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import re
 
+from pipeline.lexicon import protect_and_names as protect
 from pipeline.mapping.labels import QUALIFIERS
+from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.response_text import is_refusal, json_answer_strings
 from pipeline.text import canonical_label
 
@@ -210,8 +212,6 @@ def _question_options(question: str) -> tuple[list[str], int]:
 def protect_and_names(text: str) -> str:
     """`text` with the "and" of one-name phrases (pipeline/lexicon.py, "X & Y") kept from
     splitting."""
-    from pipeline.lexicon import protect_and_names as protect
-
     return protect(text, _AND)
 
 
@@ -1195,8 +1195,6 @@ def read_single_answer(text: str, question: str | None = None) -> str:
     s = _trim(_TRAILING_HEDGE.sub("", _ANSWER_LINE_END.sub("", s)), " \t,;:!?\"'*_")
     words = s.split()
     if _NUMERIC_QUESTION.match(question or "") and re.search(r"\d", s):
-        from pipeline.score_numbers import parse_number
-
         value = parse_number(s)
         if value is not None:  # "approximately 100.0 degrees Celsius" answers "how many": 100
             return str(int(value)) if float(value).is_integer() else repr(value)

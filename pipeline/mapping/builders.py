@@ -7,13 +7,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from pipeline.generation.cell import make_backend
+from pipeline.mapping import extract_answers
+from pipeline.mapping.labels import LabelMerger
+from pipeline.mapping.llm_client import LLMClient
 from pipeline.text import canonical_label
 
 
 def build_llm_client(cfg: DictConfig):
     """The OpenAI-compatible client of task.extractor (cached on disk under cache_dir/llm)."""
-    from pipeline.mapping.llm_client import LLMClient
-
     ex = cfg.task.extractor
     return LLMClient(model=ex.model, base_url=ex.base_url, api_key_env=ex.api_key_env,
                      cache_dir=Path(cfg.cache_dir) / "llm", max_workers=ex.max_concurrency,
@@ -22,8 +24,6 @@ def build_llm_client(cfg: DictConfig):
 
 def local_backend(cfg: DictConfig):
     """The generation model itself as an extractor (task.extractor.kind=local)."""
-    from pipeline.generation.cell import make_backend
-
     return make_backend(cfg)
 
 
@@ -34,7 +34,6 @@ def label_clusterer(cfg: DictConfig):
         from pipeline.aux_models import build_equivalence
 
         return build_equivalence(cfg)
-    from pipeline.mapping.labels import LabelMerger
 
     return LabelMerger()
 
@@ -47,8 +46,6 @@ def label_merge(cfg: DictConfig):
 def core_answer(text: str, question: str) -> str:
     """The answer a response gives, in canonical form ("The capital is Windhoek." -> "windhoek");
     the whole canonical response when no answer can be extracted (e.g. a refusal)."""
-    from pipeline.mapping import extract_answers
-
     answers = extract_answers(text, question)
     return " / ".join(sorted(answers)) if answers else canonical_label(text)
 
@@ -59,8 +56,6 @@ _CLAUSE_STARTS = frozenset("with which who whose that where when while in at on 
 
 def answers_as_distribution(text: str, question: str) -> dict[str, float] | None:
     """Fallback simplex g_T: the answers a response states, with equal belief (None if none)."""
-    from pipeline.mapping import extract_answers
-
     # "Sydney, with a population of ..." : a clause after the answer is not another answer
     answers = sorted(a for a in extract_answers(text, question)
                      if a.split()[0] not in _CLAUSE_STARTS)

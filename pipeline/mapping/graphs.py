@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.latent.graphs import graph_to_text as _graph_to_text
 from pipeline.mapping.response_text import strip_prompt_echo
 from pipeline.mapping.sets import EquivalenceFn, attach_labels, representatives
-from pipeline.latent.graphs import graph_to_text as _graph_to_text
 from pipeline.text import canonical_label, to_text
 
 __all__ = [

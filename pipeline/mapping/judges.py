@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pipeline.errors import ConfigError
 from pipeline.text import to_text
 
 log = logging.getLogger("pipeline")
@@ -85,8 +86,6 @@ class LLMJudge:
 
 def build_judge(cfg) -> Any:
     """The judge `evaluation.match_judge` names (None for "none")."""
-    from pipeline.errors import ConfigError
-
     kind = cfg.evaluation.match_judge
     if kind == "none":
         return None

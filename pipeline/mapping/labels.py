@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from pipeline.text import canonical_label
 
-
 # Words that carry no identity: "is" must not absorb "is located in" (graph relations).
 _FUNCTION_WORDS = frozenset(
     "is was are were be been has have had do does did of in on at to for by with from as and or "

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.data import prompts
 from pipeline.mapping.parsing import clean_item, extract_answers
 from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
 from pipeline.text import canonical_label, to_text
@@ -48,8 +49,6 @@ def extraction_prompt(kind: str, question: object, answer: object) -> str:
 
     The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
     """
-    from pipeline.data import prompts  # lazy: the data package is not needed by the rule path
-
     fill = {"answer_set": prompts.set_extraction_prompt,
             "answer_distribution": prompts.simplex_extraction_prompt}.get(kind)
     if fill is None:

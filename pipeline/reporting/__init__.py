@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.reporting import figures
+from pipeline.store import atomic_write_text, cache_key
+
 log = logging.getLogger("pipeline")
 
 PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
@@ -43,12 +46,15 @@ def figure_options(cfg) -> dict[str, Any]:
 def build_report(cfg) -> dict[str, Any]:
     import pandas as pd
 
-    from pipeline.reporting import figures
     from pipeline.reporting.ablation import samples_ablation
-    from pipeline.reporting.collect import (find_cells, input_keys, per_prompt, quality_means,
-                                            uq_scores)
+    from pipeline.reporting.collect import (
+        find_cells,
+        input_keys,
+        per_prompt,
+        quality_means,
+        uq_scores,
+    )
     from pipeline.reporting.tables import build_tables
-    from pipeline.store import atomic_write_text, cache_key
 
     results = Path(cfg.results_dir)
     tables_dir, figures_dir = results / "tables", results / "figures"

@@ -16,7 +16,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from pipeline.evaluation import prr
 from pipeline.latent import get_space
+from pipeline.tasks import METRICS, Reference
 
 COLUMNS = ["model", "m", "hamming", "hamming_sd", "hamming_beam", "prr_bayes", "prr_bayes_sd",
            "prr_beam", "prr_beam_sd"]
@@ -37,8 +39,6 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
       response has no latent or no quality are left out.
 
     `space_name`: the space of the cells' decisions (their decide manifests)."""
-    from pipeline.evaluation import prr
-    from pipeline.tasks import METRICS, Reference
 
     if space_name is None:
         return pd.DataFrame(columns=COLUMNS)

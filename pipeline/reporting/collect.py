@@ -10,7 +10,6 @@ import pandas as pd
 from pipeline.store import ArtifactStore
 
 
-
 def canonical_dataset(name: str) -> str:
     return name.removesuffix("_bundled")
 

@@ -23,7 +23,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.reporting.tables import ESTIMATOR_LABEL, ESTIMATORS, METHOD_LABEL, PAPER_72B
+from pipeline.reporting.tables import (
+    ESTIMATOR_LABEL,
+    ESTIMATORS,
+    METHOD_LABEL,
+    PAPER_72B,
+    lower_is_better,
+    metric_label,
+)
 
 TASK_ORDER = ["maqa", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"]
 TASK_LABEL = {"maqa": "MAQA\n{0,1}^K", "triviaqa": "TriviaQA\n[K]", "wmt19_fien": "WMT19\nR^d",
@@ -273,8 +280,6 @@ def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame, dataset:
     flipped so that positive still means better. Bins are quantiles of the latent entropy:
     pooled over models (`per_model=False`, Fig. 3) or per model (`per_model=True`, Figs. 9-11,
     with a leading `model` column)."""
-    from pipeline.reporting.tables import lower_is_better
-
     columns = (["model"] if per_model else []) + IMPROVEMENT_COLUMNS
     if quality.empty or uncertainty.empty:
         return pd.DataFrame(columns=columns)
@@ -321,8 +326,6 @@ def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
 
 def draw_improvement_per_model(table: pd.DataFrame, dataset: str, metric: str, what: str):
     """Figs. 9-11: one panel per model (the paper's order), titled with the model's name."""
-    from pipeline.reporting.tables import lower_is_better, metric_label
-
     plt = _plt()
     models = model_order(table["model"]) if len(table) else []
     n = max(1, len(models))

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline.methods import method_label, table_methods
+from pipeline.tasks import METRICS
+
 COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match_error"),
            ("wmt19_fien", "comet"), ("wmt19_fien", "cosine_distance"), ("cnn_dm", "hamming"),
            ("cnn_dm", "f1"), ("cnn_dm", "alignscore"), ("maqa_star", "kl")]
@@ -22,21 +25,14 @@ DATASET_LABEL = {"maqa": "MAQA {0,1}^K", "triviaqa": "TriviaQA [K]", "wmt19_fien
 
 def metric_label(metric: str) -> str:
     """A metric's label, as its registration declares it (pipeline.tasks.METRICS)."""
-    from pipeline.tasks import METRICS
-
     return METRICS[metric].label if metric in METRICS else metric
 
 
 def lower_is_better(metric: str) -> bool:
     """A metric's direction, declared once with the metric (pipeline.tasks.METRICS)."""
-    from pipeline.tasks import METRICS
-
     return metric in METRICS and not METRICS[metric].higher_is_better
-METHODS = ["beam", "self_consistency", "contrastive", "ar", "greedy", "map", "sample_mbr", "bayes",
-           "bayes_fbeta"]
-METHOD_LABEL = {"beam": "Beam", "self_consistency": "Self-Consistency", "contrastive": "Contr.",
-                "ar": "AR", "greedy": "Greedy", "map": "l_MAP", "sample_mbr": "l_Sample",
-                "bayes": "Bayes (ours)", "bayes_fbeta": "Bayes F1 (ours)"}
+METHODS = list(table_methods())  # column order and labels: pipeline.methods
+METHOD_LABEL = {m: method_label(m) for m in METHODS}
 ESTIMATORS = ["ptrue", "sar", "cocoa_msp", "kle", "semantic_entropy", "msp", "latent_entropy",
               "bayes_risk", "bayes_risk_fbeta"]
 ESTIMATOR_LABEL = {"ptrue": "P(True)", "sar": "SAR", "cocoa_msp": "CoCoA", "kle": "KLE",

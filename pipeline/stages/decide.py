@@ -15,11 +15,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from pipeline.latent import get_space
+from pipeline.methods import methods
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
 from pipeline.text import canonical_label
 
-SAMPLE_METHODS = ("bayes", "map", "sample_mbr", "self_consistency")
+# every task gets these, decided from the samples' latents (pipeline.methods)
+SAMPLE_METHODS = methods("latent")
 COLUMNS = ["prompt_id", "method", "action", "risk", "text"]
 
 
@@ -74,8 +77,6 @@ def decide_prompt(space, samples: list[tuple[Any, str]], decodes: dict[str, tupl
 
 def task_spaces(cfg: DictConfig):
     """(the task's latent space, {extra decision: its latent space})."""
-    from pipeline.latent import get_space
-
     space = get_space(cfg.task.space, **plain(cfg.task.space_options))
     extra = {name: get_space(spec["space"], **spec.get("options", {}))
              for name, spec in (plain(cfg.task.decisions) or {}).items()}

@@ -19,8 +19,16 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
+from pipeline.evaluation.audit import audit_prompt, count_warnings
+from pipeline.evaluation.matching import match_label
+from pipeline.latent.base import LatentSpace
+from pipeline.mapping.judges import build_judge
+from pipeline.schema import AUDIT
 from pipeline.stage import plain, stage
+from pipeline.stages.decide import task_spaces
 from pipeline.store import ArtifactStore
+from pipeline.tasks import METRICS, REFERENCES, reference_of
 
 log = logging.getLogger("pipeline")
 QUALITY_COLUMNS = ["prompt_id", "method", "metric", "value", "higher_is_better"]
@@ -38,8 +46,6 @@ def _reference_latents(space, latents_df, mapped: bool) -> dict[str, Any]:
 def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
     """Score, in one batch, every (question, label, aliases) the matching rules leave open for
     the decisions' labels, so the metrics then read the judge's verdicts from its cache."""
-    from pipeline.evaluation.matching import match_label
-
     if judge is None:
         return
     refs = dataset_df.set_index("prompt_id")
@@ -62,8 +68,6 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     text's latent (the map stage's `reference` rows). `judge` decides the label / answer pairs
     the matching rules leave open (evaluation.match_judge)."""
     import pandas as pd
-
-    from pipeline.tasks import METRICS, REFERENCES, reference_of
 
     mapped = REFERENCES[reference].mapped
     refs = dataset_df.set_index("prompt_id")
@@ -104,8 +108,6 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
     """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals."""
     import pandas as pd
 
-    from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
-
     rows = []
     unc = uncertainty_df.pivot_table(index="prompt_id", columns="estimator", values="value",
                                      aggfunc="first")
@@ -137,12 +139,6 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
     """audit.parquet rows (pipeline.evaluation.audit): per prompt, the reference's labels, the
     reference answer every label of its responses and decisions names, and the warnings."""
     import pandas as pd
-
-    from pipeline.evaluation.audit import audit_prompt
-    from pipeline.schema import AUDIT
-    from pipeline.tasks import REFERENCES
-
-    from pipeline.latent.base import LatentSpace
 
     if type(space).labels is LatentSpace.labels:  # vectors, numbers: no labels to read back
         return pd.DataFrame([], columns=list(AUDIT))
@@ -181,9 +177,6 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
        outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=2)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    from pipeline.evaluation.audit import count_warnings
-    from pipeline.mapping.judges import build_judge
-    from pipeline.stages.decide import task_spaces
 
     ev = cfg.evaluation
     space, _ = task_spaces(cfg)

@@ -32,6 +32,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.devices import cuda_device_count, resolve_device
+from pipeline.generation.base import SamplingConfig
 from pipeline.generation.cell import (
     REPO_ROOT,
     load_cell_dataset,
@@ -42,6 +44,8 @@ from pipeline.generation.cell import (
     vllm_max_model_len,
     vllm_python,
 )
+from pipeline.generation.hf_backend import TransformersBackend
+from pipeline.generation.runner import decode_records, generate_records
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore, canonical_json
 
@@ -108,8 +112,6 @@ def _shards(cfg: DictConfig, dataset, prompts: list[str]) -> list[Shard]:
 
 
 def _sampling(cfg: DictConfig):
-    from pipeline.generation.base import SamplingConfig
-
     g = cfg.generation
     return SamplingConfig(n=g.n_samples, temperature=cfg.model.temperature,
                           top_p=cfg.model.top_p, top_k=cfg.model.top_k,
@@ -127,8 +129,6 @@ def _todo(store: ArtifactStore, key: str, shards: list[Shard], group: str = "ptr
 
 def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
                        shards: list[Shard]) -> None:
-    from pipeline.generation.runner import generate_records
-
     g = cfg.generation
     todo = _todo(store, key, shards)
     if not todo:
@@ -196,9 +196,6 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
                                shards: list[Shard], strategies: list[str]) -> None:
     """Contrastive (Su et al. 2022) and beam search through transformers, after the vLLM pass
     has released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
-    from pipeline.devices import cuda_device_count, resolve_device
-    from pipeline.generation.hf_backend import TransformersBackend
-    from pipeline.generation.runner import decode_records
 
     todo = _todo(store, key, shards, TRANSFORMERS_DECODES) if strategies else []
     if not todo:

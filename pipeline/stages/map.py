@@ -18,8 +18,10 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from pipeline.errors import PipelineError
+from pipeline.latent import get_space, space_class
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
+from pipeline.tasks import MAPPERS, REFERENCES
 
 log = logging.getLogger("pipeline")
 
@@ -52,9 +54,6 @@ def map_slice(cfg: DictConfig) -> dict:
     the settings of how calls are made; whether the reference goes through g_T too."""
     from omegaconf import OmegaConf
 
-    from pipeline.latent import space_class
-    from pipeline.tasks import MAPPERS, REFERENCES
-
     settings = {}
     for key in MAPPERS[cfg.task.mapper].config_keys:
         value = plain(OmegaConf.select(cfg, key))
@@ -83,8 +82,6 @@ def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]
 
 def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
-    from pipeline.latent import get_space
-    from pipeline.tasks import MAPPERS, REFERENCES
 
     space = get_space(cfg.task.space, **plain(cfg.task.space_options))
     maps_reference = REFERENCES[cfg.task.reference].mapped

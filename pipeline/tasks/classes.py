@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.evaluation import exact_match, match_label
+from pipeline.mapping.answer_rules import read_single_answer
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 from pipeline.text import canonical_label
 
@@ -15,7 +17,6 @@ def build_classes(cfg) -> Any:
     name is the answer most samples of the cluster give, not whichever came first."""
     from collections import Counter
 
-    from pipeline.mapping.answer_rules import read_single_answer
     from pipeline.mapping.builders import label_clusterer
 
     nli = cfg.task.equivalence.backend == "nli"
@@ -77,8 +78,6 @@ def exact_match_error(text: Any, ref: Reference, settings: Any) -> float:
     normalised exact match against every alias; careful = the names read as the set metrics
     read them (pipeline/evaluation/matching.py: accents folded, symbols kept so "C" is not
     "C++", head nouns, surnames in who-questions, numbers as digits)."""
-    from pipeline.evaluation import exact_match, match_label
-    from pipeline.mapping.answer_rules import read_single_answer
 
     aliases = [a for answer in ref.answers for a in answer]
     answer = read_single_answer(str(text or ""), ref.question)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.mapping.graphs import GraphExtractor
 from pipeline.tasks import MAPPERS, REFERENCES, Mapper, ReferenceKind
 
 
@@ -12,7 +13,6 @@ def build_graphs(cfg) -> Any:
     """Graph g_T: KGGen with its own clustering (extractor.kind=llm, the paper), the generation
     model (local) or the rule-based triple reader (offline)."""
     from pipeline.mapping.builders import label_merge, local_backend
-    from pipeline.mapping.graphs import GraphExtractor
 
     ex = cfg.task.extractor
     method = {"rule": "rule", "llm": "kggen", "local": "local"}[ex.kind]

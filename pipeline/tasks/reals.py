@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pipeline.mapping.numbers import parse_number
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 
 
 def build_reals(cfg) -> Any:
-    """g_T = the number a response gives (pipeline.score_numbers.parse_number: digits or words,
+    """g_T = the number a response gives (pipeline.mapping.numbers.parse_number: digits or words,
     asides such as years and list numbers set back); None when it gives none."""
-    from pipeline.score_numbers import parse_number
-
     def reals(question: str, texts: list[str]) -> list[Any]:
         return [parse_number(t) for t in texts]
 
@@ -25,8 +24,6 @@ MAPPERS.add("reals", Mapper(build_reals, description="the number a response give
 
 
 def reference_number(record_answers: list, text: str = "") -> float | None:
-    from pipeline.score_numbers import parse_number
-
     if text.strip():
         return parse_number(text)
     return parse_number(record_answers[0][0]) if record_answers and record_answers[0] else None
@@ -34,8 +31,6 @@ def reference_number(record_answers: list, text: str = "") -> float | None:
 
 def number_from_user(raw: Any) -> dict[str, Any]:
     """42 | "42" | "about 42 km" | [42] (the first)."""
-    from pipeline.score_numbers import parse_number
-
     if isinstance(raw, (list, tuple)):
         raw = raw[0] if raw else None
     value = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else (

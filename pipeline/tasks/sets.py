@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
+from pipeline.mapping.sets import SetExtractor
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
+from pipeline.tasks.classes import _aliases
+from pipeline.text import split_names
 
 
 def build_sets(cfg) -> Any:
     """Set g_T: the paper's gpt-4.1-mini extraction (extractor.kind=llm), the generation model
     with the same prompt (local), or the rule reader (offline); labels merged across responses."""
     from pipeline.mapping.builders import build_llm_client, label_merge, local_backend
-    from pipeline.mapping.sets import SetExtractor
 
     kind = cfg.task.extractor.kind
     client = build_llm_client(cfg) if kind == "llm" else None
@@ -34,8 +37,6 @@ def answer_set_from_user(raw: Any) -> dict[str, Any]:
     ...] (alias lists) | a string listing names ("Pacific, Atlantic and Arctic", one per line,
     "A; B", numbered or bulleted: `pipeline.text.split_names`; a string with no separator is
     one answer, "Bosnia and Herzegovina" included)."""
-    from pipeline.tasks.classes import _aliases
-    from pipeline.text import split_names
 
     if isinstance(raw, str):
         raw = split_names(raw)
@@ -56,8 +57,6 @@ REFERENCES.add("answer_set", ReferenceKind(
 def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:
     """(prediction, truth) in one label space: a mapped reference (a graph) as it is; else the
     prediction aligned to the answers' aliases. None when a mapped reference has no latent."""
-    from pipeline.evaluation import align_to_aliases
-
     if ref.mapped:
         return None if ref.latent is None else (set(action or ()), set(ref.latent))
     pred, keys = align_to_aliases([] if action is None else action, ref.answers, ref.question,
@@ -66,15 +65,11 @@ def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:
 
 
 def hamming(action: Any, ref: Reference, settings: Any) -> float | None:
-    from pipeline.evaluation import normalized_hamming
-
     pair = _sets(action, ref)
     return None if pair is None else normalized_hamming(*pair)
 
 
 def f1(action: Any, ref: Reference, settings: Any) -> float | None:
-    from pipeline.evaluation import f1_score
-
     pair = _sets(action, ref)
     return None if pair is None else f1_score(*pair, mean=settings.f1_mean)
 

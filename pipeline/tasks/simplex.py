@@ -6,15 +6,17 @@ import json
 import math
 from typing import Any
 
+from pipeline.errors import ConfigError
+from pipeline.evaluation import kl_divergence
+from pipeline.evaluation.matching import answer_names, remap_distribution
+from pipeline.mapping.simplex import SimplexMapper, merge_distributions
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 
 
 def build_simplex(cfg) -> Any:
     """Simplex g_T: the answer/probability pairs a response states (rule parser or the paper's
     LLM extraction), answers merged across responses with their probabilities summed."""
-    from pipeline.errors import ConfigError
     from pipeline.mapping.builders import answers_as_distribution, build_llm_client, label_merge
-    from pipeline.mapping.simplex import SimplexMapper, merge_distributions
 
     kind = cfg.task.extractor.kind
     if kind == "local":
@@ -83,8 +85,6 @@ REFERENCES.add("distribution", ReferenceKind(
 def kl(action: Any, ref: Reference, settings: Any) -> float | None:
     """KL(p* || prediction), the prediction's answers renamed to the reference answers they name
     (pipeline.evaluation.matching, the same reading as the set metrics)."""
-    from pipeline.evaluation import kl_divergence
-    from pipeline.evaluation.matching import answer_names, remap_distribution
 
     if action is None:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.evaluation import cosine_distance
 from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric, Reference
 
 
@@ -31,8 +32,6 @@ MAPPERS.add("sphere", Mapper(build_sphere, config_keys=("task.embedder",),
 
 def cosine(action: Any, ref: Reference, settings: Any) -> float | None:
     import numpy as np
-
-    from pipeline.evaluation import cosine_distance
 
     if ref.latent is None or action is None:
         return None

@@ -15,6 +15,17 @@ import os
 
 from omegaconf import DictConfig
 
+from pipeline.stage import CELL_STAGES, plain
+from pipeline.stages.decide import task_spaces
+from pipeline.tasks import describe_reference
+from pipeline.tracking.headline import headline, is_baseline_estimator
+from pipeline.tracking.lineage import (
+    CellId,
+    log_stage_lineage,
+    stage_run_config,
+    use_stage_artifacts,
+)
+from pipeline.tracking.prompts import prompts_frame
 from pipeline.tracking.redact import redact
 
 log = logging.getLogger("pipeline")
@@ -55,7 +66,6 @@ class WandbTracker(NullTracker):
         keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
         # each key resolved in place, against the whole config (an overlay's values such as
         # ${rehearsal.assets} live outside the logged keys)
-        from pipeline.stage import plain
 
         config = redact({k: plain(cfg[k]) for k in keys if k in cfg})
         self.cfg = cfg
@@ -75,8 +85,6 @@ class WandbTracker(NullTracker):
 
     def log_cell(self, store) -> None:
         """The cell's inputs (its stage artifacts), UQ scores, per-prompt table and summary."""
-        from pipeline.stage import CELL_STAGES
-        from pipeline.tracking.lineage import CellId, use_stage_artifacts
 
         cell = CellId(self.cfg.experiment, self.cfg.model.name, self.cfg.dataset.name)
         use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell, store,
@@ -108,9 +116,6 @@ class WandbTracker(NullTracker):
             self.run.summary[f"quality/{metric}/{method}"] = float(value)
 
     def _log_prompts(self, frames: dict) -> None:
-        from pipeline.stages.decide import task_spaces
-        from pipeline.tasks import describe_reference
-        from pipeline.tracking.prompts import prompts_frame
 
         space, _ = task_spaces(self.cfg)
         table = prompts_frame(space, frames, describe_reference,
@@ -123,16 +128,12 @@ class WandbTracker(NullTracker):
         self.run.summary["prompts_logged"] = len(table)
 
     def _log_headline(self, uq_scores, quality) -> None:
-        from pipeline.tracking.headline import headline, is_baseline_estimator
-
         numbers = headline(uq_scores, quality, list(self.cfg.task.metrics), is_baseline_estimator)
         for key, value in numbers.items():
             self.run.summary[key] = value
 
     def use_cells(self, cells) -> None:
         """Report run: each cell's evaluate artifact (what the report read) is an input."""
-        from pipeline.tracking.lineage import CellId, use_stage_artifacts
-
         for c in cells:
             use_stage_artifacts(self.wandb, self.run, ["evaluate"],
                                 CellId(self.cfg.experiment, c.model, c.dataset), c.store,
@@ -161,7 +162,6 @@ def make_tracker(cfg: DictConfig, *, report: bool = False) -> NullTracker:
     if report:
         return WandbTracker(cfg, f"{cfg.experiment}/report", "report",
                             tags=[f"experiment:{cfg.experiment}", "report"])
-    from pipeline.tracking.lineage import CellId
 
     cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
     return WandbTracker(cfg, cell.run_name, "cell", tags=cell.tags)
@@ -171,7 +171,6 @@ def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
     """One short run per stage of a cell (job_type = the stage): it uses the artifacts of the
     stages it read and logs its own output artifact (pipeline.tracking.lineage)."""
     import wandb
-    from pipeline.tracking.lineage import CellId, log_stage_lineage, stage_run_config
 
     cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
     run = _init_run(cfg, name=f"{cell.run_name}/{stage}", job_type=stage,

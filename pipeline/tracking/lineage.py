@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.schema import PRODUCER
+from pipeline.stage import CELL_STAGES, STAGES
+from pipeline.tracking.redact import redact
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -41,8 +45,6 @@ def artifact_name(stage: str, cell: CellId) -> str:
 
 def input_stages(stage: str) -> list[str]:
     """The stages whose artifacts `stage` reads, in pipeline order."""
-    from pipeline.schema import PRODUCER
-    from pipeline.stage import CELL_STAGES, STAGES
 
     producers = {PRODUCER[name] for name in STAGES[stage].inputs}
     return [s for s in CELL_STAGES if s in producers]
@@ -50,8 +52,6 @@ def input_stages(stage: str) -> list[str]:
 
 def stage_files(stage: str, store) -> list[Path]:
     """The files a stage wrote in the cell: each output's parquet and its manifest."""
-    from pipeline.stage import STAGES
-
     files = []
     for out in STAGES[stage].outputs:
         files += [store.path(out), store.manifest_path(out)]
@@ -64,8 +64,6 @@ def has_outputs(stage: str, store) -> bool:
 
 def stage_artifact(wandb, stage: str, cell: CellId, store, *, upload: bool):
     """A draft artifact of the stage's files in `store`: references, or copies when `upload`."""
-    from pipeline.stage import STAGES
-
     outputs = STAGES[stage].outputs
     artifact = wandb.Artifact(artifact_name(stage, cell), type=stage, metadata={
         "experiment": cell.experiment, "model": cell.model, "dataset": cell.dataset,
@@ -109,8 +107,6 @@ def use_stage_artifacts(wandb, run, stages: list[str], cell: CellId, store, *,
 
 def stage_run_config(stage: str, result: dict[str, Any], store) -> dict[str, Any]:
     """What a stage's run logs as its config: the stage's config slice (redacted) and key."""
-    from pipeline.stage import STAGES
-    from pipeline.tracking.redact import redact
 
     manifest = store.manifest(STAGES[stage].outputs[0]) or {}
     return {"stage": stage, "skipped": bool(result.get("skipped")),

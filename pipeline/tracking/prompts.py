@@ -14,8 +14,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.latent.base import LatentSpace
+from pipeline.methods import method_column
+
 # Decision methods shown as text columns: column name -> decide-stage method.
-DECISION_COLUMNS = {"bayes": "bayes", "l_map": "map", "l_sample": "sample_mbr", "beam": "beam"}
+# the decisions the prompts table shows, under their columns (pipeline.methods)
+DECISION_COLUMNS = {method_column(m): m for m in ("bayes", "map", "sample_mbr", "beam")}
 SAMPLE_SEPARATOR = "\n"
 
 
@@ -63,8 +67,6 @@ def _prompt_samples(space, latents, samples) -> dict[str, dict[str, Any]]:
 def sample_labels(space, latents) -> dict[str, str]:
     """prompt_id -> each sample's labels as the task read them, one numbered line per sample
     ("[3] atlantic ocean; pacific", "[4] (unparseable)"); {} for spaces without labels."""
-    from pipeline.latent.base import LatentSpace
-
     if type(space).labels is LatentSpace.labels or latents is None or not len(latents):
         return {}
     out: dict[str, list[str]] = {}

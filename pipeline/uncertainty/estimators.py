@@ -16,6 +16,9 @@ from typing import Any
 import pandas as pd
 
 from pipeline.registry import Registry
+from pipeline.uncertainty.bayes_risk import bayes_risk_frame
+from pipeline.uncertainty.latent_entropy import latent_entropy_frame
+from pipeline.uncertainty.polygraph import compute_uncertainty
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,6 @@ def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) 
 
     from pipeline.aux_models import build_equivalence, build_similarity
     from pipeline.generation.cell import model_tokenizer
-    from pipeline.uncertainty.polygraph import compute_uncertainty
 
     return compute_uncertainty(
         artifacts["samples"], artifacts["decodes"], artifacts["ptrue"], artifacts["dataset"],
@@ -66,15 +68,11 @@ def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) 
 
 @GROUPS.register("latent_entropy")
 def _latent_entropy(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
-    from pipeline.uncertainty.latent_entropy import latent_entropy_frame
-
     return latent_entropy_frame(artifacts["latents"])
 
 
 @GROUPS.register("bayes_risk")
 def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
-    from pipeline.uncertainty.bayes_risk import bayes_risk_frame
-
     decisions = artifacts["decisions"]
     methods = set(decisions["method"])
     # a decision the task does not declare (no F-beta action for classes) has no risk to report

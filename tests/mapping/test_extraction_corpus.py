@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.mapping import extract_answers
-from pipeline.score_numbers import parse_number
+from pipeline.mapping.numbers import parse_number
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_extraction", ROOT / "scripts" / "bench_extraction.py")

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pipeline.score_numbers import parse_number
+from pipeline.mapping.numbers import parse_number
 
 CASES = [
     ("42", 42.0),

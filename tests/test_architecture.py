@@ -1,0 +1,51 @@
+"""The package's import structure (scripts/import_graph.py): layers point one way, no cycles.
+
+Layers, lowest first: base (errors, registry, text, schema, store, the stage contract), latent,
+components (data, generation, mapping, evaluation, uncertainty), tasks, stages, app (driver,
+scorer, tracking, reporting). A lower layer never imports a higher one, even inside a function.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import import_graph  # noqa: E402
+
+EDGES = import_graph.imports()
+
+
+def test_every_module_has_a_layer():
+    for module in import_graph.modules():
+        import_graph.layer(module)  # raises KeyError naming the module otherwise
+
+
+def test_no_import_cycles():
+    assert import_graph.cycles(EDGES) == []
+
+
+def test_no_upward_imports():
+    assert [f"{e.source}:{e.line} -> {e.target}" for e in import_graph.upward(EDGES)] == []
+
+
+def test_the_stage_contract_needs_only_the_base_layer():
+    # stage modules import the contract (pipeline.stage); the driver (pipeline.app) runs them
+    assert {import_graph.layer(e.target) for e in EDGES if e.source == "pipeline.stage"} == {"base"}
+    assert {e.source for e in EDGES if e.target == "pipeline.app"} <= {"pipeline.__main__",
+                                                                      "pipeline.callbacks"}
+
+
+def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
+    """The checker itself, on a planted package: a cycle and an upward import are reported."""
+    pkg = tmp_path / "pipeline"
+    (pkg / "latent").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("from pipeline.text import x\n")  # base -> base: a cycle
+    (pkg / "text.py").write_text("def f():\n    from pipeline.errors import y\n")
+    (pkg / "latent" / "__init__.py").write_text("")
+    (pkg / "latent" / "sets.py").write_text("def g():\n    from pipeline.stages import z\n")
+    (pkg / "stages").mkdir()
+    (pkg / "stages" / "__init__.py").write_text("")
+    edges = import_graph.imports(tmp_path)
+    assert import_graph.cycles(edges) == [["pipeline.errors", "pipeline.text"]]
+    assert [(e.source, e.target, e.in_function) for e in import_graph.upward(edges)] == [
+        ("pipeline.latent.sets", "pipeline.stages", True)]
