@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.latent.base import LatentSpace
-from pipeline.methods import method_column, methods
+from pipeline.methods import METHODS, method_column, methods
 from pipeline.schema import ARTIFACTS
 from pipeline.score_io import (
     FORMATS,
@@ -272,14 +272,13 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     decisions = frames["decisions"]
     for method, col in METHOD_COLUMNS.items():
         d = decisions[decisions["method"] == method].set_index("prompt_id")
-        if d.empty and method == "bayes_fbeta":
-            continue
-        prefix = col if col != "bayes" else "bayes"
-        action_col = f"{prefix}_action" if prefix in ("bayes", "bayes_fbeta", "self_consistency") \
-            else prefix
+        if d.empty and METHODS[method].kind == "task":
+            continue  # a decision this task does not declare
+        # l_map / l_sample hold the latent under the paper's name; the others as <name>_action
+        action_col = f"{col}_action" if col == method else col
         out[action_col] = out["prompt_id"].map(d["action"]).fillna("null")
-        out[f"{prefix}_text"] = out["prompt_id"].map(d["text"]).fillna("")
-        out[f"{prefix}_risk"] = out["prompt_id"].map(d["risk"]).astype(float)
+        out[f"{col}_text"] = out["prompt_id"].map(d["text"]).fillna("")
+        out[f"{col}_risk"] = out["prompt_id"].map(d["risk"]).astype(float)
     unc = frames["uncertainty"]
     for est in UQ_ESTIMATORS:
         if est == "bayes_risk":
