@@ -27,7 +27,9 @@ def uq_slice(cfg: DictConfig) -> dict:
 # v3: SAR's relevance per token of the generating model's tokenizer (was per word).
 @stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3)
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    from pipeline.uncertainty.estimators import uncertainty_rows
+    from pipeline.uncertainty.estimators import artifacts_read, uncertainty_rows
 
-    artifacts = {name: store.read(name) for name in INPUTS}
-    return {"uncertainty": uncertainty_rows(list(cfg.uq.estimators), artifacts, cfg)}
+    names = list(cfg.uq.estimators)
+    # what the asked estimators declare they read, nothing else (lm-polygraph's need the texts)
+    artifacts = {name: store.read(name) for name in artifacts_read(names)}
+    return {"uncertainty": uncertainty_rows(names, artifacts, cfg)}

@@ -4,7 +4,9 @@ risk of the decide stage). `uq.estimators` picks any of them; `uq.estimator_kwar
 passes settings to an lm-polygraph estimator's constructor.
 
 Estimators of one `group` are computed together (lm-polygraph's share their statistics: NLI
-matrices, embeddings), by the group's function (names, artifacts, cfg) -> UNCERTAINTY rows.
+matrices, embeddings), by the group's function (names, artifacts, cfg) -> UNCERTAINTY rows. A
+group declares the artifacts it reads (`register_group(name, reads=...)`); the uq stage loads
+exactly those of the estimators asked for.
 """
 
 from __future__ import annotations
@@ -27,11 +29,36 @@ class Estimator:
     description: str = ""
     # computed from the task's latents (the paper's own); False: a baseline it is compared with
     task_aware: bool = False
+    # the decide stage's method whose Bayes risk this is (risk estimators only)
+    decision: str | None = None
 
 
-Group = Callable[[list[str], Mapping[str, pd.DataFrame], Any], pd.DataFrame]
+GroupFn = Callable[[list[str], Mapping[str, pd.DataFrame], Any], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Group:
+    fn: GroupFn
+    reads: tuple[str, ...]  # the artifacts it reads (pipeline.schema names)
+
+
 ESTIMATORS: Registry[Estimator] = Registry("UQ estimator")
 GROUPS: Registry[Group] = Registry("UQ estimator group")
+
+
+def register_group(name: str, *, reads: tuple[str, ...]) -> Callable[[GroupFn], GroupFn]:
+    """Decorator: `fn(names, artifacts, cfg)` computes the estimators `names` of group `name`
+    from `artifacts` (exactly those of `reads`, by name)."""
+    def deco(fn: GroupFn) -> GroupFn:
+        GROUPS.add(name, Group(fn, tuple(reads)))
+        return fn
+    return deco
+
+
+def artifacts_read(names: list[str]) -> tuple[str, ...]:
+    """The artifacts the estimators `names` read, in a stable order."""
+    reads = [a for n in dict.fromkeys(names) for a in GROUPS[ESTIMATORS[n].group].reads]
+    return tuple(dict.fromkeys(reads))
 
 for _name, _what in [("msp", "maximum sequence probability of the beam decode"),
                      ("semantic_entropy", "entropy over NLI clusters of the samples"),
@@ -42,15 +69,13 @@ for _name, _what in [("msp", "maximum sequence probability of the beam decode"),
 ESTIMATORS.add("latent_entropy", Estimator(
     "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True))
 ESTIMATORS.add("bayes_risk", Estimator(
-    "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True))
+    "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True, decision="bayes"))
 ESTIMATORS.add("bayes_risk_fbeta", Estimator(
     "bayes_risk", "the F-beta Bayes risk 1 - E[F_beta] of the GFM action (ours; tasks declaring a "
-    "bayes_fbeta decision)", task_aware=True))
-# estimator -> the decision whose risk it is (decide stage's `method`)
-RISK_OF = {"bayes_risk": "bayes", "bayes_risk_fbeta": "bayes_fbeta"}
+    "bayes_fbeta decision)", task_aware=True, decision="bayes_fbeta"))
 
 
-@GROUPS.register("lm_polygraph")
+@register_group("lm_polygraph", reads=("dataset", "samples", "decodes", "ptrue"))
 def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
     from omegaconf import OmegaConf
 
@@ -66,18 +91,19 @@ def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) 
         nli_with_question=bool(cfg.uq.nli_with_question))
 
 
-@GROUPS.register("latent_entropy")
+@register_group("latent_entropy", reads=("latents",))
 def _latent_entropy(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
     return latent_entropy_frame(artifacts["latents"])
 
 
-@GROUPS.register("bayes_risk")
+@register_group("bayes_risk", reads=("decisions",))
 def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
     decisions = artifacts["decisions"]
     methods = set(decisions["method"])
     # a decision the task does not declare (no F-beta action for classes) has no risk to report
-    frames = [bayes_risk_frame(decisions, method=RISK_OF[name], estimator=name) for name in names
-              if RISK_OF[name] in methods or RISK_OF[name] == "bayes"]
+    risk_of = {name: ESTIMATORS[name].decision for name in names}
+    frames = [bayes_risk_frame(decisions, method=risk_of[name], estimator=name) for name in names
+              if risk_of[name] in methods or risk_of[name] == "bayes"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["prompt_id", "estimator", "value"])
 
@@ -87,7 +113,8 @@ def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame], cf
     groups: dict[str, list[str]] = {}
     for name in dict.fromkeys(names):
         groups.setdefault(ESTIMATORS[name].group, []).append(name)
-    frames = [GROUPS[group](members, artifacts, cfg) for group, members in groups.items()]
+    frames = [GROUPS[group].fn(members, {a: artifacts[a] for a in GROUPS[group].reads}, cfg)
+              for group, members in groups.items()]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["prompt_id", "estimator", "value"])
     return out[["prompt_id", "estimator", "value"]].astype({"value": "float64"})
