@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
 
     names = set_corpus("sets_names_corpus.yaml")
     names_res = evaluate_sets(names)
-    print(f"  names corpus   {_fmt(names_res['all'])}  ({len(names)} questions, held out)")
+    print(f"  names corpus   {_fmt(names_res['all'])}  ({len(names)} questions; written held out, tuned on after its first measure of 0.866 / 0.859)")
     print(f"  labels that are not a span of their response: {names_res['not_spans']}")
     print("  by tag (names): " + ", ".join(f"{t} {m['precision']:.2f}/{m['recall']:.2f}"
                                            for t, m in names_res["tags"].items()))
