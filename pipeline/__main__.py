@@ -18,7 +18,6 @@ log = logging.getLogger("pipeline")
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-
     try:
         run(cfg)
     except PipelineError as err:

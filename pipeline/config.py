@@ -14,6 +14,7 @@ from pipeline.data.prompts import TASK_PROMPTS, is_prompt
 from pipeline.errors import ConfigError
 from pipeline.generation.base import BACKENDS
 from pipeline.latent import available_spaces
+from pipeline.mapping.judges import JUDGES
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES
 
 STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
@@ -305,7 +306,7 @@ CHOICES = [
     ("task.extractor.kind", ("rule", "llm", "local")),
     ("evaluation.ties", ("average", "polygraph")),
     ("evaluation.f1_mean", ("harmonic", "geometric")),
-    ("evaluation.match_judge", ("none", "equivalence", "llm")),
+    ("evaluation.match_judge", JUDGES),
     ("evaluation.exact_match", ("official", "careful")),
     ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),

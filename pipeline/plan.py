@@ -103,7 +103,6 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
 
 
 def cell_plan(cfg: DictConfig) -> CellPlan:
-
     vllm = cfg.backend.name == "vllm"
     plan = CellPlan(f"{cfg.model.name}/{cfg.dataset.name}", int(cfg.model.gpus),
                     tensor_parallel_size(cfg.model) if vllm else None)

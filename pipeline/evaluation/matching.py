@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pipeline.text import canonical_label, to_text
 
@@ -249,6 +250,7 @@ _VERBISH = re.compile(r"^(?:is|are|was|were|be|been|have|has|had|do|does|did|can
                       r"shall|should|may|might|must|\w+ed)$", re.IGNORECASE)
 
 
+@lru_cache(maxsize=1024)  # every label of a prompt is matched against the same question
 def asks_for_people(question: str) -> bool:
     """A who-question, or a which/what-question whose asked-for noun is a person ("Which US
     presidents ...", "Which English monarchs ..."; not "Which rockets carried astronauts")."""
@@ -265,6 +267,7 @@ def asks_for_people(question: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=1024)
 def _question_words(question: str) -> frozenset[str]:
     """Singular content words of the question, which may head an answer ("Which vitamins")."""
     return frozenset(_singular(w) for w in canonical_label(question).split()

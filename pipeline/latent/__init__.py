@@ -12,33 +12,26 @@ Registered names: classes, sets, sets-fbeta, graphs, sphere, simplex, reals.
 
 from __future__ import annotations
 
-from .base import (
-                   BayesResult,
-                   LatentSpace,
-                   LatentTypeError,
-                   available_spaces,
-                   get_space,
-                   register,
-                   space_class,
-)
+from .base import (BayesResult, LatentSpace, LatentTypeError, available_spaces, get_space, register,
+                   space_class)
 from .classes import ClassSpace
 from .codec import from_json, to_json
 from .fbeta import FBetaSetSpace, f_beta, gfm
 from .graphs import GraphSpace
 from .reals import RealSpace
 from .sets import (
-                   SetSpace,
-                   incidence_matrix,
-                   sets_bayes_batch,
-                   sets_pairwise_risks_batch,
-                   sets_sample_mbr_batch,
+    SetSpace,
+    incidence_matrix,
+    sets_bayes_batch,
+    sets_pairwise_risks_batch,
+    sets_sample_mbr_batch,
 )
 from .simplex import SimplexSpace
 from .sphere import (
-                   SphereSpace,
-                   sphere_bayes_batch,
-                   sphere_pairwise_risks_batch,
-                   sphere_sample_mbr_batch,
+    SphereSpace,
+    sphere_bayes_batch,
+    sphere_pairwise_risks_batch,
+    sphere_sample_mbr_batch,
 )
 
 __all__ = [

@@ -177,7 +177,6 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
        outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=2)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-
     ev = cfg.evaluation
     space, _ = task_spaces(cfg)
     dataset, decisions, latents = store.read("dataset"), store.read("decisions"), store.read("latents")

@@ -82,7 +82,6 @@ def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]
 
 def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
-
     space = get_space(cfg.task.space, **plain(cfg.task.space_options))
     maps_reference = REFERENCES[cfg.task.reference].mapped
     mapper = MAPPERS[cfg.task.mapper].build(cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pipeline.evaluation import exact_match, match_label
@@ -15,8 +16,6 @@ def build_classes(cfg) -> Any:
     Offline: each response's answer (`read_single_answer`), clustered by the label rule.
     A class is named by its most frequent member's answer (canonical; ties: first seen), so the
     name is the answer most samples of the cluster give, not whichever came first."""
-    from collections import Counter
-
     from pipeline.mapping.builders import label_clusterer
 
     nli = cfg.task.equivalence.backend == "nli"

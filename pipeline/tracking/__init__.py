@@ -116,7 +116,6 @@ class WandbTracker(NullTracker):
             self.run.summary[f"quality/{metric}/{method}"] = float(value)
 
     def _log_prompts(self, frames: dict) -> None:
-
         space, _ = task_spaces(self.cfg)
         table = prompts_frame(space, frames, describe_reference,
                               max_prompts=self.cfg.wandb.max_prompts_logged)
