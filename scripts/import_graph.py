@@ -5,6 +5,7 @@
 
 Layers, lowest first (a module may import its own layer and those below, never above):
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
+  typed part settings (parts.py),
   the decision methods (methods.py)
 1 latent: the closed-form maths (numpy only)
 2 components: data, generation, mapping, evaluation, uncertainty, aux_models
@@ -26,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {
     "base": ("pipeline", "pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
-             "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods"),
+             "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
+             "pipeline.parts"),
     "latent": ("pipeline.latent",),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),

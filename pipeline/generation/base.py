@@ -120,3 +120,15 @@ def get_backend(name: str, **cfg: Any) -> GenerationBackend:
     else:
         factory = target
     return factory(**cfg)
+
+
+# Decoding strategies vLLM cannot run (contrastive search), and beam search unless
+# generation.beam_backend=vllm: run through transformers after the vLLM pass.
+TRANSFORMERS_ONLY = ("contrastive",)
+
+
+def split_strategies(strategies, beam_backend: str) -> tuple[list[str], list[str]]:
+    """(strategies of the vLLM pass, strategies of the transformers pass) under backend=vllm."""
+    strategies = list(dict.fromkeys(strategies))
+    hf = {*TRANSFORMERS_ONLY, *(("beam",) if beam_backend == "transformers" else ())}
+    return [s for s in strategies if s not in hf], [s for s in strategies if s in hf]

@@ -24,6 +24,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from pipeline.errors import ConfigError
+from pipeline.registry import Registry
+
 TIE_TOLERANCE = 1e-12
 
 L = TypeVar("L")  # canonical latent type of a space
@@ -306,7 +309,7 @@ def json_scalar(value: Any, what: str) -> Any:
 
 S = TypeVar("S", bound=type[LatentSpace])
 
-_REGISTRY: dict[str, type[LatentSpace]] = {}
+SPACES: Registry[type[LatentSpace]] = Registry("latent space")
 
 
 def register(name: str) -> Callable[[S], S]:
@@ -317,12 +320,12 @@ def register(name: str) -> Callable[[S], S]:
     def deco(cls: S) -> S:
         if not (isinstance(cls, type) and issubclass(cls, LatentSpace)):
             raise TypeError(f"@register({name!r}) needs a LatentSpace subclass, got {cls!r}")
-        existing = _REGISTRY.get(name)
+        existing = SPACES.get(name)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
             raise ValueError(
                 f"latent space name {name!r} is already registered to {existing.__name__}"
             )
-        _REGISTRY[name] = cls
+        SPACES.add(name, cls, replace=True)  # the same class again: a module reloaded
         if not cls.__dict__.get("name"):
             cls.name = name
         return cls
@@ -332,17 +335,15 @@ def register(name: str) -> Callable[[S], S]:
 
 def available_spaces() -> list[str]:
     """Registered latent space names, sorted."""
-    return sorted(_REGISTRY)
+    return list(SPACES.names())
 
 
 def space_class(name: str) -> type[LatentSpace]:
-    """The registered latent space class `name` (a ValueError lists the names)."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown latent space {name!r}; valid names: {', '.join(available_spaces())}"
-        ) from None
+    """The registered latent space class `name` (a ConfigError, a ValueError, lists the names)."""
+    if not isinstance(name, str) or name not in SPACES:
+        raise ConfigError(
+            f"unknown latent space {name!r}; valid names: {', '.join(available_spaces())}")
+    return SPACES[name]
 
 
 def get_space(name: str, **kwargs: Any) -> LatentSpace:

@@ -5,42 +5,44 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from pipeline.generation.cell import make_backend
+from pipeline.errors import ConfigError
 from pipeline.mapping import extract_answers
 from pipeline.mapping.labels import LabelMerger
 from pipeline.mapping.llm_client import LLMClient
 from pipeline.text import canonical_label
 
 
-def build_llm_client(cfg: DictConfig):
-    """The OpenAI-compatible client of task.extractor (cached on disk under cache_dir/llm)."""
-    ex = cfg.task.extractor
-    return LLMClient(model=ex.model, base_url=ex.base_url, api_key_env=ex.api_key_env,
-                     cache_dir=Path(cfg.cache_dir) / "llm", max_workers=ex.max_concurrency,
-                     max_retries=ex.max_retries)
+def build_llm_client(extractor, cache_dir: str):
+    """The OpenAI-compatible client of `extractor` (ExtractorConfig), cached on disk under
+    cache_dir/llm."""
+    return LLMClient(model=extractor.model, base_url=extractor.base_url,
+                     api_key_env=extractor.api_key_env, cache_dir=Path(cache_dir) / "llm",
+                     max_workers=extractor.max_concurrency, max_retries=extractor.max_retries)
 
 
-def local_backend(cfg: DictConfig):
+def local_backend(context):
     """The generation model itself as an extractor (task.extractor.kind=local)."""
-    return make_backend(cfg)
+    if context.local_backend is None:
+        raise ConfigError("task.extractor.kind=local needs the cell's generation model, which "
+                          "this run does not have; use kind=rule or kind=llm")
+    return context.local_backend()
 
 
-def label_clusterer(cfg: DictConfig):
+def label_clusterer(equivalence, context):
     """How labels are merged across a prompt's responses: NLI in the paper configuration;
     offline, a deterministic label rule (pipeline/mapping/labels.py explains why not MiniLM)."""
-    if cfg.task.equivalence.backend == "nli":
-        from pipeline.aux_models import build_equivalence
+    if equivalence.backend == "nli":
+        from pipeline.aux_models import equivalence_judge
 
-        return build_equivalence(cfg)
+        return equivalence_judge(equivalence, context.device, context.cache_dir)
 
     return LabelMerger()
 
 
-def label_merge(cfg: DictConfig):
-    """The `cluster(question, labels)` used to merge labels, or None (task.extractor.merge_labels)."""
-    return label_clusterer(cfg).cluster if cfg.task.extractor.merge_labels else None
+def label_merge(settings, context):
+    """The `cluster(question, labels)` used to merge labels, or None (extractor.merge_labels)."""
+    return (label_clusterer(settings.equivalence, context).cluster
+            if settings.extractor.merge_labels else None)
 
 
 def core_answer(text: str, question: str) -> str:

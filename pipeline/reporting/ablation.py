@@ -18,6 +18,7 @@ import pandas as pd
 
 from pipeline.evaluation import prr
 from pipeline.latent import get_space
+from pipeline.methods import BASELINE
 from pipeline.tasks import METRICS, Reference
 
 COLUMNS = ["model", "m", "hamming", "hamming_sd", "hamming_beam", "prr_bayes", "prr_bayes_sd",
@@ -50,10 +51,10 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
         return pd.DataFrame(columns=COLUMNS)
     for model, lat in latents.groupby("model"):
         ds = dataset[dataset["model"] == model].set_index("prompt_id")
-        beam_q = quality[(quality["model"] == model) & (quality["method"] == "beam")
+        beam_q = quality[(quality["model"] == model) & (quality["method"] == BASELINE)
                          & (quality["metric"] == metric)].set_index("prompt_id")["value"]
         beam_latent = {r.prompt_id: space.from_json(r.latent)
-                       for r in lat[(lat["source"] == "beam") & lat["parse_ok"]].itertuples()}
+                       for r in lat[(lat["source"] == BASELINE) & lat["parse_ok"]].itertuples()}
         per_prompt = {}
         for pid, g in lat[(lat["source"] == "sample") & lat["parse_ok"]].groupby("prompt_id"):
             if pid in ds.index:

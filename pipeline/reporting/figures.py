@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline.methods import METHODS, OURS, table_methods
 from pipeline.reporting.tables import (
     ESTIMATOR_LABEL,
     ESTIMATORS,
@@ -31,11 +32,15 @@ from pipeline.reporting.tables import (
     lower_is_better,
     metric_label,
 )
+from pipeline.uncertainty.estimators import entropy_estimators, risk_estimator
 
 TASK_ORDER = ["maqa", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"]
 TASK_LABEL = {"maqa": "MAQA\n{0,1}^K", "triviaqa": "TriviaQA\n[K]", "wmt19_fien": "WMT19\nR^d",
               "cnn_dm": "CNN/DM\nG", "maqa_star": "MAQA*\nSimplex"}
-BASELINES = ["beam", "self_consistency", "contrastive", "ar", "greedy", "map", "sample_mbr"]
+# every method but ours and the task-declared ones (pipeline.methods), in the tables' order
+BASELINES = [m for m in table_methods() if m != OURS and METHODS[m].kind != "task"]
+RISK = risk_estimator(OURS)  # the Bayes risk
+ENTROPY = entropy_estimators()[0]  # the latent entropy (Fig. 2c's x axis)
 # "We evaluate instruction-tuned versions of Gemma 3 4B, Gemma 3 12B, Qwen 3 4B, and Qwen 3 30B
 # A3E" (Sec. 5, Models), in the order of the appendix panels (Figs. 9-11).
 PAPER_LLMS = ("qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b")
@@ -93,7 +98,7 @@ def rank_models(present, wanted=PAPER_LLMS) -> tuple[list[str], str]:
     return chosen, (f"none of the paper's LLMs ran; models present: {', '.join(chosen)}")
 
 
-def prr_ranks(scores: pd.DataFrame, target: str = "bayes",
+def prr_ranks(scores: pd.DataFrame, target: str = OURS,
               models: list[str] | None = None) -> pd.DataFrame:
     """Average PRR rank (1 = best) of each estimator per task: rank within each (model, dataset,
     metric) cell, then average over metrics and models (the paper's Fig. 2a). `models`: the
@@ -119,7 +124,7 @@ def _grouped_bars(ax, table: pd.DataFrame, groups: list[str], group_label: dict,
         vals = [table[(table["dataset"] == g) & (table["estimator"] == e)]["value"].mean()
                 for g in groups]
         ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=ESTIMATOR_LABEL.get(e, e),
-               color="black" if e == "bayes_risk" else None)
+               color="black" if e == RISK else None)
     ax.set_xticks(x, [group_label.get(g, g) for g in groups], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.set_ylabel(ylabel)
@@ -152,7 +157,7 @@ def fig_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path,
 def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ours = scores[(scores["dataset"] == "maqa") & (scores["target"] == "bayes")
+    ours = scores[(scores["dataset"] == "maqa") & (scores["target"] == OURS)
                   & (scores["metric"] == "f1")] if len(scores) else scores
     paper = paper_uq[(paper_uq["table"] == "uq_prr_bayes") & (paper_uq["dataset"] == "maqa")
                      & (paper_uq["metric"] == "f1")]
@@ -196,11 +201,11 @@ def entropy_model(present, configured: str = "", report_models=()) -> str | None
 
 def _entropy_risk(u: pd.DataFrame) -> pd.DataFrame:
     if u.empty:
-        return pd.DataFrame(columns=["latent_entropy", "bayes_risk"])
+        return pd.DataFrame(columns=[ENTROPY, RISK])
     w = u.pivot_table(index=["model", "prompt_id"], columns="estimator", values="value")
-    if not {"latent_entropy", "bayes_risk"} <= set(w.columns):
-        return pd.DataFrame(columns=["latent_entropy", "bayes_risk"])
-    return w[["latent_entropy", "bayes_risk"]].dropna()
+    if not {ENTROPY, RISK} <= set(w.columns):
+        return pd.DataFrame(columns=[ENTROPY, RISK])
+    return w[[ENTROPY, RISK]].dropna()
 
 
 def draw_entropy_vs_risk(uncertainty: pd.DataFrame, model: str = "",
@@ -212,7 +217,7 @@ def draw_entropy_vs_risk(uncertainty: pd.DataFrame, model: str = "",
     w = _entropy_risk(u)
     fig, ax = plt.subplots(figsize=(4.2, 3.4))
     if len(w):
-        ax.scatter(w["latent_entropy"], w["bayes_risk"], s=14, alpha=0.7)
+        ax.scatter(w[ENTROPY], w[RISK], s=14, alpha=0.7)
     else:
         ax.text(0.5, 0.5, "no data", ha="center", transform=ax.transAxes)
     label = TASK_LABEL.get(dataset, dataset).replace("\n", " ")
@@ -240,7 +245,7 @@ def fig_entropy_vs_risk_pooled(uncertainty: pd.DataFrame, out_dir: Path) -> Path
             ax.text(0.5, 0.5, "no data", ha="center", transform=ax.transAxes)
             continue
         for m, g in w.groupby(level="model"):
-            ax.scatter(g["latent_entropy"], g["bayes_risk"], s=12, alpha=0.7, label=m)
+            ax.scatter(g[ENTROPY], g[RISK], s=12, alpha=0.7, label=m)
         ax.set_xlabel("latent entropy H(p(l|x))")
     axes[0].set_ylabel("Bayes risk R_Bayes")
     if any(ax.get_legend_handles_labels()[0] for ax in axes):
@@ -265,7 +270,7 @@ def _improvement_rows(w: pd.DataFrame, sign: float, bins: int) -> list[dict]:
         if b not in w:
             continue
         for k, g in w.groupby("bin"):
-            d = (sign * (g[b] - g["bayes"])).dropna()
+            d = (sign * (g[b] - g[OURS])).dropna()
             rows.append({"baseline": b, "entropy_bin": int(k),
                          "entropy_mid": float(g["entropy"].mean()), "delta": float(d.mean())
                          if len(d) else np.nan, "n": len(d)})
@@ -288,10 +293,10 @@ def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame, dataset:
         return pd.DataFrame(columns=columns)
     w = q.pivot_table(index=["model", "prompt_id"], columns="method", values="value")
     ent = uncertainty[(uncertainty["dataset"] == dataset)
-                      & (uncertainty["estimator"] == "latent_entropy")]
+                      & (uncertainty["estimator"] == ENTROPY)]
     ent = ent.set_index(["model", "prompt_id"])["value"]
     w = w.join(ent.rename("entropy"), how="inner").dropna(subset=["entropy"])
-    if w.empty or "bayes" not in w:
+    if w.empty or OURS not in w:
         return pd.DataFrame(columns=columns)
     sign = 1.0 if lower_is_better(metric) else -1.0
     if not per_model:

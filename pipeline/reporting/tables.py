@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.methods import method_label, table_methods
+from pipeline.methods import BASELINE, F_BETA, OURS, method_label, table_methods
 from pipeline.tasks import METRICS
+from pipeline.uncertainty.estimators import estimator_label, table_estimators
 
 COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match_error"),
            ("wmt19_fien", "comet"), ("wmt19_fien", "cosine_distance"), ("cnn_dm", "hamming"),
@@ -33,11 +34,8 @@ def lower_is_better(metric: str) -> bool:
     return metric in METRICS and not METRICS[metric].higher_is_better
 METHODS = list(table_methods())  # column order and labels: pipeline.methods
 METHOD_LABEL = {m: method_label(m) for m in METHODS}
-ESTIMATORS = ["ptrue", "sar", "cocoa_msp", "kle", "semantic_entropy", "msp", "latent_entropy",
-              "bayes_risk", "bayes_risk_fbeta"]
-ESTIMATOR_LABEL = {"ptrue": "P(True)", "sar": "SAR", "cocoa_msp": "CoCoA", "kle": "KLE",
-                   "semantic_entropy": "SE", "msp": "MSP", "latent_entropy": "Latent Entropy",
-                   "bayes_risk": "R_Bayes (ours)", "bayes_risk_fbeta": "R_Bayes F1 (ours)"}
+ESTIMATORS = table_estimators()  # row order and labels: pipeline.uncertainty.estimators
+ESTIMATOR_LABEL = {e: estimator_label(e) for e in ESTIMATORS}
 PAPER_72B = "qwen2.5-72b-instruct"
 
 
@@ -185,19 +183,20 @@ TABLES = {
     "generation_72b": ("generation", "performance_generations_72b",
                        "Generation quality, Qwen2.5-72B (Table 7)", None, None),
     "uq_prr_bayes": ("uq", "uq_prr_bayes", "UQ PRR, quality of the Bayes response (Table 3)",
-                     "bayes", "prr"),
+                     OURS, "prr"),
     "uq_auc_bayes": ("uq", "uq_auc_bayes", "UQ concordance AUC, Bayes response (Table 4)",
-                     "bayes", "auc"),
+                     OURS, "auc"),
     "uq_prr_beam": ("uq", "uq_prr_beam", "UQ PRR, quality of the beam response (Table 5)",
-                    "beam", "prr"),
+                    BASELINE, "prr"),
     "uq_auc_beam": ("uq", "uq_auc_beam", "UQ concordance AUC, beam response (Table 6)",
-                    "beam", "auc"),
+                    BASELINE, "auc"),
     # The F1 reading of MAQA/CNN-DM (paper: "We study both the Hamming distance and the F1 score
     # as dissimilarity measures"): the F1-optimal (GFM) response's quality; no published numbers.
     "uq_prr_bayes_fbeta": ("uq", "uq_prr_bayes_fbeta",
                            "UQ PRR, quality of the F1-optimal Bayes response (F1 reading)",
-                           "bayes_fbeta", "prr"),
-    "uq_72b": ("uq", "uq_72b", "UQ PRR, Bayes response, Qwen2.5-72B (Table 8)", "bayes", "prr"),
+                           F_BETA, "prr"),
+    "uq_72b": ("uq", "uq_72b", "UQ PRR, Bayes response, Qwen2.5-72B (Table 8)", OURS,
+               "prr"),
 }
 
 

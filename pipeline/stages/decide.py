@@ -10,26 +10,20 @@ embedding by its closest sample (the paper's appendix), a class by its first sam
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any
 
 from omegaconf import DictConfig
 
 from pipeline.latent import get_space
+from pipeline.latent.decision_rules import DECISION_RULES, empirical_risk
 from pipeline.methods import methods
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
-from pipeline.text import canonical_label
 
-# every task gets these, decided from the samples' latents (pipeline.methods)
+# every task gets these, decided from the samples' latents (pipeline.methods, their rules in
+# pipeline.latent.decision_rules)
 SAMPLE_METHODS = methods("latent")
 COLUMNS = ["prompt_id", "method", "action", "risk", "text"]
-
-
-def _risk(space, action, latents) -> float:
-    if action is None or not latents:
-        return math.nan
-    return float(space.risk(action, latents))
 
 
 def decide_prompt(space, samples: list[tuple[Any, str]], decodes: dict[str, tuple[Any, str]],
@@ -52,26 +46,17 @@ def decide_prompt(space, samples: list[tuple[Any, str]], decodes: dict[str, tupl
                      "text": text})
 
     if latents:
-        bayes = space.bayes(latents)
-        add("bayes", bayes.action, float(bayes.risk))
+        for method in SAMPLE_METHODS:
+            add(method, *DECISION_RULES[method](space, valid))
         for method, other in extra.items():
             res = other.bayes(latents)
             add(method, res.action, float(res.risk))
-        mapped = space.map(latents)
-        add("map", mapped, _risk(space, mapped, latents))
-        mbr = space.sample_mbr(latents)
-        add("sample_mbr", mbr.action, float(mbr.risk))
-        # Self-consistency (Wang et al. 2023): majority vote over normalised raw answers.
-        votes = Counter(canonical_label(txt) for _, txt in valid)
-        top = max(votes.values())
-        winner = next(i for i, (_, txt) in enumerate(valid) if votes[canonical_label(txt)] == top)
-        add("self_consistency", latents[winner], _risk(space, latents[winner], latents),
-            valid[winner][1])
     else:
         for method in (*SAMPLE_METHODS, *extra):
             add(method, None, math.nan, "")
     for strategy, (latent, text) in decodes.items():
-        add(strategy, latent, _risk(space, latent, latents), text if latent is not None else "")
+        add(strategy, latent, empirical_risk(space, latent, latents),
+            text if latent is not None else "")
     return rows
 
 

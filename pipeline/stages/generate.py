@@ -33,7 +33,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.devices import cuda_device_count, resolve_device
-from pipeline.generation.base import SamplingConfig
+from pipeline.generation.base import SamplingConfig, split_strategies
 from pipeline.generation.cell import (
     REPO_ROOT,
     load_cell_dataset,
@@ -185,13 +185,6 @@ def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Sha
                            "Shards written so far are kept: rerun the stage to resume.")
 
 
-def split_strategies(cfg: DictConfig) -> tuple[list[str], list[str]]:
-    """(strategies of the vLLM pass, strategies of the transformers pass) under backend=vllm."""
-    strategies = list(dict.fromkeys(cfg.generation.strategies))
-    hf = {"contrastive"} | ({"beam"} if cfg.generation.beam_backend == "transformers" else set())
-    return [s for s in strategies if s not in hf], [s for s in strategies if s in hf]
-
-
 def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
                                shards: list[Shard], strategies: list[str]) -> None:
     """Contrastive (Su et al. 2022) and beam search through transformers, after the vLLM pass
@@ -229,7 +222,8 @@ def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, 
     prompts = render_prompts(cfg, dataset)
     shards = _shards(cfg, dataset, prompts)
     strategies = list(dict.fromkeys(cfg.generation.strategies))
-    vllm_strategies, hf_strategies = split_strategies(cfg)
+    vllm_strategies, hf_strategies = split_strategies(cfg.generation.strategies,
+                                                      cfg.generation.beam_backend)
     if cfg.backend.name == "vllm":
         _vllm_pass(cfg, store, key, shards, vllm_strategies)
         _transformers_decodes_pass(cfg, store, key, shards, hf_strategies)

@@ -18,10 +18,12 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from pipeline.errors import PipelineError
+from pipeline.generation.cell import make_backend
 from pipeline.latent import get_space, space_class
+from pipeline.parts import cache_slice
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
-from pipeline.tasks import MAPPERS, REFERENCES
+from pipeline.tasks import MAPPERS, REFERENCES, MapContext, mapper_config
 
 log = logging.getLogger("pipeline")
 
@@ -46,26 +48,21 @@ def check_call_failures(cfg: DictConfig, mapper) -> None:
             f"Last error: {stats.last_error}")
 
 
-HOW_NOT_WHAT = ("kggen_python", "max_concurrency", "max_retries", "max_failed_share")
-
-
 def map_slice(cfg: DictConfig) -> dict:
-    """The mapper and the config nodes it declares (pipeline.tasks.Mapper.config_keys), without
-    the settings of how calls are made; whether the reference goes through g_T too."""
-    from omegaconf import OmegaConf
-
-    settings = {}
-    for key in MAPPERS[cfg.task.mapper].config_keys:
-        value = plain(OmegaConf.select(cfg, key))
-        if isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k not in HOW_NOT_WHAT}
-        settings[key] = value
-    # the space options that decide the stored latents' canonical form (e.g. undirected edges)
+    """The mapper and its typed settings (pipeline.tasks.mapper_config; the fields declared with
+    `how(...)` left out: how calls are made, not what they answer); the space options that decide
+    the stored latents' canonical form; whether the reference goes through g_T too."""
     space_options = plain(cfg.task.space_options) or {}
     canonical = {k: space_options[k] for k in space_class(cfg.task.space).canonical_options
                  if k in space_options}
-    return {"mapper": cfg.task.mapper, "settings": settings, "canonical_form": canonical,
-            "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+    return {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
+            "canonical_form": canonical, "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+
+
+def map_context(cfg: DictConfig) -> MapContext:
+    """The cell's device, cache folder and generation model (for task.extractor.kind=local)."""
+    return MapContext(device=str(cfg.device), cache_dir=str(cfg.cache_dir),
+                      local_backend=lambda: make_backend(cfg))
 
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
@@ -84,7 +81,7 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
     space = get_space(cfg.task.space, **plain(cfg.task.space_options))
     maps_reference = REFERENCES[cfg.task.reference].mapped
-    mapper = MAPPERS[cfg.task.mapper].build(cfg)
+    mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg))
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
     by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
     if hasattr(mapper, "prefetch"):

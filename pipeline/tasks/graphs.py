@@ -6,21 +6,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.mapping.graphs import GraphExtractor
+from pipeline.mapping.settings import ExtractionSettings
 from pipeline.tasks import MAPPERS, REFERENCES, Mapper, ReferenceKind
 
 
-def build_graphs(cfg) -> Any:
+def build_graphs(settings: ExtractionSettings, context) -> Any:
     """Graph g_T: KGGen with its own clustering (extractor.kind=llm, the paper), the generation
     model (local) or the rule-based triple reader (offline)."""
     from pipeline.mapping.builders import label_merge, local_backend
 
-    ex = cfg.task.extractor
+    ex = settings.extractor
     method = {"rule": "rule", "llm": "kggen", "local": "local"}[ex.kind]
     extractor = GraphExtractor(
         method=method, model=ex.model, api_base=ex.base_url, api_key_env=ex.api_key_env,
         kggen_python=ex.kggen_python, kggen_cluster=ex.kggen_cluster,
-        cache_dir=str(Path(cfg.cache_dir) / "kggen"), max_concurrency=ex.max_concurrency,
-        equivalence=label_merge(cfg), backend=local_backend(cfg) if method == "local" else None)
+        cache_dir=str(Path(context.cache_dir) / "kggen"), max_concurrency=ex.max_concurrency,
+        equivalence=label_merge(settings, context),
+        backend=local_backend(context) if method == "local" else None)
 
     def graphs(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
         return extractor.map_prompt(texts, context=question, attached=attached)
@@ -30,7 +32,7 @@ def build_graphs(cfg) -> Any:
     return graphs
 
 
-MAPPERS.add("graphs", Mapper(build_graphs, config_keys=("task.extractor", "task.equivalence"), extraction="kggen",
+MAPPERS.add("graphs", Mapper(build_graphs, ExtractionSettings, extraction="kggen",
                              description="the relations a text states, as a set of triples"))
 
 

@@ -11,7 +11,7 @@ from pipeline.mapping.numbers import parse_number
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 
 
-def build_reals(cfg) -> Any:
+def build_reals(settings: Any, context: Any) -> Any:
     """g_T = the number a response gives (pipeline.mapping.numbers.parse_number: digits or words,
     asides such as years and list numbers set back); None when it gives none."""
     def reals(question: str, texts: list[str]) -> list[Any]:

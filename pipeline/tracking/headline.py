@@ -7,7 +7,8 @@
     headline/quality_bayes      mean quality of the Bayes decision in the main metric
     headline/quality_beam       mean quality of the beam decode in the main metric
 
-Targets are the Bayes decision's quality (`target == "bayes"` rows of uq_scores).
+Targets are the Bayes decision's quality (`target == OURS` rows of uq_scores; pipeline.methods:
+OURS is the Bayes decision, BASELINE beam; the risk estimator is OURS's).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipeline.methods import BASELINE, OURS, method_column
+from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
+
 PREFIX = "headline"
-OURS = "bayes_risk"
 
 
 def main_metric(metrics: Sequence[str], scored: set[str]) -> str | None:
@@ -37,21 +40,20 @@ def headline(uq_scores, quality, metrics: Sequence[str],
     metric = main_metric(metrics, set(quality["metric"]) | set(uq_scores["metric"]))
     if metric is None:
         return {}
-    scores = uq_scores[(uq_scores["target"] == "bayes") & (uq_scores["metric"] == metric)]
-    ours = scores[scores["estimator"] == OURS]["prr"]
+    risk = risk_estimator(OURS)
+    scores = uq_scores[(uq_scores["target"] == OURS) & (uq_scores["metric"] == metric)]
+    ours = scores[scores["estimator"] == risk]["prr"]
     baselines = scores[scores["estimator"].map(is_baseline) & scores["prr"].notna()]
     best = baselines.loc[baselines["prr"].idxmax()] if len(baselines) else None
     return {f"{PREFIX}/metric": metric,
-            f"{PREFIX}/prr_bayes_risk": float(ours.iloc[0]) if len(ours) else math.nan,
+            f"{PREFIX}/prr_{risk}": float(ours.iloc[0]) if len(ours) else math.nan,
             f"{PREFIX}/prr_best_baseline": math.nan if best is None else float(best["prr"]),
             f"{PREFIX}/best_baseline": "" if best is None else str(best["estimator"]),
-            f"{PREFIX}/quality_bayes": _mean_quality(quality, metric, "bayes"),
-            f"{PREFIX}/quality_beam": _mean_quality(quality, metric, "beam")}
+            f"{PREFIX}/quality_{method_column(OURS)}": _mean_quality(quality, metric, OURS),
+            f"{PREFIX}/quality_{method_column(BASELINE)}": _mean_quality(quality, metric, BASELINE)}
 
 
 def is_baseline_estimator(name: str) -> bool:
     """A registered estimator not marked task-aware (unknown names count as baselines)."""
-    from pipeline.uncertainty.estimators import ESTIMATORS
-
     estimator = ESTIMATORS.get(name)
     return not (estimator is not None and estimator.task_aware)

@@ -15,11 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.latent.base import LatentSpace
-from pipeline.methods import method_column
+from pipeline.methods import BASELINE, OURS, method_column, methods
+from pipeline.uncertainty.estimators import entropy_estimators, risk_estimator
 
-# Decision methods shown as text columns: column name -> decide-stage method.
-# the decisions the prompts table shows, under their columns (pipeline.methods)
-DECISION_COLUMNS = {method_column(m): m for m in ("bayes", "map", "sample_mbr", "beam")}
+# the decisions the prompts table shows as text, under their columns (pipeline.methods): every
+# method decided from the samples, and the decoding baseline
+DECISION_COLUMNS = {method_column(m): m for m in (*methods("latent"), BASELINE)}
+RISK_COLUMN = risk_estimator(OURS) or f"{method_column(OURS)}_risk"  # bayes_risk
+DIFFERS_COLUMN = f"{method_column(OURS)}_differs_from_{method_column(BASELINE)}"
 SAMPLE_SEPARATOR = "\n"
 
 
@@ -90,7 +93,8 @@ def readable_matches(reference_labels: Sequence[str], label_matches: str) -> str
 
 
 def _decision_columns(space, decisions) -> dict[str, dict[str, Any]]:
-    """prompt_id -> decision texts, the Bayes risk and whether Bayes and beam differ."""
+    """prompt_id -> decision texts, the Bayes risk and whether the Bayes and beam decisions
+    differ (pipeline.methods.OURS, BASELINE)."""
     by_method = {m: d.set_index("prompt_id") for m, d in decisions.groupby("method", sort=False)}
     out: dict[str, dict[str, Any]] = {}
     for prompt_id in decisions["prompt_id"].unique():
@@ -98,11 +102,11 @@ def _decision_columns(space, decisions) -> dict[str, dict[str, Any]]:
         for column, method in DECISION_COLUMNS.items():
             d = by_method.get(method)
             row[column] = str(d.at[prompt_id, "text"]) if d is not None and prompt_id in d.index else ""
-        bayes, beam = by_method.get("bayes"), by_method.get("beam")
-        row["bayes_risk"] = float(bayes.at[prompt_id, "risk"]) if bayes is not None else math.nan
+        ours, baseline = by_method.get(OURS), by_method.get(BASELINE)
+        row[RISK_COLUMN] = float(ours.at[prompt_id, "risk"]) if ours is not None else math.nan
         actions = [space.from_json(d.at[prompt_id, "action"]) if d is not None and prompt_id in d.index
-                   else None for d in (bayes, beam)]
-        row["bayes_differs_from_beam"] = not same_decision(space, *actions)
+                   else None for d in (ours, baseline)]
+        row[DIFFERS_COLUMN] = not same_decision(space, *actions)
         out[prompt_id] = row
     return out
 
@@ -155,9 +159,10 @@ def prompts_frame(space, artifacts: Mapping[str, Any], describe_reference,
         out["reading_warnings"] = out["prompt_id"].map(
             lambda p: SAMPLE_SEPARATOR.join(a.at[p, "warnings"]) if p in a.index else "")
     uncertainty = artifacts.get("uncertainty")
-    if uncertainty is not None and "latent_entropy" in set(uncertainty["estimator"]):
-        entropy = uncertainty[uncertainty["estimator"] == "latent_entropy"]
-        out["latent_entropy"] = out["prompt_id"].map(entropy.set_index("prompt_id")["value"])
+    for name in entropy_estimators() if uncertainty is not None else ():
+        entropy = uncertainty[uncertainty["estimator"] == name]
+        if len(entropy):
+            out[name] = out["prompt_id"].map(entropy.set_index("prompt_id")["value"])
     for wide in (_wide(uncertainty, "prompt_id", ["estimator"], "value", "uncertainty"),
                  _wide(artifacts.get("quality"), "prompt_id", ["metric", "method"], "value", "quality")):
         if wide is not None:

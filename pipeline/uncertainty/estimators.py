@@ -20,7 +20,7 @@ import pandas as pd
 from pipeline.registry import Registry
 from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 from pipeline.uncertainty.latent_entropy import latent_entropy_frame
-from pipeline.uncertainty.polygraph import compute_uncertainty
+from pipeline.uncertainty.polygraph import POLYGRAPH_ESTIMATORS, compute_uncertainty
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class Estimator:
     task_aware: bool = False
     # the decide stage's method whose Bayes risk this is (risk estimators only)
     decision: str | None = None
+    label: str = ""  # in tables and figures (default: the name)
+    table_order: int = 99  # row position in the paper's UQ tables (Tables 3-8)
 
 
 GroupFn = Callable[[list[str], Mapping[str, pd.DataFrame], Any], pd.DataFrame]
@@ -60,19 +62,40 @@ def artifacts_read(names: list[str]) -> tuple[str, ...]:
     reads = [a for n in dict.fromkeys(names) for a in GROUPS[ESTIMATORS[n].group].reads]
     return tuple(dict.fromkeys(reads))
 
-for _name, _what in [("msp", "maximum sequence probability of the beam decode"),
-                     ("semantic_entropy", "entropy over NLI clusters of the samples"),
-                     ("kle", "kernel language entropy"), ("sar", "shifting attention to relevance"),
-                     ("cocoa_msp", "CoCoA with MSP, of the beam decode"),
-                     ("ptrue", "P(True) of the greedy answer")]:
-    ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph: {_what}"))
+# lm-polygraph's, declared once in pipeline.uncertainty.polygraph (class, label, description)
+for _order, (_name, (_class, _label, _what)) in enumerate(POLYGRAPH_ESTIMATORS.items()):
+    ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph {_class}: {_what}",
+                                    label=_label, table_order=_order))
 ESTIMATORS.add("latent_entropy", Estimator(
-    "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True))
+    "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True,
+    label="Latent Entropy", table_order=6))
 ESTIMATORS.add("bayes_risk", Estimator(
-    "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True, decision="bayes"))
+    "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True, decision="bayes",
+    label="R_Bayes (ours)", table_order=7))
 ESTIMATORS.add("bayes_risk_fbeta", Estimator(
     "bayes_risk", "the F-beta Bayes risk 1 - E[F_beta] of the GFM action (ours; tasks declaring a "
-    "bayes_fbeta decision)", task_aware=True, decision="bayes_fbeta"))
+    "bayes_fbeta decision)", task_aware=True, decision="bayes_fbeta", label="R_Bayes F1 (ours)",
+    table_order=8))
+
+
+def risk_estimator(decision: str) -> str | None:
+    """The estimator that is the risk of decision method `decision` (e.g. the Bayes risk)."""
+    return next((n for n in ESTIMATORS.names() if ESTIMATORS[n].decision == decision), None)
+
+
+def entropy_estimators() -> list[str]:
+    """Task-aware estimators that are not a decision's risk (the latent entropy)."""
+    return [n for n in ESTIMATORS.names()
+            if ESTIMATORS[n].task_aware and ESTIMATORS[n].decision is None]
+
+
+def estimator_label(name: str) -> str:
+    return (ESTIMATORS[name].label or name) if name in ESTIMATORS else name
+
+
+def table_estimators() -> list[str]:
+    """Every registered estimator in the order of the paper's UQ tables."""
+    return sorted(ESTIMATORS.names(), key=lambda n: (ESTIMATORS[n].table_order, n))
 
 
 @register_group("lm_polygraph", reads=("dataset", "samples", "decodes", "ptrue"))

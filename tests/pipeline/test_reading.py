@@ -23,12 +23,10 @@ def _dataset(question, answers):
 
 def _classes(question, texts):
     """The offline classes mapper (answers read, clustered by the label rule)."""
-    from omegaconf import OmegaConf
+    from pipeline.tasks import MAPPERS, MapContext
+    from pipeline.tasks.classes import ClassesSettings
 
-    from pipeline.tasks import MAPPERS
-
-    cfg = OmegaConf.create({"task": {"equivalence": {"backend": "embedding"}}})
-    return MAPPERS["classes"].build(cfg)(question, texts)
+    return MAPPERS["classes"].build(ClassesSettings(), MapContext())(question, texts)
 
 
 def _decisions(space, question, texts, decodes=None):

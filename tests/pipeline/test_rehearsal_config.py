@@ -23,7 +23,7 @@ WHERE_FROM = {
     "dataset.overrides.*": "data: local files in each dataset's real format",
     "task.equivalence.nli_model": "NLI checkpoint: a tiny local DeBERTa for DeBERTa-large-MNLI",
     "uq.cross_encoder": "SAR/CoCoA cross-encoder: a tiny local one for stsb-roberta-large",
-    "task.embedder": "embedding checkpoint: packaged MiniLM for EmbeddingGemma",
+    "mappers.sphere.embedder": "embedding checkpoint: packaged MiniLM for EmbeddingGemma",
     "task.extractor.base_url": "extraction endpoint: the loopback OpenAI-compatible stand-in",
     "evaluation.comet_model": "COMET checkpoint: tiny local one",
     "evaluation.alignscore_ckpt": "AlignScore checkpoint: tiny local one",

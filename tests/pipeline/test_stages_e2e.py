@@ -81,7 +81,7 @@ def test_stored_bayes_risk_is_the_latent_core_risk(maqa_run):
                        & latents["parse_ok"]]
         sample_latents = [from_json("sets", s) for s in rows["latent"]]
         action = from_json("sets", d.action)
-        expected = (get_space("sets-fbeta", beta=cfg.task.fbeta) if d.method == "bayes_fbeta"
+        expected = (get_space("sets-fbeta", **cfg.task.decisions.bayes_fbeta.options) if d.method == "bayes_fbeta"
                     else space).risk(action, sample_latents)
         assert d.risk == pytest.approx(expected, abs=1e-12), (d.prompt_id, d.method)
         if d.method == "bayes":

@@ -1,0 +1,61 @@
+"""Typed settings of a registered part (mbrs style: one dataclass per component).
+
+A part declares its settings as a dataclass; the pipeline builds an instance from the config
+(`part_config`: unknown keys and wrong types fail naming the key and the valid ones) and hands the
+part that instance only, so what the part reads is what its dataclass declares. The settings that
+decide what it computes are its cache slice (`cache_slice`): every field, except those declared
+with `how(...)` (how calls are made, not what they answer: concurrency, retries, interpreters).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pipeline.errors import ConfigError
+
+C = TypeVar("C")
+
+
+def how(default: Any) -> Any:
+    """A setting of how a part works that cannot change its output (left out of its cache slice)."""
+    return dataclasses.field(default=default, metadata={"cache": False})
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSettings:
+    """The settings of a part that has none."""
+
+
+def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: str) -> C:
+    """An instance of `config_class` from `values` (a mapping or a DictConfig), the dataclass
+    defaults for the rest; ConfigError naming `where`, the key and the valid keys otherwise."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    names = [f.name for f in dataclasses.fields(config_class)]
+    values = OmegaConf.to_container(values, resolve=True) if OmegaConf.is_config(values) else (
+        dict(values or {}))
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; "
+                          f"{config_class.__qualname__} has " + (", ".join(names) or "none"))
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(config_class), values)
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"{where}{'.' + key if key else ''}: {str(exc).splitlines()[0]}") from None
+
+
+def cache_slice(settings: Any) -> dict[str, Any]:
+    """The fields of a settings dataclass that decide a part's output (nested dataclasses
+    recursively), without those declared with `how(...)`."""
+    out = {}
+    for f in dataclasses.fields(settings):
+        if not f.metadata.get("cache", True):
+            continue
+        value = getattr(settings, f.name)
+        out[f.name] = cache_slice(value) if dataclasses.is_dataclass(value) else value
+    return out

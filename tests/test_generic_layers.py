@@ -1,0 +1,86 @@
+"""The generic layers name no task, latent space, decision method or UQ estimator: config.py,
+the stages, the scorer, tracking and reporting loop over what the registries and the task
+declare (pipeline.methods: OURS/BASELINE/F_BETA are the roles they compare; the estimators'
+registry: labels, table order, the risk of a decision). A string literal in their code (not a
+docstring) equal to a registered name fails here, naming file and line. Names that are also a
+stage or an artifact ("map", "ptrue") mean the stage or artifact there, and are not counted."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from pipeline.latent import available_spaces
+from pipeline.methods import METHODS
+from pipeline.schema import ARTIFACTS
+from pipeline.stage import STAGES
+from pipeline.uncertainty.estimators import ESTIMATORS
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/score.py", "pipeline/score_io.py",
+           "pipeline/tracking", "pipeline/reporting"]
+
+
+def registered_names() -> dict[str, str]:
+    names = {}
+    for task in (ROOT / "conf" / "task").glob("*.yaml"):
+        names[task.stem] = "task"
+    names.update({s: "latent space" for s in available_spaces()})
+    names.update({m: "decision method" for m in METHODS.names()})
+    names.update({e: "UQ estimator" for e in ESTIMATORS.names()})
+    for other in (*STAGES.names(), *ARTIFACTS, "all", "plan", "report"):
+        names.pop(other, None)
+    return names
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def named_literals(path: Path, names: dict[str, str]) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _docstrings(tree)
+    return [f"{path.relative_to(ROOT)}:{node.lineno}: {names[node.value]} {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in skip and node.value in names]
+
+
+def generic_files() -> list[Path]:
+    out = []
+    for entry in GENERIC:
+        path = ROOT / entry
+        out += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    return out
+
+
+def test_the_generic_layers_name_no_registered_part():
+    names = registered_names()
+    assert {"sets", "sets-fbeta", "bayes", "bayes_fbeta", "beam", "bayes_risk",
+            "latent_entropy", "semantic_entropy"} <= set(names)
+    found = [hit for path in generic_files() for hit in named_literals(path, names)]
+    assert found == []
+
+
+def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
+    planted = ROOT / "pipeline" / "stages" / "_planted_for_test.py"
+    planted.write_text('"""doc naming \'bayes\' is fine."""\nTARGET = "bayes_risk"\n'
+                       'ok = f"{TARGET}_x"\n', encoding="utf-8")
+    try:
+        hits = named_literals(planted, registered_names())
+    finally:
+        planted.unlink()
+    assert hits == ["pipeline/stages/_planted_for_test.py:2: UQ estimator 'bayes_risk'"]
+
+
+@pytest.mark.parametrize("entry", GENERIC)
+def test_every_generic_entry_exists(entry):
+    assert (ROOT / entry).exists()
