@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from pipeline.data.references import REFERENCES, ReferenceKind
 from pipeline.errors import ConfigError
@@ -93,17 +94,23 @@ def mapper_config(cfg: Any, name: str | None = None) -> Any:
     from `mappers.<name>`. ConfigError on an unknown or mistyped setting."""
     name = name or cfg.task.mapper
     config_class = MAPPERS[name].Config
-    values = dict(OmegaConf.to_container(cfg.mappers, resolve=True).get(name) or {}
-                  if OmegaConf.is_config(cfg.get("mappers")) else (cfg.get("mappers") or {}).get(name) or {})
     shared = [f.name for f in fields(config_class) if f.name in SHARED_TASK_SETTINGS]
-    clash = sorted(set(shared) & set(values))
-    if clash:
-        raise ConfigError(f"mappers.{name}.{clash[0]}: set it as task.{clash[0]} (shared by every "
-                          "stage that uses it)")
-    for key in shared:
-        node = cfg.task[key]
-        values[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    try:
+        values = dict(_plain((cfg.get("mappers") or {}).get(name)) or {})
+        clash = sorted(set(shared) & set(values))
+        if clash:
+            raise ConfigError(f"mappers.{name}.{clash[0]}: set it as task.{clash[0]} (shared by "
+                              "every stage that uses it)")
+        for key in shared:
+            values[key] = _plain(cfg.task[key])
+    except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
+        raise ConfigError(f"mappers.{name}: a setting it reads cannot be resolved: "
+                          f"{str(exc).splitlines()[0]}") from None
     return part_config(config_class, values, f"mappers.{name}")
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 @dataclass

@@ -147,3 +147,10 @@ def test_no_setting_outside_a_mappers_settings_changes_its_latents(compose_cfg, 
     assert map_slice(changed) == map_slice(base)
     data = _cell(TEXTS)
     pd.testing.assert_frame_equal(map_cell(changed, *data), map_cell(base, *data))
+
+
+def test_an_unresolvable_shared_setting_is_a_config_error_naming_the_mapper(compose_cfg, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_BASE_URL_FOR_TEST", raising=False)
+    cfg = compose_cfg("task=sets", "task.extractor.base_url=${oc.env:NO_SUCH_BASE_URL_FOR_TEST}")
+    with pytest.raises(ConfigError, match=r"mappers\.sets: a setting it reads cannot be resolved"):
+        mapper_config(cfg)
