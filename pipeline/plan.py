@@ -95,7 +95,7 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
     if texts is None:
         return f"<= {per}/prompt" if n_prompts is None else f"<= {per * n_prompts}"
 
-    client = build_llm_client(cfg)
+    client = build_llm_client(ex, cfg.cache_dir)
     prompts = {extraction_prompt(extraction, q, t) for q, samples, decodes in texts.values()
                for t in samples + decodes}
     hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)

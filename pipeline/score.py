@@ -72,6 +72,8 @@ def action_column(method: str) -> str:
     """l_map / l_sample hold the latent under the paper's name; the others as <name>_action."""
     col = method_column(method)
     return f"{col}_action" if col == method else col
+
+
 SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
 
 

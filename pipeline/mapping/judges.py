@@ -84,6 +84,19 @@ class LLMJudge:
         return self._verdicts[p]
 
 
+def judge_settings(cfg) -> dict[str, Any] | None:
+    """What the verdicts of `evaluation.match_judge` depend on (the evaluate stage's cache key):
+    the equivalence model's settings, the chat model and its endpoint, or None without a judge."""
+    from omegaconf import OmegaConf
+
+    kind = cfg.evaluation.match_judge
+    if kind == "equivalence":
+        return {"equivalence": OmegaConf.to_container(cfg.task.equivalence, resolve=True)}
+    if kind == "llm":
+        return {"model": cfg.task.extractor.model, "base_url": cfg.task.extractor.base_url}
+    return None
+
+
 def build_judge(cfg) -> Any:
     """The judge `evaluation.match_judge` names (None for "none")."""
     kind = cfg.evaluation.match_judge
@@ -96,5 +109,5 @@ def build_judge(cfg) -> Any:
     if kind == "llm":
         from pipeline.mapping.builders import build_llm_client
 
-        return LLMJudge(build_llm_client(cfg))
+        return LLMJudge(build_llm_client(cfg.task.extractor, cfg.cache_dir))
     raise ConfigError(f"evaluation.match_judge={kind!r} is not one of {', '.join(JUDGES)}")

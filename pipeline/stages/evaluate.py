@@ -23,7 +23,7 @@ from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
 from pipeline.evaluation.audit import audit_prompt, count_warnings
 from pipeline.evaluation.matching import match_label
 from pipeline.latent.base import LatentSpace
-from pipeline.mapping.judges import build_judge
+from pipeline.mapping.judges import build_judge, judge_settings
 from pipeline.schema import AUDIT
 from pipeline.stage import plain, stage
 from pipeline.stages.decide import task_spaces
@@ -169,7 +169,7 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
 def evaluate_slice(cfg: DictConfig) -> dict:
     return {"evaluation": plain(cfg.evaluation), "metrics": list(cfg.task.metrics),
             "space": cfg.task.space, "space_options": plain(cfg.task.space_options),
-            "reference": cfg.task.reference}
+            "reference": cfg.task.reference, "judge": judge_settings(cfg)}
 
 
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,

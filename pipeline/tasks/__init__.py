@@ -27,8 +27,8 @@ from pipeline.errors import ConfigError
 from pipeline.parts import NoSettings, part_config
 from pipeline.registry import Registry
 
-__all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric", "Reference",
-           "ReferenceKind", "describe_reference", "mapper_config", "reference_of"]
+__all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
+           "Reference", "ReferenceKind", "describe_reference", "mapper_config", "reference_of"]
 
 
 class MapperInstance(Protocol):

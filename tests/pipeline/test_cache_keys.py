@@ -77,3 +77,16 @@ def test_the_map_key_is_the_mappers_settings(slices):
     for how in ("task.extractor.max_concurrency=1", "task.extractor.max_retries=0",
                 "task.extractor.api_key_env=MY_KEY", "task.extractor.max_failed_share=0.5"):
         assert changed(base, slices("dataset=maqa_bundled", how)) == [], how
+
+
+def test_the_evaluate_key_holds_the_match_judges_settings(slices):
+    base = slices("dataset=maqa_bundled")
+    # without a judge, the extractor and the equivalence model do not judge matches
+    assert changed(base, slices("dataset=maqa_bundled", "task.extractor.model=other")) == ["map"]
+    llm = slices("dataset=maqa_bundled", "evaluation.match_judge=llm")
+    assert changed(llm, slices("dataset=maqa_bundled", "evaluation.match_judge=llm",
+                               "task.extractor.model=other")) == ["map", "evaluate"]
+    eq = slices("dataset=maqa_bundled", "evaluation.match_judge=equivalence")
+    assert "evaluate" in changed(eq, slices("dataset=maqa_bundled",
+                                            "evaluation.match_judge=equivalence",
+                                            "task.equivalence.threshold=0.5"))
