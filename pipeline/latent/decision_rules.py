@@ -23,11 +23,15 @@ def empirical_risk(space, action, latents) -> float:
     return float(space.risk(action, latents))
 
 
+def _decided(result) -> tuple[Any, float, None]:
+    """A space's DecisionResult as a rule's (action, risk, text written by the space)."""
+    return result.action, float(result.risk), None
+
+
 @DECISION_RULES.register("bayes")
 def bayes(space, valid):
     """The closed-form Bayes action and its Bayes risk (the paper's uncertainty)."""
-    res = space.bayes([lat for lat, _ in valid])
-    return res.action, float(res.risk), None
+    return _decided(space.bayes([lat for lat, _ in valid]))
 
 
 @DECISION_RULES.register("map")
@@ -41,8 +45,7 @@ def latent_map(space, valid):
 @DECISION_RULES.register("sample_mbr")
 def sample_mbr(space, valid):
     """l_Sample: the sample of least empirical risk (MBR restricted to the samples)."""
-    res = space.sample_mbr([lat for lat, _ in valid])
-    return res.action, float(res.risk), None
+    return _decided(space.sample_mbr([lat for lat, _ in valid]))
 
 
 @DECISION_RULES.register("self_consistency")

@@ -23,6 +23,7 @@ from pipeline.store import ArtifactStore
 # every task gets these, decided from the samples' latents (pipeline.methods, their rules in
 # pipeline.latent.decision_rules)
 SAMPLE_METHODS = methods("latent")
+DECLARED = methods("latent", "task")
 COLUMNS = ["prompt_id", "method", "action", "risk", "text"]
 
 
@@ -46,11 +47,14 @@ def decide_prompt(space, samples: list[tuple[Any, str]], decodes: dict[str, tupl
                      "text": text})
 
     if latents:
-        for method in SAMPLE_METHODS:
-            add(method, *DECISION_RULES[method](space, valid))
-        for method, other in extra.items():
-            res = other.bayes(latents)
-            add(method, res.action, float(res.risk))
+        # in declaration order (pipeline.methods): a task's extra decisions where declared, any
+        # other extra decision last
+        for method in (*DECLARED, *(m for m in extra if m not in DECLARED)):
+            if method in SAMPLE_METHODS:
+                add(method, *DECISION_RULES[method](space, valid))
+            elif method in extra:
+                res = extra[method].bayes(latents)
+                add(method, res.action, float(res.risk))
     else:
         for method in (*SAMPLE_METHODS, *extra):
             add(method, None, math.nan, "")

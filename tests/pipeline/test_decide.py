@@ -92,3 +92,42 @@ def test_graph_text_is_g_inverse():
     rows = by_method(decide_prompt(get_space("graphs"),
                                    [(g, "Marie Curie won the Nobel Prize."), (g, "x")], {}))
     assert rows["bayes"]["text"] == graph_to_text(g) == "Marie curie born in warsaw. Marie curie won nobel prize."
+
+
+def test_every_latent_method_has_a_decision_rule_and_only_those():
+    from pipeline.latent.decision_rules import DECISION_RULES
+    from pipeline.methods import methods
+
+    assert set(DECISION_RULES.names()) == set(methods("latent"))
+
+
+def test_the_decision_rules_against_brute_force_on_sets():
+    """Bayes = the subset of least empirical Hamming risk over every subset of the labels seen;
+    l_MAP = the most frequent latent; l_Sample = the sample of least risk; self-consistency =
+    the first sample of the most frequent normalised text."""
+    import itertools
+
+    from pipeline.latent import get_space
+    from pipeline.latent.decision_rules import DECISION_RULES
+
+    space = get_space("sets")
+    valid = [(frozenset({"a", "b"}), "A and B"), (frozenset({"a"}), "a"),
+             (frozenset({"a", "b"}), "a and b"), (frozenset({"c"}), "C"), (frozenset({"a"}), "A")]
+    latents = [lat for lat, _ in valid]
+
+    def risk(action):
+        return sum(space.distance(lat, action) for lat in latents) / len(latents)
+
+    labels = sorted(set().union(*latents))
+    subsets = [frozenset(c) for r in range(len(labels) + 1)
+               for c in itertools.combinations(labels, r)]
+    best = min(risk(s) for s in subsets)
+    action, r, text = DECISION_RULES["bayes"](space, valid)
+    assert r == pytest.approx(best) and risk(frozenset(action)) == pytest.approx(best)
+    assert text is None
+    action, r, _ = DECISION_RULES["map"](space, valid)
+    assert frozenset(action) == frozenset({"a", "b"}) and r == pytest.approx(risk(frozenset(action)))
+    action, r, _ = DECISION_RULES["sample_mbr"](space, valid)
+    assert r == pytest.approx(min(risk(lat) for lat in latents))
+    action, r, text = DECISION_RULES["self_consistency"](space, valid)
+    assert text == "A and B" and frozenset(action) == frozenset({"a", "b"})
