@@ -63,7 +63,7 @@ def artifacts_read(names: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(reads))
 
 # lm-polygraph's, declared once in pipeline.uncertainty.polygraph (class, label, description)
-for _order, (_name, (_class, _label, _what)) in enumerate(POLYGRAPH_ESTIMATORS.items()):
+for _name, (_class, _label, _order, _what) in POLYGRAPH_ESTIMATORS.items():
     ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph {_class}: {_what}",
                                     label=_label, table_order=_order))
 ESTIMATORS.add("latent_entropy", Estimator(

@@ -39,14 +39,15 @@ from pipeline.uncertainty.stats import (
 
 log = logging.getLogger(__name__)
 
-# name: (lm-polygraph class, label in the paper's tables, what it measures), in the tables' order
-POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, str]] = {
-    "ptrue": ("PTrue", "P(True)", "P(True) of the greedy answer"),
-    "sar": ("SAR", "SAR", "shifting attention to relevance"),
-    "cocoa_msp": ("CocoaMSP", "CoCoA", "CoCoA with MSP, of the beam decode"),
-    "kle": ("KernelLanguageEntropy", "KLE", "kernel language entropy"),
-    "semantic_entropy": ("SemanticEntropy", "SE", "entropy over NLI clusters of the samples"),
-    "msp": ("MaximumSequenceProbability", "MSP", "maximum sequence probability of the beam decode"),
+# name: (lm-polygraph class, label in the paper's tables, its row there, what it measures)
+POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, int, str]] = {
+    "msp": ("MaximumSequenceProbability", "MSP", 5,
+            "maximum sequence probability of the beam decode"),
+    "semantic_entropy": ("SemanticEntropy", "SE", 4, "entropy over NLI clusters of the samples"),
+    "kle": ("KernelLanguageEntropy", "KLE", 3, "kernel language entropy"),
+    "sar": ("SAR", "SAR", 1, "shifting attention to relevance"),
+    "cocoa_msp": ("CocoaMSP", "CoCoA", 2, "CoCoA with MSP, of the beam decode"),
+    "ptrue": ("PTrue", "P(True)", 0, "P(True) of the greedy answer"),
 }
 ESTIMATOR_CLASSES: dict[str, str] = {n: spec[0] for n, spec in POLYGRAPH_ESTIMATORS.items()}
 DEFAULT_ESTIMATORS: tuple[str, ...] = tuple(ESTIMATOR_CLASSES)

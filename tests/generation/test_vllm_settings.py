@@ -8,11 +8,11 @@ from pipeline.generation.base import split_strategies
 from pipeline.generation.cell import tensor_parallel_size, vllm_max_model_len
 
 
-@pytest.fixture()
-
 def _split(cfg):
     return split_strategies(cfg.generation.strategies, cfg.generation.beam_backend)
 
+
+@pytest.fixture()
 def cfg_of(compose_cfg):
     return lambda *o: compose_cfg("backend=vllm", *o)
 
