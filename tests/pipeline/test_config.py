@@ -29,18 +29,30 @@ def test_groups_have_the_documented_options():
     assert options("hydra/launcher") == ["local", "slurm", "slurm_local"]  # + submitit_local
 
 
-def test_every_combination_composes(hydra_ctx):
-    combos = itertools.product(options("experiment"), options("model"), options("dataset"),
-                               options("backend"))
-    n = 0
-    for experiment, model, dataset, backend in combos:
+def test_every_pair_of_options_composes(hydra_ctx):
+    """Every pair of options of the experiment, model, dataset and backend groups composes and
+    validates together (an all-pairs cover: the groups set disjoint keys, so a problem is between
+    two of them; 144 compositions, where the full product is 432 and took ~100 s)."""
+    experiments, models = options("experiment"), options("model")
+    datasets, backends = options("dataset"), options("backend")
+    n_e, n_b = len(experiments), len(backends)
+    combos = {(experiments[i % n_e], m, d, backends[i // n_e % n_b])
+              for i, (m, d) in enumerate(itertools.product(models, datasets))}
+    combos |= {(e, models[i % len(models)], d, b)
+               for i, (e, d, b) in enumerate(itertools.product(experiments, datasets, backends))}
+    pairs = set()
+    for experiment, model, dataset, backend in sorted(combos):
         cfg = compose("config", overrides=[f"experiment={experiment}", f"model={model}",
                                            f"dataset={dataset}", f"backend={backend}"])
         validate(cfg)
         assert cfg.model.name == model and cfg.dataset.name == dataset
         assert cfg.backend.name == backend
-        n += 1
-    assert n == 3 * 6 * 12 * 2
+        pairs |= set(itertools.combinations((("e", experiment), ("m", model), ("d", dataset),
+                                             ("b", backend)), 2))
+    every = [(x, y) for x, y in itertools.combinations(
+        [[("e", v) for v in experiments], [("m", v) for v in models],
+         [("d", v) for v in datasets], [("b", v) for v in backends]], 2)]
+    assert all(p in pairs for xs, ys in every for p in itertools.product(xs, ys))
 
 
 @pytest.mark.parametrize("launcher", ["local", "slurm", "submitit_local"])
