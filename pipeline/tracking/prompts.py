@@ -16,12 +16,12 @@ from typing import Any
 
 from pipeline.latent.base import LatentSpace
 from pipeline.methods import BASELINE, OURS, method_column, methods
-from pipeline.uncertainty.estimators import entropy_estimators, risk_estimator
+from pipeline.uncertainty.estimators import entropy_estimators
 
 # the decisions the prompts table shows as text, under their columns (pipeline.methods): every
 # method decided from the samples, and the decoding baseline
 DECISION_COLUMNS = {method_column(m): m for m in (*methods("latent"), BASELINE)}
-RISK_COLUMN = risk_estimator(OURS) or f"{method_column(OURS)}_risk"  # bayes_risk
+RISK_COLUMN = f"{method_column(OURS)}_risk"  # the decide stage's risk of OURS: bayes_risk
 DIFFERS_COLUMN = f"{method_column(OURS)}_differs_from_{method_column(BASELINE)}"
 SAMPLE_SEPARATOR = "\n"
 
