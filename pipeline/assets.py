@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import PipelineError
 from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
-from pipeline.tasks import MAPPERS, mapper_config
+from pipeline.tasks import MAPPERS, mapper_config, metric_config
 
 FETCH = "make paper-assets"
 # Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
@@ -76,7 +76,7 @@ def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
 def cell_assets(cfg: DictConfig) -> list[Asset]:
     """Everything the cell's stages read from outside the pipeline."""
     out: list[Asset | None] = []
-    task, ev = cfg.task, cfg.evaluation
+    task = cfg.task
     out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
                       "set model.path to a local folder or a hub id"))
     overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
@@ -139,12 +139,14 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
             python = task.extractor.kggen_python or str(default_kggen_python())
             out.append(Asset("KGGen environment", python, "map", Path(python).exists(),
                              "make kggen-env"))
-    if ev.comet_model and "comet" in task.metrics:
-        out.append(_model("COMET checkpoint", ev.comet_model, "evaluate", FETCH))
-    if ev.alignscore_ckpt and "alignscore" in task.metrics:
-        out.append(Asset("AlignScore checkpoint", str(ev.alignscore_ckpt), "evaluate",
-                         Path(str(ev.alignscore_ckpt)).expanduser().is_file(), FETCH))
-        out.append(_model("AlignScore base model", ev.alignscore_model, "evaluate", FETCH))
+    comet = metric_config(cfg, "comet") if "comet" in task.metrics else None
+    if comet and comet.model:
+        out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH))
+    alignscore = metric_config(cfg, "alignscore") if "alignscore" in task.metrics else None
+    if alignscore and alignscore.ckpt:
+        out.append(Asset("AlignScore checkpoint", str(alignscore.ckpt), "evaluate",
+                         Path(str(alignscore.ckpt)).expanduser().is_file(), FETCH))
+        out.append(_model("AlignScore base model", alignscore.model, "evaluate", FETCH))
     return [a for a in out if a is not None]
 
 

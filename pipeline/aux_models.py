@@ -76,18 +76,16 @@ def equivalence_judge(eq, device: str, cache_dir: str):
                                 strict=eq.strict, cache_dir=pair_cache)
 
 
-def text_scorers(cfg: DictConfig) -> dict[str, Callable]:
-    """COMET / AlignScore batch scorers for the configured checkpoints (none configured: none),
-    each called as scorer(sources=, hypotheses=, references=)."""
-    ev, scorers = cfg.evaluation, {}
-    device = resolve_device(cfg.device)
-    if ev.comet_model and "comet" in cfg.task.metrics:
-        scorers["comet"] = partial(text_metrics.comet_scores, model=ev.comet_model,
-                                   gpus=comet_gpus(device))
-    if ev.alignscore_ckpt and "alignscore" in cfg.task.metrics:
-        scorers["alignscore"] = partial(_alignscore, ckpt_path=ev.alignscore_ckpt,
-                                        model=ev.alignscore_model, device=device)
-    return scorers
+def comet_scorer(model: str, device: str) -> Callable:
+    """COMET batch scorer of checkpoint `model`, called as scorer(sources=, hypotheses=,
+    references=)."""
+    device = resolve_device(device)
+    return partial(text_metrics.comet_scores, model=model, gpus=comet_gpus(device))
+
+
+def alignscore_scorer(ckpt: str, model: str, device: str) -> Callable:
+    """AlignScore batch scorer of checkpoint `ckpt` on backbone `model` (same call)."""
+    return partial(_alignscore, ckpt_path=ckpt, model=model, device=resolve_device(device))
 
 
 def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device):

@@ -17,7 +17,15 @@ from pipeline.latent import available_spaces
 from pipeline.mapping.judges import JUDGES
 from pipeline.mapping.settings import EXTRACTOR_KINDS, EquivalenceConfig, ExtractorConfig
 from pipeline.methods import METHODS, methods
-from pipeline.tasks import MAPPERS, METRICS, REFERENCES, mapper_config, mapper_option_defaults
+from pipeline.tasks import (
+    MAPPERS,
+    METRICS,
+    REFERENCES,
+    mapper_config,
+    mapper_option_defaults,
+    metric_config,
+    metric_option_defaults,
+)
 
 STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
 
@@ -135,19 +143,11 @@ class EvaluationConfig:
     ties: str = "average"
     n_bootstrap: int = 1000
     ci_alpha: float = 0.05
-    f1_mean: str = "harmonic"  # harmonic | geometric (the paper's wording)
-    kl_eps: float = 1e-6
     # Labels the matching rules (pipeline/evaluation/matching.py: alias, head noun, plural,
     # surname) leave unmatched: none (the default: rules only, deterministic), equivalence (the
     # cell's task.equivalence model, bidirectional entailment) or llm (task.extractor's endpoint
     # asked yes/no). docs/fidelity.md says why none.
     match_judge: str = "none"
-    # TriviaQA exact match: official (the official evaluation's normalisation, the default) or
-    # careful (the names read by the matching rules: accents, symbols, head nouns, surnames)
-    exact_match: str = "official"
-    comet_model: str | None = None  # e.g. Unbabel/wmt22-comet-da (hub) or a local checkpoint
-    alignscore_ckpt: str | None = None
-    alignscore_model: str = "roberta-large"
     seed: int = 0
 
 
@@ -202,6 +202,10 @@ class Config:
     # (Mapper.Config, pipeline/tasks/), e.g. mappers.sphere.embedder=embeddinggemma. Only the
     # cell's task.mapper reads its entry, so an overlay may set several.
     mappers: dict[str, Any] = field(default_factory=mapper_option_defaults)
+    # Settings of the quality metrics, by metric name, defaults from each metric's dataclass
+    # (Metric.Config): metrics.kl.eps, metrics.f1.mean, metrics.exact_match_error.reading,
+    # metrics.comet.model, metrics.alignscore.ckpt / .model.
+    metrics: dict[str, Any] = field(default_factory=metric_option_defaults)
     report_models: list[str] = field(default_factory=list)  # empty = every model with outputs
     report_figures: ReportFiguresConfig = field(default_factory=ReportFiguresConfig)
     # Python modules imported before anything else: your own registrations (latent spaces,
@@ -223,10 +227,6 @@ def register_configs() -> None:
     cs.store(group="schema", name="backend", node=BackendConfig)
     cs.store(group="schema", name="dataset", node=DatasetConfig)
     cs.store(group="schema", name="task", node=TaskConfig)
-
-
-def _positive(v) -> bool:
-    return v is not None and v > 0
 
 
 # (key, accepts the value, what it must be): every numeric setting, checked before any work.
@@ -256,7 +256,6 @@ VALUE_RULES = [
     ("evaluation.max_rejection", lambda v: 0 < v <= 1, "in (0, 1] (0.5 = the paper's 50 %)"),
     ("evaluation.n_bootstrap", lambda v: v >= 0, "an integer >= 0 (0: no intervals)"),
     ("evaluation.ci_alpha", lambda v: 0 < v < 1, "in (0, 1)"),
-    ("evaluation.kl_eps", _positive, "> 0"),
     ("wandb.max_prompts_logged", lambda v: v is None or v >= 0, "null (every prompt) or >= 0"),
 ]
 # (key, allowed values) of the enumerations.
@@ -265,9 +264,7 @@ CHOICES = [
     ("task.equivalence.backend", ("embedding", "nli")),
     ("task.extractor.kind", EXTRACTOR_KINDS),
     ("evaluation.ties", ("average", "polygraph")),
-    ("evaluation.f1_mean", ("harmonic", "geometric")),
     ("evaluation.match_judge", JUDGES),
-    ("evaluation.exact_match", ("official", "careful")),
     ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),
 ]
@@ -284,19 +281,23 @@ def registry_choices() -> tuple[list, list]:
     return single, lists
 
 
-def mapper_setting_problems(cfg) -> list[str]:
-    """Every `mappers.<name>` entry names a registered mapper and composes into its typed
-    settings (the cell's own mapper too, so a wrong shared setting is reported here)."""
+def part_setting_problems(cfg) -> list[str]:
+    """Every `mappers.<name>` / `metrics.<name>` entry names a registered part and composes into
+    its typed settings (the cell's own mapper and metrics too, so a wrong shared setting is
+    reported here)."""
     problems = []
-    for name in sorted({*(cfg.get("mappers") or {}), cfg.task.mapper}):
-        if name not in MAPPERS:
-            problems.append(f"mappers.{name}: no mapper {name!r}; registered: "
-                            f"{', '.join(MAPPERS.names())}")
-            continue
-        try:
-            mapper_config(cfg, name)
-        except ConfigError as exc:
-            problems.append(str(exc))
+    for node, registry, settings_of, used in (
+            ("mappers", MAPPERS, mapper_config, [cfg.task.mapper]),
+            ("metrics", METRICS, metric_config, list(cfg.task.metrics))):
+        for name in sorted({*(cfg.get(node) or {}), *used}):
+            if name not in registry:
+                problems.append(f"{node}.{name}: no {registry.family} {name!r}; registered: "
+                                f"{', '.join(registry.names())}")
+                continue
+            try:
+                settings_of(cfg, name)
+            except ConfigError as exc:
+                problems.append(str(exc))
     return problems
 
 
@@ -334,7 +335,7 @@ def validate(cfg) -> None:
         if space not in single[0][1]:
             problems.append(f"task.decisions.{name}.space={space!r}: choose one of "
                             f"{', '.join(single[0][1])}")
-    problems += mapper_setting_problems(cfg)
+    problems += part_setting_problems(cfg)
     for key, allowed in lists:
         unknown = [v for v in OmegaConf.select(cfg, key) if v not in allowed]
         if unknown:

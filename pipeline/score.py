@@ -227,33 +227,16 @@ def check_task(task: str, config_dirs: Sequence[str | Path] = ()) -> str:
 
 
 def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
-    """map -> decide -> uq -> evaluate through the pipeline's stages; returns the frames."""
+    """map -> decide -> uq -> evaluate through the pipeline's stages (evaluate scores only the
+    prompts with a reference; none: it does not run); returns the frames."""
     from pipeline.stage import run_stage
-    from pipeline.stages.evaluate import uq_score_rows
 
-    run_stage("map", cfg, store)
-    run_stage("decide", cfg, store)
-    run_stage("uq", cfg, store)
-    frames = {name: store.read(name) for name in ("dataset", "samples", "latents", "decisions",
-                                                  "uncertainty")}
-    ev = cfg.evaluation
-    frames["audit"] = None
-    if not with_reference:
-        quality = scores = None
-    else:
-        run_stage("evaluate", cfg, store)
-        quality, scores = store.read("quality"), store.read("uq_scores")
-        frames["audit"] = store.read("audit")
-        if len(with_reference) < len(frames["dataset"]):
-            # prompts without a reference must not count (the stage scores every prompt)
-            quality = quality[quality["prompt_id"].isin(with_reference)].reset_index(drop=True)
-            scores = None
-    if quality is not None and scores is None:
-        scores = uq_score_rows(quality, frames["uncertainty"], targets=list(ev.targets),
-                               max_rejection=ev.max_rejection, ties=ev.ties,
-                               n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)
-    frames["quality"], frames["uq_scores"] = quality, scores
-    return frames
+    for name in ("map", "decide", "uq") + (("evaluate",) if with_reference else ()):
+        run_stage(name, cfg, store)
+    names = ("dataset", "samples", "latents", "decisions", "uncertainty") + (
+        ("quality", "uq_scores", "audit") if with_reference else ())
+    return {"quality": None, "uq_scores": None, "audit": None,
+            **{name: store.read(name) for name in names}}
 
 
 def _short_vector(action: str) -> str:

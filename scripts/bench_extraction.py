@@ -81,16 +81,15 @@ def match_corpus() -> list[dict]:
 
 def evaluate_exact_match(items: list[dict], reading: str = "official") -> dict:
     """TriviaQA-style decisions: the scorer's exact match (the answer read from the response,
-    every alias; `reading`: evaluation.exact_match) against the careful reader's judgement."""
-    from types import SimpleNamespace
-
+    every alias; `reading`: metrics.exact_match_error.reading) against the careful reader's
+    judgement."""
     from pipeline.tasks import Reference
-    from pipeline.tasks.classes import exact_match_error
+    from pipeline.tasks.classes import ExactMatchSettings, exact_match_error
 
     rows = []
     for it in items:
         ref = Reference(answers=[[str(a) for a in it["aliases"]]], question=str(it["question"]))
-        got = exact_match_error(str(it["answer"]), ref, SimpleNamespace(exact_match=reading)) == 0
+        got = exact_match_error(str(it["answer"]), ref, ExactMatchSettings(reading)) == 0
         rows.append({"id": it["id"], "text": it["answer"], "question": it["question"],
                      "gold": bool(it["correct"]), "got": got})
     return _decisions(rows)
@@ -403,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     em = evaluate_exact_match(triviaqa_corpus())
     careful = evaluate_exact_match(triviaqa_corpus(), "careful")
     for name, r in (("official", em), ("careful", careful)):
-        print(f"Exact match, evaluation.exact_match={name} (TriviaQA-style, {r['n']} answers): "
+        print(f"Exact match, metrics.exact_match_error.reading={name} (TriviaQA-style, {r['n']} answers): "
               f"{r['right']} decisions right (accuracy {r['accuracy']:.3f}; false matches "
               f"{r['false_matches']}, missed {r['missed_matches']})")
     match = evaluate_matching(match_corpus())

@@ -40,9 +40,9 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 # Config keys named in error messages (pipeline/config.py, conf/experiment/paper.yaml).
-COMET_MODEL_KEY = "evaluation.comet_model"
-ALIGNSCORE_CKPT_KEY = "evaluation.alignscore_ckpt"
-ALIGNSCORE_MODEL_KEY = "evaluation.alignscore_model"
+COMET_MODEL_KEY = "metrics.comet.model"
+ALIGNSCORE_CKPT_KEY = "metrics.alignscore.ckpt"
+ALIGNSCORE_MODEL_KEY = "metrics.alignscore.model"
 
 ALIGNSCORE_MODES = ("nli_sp", "bin_sp", "reg_sp", "nli", "bin", "reg")
 

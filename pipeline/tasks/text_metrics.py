@@ -1,24 +1,39 @@
 """Metrics of decision texts against reference texts: COMET (translation) and AlignScore
-(summaries). Each needs a checkpoint; without one the metric is skipped and the log says so."""
+(summaries). Each needs a checkpoint (`metrics.comet.model`, `metrics.alignscore.ckpt`); without
+one the metric is skipped and the log says so."""
 
 from __future__ import annotations
 
-from pipeline.tasks import METRICS, Metric
+from dataclasses import dataclass
+
+from pipeline.tasks import METRICS, Metric, MetricContext
 
 
-def _comet(cfg):
-    from pipeline.aux_models import text_scorers
-
-    return text_scorers(cfg).get("comet")
-
-
-def _alignscore(cfg):
-    from pipeline.aux_models import text_scorers
-
-    return text_scorers(cfg).get("alignscore")
+@dataclass
+class CometSettings:
+    model: str | None = None  # e.g. Unbabel/wmt22-comet-da (hub) or a local checkpoint
 
 
-METRICS.add("comet", Metric("COMET", higher_is_better=True, scorer=_comet,
-                            config_key="evaluation.comet_model"))
+@dataclass
+class AlignScoreSettings:
+    ckpt: str | None = None  # AlignScore-large.ckpt (hub URL or local file)
+    model: str = "roberta-large"  # its backbone
+
+
+def _comet(settings: CometSettings, context: MetricContext):
+    from pipeline.aux_models import comet_scorer
+
+    return comet_scorer(settings.model, context.device) if settings.model else None
+
+
+def _alignscore(settings: AlignScoreSettings, context: MetricContext):
+    from pipeline.aux_models import alignscore_scorer
+
+    return (alignscore_scorer(settings.ckpt, settings.model, context.device) if settings.ckpt
+            else None)
+
+
+METRICS.add("comet", Metric("COMET", higher_is_better=True, scorer=_comet, Config=CometSettings,
+                            config_key="metrics.comet.model"))
 METRICS.add("alignscore", Metric("AlignScore", higher_is_better=True, scorer=_alignscore,
-                                 config_key="evaluation.alignscore_ckpt"))
+                                 Config=AlignScoreSettings, config_key="metrics.alignscore.ckpt"))

@@ -43,7 +43,7 @@ class NullTracker:
 
 # What a report run logs as its config: the report reads artifacts, not one cell's settings
 # (the sweep's primary config has no cell, and its cell keys may not even resolve).
-REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation")
+REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation", "metrics")
 # The artifacts a cell run reads to build its tables and summary.
 CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores",
               "audit")

@@ -53,8 +53,12 @@ def test_the_generate_key_follows_the_rendered_prompts_and_records(slices):
 def test_metrics_and_evaluation_settings_rerun_only_evaluate(slices):
     base = slices("dataset=maqa_bundled")
     assert changed(base, slices("dataset=maqa_bundled", "task.metrics=[f1]")) == ["evaluate"]
-    assert changed(base, slices("dataset=maqa_bundled", "evaluation.f1_mean=geometric")) == [
+    assert changed(base, slices("dataset=maqa_bundled", "metrics.f1.mean=geometric")) == [
         "evaluate"]
+    # a metric the task does not declare is not in its key (MAQA has no KL)
+    assert changed(base, slices("dataset=maqa_bundled", "metrics.kl.eps=0.1")) == []
+    star = slices("dataset=maqa_star_bundled")
+    assert changed(star, slices("dataset=maqa_star_bundled", "metrics.kl.eps=0.1")) == ["evaluate"]
 
 
 def test_the_map_key_holds_the_options_that_change_stored_latents(slices):

@@ -95,7 +95,7 @@ def test_paper_experiment_uses_the_paper_components(hydra_ctx):
     assert cfg.task.equivalence.backend == "nli"
     assert cfg.task.equivalence.nli_model == "microsoft/deberta-large-mnli"
     assert cfg.task.extractor.kind == "llm" and cfg.task.extractor.model == "gpt-4.1-mini"
-    assert cfg.evaluation.comet_model == "Unbabel/wmt22-comet-da"
+    assert cfg.metrics.comet.model == "Unbabel/wmt22-comet-da"
 
 
 def test_typo_in_key_fails(hydra_ctx):

@@ -12,6 +12,7 @@ import pytest
 
 from pipeline import aux_models
 from pipeline.devices import comet_gpus, configure_torch_threads, cpu_threads, resolve_device
+from pipeline.tasks import METRICS, MetricContext, metric_config
 
 
 @pytest.fixture()
@@ -41,13 +42,16 @@ def test_auto_is_the_cpu_here_and_explicit_devices_pass_through():
 def test_every_auxiliary_model_goes_to_the_gpu_when_one_is_visible(fake_gpu, cfg_of, tmp_path):
     assert resolve_device("auto") == "cuda"
     cfg = cfg_of("experiment=paper", "dataset=cnn_dm", f"cache_dir={tmp_path}",
-                 "evaluation.alignscore_ckpt=/x.ckpt", "task.metrics=[hamming,alignscore]")
+                 "metrics.alignscore.ckpt=/x.ckpt", "task.metrics=[hamming,alignscore]")
     nli = aux_models.build_equivalence(cfg)
     assert nli.device == "cuda" and nli.batch_size == 64  # a GPU takes larger NLI batches
     assert aux_models.build_embedder("minilm", cfg).device == "cuda"
-    assert aux_models.text_scorers(cfg)["alignscore"].keywords["device"] == "cuda"
-    cfg = cfg_of("experiment=paper", "dataset=wmt19_fien", "evaluation.comet_model=/c")
-    comet = aux_models.text_scorers(cfg)["comet"]
+    # the evaluate stage's metric context carries cfg.device ("auto") to the text metrics
+    context = MetricContext(cfg.device, cfg.cache_dir)
+    alignscore = METRICS["alignscore"].scorer(metric_config(cfg, "alignscore"), context)
+    assert alignscore.keywords["device"] == "cuda"
+    cfg = cfg_of("experiment=paper", "dataset=wmt19_fien", "metrics.comet.model=/c")
+    comet = METRICS["comet"].scorer(metric_config(cfg, "comet"), context)
     assert isinstance(comet, partial) and comet.keywords["gpus"] == 1
 
 

@@ -127,7 +127,7 @@ TEXTS = ['The Pacific Ocean, about 42.', '{"answers": [{"answer": "Pacific", "pr
 OUTSIDE = ["task.extractor.max_concurrency=1", "task.extractor.max_retries=0",
            "task.extractor.api_key_env=OTHER_KEY", "task.extractor.max_failed_share=0.5",
            "uq.similarity=cross_encoder", "uq.nli_with_question=false",
-           "evaluation.f1_mean=geometric", "evaluation.match_judge=llm", "evaluation.kl_eps=0.1",
+           "metrics.f1.mean=geometric", "evaluation.match_judge=llm", "metrics.kl.eps=0.1",
            "generation.n_samples=3", "generation.beam_width=2", "device=cpu"]
 
 
@@ -154,3 +154,90 @@ def test_an_unresolvable_shared_setting_is_a_config_error_naming_the_mapper(comp
     cfg = compose_cfg("task=sets", "task.extractor.base_url=${oc.env:NO_SUCH_BASE_URL_FOR_TEST}")
     with pytest.raises(ConfigError, match=r"mappers\.sets: a setting it reads cannot be resolved"):
         mapper_config(cfg)
+
+
+# --- metrics: typed settings under metrics.<name> ---------------------------------------------
+
+def test_every_registered_metric_has_typed_settings_composed_from_the_config(compose_cfg):
+    from pipeline.tasks import METRICS, metric_config
+
+    cfg = compose_cfg("experiment=paper")
+    for name in METRICS.names():
+        assert isinstance(metric_config(cfg, name), METRICS[name].Config), name
+    assert metric_config(cfg, "f1").mean == "geometric"  # the paper's wording (paper.yaml)
+    assert metric_config(cfg, "comet").model == "Unbabel/wmt22-comet-da"
+    assert metric_config(compose_cfg(), "f1").mean == "harmonic"
+    assert metric_config(compose_cfg(), "kl").eps == 1e-6
+
+
+def test_a_misspelt_metric_setting_fails_at_composition(compose_cfg):
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="maen"):
+        compose_cfg("metrics.f1.maen=geometric")
+
+
+def test_validate_names_a_bad_metric_setting_and_the_allowed_values(compose_cfg):
+    from pipeline.config import validate
+
+    with pytest.raises(ConfigError, match=r"metrics\.f1\.mean='arithmetic': choose one of "
+                                          r"harmonic, geometric"):
+        validate(compose_cfg("metrics.f1.mean=arithmetic"))
+    with pytest.raises(ConfigError, match=r"metrics\.kl\.eps=0\.0: must be > 0"):
+        validate(compose_cfg("metrics.kl.eps=0"))
+    with pytest.raises(ConfigError, match=r"metrics\.exact_match_error\.reading='loose'"):
+        validate(compose_cfg("metrics.exact_match_error.reading=loose"))
+    with pytest.raises(ConfigError, match=r"metrics\.nosuch: no metric 'nosuch'"):
+        validate(compose_cfg("+metrics.nosuch.x=1"))
+
+
+def _set_decisions():
+    import json
+
+    dataset = pd.DataFrame([
+        {"prompt_id": "p0", "dataset": "t", "question": "Which oceans border Chile?",
+         "answers": [["Pacific"], ["Southern Ocean"]], "probabilities": [], "reference_text": ""},
+        # a prompt without a reference (a scored file's row): not scored
+        {"prompt_id": "p1", "dataset": "t", "question": "Name an ocean.", "answers": [],
+         "probabilities": [], "reference_text": ""}])
+    decisions = pd.DataFrame([
+        {"prompt_id": pid, "method": "bayes", "action": json.dumps(["pacific", "atlantic", "indian"]),
+         "risk": 0.1, "text": ""} for pid in ("p0", "p1")])
+    return dataset, decisions
+
+
+@pytest.mark.parametrize("task", ["classes", "sets", "simplex", "graphs", "reals", "sphere"])
+def test_no_setting_outside_a_metrics_settings_changes_the_evaluate_key(compose_cfg, task):
+    from pipeline.stages.evaluate import evaluate_slice
+    from pipeline.tasks import METRICS
+
+    base = compose_cfg(f"task={task}")
+    mine = set(base.task.metrics)
+    outside = {"f1": "metrics.f1.mean=geometric", "kl": "metrics.kl.eps=0.1",
+               "exact_match_error": "metrics.exact_match_error.reading=careful",
+               "comet": "metrics.comet.model=/c", "alignscore": "metrics.alignscore.ckpt=/a"}
+    assert set(outside) == {n for n in METRICS.names() if METRICS[n].Config().__dict__}
+    others = [o for name, o in outside.items() if name not in mine]
+    assert evaluate_slice(compose_cfg(f"task={task}", *others)) == evaluate_slice(base)
+    for name in mine & set(outside):  # a metric's own setting is in the key
+        assert evaluate_slice(compose_cfg(f"task={task}", outside[name])) != evaluate_slice(base)
+
+
+def test_a_metric_sees_its_own_settings_only_and_unreferenced_prompts_are_not_scored(compose_cfg):
+    from pipeline.latent import get_space
+    from pipeline.stages.evaluate import metric_settings, quality_rows
+
+    dataset, decisions = _set_decisions()
+
+    def f1_of(*overrides):
+        cfg = compose_cfg("task=sets", *overrides)
+        q = quality_rows(get_space("sets"), ["f1"], dataset, decisions, None, reference="answer_set",
+                         settings=metric_settings(cfg))
+        assert q["prompt_id"].tolist() == ["p0"]
+        return q["value"].item()
+
+    # precision 1/3, recall 1/2: harmonic 0.4, geometric sqrt(1/6)
+    assert f1_of() == pytest.approx(0.4)
+    assert f1_of("metrics.f1.mean=geometric") == pytest.approx((1 / 6) ** 0.5)
+    assert f1_of("metrics.kl.eps=0.5", "metrics.exact_match_error.reading=careful") == (
+        pytest.approx(0.4))

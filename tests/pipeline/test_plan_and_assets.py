@@ -75,7 +75,7 @@ def test_a_run_with_a_missing_input_stops_before_any_work(tmp_path):
            "WANDB_MODE": "disabled"}
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "dataset=cnn_dm_bundled", f"output_root={out}",
-         "evaluation.alignscore_ckpt=/nowhere/AlignScore-large.ckpt", "wandb.enabled=false"],
+         "metrics.alignscore.ckpt=/nowhere/AlignScore-large.ckpt", "wandb.enabled=false"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     output = done.stdout + done.stderr

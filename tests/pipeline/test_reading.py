@@ -3,7 +3,6 @@ own map, decide and evaluate code (real mappers, spaces and metrics; nothing moc
 audit artifact and its warnings."""
 
 import json
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -12,8 +11,6 @@ from pipeline.evaluation.audit import audit_prompt, count_warnings, label_warnin
 from pipeline.latent import get_space
 from pipeline.stages.decide import decide_prompt
 from pipeline.stages.evaluate import audit_rows, quality_rows
-
-SETTINGS = SimpleNamespace(f1_mean="harmonic", kl_eps=1e-6, exact_match="official")
 
 
 def _dataset(question, answers):
@@ -51,7 +48,7 @@ def test_cluster_answer_is_printed_and_scored_as_its_most_frequent_member():
     assert bayes["risk"] == pytest.approx(0.2)
     q = quality_rows(space, ["exact_match_error"], _dataset(question, [["Paris"]]), decisions,
                      pd.DataFrame(columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"]),
-                     reference="one_answer", settings=SETTINGS)
+                     reference="one_answer")
     errors = q.set_index("method")["value"]
     assert errors["bayes"] == 0.0 and errors["map"] == 0.0
     # greedy said "Paris, France": the official TriviaQA scorer does not accept it
@@ -88,7 +85,7 @@ def test_set_cases_score_as_a_careful_reader_scores_them(responses, reference, q
     answers = answer_set_from_user(reference)["answers"]
     q = quality_rows(space, ["f1", "hamming"], _dataset(question, answers), decisions,
                      pd.DataFrame(columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"]),
-                     reference="answer_set", settings=SETTINGS)
+                     reference="answer_set")
     bayes = q[q["method"] == "bayes"].set_index("metric")["value"]
     assert bayes["f1"] == pytest.approx(f1) and bayes["hamming"] == pytest.approx(hamming)
 

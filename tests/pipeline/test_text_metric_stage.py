@@ -14,8 +14,8 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.evaluation import text_metrics as tm
 from pipeline.latent import get_space
-from pipeline.stages.evaluate import quality_rows
-from pipeline.aux_models import text_scorers as _text_scorers
+from pipeline.stages.evaluate import metric_settings, quality_rows
+from pipeline.tasks import METRICS, MetricContext, metric_config
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -36,9 +36,9 @@ def _dataset(n: int) -> pd.DataFrame:
 
 
 def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
-    cfg = _cfg("dataset=wmt19_fien_bundled", f"evaluation.comet_model={tiny_comet}")
-    scorers = _text_scorers(cfg)
-    assert set(scorers) == {"comet"}
+    cfg = _cfg("dataset=wmt19_fien_bundled", f"metrics.comet.model={tiny_comet}")
+    settings = metric_settings(cfg)
+    assert settings["comet"].model == str(tiny_comet)
     unit = [1.0, 0.0, 0.0]
     decisions = pd.DataFrame({
         "prompt_id": ["p0", "p0", "p1", "p1"], "method": ["bayes", "beam", "bayes", "beam"],
@@ -47,7 +47,7 @@ def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
     latents = pd.DataFrame({"prompt_id": ["p0", "p1"], "source": "reference", "sample_idx": -1,
                             "latent": json.dumps([0.0, 1.0, 0.0]), "parse_ok": True})
     q = quality_rows(get_space("sphere"), ["cosine_distance", "comet"], _dataset(2), decisions, latents,
-                     reference="text", settings=cfg.evaluation, cfg=cfg)
+                     reference="text", settings=settings)
     comet = q[q["metric"] == "comet"]
     assert comet[["prompt_id", "method"]].values.tolist() == [["p0", "bayes"], ["p0", "beam"],
                                                                ["p1", "bayes"]]
@@ -65,10 +65,10 @@ def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
 
 def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):
     ckpt, base = tiny_alignscore
-    cfg = _cfg("dataset=cnn_dm_bundled", f"evaluation.alignscore_ckpt={ckpt}",
-               f"evaluation.alignscore_model={base}")
-    scorers = _text_scorers(cfg)
-    assert set(scorers) == {"alignscore"}
+    cfg = _cfg("dataset=cnn_dm_bundled", f"metrics.alignscore.ckpt={ckpt}",
+               f"metrics.alignscore.model={base}")
+    settings = metric_settings(cfg)
+    assert (settings["alignscore"].ckpt, settings["alignscore"].model) == (str(ckpt), str(base))
     triples = [["cat", "sat on", "mat"]]
     decisions = pd.DataFrame({
         "prompt_id": ["p0", "p0"], "method": ["bayes", "beam"],
@@ -77,7 +77,7 @@ def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):
     latents = pd.DataFrame({"prompt_id": ["p0"], "source": "reference", "sample_idx": -1,
                             "latent": json.dumps(triples), "parse_ok": True})
     q = quality_rows(get_space("graphs"), ["hamming", "f1", "alignscore"], _dataset(1),
-                     decisions, latents, reference="text", settings=cfg.evaluation, cfg=cfg)
+                     decisions, latents, reference="text", settings=settings)
     align = q[q["metric"] == "alignscore"].set_index("method")["value"]
     # the generation is the context, the reference summary the claim (lm-polygraph's default)
     expected = tm.alignscore_scores(contexts=["Cat sat on mat.", ""],
@@ -89,4 +89,6 @@ def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):
 
 
 def test_without_checkpoints_text_metrics_are_skipped():
-    assert _text_scorers(_cfg("dataset=wmt19_fien_bundled")) == {}
+    cfg = _cfg("dataset=wmt19_fien_bundled")
+    for name in ("comet", "alignscore"):
+        assert METRICS[name].scorer(metric_config(cfg, name), MetricContext()) is None

@@ -207,8 +207,8 @@ def test_no_secret_anywhere_in_the_run_files(cell):
 
 
 def test_report_run_config_resolves_values_from_outside_its_keys(compose_cfg, tmp_path):
-    """The rehearsal's evaluation.comet_model is ${rehearsal.assets}/comet: the report run logs
-    `evaluation` resolved against the whole config (it failed the first rehearsal)."""
+    """The rehearsal's metrics.comet.model is ${rehearsal.assets}/comet: the report run logs
+    `metrics` resolved against the whole config (it failed the first rehearsal)."""
     from pipeline.tracking import make_tracker
 
     cfg = compose_cfg("experiment=paper", "+rehearsal=local", f"wandb.dir={tmp_path}",
@@ -216,4 +216,4 @@ def test_report_run_config_resolves_values_from_outside_its_keys(compose_cfg, tm
     tracker = make_tracker(cfg, report=True)
     tracker.finish()
     (run,) = read_runs(tmp_path / "wandb")
-    assert run.config["evaluation"]["comet_model"].endswith("/rehearsal/comet")
+    assert run.config["metrics"]["comet"]["model"].endswith("/rehearsal/comet")

@@ -70,7 +70,7 @@ def test_paper_configuration_uses_lm_polygraphs_defaults(compose_cfg):
     assert cfg.uq.similarity == "cross_encoder"
     assert cfg.uq.cross_encoder == "cross-encoder/stsb-roberta-large"
     assert cfg.uq.nli_with_question is False
-    assert cfg.evaluation.f1_mean == "geometric"
+    assert cfg.metrics.f1.mean == "geometric"
     assert "bayes_risk_fbeta" in cfg.uq.estimators and "bayes_fbeta" in cfg.evaluation.targets
     graphs = compose_cfg("experiment=paper", "dataset=cnn_dm")
     assert graphs.task.space == "graphs" and graphs.task.space_options.directed is False
