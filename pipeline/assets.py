@@ -103,20 +103,22 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         except FileNotFoundError:
             python, ok = str(cfg.backend.python or ".venv-vllm/bin/python"), False
         out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
-    from pipeline.uncertainty.estimators import ESTIMATORS
+    from pipeline.uncertainty.estimators import group_config, groups_of
 
     mapper, settings = MAPPERS[task.mapper], mapper_config(cfg)
-    polygraph = any(ESTIMATORS[e].group == "lm_polygraph" for e in cfg.uq.estimators)
+    polygraph = group_config(cfg, "lm_polygraph") if "lm_polygraph" in groups_of(
+        list(cfg.uq.estimators)) else None
     judges_labels = hasattr(settings, "equivalence")  # the mapper merges labels with the judge
     judge_stage = "map" if judges_labels else "uq"
     if task.equivalence.backend == "nli" and (judges_labels or polygraph):
         out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
                           "task.equivalence.nli_model=<local folder>"))
     embedders = {}
-    if polygraph and cfg.uq.similarity == "cross_encoder":  # SAR and CoCoA similarities
-        out.append(_model("cross-encoder", cfg.uq.cross_encoder, "uq",
-                          "uq.cross_encoder=<local folder> (or uq.similarity=embedder)"))
-    if polygraph and (cfg.uq.similarity == "embedder" or task.equivalence.backend != "nli"):
+    if polygraph and polygraph.similarity == "cross_encoder":  # SAR and CoCoA similarities
+        out.append(_model("cross-encoder", polygraph.cross_encoder, "uq",
+                          "uq.groups.lm_polygraph.cross_encoder=<local folder> (or "
+                          "uq.groups.lm_polygraph.similarity=embedder)"))
+    if polygraph and (polygraph.similarity == "embedder" or task.equivalence.backend != "nli"):
         # the similarity, or the offline equivalence
         embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder")
     if isinstance(getattr(settings, "embedder", None), str):  # a mapper that embeds (sphere)

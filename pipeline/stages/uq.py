@@ -8,28 +8,35 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from pipeline.stage import plain, stage
+from pipeline.parts import cache_slice
+from pipeline.stage import stage
 from pipeline.store import ArtifactStore
 
 INPUTS = ("dataset", "samples", "decodes", "ptrue", "latents", "decisions")
 
 
-def uq_slice(cfg: DictConfig) -> dict:
-    from pipeline.uncertainty.estimators import ESTIMATORS
+def group_settings(cfg: DictConfig) -> dict[str, Any]:
+    """{group: its typed settings (uq.groups.<group>)} for the groups of uq.estimators."""
+    from pipeline.uncertainty.estimators import group_config, groups_of
 
-    groups = {ESTIMATORS[name].group for name in cfg.uq.estimators}
-    # lm-polygraph's statistics come from the equivalence judge and its embedder
-    return {"uq": plain(cfg.uq),
-            "equivalence": plain(cfg.task.equivalence) if "lm_polygraph" in groups else None}
+    return {group: group_config(cfg, group) for group in groups_of(list(cfg.uq.estimators))}
+
+
+def uq_slice(cfg: DictConfig) -> dict:
+    # the estimators asked for and their groups' settings, from the settings dataclasses
+    return {"estimators": list(cfg.uq.estimators),
+            "groups": {group: cache_slice(s) for group, s in group_settings(cfg).items()}}
 
 
 # v2: SAR's similarity strings shorten a long question instead of losing the text to truncation.
 # v3: SAR's relevance per token of the generating model's tokenizer (was per word).
 @stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3)
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    from pipeline.uncertainty.estimators import artifacts_read, uncertainty_rows
+    from pipeline.generation.cell import model_tokenizer
+    from pipeline.uncertainty.estimators import UQContext, artifacts_read, uncertainty_rows
 
     names = list(cfg.uq.estimators)
     # what the asked estimators declare they read, nothing else (lm-polygraph's need the texts)
     artifacts = {name: store.read(name) for name in artifacts_read(names)}
-    return {"uncertainty": uncertainty_rows(names, artifacts, cfg)}
+    context = UQContext(cfg.device, cfg.cache_dir, tokenizer=lambda: model_tokenizer(cfg))
+    return {"uncertainty": uncertainty_rows(names, artifacts, group_settings(cfg), context)}

@@ -16,15 +16,11 @@ here (found automatically) and one config file. docs/extending.md walks through 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 from pipeline.data.references import REFERENCES, ReferenceKind
-from pipeline.errors import ConfigError
-from pipeline.parts import NoSettings, option_defaults, part_config
+from pipeline.parts import NoSettings, option_defaults, settings_from
 from pipeline.registry import Registry
 
 __all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
@@ -71,40 +67,16 @@ class Mapper:
     clusters_responses: bool = False
 
 
-# task nodes a mapper's settings take whole, by field name (shared with the uq/evaluate stages)
-SHARED_TASK_SETTINGS = ("extractor", "equivalence")
-
-
 def mapper_option_defaults() -> dict[str, dict[str, Any]]:
-    """{mapper name: its own settings' defaults} (the shared task nodes left out): the `mappers`
-    node of the config."""
-    return option_defaults(((n, MAPPERS[n].Config) for n in MAPPERS.names()),
-                           shared=SHARED_TASK_SETTINGS)
+    """{mapper name: its own settings' defaults}: the `mappers` node of the config."""
+    return option_defaults((n, MAPPERS[n].Config) for n in MAPPERS.names())
 
 
 def mapper_config(cfg: Any, name: str | None = None) -> Any:
-    """The typed settings of mapper `name` (default: the cell's task.mapper) from a full config:
-    its fields named like a shared task node (extractor, equivalence) from that node, the rest
-    from `mappers.<name>`. ConfigError on an unknown or mistyped setting."""
+    """The typed settings of mapper `name` (default: the cell's task.mapper): `mappers.<name>`
+    and the shared task nodes its fields name (extractor, equivalence)."""
     name = name or cfg.task.mapper
-    config_class = MAPPERS[name].Config
-    shared = [f.name for f in fields(config_class) if f.name in SHARED_TASK_SETTINGS]
-    try:
-        values = dict(_plain((cfg.get("mappers") or {}).get(name)) or {})
-        clash = sorted(set(shared) & set(values))
-        if clash:
-            raise ConfigError(f"mappers.{name}.{clash[0]}: set it as task.{clash[0]} (shared by "
-                              "every stage that uses it)")
-        for key in shared:
-            values[key] = _plain(cfg.task[key])
-    except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
-        raise ConfigError(f"mappers.{name}: a setting it reads cannot be resolved: "
-                          f"{str(exc).splitlines()[0]}") from None
-    return part_config(config_class, values, f"mappers.{name}")
-
-
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    return settings_from(cfg, MAPPERS[name].Config, "mappers", name)
 
 
 @dataclass
@@ -158,14 +130,8 @@ def metric_option_defaults() -> dict[str, dict[str, Any]]:
 
 
 def metric_config(cfg: Any, name: str) -> Any:
-    """The typed settings of metric `name` from `metrics.<name>` of a full config (ConfigError
-    on an unknown or mistyped setting)."""
-    try:
-        values = _plain((cfg.get("metrics") or {}).get(name))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"metrics.{name}: a setting cannot be resolved: "
-                          f"{str(exc).splitlines()[0]}") from None
-    return part_config(METRICS[name].Config, values, f"metrics.{name}")
+    """The typed settings of metric `name` (`metrics.<name>`)."""
+    return settings_from(cfg, METRICS[name].Config, "metrics", name)
 
 
 MAPPERS: Registry[Mapper] = Registry("mapper", discover=("pipeline.tasks",))

@@ -1,7 +1,7 @@
 """lm-polygraph's default similarity for SAR and CoCoA: a cross-encoder scoring a text pair
 jointly (cross-encoder/stsb-roberta-large, sentence-transformers' CrossEncoder, outputs in
 [0, 1]). The bi-encoder cosine of the project's embedder is the offline stand-in (none of the
-cross-encoders ships on PyPI); `uq.similarity` chooses."""
+cross-encoders ships on PyPI); `uq.groups.lm_polygraph.similarity` chooses."""
 
 from __future__ import annotations
 

@@ -1,22 +1,25 @@
 """UQ estimators, registered by name: lm-polygraph's (each a pure function of the statistics it
 declares, built from the cached artifacts) and the paper's (the latent entropy and the Bayes
-risk of the decide stage). `uq.estimators` picks any of them; `uq.estimator_kwargs.<name>`
-passes settings to an lm-polygraph estimator's constructor.
+risk of the decide stage). `uq.estimators` picks any of them.
 
 Estimators of one `group` are computed together (lm-polygraph's share their statistics: NLI
-matrices, embeddings), by the group's function (names, artifacts, cfg) -> UNCERTAINTY rows. A
-group declares the artifacts it reads (`register_group(name, reads=...)`); the uq stage loads
-exactly those of the estimators asked for.
+matrices, embeddings), by the group's function (names, artifacts, settings, context) ->
+UNCERTAINTY rows. A group declares the artifacts it reads and its typed settings
+(`register_group(name, reads=..., Config=...)`; `uq.groups.<name>` in the config, e.g.
+`uq.groups.lm_polygraph.similarity`); the uq stage loads exactly the artifacts of the estimators
+asked for, and its cache key holds their groups' settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from pipeline.mapping.settings import EquivalenceConfig
+from pipeline.parts import NoSettings, one_of, option_defaults, settings_from
 from pipeline.registry import Registry
 from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 from pipeline.uncertainty.latent_entropy import latent_entropy_frame
@@ -35,26 +38,56 @@ class Estimator:
     table_order: int = 99  # row position in the paper's UQ tables (Tables 3-8)
 
 
-GroupFn = Callable[[list[str], Mapping[str, pd.DataFrame], Any], pd.DataFrame]
+@dataclass(frozen=True)
+class UQContext:
+    """What a cell gives an estimator group besides its settings: where its models run, where
+    they cache, and the generating model's tokenizer (loaded on first call). None of it changes
+    a value computed from the group's settings and inputs."""
+
+    device: str = "auto"
+    cache_dir: str = "."
+    tokenizer: Callable[[], Any] | None = None
+
+
+GroupFn = Callable[[list[str], Mapping[str, pd.DataFrame], Any, UQContext], pd.DataFrame]
 
 
 @dataclass(frozen=True)
 class Group:
     fn: GroupFn
     reads: tuple[str, ...]  # the artifacts it reads (pipeline.schema names)
+    Config: type = NoSettings  # its typed settings (uq.groups.<name>)
 
 
 ESTIMATORS: Registry[Estimator] = Registry("UQ estimator")
 GROUPS: Registry[Group] = Registry("UQ estimator group")
 
 
-def register_group(name: str, *, reads: tuple[str, ...]) -> Callable[[GroupFn], GroupFn]:
-    """Decorator: `fn(names, artifacts, cfg)` computes the estimators `names` of group `name`
-    from `artifacts` (exactly those of `reads`, by name)."""
+def register_group(name: str, *, reads: tuple[str, ...], Config: type = NoSettings
+                   ) -> Callable[[GroupFn], GroupFn]:
+    """Decorator: `fn(names, artifacts, settings, context)` computes the estimators `names` of
+    group `name` from `artifacts` (exactly those of `reads`, by name), an instance of `Config`
+    and the cell's UQContext."""
     def deco(fn: GroupFn) -> GroupFn:
-        GROUPS.add(name, Group(fn, tuple(reads)))
+        GROUPS.add(name, Group(fn, tuple(reads), Config))
         return fn
     return deco
+
+
+def group_option_defaults() -> dict[str, dict[str, Any]]:
+    """{group name: its own settings' defaults}: the `uq.groups` node of the config."""
+    return option_defaults((n, GROUPS[n].Config) for n in GROUPS.names())
+
+
+def group_config(cfg: Any, name: str) -> Any:
+    """The typed settings of estimator group `name`: `uq.groups.<name>` and the shared task
+    nodes its fields name (equivalence)."""
+    return settings_from(cfg, GROUPS[name].Config, "uq.groups", name)
+
+
+def groups_of(names: list[str]) -> list[str]:
+    """The groups of the estimators `names`, in order of first use."""
+    return list(dict.fromkeys(ESTIMATORS[n].group for n in names))
 
 
 def artifacts_read(names: list[str]) -> tuple[str, ...]:
@@ -98,29 +131,52 @@ def table_estimators() -> list[str]:
     return sorted(ESTIMATORS.names(), key=lambda n: (ESTIMATORS[n].table_order, n))
 
 
-@register_group("lm_polygraph", reads=("dataset", "samples", "decodes", "ptrue"))
-def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
-    from omegaconf import OmegaConf
+@dataclass
+class PolygraphSettings:
+    """lm-polygraph's estimators: their semantic-equivalence judge (task.equivalence, shared with
+    the map stage), SAR's and CoCoA's similarity, SE/KLE's NLI premises, constructor arguments."""
 
-    from pipeline.aux_models import build_equivalence, build_similarity
-    from pipeline.generation.cell import model_tokenizer
+    equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)  # task.equivalence
+    # cross_encoder: lm-polygraph's default (`cross_encoder` below); embedder: the cosine of
+    # task.equivalence.embedder (the offline stand-in)
+    similarity: str = "embedder"
+    cross_encoder: str = "cross-encoder/stsb-roberta-large"
+    # SE/KLE NLI premises: question + answer (true) or the bare answers (false, lm-polygraph's)
+    nli_with_question: bool = True
+    kwargs: dict[str, Any] = field(default_factory=dict)  # estimator name -> constructor args
 
+    def __post_init__(self) -> None:
+        one_of(self, "similarity", ("embedder", "cross_encoder"))
+
+
+@register_group("lm_polygraph", reads=("dataset", "samples", "decodes", "ptrue"),
+                Config=PolygraphSettings)
+def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame],
+                  settings: PolygraphSettings, context: UQContext) -> pd.DataFrame:
+    from pipeline.aux_models import build_embedder, cross_encoder, equivalence_judge
+
+    similarity = (cross_encoder(settings.cross_encoder, context.device)
+                  if settings.similarity == "cross_encoder"
+                  else build_embedder(settings.equivalence.embedder, device=context.device))
     return compute_uncertainty(
         artifacts["samples"], artifacts["decodes"], artifacts["ptrue"], artifacts["dataset"],
-        equivalence=build_equivalence(cfg), embedder=build_similarity(cfg),
-        estimators=names, target_strategy="beam",  # MSP/CoCoA of the beam output (paper)
-        tokenizer=model_tokenizer(cfg),  # SAR's relevance per token of the generating model
-        estimator_kwargs=OmegaConf.to_container(cfg.uq.estimator_kwargs, resolve=True),
-        nli_with_question=bool(cfg.uq.nli_with_question))
+        equivalence=equivalence_judge(settings.equivalence, context.device, context.cache_dir),
+        embedder=similarity, estimators=names,
+        target_strategy="beam",  # MSP/CoCoA of the beam output (paper)
+        # SAR's relevance per token of the generating model
+        tokenizer=context.tokenizer() if context.tokenizer else None,
+        estimator_kwargs=settings.kwargs, nli_with_question=settings.nli_with_question)
 
 
 @register_group("latent_entropy", reads=("latents",))
-def _latent_entropy(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
+def _latent_entropy(names: list[str], artifacts: Mapping[str, pd.DataFrame], settings,
+                    context: UQContext) -> pd.DataFrame:
     return latent_entropy_frame(artifacts["latents"])
 
 
 @register_group("bayes_risk", reads=("decisions",))
-def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
+def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], settings,
+                context: UQContext) -> pd.DataFrame:
     decisions = artifacts["decisions"]
     methods = set(decisions["method"])
     # a decision the task does not declare (no F-beta action for classes) has no risk to report
@@ -131,12 +187,17 @@ def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) ->
         columns=["prompt_id", "estimator", "value"])
 
 
-def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame], cfg) -> pd.DataFrame:
-    """UNCERTAINTY rows of every estimator in `names`, one group call per group."""
+def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame],
+                     settings: Mapping[str, Any] | None = None,
+                     context: UQContext | None = None) -> pd.DataFrame:
+    """UNCERTAINTY rows of every estimator in `names`, one group call per group, each with its
+    settings `settings[group]` (its dataclass defaults when absent)."""
     groups: dict[str, list[str]] = {}
     for name in dict.fromkeys(names):
         groups.setdefault(ESTIMATORS[name].group, []).append(name)
-    frames = [GROUPS[group].fn(members, {a: artifacts[a] for a in GROUPS[group].reads}, cfg)
+    settings, context = settings or {}, context or UQContext()
+    frames = [GROUPS[group].fn(members, {a: artifacts[a] for a in GROUPS[group].reads},
+                               settings.get(group) or GROUPS[group].Config(), context)
               for group, members in groups.items()]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["prompt_id", "estimator", "value"])

@@ -17,7 +17,7 @@ Keys and shapes follow lm-polygraph 0.7.0's stat calculators (NOTES.md):
 | p_true | float | ptrue.logprob_true (lm-polygraph's stat is log p(True)) |
 
 The similarity judge is lm-polygraph's cross-encoder (stsb-roberta-large; anything with
-`score_pairs`, pipeline.uncertainty.cross_encoder; `uq.similarity: cross_encoder`, the paper
+`score_pairs`, pipeline.uncertainty.cross_encoder; `uq.groups.lm_polygraph.similarity: cross_encoder`, the paper
 configuration) or, offline (no cross-encoder ships on PyPI), the bi-encoder cosine of the
 project's embedder clipped to [0, 1] (the cross-encoder's range).
 """

@@ -126,7 +126,7 @@ TEXTS = ['The Pacific Ocean, about 42.', '{"answers": [{"answer": "Pacific", "pr
 # settings no built-in mapper's output may depend on: every `how` field, other parts' settings
 OUTSIDE = ["task.extractor.max_concurrency=1", "task.extractor.max_retries=0",
            "task.extractor.api_key_env=OTHER_KEY", "task.extractor.max_failed_share=0.5",
-           "uq.similarity=cross_encoder", "uq.nli_with_question=false",
+           "uq.groups.lm_polygraph.similarity=cross_encoder", "uq.groups.lm_polygraph.nli_with_question=false",
            "metrics.f1.mean=geometric", "evaluation.match_judge=llm", "metrics.kl.eps=0.1",
            "generation.n_samples=3", "generation.beam_width=2", "device=cpu"]
 
@@ -241,3 +241,41 @@ def test_a_metric_sees_its_own_settings_only_and_unreferenced_prompts_are_not_sc
     assert f1_of("metrics.f1.mean=geometric") == pytest.approx((1 / 6) ** 0.5)
     assert f1_of("metrics.kl.eps=0.5", "metrics.exact_match_error.reading=careful") == (
         pytest.approx(0.4))
+
+
+# --- UQ estimator groups: typed settings under uq.groups.<name> -------------------------------
+
+def test_every_estimator_group_has_typed_settings_composed_from_the_config(compose_cfg):
+    from pipeline.uncertainty.estimators import GROUPS, group_config
+
+    cfg = compose_cfg("experiment=paper")
+    for name in GROUPS.names():
+        assert isinstance(group_config(cfg, name), GROUPS[name].Config), name
+    paper = group_config(cfg, "lm_polygraph")
+    assert (paper.similarity, paper.nli_with_question) == ("cross_encoder", False)
+    assert paper.equivalence.backend == "nli"  # task.equivalence, shared with the map stage
+    assert group_config(compose_cfg(), "lm_polygraph").similarity == "embedder"
+
+
+def test_validate_names_a_bad_estimator_group_setting(compose_cfg):
+    from pipeline.config import validate
+
+    with pytest.raises(ConfigError, match=r"uq\.groups\.lm_polygraph\.similarity='bleu': choose "
+                                          r"one of embedder, cross_encoder"):
+        validate(compose_cfg("uq.groups.lm_polygraph.similarity=bleu"))
+    with pytest.raises(ConfigError, match=r"uq\.groups\.lm_polygraph\.equivalence: set it as "
+                                          r"task\.equivalence"):
+        validate(compose_cfg("+uq.groups.lm_polygraph.equivalence.strict=false"))
+
+
+def test_the_uq_key_holds_the_settings_of_the_asked_estimators_groups_only(compose_cfg):
+    from pipeline.stages.uq import uq_slice
+
+    ours = "uq.estimators=[latent_entropy,bayes_risk]"
+    polygraph = ["uq.groups.lm_polygraph.similarity=cross_encoder",
+                 "uq.groups.lm_polygraph.nli_with_question=false",
+                 "+uq.groups.lm_polygraph.kwargs.sar.t=0.5", "task.equivalence.threshold=0.5"]
+    for change in polygraph:  # lm-polygraph's settings (and its judge) are in its key
+        assert uq_slice(compose_cfg(change)) != uq_slice(compose_cfg()), change
+    # ... and in no key of estimators that do not read them
+    assert uq_slice(compose_cfg(ours, *polygraph)) == uq_slice(compose_cfg(ours))

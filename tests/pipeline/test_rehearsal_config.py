@@ -22,7 +22,7 @@ WHERE_FROM = {
     "model.path": "weights: local folders under the paper models' names",
     "dataset.overrides.*": "data: local files in each dataset's real format",
     "task.equivalence.nli_model": "NLI checkpoint: a tiny local DeBERTa for DeBERTa-large-MNLI",
-    "uq.cross_encoder": "SAR/CoCoA cross-encoder: a tiny local one for stsb-roberta-large",
+    "uq.groups.lm_polygraph.cross_encoder": "SAR/CoCoA cross-encoder: a tiny local one for stsb-roberta-large",
     "mappers.sphere.embedder": "embedding checkpoint: packaged MiniLM for EmbeddingGemma",
     "task.extractor.base_url": "extraction endpoint: the loopback OpenAI-compatible stand-in",
     "metrics.comet.model": "COMET checkpoint: tiny local one",

@@ -67,9 +67,9 @@ def test_sentence_token_and_greedy_similarities_equal_lm_polygraph(cross_encoder
 
 def test_paper_configuration_uses_lm_polygraphs_defaults(compose_cfg):
     cfg = compose_cfg("experiment=paper")
-    assert cfg.uq.similarity == "cross_encoder"
-    assert cfg.uq.cross_encoder == "cross-encoder/stsb-roberta-large"
-    assert cfg.uq.nli_with_question is False
+    assert cfg.uq.groups.lm_polygraph.similarity == "cross_encoder"
+    assert cfg.uq.groups.lm_polygraph.cross_encoder == "cross-encoder/stsb-roberta-large"
+    assert cfg.uq.groups.lm_polygraph.nli_with_question is False
     assert cfg.metrics.f1.mean == "geometric"
     assert "bayes_risk_fbeta" in cfg.uq.estimators and "bayes_fbeta" in cfg.evaluation.targets
     graphs = compose_cfg("experiment=paper", "dataset=cnn_dm")

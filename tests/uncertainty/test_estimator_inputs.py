@@ -26,14 +26,14 @@ def test_a_group_gets_only_its_declared_artifacts():
     seen = {}
 
     @register_group("test_reads_latents", reads=("latents",))
-    def group(names, artifacts, cfg):
+    def group(names, artifacts, settings, context):
         seen["keys"] = set(artifacts)
         return pd.DataFrame({"prompt_id": ["p"], "estimator": names[0], "value": [1.0]})
 
     ESTIMATORS.add("test_latent_reader", Estimator("test_reads_latents"))
     try:
         everything = {name: pd.DataFrame() for name in ("dataset", "samples", "latents", "decisions")}
-        rows = uncertainty_rows(["test_latent_reader"], everything, cfg=None)
+        rows = uncertainty_rows(["test_latent_reader"], everything)
         assert seen["keys"] == {"latents"}
         assert rows.to_dict("records") == [{"prompt_id": "p", "estimator": "test_latent_reader",
                                             "value": 1.0}]
