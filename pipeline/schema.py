@@ -80,7 +80,12 @@ UQ_SCORES = {
     "auc": "float",
     "auc_low": "float",
     "auc_high": "float",
+    # prompts scored: those of the target's quality where every estimator has a value (one prompt
+    # set for every estimator of a target and metric, so their PRRs are comparable)
     "n": "int",
+    # prompts with the target's quality left out because an estimator has no value on them (an
+    # estimator with no value on any prompt is reported with n = 0 and leaves the set alone)
+    "n_dropped": "int",
 }
 
 AUDIT = {

@@ -121,21 +121,28 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
 
 def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rejection: float,
                   ties: str, n_bootstrap: int, ci_alpha: float, seed: int):
-    """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals."""
+    """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals. Every
+    estimator of a (target, metric) is scored on the same prompts: those with the target's
+    quality where every estimator has a value (an estimator with none at all, e.g. P(True) on
+    outside generations, gets n = 0 and does not shrink the set); `n_dropped` counts the rest."""
     import pandas as pd
 
     rows = []
     unc = uncertainty_df.pivot_table(index="prompt_id", columns="estimator", values="value",
-                                     aggfunc="first")
+                                     aggfunc="first", dropna=False)
     for target in targets:
         q_target = quality_df[quality_df["method"] == target]
         for metric, qm in q_target.groupby("metric", sort=True):
             sign = 1.0 if bool(qm["higher_is_better"].iloc[0]) else -1.0
-            quality = qm.set_index("prompt_id")["value"] * sign
+            quality = (qm.set_index("prompt_id")["value"] * sign).dropna()
+            joined = unc.reindex(quality.index)
+            present = [e for e in unc.columns if joined[e].notna().any()]
+            common = joined[present].notna().all(axis=1) if present else joined.index.notna()
+            q = quality[common].to_numpy(float)
             for estimator in unc.columns:
-                joined = pd.concat([unc[estimator], quality], axis=1, join="inner").dropna()
-                u, q = joined.iloc[:, 0].to_numpy(float), joined.iloc[:, 1].to_numpy(float)
-                row = {"estimator": estimator, "target": target, "metric": metric, "n": len(u)}
+                u = joined.loc[common, estimator].to_numpy(float) if estimator in present else []
+                row = {"estimator": estimator, "target": target, "metric": metric, "n": len(u),
+                       "n_dropped": int((~common).sum())}
                 if len(u) >= 2:
                     p = bootstrap_ci(lambda a, b: prr(a, b, max_rejection=max_rejection, ties=ties),
                                      u, q, n_boot=n_bootstrap, alpha=ci_alpha, seed=seed)
@@ -147,7 +154,7 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
                            auc_high=a[2])
                 rows.append(row)
     cols = ["estimator", "target", "metric", "prr", "prr_low", "prr_high", "auc", "auc_low",
-            "auc_high", "n"]
+            "auc_high", "n", "n_dropped"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -191,7 +198,8 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
 # surnames, optional judge); exact match read from each method's own text; the audit artifact.
-# v3: prompts without a reference (a scored file's) are not scored.
+# v3: prompts without a reference (a scored file's) are not scored; every estimator of a target
+# and metric scored on one prompt set (n_dropped).
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
        outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=3)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:

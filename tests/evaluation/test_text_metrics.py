@@ -56,11 +56,11 @@ def test_comet_folder_and_ckpt_paths_share_one_cached_model(tiny_comet):
 
 
 def test_comet_missing_checkpoint_names_the_config_key(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"evaluation\.comet_model"):
+    with pytest.raises(FileNotFoundError, match=r"metrics\.comet\.model"):
         tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model=tmp_path / "nope" / "model.ckpt")
     (tmp_path / "empty_folder").mkdir()
     with pytest.raises(FileNotFoundError,
-                       match=r"checkpoints/model\.ckpt.*evaluation\.comet_model"):
+                       match=r"checkpoints/model\.ckpt.*metrics\.comet\.model"):
         tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model=tmp_path / "empty_folder")
 
 
@@ -68,7 +68,7 @@ def test_comet_hub_name_offline_names_the_config_key(monkeypatch):
     # The hub is unreachable here: the hub path must fail with a clear message, not hang.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(FileNotFoundError,
-                       match=r"Unbabel/wmt22-comet-da.*evaluation\.comet_model"):
+                       match=r"Unbabel/wmt22-comet-da.*metrics\.comet\.model"):
         tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model="Unbabel/wmt22-comet-da")
 
 
@@ -178,7 +178,7 @@ def test_nltk_splitter_requires_punkt_data():
 def test_alignscore_missing_checkpoint_names_the_config_key(tiny_alignscore, tmp_path):
     _, base = tiny_alignscore
     for ckpt in (tmp_path / "AlignScore-large.ckpt", None, ""):
-        with pytest.raises(FileNotFoundError, match=r"evaluation\.alignscore_ckpt"):
+        with pytest.raises(FileNotFoundError, match=r"metrics\.alignscore\.ckpt"):
             tm.alignscore_scores(CONTEXTS, CLAIMS, ckpt, model=str(base))
 
 
@@ -188,7 +188,7 @@ def test_alignscore_checkpoint_that_does_not_fit_names_the_model_key(tiny_aligns
     _, base = tiny_alignscore
     wrong = tmp_path / "wrong.ckpt"
     torch.save({"state_dict": {}}, wrong)
-    with pytest.raises(ValueError, match=r"weights missing.*evaluation\.alignscore_model"):
+    with pytest.raises(ValueError, match=r"weights missing.*metrics\.alignscore\.model"):
         tm.alignscore_scores(CONTEXTS, CLAIMS, wrong, model=str(base))
 
 
@@ -198,5 +198,5 @@ def test_alignscore_rejects_bad_arguments(tiny_alignscore):
         tm.alignscore_scores(CONTEXTS, CLAIMS, ckpt, model=str(base), evaluation_mode="smart-n")
     with pytest.raises(ValueError, match="claims has 2 entries"):
         tm.alignscore_scores(CONTEXTS, CLAIMS[:2], ckpt, model=str(base))
-    with pytest.raises(ValueError, match=r"evaluation\.alignscore_model"):
+    with pytest.raises(ValueError, match=r"metrics\.alignscore\.model"):
         tm.alignscore_scores(CONTEXTS, CLAIMS, ckpt, model="bert-base-uncased")

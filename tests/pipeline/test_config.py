@@ -172,3 +172,17 @@ def test_map_cache_key_ignores_where_kggen_runs_but_not_what_it_runs(hydra_ctx):
     assert map_slice("task.extractor.max_concurrency=2") == base
     assert map_slice("task.extractor.model=gpt-4.1") != base
     assert map_slice("task.extractor.kggen_cluster=false") != base
+
+
+@pytest.mark.parametrize("model", ["qwen3-4b", "qwen3-30b-a3b"])
+def test_qwen3_samples_with_its_non_thinking_mode_values(hydra_ctx, model):
+    """Qwen3 runs with enable_thinking false, so it samples with the model card's non-thinking
+    values (T 0.7, top-p 0.8, top-k 20), not its hub config's thinking-mode ones (0.6/0.95/20)."""
+    from pipeline.stages.generate import _sampling
+
+    cfg = compose("config", overrides=["experiment=paper", f"model={model}", "dataset=triviaqa"])
+    assert cfg.model.chat_template_kwargs.enable_thinking is False
+    sampling = _sampling(cfg)  # what the generate stage samples with
+    assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.n) == (0.7, 0.8, 20, 20)
+    gemma = _sampling(compose("config", overrides=["experiment=paper", "model=gemma-3-4b-it"]))
+    assert (gemma.temperature, gemma.top_p, gemma.top_k) == (None, None, None)  # its hub config

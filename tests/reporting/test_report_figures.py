@@ -99,7 +99,7 @@ def _write_cell(root, model: str, canonical: str, rng) -> None:
             value = (0.9 if model != BIG else -0.9) if e == "bayes_risk" else rng.uniform(-.5, .5)
             scores.append({"estimator": e, "target": target, "metric": metric, "prr": value,
                            "prr_low": value - 0.1, "prr_high": value + 0.1, "auc": 0.5,
-                           "auc_low": 0.4, "auc_high": 0.6, "n": N_PROMPTS})
+                           "auc_low": 0.4, "auc_high": 0.6, "n": N_PROMPTS, "n_dropped": 0})
     store.write("uq_scores", pd.DataFrame(scores), key="k")
 
 
