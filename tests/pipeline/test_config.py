@@ -186,3 +186,33 @@ def test_qwen3_samples_with_its_non_thinking_mode_values(hydra_ctx, model):
     assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.n) == (0.7, 0.8, 20, 20)
     gemma = _sampling(compose("config", overrides=["experiment=paper", "model=gemma-3-4b-it"]))
     assert (gemma.temperature, gemma.top_p, gemma.top_k) == (None, None, None)  # its hub config
+
+
+@pytest.mark.parametrize("dataset,max_new_tokens", [("triviaqa", 24), ("maqa", 64),
+                                                    ("maqa_star", 128), ("wmt19_fien", 96),
+                                                    ("cnn_dm", 160)])
+def test_the_paper_settings_it_leaves_open_are_the_documented_ones(hydra_ctx, dataset,
+                                                                   max_new_tokens):
+    """docs/fidelity.md rows "Decoding baselines", "Generation length", "Dataset splits and
+    sizes", "COMET checkpoint", "KL smoothing": the values it names."""
+    from pipeline.tasks import metric_config
+
+    cfg = compose("config", overrides=["experiment=paper", f"dataset={dataset}"])
+    g = cfg.generation
+    assert (g.n_samples, g.beam_width, g.contrastive_alpha, g.contrastive_top_k) == (20, 5, 0.6, 4)
+    assert cfg.dataset.max_new_tokens == max_new_tokens and cfg.dataset.limit is None
+    assert metric_config(cfg, "comet").model == "Unbabel/wmt22-comet-da"
+    assert metric_config(cfg, "kl").eps == 1e-6
+
+
+def test_the_paper_datasets_read_the_documented_splits():
+    """docs/fidelity.md "Dataset splits and sizes"."""
+    from pipeline.data.registry import DATASETS
+
+    def where(name):
+        d = DATASETS[name].defaults
+        return d.get("path"), d.get("config"), d.get("split")
+
+    assert where("triviaqa") == ("mandarjoshi/trivia_qa", "rc.nocontext", "validation")
+    assert where("maqa_star") == ("ttomov/maqa_star", None, "train")
+    assert where("wmt19_fien") == ("wmt/wmt19", "fi-en", "validation")
