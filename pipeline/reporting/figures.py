@@ -32,7 +32,12 @@ from pipeline.reporting.tables import (
     lower_is_better,
     metric_label,
 )
-from pipeline.uncertainty.estimators import entropy_estimators, risk_estimator
+from pipeline.uncertainty.estimators import (
+    entropy_estimators,
+    extra_estimators,
+    risk_estimator,
+    table_estimators,
+)
 
 TASK_ORDER = ["maqa", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"]
 TASK_LABEL = {"maqa": "MAQA\n{0,1}^K", "triviaqa": "TriviaQA\n[K]", "wmt19_fien": "WMT19\nR^d",
@@ -95,7 +100,7 @@ def rank_models(present, wanted=PAPER_LLMS) -> tuple[list[str], str]:
     chosen = [m for m in present if m != PAPER_72B] or present
     if not chosen:
         return [], "no data"
-    return chosen, (f"none of the paper's LLMs ran; models present: {', '.join(chosen)}")
+    return chosen, (f"{', '.join(chosen)} (none of the paper's LLMs ran)")
 
 
 def prr_ranks(scores: pd.DataFrame, target: str = OURS,
@@ -105,7 +110,9 @@ def prr_ranks(scores: pd.DataFrame, target: str = OURS,
     models to average over (None: every model in `scores`)."""
     if scores.empty:
         return pd.DataFrame(columns=["dataset", "estimator", "mean_rank"])
-    s = scores[(scores["target"] == target)].dropna(subset=["prr"])
+    # the paper's competitors only: our extras (the F-beta risk) would shift every rank
+    s = scores[(scores["target"] == target) & ~scores["estimator"].isin(extra_estimators())]
+    s = s.dropna(subset=["prr"])
     if models is not None:
         s = s[s["model"].isin(list(models))]
     if s.empty:
@@ -113,6 +120,16 @@ def prr_ranks(scores: pd.DataFrame, target: str = OURS,
     s = s.assign(rank=s.groupby(["model", "dataset", "metric"])["prr"]
                  .rank(ascending=False, method="average"))
     return s.groupby(["dataset", "estimator"])["rank"].mean().rename("mean_rank").reset_index()
+
+
+def estimator_color(name: str):
+    """One colour per estimator in every figure (its place in the paper's table order; the Bayes
+    risk black), whatever else a panel shows."""
+    if name == RISK:
+        return "black"
+    order = [e for e in table_estimators() if e != RISK]
+    i = order.index(name) if name in order else len(order) + sum(map(ord, name))
+    return _plt().get_cmap("tab10")(i % 10)
 
 
 def _grouped_bars(ax, table: pd.DataFrame, groups: list[str], group_label: dict, title: str,
@@ -124,7 +141,7 @@ def _grouped_bars(ax, table: pd.DataFrame, groups: list[str], group_label: dict,
         vals = [table[(table["dataset"] == g) & (table["estimator"] == e)]["value"].mean()
                 for g in groups]
         ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=ESTIMATOR_LABEL.get(e, e),
-               color="black" if e == RISK else None)
+               color=estimator_color(e))
     ax.set_xticks(x, [group_label.get(g, g) for g in groups], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.set_ylabel(ylabel)

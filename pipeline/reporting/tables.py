@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.methods import BASELINE, F_BETA, OURS, method_label, table_methods
+from pipeline.methods import BASELINE, F_BETA, OURS, extra_methods, method_label, table_methods
 from pipeline.tasks import METRICS
-from pipeline.uncertainty.estimators import estimator_label, table_estimators
+from pipeline.uncertainty.estimators import estimator_label, extra_estimators, table_estimators
 
 COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match_error"),
            ("wmt19_fien", "comet"), ("wmt19_fien", "cosine_distance"), ("cnn_dm", "hamming"),
@@ -90,10 +90,23 @@ def uq_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str, target: str, sc
     return pd.concat(frames, ignore_index=True)
 
 
+def extra_rows() -> set[str]:
+    """Rows of our extras (methods and estimators the paper does not compare): shown, marked
+    EXTRA_MARK, never best or runner-up."""
+    return extra_methods() | extra_estimators()
+
+
+EXTRA_MARK = " †"
+EXTRA_NOTE = "† not in the paper's comparison: never marked best or runner-up."
+
+
 def _ranks(wide: pd.DataFrame, lower_better: bool) -> pd.DataFrame:
-    """1 = best, 2 = runner-up within each (model, source) block, per column."""
+    """1 = best, 2 = runner-up within each (model, source) block, per column, among the paper's
+    methods / estimators (our extras are left out)."""
     ranks = pd.DataFrame(index=wide.index, columns=wide.columns, dtype=float)
-    for (_, _), block in wide.groupby(level=["model", "source"], sort=False):
+    extras = extra_rows()
+    compared = wide[[ix[1] not in extras for ix in wide.index]]
+    for (_, _), block in compared.groupby(level=["model", "source"], sort=False):
         for col in wide.columns:
             lb = lower_better if isinstance(lower_better, bool) else lower_is_better(col[1])
             vals = block[col].dropna()
@@ -122,8 +135,14 @@ def render_markdown(wide: pd.DataFrame, title: str, row_label: dict[str, str],
             s = _fmt(row[col])
             r = ranks.loc[ix, col]
             cells.append(f"**{s}**" if r == 1 else s)
-        lines.append("| " + " | ".join([ix[0], row_label.get(ix[1], ix[1]), ix[2]] + cells) + " |")
+        lines.append("| " + " | ".join([ix[0], _row_name(ix[1], row_label), ix[2]] + cells) + " |")
+    if any(ix[1] in extra_rows() for ix in wide.index):
+        lines += ["", EXTRA_NOTE]
     return "\n".join(lines) + "\n"
+
+
+def _row_name(key: str, row_label: dict[str, str]) -> str:
+    return row_label.get(key, key) + (EXTRA_MARK if key in extra_rows() else "")
 
 
 def render_latex(wide: pd.DataFrame, caption: str, label: str, row_label: dict[str, str],
@@ -156,7 +175,8 @@ def render_latex(wide: pd.DataFrame, caption: str, label: str, row_label: dict[s
             s = _fmt(row[col])
             r = ranks.loc[ix, col]
             cells.append(rf"\textbf{{{s}}}" if r == 1 else (rf"\underline{{{s}}}" if r == 2 else s))
-        lines.append(" & ".join([esc(ix[0]), esc(row_label.get(ix[1], ix[1])), ix[2]] + cells)
+        lines.append(" & ".join([esc(ix[0]), esc(_row_name(ix[1], row_label)).replace(
+            "†", r"$^\dagger$"), ix[2]] + cells)
                      + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}"]
     return "\n".join(lines) + "\n"

@@ -36,6 +36,9 @@ class Estimator:
     decision: str | None = None
     label: str = ""  # in tables and figures (default: the name)
     table_order: int = 99  # row position in the paper's UQ tables (Tables 3-8)
+    # one of the paper's compared estimators; False: an extra of ours (own rows, never ranked
+    # or marked best against the paper's)
+    in_paper: bool = True
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ ESTIMATORS.add("bayes_risk", Estimator(
 ESTIMATORS.add("bayes_risk_fbeta", Estimator(
     "bayes_risk", "the F-beta Bayes risk 1 - E[F_beta] of the GFM action (ours; tasks declaring a "
     "bayes_fbeta decision)", task_aware=True, decision="bayes_fbeta", label="R_Bayes F1 (ours)",
-    table_order=8))
+    table_order=8, in_paper=False))
 
 
 def risk_estimator(decision: str) -> str | None:
@@ -124,6 +127,11 @@ def entropy_estimators() -> list[str]:
 
 def estimator_label(name: str) -> str:
     return (ESTIMATORS[name].label or name) if name in ESTIMATORS else name
+
+
+def extra_estimators() -> set[str]:
+    """Estimators of ours the paper does not compare (never ranked against its)."""
+    return {n for n in ESTIMATORS.names() if not ESTIMATORS[n].in_paper}
 
 
 def table_estimators() -> list[str]:

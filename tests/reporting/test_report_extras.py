@@ -1,0 +1,43 @@
+"""Our extras (the F-beta decision and its risk) are reported in their own marked rows and never
+take part in the paper's comparisons: best / runner-up marking, Fig. 2a's ranks. Every figure
+gives an estimator the same colour."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from pipeline.reporting import tables
+from pipeline.reporting.figures import estimator_color, prr_ranks
+
+
+def _wide(rows: dict[str, float]) -> pd.DataFrame:
+    long = pd.DataFrame([{"model": "m", "method": k, "source": "ours", "dataset": "maqa",
+                          "metric": "f1", "value": v} for k, v in rows.items()])
+    return tables.wide_table(long, "method", tables.METHODS)
+
+
+def test_an_extra_row_is_never_best_or_runner_up():
+    wide = _wide({"beam": 0.5, "bayes": 0.6, "bayes_fbeta": 0.9, "greedy": 0.4})
+    ranks = tables._ranks(wide, lower_better=False)
+    by_row = {ix[1]: r for ix, r in ranks[("maqa", "f1")].items()}
+    assert by_row["bayes"] == 1 and by_row["beam"] == 2 and pd.isna(by_row["bayes_fbeta"])
+    md = tables.render_markdown(wide, "t", tables.METHOD_LABEL, lower_better=False)
+    assert "| Bayes (ours) | ours | **0.600** |" in md
+    assert "| Bayes F1 (ours) † | ours | 0.900 |" in md and tables.EXTRA_NOTE in md
+    tex = tables.render_latex(wide, "t", "tab:t", tables.METHOD_LABEL, lower_better=False)
+    assert r"Bayes F1 (ours) $^\dagger$ & ours & 0.900" in tex and r"\textbf{0.600}" in tex
+
+
+def test_fig_2a_ranks_the_paper_estimators_only():
+    scores = pd.DataFrame([
+        {"model": "m", "dataset": "maqa", "metric": "f1", "target": "bayes", "estimator": e,
+         "prr": v} for e, v in (("bayes_risk", 0.5), ("msp", 0.3), ("bayes_risk_fbeta", 0.9))])
+    ranks = prr_ranks(scores).set_index("estimator")["mean_rank"].to_dict()
+    assert ranks == {"bayes_risk": 1.0, "msp": 2.0}  # the F-beta risk would have pushed both down
+
+
+def test_an_estimator_keeps_its_colour_in_every_figure():
+    assert estimator_color("bayes_risk") == "black"
+    colours = {e: estimator_color(e) for e in ("msp", "sar", "latent_entropy", "kle")}
+    assert len(set(colours.values())) == 4
+    assert estimator_color("sar") == colours["sar"]  # a function of the name alone
