@@ -98,6 +98,12 @@ def build_report(cfg) -> dict[str, Any]:
     else:  # an earlier report's pooled variant would otherwise stay listed in the manifest
         for ext in ("png", "pdf"):
             (figures_dir / f"latent_entropy_vs_risk_pooled.{ext}").unlink(missing_ok=True)
+    # Figs. 3, 6-8 and 9-11 show the models Fig. 2a averages (the paper's four LLMs when they
+    # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
+    compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
+    compared = [c for c in cells if c.model in compared_models]
+    per_q, unc = (per_prompt(compared, "quality"), per_prompt(compared, "uncertainty")
+                  ) if compared else (per_q.iloc[0:0], unc.iloc[0:0])
     improvement = figures.improvement_table(per_q, unc)
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
     figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)
@@ -106,7 +112,7 @@ def build_report(cfg) -> dict[str, Any]:
                                               per_model=True)
         per_model.to_csv(tables_dir / f"{name}.csv", index=False)
         figs[name] = figures.fig_improvement_per_model(per_model, figures_dir, name)
-    maqa_cells = [c for c in cells if c.canonical == "maqa"]
+    maqa_cells = [c for c in compared if c.canonical == "maqa"]
     from pipeline.reporting.ablation import COLUMNS as ABLATION_COLUMNS
 
     ablation = pd.DataFrame(columns=ABLATION_COLUMNS)

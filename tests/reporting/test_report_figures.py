@@ -243,8 +243,16 @@ def test_report_writes_every_figure_per_model(outputs, tmp_path):
             path = tmp_path / "results" / "figures" / f"{name}.{ext}"
             assert path.stat().st_size > 1000 and str(path) in out["files"]
     for name in figures.IMPROVEMENT_FIGURES:
+        # the paper's four LLMs, as in the paper's Figs. 9-11: the 72B is reported apart
         table = pd.read_csv(tmp_path / "results" / "tables" / f"{name}.csv")
-        assert figures.model_order(table["model"]) == MODELS
+        assert figures.model_order(table["model"]) == figures.model_order(PAPER4)
+    # Fig. 3 pools the same four, not the 72B
+    paper4 = {k: outputs[k][outputs[k]["model"].isin(PAPER4)] for k in ("quality", "uncertainty")}
+    pooled = pd.read_csv(tmp_path / "results" / "tables" / "hamming_improvement.csv")
+    expected = figures.improvement_table(paper4["quality"], paper4["uncertainty"])
+    np.testing.assert_allclose(pooled["delta"], expected["delta"])
+    assert pooled["n"].sum() == expected["n"].sum() == N_PROMPTS * len(PAPER4) * (
+        pooled["baseline"].nunique())
     assert not (tmp_path / "results" / "figures" / "latent_entropy_vs_risk_pooled.png").exists()
     assert figure_options(cfg)["rank_models"] == PAPER4
 
