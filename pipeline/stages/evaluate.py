@@ -90,16 +90,27 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     ref_latents = _reference_latents(space, latents_df, mapped)
     rows: list[dict] = []
     latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
+    unscored: dict[str, int] = {}
     for d in decisions_df.itertuples():
         record = refs.loc[d.prompt_id]
         ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge)
         action = space.from_json(d.action)
+        if action is None:
+            unscored[d.method] = unscored.get(d.method, 0) + 1
         for name, metric in latent_metrics:
+            if action is None and metric.reads == "latent":
+                # "we discard answers that can not properly parsed through any mapping g_T"
+                # (appendix): a decision whose output has no latent is not scored (not a full
+                # loss), for every latent metric alike, as the text metrics skip it
+                continue
             value = metric.fn(d.text if metric.reads == "text" else action, ref, settings[name])
             if value is not None:
                 rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": name,
                              "value": float(value), "higher_is_better": metric.higher_is_better})
 
+    if unscored:
+        log.info("[evaluate] decisions without a latent, not scored (the paper discards them): %s",
+                 ", ".join(f"{m} {n}" for m, n in unscored.items()))
     for name in metrics:
         metric = METRICS[name]
         if metric.scorer is None:
@@ -117,6 +128,13 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
             rows.append({"prompt_id": pid, "method": method, "metric": name,
                          "value": float(value), "higher_is_better": metric.higher_is_better})
     return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
+
+
+def _with_interval(score, u, q, n_bootstrap: int, alpha: float, seed: int):
+    """(value, low, high): a percentile bootstrap interval, or none (NaN) with n_bootstrap=0."""
+    if n_bootstrap == 0:
+        return score(u, q), math.nan, math.nan
+    return bootstrap_ci(score, u, q, n_boot=n_bootstrap, alpha=alpha, seed=seed)
 
 
 def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rejection: float,
@@ -144,10 +162,9 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
                 row = {"estimator": estimator, "target": target, "metric": metric, "n": len(u),
                        "n_dropped": int((~common).sum())}
                 if len(u) >= 2:
-                    p = bootstrap_ci(lambda a, b: prr(a, b, max_rejection=max_rejection, ties=ties),
-                                     u, q, n_boot=n_bootstrap, alpha=ci_alpha, seed=seed)
-                    a = bootstrap_ci(concordance_auc, u, q, n_boot=n_bootstrap, alpha=ci_alpha,
-                                     seed=seed)
+                    p = _with_interval(lambda a, b: prr(a, b, max_rejection=max_rejection,
+                                                        ties=ties), u, q, n_bootstrap, ci_alpha, seed)
+                    a = _with_interval(concordance_auc, u, q, n_bootstrap, ci_alpha, seed)
                 else:
                     p = a = (math.nan, math.nan, math.nan)
                 row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1],
@@ -199,7 +216,7 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
 # surnames, optional judge); exact match read from each method's own text; the audit artifact.
 # v3: prompts without a reference (a scored file's) are not scored; every estimator of a target
-# and metric scored on one prompt set (n_dropped).
+# and metric scored on one prompt set (n_dropped); a decision without a latent is not scored.
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
        outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=3)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:

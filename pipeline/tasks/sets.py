@@ -60,9 +60,11 @@ REFERENCES.add("answer_set", ReferenceKind(
 def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:
     """(prediction, truth) in one label space: a mapped reference (a graph) as it is; else the
     prediction aligned to the answers' aliases. None when a mapped reference has no latent."""
+    if action is None:  # no latent: not scored (the paper discards unparseable answers)
+        return None
     if ref.mapped:
-        return None if ref.latent is None else (set(action or ()), set(ref.latent))
-    pred, keys = align_to_aliases([] if action is None else action, ref.answers, ref.question,
+        return None if ref.latent is None else (set(action), set(ref.latent))
+    pred, keys = align_to_aliases(action, ref.answers, ref.question,
                                   ref.judge)
     return set(pred), set(keys)
 

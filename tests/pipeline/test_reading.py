@@ -122,3 +122,19 @@ def test_audit_rows_of_a_cell():
     # a space without labels has nothing to audit
     assert audit_rows(get_space("sphere"), _dataset("q", []), decisions.iloc[:0], latents.iloc[:0],
                       reference="text").empty
+
+
+def test_a_decision_without_a_latent_is_not_scored_but_an_empty_answer_set_is():
+    """The paper discards answers no g_T can parse: a decision whose output has no latent
+    ("null") gets no Hamming/F1 row (not a full loss), like KL and COMET; a parsed empty set is
+    an answer and scores a full loss."""
+    space = get_space("sets")
+    decisions = pd.DataFrame([
+        {"prompt_id": "p", "method": "beam", "action": "null", "risk": float("nan"), "text": "?"},
+        {"prompt_id": "p", "method": "greedy", "action": "[]", "risk": float("nan"), "text": ""},
+        {"prompt_id": "p", "method": "bayes", "action": '["pacific"]', "risk": 0.1, "text": ""}])
+    q = quality_rows(space, ["f1", "hamming"], _dataset("Which oceans?", [["Pacific"]]), decisions,
+                     None, reference="answer_set")
+    got = {(r.method, r.metric): r.value for r in q.itertuples()}
+    assert got == {("greedy", "f1"): 0.0, ("greedy", "hamming"): 1.0,
+                   ("bayes", "f1"): 1.0, ("bayes", "hamming"): 0.0}

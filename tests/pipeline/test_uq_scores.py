@@ -41,6 +41,7 @@ def test_a_missing_value_drops_the_prompt_for_every_estimator():
     assert scores.loc["risk", "n"] == scores.loc["msp", "n"] == 5
     assert scores.loc["risk", "n_dropped"] == scores.loc["msp", "n_dropped"] == 1
     assert scores.loc["ptrue", "n"] == 0 and math.isnan(scores.loc["ptrue", "prr"])
+    assert math.isnan(scores.loc["risk", "prr_low"])  # n_bootstrap=0: no interval, no crash
     quality = -np.array(LOSS[:5])  # a loss: higher quality = lower loss
     for name in ("risk", "msp"):
         u = np.array(values[name][:5])
