@@ -22,6 +22,9 @@ PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
                "uq_auc_beam", "uq_prr_bayes_fbeta", "uq_72b")
 # (latent_entropy_vs_risk_pooled is written too with report_figures.entropy_pooled=true.)
+# v3: extras (F-beta rows) marked and never best; Fig. 2a over the paper's estimators; Figs. 3,
+# 6-11 over the compared models (no 72B); one colour per estimator.
+REPORT_VERSION = 3
 FIGURE_NAMES = ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
                 "hamming_distance_improvement_maqa", "cosine_distance_improvement_wmt19_fien",
                 "kl_divergence_improvement_maqa_star", "samples_ablation")
@@ -62,7 +65,8 @@ def build_report(cfg) -> dict[str, Any]:
     options = figure_options(cfg)
     report_models = list(cfg.report_models or [])
     key = cache_key({"experiment": cfg.experiment, "max_rejection": cfg.evaluation.max_rejection,
-                     "figures": options, "report_models": report_models, "version": 2},
+                     "figures": options, "report_models": report_models,
+                     "version": REPORT_VERSION},
                     input_keys(cells))
     manifest_path = results / ".report.manifest.json"
     try:

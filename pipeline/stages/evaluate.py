@@ -216,9 +216,10 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
 # surnames, optional judge); exact match read from each method's own text; the audit artifact.
 # v3: prompts without a reference (a scored file's) are not scored; every estimator of a target
-# and metric scored on one prompt set (n_dropped); a decision without a latent is not scored.
+# and metric scored on one prompt set (n_dropped).
+# v4: a decision without a latent is not scored (the paper discards unparseable answers).
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
-       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=3)
+       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=4)
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     ev = cfg.evaluation
     space, _ = task_spaces(cfg)
