@@ -65,24 +65,35 @@ def test_multirun_on_slurm_runs_every_cell_and_the_report(slurm_env, tmp_path):
     assert (tmp_path / "results" / "tables" / "generation.md").exists()
 
 
+def _queued(slurm_env) -> list[str]:
+    """Job ids in the local cluster's queue (array tasks as <job>_<task>)."""
+    return subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_env, capture_output=True,
+                          text=True).stdout.split()
+
+
+def _job(queued_id: str) -> str:
+    """The job an id of squeue belongs to: 85 of 85, 85_3 and 85_[2-4] (array tasks)."""
+    return queued_id.split("_")[0]
+
+
 def test_cancelled_job_resumes_from_last_finished_shard(slurm_env, tmp_path):
     cmd = [sys.executable, "-m", "pipeline", "-m", *launcher_args(tmp_path),
            "stage=generate", "dataset=triviaqa_bundled", "dataset.limit=10",
            "generation.shard_size=1", "generation.strategies=[greedy]", "generation.ptrue=false",
            "generation.n_samples=4", "dataset.max_new_tokens=24"]  # ~10 shards of a few seconds
     cell = tmp_path / "outputs" / "default" / "smollm2-135m" / "triviaqa_bundled"
+    # jobs already queued are someone else's (a rehearsal on the same local cluster): leave them
+    others = {_job(j) for j in _queued(slurm_env)}
     launcher = subprocess.Popen(cmd, cwd=ROOT, env=slurm_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 900
     while time.time() < deadline and not list(cell.glob("ptrue.shards/*/shard-00000.parquet")):
         assert launcher.poll() is None, launcher.stdout.read()[-3000:]
         time.sleep(0.2)
-    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_env, capture_output=True,
-                          text=True).stdout.split()
+    jobs = sorted({_job(j) for j in _queued(slurm_env)} - others)  # this test's own only
     assert jobs, "no SLURM job to cancel"
     subprocess.run(["scancel", *jobs], env=slurm_env, check=True)
-    while subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_env, capture_output=True,
-                         text=True).stdout.split():
+    while set(jobs) & {_job(j) for j in _queued(slurm_env)}:
         time.sleep(0.2)  # the job is gone from the cluster
     # Without SLURM accounting (this test cluster has none) submitit cannot see the cancellation
     # and would wait; the user stops the launcher and resubmits, as after a preemption.
