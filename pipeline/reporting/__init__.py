@@ -86,7 +86,6 @@ def build_report(cfg) -> dict[str, Any]:
     scores = uq_scores(cells)
     tables = build_tables(quality, scores, paper_gen, paper_uq, tables_dir)
 
-    per_q = per_prompt(cells, "quality")
     unc = per_prompt(cells, "uncertainty")
     figs = {
         "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir,
@@ -106,8 +105,8 @@ def build_report(cfg) -> dict[str, Any]:
     # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
     compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
     compared = [c for c in cells if c.model in compared_models]
-    per_q, unc = (per_prompt(compared, "quality"), per_prompt(compared, "uncertainty")
-                  ) if compared else (per_q.iloc[0:0], unc.iloc[0:0])
+    per_q = per_prompt(compared, "quality")
+    unc = unc[unc["model"].isin(compared_models)] if len(unc) else unc
     improvement = figures.improvement_table(per_q, unc)
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
     figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)

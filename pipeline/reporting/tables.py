@@ -129,20 +129,22 @@ def render_markdown(wide: pd.DataFrame, title: str, row_label: dict[str, str],
                                       for d, m in wide.columns]
     lines = [f"## {title}", "", "| " + " | ".join(head) + " |",
              "|" + "|".join(["---"] * 3 + [":---:"] * len(wide.columns)) + "|"]
+    extras = extra_rows()
     for ix, row in wide.iterrows():
         cells = []
         for col in wide.columns:
             s = _fmt(row[col])
             r = ranks.loc[ix, col]
             cells.append(f"**{s}**" if r == 1 else s)
-        lines.append("| " + " | ".join([ix[0], _row_name(ix[1], row_label), ix[2]] + cells) + " |")
-    if any(ix[1] in extra_rows() for ix in wide.index):
+        lines.append("| " + " | ".join([ix[0], _row_name(ix[1], row_label, extras), ix[2]] + cells)
+                     + " |")
+    if any(ix[1] in extras for ix in wide.index):
         lines += ["", EXTRA_NOTE]
     return "\n".join(lines) + "\n"
 
 
-def _row_name(key: str, row_label: dict[str, str]) -> str:
-    return row_label.get(key, key) + (EXTRA_MARK if key in extra_rows() else "")
+def _row_name(key: str, row_label: dict[str, str], extras: set[str]) -> str:
+    return row_label.get(key, key) + (EXTRA_MARK if key in extras else "")
 
 
 def render_latex(wide: pd.DataFrame, caption: str, label: str, row_label: dict[str, str],
@@ -150,6 +152,7 @@ def render_latex(wide: pd.DataFrame, caption: str, label: str, row_label: dict[s
     if wide.empty:
         return f"% {caption}: no data\n"
     ranks = _ranks(wide, lower_better)
+    extras = extra_rows()
     esc = lambda s: str(s).replace("_", r"\_").replace("&", r"\&")  # noqa: E731
     cols = list(wide.columns)
     lines = [r"\begin{table*}[t]", r"\centering", rf"\caption{{{caption}}}", rf"\label{{{label}}}",
@@ -175,7 +178,7 @@ def render_latex(wide: pd.DataFrame, caption: str, label: str, row_label: dict[s
             s = _fmt(row[col])
             r = ranks.loc[ix, col]
             cells.append(rf"\textbf{{{s}}}" if r == 1 else (rf"\underline{{{s}}}" if r == 2 else s))
-        lines.append(" & ".join([esc(ix[0]), esc(_row_name(ix[1], row_label)).replace(
+        lines.append(" & ".join([esc(ix[0]), esc(_row_name(ix[1], row_label, extras)).replace(
             "†", r"$^\dagger$"), ix[2]] + cells)
                      + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}"]

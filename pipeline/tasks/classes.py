@@ -91,9 +91,9 @@ def exact_match_error(text: Any, ref: Reference, settings: ExactMatchSettings) -
     """The paper's "Exact Match (lower is better)" as an error: 0 when the answer the decision's
     text gives (`read_single_answer`) names the reference, else 1. Every method is scored on the
     text it returns: a cluster decision on its most frequent member's text, greedy or beam on
-    their own. `metrics.exact_match_error.reading`: official (default) = the official TriviaQA evaluation's
-    normalised exact match against every alias; careful = the names read as the set metrics
-    read them (pipeline/evaluation/matching.py: accents folded, symbols kept so "C" is not
+    their own. `metrics.exact_match_error.reading`: official (default) = the official TriviaQA
+    evaluation's normalised exact match against every alias; careful = the names read as the set
+    metrics read them (pipeline/evaluation/matching.py: accents folded, symbols kept so "C" is not
     "C++", head nouns, surnames in who-questions, numbers as digits)."""
 
     aliases = [a for answer in ref.answers for a in answer]

@@ -64,8 +64,7 @@ def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:
         return None
     if ref.mapped:
         return None if ref.latent is None else (set(action), set(ref.latent))
-    pred, keys = align_to_aliases(action, ref.answers, ref.question,
-                                  ref.judge)
+    pred, keys = align_to_aliases(action, ref.answers, ref.question, ref.judge)
     return set(pred), set(keys)
 
 
