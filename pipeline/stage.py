@@ -61,6 +61,12 @@ def cell_dir(cfg: DictConfig) -> Path:
     return Path(cfg.output_root) / cfg.experiment / cfg.model.name / cfg.dataset.name
 
 
+def cell_name(cfg: DictConfig) -> str:
+    """"experiment/model/dataset": recorded in every manifest a stage writes, so an artifact
+    copied between cells says where it was made."""
+    return f"{cfg.experiment}/{cfg.model.name}/{cfg.dataset.name}"
+
+
 def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[str, dict, dict]:
     input_keys = {}
     for name in spec.inputs:
@@ -95,7 +101,8 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
         raise RuntimeError(f"stage {name!r} did not produce {sorted(missing)}")
     rows = {}
     for out in spec.outputs:
-        store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall)
+        store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall,
+                    extra={"cell": cell_name(cfg)})
         rows[out] = len(frames[out])
     store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
     log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
@@ -120,9 +127,12 @@ def check_inputs_belong(spec: StageSpec, cfg: DictConfig, store: ArtifactStore,
             wanted[producer] = stage_key(STAGES[producer], cfg, store)[0]
         want = wanted[producer]
         if have != want:
+            made_for = manifest.get("cell")
+            where = (f" (made for cell {made_for}, this is {cell_name(cfg)})"
+                     if made_for and made_for != cell_name(cfg) else "")
             raise ArtifactError(
                 f"stage {spec.name!r}: input {name!r} under {store.root} was made by another "
-                f"configuration or cell (key {have}; this configuration's {producer} gives "
+                f"configuration or cell{where} (key {have}; this configuration's {producer} gives "
                 f"{want}): run stage={producer} first (or stage=all, which reruns what changed)")
 
 

@@ -1,7 +1,9 @@
 """A directory of JSON records keyed by sha256, written atomically (temp file + rename).
 
 Shared by the extractors that call a model per item (`LLMClient`, `KGGenRunner`), so a rerun
-reads every answer back and makes zero calls. A damaged record reads as a miss and is rewritten.
+reads every answer back and makes zero calls. A damaged record reads as a miss and is rewritten,
+and so does a record that does not recompute to its own key (`key_of`): one swapped in from
+another request, or edited, is never served for this one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +26,15 @@ def sha256_key(payload: Any) -> str:
 
 
 class JsonRecordCache:
-    """`get(key)` / `put(key, record)` over `root/<key[:2]>/<key>.json`; `root=None` caches nothing."""
+    """`get(key)` / `put(key, record)` over `root/<key[:2]>/<key>.json`; `root=None` caches nothing.
 
-    def __init__(self, root: str | os.PathLike[str] | None) -> None:
+    `key_of(record)` recomputes a record's key from what it holds (the request it answers); a
+    record whose key differs, or that lacks what the key is made of, reads as a miss."""
+
+    def __init__(self, root: str | os.PathLike[str] | None,
+                 key_of: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.root = Path(root) if root is not None else None
+        self.key_of = key_of
 
     def path(self, key: str) -> Path | None:
         return None if self.root is None else self.root / key[:2] / f"{key}.json"
@@ -39,7 +47,15 @@ class JsonRecordCache:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return record if isinstance(record, dict) else None
+        if not isinstance(record, dict):
+            return None
+        if self.key_of is not None:
+            try:
+                if self.key_of(record) != key:
+                    return None
+            except (KeyError, TypeError, ValueError):
+                return None
+        return record
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         path = self.path(key)

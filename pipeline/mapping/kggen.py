@@ -95,7 +95,7 @@ class KGGenRunner:
         else:
             default = default_kggen_python()
             self.python = default if default.exists() else None
-        self.cache = JsonRecordCache(cache_dir)
+        self.cache = JsonRecordCache(cache_dir, key_of=lambda record: sha256_key(record["keyed_by"]))
         self.stats = KGGenStats()
         self._logged: KGGenStats | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -191,13 +191,15 @@ class KGGenRunner:
         self.close()
 
     # ------------------------------------------------------------------ cached operations
-    def _key(self, op: str, payload: dict[str, Any]) -> str:
+    def _keyed_by(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """What a cached record answers (stored in it, so a swapped record is a miss)."""
         settings = {k: self.settings[k] for k in ("model", "api_base", "temperature", "max_tokens")}
-        return sha256_key({"version": CACHE_VERSION, "op": op, "settings": settings, **payload})
+        return {"version": CACHE_VERSION, "op": op, "settings": settings, **payload}
 
     def extract(self, texts: Sequence[str], context: str = "") -> list[list[Triple] | None]:
         """KGGen's triples of each text (None: extraction failed, counted in `stats`)."""
-        keys = [self._key("extract", {"text": t, "context": context}) for t in texts]
+        asked = [self._keyed_by("extract", {"text": t, "context": context}) for t in texts]
+        keys = [sha256_key(a) for a in asked]
         out: list[list[Triple] | None] = [None] * len(texts)
         todo: dict[str, list[int]] = {}
         for i, key in enumerate(keys):
@@ -215,10 +217,12 @@ class KGGenRunner:
             self.stats.texts_sent += len(first)
             for key, result in zip(todo, results):
                 relations = result.get("relations")
+                keyed_by = asked[todo[key][0]]
                 if relations is not None:
-                    self.cache.put(key, {"relations": relations})
+                    self.cache.put(key, {"relations": relations, "keyed_by": keyed_by})
                 elif result.get("kind") == "parse":
-                    self.cache.put(key, {"relations": None, "error": result.get("error", "")})
+                    self.cache.put(key, {"relations": None, "error": result.get("error", ""),
+                                         "keyed_by": keyed_by})
                 for i in todo[key]:
                     out[i] = None if relations is None else [tuple(r) for r in relations]
                     if relations is None:
@@ -236,14 +240,15 @@ class KGGenRunner:
         triples = sorted({tuple(map(str, r)) for r in relations})
         if not triples:
             return {}, {}
-        key = self._key("cluster", {"relations": triples, "context": context})
+        asked = self._keyed_by("cluster", {"relations": triples, "context": context})
+        key = sha256_key(asked)
         record = self.cache.get(key)
         if record is None:
             self._check_key()
             record = self._call({"op": "cluster", "relations": triples, "context": context})
             self.stats.clusterings_sent += 1
             if record.get("kind") != "api":
-                self.cache.put(key, record)
+                self.cache.put(key, {**record, "keyed_by": asked})
             else:  # counted: the map stage fails when calls failed (nothing wrong is cached)
                 self.stats.api_failures += 1
                 self.stats.last_error = str(record.get("error", ""))

@@ -158,7 +158,8 @@ class LLMClient:
         self.endpoint = endpoint_id(base_url)
         self.api_key_env = api_key_env
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._cache = JsonRecordCache(self.cache_dir)
+        self._cache = JsonRecordCache(self.cache_dir, key_of=lambda record: cache_key(
+            record["model"], record["messages"], record["params"], record.get("endpoint", "")))
         self.max_workers = max_workers
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -193,12 +194,7 @@ class LLMClient:
         record = self._cache.get(key)
         if record is None or not isinstance(record.get("response"), str) or not record["response"]:
             return None
-        try:
-            own = cache_key(record["model"], record["messages"], record["params"],
-                            record.get("endpoint", ""))
-        except (KeyError, TypeError):
-            return None
-        return record["response"] if own == key else None
+        return record["response"]
 
     def _write_cache(self, key: str, messages: Messages, response: str) -> None:
         self._cache.put(key, {"endpoint": self.endpoint, "model": self.model, "messages": messages,

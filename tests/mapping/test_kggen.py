@@ -67,3 +67,19 @@ def test_failure_classes_by_name_through_the_cause_chain():
     assert _classify(_error("ContextWindowExceededError", (_error("LMInvalidRequestError"),))("long")) == "parse"
     with pytest.raises(FatalKGGenError, match="LMAuthError"):
         _classify(_error("LMAuthError")("401"))
+
+
+def test_the_cache_serves_a_record_only_for_the_request_it_answers(tmp_path):
+    # The runner's own cache, no worker: what `extract` and `cluster` read before calling KGGen.
+    from pipeline.mapping.disk_cache import sha256_key
+
+    runner = KGGenRunner(python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path)
+    asked = {t: runner._keyed_by("extract", {"text": t, "context": ""}) for t in ("one", "two")}
+    for text, a in asked.items():
+        runner.cache.put(sha256_key(a), {"relations": [[text, "is", "text"]], "keyed_by": a})
+    key_one, key_two = sha256_key(asked["one"]), sha256_key(asked["two"])
+    assert runner.cache.get(key_one)["relations"] == [["one", "is", "text"]]
+    runner.cache.path(key_one).write_text(runner.cache.path(key_two).read_text())  # swapped
+    assert runner.cache.get(key_one) is None and runner.cache.get(key_two) is not None
+    runner.cache.path(key_two).write_text('{"relations": []}')  # no request recorded: a miss
+    assert runner.cache.get(key_two) is None

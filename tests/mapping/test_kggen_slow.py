@@ -9,6 +9,7 @@ structured outputs and every reply failed to parse). Everything on our side of t
 real code: the worker process, kg_gen, DSPy's adapters and retries, LiteLLM's OpenAI client.
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -85,6 +86,23 @@ def test_rerun_makes_zero_calls(server, tmp_path, caplog):
         again.close()
     assert [r.getMessage() for r in caplog.records] == [
         "[kggen] openai/gpt-4.1-mini: 0 texts extracted, 3 from the cache, 1 parse and 0 API failures, 0 clusterings"]
+
+
+def test_a_swapped_cache_record_is_asked_again_not_served(server, tmp_path):
+    first = kggen_extractor(server, tmp_path / "kggen")
+    expected = first.map_prompt(TEXTS)
+    first.close()
+    records = {}
+    for f in (tmp_path / "kggen").rglob("*.json"):
+        asked = json.loads(f.read_text())["keyed_by"]
+        if asked["op"] == "extract":
+            records[asked["text"]] = f
+    one, two = (records[t] for t in TEXTS[:2])
+    one.write_text(two.read_text())  # the first text's record now holds the second's answer
+    again = kggen_extractor(server, tmp_path / "kggen")
+    assert again.map_prompt(TEXTS) == expected  # the swapped text sent to KGGen again
+    assert again.kggen.stats.texts_sent == 1 and again.kggen.stats.cache_hits == 2
+    again.close()
 
 
 def test_api_failures_are_counted_and_not_cached(server, tmp_path):

@@ -216,8 +216,11 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
         shutil.copyfile(maqa.root / f"latents{suffix}", trivia.root / f"latents{suffix}")
     for name in ("decide", "uq"):
         with pytest.raises(ArtifactError, match="input 'latents' .* another configuration or "
-                                                "cell.*run stage=map first"):
+                                                "cell \\(made for cell default/tiny/maqa_bundled, "
+                                                "this is default/tiny/triviaqa_bundled\\).*run "
+                                                "stage=map first"):
             run_stage(name, trivia_cfg, trivia)
+    assert maqa.manifest("latents")["inputs"]["samples"] == maqa.key("samples")  # upstream keys
     run_stage("map", trivia_cfg, trivia)  # the named fix: the cell's own latents again
     for name in ("decide", "uq", "evaluate"):
         run_stage(name, trivia_cfg, trivia)
