@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install reproduce rehearsal paper-assets test test-slow vllm-env kggen-env bench sync clean
+.PHONY: help install reproduce rehearsal paper-assets test test-slow vllm-env kggen-env bench chaos sync clean
 
 help:
 	@echo "make reproduce   run the default experiment end to end (EXPERIMENT=paper LAUNCHER=slurm for the cluster)"
@@ -27,6 +27,7 @@ help:
 	@echo "make vllm-env    build .venv-vllm (vLLM needs transformers 5.x: its own env)"
 	@echo "make kggen-env   build .venv-kggen (kg-gen's dspy/litellm conflict with the main env)"
 	@echo "make bench       benchmarks (scripts/bench_*.py)"
+	@echo "make chaos       attacks on a tiny cell (kills, damaged/foreign artifacts, bad input): a table"
 	@echo "make sync        upload offline W&B runs"
 
 $(VENV)/bin/python:
@@ -74,6 +75,10 @@ bench: $(STAMP)
 	$(PY) scripts/bench_latent.py
 	$(PY) scripts/bench_eval.py
 	$(PY) scripts/bench_score.py
+	$(PY) scripts/bench_generation.py
+
+chaos: $(STAMP)
+	$(PY) scripts/chaos.py
 
 sync: $(STAMP)
 	$(VENV)/bin/wandb sync --sync-all  # the offline runs under ./wandb

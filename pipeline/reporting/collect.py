@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.store import ArtifactStore
+from pipeline.store import ArtifactError, ArtifactStore
 
 
 def canonical_dataset(name: str) -> str:
@@ -24,6 +24,21 @@ class Cell:
     @property
     def canonical(self) -> str:
         return canonical_dataset(self.dataset)
+
+    @property
+    def name(self) -> str:
+        """"experiment/model/dataset", as the stages record it in each manifest they write."""
+        return f"{self.store.root.parent.parent.name}/{self.model}/{self.dataset}"
+
+    def read(self, artifact: str) -> pd.DataFrame:
+        """The cell's artifact, refused when its manifest says another cell made it (a file
+        copied between cells would put that cell's numbers under this one's name)."""
+        made_for = (self.store.manifest(artifact) or {}).get("cell")
+        if made_for and made_for != self.name:
+            raise ArtifactError(
+                f"report: {self.store.path(artifact)} was made for cell {made_for}, not "
+                f"{self.name}; remove it and rerun stage=all for {self.name}")
+        return self.store.read(artifact)
 
     @property
     def space(self) -> str | None:
@@ -51,7 +66,7 @@ def _tagged(cells: list[Cell], artifact: str) -> pd.DataFrame:
         if cell.store.manifest(artifact) is None:
             continue
         # the dataset artifact has its own `dataset` column (the configured name): replace it
-        df = cell.store.read(artifact).drop(columns=["model", "dataset"], errors="ignore")
+        df = cell.read(artifact).drop(columns=["model", "dataset"], errors="ignore")
         df.insert(0, "dataset", cell.canonical)
         df.insert(0, "model", cell.model)
         frames.append(df)

@@ -225,6 +225,23 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     for name in ("decide", "uq", "evaluate"):
         run_stage(name, trivia_cfg, trivia)
 
+    # the report reads quality and uq_scores without running a stage: it used to put the
+    # maqa numbers in the triviaqa row of Table 2 (exit 0)
+    from pipeline.reporting.collect import find_cells, quality_means
+
+    experiment = tmp_path / "default"
+    for cell, dataset in ((trivia, "triviaqa_bundled"), (maqa, "maqa_bundled")):
+        shutil.copytree(cell.root, experiment / "tiny" / dataset)  # where the report looks
+    cells = find_cells(tmp_path, "default")
+    assert [c.name for c in cells] == ["default/tiny/maqa_bundled", "default/tiny/triviaqa_bundled"]
+    assert set(quality_means(cells)["dataset"]) == {"maqa", "triviaqa"}
+    for suffix in (".parquet", ".manifest.json"):
+        shutil.copyfile(experiment / "tiny" / "maqa_bundled" / f"quality{suffix}",
+                        experiment / "tiny" / "triviaqa_bundled" / f"quality{suffix}")
+    with pytest.raises(ArtifactError, match="quality.parquet was made for cell "
+                                            "default/tiny/maqa_bundled, not default/tiny/triviaqa"):
+        quality_means(cells)
+
     # map settings changed (so map must run) under generation settings its samples were not made
     # with: the stale samples are named, not mapped
     more = _cfg(tiny_chat_model, tmp_path, "generation.n_samples=3",

@@ -1,0 +1,996 @@
+"""Chaos run (issue 23): attack the pipeline the ways a cluster and its users do, and count what
+happens. Bounded (a tiny random model, 3 prompts) and offline, so CI can run it.
+
+    python scripts/chaos.py [--quick] [--keep DIR]
+
+Every try of an attack ends in one of three outcomes:
+
+- identical: after the attack and a rerun, every `*.parquet` artifact of the cell equals the one
+  a clean run wrote (pandas.testing.assert_frame_equal over `ArtifactStore.read`);
+- refused: a clear error (in-process a PipelineError / ArtifactError / ConfigError; on the
+  command line exit status 2 and no traceback);
+- wrong: anything else (other artifacts and no error, a traceback, a crash, a hang).
+
+Prints progress to stderr, then the table (Markdown) and a totals line to stdout. Exits 1 when
+any try went wrong, else 0. `--quick` runs a few tries per attack (the test suite's mode);
+`--keep DIR` works in DIR and leaves it there (default: a temporary folder, removed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# the package, the scorer tests' bad rows (tests.score) and the stand-in server (scripts/)
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+# Offline like the test suite: nothing may reach the network, the hub or W&B.
+for _var, _value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
+                     ("TRANSFORMERS_OFFLINE", "1"), ("WANDB_MODE", "offline"),
+                     ("TOKENIZERS_PARALLELISM", "false")):
+    os.environ.setdefault(_var, _value)
+
+import pandas as pd  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.core.global_hydra import GlobalHydra  # noqa: E402
+from hydra.errors import HydraException  # noqa: E402
+from omegaconf.errors import OmegaConfBaseException  # noqa: E402
+
+import pipeline.store as store_module  # noqa: E402
+from pipeline.config import register_configs  # noqa: E402
+from pipeline.errors import PipelineError  # noqa: E402
+from pipeline.schema import PRODUCER  # noqa: E402
+from pipeline.stage import CELL_STAGES, STAGES, cell_dir, run_stage, stage_key  # noqa: E402
+from pipeline.store import ArtifactStore, cell_lock  # noqa: E402
+
+IDENTICAL, REFUSED, WRONG = "identical", "refused", "wrong"
+SHARD_GROUPS = ("samples", "decodes", "ptrue")  # what the generate stage writes per shard
+T0 = time.monotonic()
+
+
+def say(message: str) -> None:
+    print(f"[chaos {time.monotonic() - T0:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (ConfigError lists its problems on indented lines)."""
+    return " ".join(str(exc).split())[:240] or type(exc).__name__
+
+
+@dataclass
+class Row:
+    """One attack kind: how many tries ended in which outcome (and what the wrong ones did)."""
+
+    attack: str
+    tries: int = 0
+    identical: int = 0
+    refused: int = 0
+    wrong: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def record(self, what: str, outcome: str, detail: str = "", quiet: bool = False) -> None:
+        self.tries += 1
+        setattr(self, outcome, getattr(self, outcome) + 1)
+        if outcome == WRONG:
+            self.failures.append(f"{what}: {detail}")
+        if not quiet or outcome == WRONG:
+            say(f"{self.attack}: {what} -> {outcome.upper() if outcome == WRONG else outcome}"
+                + (f" ({detail})" if detail else ""))
+
+
+def outcome_of(fn: Callable[[], tuple[str, str]],
+               refusals: tuple[type[BaseException], ...] = (PipelineError,)) -> tuple[str, str]:
+    """Run one try: what it returns, `refused` for a clear error, `wrong` for any other one."""
+    try:
+        return fn()
+    except refusals as exc:
+        return REFUSED, one_line(exc)
+    except Exception as exc:  # noqa: BLE001  a traceback the user would have seen
+        return WRONG, f"{type(exc).__name__}: {one_line(exc)}"
+
+
+class Crash(Exception):
+    """Raised in place of a file commit: the process dies right there."""
+
+
+@contextlib.contextmanager
+def crash_before(n: int) -> Iterator[None]:
+    """The store's n-th file commit (os.replace) raises Crash (tests/pipeline/test_reliability.py)."""
+    real, done = os.replace, []
+
+    def replace(src, dst):
+        if len(done) == n:
+            raise Crash(f"killed before writing {Path(dst).name}")
+        done.append(dst)
+        return real(src, dst)
+
+    store_module.os.replace = replace
+    try:
+        yield
+    finally:
+        store_module.os.replace = real
+
+
+@contextlib.contextmanager
+def killed_at_call(module, name: str, n: int) -> Iterator[None]:
+    """`module.name`'s n-th call raises KeyboardInterrupt (not caught by any handler: a kill)."""
+    real, calls = getattr(module, name), []
+
+    def wrapper(*args, **kwargs):
+        if len(calls) == n:
+            raise KeyboardInterrupt(f"killed in {name} call {n}")
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    setattr(module, name, wrapper)
+    try:
+        yield
+    finally:
+        setattr(module, name, real)
+
+
+@dataclass
+class Chaos:
+    """The shared state of a chaos run: the work folder, the tiny model, the clean reference."""
+
+    work: Path
+    quick: bool
+    model: Path = Path()
+    clean_cell: Path = Path()  # a finished triviaqa_bundled cell (in-process clean run)
+    maqa_cell: Path = Path()  # a finished maqa_bundled cell of the same settings
+    reference: dict[str, pd.DataFrame] = field(default_factory=dict)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    _n: int = 0
+    _clean_tables: dict | None = None
+
+    def root(self, tag: str) -> Path:
+        """A fresh folder for one try (its own output_root, results_dir and cache_dir)."""
+        self._n += 1
+        path = self.work / f"{self._n:03d}-{tag}"
+        path.mkdir(parents=True)
+        return path
+
+    def overrides(self, root: Path, *extra: str) -> list[str]:
+        # tests/pipeline/test_reliability.py's tiny cell; one torch thread (the other users of
+        # the machine keep theirs, and a rerun computes with the threads of the clean run)
+        return [f"model.path={self.model}", "model.name=tiny", "model.dtype=float32",
+                "model.temperature=1.0", "dataset=triviaqa_bundled", "dataset.limit=3",
+                "dataset.max_new_tokens=4", "generation.n_samples=2", "generation.shard_size=2",
+                "generation.strategies=[greedy,ar]", "backend.num_threads=1",
+                "wandb.enabled=false", f"wandb.dir={root}", f"output_root={root / 'out'}",
+                f"results_dir={root / 'results'}", f"cache_dir={root / 'cache'}", *extra]
+
+    def cfg(self, root: Path, *extra: str):
+        return compose_cfg(self.overrides(root, *extra))
+
+    def cell(self, root: Path) -> Path:
+        return root / "out" / "default" / "tiny" / "triviaqa_bundled"
+
+    def copy_clean(self, root: Path) -> Path:
+        cell = self.cell(root)
+        shutil.copytree(self.clean_cell, cell)
+        return cell
+
+    def compare(self, cell: Path) -> str | None:
+        """None when every parquet artifact of `cell` equals the clean run's, else what differs."""
+        store = ArtifactStore(cell)
+        names = sorted(set(self.reference) | {p.stem for p in cell.glob("*.parquet")})
+        for name in names:
+            if name not in self.reference:
+                return f"{name} is not an artifact of a clean run"
+            try:
+                got = store.read(name)
+            except Exception as exc:  # noqa: BLE001  the rerun said done but left this
+                return f"{name} unreadable after the rerun: {one_line(exc)}"
+            try:
+                pd.testing.assert_frame_equal(got, self.reference[name], obj=name)
+            except AssertionError as exc:
+                return " ".join(str(exc).split())[:300]
+        return None
+
+    def clean_tables(self) -> dict:
+        """The tables of a report over the clean cell alone (built once)."""
+        if self._clean_tables is None:
+            from pipeline.reporting import build_report
+
+            root = self.root("report-clean")
+            self.copy_clean(root)
+            build_report(self.cfg(root))
+            self._clean_tables = read_tables(root / "results")
+        return self._clean_tables
+
+    def verdict(self, cell: Path) -> tuple[str, str]:
+        problem = self.compare(cell)
+        return (IDENTICAL, "") if problem is None else (WRONG, f"no error, but {problem}")
+
+    # -- the command line, as a user runs it
+    def spawn(self, root: Path, args: list[str], tag: str = "run") -> subprocess.Popen:
+        out = open(root / f"{tag}.out", "w")  # files, not pipes: a killed child blocks nothing
+        err = open(root / f"{tag}.err", "w")
+        hydra_dir = f"hydra.run.dir={root / 'hydra' / tag}"
+        proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args, hydra_dir], cwd=REPO,
+                                stdout=out, stderr=err, start_new_session=True)
+        out.close()
+        err.close()
+        self.procs.append(proc)
+        return proc
+
+    def logs(self, root: Path, tag: str = "run") -> str:
+        return (root / f"{tag}.out").read_text(errors="replace") + \
+            (root / f"{tag}.err").read_text(errors="replace")
+
+    def cli(self, root: Path, args: list[str], tag: str = "run",
+            timeout: float = 600) -> tuple[int, str]:
+        proc = self.spawn(root, args, tag)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(proc)
+            rc = -1
+        return rc, self.logs(root, tag)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def compose_cfg(overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+def run_cell(cfg) -> dict[str, dict]:
+    """`stage=all` of one cell in-process, as pipeline.app.run does it (without the report)."""
+    store = ArtifactStore(cell_dir(cfg))
+    store.root.mkdir(parents=True, exist_ok=True)
+    with cell_lock(store.root):
+        return {name: run_stage(name, cfg, store) for name in CELL_STAGES}
+
+
+def cli_refused(rc: int, logs: str) -> tuple[str, str]:
+    """A command line's refusal: exit status 2 and no traceback."""
+    if "Traceback" in logs:
+        return WRONG, f"exit {rc} with a traceback: {logs[logs.find('Traceback'):][:200]!r}"
+    if rc == 2:
+        at = max(logs.find("ERROR"), logs.find("error:"), logs.find("[pipeline]"))
+        return REFUSED, " ".join(logs[max(at, 0):].split())[:200]
+    return WRONG, f"exit {rc}, expected 2" + (" (the value was taken)" if rc == 0 else "")
+
+
+# ----------------------------------------------------------------------------------------------
+# setup
+
+
+def setup(ctx: Chaos) -> None:
+    """The tiny model, then a clean triviaqa cell (the reference) and a clean maqa cell."""
+    import importlib.util
+
+    from pipeline.devices import configure_torch_threads
+
+    spec = importlib.util.spec_from_file_location("make_tiny_model",
+                                                  REPO / "scripts" / "make_tiny_model.py")
+    make_tiny_model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_tiny_model)
+    ctx.model = ctx.work / "tiny-model"
+    with contextlib.redirect_stdout(sys.stderr):
+        make_tiny_model.main([str(ctx.model), "--train-steps", "0"])
+    configure_torch_threads(1)  # what backend.num_threads=1 makes app.run do
+    root = ctx.root("clean")
+    run_cell(ctx.cfg(root))
+    ctx.clean_cell = ctx.cell(root)
+    store = ArtifactStore(ctx.clean_cell)
+    ctx.reference = {p.stem: store.read(p.stem) for p in sorted(ctx.clean_cell.glob("*.parquet"))}
+    maqa = ctx.root("maqa")
+    run_cell(ctx.cfg(maqa, "dataset=maqa_bundled"))
+    ctx.maqa_cell = maqa / "out" / "default" / "tiny" / "maqa_bundled"
+    say(f"setup: tiny model and clean cells ready ({len(ctx.reference)} artifacts: "
+        f"{', '.join(ctx.reference)})")
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. SIGKILL during a command-line run
+
+
+def attack_sigkill(ctx: Chaos) -> Row:
+    """`python -m pipeline stage=all` killed -9 at delays spread over a clean command-line run's
+    duration (that run must give the reference cell too), and once right after the first
+    generation shard is written; then the cell rerun to completion must be the clean one. The
+    rerun is in-process (the same stages under the cell's lock): a second process start per
+    kill would double the attack's time."""
+    row = Row("SIGKILL during a run")
+    kills: list[tuple[str, float | None]] = [("when the first shard is written", None)]
+    if not ctx.quick:
+        root = ctx.root("sigkill-clean")
+        t0 = time.monotonic()
+        rc, logs = ctx.cli(root, ctx.overrides(root, "stage=all"))
+        duration = time.monotonic() - t0
+        if rc != 0 or "Traceback" in logs:
+            row.record("clean command-line run", WRONG, f"exit {rc}: {logs[-300:]!r}")
+        else:
+            row.record("clean command-line run (no kill)", *ctx.verdict(ctx.cell(root)))
+        n = 6
+        kills += [(f"after {duration * (i + 0.5) / n:.1f} s of {duration:.0f}",
+                   duration * (i + 0.5) / n) for i in range(n)]
+    for label, delay in kills:
+        root = ctx.root("sigkill")
+        proc = ctx.spawn(root, ctx.overrides(root, "stage=all"))
+        note = wait_then_kill(proc, ctx.cell(root), delay) or on_disk(ctx.cell(root))
+
+        def rerun(root=root):
+            run_cell(ctx.cfg(root))
+            return ctx.verdict(ctx.cell(root))
+
+        outcome, detail = outcome_of(rerun)
+        row.record(f"killed {label}{note}", outcome, detail)
+    return row
+
+
+def on_disk(cell: Path) -> str:
+    """What a killed run left: committed artifacts and generation shards."""
+    artifacts = len(list(cell.glob("*.manifest.json")))
+    shards = len(list(cell.glob("*.shards/*/shard-*.json")))
+    return f" (on disk: {artifacts} artifact(s), {shards} shard file(s))"
+
+
+def wait_then_kill(proc: subprocess.Popen, cell: Path, delay: float | None) -> str:
+    """SIGKILL the run after `delay` seconds (None: once a generation shard is on disk)."""
+    deadline = time.monotonic() + (delay if delay is not None else 600)
+    while time.monotonic() < deadline and proc.poll() is None:
+        if delay is None and list(cell.glob("samples.shards/*/shard-00000.json")):
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        return f" (it had ended, exit {proc.returncode})"
+    kill(proc)
+    return ""
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. generation shards
+
+
+def attack_shards(ctx: Chaos) -> Row:
+    """A generate stage killed after writing shards, then resumed with another shard size, or
+    with a shard swapped for another or truncated: the artifacts of a clean run."""
+    row = Row("generation shards")
+    # (what, crash before the n-th commit, overrides of the killed run, damage before the resume,
+    # overrides of the resume). 3 groups x (parquet + sidecar) per shard.
+    cases = [
+        ("shard_size 1 -> 2 after 3 shards", 18, ["generation.shard_size=1"], None, []),
+        ("shard_size 1 -> 2 after 1 shard", 6, ["generation.shard_size=1"], None, []),
+        ("shard_size 2 -> 1 after 1 shard", 6, [], None, ["generation.shard_size=1"]),
+        *[(f"{g} shards 0 and 1 swapped", 12, [], ("swap", g), []) for g in SHARD_GROUPS],
+        *[(f"{g} shard 0 truncated", 12, [], ("truncate", g), []) for g in SHARD_GROUPS],
+    ]
+    if ctx.quick:
+        cases = [cases[0], cases[3], cases[-1]]
+    for what, n, killed_with, damage, resumed_with in cases:
+        root = ctx.root("shards")
+
+        def attack(root=root, n=n, killed_with=killed_with, damage=damage,
+                   resumed_with=resumed_with):
+            cfg = ctx.cfg(root, *killed_with)
+            store = ArtifactStore(cell_dir(cfg))
+            with crash_before(n):
+                try:
+                    run_stage("generate", cfg, store)
+                except Crash:
+                    pass
+                else:
+                    return WRONG, f"the crash before commit {n} never came"
+            if damage is not None:
+                kind, group = damage
+                key = stage_key(STAGES["generate"], cfg, store)[0]
+                first, second = (store.shard_path(group, key, i) for i in (0, 1))
+                if kind == "swap":
+                    a, b = first.read_bytes(), second.read_bytes()
+                    first.write_bytes(b)
+                    second.write_bytes(a)
+                else:
+                    first.write_bytes(first.read_bytes()[: first.stat().st_size // 2])
+            run_cell(ctx.cfg(root, *resumed_with))
+            return ctx.verdict(store.root)
+
+        row.record(what, *outcome_of(attack))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. damaged artifacts
+
+
+DAMAGES = ("truncate", "zeros", "garbage", "other artifact")
+
+
+def damage_file(path: Path, kind: str, other: Path) -> None:
+    data = path.read_bytes()
+    if kind == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "zeros":
+        path.write_bytes(b"\0" * len(data))
+    elif kind == "garbage":
+        path.write_bytes(random.Random(len(data)).randbytes(len(data)))
+    else:
+        shutil.copyfile(other, path)
+
+
+def attack_damaged(ctx: Chaos) -> Row:
+    """Every parquet artifact of a finished cell damaged each way, then the cell stages rerun."""
+    row = Row("damaged artifacts")
+    names = sorted(ctx.reference)
+    cases = [(name, kind) for name in names for kind in DAMAGES]
+    if ctx.quick:  # each damage once, on artifacts of different stages
+        cases = [(names[(i * 3) % len(names)], kind) for i, kind in enumerate(DAMAGES)]
+    for name, kind in cases:
+        root = ctx.root("damaged")
+        cell = ctx.copy_clean(root)
+        other = cell / f"{names[(names.index(name) + 1) % len(names)]}.parquet"
+        damage_file(cell / f"{name}.parquet", kind, other)
+
+        def rerun(root=root, cell=cell):
+            run_cell(ctx.cfg(root))
+            return ctx.verdict(cell)
+
+        label = f"{name} <- {other.stem}" if kind == "other artifact" else f"{name} {kind}"
+        row.record(label, *outcome_of(rerun))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. foreign artifacts
+
+
+# what the report reads of a (non-maqa) cell, besides cache keys (pipeline/reporting/collect.py)
+REPORT_READS = ("quality", "uq_scores", "uncertainty")
+
+
+def attack_foreign(ctx: Chaos) -> Row:
+    """An artifact (parquet + manifest) of the maqa cell copied into the triviaqa cell: what
+    reads it, run alone as `stage=X` would (the report, then each later cell stage), must refuse
+    it or recompute it: its tables those of a clean report, its outputs those of a clean run;
+    then `stage=all` must give the clean cell."""
+    from pipeline.reporting import build_report
+
+    row = Row("foreign artifacts")
+    names = sorted(p.stem for p in ctx.maqa_cell.glob("*.parquet"))
+    if ctx.quick:
+        names = [n for n in ("samples", "latents", "quality") if n in names]
+    for name in names:
+        root = ctx.root("foreign")
+        cell = ctx.copy_clean(root)
+        for suffix in (".parquet", ".manifest.json"):
+            shutil.copyfile(ctx.maqa_cell / f"{name}{suffix}", cell / f"{name}{suffix}")
+
+        def attack(root=root, cell=cell, name=name):
+            cfg, store = ctx.cfg(root), ArtifactStore(cell)
+            if name in REPORT_READS:  # first: the report changes nothing in the cell
+                build_report(cfg)
+                problem = compare_tables(read_tables(root / "results"), ctx.clean_tables())
+                if problem is not None:
+                    return WRONG, f"stage=report read the maqa {name}, exit 0: {problem}"
+            later = CELL_STAGES[CELL_STAGES.index(PRODUCER[name]) + 1:]
+            for stage in later:
+                result = run_stage(stage, cfg, store)
+                if result["skipped"]:
+                    continue
+                for out in STAGES[stage].outputs:
+                    try:
+                        pd.testing.assert_frame_equal(store.read(out), ctx.reference[out])
+                    except AssertionError:
+                        return WRONG, (f"stage={stage} read the maqa {name} and wrote another "
+                                       f"{out}, exit 0")
+            run_cell(cfg)
+            return ctx.verdict(cell)
+
+        row.record(f"maqa {name}", *outcome_of(attack))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 5. bad config values
+
+
+# (override, the stage it is given to): refused by validate, by Hydra's composition, by the
+# output_root check before Hydra, or by the first stage that reads it
+BAD_VALUES = [
+    ("backend.device=quantum", "plan"), ("device=gpu7", "plan"), ("model.dtype=float7", "plan"),
+    ("model.name=../../../x", "plan"), ("model.name=a/b", "plan"), ("dataset.name=a/b", "plan"),
+    ("+foo=bar", "plan"), ("evaluation.targets=[nobody]", "plan"),
+    ("generation.n_samples=0", "plan"), ("generation.n_samples=-3", "plan"),
+    ("dataset.limit=-1", "plan"), ("dataset.limit=0", "plan"),
+    ("evaluation.max_rejection=0", "plan"), ("model.top_p=1.5", "plan"),
+    ("task.extractor.max_failed_share=2", "plan"),
+    ("uq.estimators=[msp,lexical_similarity]", "plan"), ("generation.shard_size=0", "plan"),
+    ("dataset.max_new_tokens=0", "plan"), ("model.temperature=-1", "plan"),
+    ("backend.batch_size=0", "plan"), ("evaluation.ci_alpha=1", "plan"), ("stage=generat", "plan"),
+    ("task.equivalence.backend=magic", "plan"), ("generation.strategies=[telepathy]", "plan"),
+    ("task.space=hyperbolic", "plan"), ("task.equivalence.threshold=2", "plan"),
+    ("evaluation.ties=random", "plan"), ("backend.name=tensorflow", "plan"),
+    ("generation.beam_width=0", "plan"), ("plugins=[no_such_module_chaos]", "plan"),
+    ("task.prompt=hello", "plan"), ("evaluation.n_bootstrap=-1", "plan"),
+    ("backend.num_threads=0", "plan"), ("output_root=/proc/x", "plan"),
+    ("model.path=/nonexistent", "generate"), ("report_models=[nobody]", "report"),
+    # Hydra refuses these while composing (in-process only: its own exit status is 1)
+    ("generation.n_samples=many", "plan"), ("model=gpt-5", "plan"),
+    ("generation.n_sampels=5", "plan"), ("dataset=nope", "plan"), ("experiment=../x", "plan"),
+]
+CLI_VALUES = ["generation.n_samples=0", "output_root=/proc/x", "backend.device=quantum",
+              "+foo=bar", "model.name=../../../x", "dataset.limit=-1",
+              "model.path=/nonexistent", "report_models=[nobody]"]
+
+
+def config_in_process(args: list[str]) -> tuple[str, str]:
+    """What `python -m pipeline ARGS` checks before any work, in this process: `wrong` when
+    ARGS are taken."""
+    from pipeline.__main__ import check_output_root
+    from pipeline.assets import check_assets
+    from pipeline.config import validate
+    from pipeline.reporting import build_report
+    from pipeline.stage import stages_to_run
+
+    if (problem := check_output_root(args)) is not None:
+        return REFUSED, problem
+    try:
+        cfg = compose_cfg(args)
+    except (HydraException, OmegaConfBaseException) as exc:
+        return REFUSED, f"Hydra: {one_line(exc)}"
+
+    def checks():
+        validate(cfg)
+        if cfg.stage in CELL_STAGES:
+            check_assets(cfg, stages_to_run(cfg, ArtifactStore(cell_dir(cfg)), (cfg.stage,)))
+        elif cfg.stage == "report":
+            build_report(cfg)
+        return WRONG, "taken without an error"
+
+    return outcome_of(checks)
+
+
+def names_the_value(outcome: str, detail: str, value: str) -> tuple[str, str]:
+    """A refusal counts when it names the key given the bad value: one refused for another
+    reason (a broken base configuration) would hide that the value itself is never checked."""
+    key = value.split("=", 1)[0].lstrip("+")
+    if outcome == REFUSED and key not in detail:
+        return WRONG, f"refused, but not for {key}: {detail}"
+    return outcome, detail
+
+
+def attack_config(ctx: Chaos) -> Row:
+    """About 40 bad values in-process through the command line's checks, a few through the
+    command line itself (exit 2, no traceback, nothing written)."""
+    row = Row("bad config values")
+    root = ctx.root("config")
+    outcome, detail = config_in_process(ctx.overrides(root, "stage=plan"))
+    if detail != "taken without an error":  # the control: the base settings are fine
+        row.record("the base configuration (control)", WRONG, f"{outcome}: {detail}")
+    for value, stage in BAD_VALUES:
+        root = ctx.root("config")
+        outcome, detail = config_in_process(ctx.overrides(root, f"stage={stage}", value))
+        row.record(f"{value} (in-process)", *names_the_value(outcome, detail, value))
+    stage_of = dict(BAD_VALUES)
+    for value in CLI_VALUES[:2] if ctx.quick else CLI_VALUES:
+        root = ctx.root("config-cli")
+        rc, logs = ctx.cli(root, ctx.overrides(root, f"stage={stage_of[value]}", value),
+                           timeout=300)
+        outcome, detail = cli_refused(rc, logs)
+        if outcome == REFUSED and list(root.rglob("*.parquet")):
+            outcome, detail = WRONG, "exit 2, but artifacts were written"
+        key = value.split("=", 1)[0].lstrip("+")
+        if outcome == REFUSED and key not in logs:
+            outcome, detail = WRONG, f"exit 2, but the error does not name {key}: {detail}"
+        row.record(f"{value} (command line)", outcome, detail)
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 6. hostile scorer input
+
+
+def mixed_input(path: Path) -> tuple[list[str], dict[int, tuple]]:
+    """tests/score/test_score_bad_rows.py's `mixed` file: 20 good rows, 200 bad ones (every kind
+    of BAD in turn, the first on line 6) and a blank line 10. Returns good ids, bad lines."""
+    from tests.score.test_score_bad_rows import BAD, good
+
+    lines, good_ids, bad = [], [], {}
+    for k in range(5):
+        lines.append(good(k))
+        good_ids.append(f"g{k}")
+    for b in range(200):
+        if len(lines) + 1 == 10:
+            lines.append(b"\n")
+        data, field_, problem = BAD[b % len(BAD)]
+        lines.append(data)
+        bad[len(lines)] = (field_, problem)
+        if b % 13 == 12 and len(good_ids) < 20:
+            lines.append(good(len(good_ids)))
+            good_ids.append(f"g{len(good_ids)}")
+    while len(good_ids) < 20:
+        lines.append(good(len(good_ids)))
+        good_ids.append(f"g{len(good_ids)}")
+    path.write_bytes(b"".join(lines))
+    return good_ids, bad
+
+
+def attack_scorer(ctx: Chaos) -> Row:
+    """Each row of the file is a try: a bad row must be listed as skipped (refused), a good one
+    scored with the values worked out by hand (identical); the file with --strict is refused."""
+    from pipeline.score import score
+    from pipeline.score_io import ScoreInputError
+
+    row = Row("hostile scorer input")
+    root = ctx.root("scorer")
+    path = root / "mixed.jsonl"
+    good_ids, bad = mixed_input(path)
+    overrides = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            df = score(path, "reals", out=root / "res.parquet", overrides=overrides)
+    except (PipelineError, ScoreInputError) as exc:  # the whole file refused: good rows lost
+        for line in bad:
+            row.record(f"bad line {line}", REFUSED, one_line(exc))
+        for pid in good_ids:
+            row.record(f"good row {pid}", WRONG, f"not scored: {one_line(exc)}")
+        return row
+    except Exception as exc:  # noqa: BLE001
+        row.record("the file", WRONG, f"{type(exc).__name__}: {one_line(exc)}")
+        return row
+    skipped = {s["line"]: s for s in df.attrs.get("skipped", [])}
+    scored_bad = sorted(set(df["prompt_id"]) - set(good_ids))
+    refused = 0
+    for line, (field_, problem) in sorted(bad.items()):
+        s = skipped.get(line)
+        if s is not None and problem in s["problem"]:
+            refused += 1
+            row.record(f"bad line {line}", REFUSED, quiet=True)  # 200 of them: no line each
+        else:
+            row.record(f"bad line {line} ({problem})", WRONG,
+                       "scored as if valid" if s is None else f"skipped as {s['problem']!r}")
+    say(f"{row.attack}: {refused} of {len(bad)} bad rows listed as skipped; bad ids scored: "
+        f"{scored_bad[:5]}")
+    by_id = df.set_index("prompt_id")
+    for k, pid in enumerate(good_ids):
+        if pid not in by_id.index:
+            row.record(f"good row {pid}", WRONG, "not scored")
+            continue
+        r = by_id.loc[pid]
+        ok = (json.loads(r["bayes_action"]) == 10.0 + k and r["bayes_risk"] == 1.0
+              and r["quality_bayes_abs_error"] == 0.0 and r["n_parsed"] == 3)
+        if ok:
+            row.record(f"good row {pid}", IDENTICAL, quiet=True)
+        else:
+            row.record(f"good row {pid}", WRONG, f"scored {r.to_dict()}")
+    say(f"{row.attack}: {row.identical} of {len(good_ids)} good rows scored right")
+    # the command line, --strict: one error line naming the first bad line, exit 2
+    res = subprocess.run([sys.executable, "-m", "pipeline.score", str(path), "--task", "reals",
+                          "--strict", "--out", str(root / "strict.parquet")], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    outcome, detail = cli_refused(res.returncode, res.stdout + res.stderr)
+    if outcome == REFUSED:
+        detail = res.stderr.strip()[:160]
+        if res.stderr.count("\n") != 1:
+            outcome, detail = WRONG, f"exit 2 but {res.stderr.count(chr(10))} lines on stderr"
+    row.record("the file with --strict (command line)", outcome, detail)
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 7. outside calls
+
+
+def attack_outside_calls(ctx: Chaos) -> Row:
+    """LLMClient against the OpenAI-compatible stand-in: null / empty / 503 replies are counted
+    failures and cache nothing, so the fixed server is asked again and answers; a swapped or
+    truncated cache record is never served."""
+    from openai_stand_in import FakeOpenAIServer
+
+    from pipeline.mapping.llm_client import LLMClient
+
+    row = Row("outside calls")
+    with FakeOpenAIServer() as server:
+        def client(cache: Path, **kw) -> LLMClient:
+            return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=cache,
+                             backoff_base=0.01, **kw)
+
+        for fault in ("null", "empty", 503):
+            cache = ctx.root("llm") / "cache"
+
+            def broken_then_fixed(cache=cache, fault=fault):
+                server.state.faults = [fault] * 3
+                broken = client(cache, max_retries=2)
+                got = broken.complete(["hello"])
+                if got != [None] or broken.stats.failures != 1:
+                    return WRONG, f"a broken server's reply was taken: {got}, {broken.stats}"
+                if list(cache.rglob("*.json")):
+                    return WRONG, "a failed call was cached"
+                server.state.faults, before = [], server.state.requests
+                fixed = client(cache, max_retries=2)
+                got = fixed.complete(["hello"])
+                if got != ["HELLO"] or server.state.requests != before + 1:
+                    return WRONG, f"the fixed server was not asked again: {got}"
+                return IDENTICAL, ""
+
+            row.record(f"{fault} replies, then a fixed server", *outcome_of(broken_then_fixed))
+
+        for damage in ("swapped", "truncated"):
+            cache = ctx.root("llm") / "cache"
+
+            def damaged_record(cache=cache, damage=damage):
+                client(cache).complete(["one", "two"])
+                files = {json.loads(f.read_text())["messages"][0]["content"]: f
+                         for f in cache.rglob("*.json")}
+                one = files["one"]
+                if damage == "swapped":
+                    one.write_text(files["two"].read_text())
+                else:
+                    one.write_text(one.read_text()[: len(one.read_text()) // 2])
+                fresh = client(cache)
+                got = fresh.complete(["one"])
+                if got != ["ONE"] or fresh.stats.cache_hits != 0:
+                    return WRONG, f"a {damage} record was served: {got}"
+                return IDENTICAL, ""
+
+            row.record(f"a {damage} cache record", *outcome_of(damaged_record))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 8. damaged pair cache
+
+
+class Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def attack_pair_cache(ctx: Chaos) -> Row:
+    """The NLI / embedding pair cache (sqlite) truncated, zeroed, garbage, emptied, or with a
+    damaged row, then opened: moved aside with a warning and rebuilt, or the row missed."""
+    from pipeline.mapping.equivalence import PairCache
+
+    row = Row("damaged pair cache")
+    for damage in ("truncated", "zeroed", "garbage", "empty file", "damaged row"):
+        root = ctx.root("pairs")
+
+        def attack(root=root, damage=damage):
+            cache = PairCache(root)
+            keys = {PairCache.key("m", "q", f"a{i}", "b"): [0.1 * i, 0.5] for i in range(50)}
+            cache.put_many(keys)
+            path, data = cache.path, cache.path.read_bytes()
+            if damage == "truncated":
+                path.write_bytes(data[: len(data) // 3])
+            elif damage == "zeroed":
+                path.write_bytes(b"\0" * len(data))
+            elif damage == "garbage":
+                path.write_bytes(random.Random(1).randbytes(len(data)))
+            elif damage == "empty file":
+                path.write_bytes(b"")
+            else:
+                with sqlite3.connect(path) as con:
+                    con.execute("UPDATE pairs SET value = '{not json' WHERE key = ?",
+                                (next(iter(keys)),))
+            handler = Captured()
+            logging.getLogger("pipeline").addHandler(handler)
+            try:
+                healed = PairCache(root)
+                got = healed.get_many(list(keys))
+            finally:
+                logging.getLogger("pipeline").removeHandler(handler)
+            if any(got[k] != keys[k] for k in got):
+                return WRONG, "a damaged cache served other values"
+            if damage in ("truncated", "zeroed", "garbage"):
+                if not any(str(path) in m and "damaged" in m for m in handler.lines):
+                    return WRONG, "no warning naming the damaged file"
+                if not list(root.glob("equivalence_pairs.sqlite.damaged-*")):
+                    return WRONG, "the damaged file was not moved aside"
+            healed.put_many(keys)
+            if PairCache(root).get_many(list(keys)) != keys:
+                return WRONG, "the rebuilt cache does not hold what was put"
+            return IDENTICAL, ""
+
+        row.record(damage, *outcome_of(attack))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 9. killed report
+
+
+def read_tables(results: Path) -> dict[str, object]:
+    tables = {}
+    for path in sorted((results / "tables").glob("*")):
+        tables[path.name] = (pd.read_csv(path) if path.suffix == ".csv"
+                             else path.read_text(encoding="utf-8"))
+    return tables
+
+
+def compare_tables(got: dict, want: dict) -> str | None:
+    if sorted(got) != sorted(want):
+        return f"tables {sorted(set(got) ^ set(want))} differ in presence"
+    for name, table in want.items():
+        if isinstance(table, pd.DataFrame):
+            try:
+                pd.testing.assert_frame_equal(got[name], table, obj=name)
+            except AssertionError as exc:
+                return " ".join(str(exc).split())[:300]
+        elif got[name] != table:
+            return f"{name} differs from the clean report's"
+    return None
+
+
+def attack_report(ctx: Chaos) -> Row:
+    """The report killed while it rewrites its tables or figures for other settings, then rerun
+    with the first settings: redone (not "up to date"), tables equal to the clean report's."""
+    from pipeline.reporting import build_report
+    from pipeline.reporting import figures as figures_module
+    from pipeline.reporting import tables as tables_module
+
+    row = Row("killed report")
+    root = ctx.root("report")
+    ctx.copy_clean(root)
+    cfg = ctx.cfg(root)
+    build_report(cfg)
+    clean = ctx.clean_tables()
+    if (problem := compare_tables(read_tables(root / "results"), clean)) is not None:
+        row.record("a second clean report (control)", WRONG, problem)
+    other = ctx.cfg(root, "evaluation.max_rejection=0.4")  # another report: other tables
+    kills: list[tuple[str, object]] = [
+        ("killed at its 4th table", (tables_module, "write_table", 3)),
+        ("killed at its 1st table", (tables_module, "write_table", 0)),
+        ("killed at its 2nd figure", (figures_module, "_save", 1)),
+        ("SIGKILL 0.5 s after it started rewriting", 0.5),
+        ("SIGKILL 2 s after it started rewriting", 2.0),
+    ]
+    for label, how in kills[:1] if ctx.quick else kills:
+        note = ""
+        if isinstance(how, tuple):
+            try:
+                with killed_at_call(*how):
+                    build_report(other)
+            except KeyboardInterrupt:
+                pass
+            else:
+                note = " (the kill never came)"
+        else:
+            proc = ctx.spawn(root, ctx.overrides(root, "stage=report",
+                                                 "evaluation.max_rejection=0.4"),
+                             tag=f"report-{how}")
+            manifest = root / "results" / ".report.manifest.json"
+            deadline = time.monotonic() + 300
+            while manifest.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(how)
+            note = wait_then_kill(proc, root, 0)
+
+        def rerun():
+            result = build_report(cfg)
+            problem = compare_tables(read_tables(root / "results"), clean)
+            if problem is not None:
+                said = "up to date" if result["skipped"] else "redone"
+                return WRONG, f"the rerun said {said}, exit 0, but {problem}"
+            return IDENTICAL, ""
+
+        row.record(label + note, *outcome_of(rerun))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# 10. two runs of one cell at once
+
+
+def attack_concurrent(ctx: Chaos) -> Row:
+    """Two command-line runs of one cell started together: one generates, the other waits for
+    the cell's lock and finds it current; both exit 0 and the cell is the clean one."""
+    row = Row("two runs of one cell at once")
+    stage = "generate" if ctx.quick else "all"  # quick: the part that takes the lock longest
+    root = ctx.root("concurrent")
+    args = ctx.overrides(root, f"stage={stage}")
+    procs = [ctx.spawn(root, args, tag=f"run{i}") for i in (1, 2)]
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(timeout=600))
+        except subprocess.TimeoutExpired:
+            kill(proc)
+            codes.append(-1)
+    logs = [ctx.logs(root, f"run{i}") for i in (1, 2)]
+
+    def check():
+        if any("Traceback" in text for text in logs) or codes != [0, 0]:
+            refusals = [cli_refused(c, t) for c, t in zip(codes, logs)]
+            if all(o != WRONG for o, _ in refusals) and 2 in codes:
+                return REFUSED, "; ".join(d for _, d in refusals)
+            return WRONG, f"exit statuses {codes}: {[t[-300:] for t in logs]!r}"
+        generated = sum("[generate] done" in text for text in logs)
+        current = sum("[generate] up to date" in text for text in logs)
+        if (generated, current) != (1, 1):
+            return WRONG, f"{generated} runs generated, {current} found the cell current"
+        if stage != "all":
+            run_cell(ctx.cfg(root))
+        return ctx.verdict(ctx.cell(root))
+
+    row.record(f"two stage={stage} runs", *outcome_of(check))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+ATTACKS = [attack_sigkill, attack_shards, attack_damaged, attack_foreign, attack_config,
+           attack_scorer, attack_outside_calls, attack_pair_cache, attack_report,
+           attack_concurrent]
+
+
+def table(rows: list[Row], wall: float) -> str:
+    lines = ["| attack | tries | identical | refused | wrong (exit 0) |",
+             "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r.attack} | {r.tries} | {r.identical} | {r.refused} | {r.wrong} |"
+              for r in rows]
+    total = [sum(getattr(r, k) for r in rows) for k in ("tries", "identical", "refused", "wrong")]
+    lines.append(f"\ntotal: {total[0]} tries, {total[1]} identical, {total[2]} refused, "
+                 f"{total[3]} wrong, in {wall:.0f} s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few tries per attack")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="work in DIR and leave it there (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="chaos-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if any(work.iterdir()):
+        parser.error(f"--keep {work}: not empty; give a new or empty folder")
+    # The pipeline's own log (warnings it gives while healing) goes to a file, not the table.
+    logging.basicConfig(level=logging.INFO, filename=work / "chaos.log", force=True,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.captureWarnings(True)
+    register_configs()
+    ctx = Chaos(work=work, quick=args.quick)
+    say(f"working in {work} ({'quick' if args.quick else 'full'} run)")
+    rows: list[Row] = []
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # what the pipeline prints is progress
+            setup(ctx)
+            for attack in ATTACKS:
+                rows.append(attack(ctx))
+    finally:
+        for proc in ctx.procs:
+            if proc.poll() is None:
+                kill(proc)
+        GlobalHydra.instance().clear()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    wall = time.monotonic() - T0
+    for row in rows:
+        for failure in row.failures:
+            say(f"WRONG in {row.attack}: {failure}")
+    print(table(rows, wall), flush=True)
+    return 1 if any(r.wrong for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""scripts/chaos.py --quick: every attack of issue 23 (kills, damaged shards and artifacts,
+foreign artifacts, bad config values, hostile scorer rows, broken outside calls, a damaged pair
+cache, a killed report, two runs of one cell at once) tried a few times on a tiny random model;
+no try may end in other artifacts without an error, a traceback or a crash."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ATTACKS = 10
+
+
+def parse_table(stdout: str) -> dict[str, dict[str, int]]:
+    """{attack: {tries, identical, refused, wrong}} from the Markdown table chaos.py prints."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1].isdigit():
+            rows[cells[0]] = dict(zip(("tries", "identical", "refused", "wrong"),
+                                      map(int, cells[1:])))
+    return rows
+
+
+@pytest.mark.slow  # about a minute: each attack also has its own fast test beside the behaviour
+def test_quick_chaos_run_has_no_wrong_outcome(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "chaos.py"), "--quick",
+                           "--keep", str(tmp_path / "work")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, check=False)
+    rows = parse_table(done.stdout)
+    assert len(rows) == ATTACKS, done.stdout + done.stderr[-3000:]
+    wrong = [line for line in done.stderr.splitlines() if "WRONG" in line]
+    for attack, counts in rows.items():
+        assert counts["tries"] > 0, attack
+        assert counts["identical"] + counts["refused"] + counts["wrong"] == counts["tries"]
+        assert counts["wrong"] == 0, (attack, wrong)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
