@@ -74,10 +74,13 @@ class PerRowSampler:
 
     It receives the scores after transformers' non-warping processors (repetition penalty
     etc., if the generation config has any) and applies temperature, top-k and top-p itself,
-    in that order, with transformers' warper classes.
+    in that order, with transformers' warper classes. A row whose generator is None is
+    decoded greedily (the argmax of its scores): the greedy decode rides in the sampling call
+    and shares its prompt's prefill.
     """
 
-    def __init__(self, generators: list[Any], temperature: float, top_k: int | None, top_p: float):
+    def __init__(self, generators: list[Any | None], temperature: float, top_k: int | None,
+                 top_p: float):
         from transformers.generation.logits_process import (
             TemperatureLogitsWarper,
             TopKLogitsWarper,
@@ -112,9 +115,10 @@ class PerRowSampler:
             warped = warper(input_ids, warped)
         probs = torch.softmax(warped, dim=-1).double()
         cdf = probs.cumsum(dim=-1)
-        # One uniform per row per step from the row's own stream.
+        # One uniform per row per step from the row's own stream (greedy rows draw nothing).
         uniforms = torch.cat(
-            [torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators]
+            [torch.rand(1, generator=g, dtype=torch.float64) if g is not None
+             else torch.zeros(1, dtype=torch.float64) for g in self.generators]
         )
         targets = (uniforms * cdf[:, -1]).unsqueeze(1)
         chosen = torch.searchsorted(cdf, targets, right=True)
@@ -125,6 +129,9 @@ class PerRowSampler:
         chosen = torch.minimum(chosen, last_positive)
         if candidates is not None:
             chosen = candidates.gather(1, chosen)
+        greedy_rows = [i for i, g in enumerate(self.generators) if g is None]
+        if greedy_rows:
+            chosen[greedy_rows] = scores[greedy_rows].argmax(dim=-1, keepdim=True)
         one_hot = torch.full_like(scores, float("-inf"))
         one_hot.scatter_(1, chosen, 0.0)
         return one_hot
@@ -244,6 +251,17 @@ class TransformersBackend:
             k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")
         }
 
+    def _keep_logits(self, n: int) -> dict[str, int]:
+        """`logits_to_keep=n` where the model takes it: a forward pass that needs the next-token
+        distribution at the last n positions only skips the vocabulary projection of the rest
+        (for SmolLM2 a fifth of a prompt's prefill)."""
+        if not hasattr(self, "_takes_logits_to_keep"):
+            import inspect
+
+            self._takes_logits_to_keep = (
+                "logits_to_keep" in inspect.signature(self.model.forward).parameters)
+        return {"logits_to_keep": n} if self._takes_logits_to_keep else {}
+
     def _config(self, **overrides: Any) -> Any:
         config = copy.deepcopy(self._base_config)
         config.update(**overrides)
@@ -288,24 +306,42 @@ class TransformersBackend:
     # ----------------------------------------------------------------------- protocol
     def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
         """`cfg.n` ancestral samples per prompt (raw-model token log-probs)."""
+        return self.sample_and_decode(prompts, cfg)[0]
+
+    def sample_and_decode(
+        self, prompts: list[str], cfg: SamplingConfig, *, greedy: bool = False,
+        extra_seed: int | None = None,
+    ) -> tuple[list[list[Generation]], list[Generation] | None, list[Generation] | None]:
+        """(samples, greedy decodes, one extra sample per prompt) from ONE `generate` per batch.
+
+        The rows of a prompt, its `cfg.n` samples, then its greedy row (`greedy=True`), then a
+        sample seeded with `extra_seed` (the runner's `ar` decode: what `sample` gives with
+        `seed=extra_seed, n=1`), share one prefill of the prompt: on CPU a prefill costs as
+        much as a few dozen decode steps, and greedy and `ar` used to pay their own."""
         import torch
         from transformers import LogitsProcessorList
 
         temperature, top_k, top_p = self.resolve_sampling(cfg)
-        results: list[list[Generation]] = []
+        per_prompt = cfg.n + int(greedy) + int(extra_seed is not None)
+        samples: list[list[Generation]] = []
+        greedy_out: list[Generation] | None = [] if greedy else None
+        extra_out: list[Generation] | None = [] if extra_seed is not None else None
         for batch in self._batches(prompts):
-            # Each prompt repeated M times (what num_return_sequences does), decoded "greedily"
-            # over PerRowSampler's one-hot scores: the row's own draw is the argmax, and
-            # transformers does not run a second full-vocabulary multinomial. The prompt is
-            # prefilled once and its KV cache shared by its M rows (not M prefills).
+            # Each prompt repeated per_prompt times, decoded "greedily" over PerRowSampler's
+            # one-hot scores: the row's own draw is the argmax, and transformers does not run a
+            # second full-vocabulary multinomial. The prompt is prefilled once and its KV cache
+            # shared by its rows (not one prefill per row).
             single = self._encode(batch)
-            cache = self._prefix_cache(single, cfg.n) if cfg.n > 1 else None
-            enc = {k: v.repeat_interleave(cfg.n, dim=0) for k, v in single.items()}
-            generators = [
-                torch.Generator().manual_seed(row_seed(cfg.seed, prompt, j))
-                for prompt in batch
-                for j in range(cfg.n)
-            ]
+            cache = self._prefix_cache(single, per_prompt) if per_prompt > 1 else None
+            enc = {k: v.repeat_interleave(per_prompt, dim=0) for k, v in single.items()}
+            generators: list[Any | None] = []
+            for prompt in batch:
+                generators += [torch.Generator().manual_seed(row_seed(cfg.seed, prompt, j))
+                               for j in range(cfg.n)]
+                if greedy:
+                    generators.append(None)
+                if extra_seed is not None:
+                    generators.append(torch.Generator().manual_seed(row_seed(extra_seed, prompt, 0)))
             sampler = PerRowSampler(generators, temperature, top_k, top_p)
             with torch.inference_mode():
                 out = self.model.generate(
@@ -321,8 +357,14 @@ class TransformersBackend:
                     use_model_defaults=False,
                 )
             rows = self._generations(out.sequences, enc["input_ids"].shape[1], out.logits)
-            results.extend(rows[i * cfg.n : (i + 1) * cfg.n] for i in range(len(batch)))
-        return results
+            for i in range(len(batch)):
+                own = rows[i * per_prompt : (i + 1) * per_prompt]
+                samples.append(own[: cfg.n])
+                if greedy_out is not None:
+                    greedy_out.append(own[cfg.n])
+                if extra_out is not None:
+                    extra_out.append(own[-1])
+        return samples, greedy_out, extra_out
 
     def _prefix_cache(self, enc: dict[str, Any], repeats: int) -> Any:
         """KV cache of all prompt tokens but the last, computed once per prompt and repeated for
@@ -336,7 +378,7 @@ class TransformersBackend:
         positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                             use_cache=True)
+                             use_cache=True, **self._keep_logits(1))
         cache = out.past_key_values
         cache.batch_repeat_interleave(repeats)
         return cache
@@ -370,9 +412,12 @@ class TransformersBackend:
         results: list[Generation] = []
         for batch in self._batches(prompts):
             enc = self._encode(batch)
+            # the prompt prefilled once, not once per beam (generate expands the prompt first)
+            cache = self._prefix_cache(enc, num_beams) if num_beams > 1 else None
             with torch.inference_mode():
                 out = self.model.generate(
                     **enc,
+                    past_key_values=cache,
                     generation_config=self._config(
                         num_beams=num_beams, max_new_tokens=max_new_tokens
                     ),
@@ -425,11 +470,13 @@ class TransformersBackend:
             input_ids, attention_mask, position_ids = left_pad(
                 rows, self.tokenizer.pad_token_id, self.device
             )
+            keep = max(len(c) for c in batch_conts) + 1  # the positions that predict a continuation
             with torch.inference_mode():
                 logits = self.model(
-                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    **self._keep_logits(keep),
                 ).logits
-            width = input_ids.shape[1]
+            width = logits.shape[1]  # the last `keep` positions, or all of them
             for i, cont in enumerate(batch_conts):
                 if not cont:
                     out.append([])
@@ -463,7 +510,8 @@ class TransformersBackend:
             )
             with torch.inference_mode():
                 logits = self.model(
-                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    **self._keep_logits(1),
                 ).logits[:, -1]
             out.extend(
                 float(x) for x in torch.log_softmax(logits.float(), dim=-1)[:, token_id].tolist()

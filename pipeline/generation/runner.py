@@ -105,7 +105,19 @@ def generate_records(
     for start in range(0, len(prompts), chunk):
         batch = prompts[start : start + chunk]
         ids = prompt_ids[start : start + chunk]
-        samples = backend.sample(batch, cfg)
+        decoded: dict[str, list[Generation]] = {}
+        if callable(getattr(backend, "sample_and_decode", None)):
+            # greedy and `ar` as extra rows of the sampling call: one prefill per prompt
+            want_greedy = "greedy" in strategies or ptrue
+            samples, greedy_rows, ar_rows = backend.sample_and_decode(
+                batch, cfg, greedy=want_greedy,
+                extra_seed=ar_cfg.seed if "ar" in strategies else None)
+            if greedy_rows is not None:
+                decoded["greedy"] = greedy_rows
+            if ar_rows is not None:
+                decoded["ar"] = ar_rows
+        else:
+            samples = backend.sample(batch, cfg)
         if len(samples) != len(batch) or any(len(s) != cfg.n for s in samples):
             raise RuntimeError(
                 f"backend {backend.name} returned {[len(s) for s in samples]} samples, expected {cfg.n} per prompt"
@@ -115,8 +127,9 @@ def generate_records(
                 sample_rows.append({"prompt_id": pid, "sample_idx": j, **_row(g)})
                 n_tokens += len(g.token_ids)
 
-        decoded: dict[str, list[Generation]] = {}
         for strategy in strategies:
+            if strategy in decoded:
+                continue
             if strategy == "greedy":
                 decoded[strategy] = backend.greedy(batch, cfg.max_new_tokens)
             elif strategy == "beam":
@@ -131,7 +144,7 @@ def generate_records(
             elif strategy == "ar":
                 decoded[strategy] = [gens[0] for gens in backend.sample(batch, ar_cfg)]
         for pos, pid in enumerate(ids):
-            for strategy in strategies:
+            for strategy in strategies:  # in the order asked, whichever call made them
                 g = decoded[strategy][pos]
                 decode_rows.append({"prompt_id": pid, "strategy": strategy, **_row(g)})
                 n_tokens += len(g.token_ids)

@@ -273,3 +273,21 @@ def test_get_backend_builds_the_transformers_backend(tiny_model_dir) -> None:
     )
     assert isinstance(backend, TransformersBackend) and isinstance(backend, GenerationBackend)
     assert backend.name == f"transformers:{tiny_model_dir.name}"
+
+
+def test_greedy_and_extra_rows_ride_in_the_sampling_call(tiny_backend, tiny_prompts) -> None:
+    """One generate call per batch gives the samples, the greedy decode and one extra sample
+    (the runner's `ar`): the same tokens as the separate calls, whose greedy is `generate`'s
+    own and whose one-sample call has no shared prefix."""
+    import dataclasses
+
+    cfg = SamplingConfig(n=3, max_new_tokens=8, seed=5)
+    samples, greedy, extra = tiny_backend.sample_and_decode(tiny_prompts, cfg, greedy=True,
+                                                            extra_seed=99)
+    assert [[g.token_ids for g in row] for row in samples] == [
+        [g.token_ids for g in row] for row in tiny_backend.sample(tiny_prompts, cfg)]
+    assert [g.token_ids for g in greedy] == [
+        g.token_ids for g in tiny_backend.greedy(tiny_prompts, 8)]
+    alone = tiny_backend.sample(tiny_prompts, dataclasses.replace(cfg, n=1, seed=99))
+    assert [g.token_ids for g in extra] == [row[0].token_ids for row in alone]
+    assert tiny_backend.sample_and_decode(tiny_prompts, cfg)[1:] == (None, None)
