@@ -4,7 +4,8 @@
     python scripts/bench_generation.py --prompts 16 --dataset maqa_bundled --dtype float32
 
 The same model, the same chat-rendered prompts of the default run, the same token budget
-(`dataset.max_new_tokens`) and the same torch threads on both sides. Per strategy it prints the
+(`dataset.max_new_tokens`) and the same torch threads on both sides; plain `generate` runs with
+transformers' own attention (SDPA), the backend with its CPU attention (`use_cpu_attention`). Per strategy it prints the
 generated tokens (up to and including each row's EOS), the wall time, tokens/s of each side and
 the ratio backend / plain (>= 1: the backend is as fast as transformers' own loop):
 - sampling: `generate(do_sample=True, num_return_sequences=M)` vs `backend.sample` (per-row seeded
@@ -72,7 +73,7 @@ def main() -> None:
     from pipeline.devices import configure_torch_threads
     from pipeline.generation.base import SamplingConfig
     from pipeline.generation.cell import resolve_model_path
-    from pipeline.generation.hf_backend import TransformersBackend
+    from pipeline.generation.hf_backend import TransformersBackend, use_cpu_attention
     from pipeline.generation.ptrue import TRUE_TOKEN, ptrue_prompts
 
     prompts, questions, max_new, settings = _cell_prompts(args.dataset, args.prompts, args.model)
@@ -90,6 +91,19 @@ def main() -> None:
     print(f"# {cfg.model.name} {dtype}, {len(prompts)} {args.dataset} prompts, M = {m}, "
           f"max_new_tokens {max_new}, batch {batch_size} prompts, torch threads {threads}")
 
+    stock = model.config._attn_implementation
+
+    def stock_attention(fn):
+        """`fn` run on the model as transformers loads it (its own SDPA attention)."""
+        def run(*a):
+            model.set_attn_implementation("sdpa")
+            try:
+                return fn(*a)
+            finally:
+                use_cpu_attention(model)
+        return run if stock != "sdpa" else fn
+
+    @stock_attention
     def plain_generate(batch_prompts, size, **settings_):
         generated = 0
         for i in range(0, len(batch_prompts), size):
@@ -140,6 +154,7 @@ def main() -> None:
         asked = ptrue_prompts(backend, questions, greedy)
         true_id = backend.single_token_id(TRUE_TOKEN)
 
+        @stock_attention
         def plain_ptrue(batch_prompts):
             out = []
             for i in range(0, len(batch_prompts), batch_size * 4):

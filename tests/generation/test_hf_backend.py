@@ -291,3 +291,26 @@ def test_greedy_and_extra_rows_ride_in_the_sampling_call(tiny_backend, tiny_prom
     alone = tiny_backend.sample(tiny_prompts, dataclasses.replace(cfg, n=1, seed=99))
     assert [g.token_ids for g in extra] == [row[0].token_ids for row in alone]
     assert tiny_backend.sample_and_decode(tiny_prompts, cfg)[1:] == (None, None)
+
+
+def test_cpu_attention_gives_transformers_sdpa_results_without_repeating_kv_heads(
+        tiny_backend, tiny_prompts) -> None:
+    """The tiny Llama has 2 KV heads for 4 query heads, and the prompts differ in length (a
+    padding mask): the grouped-query SDPA gives the logits of transformers' own SDPA."""
+    import torch
+
+    from pipeline.generation.hf_backend import CPU_ATTENTION, use_cpu_attention
+
+    model = tiny_backend.model
+    assert model.config._attn_implementation == CPU_ATTENTION
+    enc = tiny_backend._encode(tiny_prompts)
+    assert not bool(enc["attention_mask"].all())  # padded: the case transformers repeats heads
+    with torch.inference_mode():
+        ours = model(**enc).logits
+        model.set_attn_implementation("sdpa")
+        try:
+            stock = model(**enc).logits
+        finally:
+            assert use_cpu_attention(model)
+    mask = enc["attention_mask"].bool()
+    torch.testing.assert_close(ours[mask], stock[mask], rtol=1e-5, atol=1e-5)
