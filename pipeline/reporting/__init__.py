@@ -25,7 +25,8 @@ TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "
 # v3: extras (F-beta rows) marked and never best; Fig. 2a over the paper's estimators; Figs. 3,
 # 6-11 over the compared models (no 72B); one colour per estimator. v4: tables with n and
 # bootstrap intervals, no best where n is too small; figures' empty panels and per-bin n.
-REPORT_VERSION = 4
+# v5: no best where intervals overlap; bayes_vs_beam (paired bootstrap) per dataset.
+REPORT_VERSION = 5
 FIGURE_NAMES = ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
                 "hamming_distance_improvement_maqa", "cosine_distance_improvement_wmt19_fien",
                 "kl_divergence_improvement_maqa_star", "samples_ablation")
@@ -54,6 +55,8 @@ def build_report(cfg) -> dict[str, Any]:
 
     from pipeline.reporting.ablation import samples_ablation
     from pipeline.reporting.collect import (
+        bayes_vs_beam,
+        bayes_vs_beam_lines,
         find_cells,
         input_keys,
         per_prompt,
@@ -104,6 +107,13 @@ def build_report(cfg) -> dict[str, Any]:
     scores = uq_scores(cells)
     tables = build_tables(quality, scores, paper_gen, paper_uq, tables_dir,
                           min_n=options["min_n_best"])
+    # does the Bayes answer beat beam search? one line per (model, dataset, metric)
+    versus = bayes_vs_beam(cells, **intervals)
+    versus.to_csv(tables_dir / "bayes_vs_beam.csv", index=False)
+    verdicts = bayes_vs_beam_lines(versus, intervals["alpha"])
+    (tables_dir / "bayes_vs_beam.md").write_text(
+        "## Bayes answer vs beam search\n\n" + "".join(f"- {line}\n" for line in verdicts)
+        if verdicts else "## Bayes answer vs beam search\n\n(no data)\n", encoding="utf-8")
 
     unc = per_prompt(cells, "uncertainty")
     figs = {
@@ -163,7 +173,11 @@ def build_report(cfg) -> dict[str, Any]:
     finally:
         tracker.finish()
     _print_where(results, cells)
-    return {"skipped": False, "files": files, "tables": tables, "figures": figs}
+    if verdicts:
+        print("Bayes answer vs beam search:\n" + "".join(f"  {line}\n" for line in verdicts),
+              flush=True)
+    return {"skipped": False, "files": files, "tables": tables, "figures": figs,
+            "bayes_vs_beam": versus}
 
 
 def _print_where(results: Path, cells) -> None:

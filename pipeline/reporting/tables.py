@@ -166,11 +166,33 @@ EXTRA_MARK = " †"
 EXTRA_NOTE = "† not in the paper's comparison: never marked best or runner-up."
 
 
-def _ranks(wide: pd.DataFrame, lower_better: bool, small: pd.DataFrame | None = None
-           ) -> pd.DataFrame:
+def _separated(order: pd.Series, table: Table | None, col) -> pd.Series:
+    """`order` (ranks of one of our columns) keeping ranks 1 and 2 only where the method's 95%
+    interval lies clear of the interval of every method ranked below it: a best whose interval
+    overlaps the next one's is no finding. Without intervals (n_bootstrap=0) ranks stay."""
+    if table is None:
+        return order
+    low, high = table.low[col].reindex(order.index), table.high[col].reindex(order.index)
+    if low.isna().all() or high.isna().all():
+        return order
+    kept = order.copy()
+    for ix, r in order.items():
+        if r > 2:
+            continue
+        below = order[order > r].index
+        if pd.isna(low[ix]) or pd.isna(high[ix]) or any(
+                not (high[ix] < low[j] or low[ix] > high[j]) for j in below
+                if pd.notna(low[j]) and pd.notna(high[j])):
+            kept[ix] = np.nan
+    return kept
+
+
+def _ranks(wide: pd.DataFrame, lower_better: bool, small: pd.DataFrame | None = None,
+           table: Table | None = None) -> pd.DataFrame:
     """1 = best, 2 = runner-up within each (model, source) block, per column, among the paper's
     methods / estimators (our extras are left out). `small` (too_small): our blocks' columns
-    with too few prompts get no rank."""
+    with too few prompts get no rank; with `table`, our best and runner-up must also stand
+    clear of the methods below them (`_separated`)."""
     ranks = pd.DataFrame(index=wide.index, columns=wide.columns, dtype=float)
     extras = extra_rows()
     compared = wide[[ix[1] not in extras for ix in wide.index]]
@@ -183,6 +205,8 @@ def _ranks(wide: pd.DataFrame, lower_better: bool, small: pd.DataFrame | None = 
             vals = block[col].dropna()
             vals = vals[vals.map(lambda v: math.isfinite(v))]
             order = vals.rank(method="min", ascending=lb)
+            if source == "ours":
+                order = _separated(order, table, col)
             ranks.loc[order.index, col] = order
     return ranks
 
@@ -214,7 +238,8 @@ def table_notes(table: Table | None, extras_shown: bool, min_n: int) -> list[str
     if table is not None and (table.n.index.get_level_values("source") == "ours").any():
         notes.append(f"ours: value [95% percentile bootstrap interval]; n = prompts scored "
                      "(dropped: prompts with a quality left out because an estimator has no value "
-                     f"there); best and runner-up not marked where n < {min_n} (too small).")
+                     f"there); best and runner-up not marked where n < {min_n} (too small) or where their "
+                     "interval overlaps that of a method ranked below them.")
     if extras_shown:
         notes.append(EXTRA_NOTE)
     return notes
@@ -228,7 +253,7 @@ def render_markdown(wide: pd.DataFrame | Table, title: str, row_label: dict[str,
         return f"## {title}\n\n(no data)\n"
     counts = block_counts(table) if table is not None else pd.DataFrame()
     small = too_small(table, min_n) if table is not None else None
-    ranks = _ranks(wide, lower_better, small)
+    ranks = _ranks(wide, lower_better, small, table)
     head = ["Model", "", "Source"] + [f"{DATASET_LABEL.get(d, d)} {metric_label(m)}"
                                       for d, m in wide.columns]
     lines = [f"## {title}", ""] + ([note, ""] if note else []) + [
@@ -265,7 +290,7 @@ def render_latex(wide: pd.DataFrame | Table, caption: str, label: str, row_label
         return f"% {caption}: no data\n"
     counts = block_counts(table) if table is not None else pd.DataFrame()
     small = too_small(table, min_n) if table is not None else None
-    ranks = _ranks(wide, lower_better, small)
+    ranks = _ranks(wide, lower_better, small, table)
     notes = ([note] if note else []) + table_notes(
         table, any(ix[1] in extra_rows() for ix in wide.index), min_n)
     if notes:
