@@ -14,11 +14,11 @@ from pipeline.schema import DATASET
 
 # name -> (task, number of items)
 EXPECTED = {
-    "triviaqa_bundled": ("classes", 40),
-    "maqa_bundled": ("sets", 40),
-    "maqa_star_bundled": ("simplex", 30),
-    "wmt19_fien_bundled": ("sphere", 30),
-    "cnn_dm_bundled": ("graphs", 20),
+    "triviaqa_bundled": ("classes", 60),
+    "maqa_bundled": ("sets", 60),
+    "maqa_star_bundled": ("simplex", 50),
+    "wmt19_fien_bundled": ("sphere", 50),
+    "cnn_dm_bundled": ("graphs", 25),
 }
 # task -> the reference kind its records carry (pipeline/tasks/)
 REFERENCE = {"classes": "one_answer", "sets": "answer_set", "simplex": "distribution",
@@ -169,11 +169,11 @@ def test_limit_and_seeded_shuffle_are_deterministic():
     b = load_dataset("maqa_bundled", limit=5, shuffle=True, seed=1)["prompt_id"].tolist()
     c = load_dataset("maqa_bundled", limit=5, shuffle=True, seed=2)["prompt_id"].tolist()
     assert a == b and a != c
-    # pinned: numpy default_rng(1).permutation(40)[:3]
-    assert a[:3] == ["maqa-bundled-0009", "maqa-bundled-0023", "maqa-bundled-0017"]
+    # pinned: numpy default_rng(1).permutation(60)[:3]
+    assert a[:3] == ["maqa-bundled-0058", "maqa-bundled-0025", "maqa-bundled-0044"]
     everything = load_dataset("maqa_bundled", shuffle=True, seed=3)["prompt_id"].tolist()
-    assert sorted(everything) == [f"maqa-bundled-{i:04d}" for i in range(40)]
-    assert len(load_dataset("maqa_bundled", limit=1000)) == 40
+    assert sorted(everything) == [f"maqa-bundled-{i:04d}" for i in range(60)]
+    assert len(load_dataset("maqa_bundled", limit=1000)) == 60
 
 
 def test_bundled_frames_pass_the_artifact_store_contract(bundled):
