@@ -23,6 +23,12 @@ Seeding (what holds)
     - identical prompt strings get identical samples (the seed is a function of the text);
     - a different cfg.seed gives independent streams (the runner's `ar` decode uses that).
 
+Speed (scripts/bench_generation.py, SmolLM2 float32, 2 cores): a prompt is prefilled once
+for all its rows (its M samples, plus the greedy and `ar` rows through `sample_and_decode`, and
+its beams), forward passes keep only the logits they read, and on CPU grouped-query attention
+runs without copying the KV heads (`use_cpu_attention`). Sampling runs at 1.8x (MAQA) to 3.2x
+(CNN/DM) the tokens/s of plain `generate(num_return_sequences=M)`, beam at 1.1-1.35x, greedy 1.0x.
+
 Greedy and beam use `generate` (beam: `num_beams`, default 5). Beam scores are length-
 normalised sums of processed log-probs, so the chosen beam's per-token raw log-probs are
 recomputed by one teacher-forced forward pass (`token_logprobs`).
