@@ -26,8 +26,9 @@ Seeding (what holds)
 Speed (scripts/bench_generation.py, SmolLM2 float32, 2 cores): a prompt is prefilled once
 for all its rows (its M samples, plus the greedy and `ar` rows through `sample_and_decode`, and
 its beams), forward passes keep only the logits they read, and on CPU grouped-query attention
-runs without copying the KV heads (`use_cpu_attention`). Sampling runs at 1.8x (MAQA) to 3.2x
-(CNN/DM) the tokens/s of plain `generate(num_return_sequences=M)`, beam at 1.1-1.35x, greedy 1.0x.
+runs without copying the KV heads (`use_cpu_attention`). Sampling runs at 2.3x (MAQA) to 5.3x
+(CNN/DM) the tokens/s of plain `generate(num_return_sequences=M)`, beam at 1.2-1.6x, greedy
+1.0-1.1x, P(True) 1.25x (contrastive has no plain baseline: transformers 4.57 needs remote code).
 
 Greedy and beam use `generate` (beam: `num_beams`, default 5). Beam scores are length-
 normalised sums of processed log-probs, so the chosen beam's per-token raw log-probs are
