@@ -4,8 +4,8 @@ prompts is never marked best; the paper's rows carry neither."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from pipeline.reporting import tables
 from pipeline.reporting.collect import quality_means
