@@ -607,26 +607,9 @@ def attack_config(ctx: Chaos) -> Row:
 def mixed_input(path: Path) -> tuple[list[str], dict[int, tuple]]:
     """tests/score/test_score_bad_rows.py's `mixed` file: 20 good rows, 200 bad ones (every kind
     of BAD in turn, the first on line 6) and a blank line 10. Returns good ids, bad lines."""
-    from tests.score.test_score_bad_rows import BAD, good
+    from tests.score.test_score_bad_rows import write_mixed
 
-    lines, good_ids, bad = [], [], {}
-    for k in range(5):
-        lines.append(good(k))
-        good_ids.append(f"g{k}")
-    for b in range(200):
-        if len(lines) + 1 == 10:
-            lines.append(b"\n")
-        data, field_, problem = BAD[b % len(BAD)]
-        lines.append(data)
-        bad[len(lines)] = (field_, problem)
-        if b % 13 == 12 and len(good_ids) < 20:
-            lines.append(good(len(good_ids)))
-            good_ids.append(f"g{len(good_ids)}")
-    while len(good_ids) < 20:
-        lines.append(good(len(good_ids)))
-        good_ids.append(f"g{len(good_ids)}")
-    path.write_bytes(b"".join(lines))
-    return good_ids, bad
+    return write_mixed(path)
 
 
 def attack_scorer(ctx: Chaos) -> Row:

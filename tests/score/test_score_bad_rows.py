@@ -80,12 +80,10 @@ BAD = [
 ]
 
 
-@pytest.fixture(scope="module")
-def mixed(tmp_path_factory):
+def write_mixed(path) -> tuple[list[str], dict[int, tuple]]:
     """20 good rows and 200 bad ones (every kind of BAD in turn), the first bad one on line 6,
-    a blank line (line 10) that counts as a line but not as a row. Returns the path, the good
-    ids and the bad lines (line -> (field, problem))."""
-    path = tmp_path_factory.mktemp("mixed") / "mixed.jsonl"
+    a blank line (line 10) that counts as a line but not as a row. Returns the good ids and the
+    bad lines (line -> (field, problem)). scripts/chaos.py scores the same file."""
     lines, good_ids, bad = [], [], {}
     for k in range(5):
         lines.append(good(k))
@@ -103,6 +101,14 @@ def mixed(tmp_path_factory):
         lines.append(good(len(good_ids)))
         good_ids.append(f"g{len(good_ids)}")
     path.write_bytes(b"".join(lines))
+    return good_ids, bad
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The `write_mixed` file: its path, the good ids and the bad lines."""
+    path = tmp_path_factory.mktemp("mixed") / "mixed.jsonl"
+    good_ids, bad = write_mixed(path)
     assert min(bad) == 6 and len(bad) == 200 and len(good_ids) == 20
     return path, good_ids, bad
 
