@@ -34,7 +34,8 @@ class Cell:
         """The cell's artifact, refused when its manifest says another cell made it (a file
         copied between cells would put that cell's numbers under this one's name)."""
         made_for = (self.store.manifest(artifact) or {}).get("cell")
-        if made_for and made_for != self.name:
+        # model/dataset only: an experiment folder copied or renamed as a whole stays readable
+        if made_for and made_for.split("/", 1)[-1] != f"{self.model}/{self.dataset}":
             raise ArtifactError(
                 f"report: {self.store.path(artifact)} was made for cell {made_for}, not "
                 f"{self.name}; remove it and rerun stage=all for {self.name}")

@@ -235,6 +235,8 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     cells = find_cells(tmp_path, "default")
     assert [c.name for c in cells] == ["default/tiny/maqa_bundled", "default/tiny/triviaqa_bundled"]
     assert set(quality_means(cells)["dataset"]) == {"maqa", "triviaqa"}
+    shutil.copytree(experiment, tmp_path / "renamed")  # a whole experiment moved: still its cells
+    assert len(quality_means(find_cells(tmp_path, "renamed"))) == len(quality_means(cells))
     for suffix in (".parquet", ".manifest.json"):
         shutil.copyfile(experiment / "tiny" / "maqa_bundled" / f"quality{suffix}",
                         experiment / "tiny" / "triviaqa_bundled" / f"quality{suffix}")
