@@ -109,50 +109,59 @@ def _mean_difference(a, b) -> float:
 
 _mean_difference.batched = lambda a, b: (a - b).mean(axis=1)  # type: ignore[attr-defined]
 
-BAYES_VS_BEAM = ["model", "dataset", "metric", "higher_is_better", "n", "bayes", "beam",
-                 "difference", "low", "high", "verdict"]
+BAYES_VS_BEAM = ["model", "dataset", "metric", "higher_is_better", "n", "ours", "baseline",
+                 "ours_mean", "baseline_mean", "difference", "low", "high", "verdict"]
 
 
 def bayes_vs_beam(cells: list[Cell], n_bootstrap: int = 1000, alpha: float = 0.05,
                   seed: int = 0) -> pd.DataFrame:
-    """Per (model, dataset, metric): the Bayes answer's mean quality minus beam search's, over
-    the prompts where both were scored, with a paired percentile bootstrap interval (one draw of
-    prompts for both methods), and the verdict it allows: "better" / "worse" when the interval
-    excludes 0 in the metric's direction, else "no difference shown"."""
+    """Per (model, dataset, metric): the Bayes answer's (pipeline.methods.OURS) mean quality
+    minus beam search's (BASELINE), over the prompts where both were scored, with a paired
+    percentile bootstrap interval (one draw of prompts for both methods), and the verdict it
+    allows: "better" / "worse" when the interval excludes 0 in the metric's direction, else
+    "no difference shown"."""
     from pipeline.evaluation.bootstrap import bootstrap_ci
+    from pipeline.methods import BASELINE, OURS
 
     q = _tagged(cells, "quality")
     rows = []
     if q.empty:
         return pd.DataFrame(columns=BAYES_VS_BEAM)
-    q = q[q["method"].isin(["bayes", "beam"])]
+    q = q[q["method"].isin([OURS, BASELINE])]
     for (model, dataset, metric), block in q.groupby(["model", "dataset", "metric"], sort=False):
         wide = block.pivot_table(index="prompt_id", columns="method", values="value").dropna()
-        if not {"bayes", "beam"} <= set(wide.columns) or wide.empty:
+        if not {OURS, BASELINE} <= set(wide.columns) or wide.empty:
             continue
-        bayes, beam = wide["bayes"].to_numpy(float), wide["beam"].to_numpy(float)
+        ours, baseline = wide[OURS].to_numpy(float), wide[BASELINE].to_numpy(float)
         higher = bool(block["higher_is_better"].iloc[0])
-        diff, low, high = float(np.mean(bayes - beam)), np.nan, np.nan
-        if n_bootstrap > 0 and len(bayes) > 1:
-            _, low, high = bootstrap_ci(_mean_difference, bayes, beam, n_boot=n_bootstrap,
+        diff, low, high = float(np.mean(ours - baseline)), np.nan, np.nan
+        if n_bootstrap > 0 and len(ours) > 1:
+            _, low, high = bootstrap_ci(_mean_difference, ours, baseline, n_boot=n_bootstrap,
                                         alpha=alpha, seed=seed)
         if np.isnan(low) or low <= 0 <= high:
             verdict = "no difference shown"
         else:
             verdict = "better" if (low > 0) == higher else "worse"
-        rows.append((model, dataset, metric, higher, len(bayes), float(bayes.mean()),
-                     float(beam.mean()), diff, low, high, verdict))
+        rows.append((model, dataset, metric, higher, len(ours), OURS, BASELINE,
+                     float(ours.mean()), float(baseline.mean()), diff, low, high, verdict))
     return pd.DataFrame(rows, columns=BAYES_VS_BEAM)
 
 
 def bayes_vs_beam_lines(frame: pd.DataFrame, alpha: float = 0.05) -> list[str]:
     """One sentence per row of `bayes_vs_beam`."""
+    from pipeline.methods import METHODS
+
     level = round(100 * (1 - alpha))
-    return [f"{r.dataset} {r.metric} ({r.model}, {'higher' if r.higher_is_better else 'lower'} "
-            f"is better): Bayes {r.bayes:.3f} vs beam {r.beam:.3f}, difference {r.difference:+.3f} "
-            f"[{r.low:+.3f}, {r.high:+.3f}] ({level}% paired bootstrap, n = {r.n}): "
-            f"{'the Bayes answer is ' + r.verdict if r.verdict != 'no difference shown' else r.verdict}"
-            for r in frame.itertuples()]
+    lines = []
+    for r in frame.itertuples():
+        ours, baseline = METHODS[r.ours].label, METHODS[r.baseline].label
+        lines.append(
+            f"{r.dataset} {r.metric} ({r.model}, {'higher' if r.higher_is_better else 'lower'} "
+            f"is better): {ours} {r.ours_mean:.3f} vs {baseline} {r.baseline_mean:.3f}, "
+            f"difference {r.difference:+.3f} [{r.low:+.3f}, {r.high:+.3f}] ({level}% paired "
+            f"bootstrap, n = {r.n}): "
+            + (f"{ours} is {r.verdict}" if r.verdict != "no difference shown" else r.verdict))
+    return lines
 
 
 def uq_scores(cells: list[Cell]) -> pd.DataFrame:

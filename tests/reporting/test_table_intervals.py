@@ -138,6 +138,6 @@ def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
     versus = bayes_vs_beam([Cell("m", "maqa", store)], seed=7)
     assert list(versus["verdict"]) == ["no difference shown"]
     assert bayes_vs_beam_lines(versus)[0].startswith(
-        "maqa f1 (m, higher is better): Bayes 0.500 vs beam 0.500, difference +0.000 [")
+        "maqa f1 (m, higher is better): Bayes (ours) 0.500 vs Beam 0.500, difference +0.000 [")
     assert bayes_vs_beam_lines(versus)[0].endswith("(95% paired bootstrap, n = 10): "
                                                    "no difference shown")
