@@ -138,10 +138,13 @@ def bayes_vs_beam(cells: list[Cell], n_bootstrap: int = 1000, alpha: float = 0.0
         if n_bootstrap > 0 and len(ours) > 1:
             _, low, high = bootstrap_ci(_mean_difference, ours, baseline, n_boot=n_bootstrap,
                                         alpha=alpha, seed=seed)
-        if np.isnan(low) or low <= 0 <= high:
+        # float noise is no difference: two decisions scored 13.037 each may differ in the 15th
+        # digit, and a bootstrap of such differences excludes 0 by rounding alone
+        tol = 1e-9 * max(1.0, float(np.abs(ours).max()), float(np.abs(baseline).max()))
+        if np.isnan(low) or low <= tol and high >= -tol:
             verdict = "no difference shown"
         else:
-            verdict = "better" if (low > 0) == higher else "worse"
+            verdict = "better" if (low > tol) == higher else "worse"
         rows.append((model, dataset, metric, higher, len(ours), OURS, BASELINE,
                      float(ours.mean()), float(baseline.mean()), diff, low, high, verdict))
     return pd.DataFrame(rows, columns=BAYES_VS_BEAM)

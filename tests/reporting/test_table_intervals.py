@@ -141,3 +141,11 @@ def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
         "maqa f1 (m, higher is better): Bayes (ours) 0.500 vs Beam 0.500, difference +0.000 [")
     assert bayes_vs_beam_lines(versus)[0].endswith("(95% paired bootstrap, n = 10): "
                                                    "no difference shown")
+    # the same decision scored twice, apart in the last digits: no difference, not "worse"
+    kl = rng.uniform(5, 15, 6)
+    noise = pd.DataFrame([{"prompt_id": f"p{i}", "method": m, "metric": "kl", "value": v,
+                           "higher_is_better": False}
+                          for i in range(6) for m, v in (("bayes", kl[i] + 4e-15), ("beam", kl[i]))])
+    store.write("quality", noise, key="k4", config={})
+    assert list(bayes_vs_beam([Cell("m", "maqa", store)], seed=7)["verdict"]) == [
+        "no difference shown"]
