@@ -61,10 +61,11 @@ def cell_dir(cfg: DictConfig) -> Path:
     return Path(cfg.output_root) / cfg.experiment / cfg.model.name / cfg.dataset.name
 
 
-def cell_name(cfg: DictConfig) -> str:
-    """"experiment/model/dataset": recorded in every manifest a stage writes, so an artifact
-    copied between cells says where it was made."""
-    return f"{cfg.experiment}/{cfg.model.name}/{cfg.dataset.name}"
+def cell_name(cfg_or_root: DictConfig | Path) -> str:
+    """"experiment/model/dataset" of a cell (its config, or its folder): recorded in every
+    manifest a stage writes, so an artifact copied between cells says where it was made."""
+    root = cell_dir(cfg_or_root) if isinstance(cfg_or_root, DictConfig) else Path(cfg_or_root)
+    return "/".join(root.parts[-3:])
 
 
 def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[str, dict, dict]:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -160,7 +161,8 @@ def _sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention
     if attention_mask is not None and attention_mask.ndim == 4:
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]
     if is_causal is None:
-        is_causal = query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
+        is_causal = (query.shape[2] > 1 and attention_mask is None
+                     and getattr(module, "is_causal", True))
     out = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
         is_causal=is_causal, enable_gqa=key.shape[1] != query.shape[1])
@@ -249,6 +251,8 @@ class TransformersBackend:
                 source, dtype=torch_dtype, trust_remote_code=trust_remote_code).to(self.device)
         self.model.eval()
         use_cpu_attention(self.model)
+        self._takes_logits_to_keep = (
+            "logits_to_keep" in inspect.signature(self.model.forward).parameters)
 
         gen = copy.deepcopy(self.model.generation_config)
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
@@ -301,11 +305,6 @@ class TransformersBackend:
         """`logits_to_keep=n` where the model takes it: a forward pass that needs the next-token
         distribution at the last n positions only skips the vocabulary projection of the rest
         (for SmolLM2 a fifth of a prompt's prefill)."""
-        if not hasattr(self, "_takes_logits_to_keep"):
-            import inspect
-
-            self._takes_logits_to_keep = (
-                "logits_to_keep" in inspect.signature(self.model.forward).parameters)
         return {"logits_to_keep": n} if self._takes_logits_to_keep else {}
 
     def _config(self, **overrides: Any) -> Any:

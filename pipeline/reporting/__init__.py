@@ -108,7 +108,8 @@ def build_report(cfg) -> dict[str, Any]:
     tables = build_tables(quality, scores, paper_gen, paper_uq, tables_dir,
                           min_n=options["min_n_best"])
     # does the Bayes answer beat beam search? one line per (model, dataset, metric)
-    versus = bayes_vs_beam(cells, **intervals)
+    quality_rows = per_prompt(cells, "quality")  # read once: here, and the figures below
+    versus = bayes_vs_beam(quality_rows, **intervals)
     versus.to_csv(tables_dir / "bayes_vs_beam.csv", index=False)
     verdicts = bayes_vs_beam_lines(versus, intervals["alpha"])
     (tables_dir / "bayes_vs_beam.md").write_text(
@@ -134,7 +135,8 @@ def build_report(cfg) -> dict[str, Any]:
     # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
     compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
     compared = [c for c in cells if c.model in compared_models]
-    per_q = per_prompt(compared, "quality")
+    per_q = (quality_rows[quality_rows["model"].isin(compared_models)].reset_index(drop=True)
+             if len(quality_rows) else quality_rows)
     unc = unc[unc["model"].isin(compared_models)] if len(unc) else unc
     improvement = figures.improvement_table(per_q, unc)
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)

@@ -28,7 +28,9 @@ class Cell:
     @property
     def name(self) -> str:
         """"experiment/model/dataset", as the stages record it in each manifest they write."""
-        return f"{self.store.root.parent.parent.name}/{self.model}/{self.dataset}"
+        from pipeline.stage import cell_name
+
+        return cell_name(self.store.root)
 
     def read(self, artifact: str) -> pd.DataFrame:
         """The cell's artifact, refused when its manifest says another cell made it (a file
@@ -113,17 +115,16 @@ BAYES_VS_BEAM = ["model", "dataset", "metric", "higher_is_better", "n", "ours", 
                  "ours_mean", "baseline_mean", "difference", "low", "high", "verdict"]
 
 
-def bayes_vs_beam(cells: list[Cell], n_bootstrap: int = 1000, alpha: float = 0.05,
+def bayes_vs_beam(q: pd.DataFrame, n_bootstrap: int = 1000, alpha: float = 0.05,
                   seed: int = 0) -> pd.DataFrame:
     """Per (model, dataset, metric): the Bayes answer's (pipeline.methods.OURS) mean quality
     minus beam search's (BASELINE), over the prompts where both were scored, with a paired
     percentile bootstrap interval (one draw of prompts for both methods), and the verdict it
     allows: "better" / "worse" when the interval excludes 0 in the metric's direction, else
-    "no difference shown"."""
+    "no difference shown". `q`: the cells' per-prompt quality (`per_prompt(cells, "quality")`)."""
     from pipeline.evaluation.bootstrap import bootstrap_ci
     from pipeline.methods import BASELINE, OURS
 
-    q = _tagged(cells, "quality")
     rows = []
     if q.empty:
         return pd.DataFrame(columns=BAYES_VS_BEAM)

@@ -103,7 +103,7 @@ def test_table_5_says_in_the_table_that_the_paper_repeats_table_3():
 def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
     """Against an independent computation (the same resamples, one per prompt pair); the verdict
     follows the metric's direction; a prompt beam did not score is left out of the pairs."""
-    from pipeline.reporting.collect import Cell, bayes_vs_beam, bayes_vs_beam_lines
+    from pipeline.reporting.collect import Cell, bayes_vs_beam, bayes_vs_beam_lines, per_prompt
     from pipeline.store import ArtifactStore
 
     rng = np.random.default_rng(0)
@@ -118,7 +118,7 @@ def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
                  "higher_is_better": True})  # no beam for p30: not a pair
     store = ArtifactStore(tmp_path / "m" / "maqa")
     store.write("quality", pd.DataFrame(rows), key="k", config={})
-    got = bayes_vs_beam([Cell("m", "maqa", store)], n_bootstrap=400, alpha=0.05, seed=7)
+    got = bayes_vs_beam(per_prompt([Cell("m", "maqa", store)], "quality"), n_bootstrap=400, alpha=0.05, seed=7)
     draws = np.random.default_rng(7).integers(0, 30, size=(400, 30))
     by_id = np.argsort([f"p{i}" for i in range(30)])  # the pairs in prompt-id order
     diffs = (bayes - beam)[by_id][draws].mean(axis=1)
@@ -130,12 +130,12 @@ def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
     swapped = store.read("quality").replace({"method": {"bayes": "beam", "beam": "bayes"}})
     swapped = swapped[swapped["prompt_id"] != "p30"]
     store.write("quality", swapped, key="k2", config={})
-    assert set(bayes_vs_beam([Cell("m", "maqa", store)], seed=7)["verdict"]) == {"worse"}
+    assert set(bayes_vs_beam(per_prompt([Cell("m", "maqa", store)], "quality"), seed=7)["verdict"]) == {"worse"}
     tie = pd.DataFrame([{"prompt_id": f"p{i}", "method": m, "metric": "f1", "value": v,
                          "higher_is_better": True}
                         for i in range(10) for m, v in (("bayes", i % 2), ("beam", (i + 1) % 2))])
     store.write("quality", tie, key="k3", config={})
-    versus = bayes_vs_beam([Cell("m", "maqa", store)], seed=7)
+    versus = bayes_vs_beam(per_prompt([Cell("m", "maqa", store)], "quality"), seed=7)
     assert list(versus["verdict"]) == ["no difference shown"]
     assert bayes_vs_beam_lines(versus)[0].startswith(
         "maqa f1 (m, higher is better): Bayes (ours) 0.500 vs Beam 0.500, difference +0.000 [")
@@ -147,5 +147,5 @@ def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
                            "higher_is_better": False}
                           for i in range(6) for m, v in (("bayes", kl[i] + 4e-15), ("beam", kl[i]))])
     store.write("quality", noise, key="k4", config={})
-    assert list(bayes_vs_beam([Cell("m", "maqa", store)], seed=7)["verdict"]) == [
+    assert list(bayes_vs_beam(per_prompt([Cell("m", "maqa", store)], "quality"), seed=7)["verdict"]) == [
         "no difference shown"]
