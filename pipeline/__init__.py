@@ -1,6 +1,12 @@
 """Task-aware Bayes decoding and uncertainty for LLMs.
 
+    import pipeline
+    df = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
+
 Importing the package is cheap: heavy libraries are imported inside the functions that use them.
 """
 
+from pipeline.api import score
+
 __version__ = "0.1.0"
+__all__ = ["score"]

@@ -615,7 +615,7 @@ def mixed_input(path: Path) -> tuple[list[str], dict[int, tuple]]:
 def attack_scorer(ctx: Chaos) -> Row:
     """Each row of the file is a try: a bad row must be listed as skipped (refused), a good one
     scored with the values worked out by hand (identical); the file with --strict is refused."""
-    from pipeline.score import score
+    from pipeline.scoring import score
     from pipeline.score_io import ScoreInputError
 
     row = Row("hostile scorer input")

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {
-    "base": ("pipeline", "pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
+    "base": ("pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
              "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
              "pipeline.parts"),
     "latent": ("pipeline.latent",),
@@ -35,8 +35,10 @@ LAYERS = {
     "tasks": ("pipeline.tasks",),
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks",
-            "pipeline.tracking", "pipeline.reporting", "pipeline.score", "pipeline.score_io",
+            "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.score", "pipeline.score_io",
             "pipeline.__main__"),
+    # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
+    "api": ("pipeline.api",),
 }
 ORDER = list(LAYERS)
 
@@ -61,6 +63,8 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
 
 def layer(module: str) -> str:
     """The layer of a module: the longest prefix listed in LAYERS."""
+    if module == "pipeline":
+        return "api"
     best, depth = None, -1
     for name, prefixes in LAYERS.items():
         for prefix in prefixes:

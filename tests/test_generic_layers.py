@@ -19,7 +19,7 @@ from pipeline.stage import STAGES
 from pipeline.uncertainty.estimators import ESTIMATORS
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/score.py", "pipeline/score_io.py",
+GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/scoring.py", "pipeline/score_io.py",
            "pipeline/tracking", "pipeline/reporting"]
 
 

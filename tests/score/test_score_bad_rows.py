@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 import pytest
 
-from pipeline.score import score
+from pipeline.scoring import score
 from pipeline.score_io import (
     MAX_DEPTH,
     MAX_ID_CHARS,

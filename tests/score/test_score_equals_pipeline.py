@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
-from pipeline.score import METHOD_COLUMNS, score
+from pipeline.scoring import METHOD_COLUMNS, score
 from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.score import score
+from pipeline.scoring import score
 
 from .conftest import EXAMPLES, LM_EVAL_FILE, REPO
 
