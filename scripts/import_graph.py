@@ -35,10 +35,10 @@ LAYERS = {
     "tasks": ("pipeline.tasks",),
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks",
-            "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.score", "pipeline.score_io",
+            "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.score_io",
             "pipeline.__main__"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
-    "api": ("pipeline.api",),
+    "api": ("pipeline.api", "pipeline.score"),
 }
 ORDER = list(LAYERS)
 
