@@ -432,7 +432,7 @@ def _skipped_message(problems: Sequence[RowProblem], n_rows: int, listed: Path |
             f"stops at the first instead:\n{format_problems(problems, SHOWN_PROBLEMS)}")
 
 
-def score(input: Any, task: str = "sets", mapper: str = "rule", *, fmt: str = "auto",
+def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
           out: str | Path | None = None, id_field: str | None = None,
           question_field: str | None = None, responses_field: str | None = None,
           reference_field: str | None = None, logprobs_field: str | None = None,
