@@ -6,7 +6,7 @@
 Layers, lowest first (a module may import its own layer and those below, never above):
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
   typed part settings (parts.py),
-  the decision methods (methods.py)
+  the decision methods (methods.py), progress lines (progress.py), the hub probe (offline.py)
 1 latent: the closed-form maths (numpy only)
 2 components: data, generation, mapping, evaluation, uncertainty, aux_models
 3 tasks: bind a latent space, a mapper, a reference kind and metrics
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {
     "base": ("pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
              "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
-             "pipeline.parts"),
+             "pipeline.parts", "pipeline.progress", "pipeline.offline"),
     "latent": ("pipeline.latent",),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),

@@ -50,7 +50,7 @@ def generate_records(
     cfg: SamplingConfig,
     strategies: Sequence[str] = STRATEGIES,
     ptrue: bool = True,
-    progress: bool = True,
+    progress: Any = True,
     *,
     questions: Sequence[str] | None = None,
     beam_width: int = 5,
@@ -64,6 +64,9 @@ def generate_records(
     `questions` are the texts P(True) asks about (lm-polygraph's input text); when omitted the
     prompts themselves are used. P(True) uses lm-polygraph's plain prompt (estimator `PTrue`);
     `ptrue_with_samples=True` switches to its sampling variant (`PTrueSampling`).
+    `progress`: True, a bar of these prompts (pipeline.progress: log lines when stderr is no
+    terminal) and a closing line; a `pipeline.progress.Progress` of the caller's (over several
+    calls), updated per batch; False, none.
     Returns (samples_df, decodes_df, ptrue_df).
     """
     prompts, prompt_ids = list(prompts), [str(p) for p in prompt_ids]
@@ -93,15 +96,12 @@ def generate_records(
     n_tokens = 0
     started = time.perf_counter()
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    bar = None if isinstance(progress, bool) else progress  # the caller's, left open
+    if progress is True:  # a bar on a terminal, else a log line every ~10 % or 30 s
+        from pipeline.progress import progress as progress_bar
 
-        bar = tqdm(
-            total=len(prompts),
-            desc=f"generate ({getattr(backend, 'name', 'backend')})",
-            unit="prompt",
-        )
+        bar = progress_bar(len(prompts), f"generate ({getattr(backend, 'name', 'backend')})",
+                           unit="prompt")
     for start in range(0, len(prompts), chunk):
         batch = prompts[start : start + chunk]
         ids = prompt_ids[start : start + chunk]
@@ -162,7 +162,7 @@ def generate_records(
                 )
         if bar is not None:
             bar.update(len(batch))
-    if bar is not None:
+    if progress is True:
         bar.close()
 
     seconds = time.perf_counter() - started
@@ -170,7 +170,7 @@ def generate_records(
     token_rate = n_tokens / seconds if seconds > 0 else float("inf")
     summary = f"generated {len(prompts)} prompts in {seconds:.1f} s: {rate:.2f} prompts/s, {token_rate:.1f} tokens/s"
     log.info(summary)
-    if progress:
+    if progress is True:
         print(summary, file=sys.stderr)
     return _frame(sample_rows, SAMPLES), _frame(decode_rows, DECODES), _frame(ptrue_rows, PTRUE)
 

@@ -23,7 +23,6 @@ import json
 import logging
 import math
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from pipeline.generation.cell import (
 )
 from pipeline.generation.hf_backend import TransformersBackend
 from pipeline.generation.runner import decode_records, generate_records
+from pipeline.progress import progress
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore, canonical_json
 
@@ -141,15 +141,18 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
     if not todo:
         return
     backend = make_backend(cfg)
-    for shard in todo:
-        frames = generate_records(
-            backend, shard.prompts, shard.prompt_ids, _sampling(cfg),
-            strategies=tuple(g.strategies), beam_width=g.beam_width,
-            contrastive_alpha=g.contrastive_alpha, contrastive_top_k=g.contrastive_top_k,
-            ptrue=g.ptrue, questions=shard.questions, progress=sys.stderr.isatty())
-        for name, frame in zip(SHARDED, frames):
-            store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
-        log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
+    # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
+    with progress(sum(len(s.prompts) for s in todo), f"generate ({cfg.model.name})",
+                  unit="prompt") as bar:
+        for shard in todo:
+            frames = generate_records(
+                backend, shard.prompts, shard.prompt_ids, _sampling(cfg),
+                strategies=tuple(g.strategies), beam_width=g.beam_width,
+                contrastive_alpha=g.contrastive_alpha, contrastive_top_k=g.contrastive_top_k,
+                ptrue=g.ptrue, questions=shard.questions, progress=bar)
+            for name, frame in zip(SHARDED, frames):
+                store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
+            log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
 
 
 def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
@@ -210,13 +213,16 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
         name=f"transformers:{cfg.model.name}")
     log.info("[generate] %s through transformers on %s (%d shards)", " and ".join(strategies),
              "all GPUs" if spread else device, len(todo))
-    for shard in todo:
-        frame = decode_records(backend, shard.prompts, shard.prompt_ids, strategies,
-                               max_new_tokens=cfg.dataset.max_new_tokens,
-                               beam_width=g.beam_width, alpha=g.contrastive_alpha,
-                               top_k=g.contrastive_top_k)
-        store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes",
-                          prompt_ids=shard.prompt_ids)
+    with progress(sum(len(s.prompts) for s in todo), f"{' and '.join(strategies)} "
+                  f"({cfg.model.name})", unit="prompt") as bar:
+        for shard in todo:
+            frame = decode_records(backend, shard.prompts, shard.prompt_ids, strategies,
+                                   max_new_tokens=cfg.dataset.max_new_tokens,
+                                   beam_width=g.beam_width, alpha=g.contrastive_alpha,
+                                   top_k=g.contrastive_top_k)
+            store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes",
+                              prompt_ids=shard.prompt_ids)
+            bar.update(len(shard.prompts))
     del backend
 
 
