@@ -6,7 +6,7 @@
 Importing the package is cheap: heavy libraries are imported inside the functions that use them.
 """
 
-from pipeline.api import score
+from pipeline.api import report, score
 
 __version__ = "0.1.0"
-__all__ = ["score"]
+__all__ = ["report", "score"]

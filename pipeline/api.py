@@ -25,3 +25,13 @@ def score(data: Any, task: str = "sets", **options: Any):
     from pipeline.scoring import score as score_data
 
     return score_data(data, task, **options)
+
+
+def report(df: Any, directory: Any, n: int = 10) -> dict:
+    """Write why the answers were chosen and how far to trust them into `directory`:
+    `riskiest.md` (the `n` riskiest prompts: question, Bayes answer and confidence, the latent
+    distribution, how responses were read) and, with references, `risk_coverage.png` and
+    `calibration.png` (pipeline.explain). Returns name -> path."""
+    from pipeline.explain import write_report
+
+    return write_report(df, directory, n=n)

@@ -759,25 +759,78 @@ def _filter_name(row: dict) -> str:
 # entry points
 
 
-def read_input(path: str | Path, fmt: str = "auto", fields: FieldNames | None = None, *,
+# What an in-memory input is called in messages, and its formats (`read_input(data)`).
+IN_MEMORY = Path("<data>")
+MEMORY_FORMATS = ("dataframe", "records", "lists")
+
+
+def is_path(source: Any) -> bool:
+    """A file to read (str or os.PathLike) rather than data in memory."""
+    import os
+
+    return isinstance(source, (str, os.PathLike))
+
+
+def rows_from_data(data: Any, problems: list[RowProblem],
+                   replaced: dict[str, int]) -> tuple[list[_Raw], str]:
+    """In-memory input -> raw rows and its format: a pandas DataFrame (one row per prompt, the
+    columns of the JSONL format), a list of dicts (the same fields) or a list of lists of
+    response strings (one list per prompt; ids are the positions)."""
+    import pandas as pd
+
+    if isinstance(data, pd.DataFrame):
+        records, kind = data.to_dict(orient="records"), "dataframe"
+    elif isinstance(data, (list, tuple)):
+        if all(isinstance(x, dict) for x in data):
+            records, kind = list(data), "records"
+        elif all(isinstance(x, (list, tuple)) for x in data):
+            records, kind = [{"responses": list(x)} for x in data], "lists"
+        else:
+            kinds = sorted({type(x).__name__ for x in data})
+            raise ScoreInputError(
+                f"the data is a list of {', '.join(kinds)}: give one entry per prompt, either all "
+                "dicts ({'responses': [...], 'question': ..., 'reference': ...}) or all lists of "
+                "response strings")
+    elif isinstance(data, dict):
+        raise ScoreInputError("the data is one dict: give a list of dicts, one per prompt (e.g. "
+                              "[data]), or a DataFrame with one row per prompt")
+    else:
+        raise ScoreInputError(f"the data is a {type(data).__name__}: give a file path, a pandas "
+                              "DataFrame, a list of dicts or a list of lists of response strings")
+    rows = []
+    for i, rec in enumerate(records):
+        raw = _clean_row(_Raw(data={str(k): _plain(v) for k, v in rec.items()}, index=i, row=i),
+                         problems, replaced)
+        if raw is not None:
+            rows.append(raw)
+    return rows, kind
+
+
+def read_input(source: Any, fmt: str = "auto", fields: FieldNames | None = None, *,
                strict: bool = False,
                validate: Callable[[ScorePrompt], Any] | None = None) -> ScoreInput:
-    """Read the input file: every good row becomes a ScorePrompt, every bad one a RowProblem.
+    """Read the input: every good row becomes a ScorePrompt, every bad one a RowProblem.
 
+    `source` is a file path or data in memory (`rows_from_data`: a DataFrame, a list of dicts,
+    a list of lists of responses; `fmt` is then ignored, rows are numbered from 0).
     `validate(prompt)` may raise ScoreRowError to reject a prompt (score() checks the reference's
     shape for the task this way). With `strict`, the first bad row (lowest line) raises
     ScoreInputError instead. File-level problems always raise ScoreInputError, among them a file
     in which no row is good (the message names the first problems) and duplicate ids.
     """
-    path = Path(path)
     fields = fields or FieldNames()
-    kind = _format_from_name(path, fmt)
     problems: list[RowProblem] = []
     replaced: dict[str, int] = {}
-    rows = read_rows(path, "parquet" if kind == "parquet" else "jsonl", problems, replaced)
+    if is_path(source):
+        path = Path(source)
+        kind = _format_from_name(path, fmt)
+        rows = read_rows(path, "parquet" if kind == "parquet" else "jsonl", problems, replaced)
+    else:
+        path = IN_MEMORY
+        rows, kind = rows_from_data(source, problems, replaced)
     n_rows = len(rows) + len(problems)
     if n_rows == 0:
-        raise ScoreInputError(f"{path} is empty: no rows to score; write one row per prompt with "
+        raise ScoreInputError(f"{path} is empty: no rows to score; give one row per prompt with "
                               "its sampled responses")
     if kind == "json":
         kind = "lm-eval" if _looks_lm_eval(rows) else "jsonl"

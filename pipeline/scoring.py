@@ -1,10 +1,12 @@
 """Score your own generations: task-aware Bayes decisions and uncertainty without running an LLM.
 
     python -m pipeline.score examples/byo/sets.jsonl --task sets --out results.parquet
-    from pipeline.score import score
-    df = score("examples/byo/sets.jsonl", task="sets", out="results.parquet")
+    import pipeline
+    df = pipeline.score("examples/byo/sets.jsonl", task="sets", out="results.parquet")
+    df = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
 
-The input (JSONL, parquet or an lm-evaluation-harness samples file; `pipeline.score_io`) becomes
+The input (JSONL, parquet, an lm-evaluation-harness samples file or the same rows in memory;
+`pipeline.score_io`) becomes
 the `dataset` and `samples` artifacts (plus empty `decodes` and `ptrue`) of an ArtifactStore in a
 work directory; the pipeline's own map, decide, uq and evaluate stages then run on it through
 `pipeline.stage.run_stage`, with their caching: a rerun on the same file and options redoes
@@ -38,13 +40,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.explain import (
+    CONFIDENCE_COLUMN,
+    ENTROPY_COLUMNS,
+    OURS_COLUMN,
+    RISK_COLUMN,
+    audit_report,
+    write_report,
+)
 from pipeline.latent.base import LatentSpace
 from pipeline.mapping.llm_client import LLMCallError
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
+from pipeline.resources import conf_dir as _conf_dir
 from pipeline.schema import ARTIFACTS
 from pipeline.score_io import (
     FORMATS,
+    IN_MEMORY,
     FieldNames,
     RowProblem,
     ScoreInputError,
@@ -52,20 +64,18 @@ from pipeline.score_io import (
     ScoreRowError,
     clean_value,
     format_problems,
+    is_path,
     read_input,
 )
 from pipeline.store import ArtifactStore
 from pipeline.tasks import REFERENCES
-from pipeline.uncertainty.estimators import ESTIMATORS, entropy_estimators, risk_estimator
+from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
 
 log = logging.getLogger("pipeline")
 
 # Output names of the methods decided from the samples (the scorer has no decodes): l_MAP and
 # l_Sample as in the paper (pipeline.methods).
 METHOD_COLUMNS = {m: method_column(m) for m in methods("latent", "task")}
-OURS_COLUMN = method_column(OURS)  # "bayes": its text, risk and quality columns lead the output
-RISK_COLUMN = f"{OURS_COLUMN}_risk"  # the decide stage's risk of our decision (the Bayes risk)
-ENTROPY_COLUMNS = tuple(entropy_estimators())  # the latent entropy
 # the estimators that need no LLM: our decision's risk and the latent entropy
 UQ_ESTIMATORS = (risk_estimator(OURS), *ENTROPY_COLUMNS)
 
@@ -140,6 +150,14 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
             frame("ptrue", []), with_reference)
 
 
+def _prompts_hash(prompts: Sequence[ScorePrompt]) -> str:
+    """In-memory input: the hash of what was read (ids, questions, responses, log-probs,
+    references), so the same data scores from the store's cache."""
+    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference] for p in prompts]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=repr,
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
 def _file_hash(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:
@@ -153,12 +171,8 @@ def _file_hash(path: Path) -> str:
 
 
 def conf_dir() -> Path:
-    """The repository's conf/ (Hydra configs) next to the package."""
-    path = Path(__file__).resolve().parents[1] / "conf"
-    if not (path / "config.yaml").is_file():
-        raise ScoreInputError(f"Hydra configs not found at {path}; run from a source checkout "
-                              "(pip install -e .) so conf/ sits next to pipeline/")
-    return path
+    """The Hydra configs: conf/ of the checkout, or pipeline/conf in a wheel (pipeline.resources)."""
+    return _conf_dir()
 
 
 @contextmanager
@@ -291,6 +305,10 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
         out["response_labels"] = out["prompt_id"].map(_response_labels(space, latents))
+        distributions, confidences = _explanations(space, latents, out.set_index("prompt_id")[
+            RISK_COLUMN])
+        out["latent_distribution"] = out["prompt_id"].map(distributions)
+        out[CONFIDENCE_COLUMN] = out["prompt_id"].map(confidences).astype(float)
     audit = frames.get("audit")
     if audit is not None and len(audit):
         a = audit.set_index("prompt_id")
@@ -298,6 +316,22 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         out["label_matches"] = out["prompt_id"].map(a["label_matches"])
         out["reading_warnings"] = out["prompt_id"].map(a["warnings"].map(list))
     return out
+
+
+def _explanations(space, latents, risks) -> tuple[dict[str, str], dict[str, float]]:
+    """prompt_id -> (the latent distribution as JSON {label: frequency}, most frequent first;
+    "null" for spaces without labels) and the Bayes answer's confidence (LatentSpace.confidence:
+    1 - risk / max_risk, docs/score.md)."""
+    parsed = latents[(latents["source"] == "sample") & latents["parse_ok"]]
+    distributions, confidences = {}, {}
+    for pid, rows in parsed.groupby("prompt_id", sort=False):
+        items = [space.from_json(x) for x in rows.sort_values("sample_idx")["latent"]]
+        dist = space.distribution(items)
+        distributions[pid] = json.dumps(
+            None if dist is None else {k: round(v, 6) for k, v in dist.items()},
+            ensure_ascii=False)
+        confidences[pid] = space.confidence(float(risks.get(pid, math.nan)), items)
+    return distributions, confidences
 
 
 def _response_labels(space, latents) -> dict[str, str]:
@@ -439,10 +473,12 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
           work_dir: str | Path | None = None, strict: bool = False,
           config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = ()):
-    """Score sampled responses from a file: one row per prompt (module docstring, docs/score.md).
+    """Score sampled responses: one row per prompt (module docstring, docs/score.md).
 
     Args:
-        input: JSONL / parquet / lm-evaluation-harness samples file.
+        input: a JSONL / parquet / lm-evaluation-harness samples file, or data in memory: a
+            pandas DataFrame, a list of dicts (`responses`, optional `question`, `reference`,
+            `logprobs`, `id`) or a list of lists of response strings (`fmt` is then ignored).
         task: a task config (conf/task/<name>.yaml: classes, sets, sets_fbeta, graphs, sphere,
             simplex, reals, or your own).
         mapper: g_T kind for sets, graphs, simplex (task.extractor.kind): rule | llm | local.
@@ -470,19 +506,21 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     task = check_task(task, config_dirs)
     if fmt not in FORMATS:
         raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
-    path = Path(input)
+    from_file = is_path(input)
+    path = Path(input) if from_file else IN_MEMORY
     out_path = Path(out) if out is not None else None
     if out_path is not None:
-        check_output_path(out_path, path)
+        check_output_path(out_path, path if from_file else None)
     if work_dir is not None:
         _probe_dir(Path(work_dir), f"--work-dir {work_dir}")
     fields = FieldNames(id=id_field, question=question_field, responses=responses_field,
                         reference=reference_field, logprobs=logprobs_field,
                         lm_eval_filter=lm_eval_filter)
-    cfg = compose_config(task, mapper, overrides, dataset_name=f"byo-{path.stem}",
+    cfg = compose_config(task, mapper, overrides,
+                         dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
                          config_dirs=config_dirs, plugins=plugins)
     try:
-        got = read_input(path, fmt, fields, strict=strict,
+        got = read_input(path if from_file else input, fmt, fields, strict=strict,
                          validate=lambda p: reference_columns(cfg.task.reference, p.reference,
                                                               p.prompt_id))
     except ScoreInputError as exc:
@@ -503,7 +541,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
               f"escapes without their pair, as in truncated LLM output) by U+FFFD in {len(rows)} "
               f"row(s): {shown}")
     input_key = hashlib.sha256(json.dumps({
-        "file": _file_hash(path), "format": used_fmt, "task": task, "fields": fields.as_dict(),
+        "file": _file_hash(path) if from_file else _prompts_hash(prompts), "format": used_fmt, "task": task, "fields": fields.as_dict(),
         "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
 
     temp = None
@@ -524,7 +562,8 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
                             ("ptrue", ptrue)):
             if not store.is_current(name, input_key):
                 store.write(name, frame, key=input_key,
-                            config={"source": str(path), "format": used_fmt, "task": task},
+                            config={"source": str(path) if from_file else used_fmt,
+                                    "format": used_fmt, "task": task},
                             extra={"producer": "pipeline.score"})
         frames = run_pipeline(store, cfg, with_reference)
         from pipeline.stages.decide import task_spaces
@@ -615,63 +654,6 @@ def format_summary(df) -> str:
     return "\n".join(lines)
 
 
-def _loss_column(df) -> tuple[str, bool] | None:
-    """The quality column of the Bayes answer to judge surprise by, and whether higher is
-    better (the first metric of the quality summary)."""
-    quality = df.attrs.get("quality_summary")
-    if quality is None or not len(quality):
-        return None
-    r = quality.iloc[0]
-    col = f"quality_{OURS_COLUMN}_{r.metric}"
-    return (col, bool(r.higher_is_better)) if col in df else None
-
-
-def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
-    lines = [f"{row.prompt_id}: Bayes risk {getattr(row, RISK_COLUMN):.3f}"
-             + "".join(f", {e.replace('_', ' ')} {getattr(row, e):.3f}" for e in ENTROPY_COLUMNS)
-             + (f", {loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer "
-                f"{getattr(row, loss[0]):.3f}" if loss and not math.isnan(getattr(row, loss[0]))
-                else "")]
-    lines.append(f"  question: {' '.join(str(row.question).split())[:300]}")
-    if isinstance(getattr(row, "reference_labels", None), list):
-        lines.append(f"  reference: {'; '.join(row.reference_labels) or '(none)'}")
-    lines.append(f"  Bayes answer: {getattr(row, f'{OURS_COLUMN}_text') or '(none)'}")
-    labels = getattr(row, "response_labels", None)
-    if isinstance(labels, str):
-        from collections import Counter
-
-        counts = Counter("(unparseable)" if x is None else "{" + ", ".join(x) + "}"
-                         for x in json.loads(labels))
-        lines.append("  responses read as: " + "; ".join(f"{n}x {k}" for k, n in counts.most_common()))
-    matches = getattr(row, "label_matches", None)
-    if isinstance(matches, str):
-        from pipeline.tracking.prompts import readable_matches
-
-        lines.append("  matches: " + readable_matches(row.reference_labels, matches).replace("\n", "; "))
-    warned = getattr(row, "reading_warnings", None)
-    if isinstance(warned, list) and warned:
-        lines.append("  warnings: " + "; ".join(warned))
-    return "\n".join(lines)
-
-
-def audit_report(df, n: int) -> str:
-    """The `n` riskiest prompts and (with references) the `n` most surprising ones (the Bayes
-    answer worst among the least risky half), each as text: question, reference, Bayes answer,
-    how the responses were read and matched, warnings."""
-    loss = _loss_column(df)
-    ranked = df.dropna(subset=[RISK_COLUMN]).sort_values(RISK_COLUMN, ascending=False,
-                                                          kind="stable")
-    parts = [f"The {min(n, len(ranked))} riskiest prompts:"]
-    parts += [_audit_entry(r, loss) for r in ranked.head(n).itertuples()]
-    if loss is not None:
-        confident = ranked.iloc[len(ranked) // 2:].dropna(subset=[loss[0]])
-        worst = confident.sort_values(loss[0], ascending=loss[1], kind="stable").head(n)
-        parts.append(f"\nThe {len(worst)} most surprising prompts (least risky half, worst "
-                     f"{loss[0].removeprefix('quality_bayes_')} of the Bayes answer):")
-        parts += [_audit_entry(r, loss) for r in worst.itertuples()]
-    return "\n\n".join(parts)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m pipeline.score",
@@ -703,6 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--audit", type=int, default=0, metavar="N",
                    help="print the N riskiest and the N most surprising prompts as text: how "
                         "each response and the reference were read and matched")
+    p.add_argument("--report", metavar="DIR",
+                   help="write riskiest.md (the riskiest prompts, explained) and, with "
+                        "references, risk_coverage and calibration figures into DIR")
     p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
     return p
 
@@ -748,6 +733,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_summary(df))
     if args.audit > 0:
         print("\n" + audit_report(df, args.audit))
+    if args.report:
+        written = write_report(df, args.report, n=max(args.audit, 10))
+        print("\nreport: " + ", ".join(map(str, written.values())))
     if args.out:
         summary, quality = _summary_paths(Path(args.out))
         has_summary = df.attrs.get("summary") is not None

@@ -5,7 +5,7 @@
 
 Layers, lowest first (a module may import its own layer and those below, never above):
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
-  typed part settings (parts.py),
+  typed part settings (parts.py), where the package's conf/ and paper numbers are (resources.py),
   the decision methods (methods.py), progress lines (progress.py), the hub probe (offline.py)
 1 latent: the closed-form maths (numpy only)
 2 components: data, generation, mapping, evaluation, uncertainty, aux_models
@@ -28,14 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {
     "base": ("pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
              "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
-             "pipeline.parts", "pipeline.progress", "pipeline.offline"),
+             "pipeline.parts", "pipeline.resources",
+             "pipeline.progress", "pipeline.offline"),
     "latent": ("pipeline.latent",),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),
     "tasks": ("pipeline.tasks",),
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks",
-            "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.score_io",
+            "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",
             "pipeline.__main__"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api", "pipeline.score"),

@@ -266,6 +266,38 @@ class LatentSpace(abc.ABC, Generic[L]):
         numbers)."""
         return None
 
+    # --- explanations (what the reader of one prompt sees) -----------------------------------
+    def distribution(self, latents: Sequence[Any], weights: Any = None) -> dict[str, float] | None:
+        """The latent distribution as labels with their frequencies, most frequent first: for
+        each label, the (weighted) share of samples whose latent holds it (a class's share, an
+        answer's or an edge's marginal p(y)); None for spaces without labels."""
+        items, w = self._prepare(latents, weights)
+        if not items or self.labels(items[0]) is None:
+            return None
+        totals: dict[str, float] = {}
+        for item, wi in zip(items, w):
+            for label in set(self.labels(item) or ()):
+                totals[label] = totals.get(label, 0.0) + float(wi)
+        total = float(w.sum())
+        return dict(sorted(((k, v / total) for k, v in totals.items()),
+                           key=lambda kv: (-kv[1], kv[0])))
+
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        """The largest Bayes risk a prompt's samples can have (the normaliser of `confidence`):
+        the space's bound where the risk is bounded, else the bound over sample sets on the same
+        support (the answers, edges or values the samples use). NaN: no such bound."""
+        return float("nan")
+
+    def confidence(self, risk: float, latents: Sequence[Any]) -> float:
+        """1 - risk / max_risk, in [0, 1]: 1 when every sample agrees; 1 for a risk of 0 on a
+        support with no room for disagreement; NaN without a bound (docs/score.md)."""
+        bound = self.max_risk(latents)
+        if not np.isfinite(risk) or np.isnan(bound):
+            return float("nan")
+        if bound <= 0:
+            return 1.0
+        return float(min(1.0, max(0.0, 1.0 - risk / bound)))
+
     def render(self, action: Any, samples: Sequence[tuple[Any, str]]) -> str:
         """The text of a decision, given the prompt's parseable (latent, text) samples: the
         latent written out when `renders_latent`, else the most frequent text among the

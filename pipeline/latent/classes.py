@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,10 @@ class ClassSpace(LatentSpace[Hashable]):
 
     def labels(self, latent: Any) -> list[str] | None:
         return None if latent is None else [str(latent)]
+
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        # 1 - max p < 1: confidence is the Bayes class's share of the samples
+        return 1.0
 
     def distance(self, a: Any, b: Any) -> float:
         return float(self.canonical(a) != self.canonical(b))

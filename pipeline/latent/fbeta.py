@@ -96,6 +96,9 @@ class FBetaSetSpace(LatentSpace[frozenset]):
     def labels(self, latent: Any) -> list[str] | None:
         return SetSpace.labels(self, latent)
 
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        return 1.0  # 1 - E[F_beta]: confidence is the expected F_beta of the decision
+
     def canonical(self, latent: Any) -> frozenset:
         return _canonical_set(latent, "sets-fbeta")
 

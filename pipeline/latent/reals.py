@@ -11,6 +11,7 @@ l2: d(a, b) = (a - b)^2; Bayes action = weighted mean, risk = weighted variance.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,14 @@ class RealSpace(LatentSpace[float]):
     def distance(self, a: Any, b: Any) -> float:
         diff = self.canonical(a) - self.canonical(b)
         return abs(diff) if self.loss == "l1" else diff * diff
+
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        # E|x - median| <= R / 2 and Var <= (R / 2)^2 (Popoviciu) for values spanning R
+        values = [self.canonical(x) for x in latents]
+        if not values:
+            return 0.0
+        half = (max(values) - min(values)) / 2.0
+        return half if self.loss == "l1" else half * half
 
     def _bayes(self, items: list[float], w: np.ndarray) -> BayesResult:
         x = np.array(items, dtype=np.float64)

@@ -189,6 +189,12 @@ class SetSpace(LatentSpace[frozenset]):
     def labels(self, latent: Any) -> list[str] | None:
         return None if latent is None else sorted(map(str, latent))
 
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        # sum_y min(p, 1 - p) <= |U| / 2 over the union U of the samples' elements: confidence
+        # is the mean agreement |2 p(y) - 1| over the answers (edges) the samples name
+        items = [self.canonical(x) for x in latents]
+        return len(frozenset().union(*items)) / 2.0
+
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         """Sorted labels, each in the samples' own spelling where a sample writes it."""
         if latent is None:

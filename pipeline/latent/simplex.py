@@ -139,6 +139,24 @@ class SimplexSpace(LatentSpace[dict]):
     def labels(self, latent: Any) -> list[str] | None:
         return None if latent is None else [str(k) for k in latent]
 
+    def distribution(self, latents: Sequence[Any], weights: Any = None) -> dict[str, float] | None:
+        """The mean distribution (the Bayes action), most probable label first."""
+        items, w = self._prepare(latents, weights)
+        if not items:
+            return None
+        totals: dict[str, float] = {}
+        for item, wi in zip(items, w):
+            for k, v in item.items():
+                totals[str(k)] = totals.get(str(k), 0.0) + float(wi) * float(v)
+        total = float(w.sum())
+        return dict(sorted(((k, v / total) for k, v in totals.items()),
+                           key=lambda kv: (-kv[1], kv[0])))
+
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        # H(mean) - mean H(l) <= H(mean) <= log K, K the labels the samples give mass to
+        support = {k for x in latents for k, v in self.canonical(x).items() if v > 0}
+        return float(np.log(len(support))) if support else 0.0
+
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         """Labels with their probabilities, most probable first."""
         if latent is None:

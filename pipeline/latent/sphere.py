@@ -166,6 +166,9 @@ class SphereSpace(LatentSpace[np.ndarray]):
                 f"sphere: all latents must have the same dimension, got {sorted(dims)}"
             )
 
+    def max_risk(self, latents: Sequence[Any]) -> float:
+        return 1.0  # 1 - |mu|: confidence is the length of the mean direction
+
     def distance(self, a: Any, b: Any) -> float:
         va, vb = self.canonical(a), self.canonical(b)
         if va.shape != vb.shape:
