@@ -116,6 +116,20 @@ def answer_prompt(prompt: str) -> str:
     return prompt.upper() or "(empty prompt)"  # a reply never has empty content
 
 
+def _choice(index: int, c: dict, request: dict) -> dict:
+    """One chat-completion choice in OpenAI's wire format, with token log-probs when asked."""
+    out = {"index": index, "finish_reason": "stop",
+           "message": {"role": "assistant", "content": c["text"]}}
+    if request.get("logprobs"):
+        top = c.get("top", {})
+        out["logprobs"] = {"content": [
+            {"token": t, "logprob": lp, "bytes": None,
+             "top_logprobs": [{"token": k, "logprob": v, "bytes": None} for k, v in top.items()]
+             if i == 0 else []}
+            for i, (t, lp) in enumerate(c.get("tokens", []))]}
+    return out
+
+
 class FakeOpenAIState:
     """Counters and fault injection shared by the handler threads."""
 
@@ -131,6 +145,10 @@ class FakeOpenAIState:
         self.stall = 1.0
         self.models: list[str] = []
         self.bodies: list[dict] = []  # every request body, for tests that check what was sent
+        # the model under test (generation through backend=openai): request body -> its choices,
+        # each {"text", "tokens": [(token, logprob), ...], "top": {token: logprob}}; None: the
+        # extraction replies above
+        self.sampler = None
 
 
 def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
@@ -174,6 +192,14 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                     self._send(fault, {"error": {"message": f"injected {fault}", "type": "injected"}})
                     return
                 time.sleep(state.delay)
+                if state.sampler is not None:
+                    self._send(200, {
+                        "id": f"chatcmpl-{state.requests}", "object": "chat.completion",
+                        "created": 0, "model": request.get("model", ""),
+                        "choices": [_choice(i, c, request) for i, c in
+                                    enumerate(state.sampler(request))],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                    return
                 json_mode = "response_format" in request or request["messages"][-1]["content"].startswith(
                     "Respond with a JSON object")
                 reply = answer_dspy(request["messages"], json_mode)

@@ -98,6 +98,7 @@ class GenerationBackend(Protocol):
 BACKENDS: Registry[str | Callable[..., GenerationBackend]] = Registry("generation backend")
 BACKENDS.add("transformers", "pipeline.generation.hf_backend:TransformersBackend")
 BACKENDS.add("vllm", "pipeline.generation.vllm_backend:VllmBackend")
+BACKENDS.add("openai", "pipeline.generation.openai_backend:OpenAIBackend")
 
 
 def register_backend(name: str, target: str | Callable[..., GenerationBackend]) -> None:

@@ -106,6 +106,31 @@ class EmptyReplyError(Exception):
     """The server answered 200 with no content (null or ""): retried like a transient error."""
 
 
+def _first_content(completion: Any) -> str:
+    content = completion.choices[0].message.content
+    if not isinstance(content, str) or not content.strip():
+        raise EmptyReplyError(f"200 with content {content!r}")
+    return content
+
+
+def _choices(completion: Any) -> list[dict[str, Any]]:
+    """Every choice as {"text", "tokens", "logprobs", "top_logprobs"} (token log-probs as the
+    server reports them; empty lists when it gives none). A reply with no choice is empty."""
+    out = []
+    for choice in sorted(completion.choices, key=lambda c: c.index):
+        content = choice.message.content
+        if not isinstance(content, str):
+            raise EmptyReplyError(f"200 with a choice whose content is {content!r}")
+        entries = (choice.logprobs.content or []) if choice.logprobs is not None else []
+        out.append({"text": content, "tokens": [e.token for e in entries],
+                    "logprobs": [float(e.logprob) for e in entries],
+                    "top_logprobs": [{t.token: float(t.logprob) for t in (e.top_logprobs or [])}
+                                     for e in entries]})
+    if not out:
+        raise EmptyReplyError("200 with no choices")
+    return out
+
+
 def _is_loopback(base_url: str | None) -> bool:
     if not base_url:
         return False
@@ -145,6 +170,7 @@ class LLMClient:
         temperature: float = 0.0,
         max_tokens: int = 512,
         extra_params: dict[str, Any] | None = None,
+        api_key: str | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError(f"LLMClient.max_workers must be >= 1 (got {max_workers})")
@@ -157,6 +183,7 @@ class LLMClient:
         self.base_url = base_url
         self.endpoint = endpoint_id(base_url)
         self.api_key_env = api_key_env
+        self._api_key = api_key  # given in code: used for requests only, never stored
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._cache = JsonRecordCache(self.cache_dir, key_of=lambda record: cache_key(
             record["model"], record["messages"], record["params"], record.get("endpoint", "")))
@@ -178,7 +205,8 @@ class LLMClient:
             if self._client is None:
                 import openai  # heavy-ish; only when a request is really sent
 
-                kwargs: dict[str, Any] = {"api_key": api_key_from_env(self.api_key_env, self.base_url), "max_retries": 0, "timeout": self.timeout}
+                key = self._api_key or api_key_from_env(self.api_key_env, self.base_url)
+                kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": self.timeout}
                 if self.base_url:
                     kwargs["base_url"] = self.base_url
                 self._client = openai.OpenAI(**kwargs)
@@ -224,16 +252,18 @@ class LLMClient:
         return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 401, 403, 404, 422)
 
     def _request(self, messages: Messages) -> str:
+        return self._call(messages, self.params, _first_content)
+
+    def _call(self, messages: Messages, params: dict[str, Any], parse: Any) -> Any:
+        """One chat completion, retried with backoff; `parse(completion)` raises EmptyReplyError
+        for a reply with no content."""
         client = self._openai()
         attempt = 0
         while True:
             self.stats.add(calls=1)
             try:
-                completion = client.chat.completions.create(model=self.model, messages=messages, **self.params)
-                content = completion.choices[0].message.content
-                if not isinstance(content, str) or not content.strip():
-                    raise EmptyReplyError(f"200 with content {content!r}")
-                return content
+                completion = client.chat.completions.create(model=self.model, messages=messages, **params)
+                return parse(completion)
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not self._retryable(exc) or attempt >= self.max_retries:
                     message = (f"chat completion to {self.base_url or 'OpenAI'} (model {self.model}) "
@@ -264,6 +294,32 @@ class LLMClient:
             response = self._request(messages)
             self._write_cache(key, messages, response)
             return response
+
+    def choices(self, messages: Messages, **params: Any) -> list[dict[str, Any]]:
+        """All choices of one request with `params` over the client's (n, temperature, seed,
+        logprobs, ...), each {"text", "tokens", "logprobs", "top_logprobs"}; cached under the
+        endpoint, model, messages and every parameter, like `chat`."""
+        params = {**self.params, **params}
+        key = cache_key(self.model, messages, params, self.endpoint)
+
+        def read() -> list[dict[str, Any]] | None:
+            record = self._cache.get(key)
+            got = None if record is None else record.get("response")
+            return got if isinstance(got, list) and got and all(
+                isinstance(c, dict) and isinstance(c.get("text"), str) for c in got) else None
+
+        if (cached := read()) is not None:
+            self.stats.add(cache_hits=1)
+            return cached
+        with self._lock_for(key):
+            if (cached := read()) is not None:
+                self.stats.add(cache_hits=1)
+                return cached
+            self.stats.add(requests=1)
+            got = self._call(messages, params, _choices)
+            self._cache.put(key, {"endpoint": self.endpoint, "model": self.model,
+                                  "messages": messages, "params": params, "response": got})
+            return got
 
     def is_cached(self, messages: Messages) -> bool:
         """Whether this exact request's reply is on disk (a rerun would not call the model)."""

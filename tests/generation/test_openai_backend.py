@@ -1,0 +1,118 @@
+"""Sampling through an OpenAI-compatible endpoint: `pipeline.generate_and_score` and the backend
+against a real HTTP server on 127.0.0.1 (scripts/openai_stand_in.py with a sampler: the served
+model is a known mix of answers, so the Bayes answer, risk and distribution are known exactly).
+"""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+import pipeline
+from pipeline.generation.base import SamplingConfig, get_backend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from openai_stand_in import FakeOpenAIServer  # noqa: E402
+
+# 20 samples: pacific in 16, atlantic in 14, arctic in 4 -> Bayes set {atlantic, pacific},
+# risk 0.2 + 0.3 + 0.2 = 0.7, confidence 1 - 0.7 / (3 / 2)
+MIX = ["Pacific and Atlantic"] * 10 + ["Pacific"] * 6 + ["Atlantic and Arctic"] * 4
+TOKEN_LP = -0.25  # every token's log-prob
+
+
+def sampler(request):
+    """Choice j of a request with seed s is MIX[(s + j) % 20]: a server ignoring n and asked
+    once per seed returns the same 20 samples."""
+    if request.get("max_tokens") == 1:  # P(True)
+        return [{"text": "True", "tokens": [("True", math.log(0.7))],
+                 "top": {"True": math.log(0.7), "False": math.log(0.3)}}]
+    seed, n = request.get("seed", 0), request.get("n", 1)
+    if request.get("temperature") == 0:
+        return [{"text": MIX[0], "tokens": [("x", TOKEN_LP)] * 3}]
+    return [{"text": MIX[(seed + j) % len(MIX)], "tokens": [("x", TOKEN_LP)] * 3}
+            for j in range(n)]
+
+
+@pytest.fixture()
+def server():
+    with FakeOpenAIServer() as srv:
+        srv.state.sampler = sampler
+        yield srv
+
+
+def check_oceans(df):
+    row = df.iloc[0]
+    assert json.loads(row["bayes_action"]) == ["atlantic", "pacific"]
+    assert row["bayes_risk"] == pytest.approx(0.7)
+    assert row["confidence"] == pytest.approx(1 - 0.7 / 1.5)
+    assert json.loads(row["latent_distribution"]) == {"pacific": 0.8, "atlantic": 0.7,
+                                                      "arctic": 0.2}
+    assert row["n_samples"] == 20 and row["n_parsed"] == 20
+
+
+def test_generate_and_score_through_a_loopback_endpoint(server, tmp_path):
+    df = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets",
+                                     model="served-model", base_url=server.base_url,
+                                     n_samples=20, cache_dir=tmp_path,
+                                     references=[["Pacific", "Atlantic", "Arctic"]])
+    check_oceans(df)
+    assert df.iloc[0]["quality_bayes_f1"] == pytest.approx(0.8)
+    body = server.state.bodies[0]
+    assert server.state.requests == 1  # n honoured: one request for 20 samples
+    assert body["model"] == "served-model" and body["n"] == 20 and body["logprobs"] is True
+    assert "list" in body["messages"][0]["content"].lower()  # the task's prompt template
+    assert "Which oceans border the USA?" in body["messages"][0]["content"]
+    # the sequence log-probs are the sums of the token log-probs the server reported
+    assert df.attrs["generations"][0]["logprobs"] == [3 * TOKEN_LP] * 20
+
+    again = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets",
+                                        model="served-model", base_url=server.base_url,
+                                        n_samples=20, cache_dir=tmp_path)
+    assert server.state.requests == 1  # served from the disk cache
+    check_oceans(again)
+
+
+def test_a_server_ignoring_n_gets_one_request_per_missing_sample(server, tmp_path):
+    server.state.sampler = lambda request: sampler({**request, "n": 1})
+    df = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
+                                     base_url=server.base_url, cache_dir=tmp_path,
+                                     raw_prompts=True, max_concurrency=4)
+    check_oceans(df)
+    assert server.state.requests == 20
+    assert sorted(b["seed"] for b in server.state.bodies) == list(range(20))
+    assert server.state.bodies[0]["messages"] == [
+        {"role": "user", "content": "Which oceans border the USA?"}]  # raw_prompts
+    assert 1 < server.state.peak_in_flight <= 4
+
+
+def test_requests_of_all_prompts_share_one_bounded_pool(server, tmp_path):
+    server.state.delay = 0.05
+    backend = get_backend("openai", model="m", base_url=server.base_url,
+                          cache_dir=str(tmp_path), max_concurrency=8)
+    prompts = [backend.render_chat([{"role": "user", "content": f"q{i}"}]) for i in range(16)]
+    out = backend.sample(prompts, SamplingConfig(n=5, temperature=0.7, max_new_tokens=8))
+    assert [len(x) for x in out] == [5] * 16
+    assert server.state.requests == 16
+    assert server.state.peak_in_flight == 8  # across prompts, never above the bound
+    assert {b["temperature"] for b in server.state.bodies} == {0.7}
+    assert backend.logprob_of_next(prompts[:2], "True") == pytest.approx([math.log(0.7)] * 2)
+    assert backend.greedy(prompts[:1], 8)[0].text == MIX[0]
+
+
+def test_beam_search_is_refused_with_the_fix(server, tmp_path):
+    backend = get_backend("openai", model="m", base_url=server.base_url, cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="generation.strategies"):
+        backend.beam(["q"], 5, 8)
+
+
+def test_a_failed_request_is_retried_and_never_cached(server, tmp_path):
+    server.state.faults = [503]
+    backend = get_backend("openai", model="m", base_url=server.base_url, cache_dir=str(tmp_path),
+                          max_concurrency=1)
+    backend.client.backoff_base = 0.01
+    got = backend.sample(["q"], SamplingConfig(n=3, max_new_tokens=8))
+    assert [g.text for g in got[0]] == MIX[:3]
+    assert server.state.requests == 2  # the 503, then its retry
+    assert backend.client.stats.retries == 1
