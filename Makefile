@@ -45,8 +45,10 @@ $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# The report goes to the repository's results/ (committed, regenerated here); a run of your own
+# writes it under its output_root (results_dir=${output_root}/results).
 reproduce: $(STAMP)
-	$(PY) -m pipeline -m experiment=$(EXPERIMENT) hydra/launcher=$(LAUNCHER) $(ARGS)
+	$(PY) -m pipeline -m experiment=$(EXPERIMENT) hydra/launcher=$(LAUNCHER) results_dir=$(CURDIR)/results $(ARGS)
 
 # The paper configuration rehearsed on this machine (DESIGN.md s8; conf/rehearsal/local.yaml).
 rehearsal: $(STAMP) vllm-env kggen-env

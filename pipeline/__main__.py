@@ -47,7 +47,12 @@ def check_output_root(argv: list[str]) -> str | None:
 
 
 if __name__ == "__main__":
-    if (problem := check_output_root(sys.argv[1:])) is not None:
-        print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
-        sys.exit(2)
+    from pipeline.offline import go_offline_if_unreachable
+    from pipeline.overrides import unknown_key_problem
+
+    for check in (unknown_key_problem, check_output_root):
+        if (problem := check(sys.argv[1:])) is not None:
+            print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
+            sys.exit(2)
+    go_offline_if_unreachable()  # before any hub library loads: no minutes of retries offline
     main()

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from pipeline.assets import check_assets
 from pipeline.config import validate
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, PipelineError
 from pipeline.reporting import build_report
 from pipeline.stage import CELL_STAGES, cell_dir, run_stage, stages_to_run
 from pipeline.store import ArtifactStore, cell_lock
@@ -74,7 +74,20 @@ def _track_cell(cfg: DictConfig, results: dict[str, dict], store: ArtifactStore)
 
 def run_report(cfg: DictConfig) -> dict[str, Any]:
     """Every table and figure of the paper from the artifacts of all cells of an experiment,
-    run once after a sweep or by `stage=report`."""
+    run once after a sweep or by `stage=report`. No cell at all is an error (PipelineError):
+    an empty report in results_dir would look like a finished one."""
+    from pathlib import Path
+
+    from pipeline.reporting.collect import find_cells
+
+    if not find_cells(cfg.output_root, cfg.experiment):
+        searched = Path(cfg.output_root) / cfg.experiment
+        raise PipelineError(
+            f"report: no cells under {searched} (output_root={cfg.output_root}, "
+            f"experiment={cfg.experiment}): nothing to report; run the cells first, e.g. "
+            f"`python -m pipeline -m experiment={cfg.experiment} output_root={cfg.output_root}` "
+            "(stage=all runs every stage and the report), or point output_root / experiment "
+            "at where they ran")
     t0 = time.perf_counter()
     out = build_report(cfg)
     log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0, cfg.results_dir)

@@ -9,6 +9,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from pipeline.app import run_report
+from pipeline.errors import PipelineError
 
 log = logging.getLogger("pipeline")
 
@@ -19,6 +20,9 @@ class ReportAfterSweep(Callback):
             return
         try:
             run_report(config)
+        except PipelineError as err:  # its message is the whole story (no cells, ...)
+            log.error("%s", err)
+            raise SystemExit(2) from None
         except Exception:
             # Hydra turns a callback's exception into a warning and exits 0: a sweep whose
             # report failed must not look finished.

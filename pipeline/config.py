@@ -194,7 +194,10 @@ class Config:
     experiment: str = "default"
     stage: str = "all"
     output_root: str = "outputs"
-    results_dir: str = "results"
+    # The report's tables and figures: beside the cells by default, so a run with its own
+    # output_root never overwrites another's report (`make reproduce` passes the repository's
+    # results/ explicitly).
+    results_dir: str = "${output_root}/results"
     cache_dir: str = "${oc.env:TASK_AWARE_CACHE,${oc.env:HOME}/.cache/task-aware}"
     # Where auxiliary models run (NLI, embedder, COMET, AlignScore, contrastive search under
     # vLLM): auto = cuda when a GPU is visible, else cpu; or any torch device string.

@@ -11,7 +11,8 @@ Layers, lowest first (a module may import its own layer and those below, never a
 2 components: data, generation, mapping, evaluation, uncertainty, aux_models
 3 tasks: bind a latent space, a mapper, a reference kind and metrics
 4 stages: one function per stage
-5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting), the scorer, __main__
+5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting, the command
+  line's key check: overrides), the scorer, __main__
 Importing `pipeline.a.b` runs `pipeline/a/__init__.py` too, so that edge is counted.
 """
 
@@ -35,7 +36,7 @@ LAYERS = {
                    "pipeline.uncertainty", "pipeline.aux_models"),
     "tasks": ("pipeline.tasks",),
     "stages": ("pipeline.stages",),
-    "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks",
+    "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",
             "pipeline.__main__"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)

@@ -1,0 +1,143 @@
+"""The command line helps (issue 24): an unknown key is answered with the closest valid ones (never
+with "+key"), an offline machine never waits on hub retries, a report over no cells says where it
+looked and what to run, and a report goes under output_root unless results_dir is given."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.offline import OFFLINE_VARS, go_offline_if_unreachable, hub_reachable
+from pipeline.overrides import unknown_key_problem
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"} if env is None else env
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# -- unknown keys ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("override, suggestion", [
+    ("datset=maqa_bundled", "unknown key 'datset'; did you mean dataset=?"),
+    ("wandb.enable=false", "unknown key 'wandb.enable'; did you mean wandb.enabled=?"),
+    ("generation.num_samples=5", "did you mean generation.n_samples=?"),
+    # Hydra's own advice, followed: accepted before with no effect (W&B stayed on)
+    ("+datset=maqa_bundled", "unknown key 'datset'; did you mean dataset=?"),
+    ("+wandb.enable=false", "unknown key 'wandb.enable'; did you mean wandb.enabled=?"),
+])
+def test_an_unknown_key_is_one_line_with_the_closest_keys_and_exit_2(tmp_path, override,
+                                                                      suggestion):
+    done = cli("stage=plan", f"output_root={tmp_path}", override)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("[pipeline] invalid configuration: unknown key")
+    assert suggestion in lines[0] and "+" not in lines[0] and not done.stdout
+
+
+@pytest.mark.parametrize("override, closest", [
+    ("num_samples=5", "generation.n_samples="),  # under the wrong parent
+    ("~wandb.enable", "wandb.enabled="),
+    ("++task.extractor.kindd=llm", "task.extractor.kind="),
+    ("generation.beam=3", "generation.beam_width="),
+    ("-m", None), ("dataset=a,b", None), ("+rehearsal=local", None), ("~report_models", None),
+    ("hydra.job.chdir=true", None), ("hydra/launcher=slurm", None), ("model=qwen3-4b", None),
+    ("+mappers.sphere.embedder=x", None),  # a free-form mapping: validate() checks its names
+    ("dataset.overrides.split=test", None), ("--cfg", None), ("job", None),
+])
+def test_which_keys_are_known(override, closest):
+    problem = unknown_key_problem([override])
+    assert (problem is None) if closest is None else (closest in problem)
+
+
+def test_a_key_nothing_resembles_points_to_the_key_listing():
+    problem = unknown_key_problem(["xyzzy=1"])
+    assert problem.startswith("unknown key 'xyzzy'; no config key or group") and "+" not in problem
+
+
+def test_multirun_syntax_and_a_real_config_group_added_with_plus_still_run(tmp_path):
+    done = cli("-m", "stage=plan", f"output_root={tmp_path}",
+               "dataset=triviaqa_bundled,maqa_bundled", "hydra.job.chdir=false", "~report_models")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "smollm2-135m/maqa_bundled" in done.stdout and "smollm2-135m/triviaqa_bundled" in done.stdout
+
+
+# -- offline --------------------------------------------------------------------------------------
+
+def test_an_unreachable_hub_puts_the_process_offline_once():
+    env, asked = {}, []
+    assert go_offline_if_unreachable(env, reachable=lambda url: asked.append(url) or False)
+    assert asked == ["https://huggingface.co"] and all(env[v] == "1" for v in OFFLINE_VARS)
+    env, asked = {"HF_ENDPOINT": "http://mirror:8080/"}, []
+    assert not go_offline_if_unreachable(env, reachable=lambda url: asked.append(url) or True)
+    assert asked == ["http://mirror:8080"] and not any(v in env for v in OFFLINE_VARS)
+
+
+@pytest.mark.parametrize("setting", [{"HF_HUB_OFFLINE": "0"}, {"HF_HUB_OFFLINE": "1"},
+                                     {"TRANSFORMERS_OFFLINE": "1"}])
+def test_the_users_own_setting_wins_without_a_probe(setting):
+    env = dict(setting)
+    assert not go_offline_if_unreachable(env, reachable=lambda url: pytest.fail("probed"))
+    assert env == setting
+
+
+def test_a_hub_that_never_answers_counts_as_unreachable_within_the_timeout():
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        started = time.monotonic()
+        assert not hub_reachable(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=0.3)
+        assert time.monotonic() - started < 2
+    assert not hub_reachable("http://127.0.0.1:9", timeout=0.3)  # refused
+
+
+def test_the_command_line_goes_offline_with_one_line_when_the_hub_is_unreachable(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARS}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", WANDB_MODE="offline")
+    done = cli("stage=plan", f"output_root={tmp_path}", "dataset=maqa_bundled", env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if "[offline]" in line]
+    assert len(said) == 1 and "HF_HUB_OFFLINE=1" in said[0]
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+def test_a_report_over_no_cells_names_the_folder_and_what_to_run(tmp_path):
+    done = cli("stage=report", f"output_root={tmp_path}", "wandb.enabled=false")
+    assert done.returncode == 2
+    out = done.stdout + done.stderr
+    assert f"no cells under {tmp_path / 'default'}" in out and "run the cells first" in out
+    assert f"python -m pipeline -m experiment=default output_root={tmp_path}" in out
+    assert "Traceback" not in out and not (tmp_path / "results").exists()
+
+
+def _snapshot(folder: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_report_goes_under_output_root_never_into_the_repositorys_results(tmp_path):
+    """A one-cell run with its own output_root overwrote 50 files of the committed results/."""
+    (tmp_path / "default" / "smollm2-135m" / "maqa_bundled").mkdir(parents=True)  # one empty cell
+    before = _snapshot(REPO / "results")
+    done = cli("stage=report", f"output_root={tmp_path}", "wandb.enabled=false")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _snapshot(REPO / "results") == before
+    assert (tmp_path / "results" / "tables" / "generation.md").exists()
+    assert f"results in {tmp_path / 'results'}" in done.stdout + done.stderr
+
+
+def test_make_reproduce_still_writes_the_repositorys_results():
+    done = subprocess.run(["make", "-n", "reproduce"], cwd=REPO,
+                          capture_output=True, text=True, check=False)
+    line = [x for x in done.stdout.splitlines() if "-m pipeline" in x]
+    assert line and f"results_dir={REPO}/results" in line[-1], done.stdout + done.stderr
