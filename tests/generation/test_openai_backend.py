@@ -116,3 +116,58 @@ def test_a_failed_request_is_retried_and_never_cached(server, tmp_path):
     assert [g.text for g in got[0]] == MIX[:3]
     assert server.state.requests == 2  # the 503, then its retry
     assert backend.client.stats.retries == 1
+
+
+def _cfg(tmp_path, *overrides):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.config import register_configs
+    from pipeline.resources import conf_dir
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose("config", overrides=[
+            f"output_root={tmp_path / 'outputs'}", f"results_dir={tmp_path / 'results'}",
+            f"cache_dir={tmp_path / 'cache'}", "wandb.enabled=false", "backend=openai",
+            "dataset=triviaqa_bundled", "dataset.limit=3", "generation.n_samples=6",
+            "generation.shard_size=2", *overrides])
+
+
+def test_the_generate_stage_samples_from_a_served_model(server, tmp_path):
+    from pipeline.app import run
+    from pipeline.stage import cell_dir
+    from pipeline.store import ArtifactStore
+
+    cfg = _cfg(tmp_path, f"backend.base_url={server.base_url}", "backend.served_model=served",
+               "generation.strategies=[greedy,ar]", "stage=generate")
+    run(cfg)
+    store = ArtifactStore(cell_dir(cfg))
+    samples, decodes, ptrue = (store.read(n) for n in ("samples", "decodes", "ptrue"))
+    assert len(samples) == 3 * 6
+    assert set(samples["text"]) <= set(MIX)
+    assert samples["logprob"].tolist() == pytest.approx([3 * TOKEN_LP] * 18)
+    assert sorted(decodes["strategy"].unique()) == ["ar", "greedy"]
+    assert ptrue["p_true"].tolist() == pytest.approx([0.7] * 3)
+    sampling = [b for b in server.state.bodies if b.get("n", 1) == 6]
+    assert len(sampling) == 3 and {b["model"] for b in sampling} == {"served"}
+    # the task's prompt as messages: the server applies its own chat template
+    assert all(b["messages"][0]["role"] == "user" for b in sampling)
+    requests = server.state.requests
+    run(cfg)  # up to date: no request
+    assert server.state.requests == requests
+
+
+@pytest.mark.parametrize("overrides, problem", [
+    (["backend.base_url=http://127.0.0.1:9/v1"], "generation.strategies has ['beam', 'contrastive']"),
+    (["generation.strategies=[greedy,ar]"], "needs backend.base_url"),
+    (["backend.base_url=http://u:p@127.0.0.1:9/v1", "generation.strategies=[greedy]"],
+     "holds credentials"),
+])
+def test_a_served_backend_config_that_cannot_work_is_refused(tmp_path, overrides, problem):
+    from pipeline.config import validate
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=problem.replace("[", r"\[").replace("]", r"\]")):
+        validate(_cfg(tmp_path, *overrides))
