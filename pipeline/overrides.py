@@ -23,15 +23,48 @@ from typing import Any
 OPEN = "open"  # a mapping of free-form keys (or Any): every key below it is accepted here
 
 
+class Parts(dict):
+    """Settings by part name (mappers, metrics, uq.groups): a registered part's settings are
+    known; another name may be a plugin's part (`plugins=`), left to `validate`."""
+
+
+class _Lazy:
+    """A Parts node built when first walked into (uq.groups' defaults import pandas)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory, self.node = factory, None
+
+    def get(self) -> Any:
+        if self.node is None:
+            self.node = _parts(self.factory())
+        return self.node
+
+
+def _parts(defaults: Any) -> Any:
+    if not isinstance(defaults, dict) or not defaults or not all(
+            isinstance(v, dict) for v in defaults.values()):
+        return OPEN
+    return Parts({name: {k: OPEN if isinstance(v, (dict, list)) else None
+                         for k, v in settings.items()} for name, settings in defaults.items()})
+
+
 def _node(tp: Any) -> Any:
-    """A dataclass: its fields' nodes; a mapping, list or Any: OPEN; a scalar: None."""
+    """A dataclass: its fields' nodes; a mapping, list or Any: OPEN (a mapping filled by its
+    default factory with settings by part: Parts); a scalar: None."""
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return {f.name: _node(hints[f.name]) for f in dataclasses.fields(tp)}
+        return {f.name: _Lazy(f.default_factory)
+                if typing.get_origin(hints[f.name]) is dict
+                and f.default_factory is not dataclasses.MISSING else _node(hints[f.name])
+                for f in dataclasses.fields(tp)}
     origin = typing.get_origin(tp)
     if tp is Any or origin in (dict, list) or tp in (dict, list):
         return OPEN
     return None
+
+
+def _get(node: Any) -> Any:
+    return node.get() if isinstance(node, _Lazy) else node
 
 
 def _conf_groups() -> set[str]:
@@ -56,6 +89,7 @@ def _flat(tree: dict, prefix: str = "") -> list[str]:
     out = []
     for name, sub in tree.items():
         out.append(prefix + name)
+        sub = _get(sub)
         if isinstance(sub, dict):
             out += _flat(sub, prefix + name + ".")
     return out
@@ -72,16 +106,22 @@ def _closest(word: str, names: list[str]) -> list[str]:
     return [n for score, n in scored[:3] if score >= max(0.6, best - 0.1)]
 
 
+def _parent(key: str, tree: dict) -> tuple[int, dict]:
+    """How many leading parts of the key are known mappings, and the last of them."""
+    parts, node, depth = key.split("."), tree, 0
+    for part in parts[:-1]:
+        sub = _get(node.get(part))
+        if not isinstance(sub, dict):
+            break
+        node, depth = sub, depth + 1
+    return depth, node
+
+
 def _suggest(key: str, tree: dict, groups: frozenset) -> list[str]:
     """The closest valid keys: among the siblings of the first unknown part, else any key
     whose last part is close to the key's last part (a key under the wrong parent)."""
     parts = key.split(".")
-    node, depth = tree, 0
-    for part in parts[:-1]:
-        sub = node.get(part)
-        if not isinstance(sub, dict):
-            break
-        node, depth = sub, depth + 1
+    depth, node = _parent(key, tree)
     prefix = "".join(p + "." for p in parts[:depth])
     names = list(node) + ([g for g in groups if not g.startswith("hydra")] if not depth else [])
     found = [prefix + n for n in _closest(parts[depth], names)]
@@ -101,7 +141,8 @@ def known(key: str, tree: dict | None = None, groups: frozenset | None = None) -
         return True
     node: Any = tree
     for part in key.split("."):
-        if node == OPEN:
+        node = _get(node)
+        if node == OPEN or (isinstance(node, Parts) and part not in node):
             return True
         if not isinstance(node, dict) or part not in node:
             return False
@@ -128,7 +169,12 @@ def unknown_key_problem(argv: list[str]) -> str | None:
         if key == "hydra" or key.startswith(("hydra.", "hydra/")) or known(key, tree, groups):
             continue
         close = _suggest(key, tree, groups)
-        hint = ("did you mean " + " or ".join(f"{k}=" for k in close) + "?") if close else (
-            "no config key or group has that name; `python -m pipeline --cfg job` prints them")
+        depth, parent = _parent(key, tree)
+        if close:
+            hint = "did you mean " + " or ".join(f"{k}=" for k in close) + "?"
+        elif depth:
+            hint = f"{'.'.join(key.split('.')[:depth])} has {', '.join(sorted(parent))}"
+        else:
+            hint = "no config key or group has that name; `python -m pipeline --cfg job` lists them"
         return f"unknown key {key!r}; {hint}"
     return None

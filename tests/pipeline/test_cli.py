@@ -48,9 +48,16 @@ def test_an_unknown_key_is_one_line_with_the_closest_keys_and_exit_2(tmp_path, o
     ("~wandb.enable", "wandb.enabled="),
     ("++task.extractor.kindd=llm", "task.extractor.kind="),
     ("generation.beam=3", "generation.beam_width="),
+    # a registered part's settings are known (Hydra said "+mappers.sphere.dimm=3")
+    ("mappers.sphere.dimm=3", "mappers.sphere has embedder"),
+    ("metrics.f1.meen=geometric", "metrics.f1.mean="),
+    ("uq.groups.lm_polygraph.simlarity=x", "uq.groups.lm_polygraph.similarity="),
+    ("wandb.zzz=1", "wandb has dir, enabled, entity"),
     ("-m", None), ("dataset=a,b", None), ("+rehearsal=local", None), ("~report_models", None),
     ("hydra.job.chdir=true", None), ("hydra/launcher=slurm", None), ("model=qwen3-4b", None),
-    ("+mappers.sphere.embedder=x", None),  # a free-form mapping: validate() checks its names
+    ("+mappers.sphere.embedder=x", None), ("metrics.f1.mean=geometric", None),
+    ("mappers.my_plugin_mapper.x=1", None),  # maybe a plugin's part: validate() checks it
+    ("+uq.groups.lm_polygraph.kwargs.sar.t=0.5", None),  # a free-form mapping
     ("dataset.overrides.split=test", None), ("--cfg", None), ("job", None),
 ])
 def test_which_keys_are_known(override, closest):
