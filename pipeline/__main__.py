@@ -11,12 +11,13 @@ from omegaconf import DictConfig
 from pipeline.app import in_sweep, run
 from pipeline.config import register_configs
 from pipeline.errors import PipelineError
+from pipeline.resources import conf_path
 
 register_configs()
 log = logging.getLogger("pipeline")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
         run(cfg)

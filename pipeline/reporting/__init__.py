@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.reporting import figures
+from pipeline.resources import paper_dir
 from pipeline.store import atomic_write_text, cache_key
 
 log = logging.getLogger("pipeline")
 
-PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
+PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a wheel
 # What a full report writes: tables as md/tex/csv, figures as png/pdf (results/...).
 TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
                "uq_auc_beam", "uq_prr_bayes_fbeta", "uq_72b")

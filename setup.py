@@ -1,0 +1,23 @@
+"""The package list, which pyproject.toml cannot declare: besides `pipeline*` and
+`hydra_plugins*`, two folders of the repository ship inside the wheel as package data:
+
+    conf/          -> pipeline/conf/   the Hydra configs (`python -m pipeline`, pipeline.score)
+    results/paper/ -> pipeline/paper/  the paper's published numbers (the report stage)
+
+so an installed package runs from any directory. The repository keeps them where docs, Makefile
+and tests name them; pipeline/resources.py looks in the package first, then in the checkout
+(editable installs and runs from the repository). Everything else is in pyproject.toml.
+"""
+
+from setuptools import find_namespace_packages, setup
+
+setup(
+    packages=[*find_namespace_packages(include=["pipeline*", "hydra_plugins*"]),
+              "pipeline.conf", "pipeline.paper"],
+    package_dir={"pipeline.conf": "conf", "pipeline.paper": "results/paper"},
+    package_data={
+        "pipeline": ["data/bundled/*.jsonl", "data/bundled/*.md", "py.typed"],
+        "pipeline.conf": ["**/*.yaml"],
+        "pipeline.paper": ["*.csv", "README.md"],
+    },
+)
