@@ -38,11 +38,11 @@ def quality_target(df) -> tuple[str, str, bool] | None:
     """(column, metric, higher_is_better) of the Bayes answer's first quality metric, or None
     without references."""
     quality = df.attrs.get("quality_summary")
-    if quality is None or not len(quality):
+    if not quality:
         return None
-    r = quality.iloc[0]
-    col = f"quality_{OURS_COLUMN}_{r.metric}"
-    return (col, str(r.metric), bool(r.higher_is_better)) if col in df else None
+    metric, higher = quality[0]["metric"], quality[0]["higher_is_better"]
+    col = f"quality_{OURS_COLUMN}_{metric}"
+    return (col, str(metric), bool(higher)) if col in df else None
 
 
 def risk_coverage(df, target: tuple[str, str, bool]):
@@ -140,11 +140,10 @@ def _loss_column(df) -> tuple[str, bool] | None:
     """The quality column of the Bayes answer to judge surprise by, and whether higher is
     better (the first metric of the quality summary)."""
     quality = df.attrs.get("quality_summary")
-    if quality is None or not len(quality):
+    if not quality:
         return None
-    r = quality.iloc[0]
-    col = f"quality_{OURS_COLUMN}_{r.metric}"
-    return (col, bool(r.higher_is_better)) if col in df else None
+    target = quality_target(df)
+    return None if target is None else (target[0], target[2])
 
 
 def _audit_entry(row, loss: tuple[str, bool] | None) -> str:

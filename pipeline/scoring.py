@@ -496,7 +496,8 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         plugins: modules to import first (your own registrations).
 
     Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
-    `.attrs["quality_summary"]` hold the summaries (None without references), `.attrs["store"]`
+    `.attrs["quality_summary"]` hold the summaries as records (None without references;
+    `summaries(df)` gives them as DataFrames), `.attrs["store"]`
     the artifact directory, `.attrs["skipped"]` the skipped rows (list of dicts: line or row, id,
     field, problem, fix; a ScoreWarning lists the first ones), `.attrs["n_rows"]` the rows read
     and `.attrs["replaced_surrogates"]` how many lone surrogates became U+FFFD.
@@ -587,7 +588,10 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
             _warn("how answers were read: " + ", ".join(f"{k} in {v} prompt(s)"
                                                        for k, v in reading.items() if v)
                   + " (columns reading_warnings and label_matches; --audit N prints prompts)")
-    df.attrs.update(summary=uq_summary, quality_summary=quality_summary, reading_warnings=reading,
+    # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
+    # (printing a wide frame does), which a DataFrame value cannot answer
+    df.attrs.update(summary=_records(uq_summary), quality_summary=_records(quality_summary),
+                    reading_warnings=reading,
                     store=None if temp is not None else str(store.root), task=task,
                     skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
                     replaced_surrogates=sum(got.replaced_surrogates.values()),
@@ -603,6 +607,20 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         else:  # a list from an earlier run of a since-fixed file would mislead
             skipped_path(out_path).unlink(missing_ok=True)
     return df
+
+
+def _records(frame) -> list[dict] | None:
+    return None if frame is None else frame.to_dict(orient="records")
+
+
+def summaries(df):
+    """(UQ summary, mean quality per method and metric) of a scored frame as DataFrames (None
+    without references): `df.attrs["summary"]` and `df.attrs["quality_summary"]` hold them as
+    records."""
+    import pandas as pd
+
+    return tuple(None if df.attrs.get(k) is None else pd.DataFrame(df.attrs[k])
+                 for k in ("summary", "quality_summary"))
 
 
 def _warn(message: str) -> None:
@@ -633,7 +651,7 @@ def format_summary(df) -> str:
     if reading:
         head += "\nreading warnings (prompts): " + ", ".join(f"{k} {v}" for k, v in reading.items())
     lines = [head]
-    quality, uq = df.attrs.get("quality_summary"), df.attrs.get("summary")
+    uq, quality = summaries(df)
     if quality is not None and len(quality):
         lines.append("")
         w = max(12, *(len(m) for m in quality["metric"]))

@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
-from pipeline.scoring import METHOD_COLUMNS, score
+from pipeline.scoring import METHOD_COLUMNS, score, summaries
 from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
@@ -90,6 +90,6 @@ def test_score_equals_the_pipeline_stages(tmp_path, overrides, dataset_name, tas
         assert df.loc[r.prompt_id, f"quality_{METHOD_COLUMNS[r.method]}_{r.metric}"] == r.value
     scores = store.read("uq_scores")
     expected = scores[(scores["target"] == "bayes")].sort_values(["metric", "estimator"])
-    pd.testing.assert_frame_equal(df.attrs["summary"].reset_index(drop=True),
+    pd.testing.assert_frame_equal(summaries(df)[0].reset_index(drop=True),
                                   expected.reset_index(drop=True))
     assert df["bayes_risk"].notna().all() and (df["n_parsed"] == 8).all()

@@ -1,0 +1,71 @@
+"""`pipeline.score` on data in memory: the four input forms give the rows a file gives, bad
+entries are skipped and listed like bad lines, and the frame prints (its attrs are records)."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import pipeline
+from pipeline.score_io import ScoreInputError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "byo"
+ROWS = [json.loads(line) for line in (EXAMPLES / "sets.jsonl").read_text().splitlines()]
+KEEP = ["prompt_id", "bayes_action", "bayes_risk", "confidence", "latent_distribution",
+        "quality_bayes_f1"]
+
+
+@pytest.fixture(scope="module")
+def from_file(tmp_path_factory):
+    return pipeline.score(EXAMPLES / "sets.jsonl", task="sets")
+
+
+@pytest.mark.parametrize("form", ["records", "dataframe", "path_str"])
+def test_every_form_gives_the_rows_of_the_file(from_file, form):
+    data = {"records": ROWS, "dataframe": pd.DataFrame(ROWS),
+            "path_str": str(EXAMPLES / "sets.jsonl")}[form]
+    got = pipeline.score(data, task="sets")
+    pd.testing.assert_frame_equal(got[KEEP], from_file[KEEP])
+    assert got.attrs["summary"] == from_file.attrs["summary"]
+
+
+def test_lists_of_responses_are_prompts_numbered_from_zero(from_file):
+    got = pipeline.score([r["responses"] for r in ROWS], task="sets")
+    assert got["prompt_id"].tolist() == [str(i) for i in range(len(ROWS))]
+    assert got["bayes_action"].tolist() == from_file["bayes_action"].tolist()
+    assert got.attrs["summary"] is None  # no references: no quality
+
+
+def test_a_scored_frame_prints_and_its_summaries_rebuild(from_file):
+    text = repr(from_file) + from_file.to_string()  # pandas compares attrs while printing
+    assert "bayes_risk" in text
+    uq, quality = pipeline.scoring.summaries(from_file)
+    assert set(uq["estimator"]) == {"bayes_risk", "latent_entropy"}
+    assert {"metric", "method", "mean", "n"} <= set(quality.columns)
+
+
+def test_a_bad_entry_is_skipped_and_listed_by_its_row():
+    data = [{"responses": ["Paris"]}, {"responses": "Paris"}, {"responses": ["Lyon", "Lyon"]}]
+    with pytest.warns(UserWarning, match="skipped 1 of 3"):
+        got = pipeline.score(data, task="classes")
+    assert got["prompt_id"].tolist() == ["0", "2"]
+    assert got.attrs["skipped"][0]["row"] == 1
+
+
+@pytest.mark.parametrize("data, message", [
+    ([], "is empty"),
+    ({"responses": ["a"]}, "one dict"),
+    ([{"responses": ["a"]}, ["a"]], "list of dict, list"),
+    (42, "int"),
+])
+def test_data_of_the_wrong_shape_is_refused_with_the_fix(data, message):
+    with pytest.raises(ScoreInputError, match=message):
+        pipeline.score(data, task="classes")
+
+
+def test_importing_the_cli_module_keeps_pipeline_score_callable():
+    import pipeline.score  # the import system binds the submodule on the package
+
+    got = pipeline.score([["a", "a", "b"]], task="classes")
+    assert got["bayes_text"].tolist() == ["a"]
