@@ -114,3 +114,18 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
     out = done.stdout + done.stderr
     assert "| smollm2-135m/triviaqa_bundled |" in out, out
     assert re.search(r"^1 cell\(s\), 0 GPUs", out, re.MULTILINE), out
+
+
+def test_a_package_without_its_configs_says_how_to_fix_it(monkeypatch, tmp_path):
+    from pipeline import resources
+    from pipeline.errors import ConfigError
+
+    places = {**resources._PLACES, "conf": (tmp_path / "pkg", tmp_path / "checkout", "config.yaml")}
+    monkeypatch.setattr(resources, "_PLACES", places)
+    with pytest.raises(ConfigError, match=r"config.yaml not found .*reinstall") as err:
+        resources.conf_dir()
+    assert "\n" not in str(err.value)
+    assert resources.conf_path() == str(tmp_path / "checkout")  # Hydra then reports it absent
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / "config.yaml").write_text("{}\n")
+    assert resources.conf_dir() == tmp_path / "checkout"
