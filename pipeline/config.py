@@ -423,6 +423,11 @@ def served_backend_problems(cfg) -> list[str]:
         problems.append(f"generation.strategies has {other}, which a chat-completions endpoint "
                         f"cannot run: set generation.strategies=[{','.join(CHAT_STRATEGIES)}] and "
                         "evaluation.targets without them")
+    missing = [t for t in cfg.evaluation.targets
+               if t in METHODS and METHODS[t].kind == "decode" and t not in CHAT_STRATEGIES]
+    if missing:
+        problems.append(f"evaluation.targets has {missing}, which backend=openai does not decode: "
+                        "drop them from evaluation.targets")
     if b.max_concurrency < 1:
         problems.append(f"backend.max_concurrency={b.max_concurrency}: must be >= 1")
     return problems

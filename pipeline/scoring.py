@@ -715,6 +715,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_intermixed_args(argv)
+    from pipeline.offline import go_offline_if_unreachable
+
+    go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(message)s")
     for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):

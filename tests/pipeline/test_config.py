@@ -24,7 +24,7 @@ def test_groups_have_the_documented_options():
     assert options("dataset") == sorted(
         [d + s for d in ("triviaqa", "maqa", "maqa_star", "wmt19_fien", "cnn_dm")
          for s in ("", "_bundled")] + ["gsm8k", "numeric_bundled"])
-    assert options("backend") == ["transformers", "vllm"]
+    assert options("backend") == ["openai", "transformers", "vllm"]
     assert options("experiment") == ["default", "paper", "score"]
     assert options("hydra/launcher") == ["local", "slurm", "slurm_local"]  # + submitit_local
 
@@ -42,8 +42,11 @@ def test_every_pair_of_options_composes(hydra_ctx):
                for i, (e, d, b) in enumerate(itertools.product(experiments, datasets, backends))}
     pairs = set()
     for experiment, model, dataset, backend in sorted(combos):
+        # a served model needs its endpoint and runs no beam or contrastive search
+        served = ["backend.base_url=http://127.0.0.1:8000/v1", "generation.strategies=[greedy,ar]",
+                  "evaluation.targets=[bayes]"] if backend == "openai" else []
         cfg = compose("config", overrides=[f"experiment={experiment}", f"model={model}",
-                                           f"dataset={dataset}", f"backend={backend}"])
+                                           f"dataset={dataset}", f"backend={backend}", *served])
         validate(cfg)
         assert cfg.model.name == model and cfg.dataset.name == dataset
         assert cfg.backend.name == backend
