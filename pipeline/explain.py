@@ -9,7 +9,10 @@ writes, from the scorer's per-prompt frame:
   oracle (ranked by the realised quality) and random abstention (the overall mean);
 - `calibration.png/.pdf` (with references, a quality in [0, 1]): predicted normalised risk
   (1 - confidence) against the realised loss (1 - quality, or the loss itself), in bins of equal
-  count, with the count of each bin.
+  count, with the count of each bin. For classes both are the 0-1 loss (a calibration in the
+  strict sense); for the other tasks the two losses differ (e.g. normalised Hamming to a sample
+  vs 1 - F1 to the reference) and the figure reads as a monotone check: more predicted, more
+  realised.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ def calibration_bins(df, target: tuple[str, str, bool], n_bins: int = 5):
 
 def _label(column: str) -> str:
     if column == RISK_COLUMN:
-        return f"{METHODS[OURS].label} risk (ours)"
+        return f"{METHODS[OURS].label}: its risk"
     return column.replace("_", " ")
 
 
