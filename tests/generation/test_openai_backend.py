@@ -172,3 +172,14 @@ def test_a_served_backend_config_that_cannot_work_is_refused(tmp_path, overrides
 
     with pytest.raises(ConfigError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         validate(_cfg(tmp_path, *overrides))
+
+
+def test_generate_and_score_in_process_with_the_packaged_model():
+    """No base_url: the packaged SmolLM2 samples in this process (real model, tiny budget)."""
+    df = pipeline.generate_and_score(["What is the capital of France?", "What is 2 + 2?"],
+                                     task="classes", n_samples=3, max_new_tokens=6, seed=1)
+    assert df["n_samples"].tolist() == [3, 3]
+    records = df.attrs["generations"]
+    assert [len(r["responses"]) for r in records] == [3, 3]
+    assert all(lp < 0 for r in records for lp in r["logprobs"])  # token log-probs summed
+    assert df["confidence"].between(0, 1).all() and df["bayes_text"].str.len().gt(0).all()
