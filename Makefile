@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_eval.py
 	$(PY) scripts/bench_score.py
 	$(PY) scripts/bench_generation.py
+	$(PY) scripts/bench_paper_scale.py
 
 chaos: $(STAMP)
 	$(PY) scripts/chaos.py

@@ -8,7 +8,9 @@ Both backends share one interface (DESIGN.md s6, s7):
   puts i with a cluster's FIRST member f when ``dec[f, i] and dec[i, f]``.
 - ``cluster(question, texts) -> list[int]``: greedy clustering against each cluster's first
   member, exactly as lm-polygraph's ``SemanticClassesCalculator`` (cluster ids 0, 1, ... in
-  order of creation).
+  order of creation); ``cluster_many`` does many prompts in rounds of one batched pass and
+  scores only the pairs the greedy reads (each answer against the first members it meets, both
+  directions: about 2 U K pairs for U distinct answers in K clusters, not U (U - 1)).
 
 Only the unique strings of a call are scored, and every scored ordered pair is cached in memory
 and (with ``cache_dir``) in an sqlite file keyed by (model name, question, premise answer,
@@ -264,10 +266,72 @@ class Equivalence:
         return decisions_from_labels(self.labels(question, texts), self.strict)
 
     def cluster(self, question: object, texts: Sequence[object]) -> list[int]:
-        """Greedy clusters against each cluster's first member (lm-polygraph's semantic classes)."""
-        if len(texts) == 0:
-            return []
-        return greedy_first_member_clusters(self.decisions(question, texts))
+        """Greedy clusters against each cluster's first member (lm-polygraph's semantic classes),
+        scoring only the pairs the greedy reads (`cluster_many`)."""
+        if isinstance(texts, str | bytes):
+            raise TypeError("texts must be a sequence of answers, not a single string.")
+        return self.cluster_many([(question, texts)])[0]
+
+    def _equivalent(self, question: str, a: str, b: str) -> bool:
+        """Whether a cached pair (both directions scored) puts a and b in one cluster."""
+        values = np.zeros((2, 2, self.n_values), dtype=np.float64)
+        values[0, 1] = self._memory[PairCache.key(self.name, question, a, b)]
+        values[1, 0] = self._memory[PairCache.key(self.name, question, b, a)]
+        labels = self._matrices(values)[2]
+        np.fill_diagonal(labels, ENTAIL)
+        dec = decisions_from_labels(labels, self.strict)
+        return bool(dec[0, 1] and dec[1, 0])
+
+    def cluster_many(self, items: Sequence[tuple[object, Sequence[object]]]) -> list[list[int]]:
+        """`greedy_first_member_clusters` of many prompts, equal to it on the full decision
+        matrices but scoring only what it reads: each distinct answer against the first members
+        it is compared with, in order, until one is equivalent (both directions). The prompts
+        advance together in rounds (one batched scoring pass per round: every pending answer
+        against the first members it has not met yet); an answer matching none becomes the next
+        first member. Rounds = the largest number of clusters of a prompt; pairs scored about
+        2 U K instead of U (U - 1) for U distinct answers in K clusters."""
+        prompts = []
+        for question, texts in items:
+            q = to_text(question)
+            strings = [to_text(t) for t in texts]
+            unique = list(dict.fromkeys(strings))
+            index = {x: i for i, x in enumerate(unique)}
+            prompts.append({"q": q, "unique": unique, "inv": [index[x] for x in strings],
+                            "label": [0] + [-1] * (len(unique) - 1) if unique else [],
+                            "firsts": [0] if unique else [], "met": [1] * len(unique)})
+        while True:
+            todo: dict[str, tuple[str, str, str]] = {}
+            for p in prompts:
+                u, q = p["unique"], p["q"]
+                for i, lab in enumerate(p["label"]):
+                    if lab < 0:
+                        for f in p["firsts"][p["met"][i] - 1:]:
+                            for a, b in ((u[f], u[i]), (u[i], u[f])):
+                                key = PairCache.key(self.name, q, a, b)
+                                if key not in self._memory:
+                                    todo[key] = (q, a, b)
+            if todo and self._disk is not None:
+                self._memory.update(self._disk.get_many(list(todo)))
+            self._score_and_store([(k, t) for k, t in todo.items() if k not in self._memory])
+            pending = False
+            for p in prompts:
+                u, q, firsts, label = p["unique"], p["q"], p["firsts"], p["label"]
+                for i, lab in enumerate(label):
+                    if lab >= 0:
+                        continue
+                    for cid in range(p["met"][i] - 1, len(firsts)):
+                        if self._equivalent(q, u[firsts[cid]], u[i]):
+                            label[i] = cid
+                            break
+                    p["met"][i] = len(firsts) + 1
+                waiting = [i for i, lab in enumerate(label) if lab < 0]
+                if waiting:  # the lowest one met every first member before it: a new cluster
+                    label[waiting[0]] = len(firsts)
+                    firsts.append(waiting[0])
+                    pending = pending or len(waiting) > 1
+            if not pending:
+                break
+        return [[p["label"][i] for i in p["inv"]] for p in prompts]
 
 
 def _find_label_id(label2id: dict[str, int], prefix: str) -> int | None:

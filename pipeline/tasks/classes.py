@@ -53,9 +53,9 @@ def build_classes(settings: ClassesSettings, context) -> Any:
         return out
 
     def prefetch(items: list[tuple[str, list[str]]]) -> None:
-        if nli and hasattr(clusterer, "prefetch"):  # every prompt's NLI pairs, batched
-            clusterer.prefetch([(q, [t for t in texts if canonical_label(read_single_answer(t, q))])
-                                for q, texts in items])
+        if nli and hasattr(clusterer, "cluster_many"):  # the pairs clustering reads, batched
+            clusterer.cluster_many([(q, [t for t in texts if canonical_label(
+                read_single_answer(t, q))]) for q, texts in items])
 
     classes.prefetch = prefetch  # type: ignore[attr-defined]
     return classes
