@@ -80,7 +80,52 @@ def main() -> None:
           f"(goal <= 0.25)")
     print(f"clustering bookkeeping (no model): {1e3 * seconds / n:.2f} ms per prompt, "
           f"{1e6 * seconds / max(1, after):.1f} us per pair scored")
+    llm_queue(n_prompts=64, responses=20, in_flight=64, latency=0.1)
 
+
+def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) -> None:
+    """Extraction calls of a cell through the mappers' queue (one pool over all prompts) against
+    the loopback OpenAI-compatible stand-in, in its own process (its own interpreter lock),
+    answering after `latency` seconds."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from pipeline.mapping.llm_client import LLMClient
+    from pipeline.mapping.sets import extraction_prompt
+
+    here = Path(__file__).resolve().parent
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        server = subprocess.Popen(
+            [sys.executable, str(here / "openai_stand_in.py"), "--port-file", str(port_file),
+             "--delay", str(latency)], stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(here.parent)})
+        try:
+            for _ in range(600):
+                if port_file.exists():
+                    break
+                time.sleep(0.05)
+            client = LLMClient(model="rule-server", base_url=f"http://127.0.0.1:"
+                               f"{port_file.read_text()}/v1", cache_dir=Path(tmp) / "cache",
+                               max_workers=in_flight)
+            prompts = [extraction_prompt("answer_set", f"Which oceans border country {p}?",
+                                         f"The Atlantic and Pacific ({p}, {r}).")
+                       for p in range(n_prompts) for r in range(responses)]
+            client.complete(prompts[:in_flight])  # connections opened, imports done
+            t0 = time.perf_counter()
+            client.complete(prompts[in_flight:])
+            seconds = time.perf_counter() - t0
+        finally:
+            server.terminate()
+            server.wait()
+    ideal = in_flight / latency
+    rate = (len(prompts) - in_flight) / seconds
+    print(f"LLM extraction queue ({n_prompts} prompts x {responses} responses, {in_flight} in "
+          f"flight, {1e3 * latency:.0f} ms server in its own process): {rate:.0f} req/s of an "
+          f"ideal {ideal:.0f} = {rate / ideal:.2f} (goal >= 0.9)")
 
 if __name__ == "__main__":
     main()

@@ -164,9 +164,11 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             # add ~40 ms to every keep-alive request
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def _send(self, status: int, payload: dict) -> None:
+        def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
             body = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -190,6 +192,10 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                     time.sleep(state.stall)
                 elif isinstance(fault, int):
                     self._send(fault, {"error": {"message": f"injected {fault}", "type": "injected"}})
+                    return
+                elif isinstance(fault, tuple):  # (status, Retry-After seconds)
+                    self._send(fault[0], {"error": {"message": f"injected {fault[0]}"}},
+                               {"Retry-After": str(fault[1])})
                     return
                 time.sleep(state.delay)
                 if state.sampler is not None:
@@ -250,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="OpenAI-compatible stand-in server on loopback")
     parser.add_argument("--port-file", type=Path, required=True,
                         help="where the chosen port is written once the server listens")
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="seconds each successful request takes (a server's latency)")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer()
+    server.state.delay = args.delay
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -7,7 +7,8 @@ OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Prope
   base URL without it raises `MissingAPIKeyError` naming the variable; loopback servers get a
   placeholder key (vLLM and friends accept any);
 - temperature 0 by default (deterministic extraction);
-- retries with exponential backoff on 429, 5xx, timeouts and connection errors;
+- retries with exponential backoff on 429, 5xx, timeouts and connection errors, waiting as long
+  as a Retry-After header asks (up to RETRY_AFTER_MAX_S);
 - bounded concurrency: `chat_many` runs at most `max_workers` requests at once;
 - an on-disk cache, one JSON file per sha256(endpoint, model, messages, params) key, written
   atomically (temp file + rename), so reruns make zero calls; identical in-flight requests share
@@ -104,6 +105,20 @@ def cache_key(model: str, messages: Messages, params: dict[str, Any],
 
 class EmptyReplyError(Exception):
     """The server answered 200 with no content (null or ""): retried like a transient error."""
+
+
+RETRY_AFTER_MAX_S = 120.0  # a server asking for longer is waited on this long per attempt
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked to wait (the Retry-After header, in seconds), if it did."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:  # an HTTP date: fall back to the exponential backoff
+        return None
 
 
 def _first_content(completion: Any) -> str:
@@ -272,6 +287,8 @@ class LLMClient:
                     error = FatalLLMCallError if self._fatal(exc) else LLMCallError
                     raise error(message) from exc
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
+                if (asked := retry_after(exc)) is not None:  # a 429/503 saying when to come back
+                    delay = min(asked, RETRY_AFTER_MAX_S)
                 attempt += 1
                 self.stats.add(retries=1)
                 time.sleep(delay)

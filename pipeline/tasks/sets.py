@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
-from pipeline.mapping.sets import SetExtractor
+from pipeline.mapping.sets import SetExtractor, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
 from pipeline.parts import one_of
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
@@ -27,6 +27,14 @@ def build_sets(settings: ExtractionSettings, context) -> Any:
     def sets(question: str, texts: list[str]) -> list[Any]:
         return extractor.map_prompt(question, texts)
 
+    def prefetch(items: list[tuple[str, list[str]]]) -> None:
+        """Every extraction call of the cell through one pool (the client's max_concurrency in
+        flight across prompts, not within one): the per-prompt calls then read the cache."""
+        if client is not None:
+            client.complete(list(dict.fromkeys(
+                extraction_prompt("answer_set", q, t) for q, texts in items for t in texts)))
+
+    sets.prefetch = prefetch  # type: ignore[attr-defined]
     sets.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
     return sets
 

@@ -176,3 +176,32 @@ def test_a_base_url_with_credentials_is_refused(tmp_path, compose_cfg):
         LLMClient(base_url="https://user:s3cret@example.com/v1", cache_dir=tmp_path)
     with pytest.raises(ConfigError, match="holds credentials.*api_key_env"):
         mapper_config(compose_cfg("task=sets", "task.extractor.base_url=https://u:p@h.io/v1"), "sets")
+
+
+def test_a_retry_after_header_sets_the_wait(server, tmp_path, monkeypatch):
+    import pipeline.mapping.llm_client as llm_client
+
+    waited = []
+    monkeypatch.setattr(llm_client.time, "sleep", waited.append)  # a clock, not a mock server
+    server.state.faults = [(429, 7), (503, 0.5)]
+    client = make_client(server, tmp_path, backoff_base=30.0)
+    assert client.chat([{"role": "user", "content": "hello"}]) == "HELLO"
+    # as asked, not the 15-30 s exponential backoff (the last 0.0: the stand-in server's own
+    # delay before its answer, in this process)
+    assert waited == [7.0, 0.5, 0.0]
+
+
+def test_the_map_stage_queues_extraction_calls_across_prompts(server, tmp_path):
+    """Three responses per prompt, eight in flight: only a queue over all prompts fills it."""
+    import pipeline
+
+    server.state.delay = 0.2
+    records = [{"question": f"Which oceans border country {i}?",
+                "responses": [f"The Atlantic {i}.", f"Pacific and Atlantic {i}", "Arctic"]}
+               for i in range(6)]
+    df = pipeline.score(records, task="sets", mapper="llm", overrides=[
+        f"task.extractor.base_url={server.base_url}", "task.extractor.model=rule-server",
+        "task.extractor.max_concurrency=8", f"cache_dir={tmp_path / 'cache'}"])
+    assert len(df) == 6 and (df["n_parsed"] == 3).all()
+    assert server.state.requests == 6 * 3  # one call per response, none twice
+    assert 3 < server.state.peak_in_flight <= 8
