@@ -35,15 +35,16 @@ class JsonRecordCache:
                  key_of: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.root = Path(root) if root is not None else None
         self.key_of = key_of
+        self._made: set[Path] = set()  # folders this cache has created or found
 
     def path(self, key: str) -> Path | None:
         return None if self.root is None else self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
         path = self.path(key)
-        if path is None or not path.exists():
+        if path is None:
             return None
-        try:
+        try:  # no exists() first: one system call less per lookup (a miss is the common case)
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
@@ -61,8 +62,14 @@ class JsonRecordCache:
         path = self.path(key)
         if path is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        if path.parent not in self._made:  # a mkdir per write costs a directory lookup
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        except FileNotFoundError:  # the folder was removed while the cache was open
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(record, fh)  # ASCII escapes: lone surrogates in model output stay writable

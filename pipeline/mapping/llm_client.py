@@ -16,11 +16,12 @@ OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Prope
   is a miss); a reply with no content (null or "") is a failed call, retried and never cached;
 - a base URL holding credentials (user:password@) is refused: keys come from the environment.
 
-`openai` is imported inside the functions that need it.
+Requests are plain JSON over httpx (imported when a request is sent).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -103,6 +104,25 @@ def cache_key(model: str, messages: Messages, params: dict[str, Any],
                        "params": params})
 
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+# OpenAI's names for the statuses (what its SDK raised, and what users search for)
+_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                 404: "NotFoundError", 409: "ConflictError", 422: "UnprocessableEntityError",
+                 429: "RateLimitError"}
+
+
+class APIStatusError(Exception):
+    """The server answered with an HTTP error status."""
+
+    def __init__(self, status_code: int, body: str, headers: Any) -> None:
+        self.status_code = status_code
+        self.name = _STATUS_NAMES.get(status_code, "InternalServerError" if status_code >= 500
+                                      else "APIStatusError")
+        self.response = type("Response", (), {"headers": headers})()  # for retry_after
+        super().__init__(f"Error code: {status_code} - {body[:500]}")
+
+
 class EmptyReplyError(Exception):
     """The server answered 200 with no content (null or ""): retried like a transient error."""
 
@@ -121,26 +141,26 @@ def retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _first_content(completion: Any) -> str:
-    content = completion.choices[0].message.content
+def _first_content(completion: dict[str, Any]) -> str:
+    content = ((completion.get("choices") or [{}])[0].get("message") or {}).get("content")
     if not isinstance(content, str) or not content.strip():
         raise EmptyReplyError(f"200 with content {content!r}")
     return content
 
 
-def _choices(completion: Any) -> list[dict[str, Any]]:
+def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
     """Every choice as {"text", "tokens", "logprobs", "top_logprobs"} (token log-probs as the
     server reports them; empty lists when it gives none). A reply with no choice is empty."""
     out = []
-    for choice in sorted(completion.choices, key=lambda c: c.index):
-        content = choice.message.content
+    for choice in sorted(completion.get("choices") or [], key=lambda c: c.get("index", 0)):
+        content = (choice.get("message") or {}).get("content")
         if not isinstance(content, str):
             raise EmptyReplyError(f"200 with a choice whose content is {content!r}")
-        entries = (choice.logprobs.content or []) if choice.logprobs is not None else []
-        out.append({"text": content, "tokens": [e.token for e in entries],
-                    "logprobs": [float(e.logprob) for e in entries],
-                    "top_logprobs": [{t.token: float(t.logprob) for t in (e.top_logprobs or [])}
-                                     for e in entries]})
+        entries = (choice.get("logprobs") or {}).get("content") or []
+        out.append({"text": content, "tokens": [e["token"] for e in entries],
+                    "logprobs": [float(e["logprob"]) for e in entries],
+                    "top_logprobs": [{t["token"]: float(t["logprob"])
+                                      for t in (e.get("top_logprobs") or [])} for e in entries]})
     if not out:
         raise EmptyReplyError("200 with no choices")
     return out
@@ -166,6 +186,7 @@ def api_key_from_env(api_key_env: str, base_url: str | None, where: str | None =
         f"environment variable {api_key_env} is not set; it must hold the API key for {where}. "
         f"Export it (export {api_key_env}=...) or point the base URL at a local server."
     )
+
 
 
 class LLMClient:
@@ -209,23 +230,46 @@ class LLMClient:
         self.timeout = timeout
         self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, **(extra_params or {})}
         self.stats = LLMStats()
-        self._client: Any = None
+        self._local = threading.local()  # per worker thread: its HTTP client
+        self._bearer: str | None = None  # the key, read once from the environment
         self._client_lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._key_locks_guard = threading.Lock()
+        # requests that failed after their retries in this client: not sent again by it (a
+        # queued prefetch and the per-prompt call ask once between them); a new run retries
+        self._failed: dict[str, str] = {}
 
     # ------------------------------------------------------------------ key and client
-    def _openai(self) -> Any:
-        with self._client_lock:
-            if self._client is None:
-                import openai  # heavy-ish; only when a request is really sent
+    def _http(self) -> Any:
+        """This thread's HTTP client (keep-alive). One client per worker thread: a pool shared
+        by 64 threads spends its time matching queued requests to connections (httpcore scans
+        every connection per request), more CPU than the requests themselves. Requests are plain
+        JSON over httpx: the openai SDK cost 2.4 ms of CPU per request, httpx 1.5 ms, which
+        bounds how many calls one process keeps in flight (scripts/bench_paper_scale.py)."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            import httpx  # only when a request is really sent
 
-                key = self._api_key or api_key_from_env(self.api_key_env, self.base_url)
-                kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": self.timeout}
-                if self.base_url:
-                    kwargs["base_url"] = self.base_url
-                self._client = openai.OpenAI(**kwargs)
-            return self._client
+            with self._client_lock:
+                if self._bearer is None:
+                    self._bearer = self._api_key or api_key_from_env(self.api_key_env,
+                                                                     self.base_url)
+            client = httpx.Client(
+                base_url=(self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/",
+                headers={"Authorization": f"Bearer {self._bearer}"}, timeout=self.timeout,
+                limits=httpx.Limits(max_connections=2, max_keepalive_connections=2))
+            self._local.client = client
+        return client
+
+    def _post(self, messages: Messages, params: dict[str, Any]) -> dict[str, Any]:
+        """POST chat/completions; an HTTP error status raises APIStatusError."""
+        body = {"model": self.model, "messages": messages,
+                **{k: v for k, v in params.items() if k != "extra_body"},
+                **(params.get("extra_body") or {})}
+        response = self._http().post("chat/completions", json=body)
+        if response.status_code >= 400:
+            raise APIStatusError(response.status_code, response.text, response.headers)
+        return response.json()
 
     # ------------------------------------------------------------------ cache
     def _key(self, messages: Messages) -> str:
@@ -249,22 +293,18 @@ class LLMClient:
 
     # ------------------------------------------------------------------ requests
     def _retryable(self, exc: BaseException) -> bool:
-        import openai
+        import httpx
 
-        if isinstance(exc, EmptyReplyError):
-            return True
-        if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
-            return True
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, EmptyReplyError | httpx.TransportError | json.JSONDecodeError):
+            return True  # timeouts, refused or dropped connections, a garbled body
+        if isinstance(exc, APIStatusError):
             return exc.status_code == 429 or exc.status_code >= 500
         return False
 
     @staticmethod
     def _fatal(exc: BaseException) -> bool:
         """No retry or rerun fixes it: 400 (invalid request), 401/403 (key), 404 (model), 422."""
-        import openai
-
-        return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 401, 403, 404, 422)
+        return isinstance(exc, APIStatusError) and exc.status_code in (400, 401, 403, 404, 422)
 
     def _request(self, messages: Messages) -> str:
         return self._call(messages, self.params, _first_content)
@@ -272,19 +312,20 @@ class LLMClient:
     def _call(self, messages: Messages, params: dict[str, Any], parse: Any) -> Any:
         """One chat completion, retried with backoff; `parse(completion)` raises EmptyReplyError
         for a reply with no content."""
-        client = self._openai()
+        self._http()  # a missing key is said before any attempt (MissingAPIKeyError)
         attempt = 0
         while True:
             self.stats.add(calls=1)
             try:
-                completion = client.chat.completions.create(model=self.model, messages=messages, **params)
-                return parse(completion)
+                return parse(self._post(messages, params))
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not self._retryable(exc) or attempt >= self.max_retries:
                     message = (f"chat completion to {self.base_url or 'OpenAI'} (model {self.model}) "
-                               f"failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}")
+                               f"failed after {attempt + 1} attempt(s): "
+                               f"{getattr(exc, 'name', type(exc).__name__)}: {exc}")
                     self.stats.failed(message)
                     error = FatalLLMCallError if self._fatal(exc) else LLMCallError
+                    self._failed[cache_key(self.model, messages, params, self.endpoint)] = message
                     raise error(message) from exc
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
                 if (asked := retry_after(exc)) is not None:  # a 429/503 saying when to come back
@@ -307,6 +348,8 @@ class LLMClient:
             if cached is not None:
                 self.stats.add(cache_hits=1)
                 return cached
+            if key in self._failed:
+                raise LLMCallError(self._failed[key])
             self.stats.add(requests=1)
             response = self._request(messages)
             self._write_cache(key, messages, response)
@@ -332,6 +375,8 @@ class LLMClient:
             if (cached := read()) is not None:
                 self.stats.add(cache_hits=1)
                 return cached
+            if key in self._failed:
+                raise LLMCallError(self._failed[key])
             self.stats.add(requests=1)
             got = self._call(messages, params, _choices)
             self._cache.put(key, {"endpoint": self.endpoint, "model": self.model,

@@ -99,8 +99,11 @@ def test_retries_exhausted_and_non_retryable(server, tmp_path):
     with pytest.raises(LLMCallError, match="BadRequestError"):
         client.chat([{"role": "user", "content": "c"}])
     assert server.state.requests == before + 1  # a 400 is not retried
-    # failures are not cached: the same request succeeds later
-    assert client.complete(["a"]) == ["A"]
+    # within one run a failed request is not sent again (a queued prefetch and the per-prompt
+    # call ask once between them); failures are not cached: the next run asks again
+    before = server.state.requests
+    assert client.complete(["a"]) == [None] and server.state.requests == before
+    assert make_client(server, tmp_path).complete(["a"]) == ["A"]
 
 
 def test_concurrency_is_bounded(server, tmp_path):
