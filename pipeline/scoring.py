@@ -764,7 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else [])]
         print("\nwrote " + ", ".join(written))
     else:
-        cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, *ENTROPY_COLUMNS]
+        cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, CONFIDENCE_COLUMN,
+                *ENTROPY_COLUMNS]
         print("\n" + df[cols].to_string(index=False, max_colwidth=40))
     return 0
 
