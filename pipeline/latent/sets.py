@@ -15,6 +15,7 @@ from .base import (
     BayesResult,
     LatentSpace,
     LatentTypeError,
+    first_min_index,
     first_min_index_rows,
     json_scalar,
     register,
@@ -99,24 +100,35 @@ def sets_bayes_batch(
 def sets_pairwise_risks_batch(
     incidence: np.ndarray, weights: np.ndarray | None = None
 ) -> np.ndarray:
-    """Empirical Hamming risk of every sample as the candidate, via the pairwise distance matrix.
+    """Empirical Hamming risk of every sample as the candidate: (P, M); zero-weight (padding)
+    samples get +inf so they are never chosen.  O(P M K), no M x M matrix:
 
-    Returns (P, M); zero-weight (padding) samples get +inf so they are never chosen.  O(P M^2 K).
+        sum_j w_j |s_i ^ s_j| = W |s_i| + sum_j w_j |s_j| - 2 sum_y x_iy m_y,  m_y = sum_j w_j x_jy
+
+    Unweighted, every term is an integer, so the risks (and their ties) are exact, as the
+    pairwise sum was.
     """
     x = _as_incidence(incidence)
     n_prompts, n_samples, n_labels = x.shape
     w = validate_batch_weights(weights, n_prompts, n_samples)
     out = np.empty((n_prompts, n_samples), dtype=np.float64)
-    for sl in _chunks(n_prompts, n_samples * max(n_samples, n_labels)):
-        xf = x[sl].astype(np.float64)
-        sizes = xf.sum(axis=2)
-        inter = np.matmul(xf, xf.transpose(0, 2, 1))
-        dist = sizes[:, :, None] + sizes[:, None, :] - 2.0 * inter  # |a ^ b| = |a| + |b| - 2|a & b|
+    for sl in _chunks(n_prompts, n_samples * max(1, n_labels)):
         if w is None:
-            out[sl] = dist.sum(axis=1) / n_samples
+            xi = x[sl].astype(np.int64)
+            sizes = xi.sum(axis=2)  # (p, M)
+            mass = xi.sum(axis=1)  # (p, K): how many samples hold each label
+            inner = np.matmul(xi, mass[:, :, None])[:, :, 0]  # (p, M)
+            total = n_samples * sizes + sizes.sum(axis=1, keepdims=True) - 2 * inner
+            out[sl] = total / n_samples
         else:
+            xf = x[sl].astype(np.float64)
             wc = w[sl]
-            out[sl] = np.matmul(wc[:, None, :], dist)[:, 0, :] / wc.sum(axis=1, keepdims=True)
+            wsum = wc.sum(axis=1, keepdims=True)
+            sizes = xf.sum(axis=2)
+            mass = np.matmul(wc[:, None, :], xf)[:, 0, :]  # (p, K)
+            inner = np.matmul(xf, mass[:, :, None])[:, :, 0]
+            total = wsum * sizes + (wc * sizes).sum(axis=1, keepdims=True) - 2.0 * inner
+            out[sl] = total / wsum
             out[sl][wc <= 0] = np.inf
     return out
 
@@ -167,6 +179,14 @@ class SetSpace(LatentSpace[frozenset]):
     def _risk(self, action: frozenset, items: list[frozenset], w: np.ndarray) -> float:
         sym = np.array([len(action ^ item) for item in items], dtype=np.float64)
         return float(w @ sym / w.sum())
+
+    def sample_mbr(self, latents: Sequence[Any], weights: Any = None) -> BayesResult:
+        """l_Sample in O(M K) (`sets_pairwise_risks_batch`), no M x M matrix."""
+        items, w = self._prepare(latents, weights)
+        _, x = incidence_matrix(items)
+        risks = sets_pairwise_risks_batch(x[None], w[None])[0]
+        best = first_min_index(risks)
+        return BayesResult(items[best], float(risks[best]))
 
     def _pairwise_distances(self, items: list[frozenset]) -> np.ndarray:
         _, x = incidence_matrix(items)

@@ -25,6 +25,7 @@ from pipeline.latent import (
     incidence_matrix,
     register,
     sets_bayes_batch,
+    sets_pairwise_risks_batch,
     sets_sample_mbr_batch,
     sphere_bayes_batch,
     sphere_sample_mbr_batch,
@@ -211,6 +212,31 @@ def test_sets_batch_matches_scalar(weighted):
     assert incidence_matrix([frozenset({2, 0})], labels)[1].tolist() == [
         [True, False, True, False, False, False]
     ]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sample_mbr_risks_equal_the_pairwise_sums_brute_force(weighted):
+    """l_Sample's O(M K) risks against sum_j w_j |s_i ^ s_j| / W by two loops over the samples
+    (unweighted: bit-equal, so ties fall as the pairwise sum had them)."""
+    rng = np.random.default_rng(11)
+    x = _random_sets(rng, 25, 9, 5)
+    x[3] = x[3, :1]  # every sample equal: all risks tie at 0
+    w = rng.integers(0, 4, size=(25, 9)).astype(float) if weighted else None
+    if w is not None:
+        w[:, 2] += 1
+    risks = sets_pairwise_risks_batch(x, w)
+    for p in range(25):
+        sets = [set(np.flatnonzero(row).tolist()) for row in x[p]]
+        wp = np.ones(9) if w is None else w[p]
+        for i in range(9):
+            if wp[i] <= 0:
+                assert risks[p, i] == np.inf
+                continue
+            brute = sum(wj * len(sets[i] ^ sj) for wj, sj in zip(wp, sets)) / wp.sum()
+            if weighted:
+                assert risks[p, i] == pytest.approx(brute, abs=1e-12)
+            else:
+                assert risks[p, i] == brute
 
 
 @pytest.mark.parametrize("weights", [None, np.array([[2.0, 2.0]])])
