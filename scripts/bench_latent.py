@@ -3,6 +3,9 @@
 For 10k prompts at M = 20, 100, 1000 samples: sets with K = 30 labels (Hamming) and sphere
 embeddings with d = 384 (cosine, float32), using the package's batch functions
 (`sets_bayes_batch` vs `sets_sample_mbr_batch`, `sphere_bayes_batch` vs `sphere_sample_mbr_batch`).
+Since issue 25 the sets' l_Sample is O(M K) (its risks from the label masses, no M x M matrix), so
+its ratio here compares two linear-time computations; scripts/bench_paper_scale.py times it
+against the pairwise matrix.
 Where a full 10k-prompt array does not fit the memory/time budget (e.g. sphere at M = 1000 is
 10k x 1000 x 384 float32 = 15 GB) the timing is measured on a subset of prompts and scaled
 linearly per prompt; every line says how many prompts were measured.

@@ -6,7 +6,9 @@ matrix of ordered pairs of distinct answers that the map stage scored (prefetch 
 pairs), "after" what the batched greedy clustering reads (`Equivalence.cluster_many`: each answer
 against the first members it is compared with, both directions). The relation is the hidden
 class (a stand-in with no model: the counts depend only on the decisions). Also the clustering's
-own CPU time per prompt (bookkeeping, no model).
+own CPU time per prompt (bookkeeping, no model). l_Sample for answer sets at M = 1000 (pairwise
+matrix vs the O(M K) identity vs the closed form). LLM extraction requests per second through the
+mappers' queue at 64 in flight against a 100 ms loopback server, as a share of the ideal.
 
     python scripts/bench_paper_scale.py [--prompts 2000] [--seed 0]
 """
@@ -80,6 +82,7 @@ def main() -> None:
           f"(goal <= 0.25)")
     print(f"clustering bookkeeping (no model): {1e3 * seconds / n:.2f} ms per prompt, "
           f"{1e6 * seconds / max(1, after):.1f} us per pair scored")
+    sample_mbr_sets(n_prompts=200, m=1000, k=30, seed=args.seed)
     llm_queue(n_prompts=64, responses=20, in_flight=64, latency=0.1)
 
 
@@ -126,6 +129,41 @@ def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) ->
     print(f"LLM extraction queue ({n_prompts} prompts x {responses} responses, {in_flight} in "
           f"flight, {1e3 * latency:.0f} ms server in its own process): {rate:.0f} req/s of an "
           f"ideal {ideal:.0f} = {rate / ideal:.2f} (goal >= 0.9)")
+
+def pairwise_risks(x: np.ndarray) -> np.ndarray:
+    """The pairwise l_Sample every MBR toolkit computes (an M x M distance matrix per prompt;
+    the package's implementation before issue 25), for comparison."""
+    out = np.empty(x.shape[:2])
+    for p in range(x.shape[0]):
+        xf = x[p].astype(np.float64)
+        sizes = xf.sum(axis=1)
+        dist = sizes[:, None] + sizes[None, :] - 2.0 * (xf @ xf.T)
+        out[p] = dist.sum(axis=0) / x.shape[1]
+    return out
+
+
+def sample_mbr_sets(n_prompts: int, m: int, k: int, seed: int) -> None:
+    """l_Sample for answer sets at M samples: pairwise vs the O(M K) identity vs the closed-form
+    Bayes action, on random incidence arrays (K labels, each in a random share of samples)."""
+    from pipeline.latent import sets_bayes_batch, sets_pairwise_risks_batch
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((n_prompts, m, k)) < rng.uniform(0.05, 0.95, size=(n_prompts, 1, k))
+    t0 = time.perf_counter()
+    before = pairwise_risks(x)
+    t_pair = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    after = sets_pairwise_risks_batch(x)
+    t_new = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sets_bayes_batch(x)
+    t_bayes = time.perf_counter() - t0
+    assert np.array_equal(before, after), "the two l_Sample computations disagree"
+    per = 1e4 / n_prompts  # per 10k prompts
+    print(f"l_Sample, sets, M={m}, K={k} ({n_prompts} prompts, per 10k prompts): pairwise "
+          f"{per * t_pair:.1f} s, O(M K) {per * t_new:.2f} s ({t_pair / t_new:.0f}x; goal >= 10x), "
+          f"closed-form Bayes {per * t_bayes:.2f} s ({t_pair / t_bayes:.0f}x the pairwise)")
+
 
 if __name__ == "__main__":
     main()
