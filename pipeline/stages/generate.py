@@ -98,6 +98,9 @@ def generate_slice(cfg: DictConfig) -> dict:
         backend.pop("batch_size", None)
     for k in ("api_key_env", "max_concurrency"):  # how the endpoint is reached, not what it says
         backend.pop(k, None)
+    if not served(cfg):  # the endpoint's settings: absent from other backends' keys (their
+        for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)
+            backend.pop(k, None)
     model = plain(cfg.model)
     for k in ("name", "gpus", "tensor_parallel_size"):  # naming and placement
         model.pop(k, None)
