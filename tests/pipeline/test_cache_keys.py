@@ -94,3 +94,15 @@ def test_the_evaluate_key_holds_the_match_judges_settings(slices):
     assert "evaluate" in changed(eq, slices("dataset=maqa_bundled",
                                             "evaluation.match_judge=equivalence",
                                             "task.equivalence.threshold=0.5"))
+
+
+def test_the_served_backends_settings_stay_out_of_other_backends_keys(slices):
+    """backend=openai's fields (base_url, served_model, logprobs, ...) are not part of what a
+    transformers or vLLM cell's samples depend on: adding them kept every cached key."""
+    for backend in ("transformers", "vllm"):
+        generate = slices(f"backend={backend}", "backend.max_concurrency=3")["generate"]
+        assert not {"base_url", "served_model", "logprobs", "api_key_env",
+                    "max_concurrency"} & set(generate["backend"])
+    served = slices("backend=openai", "backend.base_url=http://127.0.0.1:8000/v1",
+                    "generation.strategies=[greedy,ar]")["generate"]["backend"]
+    assert served["base_url"] == "http://127.0.0.1:8000/v1" and "max_concurrency" not in served
