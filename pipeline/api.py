@@ -131,7 +131,11 @@ def _local_backend(model: str | None, cfg: Any, batch_size: int | None):
         path, dtype = str(mc.path), str(mc.get("dtype", "bfloat16"))
         trust = bool(mc.get("trust_remote_code", False))
         defaults = {k: mc.get(k) for k in ("temperature", "top_p", "top_k") if mc.get(k) is not None}
-    backend = get_backend("transformers", model_path=resolve_model_path(path, cfg.cache_dir),
-                          dtype=dtype, device=resolve_device("auto"),
-                          batch_size=batch_size or 4, trust_remote_code=trust)
+    try:
+        backend = get_backend("transformers", model_path=resolve_model_path(path, cfg.cache_dir),
+                              dtype=dtype, device=resolve_device("auto"),
+                              batch_size=batch_size or 4, trust_remote_code=trust)
+    except OSError as exc:  # no such folder, not a hub id, or the hub out of reach
+        raise ValueError(f"model={model!r}: {str(exc).splitlines()[0][:300]} (a conf/model name "
+                         "works too, or base_url= for a served model)") from None
     return backend, defaults
