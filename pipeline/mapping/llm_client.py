@@ -148,6 +148,15 @@ def _first_content(completion: dict[str, Any]) -> str:
     return content
 
 
+def _usable_text(reply: Any) -> bool:
+    return isinstance(reply, str) and bool(reply)
+
+
+def _usable_choices(reply: Any) -> bool:
+    return isinstance(reply, list) and bool(reply) and all(
+        isinstance(c, dict) and isinstance(c.get("text"), str) for c in reply)
+
+
 def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
     """Every choice as {"text", "tokens", "logprobs", "top_logprobs"} (token log-probs as the
     server reports them; empty lists when it gives none). A reply with no choice is empty."""
@@ -235,9 +244,7 @@ class LLMClient:
         self._client_lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._key_locks_guard = threading.Lock()
-        # requests that failed after their retries in this client: not sent again by it (a
-        # queued prefetch and the per-prompt call ask once between them); a new run retries
-        self._failed: dict[str, str] = {}
+        self._failed: dict[str, str] = {}  # cache key -> why it failed (`_cached_call`)
 
     # ------------------------------------------------------------------ key and client
     def _http(self) -> Any:
@@ -275,17 +282,13 @@ class LLMClient:
     def _key(self, messages: Messages) -> str:
         return cache_key(self.model, messages, self.params, self.endpoint)
 
-    def _read_cache(self, key: str) -> str | None:
-        """The cached reply of `key`, if its record recomputes to that key (a record swapped in
-        from another request, or edited, is a miss and is overwritten by the next answer)."""
+    def _read_cache(self, key: str, usable: Any = None) -> Any:
+        """The cached reply of `key` if its record recomputes to that key (a record swapped in
+        from another request, or edited, is a miss and is overwritten by the next answer) and
+        `usable(reply)` holds (default: a non-empty text, what `chat` returns)."""
         record = self._cache.get(key)
-        if record is None or not isinstance(record.get("response"), str) or not record["response"]:
-            return None
-        return record["response"]
-
-    def _write_cache(self, key: str, messages: Messages, response: str) -> None:
-        self._cache.put(key, {"endpoint": self.endpoint, "model": self.model, "messages": messages,
-                              "params": self.params, "response": response})
+        reply = None if record is None else record.get("response")
+        return reply if (usable or _usable_text)(reply) else None
 
     def _lock_for(self, key: str) -> threading.Lock:
         with self._key_locks_guard:
@@ -306,9 +309,6 @@ class LLMClient:
         """No retry or rerun fixes it: 400 (invalid request), 401/403 (key), 404 (model), 422."""
         return isinstance(exc, APIStatusError) and exc.status_code in (400, 401, 403, 404, 422)
 
-    def _request(self, messages: Messages) -> str:
-        return self._call(messages, self.params, _first_content)
-
     def _call(self, messages: Messages, params: dict[str, Any], parse: Any) -> Any:
         """One chat completion, retried with backoff; `parse(completion)` raises EmptyReplyError
         for a reply with no content."""
@@ -325,7 +325,6 @@ class LLMClient:
                                f"{getattr(exc, 'name', type(exc).__name__)}: {exc}")
                     self.stats.failed(message)
                     error = FatalLLMCallError if self._fatal(exc) else LLMCallError
-                    self._failed[cache_key(self.model, messages, params, self.endpoint)] = message
                     raise error(message) from exc
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
                 if (asked := retry_after(exc)) is not None:  # a 429/503 saying when to come back
@@ -338,50 +337,39 @@ class LLMClient:
         """The assistant's reply to `messages` (from the cache when this exact request was made)."""
         if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
             raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts")
-        key = self._key(messages)
-        cached = self._read_cache(key)
-        if cached is not None:
-            self.stats.add(cache_hits=1)
-            return cached
-        with self._lock_for(key):  # identical concurrent requests: one call, the rest hit the cache
-            cached = self._read_cache(key)
-            if cached is not None:
-                self.stats.add(cache_hits=1)
-                return cached
-            if key in self._failed:
-                raise LLMCallError(self._failed[key])
-            self.stats.add(requests=1)
-            response = self._request(messages)
-            self._write_cache(key, messages, response)
-            return response
+        return self._cached_call(messages, self.params, _first_content, _usable_text)
 
     def choices(self, messages: Messages, **params: Any) -> list[dict[str, Any]]:
         """All choices of one request with `params` over the client's (n, temperature, seed,
         logprobs, ...), each {"text", "tokens", "logprobs", "top_logprobs"}; cached under the
         endpoint, model, messages and every parameter, like `chat`."""
-        params = {**self.params, **params}
+        return self._cached_call(messages, {**self.params, **params}, _choices, _usable_choices)
+
+    def _cached_call(self, messages: Messages, params: dict[str, Any], parse: Any,
+                     usable: Any) -> Any:
+        """The reply from the cache, else from one request (`_call`), then cached. Identical
+        concurrent requests make one call, the rest hit the cache; a request that failed after
+        its retries is not sent again by this client (a queued prefetch and the per-prompt call
+        ask once between them), and a new run retries it."""
         key = cache_key(self.model, messages, params, self.endpoint)
-
-        def read() -> list[dict[str, Any]] | None:
-            record = self._cache.get(key)
-            got = None if record is None else record.get("response")
-            return got if isinstance(got, list) and got and all(
-                isinstance(c, dict) and isinstance(c.get("text"), str) for c in got) else None
-
-        if (cached := read()) is not None:
+        if (cached := self._read_cache(key, usable)) is not None:
             self.stats.add(cache_hits=1)
             return cached
         with self._lock_for(key):
-            if (cached := read()) is not None:
+            if (cached := self._read_cache(key, usable)) is not None:
                 self.stats.add(cache_hits=1)
                 return cached
             if key in self._failed:
                 raise LLMCallError(self._failed[key])
             self.stats.add(requests=1)
-            got = self._call(messages, params, _choices)
+            try:
+                reply = self._call(messages, params, parse)
+            except LLMCallError as exc:
+                self._failed[key] = str(exc)
+                raise
             self._cache.put(key, {"endpoint": self.endpoint, "model": self.model,
-                                  "messages": messages, "params": params, "response": got})
-            return got
+                                  "messages": messages, "params": params, "response": reply})
+            return reply
 
     def is_cached(self, messages: Messages) -> bool:
         """Whether this exact request's reply is on disk (a rerun would not call the model)."""

@@ -76,6 +76,7 @@ def test_generate_and_score_through_a_loopback_endpoint(server, tmp_path):
 
 def test_a_server_ignoring_n_gets_one_request_per_missing_sample(server, tmp_path):
     server.state.sampler = lambda request: sampler({**request, "n": 1})
+    server.state.delay = 0.1  # requests overlap even on a busy machine (the peak below)
     df = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
                                      base_url=server.base_url, cache_dir=tmp_path,
                                      raw_prompts=True, max_concurrency=4)
