@@ -142,9 +142,6 @@ def draw_calibration(bins, target: tuple[str, str, bool]):
 def _loss_column(df) -> tuple[str, bool] | None:
     """The quality column of the Bayes answer to judge surprise by, and whether higher is
     better (the first metric of the quality summary)."""
-    quality = df.attrs.get("quality_summary")
-    if not quality:
-        return None
     target = quality_target(df)
     return None if target is None else (target[0], target[2])
 
@@ -206,7 +203,7 @@ def audit_report(df, n: int) -> str:
         confident = ranked.iloc[len(ranked) // 2:].dropna(subset=[loss[0]])
         worst = confident.sort_values(loss[0], ascending=loss[1], kind="stable").head(n)
         parts.append(f"\nThe {len(worst)} most surprising prompts (least risky half, worst "
-                     f"{loss[0].removeprefix('quality_bayes_')} of the Bayes answer):")
+                     f"{loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer):")
         parts += [_audit_entry(r, loss) for r in worst.itertuples()]
     return "\n\n".join(parts)
 

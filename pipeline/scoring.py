@@ -52,7 +52,7 @@ from pipeline.latent.base import LatentSpace
 from pipeline.mapping.llm_client import LLMCallError
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
-from pipeline.resources import conf_dir as _conf_dir
+from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
 from pipeline.schema import ARTIFACTS
 from pipeline.score_io import (
     FORMATS,
@@ -168,11 +168,6 @@ def _file_hash(path: Path) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # config
-
-
-def conf_dir() -> Path:
-    """The Hydra configs: conf/ of the checkout, or pipeline/conf in a wheel (pipeline.resources)."""
-    return _conf_dir()
 
 
 @contextmanager
@@ -304,9 +299,9 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
-        out["response_labels"] = out["prompt_id"].map(_response_labels(space, latents))
-        distributions, confidences = _explanations(space, latents, out.set_index("prompt_id")[
-            RISK_COLUMN])
+        labels, distributions, confidences = _readings(space, latents, out.set_index(
+            "prompt_id")[RISK_COLUMN])
+        out["response_labels"] = out["prompt_id"].map(labels)
         out["latent_distribution"] = out["prompt_id"].map(distributions)
         out[CONFIDENCE_COLUMN] = out["prompt_id"].map(confidences).astype(float)
     audit = frames.get("audit")
@@ -318,32 +313,30 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     return out
 
 
-def _explanations(space, latents, risks) -> tuple[dict[str, str], dict[str, float]]:
-    """prompt_id -> (the latent distribution as JSON {label: frequency}, most frequent first;
-    "null" for spaces without labels) and the Bayes answer's confidence (LatentSpace.confidence:
-    1 - risk / max_risk, docs/score.md)."""
-    parsed = latents[(latents["source"] == "sample") & latents["parse_ok"]]
-    distributions, confidences = {}, {}
-    for pid, rows in parsed.groupby("prompt_id", sort=False):
-        items = [space.from_json(x) for x in rows.sort_values("sample_idx")["latent"]]
-        dist = space.distribution(items)
-        distributions[pid] = json.dumps(
-            None if dist is None else {k: round(v, 6) for k, v in dist.items()},
-            ensure_ascii=False)
-        confidences[pid] = space.confidence(float(risks.get(pid, math.nan)), items)
-    return distributions, confidences
-
-
-def _response_labels(space, latents) -> dict[str, str]:
-    """prompt_id -> JSON list of each sample's labels (null: unparseable); {} without labels."""
-    if type(space).labels is LatentSpace.labels:
-        return {}
-    out: dict[str, list] = {}
-    rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"])
-    for r in rows.itertuples():
-        out.setdefault(r.prompt_id, []).append(
-            space.labels(space.from_json(r.latent)) if r.parse_ok else None)
-    return {pid: json.dumps(v, ensure_ascii=False) for pid, v in out.items()}
+def _readings(space, latents, risks) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
+    """prompt_id -> (each sample's labels as a JSON list, null where it did not parse; none for
+    spaces without labels), (the latent distribution as JSON {label: frequency}, most frequent
+    first; "null" without labels) and the Bayes answer's confidence (LatentSpace.confidence:
+    1 - risk / max_risk, docs/score.md). Each sample's latent is decoded once."""
+    has_labels = type(space).labels is not LatentSpace.labels
+    rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
+                                                              kind="stable")
+    labels, distributions, confidences = {}, {}, {}
+    for pid, group in rows.groupby("prompt_id", sort=False):
+        decoded = [space.from_json(x) if ok else None
+                   for x, ok in zip(group["latent"], group["parse_ok"])]
+        if has_labels:
+            labels[pid] = json.dumps([space.labels(x) if ok else None
+                                      for x, ok in zip(decoded, group["parse_ok"])],
+                                     ensure_ascii=False)
+        items = [x for x, ok in zip(decoded, group["parse_ok"]) if ok]
+        if items:
+            dist = space.distribution(items)
+            distributions[pid] = json.dumps(
+                None if dist is None else {k: round(v, 6) for k, v in dist.items()},
+                ensure_ascii=False)
+            confidences[pid] = space.confidence(float(risks.get(pid, math.nan)), items)
+    return labels, distributions, confidences
 
 
 def summary_frames(frames: dict[str, Any]):

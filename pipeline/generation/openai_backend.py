@@ -65,7 +65,7 @@ class OpenAIBackend:
         self.logprobs = logprobs
         self.max_concurrency = max_concurrency
         self.batch_size = batch_size  # prompts per runner chunk: all of them share the pool
-        # extra_params={} drops the extractor defaults (temperature 0, 512 tokens): every
+        # no client-wide parameters (the extractor's temperature 0 and 512 tokens): every
         # request here names its own sampling parameters
         self.client = LLMClient(model=model, base_url=base_url, api_key_env=api_key_env,
                                 api_key=api_key, cache_dir=cache_dir, max_workers=max_concurrency,
