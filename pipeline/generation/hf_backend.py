@@ -106,6 +106,16 @@ class PerRowSampler:
             self.warpers.append(TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Scores for `generate`: 0 at each row's chosen token, -inf elsewhere."""
+        import torch
+
+        one_hot = torch.full_like(scores, float("-inf"))
+        one_hot.scatter_(1, self.choose(scores, input_ids), 0.0)
+        return one_hot
+
+    def choose(self, scores: Any, input_ids: Any = None) -> Any:
+        """(rows, 1) token id each row draws from its processed `scores` (the warpers used
+        here ignore `input_ids`)."""
         import torch
 
         if scores.shape[0] != len(self.generators):
@@ -140,9 +150,7 @@ class PerRowSampler:
         greedy_rows = [i for i, g in enumerate(self.generators) if g is None]
         if greedy_rows:
             chosen[greedy_rows] = scores[greedy_rows].argmax(dim=-1, keepdim=True)
-        one_hot = torch.full_like(scores, float("-inf"))
-        one_hot.scatter_(1, chosen, 0.0)
-        return one_hot
+        return chosen
 
 
 CPU_ATTENTION = "sdpa_gqa_cpu"
@@ -280,6 +288,27 @@ class TransformersBackend:
         # that sits at the global default (it would turn greedy into sampling here); we pass
         # `use_model_defaults=False` and also make the model's own config the neutral one.
         self.model.generation_config = copy.deepcopy(gen)
+        self._own_loop = self._plain_sampling_config_supported()
+
+    def _plain_sampling_config_supported(self) -> bool:
+        """Whether `sample_and_decode` may run the backend's own loop (`_decode_rows`): the model
+        has only full-attention layers, and the generation config asks `generate` for no logits
+        processor of its own (repetition penalty, banned words, forced tokens, ...), which that
+        loop would not apply. Otherwise `generate` runs, as before."""
+        from transformers import LogitsProcessorList
+
+        from pipeline.generation.kv_cache import supports
+
+        if not supports(self.model):
+            return False
+        try:
+            processors = self.model._get_logits_processor(
+                generation_config=self._config(do_sample=False, max_new_tokens=1),
+                input_ids_seq_length=1, encoder_input_ids=None, prefix_allowed_tokens_fn=None,
+                logits_processor=LogitsProcessorList(), device=self.device, model_kwargs={})
+        except Exception:  # noqa: BLE001 -- a transformers without this helper: keep generate
+            return False
+        return len(processors) == 0
 
     # ----------------------------------------------------------------------- helpers
     @staticmethod
@@ -364,7 +393,6 @@ class TransformersBackend:
         `seed=extra_seed, n=1`), share one prefill of the prompt: on CPU a prefill costs as
         much as a few dozen decode steps, and greedy and `ar` used to pay their own."""
         import torch
-        from transformers import LogitsProcessorList
 
         temperature, top_k, top_p = self.resolve_sampling(cfg)
         per_prompt = cfg.n + int(greedy) + int(extra_seed is not None)
@@ -377,8 +405,6 @@ class TransformersBackend:
             # second full-vocabulary multinomial. The prompt is prefilled once and its KV cache
             # shared by its rows (not one prefill per row).
             single = self._encode(batch)
-            cache = self._prefix_cache(single, per_prompt) if per_prompt > 1 else None
-            enc = {k: v.repeat_interleave(per_prompt, dim=0) for k, v in single.items()}
             generators: list[Any | None] = []
             for prompt in batch:
                 generators += [torch.Generator().manual_seed(row_seed(cfg.seed, prompt, j))
@@ -388,20 +414,10 @@ class TransformersBackend:
                 if extra_seed is not None:
                     generators.append(torch.Generator().manual_seed(row_seed(extra_seed, prompt, 0)))
             sampler = PerRowSampler(generators, temperature, top_k, top_p)
-            with torch.inference_mode():
-                out = self.model.generate(
-                    **enc,
-                    past_key_values=cache,
-                    generation_config=self._config(
-                        do_sample=False,
-                        max_new_tokens=cfg.max_new_tokens,
-                    ),
-                    logits_processor=LogitsProcessorList([sampler]),
-                    output_logits=True,
-                    return_dict_in_generate=True,
-                    use_model_defaults=False,
-                )
-            rows = self._generations(out.sequences, enc["input_ids"].shape[1], out.logits)
+            if self._own_loop:
+                rows = self._decode_rows(single, per_prompt, sampler, cfg.max_new_tokens)
+            else:
+                rows = self._generate_rows(single, per_prompt, sampler, cfg.max_new_tokens)
             for i in range(len(batch)):
                 own = rows[i * per_prompt : (i + 1) * per_prompt]
                 samples.append(own[: cfg.n])
@@ -410,6 +426,86 @@ class TransformersBackend:
                 if extra_out is not None:
                     extra_out.append(own[-1])
         return samples, greedy_out, extra_out
+
+    def _generate_rows(self, single: dict[str, Any], repeats: int, sampler: PerRowSampler,
+                       max_new_tokens: int) -> list[Generation]:
+        """`_decode_rows` through transformers' `generate` (models or configs the own loop does
+        not cover): the prompt prefilled once for its rows, every row runs to the longest."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        cache = self._prefix_cache(single, repeats) if repeats > 1 else None
+        enc = {k: v.repeat_interleave(repeats, dim=0) for k, v in single.items()}
+        with torch.inference_mode():
+            out = self.model.generate(
+                **enc,
+                past_key_values=cache,
+                generation_config=self._config(do_sample=False, max_new_tokens=max_new_tokens),
+                logits_processor=LogitsProcessorList([sampler]),
+                output_logits=True,
+                return_dict_in_generate=True,
+                use_model_defaults=False,
+            )
+        return self._generations(out.sequences, enc["input_ids"].shape[1], out.logits)
+
+    def _decode_rows(self, single: dict[str, Any], repeats: int, sampler: PerRowSampler,
+                     max_new_tokens: int) -> list[Generation]:
+        """The backend's own decode loop for `sample_and_decode`: each of the encoded prompts
+        (`single`) gets `repeats` rows that share one prefill, `sampler` picks every row's token,
+        and a row leaves the batch at its EOS (with `generate`, finished rows ride along until
+        the longest row ends). The KV cache grows in place (`kv_cache.GrowingCache`). Rows come
+        back in order, cut after their first EOS, with raw-model log-probs."""
+        import torch
+
+        from pipeline.generation.kv_cache import GrowingCache
+
+        ids, mask = single["input_ids"], single["attention_mask"].long()
+        n_rows = ids.shape[0] * repeats
+        cache = GrowingCache(spare_tokens=max_new_tokens)
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+        tokens: list[list[int]] = [[] for _ in range(n_rows)]
+        logprobs: list[list[float]] = [[] for _ in range(n_rows)]
+        live = torch.arange(n_rows)  # original row of each batch row
+        generators = list(sampler.generators)
+        eos = torch.tensor(sorted(self.eos_ids), device=self.device)
+        with torch.inference_mode():
+            if ids.shape[1] > 1:  # the prompt but its last token, once per prompt
+                self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
+                           position_ids=positions[:, :-1], past_key_values=cache, use_cache=True,
+                           **self._keep_logits(1))
+                cache.batch_repeat_interleave(repeats)
+            step_ids = ids[:, -1:].repeat_interleave(repeats, dim=0)
+            step_positions = positions[:, -1:].repeat_interleave(repeats, dim=0)
+            mask = mask.repeat_interleave(repeats, dim=0)
+            for _ in range(max_new_tokens):
+                logits = self.model(input_ids=step_ids, attention_mask=mask,
+                                    position_ids=step_positions, past_key_values=cache,
+                                    use_cache=True, **self._keep_logits(1)).logits[:, -1]
+                sampler.generators = [generators[i] for i in live.tolist()]
+                chosen = sampler.choose(logits).squeeze(1)
+                raw = logits.float()  # log p = logit - logsumexp: no full log_softmax table
+                chosen_logprobs = (raw.gather(1, chosen.unsqueeze(1)).squeeze(1)
+                                   - torch.logsumexp(raw, dim=-1))
+                for row, token, lp in zip(live.tolist(), chosen.tolist(), chosen_logprobs.tolist()):
+                    tokens[row].append(int(token))
+                    logprobs[row].append(float(lp))
+                going = ~torch.isin(chosen, eos)
+                if not bool(going.any()):
+                    break
+                if not bool(going.all()):
+                    keep = going.nonzero().squeeze(1)
+                    live, chosen, mask = live[keep], chosen[keep], mask[keep]
+                    step_positions = step_positions[keep]
+                    cache.batch_select_indices(keep)
+                step_ids = chosen.unsqueeze(1)
+                step_positions = step_positions + 1
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+        sampler.generators = generators
+        out = []
+        for ids_row, lps in zip(tokens, logprobs):
+            text = self.tokenizer.decode(ids_row, skip_special_tokens=True).strip()
+            out.append(Generation(text=text, token_ids=ids_row, token_logprobs=lps))
+        return out
 
     def _prefix_cache(self, enc: dict[str, Any], repeats: int) -> Any:
         """KV cache of all prompt tokens but the last, computed once per prompt and repeated for

@@ -43,9 +43,26 @@ def reference_contrastive(
     return out_ids, out_lps
 
 
+@pytest.fixture(params=["side_by_side", "side_by_side_eager", "as_rows"])
+def candidate_path(request, tiny_backend, monkeypatch):
+    """The three ways the loop feeds a row's k candidates: side by side under a boolean mask
+    (SDPA, the default here), side by side under an additive mask (eager attention), and as k
+    rows on a repeated cache (models with sliding-window layers: `kv_cache.supports` False)."""
+    from pipeline.generation import kv_cache
+
+    model = tiny_backend.model
+    before = model.config._attn_implementation
+    if request.param == "side_by_side_eager":
+        model.set_attn_implementation("eager")
+    if request.param == "as_rows":
+        monkeypatch.setattr(kv_cache, "supports", lambda model: False)
+    yield request.param
+    model.set_attn_implementation(before)
+
+
 @pytest.mark.parametrize("alpha, k", [(0.6, 4), (0.9, 3)])
 def test_cached_batched_contrastive_equals_reference(
-    tiny_backend, tiny_prompts, alpha: float, k: int
+    tiny_backend, tiny_prompts, alpha: float, k: int, candidate_path: str
 ) -> None:
     got = tiny_backend.contrastive(tiny_prompts, max_new_tokens=MAX_NEW, alpha=alpha, top_k=k)
     eos = tiny_backend.tokenizer.eos_token_id
