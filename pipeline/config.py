@@ -47,6 +47,9 @@ class ModelConfig:
     # (null = gpus). A model whose weights do not fit one GPU says so here, once.
     gpus: int = 1
     tensor_parallel_size: int | None = None
+    # Parameters per generated token (a mixture of experts: the active ones), in billions:
+    # what `stage=plan` scales generation time by. None: no time estimate for generation.
+    active_params_billions: float | None = None
 
 
 @dataclass
@@ -131,7 +134,8 @@ class GenerationConfig:
     # What P(True) asks about: "prompt", the model's input text (lm-polygraph's `input_texts`,
     # the paper's "default settings"), or "question", the dataset's bare question.
     ptrue_asks: str = "prompt"
-    shard_size: int = 8  # prompts per shard: the unit of resume after a kill
+    shard_size: int = 16  # prompts per shard: the unit of resume after a kill (the runner batches
+    # the decodes of a shard together: 16 = 4 sampling batches of the default backend)
     seed: int = 0
 
 

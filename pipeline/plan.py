@@ -4,7 +4,8 @@ cluster hour is spent.
 For every cell of the sweep (the experiment's `hydra.sweeper.params`, composed like the jobs
 will be): its GPUs and tensor parallel size, prompt and sample counts, the NLI pairs and
 LLM-extraction calls it needs (counted exactly, with the hits already in the on-disk caches,
-once the cell's samples exist; upper bounds before), and which inputs are missing. With `-m`,
+once the cell's samples exist; upper bounds before), which inputs are missing, and an estimated
+wall time: the counts divided by throughputs (`Rates`), per cell and for the sweep. With `-m`,
 each job prints its own cell's line instead.
 """
 
@@ -40,6 +41,85 @@ class CellPlan:
     llm_calls: str = "-"
     missing: list[str] = field(default_factory=list)
     note: str = ""
+    hours: float | None = None  # estimated wall time (`estimate_hours`)
+    rates: str = ""  # which `Rates` it used
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Throughputs a cell's counts are divided by. `generated_tokens_per_s_at_1b`: tokens per
+    second of one GPU (or this CPU) for a model of one billion active parameters; decoding
+    cost grows with the parameters read per token, so a model of P billion gets 1/P of it."""
+
+    name: str
+    generated_tokens_per_s_at_1b: float
+    nli_pairs_per_s: float
+    llm_calls_per_s: float
+    embedded_strings_per_s: float
+    measured: bool
+
+
+RATES = {
+    # Estimates, not measurements: no GPU was lent to the sessions that built this. vLLM on an
+    # H100 decodes ~15-20k tokens/s for a 4B model at a few hundred concurrent rows; DeBERTa-large
+    # MNLI in bf16 ~2k pairs/s; a hosted gpt-4.1-mini at 64 in flight and ~1 s per call ~40
+    # calls/s after rate limits; EmbeddingGemma ~2k strings/s.
+    "gpu": Rates("H100 (estimate)", 60_000.0, 2_000.0, 40.0, 2_000.0, measured=False),
+    # The 2-core CPU of the CI machine, measured where it can be: `make reproduce` (SmolLM2-135M
+    # float32, every strategy) generates 217-267 of the upper-bound tokens per second on the short-
+    # prompt datasets, 138 on CNN/DM (x 0.135B = ~29 at 1B); MiniLM embeds ~160 SAR strings/s of
+    # ~50 tokens (fewer when the input is long); the LLM queue ~345 calls/s against a loopback
+    # server (scripts/bench_paper_scale.py; a hosted API is slower). DeBERTa-large NLI cannot run
+    # here (no weights): ~5 pairs/s is an estimate.
+    "cpu": Rates("2-core CPU (measured, NLI estimated)", 29.0, 5.0, 345.0, 160.0, measured=True),
+}
+
+
+def _rates(cfg: DictConfig) -> Rates:
+    on_gpu = cfg.backend.name == "vllm" or (int(cfg.model.gpus) > 0
+                                            and str(cfg.backend.device) != "cpu")
+    return RATES["gpu" if on_gpu else "cpu"]
+
+
+def _upper(count: str, prompts: int) -> int:
+    """What a count column leaves to do: "552 (3 cached)" -> 549, "<= 552" -> 552,
+    "<= 552/prompt" -> 552 x prompts, "-" -> 0."""
+    import re
+
+    found = re.match(r"\s*(?:<=|~)?\s*(\d+)(/prompt)?(?:\s*\((\d+) cached\))?", count)
+    if not found:
+        return 0
+    per = prompts if found.group(2) else 1
+    return int(found.group(1)) * per - int(found.group(3) or 0)
+
+
+def estimate_hours(cfg: DictConfig, plan: CellPlan, prompts: int | None = None) -> float | None:
+    """Estimated wall time of a cell in hours: generated tokens (every row of every strategy at
+    its full budget: an upper bound) at the model's rate, NLI pairs and LLM calls still to make,
+    and SAR's strings (one per generated token of a sample), each at its `Rates` throughput.
+    `prompts` stands in for the cell's prompts while they are unknown (its `dataset.limit`).
+    None when neither is known."""
+    n_prompts = plan.prompts if plan.prompts is not None else prompts
+    if n_prompts is None:
+        return None
+    rates = _rates(cfg)
+    plan.rates = rates.name
+    g = cfg.generation
+    strategies = set(g.strategies)
+    rows = int(g.n_samples) + len(strategies & {"greedy", "ar"})
+    rows += int(g.beam_width) * ("beam" in strategies)
+    rows += int(g.contrastive_top_k) * ("contrastive" in strategies)
+    tokens = n_prompts * rows * int(cfg.dataset.max_new_tokens)
+    seconds = 0.0
+    params = cfg.model.get("active_params_billions")
+    if params:
+        seconds += tokens * float(params) / rates.generated_tokens_per_s_at_1b
+    seconds += _upper(plan.nli_pairs, n_prompts) / rates.nli_pairs_per_s
+    seconds += _upper(plan.llm_calls, n_prompts) / rates.llm_calls_per_s
+    if "sar" in set(cfg.uq.estimators):
+        seconds += (n_prompts * int(g.n_samples) * int(cfg.dataset.max_new_tokens)
+                    / rates.embedded_strings_per_s)
+    return seconds / 3600.0
 
 
 def _clusters_responses(cfg: DictConfig) -> bool:
@@ -123,6 +203,10 @@ def cell_plan(cfg: DictConfig) -> CellPlan:
         plan.samples = plan.prompts * int(cfg.generation.n_samples)
     plan.nli_pairs = _nli_count(cfg, texts, plan.prompts)
     plan.llm_calls = _llm_count(cfg, texts, plan.prompts)
+    limit = cfg.dataset.get("limit")
+    plan.hours = estimate_hours(cfg, plan, prompts=int(limit) if limit else None)
+    if plan.prompts is None and plan.hours is not None:
+        plan.note += f" (hours for dataset.limit={limit} prompts)"
     return plan
 
 
@@ -151,12 +235,18 @@ def _row(p: CellPlan) -> str:
     fmt = lambda v: "?" if v is None else str(v)  # noqa: E731
     missing = "; ".join(p.missing) if p.missing else "none"
     return (f"| {p.cell} | {p.gpus} | {fmt(p.tensor_parallel) if p.tensor_parallel else '-'} | "
-            f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs} | {p.llm_calls} | {missing} |"
-            + (f" {p.note}" if p.note else ""))
+            f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs} | {p.llm_calls} | "
+            f"{_hours(p.hours)} | {missing} |" + (f" {p.note}" if p.note else ""))
 
 
-HEADER = ("| cell | GPUs | TP | prompts | samples | NLI pairs | LLM calls | missing inputs |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---|")
+def _hours(hours: float | None) -> str:
+    if hours is None:
+        return "?"
+    return f"{hours:.2f}" if hours < 10 else f"{hours:.0f}"
+
+
+HEADER = ("| cell | GPUs | TP | prompts | samples | NLI pairs | LLM calls | est. hours | "
+          "missing inputs |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
 
 
 def print_plan(cfg: DictConfig) -> list[CellPlan]:
@@ -174,5 +264,15 @@ def print_plan(cfg: DictConfig) -> list[CellPlan]:
     lines.append(f"{len(plans)} cell(s), {gpu_jobs} GPUs booked in total, "
                  f"{sum(1 for p in plans if p.missing)} cell(s) with missing inputs "
                  f"(fetch with `make paper-assets`, or see each line).")
+    known = [p for p in plans if p.hours is not None]
+    if known:
+        used = sorted({p.rates for p in known})
+        gpu_hours = sum(p.hours * max(1, p.gpus) for p in known)
+        lines.append(
+            f"Estimated wall time: {_hours(sum(p.hours for p in known))} h in all, one cell after "
+            f"another ({_hours(gpu_hours)} GPU-hours booked; the longest cell "
+            f"{_hours(max(p.hours for p in known))} h), at the rates of {', '.join(used)} "
+            "(pipeline.plan.RATES: generation at its full token budget, an upper bound; "
+            "estimates where not measured).")
     print("\n".join(lines), flush=True)
     return plans

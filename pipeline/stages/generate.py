@@ -80,6 +80,7 @@ def _data_fingerprint(where: str) -> str:
 def data_fingerprint(cfg: DictConfig) -> str:
     """sha256 of the cell's records and rendered prompts: what the generations depend on."""
     parts = {k: plain(cfg[k]) for k in ("dataset", "model", "task", "cache_dir")}
+    parts["model"].pop("active_params_billions", None)  # the plan's estimate, not the data
     if served(cfg):  # its prompts are messages, not the model's chat template
         parts["backend"] = {"name": cfg.backend.name}
     return _data_fingerprint(canonical_json(parts))
@@ -102,7 +103,8 @@ def generate_slice(cfg: DictConfig) -> dict:
         for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)
             backend.pop(k, None)
     model = plain(cfg.model)
-    for k in ("name", "gpus", "tensor_parallel_size"):  # naming and placement
+    for k in ("name", "gpus", "tensor_parallel_size",  # naming and placement,
+              "active_params_billions"):  # and the plan's time estimate
         model.pop(k, None)
     if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
         backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)

@@ -90,21 +90,50 @@ def test_plan_of_the_paper_sweep(tmp_path):
     env = {**os.environ, "TASK_AWARE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
     done = subprocess.run([sys.executable, "-m", "pipeline", "experiment=paper", "stage=plan",
-                           f"output_root={tmp_path / 'out'}"],
+                           f"output_root={tmp_path / 'out'}", "dataset.limit=1000"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "/" in line]
     assert len(rows) == 25
-    cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:9]] for r in rows}
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:10]] for r in rows}
     assert cells["qwen2.5-72b-instruct/maqa"][:2] == ["4", "4"]
     assert cells["qwen3-30b-a3b/triviaqa"][:2] == ["2", "2"]
     assert cells["gemma-3-4b-it/wmt19_fien"][:2] == ["1", "1"]
     # upper bounds before any sample exists: M(M-1) (+ decodes for the classes clustering)
     assert cells["qwen3-4b/triviaqa"][4] == "<= 552/prompt"
     assert cells["qwen3-4b/maqa"][5] == "<= 24/prompt"
-    assert "make paper-assets" in cells["qwen3-4b/maqa"][6]  # MAQA JSON missing
+    assert "make paper-assets" in cells["qwen3-4b/maqa"][7]  # MAQA JSON missing
     assert "25 cell(s), 45 GPUs booked in total" in done.stdout
+    # hours per cell from the H100 estimates: a 72B model's cell takes longer than a 4B one's
+    # (offline the prompts are unknown: the hours are for dataset.limit=1000 prompts)
+    hours = {c: float(v[6]) for c, v in cells.items()}
+    # the same counts; generation (1000 prompts x 31 rows x 24 tokens) scales with the parameters
+    extra = 1000 * 31 * 24 * (72.7 - 4.0) / 60_000 / 3600
+    assert hours["qwen2.5-72b-instruct/triviaqa"] - hours["qwen3-4b/triviaqa"] == pytest.approx(
+        extra, abs=0.011)
+    assert "Estimated wall time:" in done.stdout and "H100 (estimate)" in done.stdout
     assert not list((tmp_path / "out").rglob("*.parquet"))  # nothing ran
+
+
+def test_estimated_hours_are_the_counts_over_the_rates(compose_cfg):
+    """estimate_hours by hand: rows x token budget at the model's rate, plus pairs, calls and SAR
+    strings at theirs (the pairs and calls already cached are not counted)."""
+    from pipeline.plan import RATES, CellPlan, estimate_hours
+
+    cfg = compose_cfg("experiment=paper", "model=qwen3-4b", "dataset=triviaqa")
+    plan = CellPlan("qwen3-4b/triviaqa", 1, 1, prompts=100, nli_pairs="5000 (1000 cached)",
+                    llm_calls="<= 3/prompt")
+    rates = RATES["gpu"]
+    rows = 20 + 2 + 5 + 4  # M, greedy and ar, 5 beams, contrastive's 4 candidates
+    seconds = (100 * rows * 24 * 4.0 / rates.generated_tokens_per_s_at_1b
+               + 4000 / rates.nli_pairs_per_s + 300 / rates.llm_calls_per_s
+               + 100 * 20 * 24 / rates.embedded_strings_per_s)
+    assert estimate_hours(cfg, plan) == pytest.approx(seconds / 3600)
+    assert plan.rates == rates.name
+    default = compose_cfg("dataset=triviaqa_bundled")  # the CPU default: this machine's rates
+    cpu_plan = CellPlan("smollm2-135m/triviaqa_bundled", 0, None, prompts=1)
+    assert estimate_hours(default, cpu_plan) > 0 and cpu_plan.rates == RATES["cpu"].name
+    assert estimate_hours(default, CellPlan("c", 0, None)) is None  # prompts unknown
 
 
 def test_plan_counts_exact_pairs_and_cache_hits_once_samples_exist(tmp_path):
