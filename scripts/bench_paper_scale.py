@@ -82,8 +82,43 @@ def main() -> None:
           f"(goal <= 0.25)")
     print(f"clustering bookkeeping (no model): {1e3 * seconds / n:.2f} ms per prompt, "
           f"{1e6 * seconds / max(1, after):.1f} us per pair scored")
+    nli_input_prep(items[:50])
     sample_mbr_sets(n_prompts=200, m=1000, k=30, seed=args.seed)
     llm_queue(n_prompts=64, responses=20, in_flight=64, latency=0.1)
+
+
+def nli_input_prep(items: list) -> None:
+    """CPU time to turn a prompt's ordered pairs into NLI model inputs (length check, question
+    cut, padded batch), no model: the tokenizer on every pair twice (before) vs each text
+    tokenized once and joined by the pair template (after). SmolLM2's byte-level BPE tokenizer
+    (DeBERTa-large-MNLI's family; it ships here) on TriviaQA-shaped texts."""
+    from transformers import AutoTokenizer
+
+    from pipeline.generation.smollm2 import ensure_dense_model
+    from pipeline.mapping.equivalence import NliEquivalence
+
+    tokenizer = AutoTokenizer.from_pretrained(str(ensure_dense_model(None)))
+    tokenizer.pad_token = tokenizer.eos_token
+    question = "Which Lloyd Webber musical premiered in the US on 10th December 1993?"
+    triples = [(question, a, b) for _, texts in items for a in dict.fromkeys(texts)
+               for b in dict.fromkeys(texts) if a != b]
+    seconds = {}
+    for label, once in (("before", False), ("after", True)):
+        judge = NliEquivalence(model="unused", max_length=512, batch_size=64)
+        judge._use_tokenizer(tokenizer)
+        judge._model = "none: inputs only"  # pair_texts loads nothing then
+        if not once:
+            judge._backend = None  # the tokenizer on every pair, as before
+        t0 = time.perf_counter()
+        judge._encodings = {} if once else None
+        texts = [judge.pair_texts(q, a, b) for q, a, b in triples]
+        for start in range(0, len(texts), 64):
+            judge._batch(texts[start : start + 64])
+        seconds[label] = time.perf_counter() - t0
+    per = {k: 1e3 * v / len(triples) for k, v in seconds.items()}
+    print(f"NLI input prep (no model, {len(triples)} pairs of {len(items)} prompts): before "
+          f"{per['before']:.3f} ms per pair, after {per['after']:.3f} ms per pair, "
+          f"{per['before'] / per['after']:.1f}x")
 
 
 def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) -> None:

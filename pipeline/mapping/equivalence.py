@@ -374,6 +374,9 @@ class NliEquivalence(Equivalence):
         self.entail_id: int | None = None
         self.neutral_id: int | None = None
         self.contra_id: int | None = None
+        self._backend = None  # the fast tokenizer's own tokenizer, without padding/truncation
+        self._pair_specials = 0
+        self._encodings: dict | None = None  # text -> encoding, during one scoring call
         self.n_prefix_truncated = 0  # pairs whose question prefix was shortened or dropped
         self.n_answers_truncated = 0  # pairs whose answers alone exceeded max_length
 
@@ -401,6 +404,19 @@ class NliEquivalence(Equivalence):
                 "Use an MNLI-style classifier or fix its config.json label2id."
             )
         self._model = model.to(self.device).eval()
+        self._use_tokenizer(self._tokenizer)
+
+    def _use_tokenizer(self, tokenizer) -> None:
+        """Tokenize through `tokenizer`; a fast one's own tokenizer encodes each text once."""
+        self._tokenizer, self._backend, self._pair_specials = tokenizer, None, 0
+        if tokenizer.is_fast:
+            from tokenizers import Tokenizer
+
+            # a copy: the tokenizer's own calls switch padding and truncation on and off
+            self._backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+            self._backend.no_padding()
+            self._backend.no_truncation()
+            self._pair_specials = self._backend.num_special_tokens_to_add(is_pair=True)
 
     def _score(self, question: str, pairs: list[tuple[str, str]]) -> np.ndarray:
         return self._score_triples([(question, a, b) for a, b in pairs])
@@ -418,14 +434,26 @@ class NliEquivalence(Equivalence):
             return question[: enc["offset_mapping"][keep - 1][1]]
         return self._tokenizer.decode(enc["input_ids"][:keep])
 
+    def _length(self, a: str, b: str) -> int:
+        """Tokens of the pair (a, b) with its special tokens. A fast tokenizer encodes the two
+        texts of a pair separately, so each text is tokenized once (`_encodings`) and a pair's
+        length is a sum; a slow one encodes the pair."""
+        if self._encodings is None or not a or not b:  # an empty text makes no pair for HF
+            return len(self._tokenizer(a, b, truncation=False)["input_ids"])
+        return len(self._encoded(a).ids) + len(self._encoded(b).ids) + self._pair_specials
+
+    def _encoded(self, text: str):
+        found = self._encodings.get(text)
+        if found is None:
+            found = self._encodings[text] = self._backend.encode(text, add_special_tokens=False)
+        return found
+
     def pair_texts(self, question: str, premise: str, hypothesis: str) -> tuple[str, str]:
         """The texts of one ordered pair: `question + answer` on both sides, the question cut
         (its head kept) or dropped so that both answers fit `max_length` whole."""
         self._load()
         tok = self._tokenizer
-
-        def length(a: str, b: str) -> int:
-            return len(tok(a, b, truncation=False)["input_ids"])
+        length = self._length
 
         full = (f"{question} {premise}", f"{question} {hypothesis}") if question else \
             (premise, hypothesis)
@@ -446,33 +474,75 @@ class NliEquivalence(Equivalence):
             self.n_answers_truncated += 1
         return premise, hypothesis
 
+    def _batch(self, pairs: list[tuple[str, str]]) -> dict:
+        """Model inputs of a batch of pairs. From the texts' own encodings (each text tokenized
+        once per scoring call) joined by the tokenizer's pair template; a pair over `max_length`
+        (its answers alone too long) and slow tokenizers go through the tokenizer, truncating."""
+        import torch
+
+        if self._encodings is None or any(not a or not b or self._length(a, b) > self.max_length
+                                          for a, b in pairs):
+            return self._tokenizer(
+                [a for a, _ in pairs], [b for _, b in pairs], padding=True,
+                truncation="longest_first", max_length=self.max_length, return_tensors="pt")
+        joined = [self._backend.post_process(self._encoded(a), self._encoded(b),
+                                             add_special_tokens=True) for a, b in pairs]
+        width = max(len(e.ids) for e in joined)
+        pad = self._tokenizer.pad_token_id or 0
+        left = self._tokenizer.padding_side == "left"
+        batch = {"input_ids": torch.full((len(joined), width), pad, dtype=torch.long),
+                 "attention_mask": torch.zeros((len(joined), width), dtype=torch.long)}
+        with_types = "token_type_ids" in self._tokenizer.model_input_names
+        if with_types:
+            batch["token_type_ids"] = torch.zeros((len(joined), width), dtype=torch.long)
+        for row, e in enumerate(joined):
+            cols = slice(width - len(e.ids), width) if left else slice(0, len(e.ids))
+            batch["input_ids"][row, cols] = torch.tensor(e.ids, dtype=torch.long)
+            batch["attention_mask"][row, cols] = 1
+            if with_types:
+                batch["token_type_ids"][row, cols] = torch.tensor(e.type_ids, dtype=torch.long)
+        return batch
+
     def _score_triples(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
+        from concurrent.futures import ThreadPoolExecutor
+
         import torch
 
         self._load()
-        texts = [self.pair_texts(q, a, b) for q, a, b in triples]
-        # Longest first: little padding within a batch, and a batch too large fails at once.
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i][0]) - len(texts[i][1]))
-        out = np.zeros((len(triples), 3), dtype=np.float64)
-        with torch.no_grad():
-            for start in range(0, len(order), self.batch_size):
-                rows = order[start : start + self.batch_size]
-                encoded = self._tokenizer(
-                    [texts[i][0] for i in rows], [texts[i][1] for i in rows], padding=True,
-                    truncation="longest_first", max_length=self.max_length, return_tensors="pt",
-                ).to(self.device)
-                probs = torch.softmax(self._model(**encoded).logits.float(), dim=-1).cpu().numpy()
-                self.n_model_calls += 1
-                entail = probs[:, self.entail_id]
-                contra = probs[:, self.contra_id]
-                # A two-label model has no neutral column: the rest of the mass is neutral.
-                neutral = (
-                    probs[:, self.neutral_id]
-                    if self.neutral_id is not None
-                    else 1.0 - entail - contra
-                )
-                out[rows] = np.stack([entail, neutral, contra], axis=1)
+        self._encodings = {} if self._backend is not None else None
+        try:
+            texts = [self.pair_texts(q, a, b) for q, a, b in triples]
+            # Longest first: little padding within a batch, and a batch too large fails at once.
+            order = sorted(range(len(texts)), key=lambda i: -len(texts[i][0]) - len(texts[i][1]))
+            out = np.zeros((len(triples), 3), dtype=np.float64)
+            batches = [order[start : start + self.batch_size]
+                       for start in range(0, len(order), self.batch_size)]
+            # the next batch is built on a thread while the model runs this one
+            with torch.no_grad(), ThreadPoolExecutor(max_workers=1) as builder:
+                upcoming = builder.submit(self._batch, [texts[i] for i in batches[0]]) \
+                    if batches else None
+                for n, rows in enumerate(batches):
+                    encoded = {k: v.to(self.device) for k, v in upcoming.result().items()}
+                    if n + 1 < len(batches):
+                        upcoming = builder.submit(self._batch,
+                                                  [texts[i] for i in batches[n + 1]])
+                    self._score_batch(encoded, rows, out)
+        finally:
+            self._encodings = None  # the texts' encodings live for one scoring call only
         return out
+
+    def _score_batch(self, encoded: dict, rows: list[int], out: np.ndarray) -> None:
+        """(entail, neutral, contra) probabilities of one batch into `out[rows]`."""
+        import torch
+
+        probs = torch.softmax(self._model(**encoded).logits.float(), dim=-1).cpu().numpy()
+        self.n_model_calls += 1
+        entail = probs[:, self.entail_id]
+        contra = probs[:, self.contra_id]
+        # A two-label model has no neutral column: the rest of the mass is neutral.
+        neutral = (probs[:, self.neutral_id] if self.neutral_id is not None
+                   else 1.0 - entail - contra)
+        out[rows] = np.stack([entail, neutral, contra], axis=1)
 
     def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # The order of `values` is (entail, neutral, contra) == (ENTAIL, NEUTRAL, CONTRA).

@@ -300,3 +300,41 @@ def test_prefetch_scores_many_prompts_in_full_batches(random_model):
         e2, c2 = fresh.pair_probs(q, t)
         np.testing.assert_allclose(entail, e2, atol=1e-6)
         np.testing.assert_allclose(contra, c2, atol=1e-6)
+
+
+def _packaged_tokenizers():
+    """Tokenizers of three families that ship here: the test's WordLevel with a pair template,
+    MiniLM's BERT WordPiece (token types) and SmolLM2's byte-level BPE (DeBERTa-large-MNLI's
+    family)."""
+    from transformers import AutoTokenizer
+
+    from pipeline.generation.smollm2 import ensure_dense_model
+    from pipeline.mapping.embed import packaged_minilm_path
+
+    smollm2 = AutoTokenizer.from_pretrained(str(ensure_dense_model(None)))
+    smollm2.pad_token = smollm2.eos_token
+    return {"wordlevel": _tokenizer(),
+            "wordpiece": AutoTokenizer.from_pretrained(str(packaged_minilm_path())),
+            "bytelevel_bpe": smollm2}
+
+
+def test_pairs_built_from_texts_tokenized_once_equal_the_tokenizers_pair_encoding():
+    """The model inputs built from each text's own encoding, joined by the pair template, are
+    the tokenizer's own pair encoding, padded alike (ids, token types, mask)."""
+    pairs = [("what is the capital of france paris", "what is the capital of france lyon city"),
+             ("it", "it is paris"), ("Capital: Paris, France.", " a city"), ("paris", "")]
+    for name, tokenizer in _packaged_tokenizers().items():
+        judge = NliEquivalence(model="unused", max_length=512)
+        judge._use_tokenizer(tokenizer)
+        for batch in (pairs[:-1], pairs):  # an empty text: HF makes no pair, the tokenizer runs
+            judge._encodings = {}
+            got = judge._batch(batch)
+            want = tokenizer([a for a, _ in batch], [b for _, b in batch], padding=True,
+                             return_tensors="pt")
+            for key in ("input_ids", "attention_mask", "token_type_ids"):
+                if key in want:
+                    assert torch.equal(got[key], want[key]), (name, key)
+            if batch is pairs[:-1]:  # every text encoded once, none twice
+                assert set(judge._encodings) == {t for pair in batch for t in pair}, name
+        for a, b in pairs:  # the length check is the pair's length, from the same encodings
+            assert judge._length(a, b) == len(tokenizer(a, b)["input_ids"]), name
