@@ -37,6 +37,7 @@ Deviations from lm-polygraph, on purpose:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -161,6 +162,10 @@ class Equivalence:
     #: number of values stored per scored pair (backend specific)
     n_values: int = 1
 
+    #: scored pairs kept in memory (~300 bytes each); the oldest go first past it (a paper-scale
+    #: cell scores millions). Trimmed only between operations, never under one's reads.
+    memory_pairs: int = 2_000_000
+
     def __init__(self, strict: bool = True, cache_dir: str | Path | None = None) -> None:
         self.strict = bool(strict)
         self._disk = PairCache(cache_dir) if cache_dir is not None else None
@@ -187,8 +192,16 @@ class Equivalence:
                                    dtype=np.float64).reshape(len(rows), self.n_values)
         return out
 
+    def _trim(self) -> None:
+        """Forget the oldest scored pairs beyond `memory_pairs` (the disk cache keeps them)."""
+        excess = len(self._memory) - self.memory_pairs
+        if excess > 0:
+            for key in list(itertools.islice(self._memory, excess)):
+                del self._memory[key]
+
     def _missing(self, question: str, unique: list[str]) -> list[tuple[str, tuple[str, str, str]]]:
         """(cache key, triple) of every off-diagonal ordered pair not in memory (disk consulted)."""
+        self._trim()
         triples = [(question, a, b) for a in unique for b in unique if a != b]
         keys = [PairCache.key(self.name, *t) for t in triples]
         missing_keys = [k for k in keys if k not in self._memory]
@@ -300,6 +313,7 @@ class Equivalence:
                             "label": [0] + [-1] * (len(unique) - 1) if unique else [],
                             "firsts": [0] if unique else [], "met": [1] * len(unique)})
         while True:
+            self._trim()  # between rounds: a round reads only pairs it scored or found
             todo: dict[str, tuple[str, str, str]] = {}
             for p in prompts:
                 u, q = p["unique"], p["q"]

@@ -90,3 +90,40 @@ def test_far_fewer_pairs_than_the_full_matrix_on_a_triviaqa_shaped_prompt():
     assert eq.cluster("q", distinct) == [i % 3 for i in range(22)]
     # round 1: 21 answers x a0 (both directions); round 2: 13 left x a1; round 3: 6 left x a2
     assert eq.n_pairs_scored == 2 * (21 + 13 + 6) == 80  # 17 % of the full 462
+
+
+@pytest.mark.parametrize("with_disk", [False, True])
+def test_a_bounded_memory_of_pairs_changes_no_result(tmp_path, with_disk):
+    """Memory holds at most `memory_pairs` scored pairs between operations; clusters and pair
+    matrices equal the unbounded ones. With the disk cache a forgotten pair is read back, not
+    scored again; without it, it is scored again."""
+    rng = np.random.default_rng(1)
+    items, table = [], {}
+    for k in range(12):
+        texts, t = random_prompt(rng, f"q{k}", 20, 12, 0.7)
+        items.append((f"q{k}", texts))
+        table.update(t)
+    free = TableEquivalence(table)
+    want_clusters = free.cluster_many(items)
+    cluster_pairs = free.n_pairs_scored
+    want_labels = [free.labels(q, texts) for q, texts in items]
+
+    cache = tmp_path / "pairs" if with_disk else None
+    bounded = TableEquivalence(table, cache_dir=cache)
+    bounded.memory_pairs = 40  # under one prompt's full matrix (up to 132 ordered pairs)
+    assert bounded.cluster_many(items) == want_clusters
+    assert bounded.n_pairs_scored == cluster_pairs  # a round reads only what it just scored
+    got_labels = []
+    for q, texts in items:
+        got_labels.append(bounded.labels(q, texts))
+        assert len(bounded._memory) <= bounded.memory_pairs + 12 * 11  # the bound + one prompt
+    for got, want in zip(got_labels, want_labels, strict=True):
+        np.testing.assert_array_equal(got, want)
+    again = [bounded.labels(q, texts) for q, texts in items[:3]]  # long since forgotten
+    for got, want in zip(again, want_labels[:3], strict=True):
+        np.testing.assert_array_equal(got, want)
+    full = sum(len(set(t)) * (len(set(t)) - 1) for _, t in items)
+    if with_disk:  # the cluster pairs plus the rest of each full matrix, each scored once
+        assert bounded.n_pairs_scored == full
+    else:
+        assert bounded.n_pairs_scored > full  # forgotten pairs were scored again
