@@ -94,7 +94,7 @@ def test_generate_records_logs_progress_lines_when_stderr_is_a_pipe(caplog, caps
     caplog.set_level("INFO", logger="pipeline")
     prompts = [f"p{i}" for i in range(6)]
     generate_records(FakeBackend(), prompts, prompts, SamplingConfig(n=2, max_new_tokens=4),
-                     strategies=("greedy",), ptrue=False, progress=True)
+                     strategies=("greedy",), ptrue=False, progress=True, chunk_size=2)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("generate (fake)")]
     assert lines[-1].startswith("generate (fake): 6/6 prompts (100 %)") and len(lines) == 3
     assert "generated 6 prompts" in capsys.readouterr().err
