@@ -45,6 +45,8 @@ class GrowingLayer(DynamicLayer):
         import torch
 
         old_k, old_v = self._keys_buffer, self._values_buffer
+        if rows is not None:  # a model spread over GPUs keeps each layer on its own device
+            rows = rows.to(old_k.device)
         n = old_k.shape[0] if rows is None else len(rows)
         shape = (n, old_k.shape[1], capacity, old_k.shape[3])
         new_k = torch.empty(shape, dtype=old_k.dtype, device=old_k.device)
@@ -112,6 +114,7 @@ class GrowingLayer(DynamicLayer):
 
         start = self._length - width
         rows = torch.arange(self._keys_buffer.shape[0], device=self._keys_buffer.device)
+        picks = picks.to(self._keys_buffer.device)
         for buffer in (self._keys_buffer, self._values_buffer):
             buffer[:, :, start] = buffer[rows, :, start + picks]
         self._length = start + 1
