@@ -51,15 +51,15 @@ def contrastive_search(
     batch = input_ids.shape[0]
     mask = attention_mask.long()
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
-    k_max = top_k
     tokens: list[list[int]] = [[] for _ in range(batch)]
     logprobs: list[list[float]] = [[] for _ in range(batch)]
-    live = torch.arange(batch, device=input_ids.device)  # original row of each batch row
+    live = list(range(batch))  # original row of each batch row
+    keep_logits = _keep_logits(model)
 
     from pipeline.generation.kv_cache import GrowingCache
 
     with torch.inference_mode():
-        cache = _cache_for(model, max_new_tokens + k_max)
+        cache = _cache_for(model, max_new_tokens + top_k)
         out = model(
             input_ids=input_ids,
             attention_mask=mask,
@@ -67,7 +67,7 @@ def contrastive_search(
             past_key_values=cache,
             use_cache=True,
             output_hidden_states=True,
-            **_keep_logits(model, 1),
+            **keep_logits(1),
         )
         cache = out.past_key_values
         context = _unit(out.hidden_states[-1].float())  # (B, T, d), normalised once
@@ -99,7 +99,7 @@ def contrastive_search(
                 cand = model(input_ids=top_ids, attention_mask=sees,
                              position_ids=next_position.unsqueeze(1).expand(n, k),
                              past_key_values=cache, use_cache=True, output_hidden_states=True,
-                             **_keep_logits(model, k))
+                             **keep_logits(k))
                 cand_hidden = _unit(cand.hidden_states[-1][:, -k:].float())  # (B, k, d)
                 cand_logits = cand.logits[:, -k:]
             else:  # sliding-window layers: the candidates as k rows on a repeated cache
@@ -109,7 +109,7 @@ def contrastive_search(
                              attention_mask=seen.repeat_interleave(k, dim=0),
                              position_ids=next_position.repeat_interleave(k).unsqueeze(1),
                              past_key_values=cache, use_cache=True, output_hidden_states=True,
-                             **_keep_logits(model, 1))
+                             **keep_logits(1))
                 cand_hidden = _unit(cand.hidden_states[-1][:, -1].float()).view(n, k, -1)
                 cand_logits = cand.logits[:, -1].view(n, k, -1)
             similarity = torch.einsum("bkd,btd->bkt", cand_hidden, context)
@@ -118,7 +118,7 @@ def contrastive_search(
             score = (1.0 - alpha) * top_probs - alpha * penalty
             pick = score.argmax(dim=-1)  # first maximum on ties: the more probable candidate
             token = top_ids[rows, pick]
-            for row, tok, lp in zip(live.tolist(), token.tolist(), logp[rows, token].tolist()):
+            for row, tok, lp in zip(live, token.tolist(), logp[rows, token].tolist()):
                 tokens[row].append(int(tok))
                 logprobs[row].append(float(lp))
 
@@ -135,19 +135,20 @@ def contrastive_search(
                 break
             if not bool(going.all()):  # a finished row leaves the batch
                 keep = going.nonzero().squeeze(1)
-                live, context, context_valid = live[keep], context[keep], context_valid[keep]
+                live = [live[i] for i in keep.tolist()]
+                context, context_valid = context[keep], context_valid[keep]
                 logits, next_position = logits[keep], next_position[keep]
                 cache.batch_select_indices(keep)
     return tokens, logprobs
 
 
-def _keep_logits(model: Any, n: int) -> dict[str, int]:
-    """`logits_to_keep=n` where the model's forward takes it (only the last n positions are
-    read)."""
+def _keep_logits(model: Any) -> Any:
+    """n -> the forward's `logits_to_keep=n` where the model takes it (only the last n
+    positions are read), else no argument; the signature is read once per search."""
     import inspect
 
-    return {"logits_to_keep": n} if "logits_to_keep" in inspect.signature(
-        model.forward).parameters else {}
+    takes = "logits_to_keep" in inspect.signature(model.forward).parameters
+    return lambda n: {"logits_to_keep": n} if takes else {}
 
 
 def _cache_for(model: Any, spare_tokens: int) -> Any:

@@ -470,7 +470,7 @@ class TransformersBackend:
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
         tokens: list[list[int]] = [[] for _ in range(n_rows)]
         logprobs: list[list[float]] = [[] for _ in range(n_rows)]
-        live = torch.arange(n_rows, device=self.device)  # original row of each batch row
+        live = list(range(n_rows))  # original row of each batch row
         generators = list(sampler.generators)
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         with torch.inference_mode():
@@ -486,12 +486,11 @@ class TransformersBackend:
                 logits = self.model(input_ids=step_ids, attention_mask=mask,
                                     position_ids=step_positions, past_key_values=cache,
                                     use_cache=True, **self._keep_logits(1)).logits[:, -1]
-                sampler.generators = [generators[i] for i in live.tolist()]
                 chosen = sampler.choose(logits).squeeze(1)
                 raw = logits.float()  # log p = logit - logsumexp: no full log_softmax table
                 chosen_logprobs = (raw.gather(1, chosen.unsqueeze(1)).squeeze(1)
                                    - torch.logsumexp(raw, dim=-1))
-                for row, token, lp in zip(live.tolist(), chosen.tolist(), chosen_logprobs.tolist()):
+                for row, token, lp in zip(live, chosen.tolist(), chosen_logprobs.tolist()):
                     tokens[row].append(int(token))
                     logprobs[row].append(float(lp))
                 going = ~torch.isin(chosen, eos)
@@ -499,7 +498,9 @@ class TransformersBackend:
                     break
                 if not bool(going.all()):
                     keep = going.nonzero().squeeze(1)
-                    live, chosen, mask = live[keep], chosen[keep], mask[keep]
+                    live = [live[i] for i in keep.tolist()]
+                    sampler.generators = [generators[i] for i in live]
+                    chosen, mask = chosen[keep], mask[keep]
                     step_positions = step_positions[keep]
                     cache.batch_select_indices(keep)
                 step_ids = chosen.unsqueeze(1)

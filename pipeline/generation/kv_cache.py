@@ -36,10 +36,6 @@ class GrowingLayer(DynamicLayer):
         self._values_buffer: Any = None
         self._length = 0
 
-    def lazy_initialization(self, key_states: Any) -> None:
-        super().lazy_initialization(key_states)
-        self._length = 0
-
     def _reallocate(self, rows: Any | None, capacity: int) -> None:
         """New buffers of `capacity` tokens holding the filled part of `rows` (None: all)."""
         import torch
