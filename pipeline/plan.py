@@ -30,6 +30,19 @@ from pipeline.tasks import MAPPERS
 log = logging.getLogger("pipeline")
 
 
+@dataclass(frozen=True)
+class Count:
+    """A count column: what the table shows and the work it leaves to do (per prompt while the
+    prompts are unknown)."""
+
+    text: str = "-"
+    left: int = 0
+    per_prompt: bool = False
+
+    def total(self, prompts: int) -> int:
+        return self.left * prompts if self.per_prompt else self.left
+
+
 @dataclass
 class CellPlan:
     cell: str
@@ -37,8 +50,8 @@ class CellPlan:
     tensor_parallel: int | None
     prompts: int | None = None
     samples: int | None = None
-    nli_pairs: str = "-"
-    llm_calls: str = "-"
+    nli_pairs: Count = field(default_factory=Count)
+    llm_calls: Count = field(default_factory=Count)
     missing: list[str] = field(default_factory=list)
     note: str = ""
     hours: float | None = None  # estimated wall time (`estimate_hours`)
@@ -81,18 +94,6 @@ def _rates(cfg: DictConfig) -> Rates:
     return RATES["gpu" if on_gpu else "cpu"]
 
 
-def _upper(count: str, prompts: int) -> int:
-    """What a count column leaves to do: "552 (3 cached)" -> 549, "<= 552" -> 552,
-    "<= 552/prompt" -> 552 x prompts, "-" -> 0."""
-    import re
-
-    found = re.match(r"\s*(?:<=|~)?\s*(\d+)(/prompt)?(?:\s*\((\d+) cached\))?", count)
-    if not found:
-        return 0
-    per = prompts if found.group(2) else 1
-    return int(found.group(1)) * per - int(found.group(3) or 0)
-
-
 def estimate_hours(cfg: DictConfig, plan: CellPlan, prompts: int | None = None) -> float | None:
     """Estimated wall time of a cell in hours: generated tokens (every row of every strategy at
     its full budget: an upper bound) at the model's rate, NLI pairs and LLM calls still to make,
@@ -114,8 +115,8 @@ def estimate_hours(cfg: DictConfig, plan: CellPlan, prompts: int | None = None) 
     params = cfg.model.get("active_params_billions")
     if params:
         seconds += tokens * float(params) / rates.generated_tokens_per_s_at_1b
-    seconds += _upper(plan.nli_pairs, n_prompts) / rates.nli_pairs_per_s
-    seconds += _upper(plan.llm_calls, n_prompts) / rates.llm_calls_per_s
+    seconds += plan.nli_pairs.total(n_prompts) / rates.nli_pairs_per_s
+    seconds += plan.llm_calls.total(n_prompts) / rates.llm_calls_per_s
     if "sar" in set(cfg.uq.estimators):
         seconds += (n_prompts * int(g.n_samples) * int(cfg.dataset.max_new_tokens)
                     / rates.embedded_strings_per_s)
@@ -143,9 +144,9 @@ def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str],
             for r in dataset.itertuples()}
 
 
-def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
+def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
     if not _uses_nli(cfg):
-        return "-"
+        return Count()
     whole = _clusters_responses(cfg)
     m = int(cfg.generation.n_samples)
     d = len(set(cfg.generation.strategies))
@@ -153,8 +154,9 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
     per = (m + d) * (m + d - 1) if whole else m * (m - 1)
     if texts is None:
         if n_prompts is None:
-            return f"<= {per}/prompt"
-        return f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)")
+            return Count(f"<= {per}/prompt", per, per_prompt=True)
+        return Count(f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)"),
+                     per * n_prompts)
 
     keys = set()
     for question, samples, decodes in texts.values():
@@ -162,24 +164,28 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
         keys.update(PairCache.key(str(cfg.task.equivalence.nli_model), question, a, b)
                     for a in unique for b in unique if a != b)
     hits = len(PairCache(Path(cfg.cache_dir) / "pairs").get_many(sorted(keys)))
-    return f"{len(keys)} ({hits} cached)"
+    return Count(f"{len(keys)} ({hits} cached)", len(keys) - hits)
 
 
-def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> str:
+def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
     ex, extraction = cfg.task.extractor, MAPPERS[cfg.task.mapper].extraction
     if ex.kind != "llm" or extraction is None:
-        return "-"
+        return Count()
     per = int(cfg.generation.n_samples) + len(set(cfg.generation.strategies))
     if extraction == "kggen":  # KGGen: entities + relations per response, then clustering
-        return f"~{2 * per}/prompt (KGGen)" if n_prompts is None else f"~{2 * per * n_prompts} (KGGen)"
+        if n_prompts is None:
+            return Count(f"~{2 * per}/prompt (KGGen)", 2 * per, per_prompt=True)
+        return Count(f"~{2 * per * n_prompts} (KGGen)", 2 * per * n_prompts)
     if texts is None:
-        return f"<= {per}/prompt" if n_prompts is None else f"<= {per * n_prompts}"
+        if n_prompts is None:
+            return Count(f"<= {per}/prompt", per, per_prompt=True)
+        return Count(f"<= {per * n_prompts}", per * n_prompts)
 
     client = build_llm_client(ex, cfg.cache_dir)
     prompts = {extraction_prompt(extraction, q, t) for q, samples, decodes in texts.values()
                for t in samples + decodes}
     hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)
-    return f"{len(prompts)} ({hits} cached)"
+    return Count(f"{len(prompts)} ({hits} cached)", len(prompts) - hits)
 
 
 def cell_plan(cfg: DictConfig) -> CellPlan:
@@ -235,7 +241,7 @@ def _row(p: CellPlan) -> str:
     fmt = lambda v: "?" if v is None else str(v)  # noqa: E731
     missing = "; ".join(p.missing) if p.missing else "none"
     return (f"| {p.cell} | {p.gpus} | {fmt(p.tensor_parallel) if p.tensor_parallel else '-'} | "
-            f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs} | {p.llm_calls} | "
+            f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs.text} | {p.llm_calls.text} | "
             f"{_hours(p.hours)} | {missing} |" + (f" {p.note}" if p.note else ""))
 
 

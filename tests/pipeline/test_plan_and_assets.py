@@ -118,11 +118,12 @@ def test_plan_of_the_paper_sweep(tmp_path):
 def test_estimated_hours_are_the_counts_over_the_rates(compose_cfg):
     """estimate_hours by hand: rows x token budget at the model's rate, plus pairs, calls and SAR
     strings at theirs (the pairs and calls already cached are not counted)."""
-    from pipeline.plan import RATES, CellPlan, estimate_hours
+    from pipeline.plan import RATES, CellPlan, Count, estimate_hours
 
     cfg = compose_cfg("experiment=paper", "model=qwen3-4b", "dataset=triviaqa")
-    plan = CellPlan("qwen3-4b/triviaqa", 1, 1, prompts=100, nli_pairs="5000 (1000 cached)",
-                    llm_calls="<= 3/prompt")
+    plan = CellPlan("qwen3-4b/triviaqa", 1, 1, prompts=100,
+                    nli_pairs=Count("5000 (1000 cached)", 4000),
+                    llm_calls=Count("<= 3/prompt", 3, per_prompt=True))
     rates = RATES["gpu"]
     rows = 20 + 2 + 5 + 4  # M, greedy and ar, 5 beams, contrastive's 4 candidates
     seconds = (100 * rows * 24 * 4.0 / rates.generated_tokens_per_s_at_1b
