@@ -21,9 +21,10 @@ def test_build_judge_builds_each_kind_from_the_config(compose_cfg, tmp_path):
 
 
 def test_the_plan_counts_extraction_prompts_and_cached_answers(compose_cfg, tmp_path):
-    from pipeline.plan import _llm_count
+    from pipeline.plan import Count, _llm_count
 
     cfg = compose_cfg("dataset=maqa_bundled", "task.extractor.kind=llm", f"cache_dir={tmp_path}",
                       "task.extractor.base_url=http://127.0.0.1:9/v1")
     texts = {"p0": ("Name two oceans.", ["Pacific and Atlantic", "Arctic"], ["Pacific"])}
-    assert _llm_count(cfg, texts, 1) == "3 (0 cached)"
+    # 3 distinct responses to extract, none answered yet: all 3 left to do
+    assert _llm_count(cfg, texts, 1) == Count("3 (0 cached)", 3)
