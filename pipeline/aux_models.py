@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.devices import comet_gpus, resolve_device
+from pipeline.devices import comet_gpus, resolve_device, resolve_dtype
 from pipeline.evaluation import text_metrics
 from pipeline.mapping.embed import Embedder
 from pipeline.mapping.equivalence import EmbeddingEquivalence, NliEquivalence
@@ -36,9 +36,9 @@ def build_embedder(name: str, cfg: DictConfig | None = None, device: str | None 
 
 
 @lru_cache(maxsize=4)
-def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int):
+def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int, dtype: str):
     return NliEquivalence(model=model, strict=strict, cache_dir=cache_dir, device=device,
-                          batch_size=batch_size)
+                          batch_size=batch_size, dtype=dtype)
 
 
 @lru_cache(maxsize=2)
@@ -65,8 +65,10 @@ def equivalence_judge(eq, device: str, cache_dir: str):
     pair_cache = str(Path(cache_dir) / "pairs")
     device = resolve_device(device)
     if eq.backend == "nli":
+        dtype = resolve_dtype(str(eq.nli_dtype), device)
+        log.info("[equivalence] NLI %s on %s in %s", eq.nli_model, device, dtype)
         return _nli(str(eq.nli_model), bool(eq.strict), pair_cache, device,
-                    64 if device.startswith("cuda") else 16)
+                    64 if device.startswith("cuda") else 16, dtype)
     log.info("[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
              "DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
     return EmbeddingEquivalence(_embedder(eq.embedder, device), threshold=eq.threshold,

@@ -400,8 +400,8 @@ def validate(cfg) -> None:
         if not good:
             problems.append(f"{key}={value!r}: must be {what}")
     problems += served_backend_problems(cfg)
-    if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    if problems:  # a shared setting (task.equivalence) is read by several parts: said once
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
 
 
 def served_backend_problems(cfg) -> list[str]:

@@ -24,6 +24,25 @@ def resolve_device(device: str | None) -> str:
     return str(device)
 
 
+HALF_DTYPES = ("bfloat16", "float16")
+DTYPES = ("auto", "float32", *HALF_DTYPES)
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """A model's weights' precision on a resolved `device`: `auto` -> bfloat16 on a CUDA GPU that
+    has it (float16 on one without: V100, T4), float32 on CPU (half precision there is slower
+    than float32 on most CPUs); anything else unchanged."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}: choose one of {', '.join(DTYPES)}")
+    if dtype != "auto":
+        return dtype
+    if not str(device).startswith("cuda"):
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
 def cpu_threads() -> int:
     """CPU threads this job may use: SLURM's cpus-per-task when running as a SLURM job (a
     cluster without CPU cgroups does not restrict the affinity mask), else the CPUs the process

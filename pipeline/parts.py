@@ -10,6 +10,7 @@ with `how(...)` (how calls are made, not what they answer: concurrency, retries,
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -61,8 +62,10 @@ def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
         if clash:
             raise ConfigError(f"{where}.{clash[0]}: set it as task.{clash[0]} (shared by every "
                               "stage that uses it)")
+        hints = typing.get_type_hints(config_class)
         for key in shared:
             values[key] = OmegaConf.to_container(cfg.task[key], resolve=True)
+            part_config(hints[key], values[key], f"task.{key}")  # a bad value named where it is set
     except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
         raise ConfigError(f"{where}: a setting it reads cannot be resolved: "
                           f"{str(exc).splitlines()[0]}") from None

@@ -19,9 +19,10 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from pipeline.assets import cell_assets
+from pipeline.devices import resolve_device, resolve_dtype
 from pipeline.generation.cell import tensor_parallel_size
 from pipeline.mapping.builders import build_llm_client
-from pipeline.mapping.equivalence import PairCache
+from pipeline.mapping.equivalence import PairCache, nli_cache_name
 from pipeline.mapping.sets import extraction_prompt
 from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
@@ -147,7 +148,6 @@ def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str],
 def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
     if not _uses_nli(cfg):
         return Count()
-    whole = _clusters_responses(cfg)
     m = int(cfg.generation.n_samples)
     d = len(set(cfg.generation.strategies))
     whole = _clusters_responses(cfg)
@@ -158,10 +158,13 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
         return Count(f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)"),
                      per * n_prompts)
 
+    # the precision the cells would run at on this machine's device (auto: the GPU if any)
+    dtype = resolve_dtype(str(cfg.task.equivalence.nli_dtype), resolve_device(cfg.device))
+    judge = nli_cache_name(str(cfg.task.equivalence.nli_model), dtype)
     keys = set()
     for question, samples, decodes in texts.values():
         unique = list(dict.fromkeys(samples + (decodes if whole else [])))
-        keys.update(PairCache.key(str(cfg.task.equivalence.nli_model), question, a, b)
+        keys.update(PairCache.key(judge, question, a, b)
                     for a in unique for b in unique if a != b)
     hits = len(PairCache(Path(cfg.cache_dir) / "pairs").get_many(sorted(keys)))
     return Count(f"{len(keys)} ({hits} cached)", len(keys) - hits)

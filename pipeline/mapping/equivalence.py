@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.devices import HALF_DTYPES
 from pipeline.text import to_text
 
 log = logging.getLogger("pipeline")
@@ -353,6 +354,15 @@ def _find_label_id(label2id: dict[str, int], prefix: str) -> int | None:
     return int(hits[0]) if len(hits) == 1 else None
 
 
+NLI_DTYPES = ("float32", *HALF_DTYPES)
+
+
+def nli_cache_name(model: str, dtype: str = "float32") -> str:
+    """The judge's name in pair-cache keys: the model, and its precision unless float32 (so the
+    keys of float32 scores are those written before precisions were kept apart)."""
+    return str(model) if dtype == "float32" else f"{model} [{dtype}]"
+
+
 class NliEquivalence(Equivalence):
     """NLI backend: a sequence classifier (DeBERTa-large-MNLI in the paper configuration).
 
@@ -363,6 +373,8 @@ class NliEquivalence(Equivalence):
         device: torch device.
         cache_dir: folder of the on-disk pair cache (None: in-memory only).
         max_length: tokenizer truncation length.
+        dtype: the weights' precision (float32, bfloat16, float16; `devices.resolve_dtype`
+            picks one for a device). The pair cache keys it (`nli_cache_name`).
     """
 
     n_values = 3  # probabilities (entail, neutral, contra)
@@ -375,10 +387,14 @@ class NliEquivalence(Equivalence):
         device: str = "cpu",
         cache_dir: str | Path | None = None,
         max_length: int = 512,
+        dtype: str = "float32",
     ) -> None:
         super().__init__(strict=strict, cache_dir=cache_dir)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        if dtype not in NLI_DTYPES:
+            raise ValueError(f"dtype={dtype!r}: choose one of {', '.join(NLI_DTYPES)}")
+        self.dtype = dtype
         self.model_ref = str(model)
         self.batch_size = int(batch_size)
         self.device = device
@@ -396,7 +412,7 @@ class NliEquivalence(Equivalence):
 
     @property
     def name(self) -> str:
-        return self.model_ref
+        return nli_cache_name(self.model_ref, self.dtype)
 
     def _load(self) -> None:
         if self._model is not None:
@@ -404,7 +420,10 @@ class NliEquivalence(Equivalence):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self._tokenizer = AutoTokenizer.from_pretrained(self.model_ref)
-        model = AutoModelForSequenceClassification.from_pretrained(self.model_ref)
+        import torch
+
+        model = AutoModelForSequenceClassification.from_pretrained(
+            self.model_ref, dtype=getattr(torch, self.dtype))
         self.max_length = min(self.max_length, int(self._tokenizer.model_max_length),
                               int(getattr(model.config, "max_position_embeddings", self.max_length)))
         label2id = dict(model.config.label2id)

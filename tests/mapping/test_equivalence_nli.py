@@ -338,3 +338,40 @@ def test_pairs_built_from_texts_tokenized_once_equal_the_tokenizers_pair_encodin
                 assert set(judge._encodings) == {t for pair in batch for t in pair}, name
         for a, b in pairs:  # the length check is the pair's length, from the same encodings
             assert judge._length(a, b) == len(tokenizer(a, b)["input_ids"]), name
+
+
+def test_half_precision_scores_near_float32_under_cache_keys_of_its_own(random_model, tmp_path):
+    """bfloat16 (what `nli_dtype: auto` picks on a GPU) runs the weights in bfloat16, scores near
+    float32, and the pair cache never serves one precision's scores to the other."""
+    full = NliEquivalence(random_model, cache_dir=tmp_path)
+    e32, c32 = full.pair_probs(QUESTION, TEXTS[:4])
+    half = NliEquivalence(random_model, cache_dir=tmp_path, dtype="bfloat16")
+    e16, c16 = half.pair_probs(QUESTION, TEXTS[:4])
+    assert half._model.dtype == torch.bfloat16 and full._model.dtype == torch.float32
+    assert half.n_pairs_scored == 12  # the float32 pairs on disk were not read as bfloat16 ones
+    assert not np.array_equal(e16, e32)  # it did run in bfloat16
+    np.testing.assert_allclose(e16, e32, atol=0.05)
+    np.testing.assert_allclose(c16, c32, atol=0.05)
+    again = NliEquivalence(random_model, cache_dir=tmp_path, dtype="bfloat16")
+    np.testing.assert_array_equal(again.pair_probs(QUESTION, TEXTS[:4])[0], e16)
+    assert again.n_pairs_scored == 0  # ... and the bfloat16 pairs serve bfloat16
+    # float32 keys are the model's name alone: caches written before precisions were kept apart
+    # stay valid
+    assert full.name == random_model and half.name != random_model
+    with pytest.raises(ValueError, match="dtype='half'"):
+        NliEquivalence(random_model, dtype="half")
+
+
+def test_the_judge_of_a_config_runs_float32_on_cpu(random_model, tmp_path):
+    from pipeline.aux_models import equivalence_judge
+    from pipeline.devices import resolve_dtype
+    from pipeline.mapping.settings import EquivalenceConfig
+    from pipeline.parts import SettingError
+
+    judge = equivalence_judge(EquivalenceConfig(backend="nli", nli_model=random_model), "cpu",
+                              str(tmp_path))
+    assert judge.dtype == "float32" and judge.name == random_model
+    assert resolve_dtype("auto", "cpu") == "float32"
+    assert resolve_dtype("bfloat16", "cpu") == "bfloat16"  # asked for: kept
+    with pytest.raises(SettingError, match="nli_dtype='fp8'"):
+        EquivalenceConfig(nli_dtype="fp8")
