@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pipeline.generation.base import Generation, SamplingConfig
@@ -90,12 +89,7 @@ class OpenAIBackend:
 
     def _run(self, jobs: list[tuple[list[dict[str, str]], dict[str, Any]]]) -> list[list[dict]]:
         """Every (messages, params) request through one bounded pool, in order."""
-        if not jobs:
-            return []
-        if self.max_concurrency == 1 or len(jobs) == 1:
-            return [self.client.choices(m, **p) for m, p in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(jobs))) as pool:
-            return list(pool.map(lambda job: self.client.choices(job[0], **job[1]), jobs))
+        return self.client.choices_many(jobs)
 
     @staticmethod
     def _generation(choice: dict[str, Any]) -> Generation:

@@ -72,7 +72,9 @@ class JsonRecordCache:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh)  # ASCII escapes: lone surrogates in model output stay writable
+                # one write (json.dump writes chunk by chunk); ASCII escapes: lone surrogates
+                # in model output stay writable
+                fh.write(json.dumps(record))
             os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

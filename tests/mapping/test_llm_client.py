@@ -185,13 +185,16 @@ def test_a_retry_after_header_sets_the_wait(server, tmp_path, monkeypatch):
     import pipeline.mapping.llm_client as llm_client
 
     waited = []
-    monkeypatch.setattr(llm_client.time, "sleep", waited.append)  # a clock, not a mock server
+
+    async def clock(seconds):  # a clock, not a mock server
+        waited.append(seconds)
+
+    monkeypatch.setattr(llm_client, "_wait", clock)
     server.state.faults = [(429, 7), (503, 0.5)]
     client = make_client(server, tmp_path, backoff_base=30.0)
     assert client.chat([{"role": "user", "content": "hello"}]) == "HELLO"
-    # as asked, not the 15-30 s exponential backoff (the last 0.0: the stand-in server's own
-    # delay before its answer, in this process)
-    assert waited == [7.0, 0.5, 0.0]
+    # as asked, not the 15-30 s exponential backoff
+    assert waited == [7.0, 0.5]
 
 
 def test_the_map_stage_queues_extraction_calls_across_prompts(server, tmp_path):
@@ -208,3 +211,47 @@ def test_the_map_stage_queues_extraction_calls_across_prompts(server, tmp_path):
     assert len(df) == 6 and (df["n_parsed"] == 3).all()
     assert server.state.requests == 6 * 3  # one call per response, none twice
     assert 3 < server.state.peak_in_flight <= 8
+
+
+def test_the_in_flight_bound_holds_across_threads_calling_one_client(server, tmp_path):
+    """Two threads (e.g. the map stage's prefetch and a judge) share the client's bound."""
+    import threading
+
+    server.state.delay = 0.2
+    client = make_client(server, tmp_path, max_workers=3)
+    replies = {}
+    threads = [threading.Thread(target=lambda t=t: replies.__setitem__(
+        t, client.complete([f"{t}-{i}" for i in range(6)]))) for t in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert replies == {t: [f"{t}-{i}".upper() for i in range(6)] for t in ("a", "b")}
+    assert server.state.peak_in_flight == 3 and server.state.requests == 12
+
+
+def test_a_fatal_refusal_stops_the_rest_of_the_batch(server, tmp_path):
+    from pipeline.mapping.llm_client import FatalLLMCallError
+
+    server.state.faults = [401]
+    server.state.delay = 0.2
+    client = make_client(server, tmp_path, max_workers=2)
+    with pytest.raises(FatalLLMCallError, match="AuthenticationError"):
+        client.complete([f"p{i}" for i in range(5)])
+    assert server.state.requests == 2  # the two in flight; the other three were never sent
+
+
+def test_callable_from_a_running_event_loop_and_after_close(server, tmp_path):
+    """A notebook runs its own event loop: the synchronous calls still work inside it."""
+    import asyncio
+
+    client = make_client(server, tmp_path)
+
+    async def notebook_cell():
+        return client.complete(["inside"])
+
+    assert asyncio.run(notebook_cell()) == ["INSIDE"]
+    client.close()
+    assert client.complete(["again"]) == ["AGAIN"]  # a new loop and session
+    jobs = [([{"role": "user", "content": c}], {"n": 1}) for c in ("x", "y")]
+    assert [c[0]["text"] for c in client.choices_many(jobs)] == ["X", "Y"]
