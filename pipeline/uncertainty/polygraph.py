@@ -31,6 +31,8 @@ import pandas as pd
 
 from pipeline.text import to_text
 from pipeline.uncertainty.stats import (
+    CLASS_LABELS,
+    FULL_MATRICES,
     PromptArtifacts,
     build_batch_stats,
     prompt_stats,
@@ -210,23 +212,25 @@ def compute_uncertainty(
                                  embedder)
         if batch:
             embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
-    semantic = {"semantic_matrix_entail", "semantic_matrix_contra", "semantic_classes_entail",
-                "semantic_matrix_classes"}
-    if all_keys & semantic and hasattr(equivalence, "prefetch"):
-        # every prompt's unique NLI pairs in full batches, before the per-prompt matrices
-        equivalence.prefetch([(p.question if nli_with_question else "", p.sample_texts)
-                              for p in prompts if p.n_samples])
-
     cache: dict[str, dict[str, object]] = defaultdict(dict)
+    with_samples = [p for p in prompts if p.n_samples]
+    premises = [(p.question if nli_with_question else "", p.sample_texts) for p in with_samples]
+    if all_keys & FULL_MATRICES and hasattr(equivalence, "prefetch"):
+        # KLE reads every pair: each prompt's unique NLI pairs in full batches, before the
+        # per-prompt matrices (semantic entropy's classes then come from the same matrices)
+        equivalence.prefetch(premises)
+    elif "semantic_classes_entail" in all_keys and hasattr(equivalence, "cluster_many"):
+        # semantic entropy alone reads classes: each answer against the classes' first members
+        # (lm-polygraph's greedy classes, equal to those of the full matrix), batched
+        for p, labels in zip(with_samples, equivalence.cluster_many(premises), strict=True):
+            cache[p.prompt_id][CLASS_LABELS] = labels
 
     def stats_of(p: PromptArtifacts, keys: set[str]) -> dict[str, object]:
         have = cache[p.prompt_id]
         todo = {k for k in keys if k not in have}
         if "semantic_classes_entail" in todo:
-            todo = (todo - {"semantic_classes_entail"}) | {
-                "semantic_matrix_classes",
-                "sample_texts",
-            }
+            todo = (todo - {"semantic_classes_entail"}) | {"sample_texts"} | (
+                set() if CLASS_LABELS in have else {"semantic_matrix_classes"})
             todo = {k for k in todo if k not in have}
         if todo:
             have.update(prompt_stats(p, todo, equivalence, embedder, tokenizer, nli_with_question))

@@ -29,6 +29,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The stats that only full pair matrices give (KLE's); semantic classes alone need fewer pairs.
+FULL_MATRICES = frozenset({"semantic_matrix_entail", "semantic_matrix_contra",
+                           "semantic_matrix_classes"})
+# A prompt's semantic class labels, clustered against class representatives (uq's own key).
+CLASS_LABELS = "semantic_class_labels"
+
 # Entailment id used in semantic_matrix_classes: decisions are written as 1 / 0.
 EQUIVALENT_ID = 1
 
@@ -275,14 +281,25 @@ _STACKED = {
 }
 
 
+def classes_from_labels(labels: Sequence[Sequence[int]]) -> dict[str, dict]:
+    """semantic_classes_entail in lm-polygraph's layout from each prompt's class labels (class
+    ids numbered by first member, as its SemanticClassesCalculator numbers them)."""
+    return {"sample_to_class": {b: dict(enumerate(map(int, lab))) for b, lab in enumerate(labels)},
+            "class_to_sample": {b: [[i for i, c in enumerate(lab) if c == k]
+                                    for k in range(max(lab, default=-1) + 1)]
+                                for b, lab in enumerate(labels)}}
+
+
 def build_batch_stats(per_prompt: Sequence[dict[str, object]], keys: set[str]) -> dict[str, object]:
     """Batch per-prompt stats as lm-polygraph expects: matrices stacked to (B, N, N) / (B, N)
     (all prompts of a batch have the same N), everything else as per-prompt lists; p_true as an
-    array; semantic_classes_entail through lm-polygraph's own SemanticClassesCalculator.
+    array; semantic_classes_entail from the prompts' class labels (CLASS_LABELS, clustered
+    without full matrices) or through lm-polygraph's own SemanticClassesCalculator.
     """
     stats: dict[str, object] = {}
     wanted = set(keys)
-    if "semantic_classes_entail" in wanted:
+    labelled = "semantic_classes_entail" in wanted and all(CLASS_LABELS in s for s in per_prompt)
+    if "semantic_classes_entail" in wanted and not labelled:
         wanted |= {"semantic_matrix_classes", "sample_texts"}
     for key in wanted - {"semantic_classes_entail"}:
         values = [s[key] for s in per_prompt]
@@ -292,7 +309,10 @@ def build_batch_stats(per_prompt: Sequence[dict[str, object]], keys: set[str]) -
             stats[key] = np.asarray(values, dtype=np.float64)
         else:
             stats[key] = values
-    if "semantic_classes_entail" in keys:
+    if labelled:
+        stats["semantic_classes_entail"] = classes_from_labels([s[CLASS_LABELS]
+                                                                for s in per_prompt])
+    elif "semantic_classes_entail" in keys:
         from lm_polygraph.stat_calculators.semantic_classes import SemanticClassesCalculator
 
         deps = {

@@ -276,3 +276,21 @@ def test_only_requested_stats_are_built_and_bad_input_is_rejected():
         )
     with pytest.raises(ValueError, match="needs an equivalence"):
         compute_uncertainty(samples, decodes, ptrue, dataset, None, embedder, estimators=["kle"])
+
+
+def test_semantic_entropy_without_kle_reads_fewer_pairs_and_gives_the_same_values(setup):
+    """Without KLE no estimator needs full NLI matrices: semantic entropy's classes come from
+    comparing each answer with the classes' first members (24 -> 18 pairs on these prompts),
+    and its values are those of the classes lm-polygraph builds from the full matrices."""
+    result, _ = setup
+    embedder = Embedder("minilm")
+    samples, decodes, ptrue, dataset = _frames()
+    judges = {}
+    for names in (("semantic_entropy", "kle"), ("semantic_entropy",)):
+        judges[names] = EmbeddingEquivalence(embedder)
+        alone = compute_uncertainty(samples, decodes, ptrue, dataset, judges[names], embedder,
+                                    estimators=list(names))
+        assert _values(alone, "semantic_entropy") == pytest.approx(
+            _values(result, "semantic_entropy"), rel=1e-12, abs=1e-12)
+    assert judges[("semantic_entropy", "kle")].n_pairs_scored == 24  # U (U - 1) per prompt
+    assert judges[("semantic_entropy",)].n_pairs_scored == 18
