@@ -229,12 +229,18 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    # a listen backlog like real servers' (uvicorn: 2048); the default 5 drops the SYNs of a
+    # client opening 64 connections at once, each then retried a second later
+    request_queue_size = 256
+
+
 class FakeOpenAIServer:
     """Context manager: a ThreadingHTTPServer on 127.0.0.1 with a free port."""
 
     def __init__(self) -> None:
         self.state = FakeOpenAIState()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.state))
+        self.httpd = _Server(("127.0.0.1", 0), make_handler(self.state))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 

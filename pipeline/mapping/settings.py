@@ -43,7 +43,9 @@ class ExtractorConfig:
     model: str = "gpt-4.1-mini"
     base_url: str | None = None  # any OpenAI-compatible server, e.g. a `vllm serve` endpoint
     api_key_env: str = how("OPENAI_API_KEY")
-    max_concurrency: int = how(8)
+    # requests in flight over all prompts of a cell: sized for hosted APIs (a 429 is waited out
+    # as its Retry-After asks); lower it for a small self-hosted server
+    max_concurrency: int = how(64)
     max_retries: int = how(5)  # per call, exponential backoff from 1 s (timeouts, 429, 5xx)
     merge_labels: bool = True  # merge labels across samples (how: the mapper's merge_by)
     # graphs with kind=llm: KGGen runs in its own venv (scripts/setup_kggen_venv.sh) through a
