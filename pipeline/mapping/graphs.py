@@ -461,16 +461,29 @@ class GraphExtractor:
         if self.method == "llm" and self.client is None:
             raise ValueError("GraphExtractor(method='llm') needs client=LLMClient(...)")
 
-    def _kggen_graphs(self, texts: Sequence[object], n_attached: int = 0) -> list[frozenset[Triple] | None]:
+    def _runner(self):
         if self.kggen is None:
             from pipeline.mapping.kggen import KGGenRunner
 
             self.kggen = KGGenRunner(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                                      python=self.kggen_python, cache_dir=self.cache_dir,
                                      max_workers=self.max_concurrency)
+        return self.kggen
+
+    def prefetch(self, texts: Sequence[object]) -> None:
+        """Extract the texts of every prompt of a cell through one pool (KGGen's worker or the
+        LLM client, `max_concurrency` in flight across prompts); `map_prompt` then reads the
+        cache. Rule and local extraction have nothing to queue."""
+        if self.method == "kggen":
+            self._runner().prefetch([to_text(t) for t in texts])
+        elif self.method == "llm":
+            self.client.complete(list(dict.fromkeys(
+                TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts)))
+
+    def _kggen_graphs(self, texts: Sequence[object], n_attached: int = 0) -> list[frozenset[Triple] | None]:
         # KGGen gets no context: its extraction ignores it, and for clustering it would be the
         # whole source article in every call. `context` still keys our own equivalence merging.
-        graphs = self.kggen.extract([to_text(t) for t in texts])
+        graphs = self._runner().extract([to_text(t) for t in texts])
         entity_of: dict[str, str] = {}
         edge_of: dict[str, str] = {}
         if self.kggen_cluster:  # KGGen's aggregate + cluster over this prompt's samples (paper)

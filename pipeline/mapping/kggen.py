@@ -101,6 +101,10 @@ class KGGenRunner:
         self._proc: subprocess.Popen[str] | None = None
         self._kg: Any = None
         self._lock = threading.Lock()
+        # this run's extractions by `prefetch`: sent (their cache reads are no hits) or failed
+        # on the API (not cached; not sent again in this run, a rerun retries them)
+        self._sent: set[str] = set()
+        self._failed: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ transport
     def _check_key(self) -> None:
@@ -203,34 +207,71 @@ class KGGenRunner:
         out: list[list[Triple] | None] = [None] * len(texts)
         todo: dict[str, list[int]] = {}
         for i, key in enumerate(keys):
+            if key in self._failed:  # failed on the API in this run's prefetch: not sent again
+                self._count_failure(self._failed[key])
+                continue
             record = self.cache.get(key)
             if record is not None:
-                self.stats.cache_hits += 1
+                self.stats.cache_hits += key not in self._sent
                 out[i] = None if record.get("relations") is None else [tuple(r) for r in record["relations"]]
                 self.stats.parse_failures += out[i] is None
             else:
                 todo.setdefault(key, []).append(i)  # duplicate texts: one extraction
         if todo:
-            self._check_key()
             first = [idx[0] for idx in todo.values()]
-            results = self._call({"op": "extract", "texts": [texts[i] for i in first], "context": context})["results"]
-            self.stats.texts_sent += len(first)
+            results = self._send_extractions([texts[i] for i in first], [asked[i] for i in first],
+                                             list(todo), context)
             for key, result in zip(todo, results):
                 relations = result.get("relations")
-                keyed_by = asked[todo[key][0]]
-                if relations is not None:
-                    self.cache.put(key, {"relations": relations, "keyed_by": keyed_by})
-                elif result.get("kind") == "parse":
-                    self.cache.put(key, {"relations": None, "error": result.get("error", ""),
-                                         "keyed_by": keyed_by})
                 for i in todo[key]:
                     out[i] = None if relations is None else [tuple(r) for r in relations]
                     if relations is None:
-                        self.stats.api_failures += result.get("kind") == "api"
-                        self.stats.parse_failures += result.get("kind") != "api"
-                if relations is None and result.get("kind") == "api":
-                    self.stats.last_error = str(result.get("error", ""))
+                        self._count_failure(result)
         return out
+
+    def prefetch(self, texts: Sequence[str], context: str = "") -> None:
+        """Extract every text of a cell not cached yet, all prompts through the worker's one
+        pool (`max_workers` in flight across prompts, not within one), in chunks cached as they
+        finish (a killed run keeps what it got); the per-prompt `extract` calls then read the
+        cache and count the failures."""
+        keyed = {}
+        for text in dict.fromkeys(texts):
+            asked = self._keyed_by("extract", {"text": text, "context": context})
+            key = sha256_key(asked)
+            if key not in self._failed and self.cache.get(key) is None:
+                keyed[key] = (text, asked)
+        chunk = 8 * max(1, int(self.settings["max_workers"]))
+        items = list(keyed.items())
+        for start in range(0, len(items), chunk):
+            part = items[start : start + chunk]
+            results = self._send_extractions([t for _, (t, _) in part], [a for _, (_, a) in part],
+                                             [k for k, _ in part], context)
+            for (key, _), result in zip(part, results):
+                self._sent.add(key)
+                if result.get("relations") is None and result.get("kind") == "api":
+                    self._failed[key] = result
+
+    def _send_extractions(self, texts: list[str], asked: list[dict[str, Any]], keys: list[str],
+                          context: str) -> list[dict[str, Any]]:
+        """One extract request for `texts`; relations and parse failures cached (a retry at
+        temperature 0 gives the same answer), API failures not."""
+        self._check_key()
+        results = self._call({"op": "extract", "texts": texts, "context": context})["results"]
+        self.stats.texts_sent += len(texts)
+        for key, keyed_by, result in zip(keys, asked, results):
+            relations = result.get("relations")
+            if relations is not None:
+                self.cache.put(key, {"relations": relations, "keyed_by": keyed_by})
+            elif result.get("kind") == "parse":
+                self.cache.put(key, {"relations": None, "error": result.get("error", ""),
+                                     "keyed_by": keyed_by})
+            elif result.get("kind") == "api":
+                self.stats.last_error = str(result.get("error", ""))
+        return results
+
+    def _count_failure(self, result: dict[str, Any]) -> None:
+        self.stats.api_failures += result.get("kind") == "api"
+        self.stats.parse_failures += result.get("kind") != "api"
 
     def cluster(self, relations: Sequence[Triple], context: str = "") -> tuple[dict[str, str], dict[str, str]]:
         """KGGen's clustering of one prompt's aggregated graph: (entity -> representative, edge -> representative).

@@ -32,8 +32,10 @@ class MapperInstance(Protocol):
     """g_T for one cell: every response of a prompt mapped together, so labels are merged
     across responses. A task whose reference kind is `mapped` gets the reference text as
     `attached=[text]`: it is mapped into the responses' label space without changing it (the
-    reference must not shape the clusters it is compared with), its latent last. Optional hooks: `prefetch(items)` (score all prompts' model calls in one
-    batch first), `call_stats()` (outside calls made and failed), `close()`."""
+    reference must not shape the clusters it is compared with), its latent last. Optional hooks:
+    `prefetch(items)` ((question, texts) of every prompt, mapped references among the texts:
+    all prompts' model calls queued together first, the per-prompt calls then read the cache),
+    `call_stats()` (outside calls made and failed), `close()`."""
 
     def __call__(self, question: str, texts: list[str], attached: list[str] = ...) -> list[Any]: ...
 

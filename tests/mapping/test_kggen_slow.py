@@ -191,3 +191,43 @@ def test_malformed_corpus_through_kggen(server, tmp_path):
     assert ex.kggen.stats.parse_failures == 1 and server.state.requests == requests
     assert [o is None for o in out] == [r is None for r in rule]
     assert ex.kggen.stats.api_failures == 0
+
+
+def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path, caplog):
+    """Six prompts of five distinct texts (3 samples, a decode, the reference), eight in flight:
+    only a queue over all prompts gets past five; each text is sent once and the per-prompt
+    reads are no cache hits."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.config import register_configs
+    from pipeline.stages.map import map_cell
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "dataset=cnn_dm_bundled", f"cache_dir={tmp_path / 'cache'}", "task.extractor.kind=llm",
+            f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}",
+            "task.extractor.max_concurrency=8", "task.extractor.kggen_cluster=false"])
+    GlobalHydra.instance().clear()
+    cities = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Tokyo"]
+    dataset = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "question": ["(article)"] * 6,
+                            "reference_text": [f"{c} hosted the final." for c in cities]})
+    samples = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6) for _ in range(3)],
+                            "sample_idx": [j for _ in range(6) for j in range(3)],
+                            "text": [f"{c} hosted game {j}." for c in cities for j in range(3)]})
+    decodes = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "strategy": ["greedy"] * 6,
+                            "text": [f"{c} hosted the games." for c in cities]})
+    server.state.delay = 0.2
+    with caplog.at_level("INFO", logger="pipeline.mapping.kggen"):
+        latents = map_cell(cfg, dataset, samples, decodes)
+    assert latents["parse_ok"].all() and len(latents) == 6 * 5
+    assert 5 < server.state.peak_in_flight <= 8
+    # every text sent once, by the queue; the per-prompt reads of its answers are no cache hits
+    assert [r.getMessage() for r in caplog.records if "[kggen]" in r.getMessage()] == [
+        "[kggen] openai/gpt-4.1-mini: 30 texts extracted, 0 from the cache, 0 parse and 0 API "
+        "failures, 0 clusterings"]
+    calls = server.state.requests
+    pd.testing.assert_frame_equal(map_cell(cfg, dataset, samples, decodes), latents)
+    assert server.state.requests == calls  # the rerun was served from the cache
