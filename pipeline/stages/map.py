@@ -86,13 +86,14 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
     mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg))
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
     by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
-    if hasattr(mapper, "prefetch"):  # every text the loop below maps, the references included
-        mapper.prefetch([(rec.question, list(by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])["text"])
-                          + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"])
-                          + ([rec.reference_text] if maps_reference and rec.reference_text else []))
-                         for rec in dataset.itertuples()])
     rows, failures, total = [], 0, 0
-    try:
+    try:  # the mapper is closed (KGGen's worker stopped) however this ends
+        if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
+            mapper.prefetch([
+                (rec.question, list(by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])["text"])
+                 + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"])
+                 + ([rec.reference_text] if maps_reference and rec.reference_text else []))
+                for rec in dataset.itertuples()])
         for rec in dataset.itertuples():
             s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])
             d = by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])
