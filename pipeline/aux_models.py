@@ -37,6 +37,7 @@ def build_embedder(name: str, cfg: DictConfig | None = None, device: str | None 
 
 @lru_cache(maxsize=4)
 def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int, dtype: str):
+    log.info("[equivalence] NLI %s on %s in %s", model, device, dtype)
     return NliEquivalence(model=model, strict=strict, cache_dir=cache_dir, device=device,
                           batch_size=batch_size, dtype=dtype)
 
@@ -65,10 +66,8 @@ def equivalence_judge(eq, device: str, cache_dir: str):
     pair_cache = str(Path(cache_dir) / "pairs")
     device = resolve_device(device)
     if eq.backend == "nli":
-        dtype = resolve_dtype(str(eq.nli_dtype), device)
-        log.info("[equivalence] NLI %s on %s in %s", eq.nli_model, device, dtype)
         return _nli(str(eq.nli_model), bool(eq.strict), pair_cache, device,
-                    64 if device.startswith("cuda") else 16, dtype)
+                    64 if device.startswith("cuda") else 16, resolve_dtype(str(eq.nli_dtype), device))
     log.info("[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
              "DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
     return EmbeddingEquivalence(_embedder(eq.embedder, device), threshold=eq.threshold,

@@ -19,10 +19,10 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from pipeline.assets import cell_assets
-from pipeline.devices import resolve_device, resolve_dtype
+from pipeline.aux_models import build_equivalence
 from pipeline.generation.cell import tensor_parallel_size
 from pipeline.mapping.builders import build_llm_client
-from pipeline.mapping.equivalence import PairCache, nli_cache_name
+from pipeline.mapping.equivalence import PairCache
 from pipeline.mapping.sets import extraction_prompt
 from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
@@ -158,9 +158,9 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
         return Count(f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)"),
                      per * n_prompts)
 
-    # the precision the cells would run at on this machine's device (auto: the GPU if any)
-    dtype = resolve_dtype(str(cfg.task.equivalence.nli_dtype), resolve_device(cfg.device))
-    judge = nli_cache_name(str(cfg.task.equivalence.nli_model), dtype)
+    # the judge's cache name as the cells would build it on this machine (its precision: auto
+    # is the GPU's if any); nothing is loaded
+    judge = build_equivalence(cfg).name
     keys = set()
     for question, samples, decodes in texts.values():
         unique = list(dict.fromkeys(samples + (decodes if whole else [])))

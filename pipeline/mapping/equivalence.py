@@ -357,12 +357,6 @@ def _find_label_id(label2id: dict[str, int], prefix: str) -> int | None:
 NLI_DTYPES = ("float32", *HALF_DTYPES)
 
 
-def nli_cache_name(model: str, dtype: str = "float32") -> str:
-    """The judge's name in pair-cache keys: the model, and its precision unless float32 (so the
-    keys of float32 scores are those written before precisions were kept apart)."""
-    return str(model) if dtype == "float32" else f"{model} [{dtype}]"
-
-
 class NliEquivalence(Equivalence):
     """NLI backend: a sequence classifier (DeBERTa-large-MNLI in the paper configuration).
 
@@ -374,7 +368,7 @@ class NliEquivalence(Equivalence):
         cache_dir: folder of the on-disk pair cache (None: in-memory only).
         max_length: tokenizer truncation length.
         dtype: the weights' precision (float32, bfloat16, float16; `devices.resolve_dtype`
-            picks one for a device). The pair cache keys it (`nli_cache_name`).
+            picks one for a device). The pair cache keys it (`name`).
     """
 
     n_values = 3  # probabilities (entail, neutral, contra)
@@ -412,7 +406,9 @@ class NliEquivalence(Equivalence):
 
     @property
     def name(self) -> str:
-        return nli_cache_name(self.model_ref, self.dtype)
+        """The judge in pair-cache keys: the model, and its precision unless float32 (so float32
+        scores keep the keys written before precisions were kept apart)."""
+        return self.model_ref if self.dtype == "float32" else f"{self.model_ref} [{self.dtype}]"
 
     def _load(self) -> None:
         if self._model is not None:

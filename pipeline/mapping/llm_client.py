@@ -403,16 +403,13 @@ class LLMClient:
 
     def chat(self, messages: Messages) -> str:
         """The assistant's reply to `messages` (from the cache when this exact request was made)."""
-        self._check_messages(messages)
-        return self._run(self._cached_call(messages, self.params, _first_content, _usable_text))
+        return self.chat_many([messages], raise_on_error=True)[0]
 
     def choices(self, messages: Messages, **params: Any) -> list[dict[str, Any]]:
         """All choices of one request with `params` over the client's (n, temperature, seed,
         logprobs, ...), each {"text", "tokens", "logprobs", "top_logprobs"}; cached under the
         endpoint, model, messages and every parameter, like `chat`."""
-        self._check_messages(messages)
-        return self._run(self._cached_call(messages, {**self.params, **params}, _choices,
-                                           _usable_choices))
+        return self.choices_many([(messages, params)])[0]
 
     async def _cached_call(self, messages: Messages, params: dict[str, Any], parse: Any,
                            usable: Any) -> Any:
