@@ -84,6 +84,7 @@ def main() -> None:
           f"{1e6 * seconds / max(1, after):.1f} us per pair scored")
     nli_input_prep(items[:50])
     sample_mbr_sets(n_prompts=200, m=1000, k=30, seed=args.seed)
+    decide_cell(n_prompts=args.prompts, m=20, seed=args.seed)
     llm_queue(n_prompts=64, responses=20, in_flight=64, latency=0.1)
 
 
@@ -198,6 +199,47 @@ def sample_mbr_sets(n_prompts: int, m: int, k: int, seed: int) -> None:
     print(f"l_Sample, sets, M={m}, K={k} ({n_prompts} prompts, per 10k prompts): pairwise "
           f"{per * t_pair:.1f} s, O(M K) {per * t_new:.2f} s ({t_pair / t_new:.0f}x; goal >= 10x), "
           f"closed-form Bayes {per * t_bayes:.2f} s ({t_pair / t_bayes:.0f}x the pairwise)")
+
+
+def decide_cell(n_prompts: int, m: int, seed: int) -> None:
+    """The decide stage's latent maths for a MAQA-shaped cell (answer sets, M samples + 2
+    decodes, 2-10 labels per prompt): Bayes, F-beta Bayes, l_MAP, l_Sample and the decodes'
+    risks, one prompt at a time through the one-prompt API (the stage before issue 25) vs the
+    cell at once (`LatentSpace.batch`), then the whole stage (`decide_many`, texts included)."""
+    from pipeline.latent import get_space
+    from pipeline.stages.decide import decide_many
+
+    rng = np.random.default_rng(seed)
+    sets, fbeta = get_space("sets"), get_space("sets-fbeta")
+    cell = []
+    for p in range(n_prompts):
+        labels = [f"answer {p} {k}" for k in range(int(rng.integers(2, 11)))]
+        share = rng.uniform(0.05, 0.95, len(labels))
+        draw = lambda: frozenset(x for x, q in zip(labels, share) if rng.random() < q)  # noqa: E731
+        cell.append(([draw() for _ in range(m)], [draw(), draw()]))
+    t0 = time.perf_counter()
+    for samples, decodes in cell:
+        sets.bayes(samples), fbeta.bayes(samples), sets.map(samples), sets.sample_mbr(samples)
+        for action in decodes:
+            sets.risk(action, samples)
+    t_one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    latents = [samples for samples, _ in cell]
+    batch = sets.batch(latents)
+    batch.bayes(), fbeta.batch(latents).bayes(), batch.map(), batch.sample_mbr()
+    for d in range(2):
+        batch.risk([decodes[d] for _, decodes in cell])
+    t_cell = time.perf_counter() - t0
+    prompts = [([(s, "Answer") for s in samples], {"greedy": (decodes[0], "g"), "beam": (decodes[1], "b")})
+               for samples, decodes in cell]
+    t0 = time.perf_counter()
+    decide_many(sets, prompts, {"bayes_fbeta": fbeta})
+    t_stage = time.perf_counter() - t0
+    per = 1e3 / n_prompts
+    print(f"decide maths, sets, M={m} ({n_prompts} prompts): one prompt at a time "
+          f"{per * t_one:.2f} ms/prompt, the cell at once {per * t_cell:.2f} ms/prompt "
+          f"({t_one / t_cell:.1f}x); whole decide stage with texts {per * t_stage:.2f} ms/prompt "
+          f"({t_stage * 1e4 / n_prompts:.0f} s per 10k prompts)")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,16 @@
     space.distance(a, b); space.risk(action, latents, weights=None)
     space.map(latents, weights=None)            # l_MAP, ties: first seen
     space.sample_mbr(latents, weights=None)     # l_Sample (pairwise), ties: first
+    batch = space.batch(prompts)                # many prompts at once (uniform weights):
+    batch.bayes(); batch.map(); batch.sample_mbr(); batch.risk(actions)
 
 Registered names: classes, sets, sets-fbeta, graphs, sphere, simplex, reals.
 """
 
 from __future__ import annotations
 
-from .base import (BayesResult, LatentSpace, LatentTypeError, available_spaces, get_space, register,
-                   space_class)
+from .base import (BayesResult, LatentBatch, LatentSpace, LatentTypeError, available_spaces,
+                   get_space, register, space_class)
 from .classes import ClassSpace
 from .codec import from_json, to_json
 from .fbeta import FBetaSetSpace, f_beta, gfm
@@ -37,6 +39,7 @@ from .sphere import (
 __all__ = [
     "space_class",
     "BayesResult",
+    "LatentBatch",
     "ClassSpace",
     "FBetaSetSpace",
     "GraphSpace",

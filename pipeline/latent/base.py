@@ -226,6 +226,11 @@ class LatentSpace(abc.ABC, Generic[L]):
         best = first_min_index(risks)
         return BayesResult(items[best], float(risks[best]))
 
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> LatentBatch:
+        """Many prompts' samples (uniform weights within a prompt) for deciding them together;
+        a space with an array form returns its own subclass."""
+        return LatentBatch(self, prompts)
+
     # --- how latents are stored and shown (each space owns its JSON form and its text) -------
     #: True when a decision's text is written from the latent itself (g_T^-1: sets, graphs) for
     #: every method, so text metrics compare like with like; False: the text of a sample.
@@ -321,6 +326,109 @@ class LatentSpace(abc.ABC, Generic[L]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+# Padded batches are processed in chunks of about this many cells (prompts x samples x width),
+# so a chunk's float64 temporaries stay near 16 MB however wide one prompt's labels are.
+CHUNK_CELLS = 1 << 21
+
+
+def padded_chunks(widths: np.ndarray, n_samples: int, budget: int | None = None,
+                  square: bool = False) -> list[tuple[slice, int]]:
+    """Consecutive prompt slices whose padded (prompts, n_samples, width) array stays within
+    `budget` cells, each with its width (the widest prompt in it, at least 1). `square`: the
+    work also holds a (prompts, width, width) array (F-beta's GFM)."""
+    budget = CHUNK_CELLS if budget is None else budget
+    out: list[tuple[slice, int]] = []
+    start, width = 0, 1
+    for p, k in enumerate(np.asarray(widths, dtype=np.int64).tolist()):
+        wider = max(width, k, 1)
+        rows = max(n_samples, wider) if square else n_samples
+        if p > start and (p - start + 1) * rows * wider > budget:
+            out.append((slice(start, p), width))
+            start, wider = p, max(k, 1)
+        width = wider
+    if start < len(widths):
+        out.append((slice(start, len(widths)), width))
+    return out
+
+
+class LatentBatch:
+    """Many prompts' samples in one latent space, each prompt's samples weighted uniformly: the
+    decide stage's Bayes actions, l_MAP, l_Sample and empirical risks for a whole cell at once.
+
+    This base form loops over the prompts with the one-prompt maths; spaces with an array form
+    (sets, graphs, F-beta sets, classes, sphere, simplex, reals) override the loops with padded
+    array code. Every prompt needs at least one sample.
+    """
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        self.space = space
+        self.items: list[list[Any]] = [space._prepare(p, None)[0] for p in prompts]
+        self.sizes = np.array([len(p) for p in self.items], dtype=np.int64)
+        self._sample_risks: list[np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        """(Bayes action, Bayes risk) of every prompt."""
+        res = [self.space._bayes(items, np.ones(len(items))) for items in self.items]
+        return [r.action for r in res], np.array([r.risk for r in res], dtype=np.float64)
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        """Empirical risk of one action per prompt (NaN where the action is None)."""
+        out = np.full(len(self.items), np.nan)
+        for p, (action, items) in enumerate(zip(actions, self.items)):
+            if action is not None:
+                out[p] = self.space._risk(self.space.canonical(action), items, np.ones(len(items)))
+        return out
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        out = []
+        for items in self.items:
+            with np.errstate(invalid="ignore"):
+                out.append(self.space._pairwise_distances(items).mean(axis=0))
+        return out
+
+    def sample_risks(self) -> list[np.ndarray]:
+        """Per prompt, the empirical risk of each of its samples as the action (computed once)."""
+        if self._sample_risks is None:
+            self._sample_risks = self._compute_sample_risks()
+        return self._sample_risks
+
+    def sample_mbr(self) -> tuple[np.ndarray, np.ndarray]:
+        """l_Sample of every prompt: (index of the chosen sample, its risk); ties: first."""
+        risks = self.sample_risks()
+        idx = np.array([first_min_index(r) for r in risks], dtype=np.int64)
+        return idx, np.array([r[i] for r, i in zip(risks, idx)], dtype=np.float64)
+
+    def map(self) -> np.ndarray:
+        """l_MAP of every prompt: the index of the first sample of its most frequent latent.
+
+        Keys are coded per prompt in first-seen order, so the lowest code among the most
+        frequent is the first seen (the one-prompt `map`'s tie rule)."""
+        codes, first_sample, starts = [], [], []
+        for items in self.items:
+            starts.append(len(first_sample))
+            seen: dict[Hashable, int] = {}
+            for i, item in enumerate(items):
+                code = seen.get(key := self.space.key(item))
+                if code is None:
+                    code = seen[key] = len(first_sample)
+                    first_sample.append(i)
+                codes.append(code)
+        counts = np.bincount(np.asarray(codes, dtype=np.int64), minlength=len(first_sample))
+        starts_arr = np.asarray(starts, dtype=np.int64)
+        best = np.maximum.reduceat(counts, starts_arr)
+        seg = np.repeat(np.arange(len(starts)), np.diff(np.append(starts_arr, len(first_sample))))
+        top = np.flatnonzero(counts == best[seg])
+        winner = top[np.searchsorted(seg[top], np.arange(len(starts)))]
+        return np.asarray(first_sample, dtype=np.int64)[winner]
+
+    def weights(self, n_samples: int, sl: slice) -> np.ndarray:
+        """(prompts, n_samples) 0/1 weights: 1 for a prompt's samples, 0 for the padding."""
+        return (np.arange(n_samples)[None, :] < self.sizes[sl, None]).astype(np.float64)
 
 
 _SCALARS = (str, int, float, bool)

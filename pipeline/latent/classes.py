@@ -7,7 +7,44 @@ from typing import Any
 
 import numpy as np
 
-from .base import BayesResult, LatentSpace, first_min_index, register, reject_none
+from .base import BayesResult, LatentBatch, LatentSpace, first_min_index, register, reject_none
+
+
+class ClassBatch(LatentBatch):
+    """Classes coded per prompt in first-seen order: every risk is a count over n."""
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        super().__init__(space, prompts)
+        self.codes: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
+        self.classes: list[dict[Hashable, int]] = []
+        for items in self.items:
+            seen: dict[Hashable, int] = {}
+            codes = np.array([seen.setdefault(x, len(seen)) for x in items], dtype=np.int64)
+            self.codes.append(codes)
+            self.counts.append(np.bincount(codes))
+            self.classes.append(seen)
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        best = [int(np.argmax(c)) for c in self.counts]  # the first seen of the most frequent
+        actions = [list(seen)[b] for seen, b in zip(self.classes, best)]
+        return actions, np.array([1.0 - c[b] / n for c, b, n in zip(self.counts, best, self.sizes)])
+
+    def map(self) -> np.ndarray:
+        return np.array([int(np.argmax(codes == np.argmax(c)))
+                         for codes, c in zip(self.codes, self.counts)], dtype=np.int64)
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        return [(n - c[codes]) / n for codes, c, n in zip(self.codes, self.counts, self.sizes)]
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        out = np.full(len(self.items), np.nan)
+        for p, action in enumerate(actions):
+            if action is not None:
+                code = self.classes[p].get(self.space.canonical(action))
+                hits = 0 if code is None else int(self.counts[p][code])
+                out[p] = (self.sizes[p] - hits) / self.sizes[p]
+        return out
 
 
 @register("classes")
@@ -52,6 +89,9 @@ class ClassSpace(LatentSpace[Hashable]):
     def _risk(self, action: Hashable, items: list[Hashable], w: np.ndarray) -> float:
         hit = np.array([item == action for item in items], dtype=bool)
         return float(w[~hit].sum() / w.sum())
+
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> ClassBatch:
+        return ClassBatch(self, prompts)
 
     def _pairwise_distances(self, items: list[Hashable]) -> np.ndarray:
         codes: dict[Hashable, int] = {}

@@ -1,59 +1,62 @@
-"""How each `latent` decision method of pipeline/methods.py decides from a prompt's samples:
+"""How each `latent` decision method of pipeline/methods.py decides from a cell's samples:
 registered by the method's name, so the decide stage loops over the declared methods and names
-none. A rule gets the task's latent space and the parsed samples as (latent, text) pairs and
-returns (action, its empirical risk, its text or None = the space writes it)."""
+none. A rule gets the task's `LatentBatch` (every decidable prompt's parsed samples) and each
+prompt's sample texts, and returns per prompt (actions, their empirical risks, their texts or
+None = the space writes them)."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from pipeline.registry import Registry
 from pipeline.text import canonical_label
 
-Rule = Callable[[Any, list[tuple[Any, str]]], tuple[Any, float, str | None]]
+from .base import LatentBatch
+
+Decisions = tuple[list[Any], np.ndarray, "list[str] | None"]
+Rule = Callable[[LatentBatch, list[list[str]]], Decisions]
 DECISION_RULES: Registry[Rule] = Registry("decision rule")
 
 
-def empirical_risk(space, action, latents) -> float:
-    if action is None or not latents:
-        return math.nan
-    return float(space.risk(action, latents))
-
-
-def _decided(result) -> tuple[Any, float, None]:
-    """A space's DecisionResult as a rule's (action, risk, text written by the space)."""
-    return result.action, float(result.risk), None
+def chosen_samples(batch: LatentBatch, idx: np.ndarray) -> Decisions:
+    """Sample idx[p] of every prompt p, with its empirical risk."""
+    risks = batch.sample_risks()
+    return ([items[i] for items, i in zip(batch.items, idx)],
+            np.array([r[i] for r, i in zip(risks, idx)], dtype=np.float64), None)
 
 
 @DECISION_RULES.register("bayes")
-def bayes(space, valid):
+def bayes(batch, texts):
     """The closed-form Bayes action and its Bayes risk (the paper's uncertainty)."""
-    return _decided(space.bayes([lat for lat, _ in valid]))
+    actions, risks = batch.bayes()
+    return actions, risks, None
 
 
 @DECISION_RULES.register("map")
-def latent_map(space, valid):
+def latent_map(batch, texts):
     """l_MAP: the most frequent sampled latent."""
-    latents = [lat for lat, _ in valid]
-    action = space.map(latents)
-    return action, empirical_risk(space, action, latents), None
+    return chosen_samples(batch, batch.map())
 
 
 @DECISION_RULES.register("sample_mbr")
-def sample_mbr(space, valid):
+def sample_mbr(batch, texts):
     """l_Sample: the sample of least empirical risk (MBR restricted to the samples)."""
-    return _decided(space.sample_mbr([lat for lat, _ in valid]))
+    return chosen_samples(batch, batch.sample_mbr()[0])
 
 
 @DECISION_RULES.register("self_consistency")
-def self_consistency(space, valid):
+def self_consistency(batch, texts):
     """Self-consistency (Wang et al. 2023): majority vote over normalised raw answers; the first
     sample of the winning answer, with its own text."""
-    votes = Counter(canonical_label(txt) for _, txt in valid)
-    top = max(votes.values())
-    winner = next(i for i, (_, txt) in enumerate(valid) if votes[canonical_label(txt)] == top)
-    latents = [lat for lat, _ in valid]
-    return latents[winner], empirical_risk(space, latents[winner], latents), valid[winner][1]
+    winners = []
+    for prompt_texts in texts:
+        answers = [canonical_label(t) for t in prompt_texts]
+        votes = Counter(answers)
+        top = max(votes.values())
+        winners.append(next(i for i, a in enumerate(answers) if votes[a] == top))
+    actions, risks, _ = chosen_samples(batch, np.array(winners, dtype=np.int64))
+    return actions, risks, [t[i] for t, i in zip(texts, winners)]

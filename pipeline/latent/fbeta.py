@@ -19,8 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from .base import BayesResult, LatentSpace, first_min_index, register
-from .sets import SetSpace, _canonical_set, encode_label_set, incidence_matrix
+from .base import (
+    BayesResult,
+    LatentSpace,
+    first_min_index,
+    first_min_index_rows,
+    padded_chunks,
+    register,
+)
+from .sets import IncidenceBatch, SetSpace, _canonical_set, encode_label_set, incidence_matrix
 
 
 def f_beta(reference: frozenset, candidate: frozenset, beta: float) -> float:
@@ -62,6 +69,89 @@ def gfm(x: np.ndarray, w: np.ndarray, beta: float) -> tuple[np.ndarray, float]:
     if best_k > 0:
         mask[order[:best_k, best_k - 1]] = True
     return mask, float(values[best_k])
+
+
+def f_beta_losses(refs: np.ndarray, cands: np.ndarray, beta: float) -> np.ndarray:
+    """1 - F_beta(truth=refs[.., j], prediction=cands[.., i]) as (..., j, i) from bool incidence
+    (..., J, K) and (..., I, K); F(empty, empty) = 1."""
+    r, c = refs.astype(np.float64), cands.astype(np.float64)
+    inter = np.matmul(r, np.swapaxes(c, -1, -2))
+    b2 = beta * beta
+    denom = b2 * r.sum(axis=-1)[..., :, None] + c.sum(axis=-1)[..., None, :]
+    empty = denom == 0
+    return 1.0 - np.where(empty, 1.0, (1.0 + b2) * inter / np.where(empty, 1.0, denom))
+
+
+def gfm_batch(x: np.ndarray, w: np.ndarray, widths: np.ndarray,
+              beta: float) -> np.ndarray:
+    """`gfm` for many prompts: x bool (P, M, K) padded incidence, w (P, M) normalised weights
+    (0 on padding), widths (P,) each prompt's own labels. Returns bool (P, K) predictions.
+
+    Sizes run over 0..K for every prompt (unobserved sizes have P = 0, as in `gfm`); the top-k
+    sums beyond a prompt's own labels are excluded."""
+    n_prompts, _, n_labels = x.shape
+    xf = x.astype(np.float64)
+    sizes = xf.sum(axis=2).astype(np.int64)  # (P, M)
+    p_empty = np.where(sizes == 0, w, 0.0).sum(axis=1)
+    by_size = np.zeros((n_prompts, x.shape[1], n_labels + 1))
+    np.put_along_axis(by_size, sizes[:, :, None], w[:, :, None], axis=2)
+    p_mat = np.matmul(np.swapaxes(xf, 1, 2), by_size)  # (P, K, sizes): P(y_k = 1, |y| = s)
+    b2 = beta * beta
+    k = np.arange(1, n_labels + 1, dtype=np.float64)
+    s = np.arange(n_labels + 1, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        w_mat = (1.0 + b2) / (b2 * s[:, None] + k[None, :])
+    w_mat[~np.isfinite(w_mat)] = 0.0
+    delta = np.matmul(p_mat, w_mat)  # (P, K labels, K sizes)
+    order = np.argsort(-delta, axis=1, kind="stable")  # ties: label order, own labels first
+    top_sums = np.cumsum(np.take_along_axis(delta, order, axis=1), axis=1)
+    diag = top_sums[:, np.arange(n_labels), np.arange(n_labels)]  # (P, K)
+    values = np.concatenate([p_empty[:, None], diag], axis=1)
+    values[np.arange(n_labels + 1)[None, :] > widths[:, None]] = -np.inf
+    best_k = first_min_index_rows(-values)
+    masks = np.zeros((n_prompts, n_labels), dtype=bool)
+    for p in np.flatnonzero(best_k):
+        masks[p, order[p, : best_k[p], best_k[p] - 1]] = True
+    return masks
+
+
+class FBetaBatch(IncidenceBatch):
+    """F-beta sets: GFM and every risk in padded array code."""
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        actions: list[Any] = []
+        for sl, width in padded_chunks(self.widths, self.n_samples, square=True):
+            w = self.weights(self.n_samples, sl)
+            masks = gfm_batch(self.incidence(sl, width), w / w.sum(axis=1, keepdims=True),
+                              self.widths[sl], self.space.beta)
+            actions.extend(self.to_set(p, m) for p, m in zip(range(sl.start, sl.stop), masks))
+        # the risk recomputed from the action, as the one-prompt `bayes` does
+        return actions, self.risk(actions)
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for sl, width in self.chunks:
+            x = self.incidence(sl, width)
+            w = self.weights(self.n_samples, sl)
+            risks = np.matmul(w[:, None, :], f_beta_losses(x, x, self.space.beta))[:, 0, :]
+            out.extend(row[:n] / n for row, n in zip(risks, self.sizes[sl]))
+        return out
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        """sum_j (1 - F_beta(s_j, a)) / n; an action's labels beyond its prompt's count in |a|."""
+        known, masks, beyond = self.action_masks(actions)
+        b2 = self.space.beta ** 2
+        out = np.full(len(self.items), np.nan)
+        for sl, width in self.chunks:
+            x = self.incidence(sl, width)
+            mask = masks[sl, :width]
+            inter = np.matmul(x.astype(np.float64), mask[:, :, None].astype(np.float64))[:, :, 0]
+            denom = b2 * x.sum(axis=2) + (mask.sum(axis=1) + beyond[sl])[:, None]
+            empty = denom == 0
+            loss = 1.0 - np.where(empty, 1.0, (1.0 + b2) * inter / np.where(empty, 1.0, denom))
+            total = np.where(self.weights(self.n_samples, sl) > 0, loss, 0.0).sum(axis=1)
+            out[sl] = np.where(known[sl], total / self.sizes[sl], np.nan)
+        return out
 
 
 @register("sets-fbeta")
@@ -117,13 +207,9 @@ class FBetaSetSpace(LatentSpace[frozenset]):
         loss = np.array([1.0 - f_beta(item, action, self.beta) for item in items])
         return float(w @ loss / w.sum())
 
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> FBetaBatch:
+        return FBetaBatch(self, prompts)
+
     def _pairwise_distances(self, items: list[frozenset]) -> np.ndarray:
         _, x = incidence_matrix(items)
-        xf = x.astype(np.float64)
-        sizes = xf.sum(axis=1)
-        b2 = self.beta * self.beta
-        inter = xf @ xf.T
-        denom = b2 * sizes[:, None] + sizes[None, :]  # row = reference, column = candidate
-        both_empty = denom == 0
-        f = np.where(both_empty, 1.0, (1.0 + b2) * inter / np.where(both_empty, 1.0, denom))
-        return 1.0 - f
+        return f_beta_losses(x, x, self.beta)  # row = reference, column = candidate

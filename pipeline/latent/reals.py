@@ -19,9 +19,11 @@ import numpy as np
 from .base import (
     TIE_TOLERANCE,
     BayesResult,
+    LatentBatch,
     LatentSpace,
     LatentTypeError,
     json_scalar,
+    padded_chunks,
     register,
     reject_none,
 )
@@ -38,6 +40,48 @@ def weighted_lower_median(values: np.ndarray, w: np.ndarray) -> float:
     # (e.g. ten weights of 0.1) cannot skip the lower median.
     idx = int(np.argmax(2.0 * cum >= total * (1.0 - TIE_TOLERANCE)))
     return float(values[order[idx]])
+
+
+class RealBatch(LatentBatch):
+    """Numbers of many prompts as one (prompts, samples) array, padded with NaN."""
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        super().__init__(space, prompts)
+        n_samples = int(self.sizes.max()) if len(self.items) else 0
+        self.values = np.full((len(self.items), n_samples), np.nan)
+        for row, items in enumerate(self.items):
+            self.values[row, : len(items)] = items
+        self.valid = ~np.isnan(self.values)
+
+    def _losses(self, actions: np.ndarray) -> np.ndarray:
+        diff = self.values - actions[:, None]
+        loss = np.abs(diff) if self.space.loss == "l1" else diff * diff
+        return np.where(self.valid, loss, 0.0)
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        if self.space.loss == "l1":  # the lower median: the ceil(n / 2)-th smallest value
+            ordered = np.sort(np.where(self.valid, self.values, np.inf), axis=1)
+            action = ordered[np.arange(len(self.items)), (self.sizes - 1) // 2]
+        else:
+            action = np.where(self.valid, self.values, 0.0).sum(axis=1) / self.sizes
+        return [float(a) for a in action], self._losses(action).sum(axis=1) / self.sizes
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        known = np.array([a is not None for a in actions], dtype=bool)
+        chosen = np.array([self.space.canonical(a) if a is not None else 0.0 for a in actions])
+        return np.where(known, self._losses(chosen).sum(axis=1) / self.sizes, np.nan)
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        n_samples = self.values.shape[1]
+        for sl, _ in padded_chunks(np.full(len(self.items), n_samples), n_samples):
+            values, valid = self.values[sl], self.valid[sl]
+            diff = values[:, :, None] - values[:, None, :]
+            loss = np.abs(diff) if self.space.loss == "l1" else diff * diff
+            loss = np.where(valid[:, :, None] & valid[:, None, :], loss, 0.0)
+            risks = loss.sum(axis=1) / self.sizes[sl, None]
+            out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
+        return out
 
 
 @register("reals")
@@ -89,6 +133,9 @@ class RealSpace(LatentSpace[float]):
         diff = np.array(items, dtype=np.float64) - action
         loss = np.abs(diff) if self.loss == "l1" else diff * diff
         return float(w @ loss / w.sum())
+
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> RealBatch:
+        return RealBatch(self, prompts)
 
     def _pairwise_distances(self, items: list[float]) -> np.ndarray:
         x = np.array(items, dtype=np.float64)

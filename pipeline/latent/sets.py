@@ -5,6 +5,7 @@ Bayes action {y : p(y) >= 1/2}, Bayes risk sum_y min(p_y, 1 - p_y) (not normalis
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
@@ -13,11 +14,13 @@ import numpy as np
 
 from .base import (
     BayesResult,
+    LatentBatch,
     LatentSpace,
     LatentTypeError,
     first_min_index,
     first_min_index_rows,
     json_scalar,
+    padded_chunks,
     register,
     reject_none,
     sorted_labels,
@@ -93,7 +96,9 @@ def sets_bayes_batch(
         total = wc.sum(axis=1, keepdims=True)
         mass = np.matmul(wc[:, None, :], x[sl].astype(np.float64))[:, 0, :]  # (p, K) raw weight
         actions[sl] = 2 * mass >= total
-        risks[sl] = (np.minimum(mass, total - mass) / total).sum(axis=1)
+        # summed before the one division: integer weights (counts, 0/1 padding) stay exact,
+        # so padding a prompt with empty labels or zero-weight samples cannot change its risk
+        risks[sl] = np.minimum(mass, total - mass).sum(axis=1) / total[:, 0]
     return actions, risks
 
 
@@ -140,6 +145,109 @@ def sets_sample_mbr_batch(
     risks = sets_pairwise_risks_batch(incidence, weights)
     idx = first_min_index_rows(risks)
     return idx, risks[np.arange(risks.shape[0]), idx]
+
+
+class IncidenceBatch(LatentBatch):
+    """Label sets of many prompts as padded incidence chunks: each prompt's labels (sorted, as
+    `incidence_matrix` orders them) are its columns, its samples its rows. Labels are coded once
+    for the whole cell, so columns, actions and their masks are array lookups."""
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        super().__init__(space, prompts)
+        codes: dict[Hashable, int] = {}
+        hit_labels: list[int] = []
+        set_sizes: list[int] = []
+        for items in self.items:
+            for item in items:
+                hit_labels.extend(codes.setdefault(lab, len(codes)) for lab in item)
+                set_sizes.append(len(item))
+        self.codes = codes
+        self.names = sorted_labels(frozenset(codes))
+        rank = np.empty(len(codes), dtype=np.int64)
+        rank[[codes[name] for name in self.names]] = np.arange(len(codes))
+        self._n_names = max(1, len(codes))
+        counts = np.asarray(set_sizes, dtype=np.int64)
+        sample_prompt = np.repeat(np.arange(len(self.items)), self.sizes)
+        sample_index = np.concatenate([np.arange(n) for n in self.sizes]) if len(self.items) else \
+            np.zeros(0, dtype=np.int64)
+        self._hit_prompt = np.repeat(sample_prompt, counts)
+        self._hit_sample = np.repeat(sample_index, counts)
+        hit_keys = self._hit_prompt * self._n_names + rank[np.asarray(hit_labels, dtype=np.int64)]
+        # each prompt's labels, sorted, as one array of keys prompt * names + rank
+        self._keys = np.unique(hit_keys)
+        self._starts = np.searchsorted(self._keys, np.arange(len(self.items) + 1) * self._n_names)
+        self._hit_column = np.searchsorted(self._keys, hit_keys) - self._starts[self._hit_prompt]
+        self.widths = np.diff(self._starts)
+        self.n_samples = int(self.sizes.max()) if len(self.items) else 0
+        self.chunks = padded_chunks(self.widths, self.n_samples)
+
+    def incidence(self, sl: slice, width: int) -> np.ndarray:
+        """bool (prompts, n_samples, width) of the prompts in `sl`; padding is False."""
+        x = np.zeros((sl.stop - sl.start, self.n_samples, width), dtype=bool)
+        lo, hi = np.searchsorted(self._hit_prompt, [sl.start, sl.stop])
+        x[self._hit_prompt[lo:hi] - sl.start, self._hit_sample[lo:hi], self._hit_column[lo:hi]] = True
+        return x
+
+    def action_masks(self, actions: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(prompts with an action, bool (P, widest) of each action's labels among its prompt's
+        labels, how many labels each action has beyond them)."""
+        known = np.array([a is not None for a in actions], dtype=bool)
+        prompt_of, rank_of, beyond = [], [], np.zeros(len(actions), dtype=np.int64)
+        names = {name: k for k, name in enumerate(self.names)}
+        for p, action in enumerate(actions):
+            if action is None:
+                continue
+            labels = self.space.canonical(action)
+            ranks = [names[lab] for lab in labels if lab in names]
+            prompt_of.extend([p] * len(ranks))
+            rank_of.extend(ranks)
+            beyond[p] = len(labels) - len(ranks)
+        masks = np.zeros((len(actions), max(1, int(self.widths.max(initial=0)))), dtype=bool)
+        prompt_arr = np.asarray(prompt_of, dtype=np.int64)
+        keys = prompt_arr * self._n_names + np.asarray(rank_of, dtype=np.int64)
+        pos = np.searchsorted(self._keys, keys)
+        hit = pos < len(self._keys)
+        hit[hit] = self._keys[pos[hit]] == keys[hit]
+        beyond += np.bincount(prompt_arr[~hit], minlength=len(actions))
+        masks[prompt_arr[hit], pos[hit] - self._starts[prompt_arr[hit]]] = True
+        return known, masks, beyond
+
+    def to_set(self, p: int, mask: np.ndarray) -> frozenset:
+        cols = np.flatnonzero(mask[: self.widths[p]])
+        return frozenset(self.names[k] for k in (self._keys[self._starts[p] + cols] % self._n_names))
+
+
+class SetBatch(IncidenceBatch):
+    """Hamming sets (and graphs' edge sets) in O(P M K) array code."""
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        actions: list[Any] = []
+        risks = np.empty(len(self.items))
+        for sl, width in self.chunks:
+            chosen, risks[sl] = sets_bayes_batch(self.incidence(sl, width),
+                                                 self.weights(self.n_samples, sl))
+            actions.extend(self.to_set(p, row) for p, row in zip(range(sl.start, sl.stop), chosen))
+        return actions, risks
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for sl, width in self.chunks:
+            risks = sets_pairwise_risks_batch(self.incidence(sl, width),
+                                              self.weights(self.n_samples, sl))
+            out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
+        return out
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        """sum_j |s_j ^ a| / n = (n |a| + sum_j |s_j| - 2 sum_y a_y m_y) / n, in integers."""
+        known, masks, beyond = self.action_masks(actions)
+        out = np.full(len(self.items), np.nan)
+        for sl, width in self.chunks:
+            mass = self.incidence(sl, width).sum(axis=1, dtype=np.int64)  # (p, K)
+            mask, n = masks[sl, :width], self.sizes[sl]
+            total = (n * (mask.sum(axis=1) + beyond[sl]) + mass.sum(axis=1)
+                     - 2 * (mass * mask).sum(axis=1))
+            out[sl] = np.where(known[sl], total / n, np.nan)
+        return out
 
 
 def _canonical_set(latent: Any, space: str) -> frozenset:
@@ -194,6 +302,9 @@ class SetSpace(LatentSpace[frozenset]):
         sizes = xf.sum(axis=1)
         return sizes[:, None] + sizes[None, :] - 2.0 * (xf @ xf.T)
 
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> SetBatch:
+        return SetBatch(self, prompts)
+
     # A set is written from its own labels ("Atlantic, Pacific"), never as a sample's text: a
     # sample that maps to the set may say more or other things than the set.
     renders_latent = True
@@ -229,16 +340,22 @@ def encode_label_set(latent: Any, space: str) -> list:
     return [json_scalar(x, f"{space} label") for x in sorted_labels(frozenset(latent))]
 
 
+@functools.lru_cache(maxsize=8192)
+def _surface_pattern(label: str) -> re.Pattern:
+    """A label's words with articles and punctuation allowed between them (compiled once: every
+    decision of a prompt writes the same labels)."""
+    gap = r"(?:[\W_]+(?:(?:the|a|an)[\W_]+)?)"
+    return re.compile(r"(?<![^\W_])" + gap.join(re.escape(w) for w in label.split())
+                      + r"(?![^\W_])", re.IGNORECASE)
+
+
 def surface_form(label: str, texts: list[str]) -> str:
     """How the samples write a canonical label ("john lennon" -> "John Lennon"); the label itself
     when no sample writes it (canonical labels drop articles and punctuation, so both may sit
     between its words: "people s republic" matches "People's Republic")."""
-    words = label.split()
-    if not words:
+    if not label.split():
         return label
-    gap = r"(?:[\W_]+(?:(?:the|a|an)[\W_]+)?)"
-    pattern = re.compile(r"(?<![^\W_])" + gap.join(re.escape(w) for w in words) + r"(?![^\W_])",
-                         re.IGNORECASE)
+    pattern = _surface_pattern(label)
     for text in texts:
         m = pattern.search(text[:20_000])
         if m:

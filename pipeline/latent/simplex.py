@@ -16,9 +16,11 @@ import numpy as np
 
 from .base import (
     BayesResult,
+    LatentBatch,
     LatentSpace,
     LatentTypeError,
     json_scalar,
+    padded_chunks,
     register,
     reject_none,
     sorted_labels,
@@ -64,6 +66,65 @@ def kl_matrix(refs: np.ndarray, cands: np.ndarray) -> np.ndarray:
     missing = (refs > 0).astype(np.float64) @ (~pos).astype(np.float64).T > 0
     dist[missing] = np.inf
     return np.maximum(dist, 0.0)  # KL >= 0; clip rounding noise
+
+
+class SimplexBatch(LatentBatch):
+    """Distributions of many prompts aligned on each prompt's labels, in padded chunks."""
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        super().__init__(space, prompts)
+        self.aligned = [_align(items) for items in self.items]  # (labels, (n, K) matrix)
+        self.n_samples = int(self.sizes.max()) if len(self.items) else 0
+        self.chunks = padded_chunks(np.array([len(labels) for labels, _ in self.aligned]),
+                                    self.n_samples)
+
+    def matrices(self, sl: slice, width: int) -> np.ndarray:
+        x = np.zeros((sl.stop - sl.start, self.n_samples, width))
+        for row, (_, mat) in enumerate(self.aligned[sl]):
+            x[row, : mat.shape[0], : mat.shape[1]] = mat
+        return x
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        """The mean distribution; risk H(mean) - mean H(l), at least 0."""
+        actions: list[Any] = []
+        risks = np.empty(len(self.items))
+        for sl, width in self.chunks:
+            x = self.matrices(sl, width)
+            n = self.sizes[sl].astype(np.float64)
+            mean = x.sum(axis=1) / n[:, None]
+            mean /= mean.sum(axis=1, keepdims=True)
+            risks[sl] = np.maximum(0.0, entropy(mean) - entropy(x).sum(axis=1) / n)
+            for row, (labels, _) in enumerate(self.aligned[sl]):
+                actions.append({lab: float(q) for lab, q in zip(labels, mean[row])})
+        return actions, risks
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        """KL(l_j || l_i) summed over j: sum_j sum_k l_jk log l_jk - l_jk log l_ik, +inf where
+        l_i misses a label some l_j holds."""
+        out: list[np.ndarray] = []
+        for sl, width in self.chunks:
+            x = self.matrices(sl, width)
+            pos = x > 0
+            log_x = np.where(pos, np.log(np.where(pos, x, 1.0)), 0.0)
+            neg_entropy = (x * log_x).sum(axis=2)  # (p, M)
+            cross = np.matmul(x, np.swapaxes(log_x, 1, 2))  # [j, i] = sum_k l_jk log l_ik
+            kl = np.maximum(neg_entropy[:, :, None] - cross, 0.0)
+            missing = np.matmul(pos.astype(np.float64), np.swapaxes(~pos, 1, 2).astype(np.float64)) > 0
+            kl[missing] = np.inf
+            for row, n in enumerate(self.sizes[sl]):
+                out.append(kl[row, :n, :n].sum(axis=0) / n)
+        return out
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        out = np.full(len(self.items), np.nan)
+        for p, action in enumerate(actions):
+            if action is not None:
+                labels, mat = self.aligned[p]
+                action = self.space.canonical(action)
+                cand = np.array([[action.get(lab, 0.0) for lab in labels]])
+                with np.errstate(invalid="ignore"):
+                    out[p] = float(kl_matrix(mat, cand)[:, 0].sum() / mat.shape[0])
+        return out
 
 
 @register("simplex")
@@ -117,6 +178,9 @@ class SimplexSpace(LatentSpace[dict]):
         d = kl_matrix(mat[:-1], mat[-1:])[:, 0]
         with np.errstate(invalid="ignore"):
             return float(w @ d / w.sum())
+
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> SimplexBatch:
+        return SimplexBatch(self, prompts)
 
     def _pairwise_distances(self, items: list[dict]) -> np.ndarray:
         _, mat = _align(items)

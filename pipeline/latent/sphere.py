@@ -15,8 +15,10 @@ import numpy as np
 
 from .base import (
     BayesResult,
+    LatentBatch,
     LatentSpace,
     first_min_index_rows,
+    padded_chunks,
     register,
     reject_none,
     validate_batch_weights,
@@ -131,6 +133,56 @@ def sphere_sample_mbr_batch(
     return idx, risks[np.arange(risks.shape[0]), idx]
 
 
+class SphereBatch(LatentBatch):
+    """Unit vectors of many prompts as padded (prompts, samples, dim) chunks."""
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        super().__init__(space, prompts)
+        dims = {v.shape[0] for items in self.items for v in items}
+        if len(dims) > 1:
+            raise ValueError(f"sphere: all latents must have the same dimension, got {sorted(dims)}")
+        self.dim = dims.pop() if dims else 1
+        self.n_samples = int(self.sizes.max()) if len(self.items) else 0
+        self.chunks = [sl for sl, _ in padded_chunks(np.full(len(self.items), self.dim),
+                                                      self.n_samples)]
+
+    def vectors(self, sl: slice) -> np.ndarray:
+        x = np.zeros((sl.stop - sl.start, self.n_samples, self.dim))
+        for row, items in enumerate(self.items[sl]):
+            x[row, : len(items)] = items
+        return x
+
+    def bayes(self) -> tuple[list[Any], np.ndarray]:
+        actions: list[Any] = []
+        risks = np.empty(len(self.items))
+        for sl in self.chunks:
+            chosen, risks[sl] = sphere_bayes_batch(self.vectors(sl), self.weights(self.n_samples, sl),
+                                                   assume_normalized=True)
+            actions.extend(chosen)
+        return actions, risks
+
+    def _compute_sample_risks(self) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for sl in self.chunks:
+            risks = sphere_pairwise_risks_batch(self.vectors(sl), self.weights(self.n_samples, sl),
+                                                assume_normalized=True)
+            out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
+        return out
+
+    def risk(self, actions: Sequence[Any]) -> np.ndarray:
+        out = np.full(len(self.items), np.nan)
+        for sl in self.chunks:
+            w = self.weights(self.n_samples, sl)
+            mu = np.matmul((w / w.sum(axis=1, keepdims=True))[:, None, :], self.vectors(sl))[:, 0]
+            for row, p in enumerate(range(sl.start, sl.stop)):
+                if actions[p] is not None:
+                    action = self.space.canonical(actions[p])
+                    if action.shape[0] != self.dim:
+                        raise ValueError(f"sphere: dimension mismatch {action.shape[0]} vs {self.dim}")
+                    out[p] = float(1.0 - mu[row] @ action)
+        return out
+
+
 @register("sphere")
 class SphereSpace(LatentSpace[np.ndarray]):
     """1-D float vectors, normalised on input; d(a, b) = 1 - <a, b>.  O(M d)."""
@@ -183,6 +235,9 @@ class SphereSpace(LatentSpace[np.ndarray]):
         self._check_compatible(items + [action])
         mu = (w / w.sum()) @ np.stack(items)
         return float(1.0 - mu @ action)
+
+    def batch(self, prompts: Sequence[Sequence[Any]]) -> SphereBatch:
+        return SphereBatch(self, prompts)
 
     def _pairwise_distances(self, items: list[np.ndarray]) -> np.ndarray:
         x = np.stack(items)

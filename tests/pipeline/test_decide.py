@@ -122,12 +122,69 @@ def test_the_decision_rules_against_brute_force_on_sets():
     subsets = [frozenset(c) for r in range(len(labels) + 1)
                for c in itertools.combinations(labels, r)]
     best = min(risk(s) for s in subsets)
-    action, r, text = DECISION_RULES["bayes"](space, valid)
+    # a cell of one prompt, as the decide stage hands the rules every prompt of a cell
+    batch, texts = space.batch([latents]), [[txt for _, txt in valid]]
+
+    def rule(name):
+        actions, risks, rule_texts = DECISION_RULES[name](batch, texts)
+        return actions[0], float(risks[0]), None if rule_texts is None else rule_texts[0]
+
+    action, r, text = rule("bayes")
     assert r == pytest.approx(best) and risk(frozenset(action)) == pytest.approx(best)
     assert text is None
-    action, r, _ = DECISION_RULES["map"](space, valid)
+    action, r, _ = rule("map")
     assert frozenset(action) == frozenset({"a", "b"}) and r == pytest.approx(risk(frozenset(action)))
-    action, r, _ = DECISION_RULES["sample_mbr"](space, valid)
+    action, r, _ = rule("sample_mbr")
     assert r == pytest.approx(min(risk(lat) for lat in latents))
-    action, r, text = DECISION_RULES["self_consistency"](space, valid)
+    action, r, text = rule("self_consistency")
     assert text == "A and B" and frozenset(action) == frozenset({"a", "b"})
+
+
+@pytest.mark.parametrize("space_name", ["sets", "graphs", "classes", "sphere", "simplex"])
+def test_a_cell_decided_together_equals_its_prompts_decided_alone(space_name):
+    """decide_many pads prompts of different sizes into one array: nothing leaks between them
+    (an undecidable prompt, a prompt without a decode, decodes in different orders)."""
+    from pipeline.stages.decide import decide_many
+
+    rng = np.random.default_rng(5)
+    space = get_space(space_name)
+    extra = {"bayes_fbeta": get_space("sets-fbeta")} if space_name in ("sets", "graphs") else {}
+
+    def latent(p):
+        labels = [f"a{p}", f"b{p}", f"c{p}", "shared"]
+        if space_name == "sets":
+            return frozenset(x for x in labels if rng.random() < 0.5)
+        if space_name == "graphs":
+            return frozenset((x, "r", "y") for x in labels if rng.random() < 0.5)
+        if space_name == "classes":
+            return labels[int(rng.integers(0, 3))]
+        if space_name == "sphere":
+            return rng.normal(size=4)
+        q = rng.dirichlet(np.ones(3))
+        return dict(zip(labels[:3], q.tolist()))
+
+    prompts = []
+    for p in range(12):
+        m = int(rng.integers(1, 7))
+        samples = [(None if (p == 3 or rng.random() < 0.15) else latent(p), f"text {i % 3}")
+                   for i in range(m)]
+        decodes = {} if p == 5 else {"greedy": (latent(p), "g"), "beam": (latent(p), "b")}
+        if p == 7:
+            decodes = dict(reversed(list(decodes.items())))
+        prompts.append((samples, decodes))
+    together = decide_many(space, prompts, extra)
+    for p, (samples, decodes) in enumerate(prompts):
+        alone = decide_prompt(space, samples, decodes, extra)
+        assert [r["method"] for r in together[p]] == [r["method"] for r in alone]
+        for a, b in zip(together[p], alone):
+            assert a["text"] == b["text"]
+            assert (math.isnan(a["risk"]) and math.isnan(b["risk"])) or a["risk"] == pytest.approx(
+                b["risk"], rel=1e-12, abs=1e-12)
+            if space_name in ("sphere", "simplex"):  # means: equal up to rounding
+                va, vb = json.loads(a["action"]), json.loads(b["action"])
+                if isinstance(va, dict):
+                    va, vb = list(va.values()), list(vb.values())
+                assert (va is None and vb is None) or np.allclose(va, vb, rtol=0, atol=1e-12)
+            else:
+                assert a["action"] == b["action"]
+    assert all(math.isnan(r["risk"]) for r in together[3] if r["method"] not in ("greedy", "beam"))
