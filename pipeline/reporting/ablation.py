@@ -60,6 +60,7 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
             if pid in ds.index:
                 per_prompt[pid] = [space.from_json(s) for s in g["latent"]]
         pids = sorted(per_prompt)
+        truths = {pid: Reference(answers=[list(a) for a in ds.loc[pid, "answers"]]) for pid in pids}
         max_m = max((len(v) for v in per_prompt.values()), default=0)
         bq = beam_q[~beam_q.index.duplicated()].reindex(pids).to_numpy(float)
         for m in ms:
@@ -67,19 +68,16 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
                 continue
             ham, prr_b, prr_beam = [], [], []
             for _ in range(repeats):
-                risks, beam_risks, losses = [], [], []
+                subsets = []
                 for pid in pids:
                     sets = per_prompt[pid]
                     pick = rng.choice(len(sets), size=min(m, len(sets)), replace=False)
-                    subset = [sets[i] for i in pick]
-                    res = space.bayes(subset)
-                    truth = Reference(answers=[list(a) for a in ds.loc[pid, "answers"]])
-                    losses.append(loss(res.action, truth, None))
-                    risks.append(res.risk)
-                    beam = beam_latent.get(pid)
-                    beam_risks.append(np.nan if beam is None else space.risk(beam, subset))
-                risks, losses = np.asarray(risks), np.asarray(losses, dtype=float)
-                beam_risks = np.asarray(beam_risks, dtype=float)
+                    subsets.append([sets[i] for i in pick])
+                batch = space.batch(subsets)  # every prompt's subset decided at once
+                actions, risks = batch.bayes()
+                losses = np.array([loss(action, truths[pid], None)
+                                   for action, pid in zip(actions, pids)], dtype=float)
+                beam_risks = batch.risk([beam_latent.get(pid) for pid in pids])
                 ham.append(losses.mean())
                 prr_b.append(prr(risks, -losses, max_rejection=max_rejection))
                 ok = ~np.isnan(bq) & ~np.isnan(beam_risks)

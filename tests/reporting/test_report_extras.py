@@ -4,8 +4,11 @@ gives an estimator the same colour."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from pipeline.reporting import tables
 from pipeline.reporting.figures import estimator_color, prr_ranks
@@ -69,3 +72,54 @@ def test_an_ablation_panel_without_data_says_so():
     said = [[t.get_text() for t in ax.texts] for ax in fig.axes]
     assert said == [[], [], ["no data"]]  # no beam decode: the l_Beam panel is empty
     assert fig.get_layout_engine() is not None  # constrained: labels clear of the neighbours
+
+
+def test_the_samples_ablation_at_full_m_is_the_bayes_decision_of_every_sample():
+    """At M = all samples every subset is the whole set (no randomness): the Hamming loss is that
+    of the brute-force Bayes set (the subset of least empirical risk), its sd 0, and R(l_Beam)
+    the beam set's mean Hamming distance to the samples."""
+    import itertools
+
+    from pipeline.evaluation import prr
+    from pipeline.reporting.ablation import samples_ablation
+    from pipeline.tasks import METRICS, Reference
+
+    samples = {"p1": [["a"], ["a", "b"], ["a"], ["c"]], "p2": [["x"], ["y"], ["x", "y"], ["x"]],
+               "p3": [["u"], ["u"], ["u"], ["v"]]}
+    answers = {"p1": [["a"]], "p2": [["x"], ["z"]], "p3": [["v"]]}
+    beams = {"p1": ["a", "b"], "p2": ["x"], "p3": ["u"]}
+    rows = [{"model": "m", "prompt_id": p, "source": "sample", "sample_idx": i, "parse_ok": True,
+             "latent": json.dumps(sorted(s))} for p, ss in samples.items() for i, s in enumerate(ss)]
+    rows += [{"model": "m", "prompt_id": p, "source": "beam", "sample_idx": -1, "parse_ok": True,
+              "latent": json.dumps(b)} for p, b in beams.items()]
+    dataset = pd.DataFrame([{"model": "m", "prompt_id": p, "answers": a} for p, a in answers.items()])
+
+    def hamming(a, b):
+        return len(set(a) ^ set(b))
+
+    def risk(action, ss):
+        return sum(hamming(action, s) for s in ss) / len(ss)
+
+    def metric(action, p):  # the reported loss against the reference answers
+        return METRICS["hamming"].fn(frozenset(action), Reference(answers=answers[p]), None)
+
+    bayes, losses, beam_risks = {}, {}, {}
+    for p, ss in samples.items():
+        labels = sorted(set().union(*map(set, ss)))
+        subsets = [c for r in range(len(labels) + 1) for c in itertools.combinations(labels, r)]
+        # ties: the larger set (labels at exactly p = 1/2 belong to the Bayes action)
+        bayes[p] = min(subsets, key=lambda c: (risk(c, ss), -len(c)))
+        losses[p] = metric(bayes[p], p)
+        beam_risks[p] = risk(beams[p], ss)
+    beam_quality = {p: -metric(beams[p], p) for p in samples}
+    quality = pd.DataFrame([{"model": "m", "prompt_id": p, "method": "beam", "metric": "hamming",
+                             "value": -q} for p, q in beam_quality.items()])
+    out = samples_ablation(pd.DataFrame(rows), dataset, quality, "sets", ms=(4,), repeats=3,
+                           max_rejection=1.0).iloc[0]
+    pids = sorted(samples)
+    assert out["hamming"] == pytest.approx(np.mean([losses[p] for p in pids]))
+    assert out["hamming_sd"] == 0.0
+    assert out["prr_bayes"] == pytest.approx(prr(np.array([risk(bayes[p], samples[p]) for p in pids]),
+                                                 -np.array([losses[p] for p in pids]), max_rejection=1.0))
+    assert out["prr_beam"] == pytest.approx(prr(np.array([beam_risks[p] for p in pids]),
+                                                np.array([beam_quality[p] for p in pids]), max_rejection=1.0))
