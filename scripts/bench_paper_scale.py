@@ -7,8 +7,10 @@ pairs), "after" what the batched greedy clustering reads (`Equivalence.cluster_m
 against the first members it is compared with, both directions). The relation is the hidden
 class (a stand-in with no model: the counts depend only on the decisions). Also the clustering's
 own CPU time per prompt (bookkeeping, no model). l_Sample for answer sets at M = 1000 (pairwise
-matrix vs the O(M K) identity vs the closed form). LLM extraction requests per second through the
-mappers' queue at 64 in flight against a 100 ms loopback server, as a share of the ideal.
+matrix vs the O(M K) identity vs the closed form). The decide stage's latent maths for a
+MAQA-shaped cell, one prompt at a time vs the cell at once. LLM extraction requests per second
+through the mappers' queue at 64 in flight against a 100 ms loopback server, as a share of the
+ideal.
 
     python scripts/bench_paper_scale.py [--prompts 2000] [--seed 0]
 """

@@ -420,6 +420,17 @@ def merge_graphs(
 graph_to_text = _graph_to_text
 
 
+def _clustering_inputs(graphs: Sequence[Sequence[Triple] | None],
+                       n_attached: int) -> tuple[list[Triple], list[Triple]]:
+    """What KGGen clusters for one prompt: the responses' relations, and (when the last
+    `n_attached` graphs, the reference's, have any) the responses' and the reference's together
+    (empty otherwise)."""
+    split = len(graphs) - n_attached
+    own = [r for g in graphs[:split] if g for r in g]
+    attached = [r for g in graphs[split:] if g for r in g]
+    return own, (own + attached if attached else [])
+
+
 @dataclass
 class GraphExtractor:
     """Graph g_T over many responses, with counts of parse failures.
@@ -470,15 +481,26 @@ class GraphExtractor:
                                      max_workers=self.max_concurrency)
         return self.kggen
 
-    def prefetch(self, texts: Sequence[object]) -> None:
-        """Extract the texts of every prompt of a cell through one pool (KGGen's worker or the
-        LLM client, `max_concurrency` in flight across prompts); `map_prompt` then reads the
-        cache. Rule and local extraction have nothing to queue."""
+    def prefetch(self, items: Sequence[tuple[object, Sequence[object], Sequence[object]]]) -> None:
+        """Every prompt's (question, responses, attached references) of a cell through one pool
+        (KGGen's worker or the LLM client, `max_concurrency` in flight across prompts): KGGen's
+        extractions, then its clusterings of every prompt's aggregated graph; `map_prompt` then
+        reads the cache. Rule and local extraction have nothing to queue."""
+        texts = [to_text(t) for _, responses, attached in items for t in (*responses, *attached)]
         if self.method == "kggen":
-            self._runner().prefetch([to_text(t) for t in texts])
+            runner = self._runner()
+            runner.prefetch(texts)
+            if self.kggen_cluster:
+                graphs = []
+                for _, responses, attached in items:
+                    own, joint = _clustering_inputs(
+                        runner.cached_relations([to_text(t) for t in (*responses, *attached)]),
+                        len(attached))
+                    graphs += [own, joint] if joint else [own]
+                runner.prefetch_clusters(graphs)
         elif self.method == "llm":
             self.client.complete(list(dict.fromkeys(
-                TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts)))
+                TRIPLE_EXTRACTION_PROMPT.format(text=t.strip()) for t in texts)))
 
     def _kggen_graphs(self, texts: Sequence[object], n_attached: int = 0) -> list[frozenset[Triple] | None]:
         # KGGen gets no context: its extraction ignores it, and for clustering it would be the
@@ -487,12 +509,11 @@ class GraphExtractor:
         entity_of: dict[str, str] = {}
         edge_of: dict[str, str] = {}
         if self.kggen_cluster:  # KGGen's aggregate + cluster over this prompt's samples (paper)
-            split = len(graphs) - n_attached
-            own = [r for g in graphs[:split] if g for r in g]
+            own, joint = _clustering_inputs(graphs, n_attached)
             entity_of, edge_of = self.kggen.cluster(own)
-            attached = [r for g in graphs[split:] if g for r in g]
-            if attached:  # the reference joins the samples' clusters, never shapes them
-                joint_entity, joint_edge = self.kggen.cluster(own + attached)
+            if joint:  # the reference joins the samples' clusters, never shapes them
+                attached = joint[len(own):]
+                joint_entity, joint_edge = self.kggen.cluster(joint)
                 entities = lambda rs: [x for h, _, t in rs for x in (h, t)]  # noqa: E731
                 entity_of = attach_labels(entity_of, joint_entity, entities(own), entities(attached))
                 edge_of = attach_labels(edge_of, joint_edge, [r for _, r, _ in own],

@@ -273,26 +273,66 @@ class KGGenRunner:
         self.stats.api_failures += result.get("kind") == "api"
         self.stats.parse_failures += result.get("kind") != "api"
 
+    def cached_relations(self, texts: Sequence[str], context: str = "") -> list[list[Triple] | None]:
+        """The triples `extract` would give each text from the cache, with nothing sent or
+        counted (None: not cached, or failed)."""
+        out: list[list[Triple] | None] = []
+        for text in texts:
+            record = self.cache.get(sha256_key(self._keyed_by("extract", {"text": text, "context": context})))
+            relations = None if record is None else record.get("relations")
+            out.append(None if relations is None else [tuple(r) for r in relations])
+        return out
+
+    def _clustering_request(self, relations: Sequence[Triple], context: str) -> tuple[list, dict, str]:
+        """(the sorted distinct triples, what their cached record answers, its key)."""
+        triples = sorted({tuple(map(str, r)) for r in relations})
+        asked = self._keyed_by("cluster", {"relations": triples, "context": context})
+        return triples, asked, sha256_key(asked)
+
+    def _store_clustering(self, key: str, asked: dict[str, Any], record: dict[str, Any]) -> None:
+        """A clustering's reply cached; an API failure is not (a rerun retries it) but kept for
+        this run, so it is not sent again and is counted when read."""
+        self.stats.clusterings_sent += 1
+        if record.get("kind") != "api":
+            self.cache.put(key, {**record, "keyed_by": asked})
+        else:
+            self._failed[key] = record
+
+    def prefetch_clusters(self, graphs: Sequence[Sequence[Triple]], context: str = "") -> None:
+        """Cluster every prompt's aggregated graph not cached yet through the worker's one pool
+        (`max_workers` clusterings in flight across prompts), in chunks cached as they finish;
+        the per-prompt `cluster` calls then read the cache."""
+        todo: dict[str, tuple[list, dict[str, Any]]] = {}
+        for relations in graphs:
+            triples, asked, key = self._clustering_request(relations, context)
+            if triples and key not in self._failed and self.cache.get(key) is None:
+                todo[key] = (triples, asked)
+        chunk = 8 * max(1, int(self.settings["max_workers"]))
+        items = list(todo.items())
+        for start in range(0, len(items), chunk):
+            part = items[start : start + chunk]
+            self._check_key()
+            results = self._call({"op": "cluster_many", "graphs": [t for _, (t, _) in part],
+                                  "context": context})["results"]
+            for (key, (_, asked)), record in zip(part, results):
+                self._store_clustering(key, asked, record)
+
     def cluster(self, relations: Sequence[Triple], context: str = "") -> tuple[dict[str, str], dict[str, str]]:
         """KGGen's clustering of one prompt's aggregated graph: (entity -> representative, edge -> representative).
 
         A failed clustering leaves every entity and edge as it is (an empty mapping).
         """
-        triples = sorted({tuple(map(str, r)) for r in relations})
+        triples, asked, key = self._clustering_request(relations, context)
         if not triples:
             return {}, {}
-        asked = self._keyed_by("cluster", {"relations": triples, "context": context})
-        key = sha256_key(asked)
-        record = self.cache.get(key)
+        record = self._failed.get(key) or self.cache.get(key)
         if record is None:
             self._check_key()
             record = self._call({"op": "cluster", "relations": triples, "context": context})
-            self.stats.clusterings_sent += 1
-            if record.get("kind") != "api":
-                self.cache.put(key, {**record, "keyed_by": asked})
-            else:  # counted: the map stage fails when calls failed (nothing wrong is cached)
-                self.stats.api_failures += 1
-                self.stats.last_error = str(record.get("error", ""))
+            self._store_clustering(key, asked, record)
+        if record.get("kind") == "api":  # counted: the map stage fails when calls failed
+            self.stats.api_failures += 1
+            self.stats.last_error = str(record.get("error", ""))
         if "error" in record:
             return {}, {}
         entity_of = {m: rep for rep, members in record["entity_clusters"].items() for m in members}

@@ -11,6 +11,8 @@ named there, never sent over the pipe. Then one request per line and one reply p
     {"op": "extract", "texts": [...], "context": "..."} -> {"results": [result, ...]}
     {"op": "cluster", "relations": [[h, r, t], ...], "context": "..."}
         -> {"entity_clusters": {rep: [members]}, "edge_clusters": {rep: [members]}}
+    {"op": "cluster_many", "graphs": [[[h, r, t], ...], ...], "context": "..."}
+        -> {"results": [clustering, ...]}   (max_workers graphs at a time)
 A result is {"relations": [[h, r, t], ...]} or {"error": "...", "kind": "parse" | "api"}.
 A fatal error (bad key, unknown model) replies {"fatal": "..."} and the worker exits.
 """
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
-__all__ = ["make_kggen", "extract_graphs", "cluster_graph", "FatalKGGenError", "main"]
+__all__ = ["make_kggen", "extract_graphs", "cluster_graph", "cluster_graphs", "FatalKGGenError", "main"]
 
 
 class FatalKGGenError(RuntimeError):
@@ -112,13 +114,25 @@ def cluster_graph(kg: Any, relations: Sequence[Sequence[str]], context: str) -> 
     }
 
 
+def cluster_graphs(kg: Any, graphs: Sequence[Sequence[Sequence[str]]], context: str,
+                   max_workers: int = 4) -> list[dict[str, Any]]:
+    """`cluster_graph` on many prompts' graphs, `max_workers` at a time (a clustering is several
+    chat requests in sequence, so prompts overlap as extractions do)."""
+    if not graphs:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(graphs)))) as pool:
+        return list(pool.map(lambda g: cluster_graph(kg, g, context), graphs))
+
+
 def handle(kg: Any, request: dict[str, Any], max_workers: int) -> dict[str, Any]:
     op = request.get("op")
     if op == "extract":
         return {"results": extract_graphs(kg, request["texts"], request.get("context", ""), max_workers)}
     if op == "cluster":
         return cluster_graph(kg, request["relations"], request.get("context", ""))
-    return {"fatal": f"unknown op {op!r}; expected 'extract' or 'cluster'"}
+    if op == "cluster_many":
+        return {"results": cluster_graphs(kg, request["graphs"], request.get("context", ""), max_workers)}
+    return {"fatal": f"unknown op {op!r}; expected 'extract', 'cluster' or 'cluster_many'"}
 
 
 def main(stdin: TextIO = sys.stdin) -> int:

@@ -91,8 +91,8 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
             mapper.prefetch([
                 (rec.question, list(by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])["text"])
-                 + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"])
-                 + ([rec.reference_text] if maps_reference and rec.reference_text else []))
+                 + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"]),
+                 [rec.reference_text] if maps_reference and rec.reference_text else [])
                 for rec in dataset.itertuples()])
         for rec in dataset.itertuples():
             s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])

@@ -33,7 +33,7 @@ class MapperInstance(Protocol):
     across responses. A task whose reference kind is `mapped` gets the reference text as
     `attached=[text]`: it is mapped into the responses' label space without changing it (the
     reference must not shape the clusters it is compared with), its latent last. Optional hooks:
-    `prefetch(items)` ((question, texts) of every prompt, mapped references among the texts:
+    `prefetch(items)` ((question, texts, attached) of every prompt, as the calls will get them:
     all prompts' model calls queued together first, the per-prompt calls then read the cache),
     `call_stats()` (outside calls made and failed), `close()`."""
 

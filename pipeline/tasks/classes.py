@@ -52,10 +52,10 @@ def build_classes(settings: ClassesSettings, context) -> Any:
             out[i] = name[c]
         return out
 
-    def prefetch(items: list[tuple[str, list[str]]]) -> None:
+    def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         if nli and hasattr(clusterer, "cluster_many"):  # the pairs clustering reads, batched
             clusterer.cluster_many([(q, [t for t in texts if canonical_label(
-                read_single_answer(t, q))]) for q, texts in items])
+                read_single_answer(t, q))]) for q, texts, _ in items])
 
     classes.prefetch = prefetch  # type: ignore[attr-defined]
     return classes

@@ -27,10 +27,8 @@ def build_graphs(settings: ExtractionSettings, context) -> Any:
     def graphs(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
         return extractor.map_prompt(texts, context=question, attached=attached)
 
-    def prefetch(items: list[tuple[str, list[str]]]) -> None:
-        extractor.prefetch([t for _, texts in items for t in texts])
 
-    graphs.prefetch = prefetch  # type: ignore[attr-defined]
+    graphs.prefetch = extractor.prefetch  # type: ignore[attr-defined]
     graphs.close = extractor.close  # type: ignore[attr-defined]  # stops KGGen's worker
     graphs.call_stats = lambda: extractor.kggen.stats if extractor.kggen else None  # type: ignore[attr-defined]
     return graphs

@@ -27,12 +27,13 @@ def build_sets(settings: ExtractionSettings, context) -> Any:
     def sets(question: str, texts: list[str]) -> list[Any]:
         return extractor.map_prompt(question, texts)
 
-    def prefetch(items: list[tuple[str, list[str]]]) -> None:
+    def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         """Every extraction call of the cell through one pool (the client's max_concurrency in
         flight across prompts, not within one): the per-prompt calls then read the cache."""
         if client is not None:
             client.complete(list(dict.fromkeys(
-                extraction_prompt("answer_set", q, t) for q, texts in items for t in texts)))
+                extraction_prompt("answer_set", q, t) for q, texts, attached in items
+                for t in (*texts, *attached))))
 
     sets.prefetch = prefetch  # type: ignore[attr-defined]
     sets.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]

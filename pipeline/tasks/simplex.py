@@ -48,13 +48,14 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
                  for d, t in zip(dists, texts)]
         return merge_distributions(question, dists, merge, settings.renormalize)
 
-    def prefetch(items: list[tuple[str, list[str]]]) -> None:
+    def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         """Every extraction call of the cell through one pool (see the sets mapper)."""
         if client is not None:
             from pipeline.mapping.sets import extraction_prompt
 
             client.complete(list(dict.fromkeys(extraction_prompt("answer_distribution", q, t)
-                                               for q, texts in items for t in texts)))
+                                               for q, texts, attached in items
+                                               for t in (*texts, *attached))))
 
     simplex.prefetch = prefetch  # type: ignore[attr-defined]
     simplex.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]

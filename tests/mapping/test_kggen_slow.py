@@ -231,3 +231,55 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
     calls = server.state.requests
     pd.testing.assert_frame_equal(map_cell(cfg, dataset, samples, decodes), latents)
     assert server.state.requests == calls  # the rerun was served from the cache
+
+
+def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path, caplog,
+                                                               monkeypatch):
+    """Six prompts with references: twelve clusterings (the responses', then the responses' and
+    the reference's together), queued across prompts (more than one in flight; the per-prompt
+    path clusters one prompt at a time) once the extractions are cached, and the same graphs as
+    prompt-by-prompt clustering without the queue."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.config import register_configs
+    from pipeline.stages.map import map_cell
+
+    register_configs()
+
+    def config(cache, cluster):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"),
+                                   version_base="1.3"):
+            cfg = compose("config", overrides=[
+                "dataset=cnn_dm_bundled", f"cache_dir={cache}", "task.extractor.kind=llm",
+                f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}",
+                "task.extractor.max_concurrency=8", f"task.extractor.kggen_cluster={cluster}"])
+        GlobalHydra.instance().clear()
+        return cfg
+
+    people = ["Marie Curie", "Ada Lovelace", "Alan Turing", "Emmy Noether", "Niels Bohr", "Lise Meitner"]
+    dataset = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "question": ["(article)"] * 6,
+                            "reference_text": [f"{p} lived in Vienna." for p in people]})
+    samples = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6) for _ in range(2)],
+                            "sample_idx": [j for _ in range(6) for j in range(2)],
+                            "text": [t for p in people for t in (
+                                f"{p} won the prize.", f"{p.split()[-1]} won the prizes in Paris.")]})
+    decodes = samples.iloc[:0].rename(columns={"sample_idx": "strategy"})
+    cache = tmp_path / "cache"
+    map_cell(config(cache, "false"), dataset, samples, decodes)  # the extractions, cached
+    server.state.peak_in_flight, server.state.delay = 0, 0.05
+    with caplog.at_level("INFO", logger="pipeline.mapping.kggen"):
+        queued = map_cell(config(cache, "true"), dataset, samples, decodes)
+    assert server.state.peak_in_flight > 1
+    said = [r.getMessage() for r in caplog.records if "[kggen]" in r.getMessage()]
+    assert said == ["[kggen] openai/gpt-4.1-mini: 0 texts extracted, 18 from the cache, 0 parse "
+                    "and 0 API failures, 12 clusterings"]
+    # prompt by prompt (no clustering queue), on a fresh cache: the same graphs
+    from pipeline.mapping.kggen import KGGenRunner
+
+    monkeypatch.setattr(KGGenRunner, "prefetch_clusters", lambda self, graphs, context="": None)
+    server.state.peak_in_flight = 0
+    alone = map_cell(config(tmp_path / "alone", "true"), dataset, samples, decodes)
+    assert server.state.peak_in_flight <= 8
+    pd.testing.assert_frame_equal(queued, alone)
