@@ -408,6 +408,8 @@ class LatentBatch:
 
         Keys are coded per prompt in first-seen order, so the lowest code among the most
         frequent is the first seen (the one-prompt `map`'s tie rule)."""
+        if not self.items:
+            return np.zeros(0, dtype=np.int64)
         codes, first_sample, starts = [], [], []
         for items in self.items:
             starts.append(len(first_sample))

@@ -162,3 +162,17 @@ def test_gfm_batch_equals_gfm_prompt_by_prompt(beta):
         expected, _ = gfm(x[p, :n, :k], w[p, :n], beta)
         np.testing.assert_array_equal(masks[p, :k], expected)
         assert not masks[p, k:].any()
+
+
+@pytest.mark.parametrize("name,options", SPACES, ids=lambda v: str(v))
+def test_an_empty_batch_decides_nothing(name, options):
+    batch = get_space(name, **options).batch([])
+    actions, risks = batch.bayes()
+    assert actions == [] and risks.shape == (0,)
+    assert batch.map().shape == (0,) and batch.sample_mbr()[0].shape == (0,)
+    assert batch.risk([]).shape == (0,)
+
+
+def test_a_prompt_without_samples_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="latents is empty"):
+        get_space("sets").batch([[frozenset({"a"})], []])
