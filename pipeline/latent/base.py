@@ -366,6 +366,7 @@ class LatentBatch:
         self.space = space
         self.items: list[list[Any]] = [space._prepare(p, None)[0] for p in prompts]
         self.sizes = np.array([len(p) for p in self.items], dtype=np.int64)
+        self.n_samples = int(self.sizes.max(initial=0))  # the padded width of every prompt
         self._sample_risks: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -428,9 +429,10 @@ class LatentBatch:
         winner = top[np.searchsorted(seg[top], np.arange(len(starts)))]
         return np.asarray(first_sample, dtype=np.int64)[winner]
 
-    def weights(self, n_samples: int, sl: slice) -> np.ndarray:
-        """(prompts, n_samples) 0/1 weights: 1 for a prompt's samples, 0 for the padding."""
-        return (np.arange(n_samples)[None, :] < self.sizes[sl, None]).astype(np.float64)
+    def weights(self, sl: slice) -> np.ndarray:
+        """(prompts, n_samples) 0/1 weights of the prompts in `sl`: 1 for a prompt's samples, 0
+        for the padding."""
+        return (np.arange(self.n_samples)[None, :] < self.sizes[sl, None]).astype(np.float64)
 
 
 _SCALARS = (str, int, float, bool)

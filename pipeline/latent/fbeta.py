@@ -121,7 +121,7 @@ class FBetaBatch(IncidenceBatch):
     def bayes(self) -> tuple[list[Any], np.ndarray]:
         actions: list[Any] = []
         for sl, width in padded_chunks(self.widths, self.n_samples, square=True):
-            w = self.weights(self.n_samples, sl)
+            w = self.weights(sl)
             masks = gfm_batch(self.incidence(sl, width), w / w.sum(axis=1, keepdims=True),
                               self.widths[sl], self.space.beta)
             actions.extend(self.to_set(p, m) for p, m in zip(range(sl.start, sl.stop), masks))
@@ -132,7 +132,7 @@ class FBetaBatch(IncidenceBatch):
         out: list[np.ndarray] = []
         for sl, width in self.chunks:
             x = self.incidence(sl, width)
-            w = self.weights(self.n_samples, sl)
+            w = self.weights(sl)
             risks = np.matmul(w[:, None, :], f_beta_losses(x, x, self.space.beta))[:, 0, :]
             out.extend(row[:n] / n for row, n in zip(risks, self.sizes[sl]))
         return out
@@ -149,7 +149,7 @@ class FBetaBatch(IncidenceBatch):
             denom = b2 * x.sum(axis=2) + (mask.sum(axis=1) + beyond[sl])[:, None]
             empty = denom == 0
             loss = 1.0 - np.where(empty, 1.0, (1.0 + b2) * inter / np.where(empty, 1.0, denom))
-            total = np.where(self.weights(self.n_samples, sl) > 0, loss, 0.0).sum(axis=1)
+            total = np.where(self.weights(sl) > 0, loss, 0.0).sum(axis=1)
             out[sl] = np.where(known[sl], total / self.sizes[sl], np.nan)
         return out
 

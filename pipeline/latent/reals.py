@@ -47,8 +47,7 @@ class RealBatch(LatentBatch):
 
     def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
         super().__init__(space, prompts)
-        n_samples = int(self.sizes.max()) if len(self.items) else 0
-        self.values = np.full((len(self.items), n_samples), np.nan)
+        self.values = np.full((len(self.items), self.n_samples), np.nan)
         for row, items in enumerate(self.items):
             self.values[row, : len(items)] = items
         self.valid = ~np.isnan(self.values)
@@ -73,8 +72,7 @@ class RealBatch(LatentBatch):
 
     def _compute_sample_risks(self) -> list[np.ndarray]:
         out: list[np.ndarray] = []
-        n_samples = self.values.shape[1]
-        for sl, _ in padded_chunks(np.full(len(self.items), n_samples), n_samples):
+        for sl, _ in padded_chunks(np.full(len(self.items), self.n_samples), self.n_samples):
             values, valid = self.values[sl], self.valid[sl]
             diff = values[:, :, None] - values[:, None, :]
             loss = np.abs(diff) if self.space.loss == "l1" else diff * diff

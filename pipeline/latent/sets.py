@@ -161,8 +161,8 @@ class IncidenceBatch(LatentBatch):
             for item in items:
                 hit_labels.extend(codes.setdefault(lab, len(codes)) for lab in item)
                 set_sizes.append(len(item))
-        self.codes = codes
         self.names = sorted_labels(frozenset(codes))
+        self._rank_of = {name: k for k, name in enumerate(self.names)}  # a label's sorted place
         rank = np.empty(len(codes), dtype=np.int64)
         rank[[codes[name] for name in self.names]] = np.arange(len(codes))
         self._n_names = max(1, len(codes))
@@ -178,7 +178,6 @@ class IncidenceBatch(LatentBatch):
         self._starts = np.searchsorted(self._keys, np.arange(len(self.items) + 1) * self._n_names)
         self._hit_column = np.searchsorted(self._keys, hit_keys) - self._starts[self._hit_prompt]
         self.widths = np.diff(self._starts)
-        self.n_samples = int(self.sizes.max()) if len(self.items) else 0
         self.chunks = padded_chunks(self.widths, self.n_samples)
 
     def incidence(self, sl: slice, width: int) -> np.ndarray:
@@ -193,12 +192,11 @@ class IncidenceBatch(LatentBatch):
         labels, how many labels each action has beyond them)."""
         known = np.array([a is not None for a in actions], dtype=bool)
         prompt_of, rank_of, beyond = [], [], np.zeros(len(actions), dtype=np.int64)
-        names = {name: k for k, name in enumerate(self.names)}
         for p, action in enumerate(actions):
             if action is None:
                 continue
             labels = self.space.canonical(action)
-            ranks = [names[lab] for lab in labels if lab in names]
+            ranks = [self._rank_of[lab] for lab in labels if lab in self._rank_of]
             prompt_of.extend([p] * len(ranks))
             rank_of.extend(ranks)
             beyond[p] = len(labels) - len(ranks)
@@ -225,7 +223,7 @@ class SetBatch(IncidenceBatch):
         risks = np.empty(len(self.items))
         for sl, width in self.chunks:
             chosen, risks[sl] = sets_bayes_batch(self.incidence(sl, width),
-                                                 self.weights(self.n_samples, sl))
+                                                 self.weights(sl))
             actions.extend(self.to_set(p, row) for p, row in zip(range(sl.start, sl.stop), chosen))
         return actions, risks
 
@@ -233,7 +231,7 @@ class SetBatch(IncidenceBatch):
         out: list[np.ndarray] = []
         for sl, width in self.chunks:
             risks = sets_pairwise_risks_batch(self.incidence(sl, width),
-                                              self.weights(self.n_samples, sl))
+                                              self.weights(sl))
             out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
         return out
 

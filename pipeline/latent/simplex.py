@@ -74,7 +74,6 @@ class SimplexBatch(LatentBatch):
     def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
         super().__init__(space, prompts)
         self.aligned = [_align(items) for items in self.items]  # (labels, (n, K) matrix)
-        self.n_samples = int(self.sizes.max()) if len(self.items) else 0
         self.chunks = padded_chunks(np.array([len(labels) for labels, _ in self.aligned]),
                                     self.n_samples)
 

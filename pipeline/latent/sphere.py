@@ -138,11 +138,9 @@ class SphereBatch(LatentBatch):
 
     def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
         super().__init__(space, prompts)
-        dims = {v.shape[0] for items in self.items for v in items}
-        if len(dims) > 1:
-            raise ValueError(f"sphere: all latents must have the same dimension, got {sorted(dims)}")
-        self.dim = dims.pop() if dims else 1
-        self.n_samples = int(self.sizes.max()) if len(self.items) else 0
+        vectors = [v for items in self.items for v in items]
+        space._check_compatible(vectors)  # one padded array: one dimension across prompts too
+        self.dim = vectors[0].shape[0] if vectors else 1
         self.chunks = [sl for sl, _ in padded_chunks(np.full(len(self.items), self.dim),
                                                       self.n_samples)]
 
@@ -156,7 +154,7 @@ class SphereBatch(LatentBatch):
         actions: list[Any] = []
         risks = np.empty(len(self.items))
         for sl in self.chunks:
-            chosen, risks[sl] = sphere_bayes_batch(self.vectors(sl), self.weights(self.n_samples, sl),
+            chosen, risks[sl] = sphere_bayes_batch(self.vectors(sl), self.weights(sl),
                                                    assume_normalized=True)
             actions.extend(chosen)
         return actions, risks
@@ -164,7 +162,7 @@ class SphereBatch(LatentBatch):
     def _compute_sample_risks(self) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         for sl in self.chunks:
-            risks = sphere_pairwise_risks_batch(self.vectors(sl), self.weights(self.n_samples, sl),
+            risks = sphere_pairwise_risks_batch(self.vectors(sl), self.weights(sl),
                                                 assume_normalized=True)
             out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
         return out
@@ -172,7 +170,7 @@ class SphereBatch(LatentBatch):
     def risk(self, actions: Sequence[Any]) -> np.ndarray:
         out = np.full(len(self.items), np.nan)
         for sl in self.chunks:
-            w = self.weights(self.n_samples, sl)
+            w = self.weights(sl)
             mu = np.matmul((w / w.sum(axis=1, keepdims=True))[:, None, :], self.vectors(sl))[:, 0]
             for row, p in enumerate(range(sl.start, sl.stop)):
                 if actions[p] is not None:

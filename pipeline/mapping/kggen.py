@@ -19,7 +19,7 @@ import logging
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,10 +200,21 @@ class KGGenRunner:
         settings = {k: self.settings[k] for k in ("model", "api_base", "temperature", "max_tokens")}
         return {"version": CACHE_VERSION, "op": op, "settings": settings, **payload}
 
+    def _extraction_request(self, text: str, context: str) -> tuple[dict[str, Any], str]:
+        """(what a text's cached extraction answers, its key)."""
+        asked = self._keyed_by("extract", {"text": text, "context": context})
+        return asked, sha256_key(asked)
+
+    def _in_chunks(self, items: list) -> Iterator[list]:
+        """A cell's queued requests in chunks of 8 x max_workers, each cached as it finishes."""
+        chunk = 8 * max(1, int(self.settings["max_workers"]))
+        for start in range(0, len(items), chunk):
+            yield items[start : start + chunk]
+
     def extract(self, texts: Sequence[str], context: str = "") -> list[list[Triple] | None]:
         """KGGen's triples of each text (None: extraction failed, counted in `stats`)."""
-        asked = [self._keyed_by("extract", {"text": t, "context": context}) for t in texts]
-        keys = [sha256_key(a) for a in asked]
+        requests = [self._extraction_request(t, context) for t in texts]
+        asked, keys = [a for a, _ in requests], [k for _, k in requests]
         out: list[list[Triple] | None] = [None] * len(texts)
         todo: dict[str, list[int]] = {}
         for i, key in enumerate(keys):
@@ -213,7 +224,7 @@ class KGGenRunner:
             record = self.cache.get(key)
             if record is not None:
                 self.stats.cache_hits += key not in self._sent
-                out[i] = None if record.get("relations") is None else [tuple(r) for r in record["relations"]]
+                out[i] = _triples(record.get("relations"))
                 self.stats.parse_failures += out[i] is None
             else:
                 todo.setdefault(key, []).append(i)  # duplicate texts: one extraction
@@ -222,10 +233,9 @@ class KGGenRunner:
             results = self._send_extractions([texts[i] for i in first], [asked[i] for i in first],
                                              list(todo), context)
             for key, result in zip(todo, results):
-                relations = result.get("relations")
                 for i in todo[key]:
-                    out[i] = None if relations is None else [tuple(r) for r in relations]
-                    if relations is None:
+                    out[i] = _triples(result.get("relations"))
+                    if out[i] is None:
                         self._count_failure(result)
         return out
 
@@ -236,14 +246,10 @@ class KGGenRunner:
         cache and count the failures."""
         keyed = {}
         for text in dict.fromkeys(texts):
-            asked = self._keyed_by("extract", {"text": text, "context": context})
-            key = sha256_key(asked)
+            asked, key = self._extraction_request(text, context)
             if key not in self._failed and self.cache.get(key) is None:
                 keyed[key] = (text, asked)
-        chunk = 8 * max(1, int(self.settings["max_workers"]))
-        items = list(keyed.items())
-        for start in range(0, len(items), chunk):
-            part = items[start : start + chunk]
+        for part in self._in_chunks(list(keyed.items())):
             results = self._send_extractions([t for _, (t, _) in part], [a for _, (_, a) in part],
                                              [k for k, _ in part], context)
             for (key, _), result in zip(part, results):
@@ -276,12 +282,8 @@ class KGGenRunner:
     def cached_relations(self, texts: Sequence[str], context: str = "") -> list[list[Triple] | None]:
         """The triples `extract` would give each text from the cache, with nothing sent or
         counted (None: not cached, or failed)."""
-        out: list[list[Triple] | None] = []
-        for text in texts:
-            record = self.cache.get(sha256_key(self._keyed_by("extract", {"text": text, "context": context})))
-            relations = None if record is None else record.get("relations")
-            out.append(None if relations is None else [tuple(r) for r in relations])
-        return out
+        records = [self.cache.get(self._extraction_request(t, context)[1]) for t in texts]
+        return [None if record is None else _triples(record.get("relations")) for record in records]
 
     def _clustering_request(self, relations: Sequence[Triple], context: str) -> tuple[list, dict, str]:
         """(the sorted distinct triples, what their cached record answers, its key)."""
@@ -307,10 +309,7 @@ class KGGenRunner:
             triples, asked, key = self._clustering_request(relations, context)
             if triples and key not in self._failed and self.cache.get(key) is None:
                 todo[key] = (triples, asked)
-        chunk = 8 * max(1, int(self.settings["max_workers"]))
-        items = list(todo.items())
-        for start in range(0, len(items), chunk):
-            part = items[start : start + chunk]
+        for part in self._in_chunks(list(todo.items())):
             self._check_key()
             results = self._call({"op": "cluster_many", "graphs": [t for _, (t, _) in part],
                                   "context": context})["results"]
@@ -338,3 +337,8 @@ class KGGenRunner:
         entity_of = {m: rep for rep, members in record["entity_clusters"].items() for m in members}
         edge_of = {m: rep for rep, members in record["edge_clusters"].items() for m in members}
         return entity_of, edge_of
+
+
+def _triples(relations: list | None) -> list[Triple] | None:
+    """A record's relations as triples (None: the extraction failed)."""
+    return None if relations is None else [tuple(r) for r in relations]

@@ -58,13 +58,13 @@ def decide_many(space, prompts: list[tuple[list[tuple[Any, str]], dict[str, tupl
     decode_risks: dict[str, np.ndarray] = {}
     if decidable:
         latents = [[lat for lat, _ in valid[p]] for p in decidable]
+        texts_of = [[txt for _, txt in valid[p]] for p in decidable]
         batch = space.batch(latents)
         # in declaration order (pipeline.methods): a task's extra decisions where declared, any
         # other extra decision last
         for method in (*DECLARED, *(m for m in extra if m not in DECLARED)):
             if method in SAMPLE_METHODS:
-                actions, risks, texts = DECISION_RULES[method](
-                    batch, [[txt for _, txt in valid[p]] for p in decidable])
+                actions, risks, texts = DECISION_RULES[method](batch, texts_of)
             elif method in extra:
                 (actions, risks), texts = extra[method].batch(latents).bayes(), None
             else:
