@@ -41,14 +41,21 @@ def _nested(items) -> dict:
 
 def read_run(run_dir: Path, wait_s: float = 20.0) -> OfflineRun:
     """The run's records; waits (up to `wait_s`) for its exit record, which wandb-core writes
-    last: on a loaded machine the file may still be written when `finish()` has returned."""
+    last: on a loaded machine the file may still be written when `finish()` has returned, and
+    a record caught half-written fails wandb's checksum (read again until the wait is over)."""
     import time
 
     deadline = time.monotonic() + wait_s
     while True:
-        run, complete = _scan(run_dir)
-        if complete or time.monotonic() > deadline:
-            return run
+        try:
+            run, complete = _scan(run_dir)
+        except AssertionError:  # wandb's checksum of a record wandb-core is still writing
+            if time.monotonic() > deadline:
+                raise  # still torn after the wait: the file is really damaged
+            complete = False
+        else:
+            if complete or time.monotonic() > deadline:
+                return run
         time.sleep(0.2)
 
 
