@@ -233,8 +233,10 @@ def test_the_in_flight_bound_holds_across_threads_calling_one_client(server, tmp
 def test_a_fatal_refusal_stops_the_rest_of_the_batch(server, tmp_path):
     from pipeline.mapping.llm_client import FatalLLMCallError
 
-    server.state.faults = [401]
-    server.state.delay = 0.2
+    # the first request to arrive is held (stall), so the 401 answers the second: both are in
+    # flight when it comes, whatever the machine's load (an immediate 401 on the first could
+    # beat the second request to the server)
+    server.state.faults = ["stall", 401]
     client = make_client(server, tmp_path, max_workers=2)
     with pytest.raises(FatalLLMCallError, match="AuthenticationError"):
         client.complete([f"p{i}" for i in range(5)])
