@@ -6,7 +6,7 @@
 Importing the package is cheap: heavy libraries are imported inside the functions that use them.
 """
 
-from pipeline.api import generate_and_score, report, score
+from pipeline.api import agenerate_and_score, generate_and_score, report, score
 
 __version__ = "0.1.0"
-__all__ = ["generate_and_score", "report", "score"]
+__all__ = ["agenerate_and_score", "generate_and_score", "report", "score"]

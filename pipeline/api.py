@@ -22,9 +22,11 @@ def score(data: Any, task: str = "sets", **options: Any):
     overrides, work_dir, strict, ...). Returns the per-prompt DataFrame (docs/score.md); the
     summaries are in `.attrs`.
     """
+    from pipeline.scoring import check_task
     from pipeline.scoring import score as score_data
 
-    return score_data(data, task, **options)
+    return score_data(data, check_task(task, options.get("config_dirs", ()), python=True),
+                      **options)
 
 
 def report(df: Any, directory: Any, n: int = 10) -> dict:
@@ -40,40 +42,51 @@ def report(df: Any, directory: Any, n: int = 10) -> dict:
 def generate_and_score(prompts: Any, task: str = "sets", model: str | None = None,
                        base_url: str | None = None, n_samples: int = 20, *,
                        references: Any = None, ids: Any = None, raw_prompts: bool = False,
-                       temperature: float | None = None, top_p: float | None = None,
-                       max_new_tokens: int = 64, seed: int = 0, api_key: str | None = None,
+                       system_prompt: str | None = None, temperature: float | None = None,
+                       top_p: float | None = None, max_new_tokens: int = 64,
+                       seed: int | None = None, api_key: str | None = None,
                        api_key_env: str = "OPENAI_API_KEY", max_concurrency: int = 16,
-                       cache_dir: str | None = None, batch_size: int | None = None,
-                       **options: Any):
+                       requests_per_minute: float | None = None, timeout: float = 120.0,
+                       max_retries: int = 5,
+                       deadline: float | None = None, cache_dir: str | None = None,
+                       batch_size: int | None = None, **options: Any):
     """Sample `n_samples` responses per prompt and score them (`score`): the Bayes answer, its
     risk and confidence, and the latent distribution of each prompt.
 
+    `prompts`: a string, a list of strings, a pandas Series (its index becomes the ids) or a
+    DataFrame with a `question` (or `prompt`) column, whose `references` / `reference` and `id`
+    columns are read when present.
+
     With `base_url`, the samples come from that OpenAI-compatible chat-completions endpoint
-    (`vllm serve`, TGI, SGLang, a hosted API); `model` is the served name, the key comes from
+    (`vllm serve`, TGI, SGLang, a hosted API; the URL ends in /v1); `model` is the served name
+    (checked against the server's /v1/models before the first request), the key comes from
     `api_key=` or $OPENAI_API_KEY (`api_key_env`; loopback servers need none). Requests of all
-    prompts share one pool of `max_concurrency`, are retried with backoff and cached on disk
-    (`cache_dir`, default ~/.cache/task-aware/generate-openai) under the endpoint, model, prompt,
-    sampling settings and seed; token log-probs are requested and their sums kept per sample.
-    Without `base_url`, `model` is a model config name (conf/model/, e.g. qwen3-4b) or a local
-    transformers folder or hub id; default: the packaged SmolLM2-135M-Instruct.
+    prompts share one pool of `max_concurrency`, at most `requests_per_minute` when set, each
+    with a `timeout` (seconds) and the whole call with a `deadline`; they are retried
+    (`max_retries`) with backoff and cached on disk (`cache_dir`, default ~/.cache/task-aware/generate-openai) under
+    the endpoint, model, messages and sampling settings; token log-probs are requested and their
+    sums kept per sample. Settings left None (temperature, top_p, seed) are not sent: the server
+    and the served model's generation config decide them, and a rerun is reproducible through
+    the request cache (pass `seed=` for a server-side seed; 0.0 is sent as 0.0).
+    Without `base_url`, `model` is a model config name (conf/model/, e.g. qwen3-4b), whose
+    sampling settings then apply, or a local transformers folder or hub id; default: the packaged
+    SmolLM2-135M-Instruct (seed None = 0 in process).
 
     The task's prompt template (conf/task/<task>.yaml `prompt`) wraps each prompt unless
-    `raw_prompts=True`. `references` (one per prompt) add quality, PRR and AUC. `temperature`,
-    `top_p`: the sampling settings (default: the model config's, else 1.0 and none). `options`
-    go to `score` (mapper, overrides, out, ...). The generations are in `df.attrs["generations"]`.
+    `raw_prompts=True`; `system_prompt` is sent first as the system message. `references` (one
+    per prompt) add quality, PRR and AUC. `options` go to `score` (mapper, overrides, out, ...).
+    The generations are in `df.attrs["generations"]`. `await agenerate_and_score(...)` is the
+    same call for async code.
     """
     from pathlib import Path
 
     from pipeline.data.prompts import build_messages
     from pipeline.generation.base import SamplingConfig, get_backend
-    from pipeline.scoring import compose_config
+    from pipeline.mapping.llm_client import LLMCallError
+    from pipeline.scoring import check_task, compose_config
 
-    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
-    if not prompts or not all(isinstance(p, str) for p in prompts):
-        raise ValueError("prompts must be a non-empty list of strings (one question each)")
-    for name, given in (("references", references), ("ids", ids)):
-        if given is not None and len(given) != len(prompts):
-            raise ValueError(f"{len(given)} {name} for {len(prompts)} prompts; give one each")
+    prompts, references, ids = read_prompts(prompts, references, ids)
+    task = check_task(task, options.get("config_dirs", ()), python=True)
     cfg = compose_config(task, options.get("mapper", "rule"), options.get("overrides", ()),
                          config_dirs=options.get("config_dirs", ()))
     cache_root = Path(cache_dir or Path(cfg.cache_dir).expanduser())
@@ -84,20 +97,32 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
         backend = get_backend("openai", model=model, base_url=base_url, api_key=api_key,
                               api_key_env=api_key_env, max_concurrency=max_concurrency,
                               cache_dir=str(cache_root / "generate-openai"),
-                              batch_size=batch_size or 64)
-        defaults = {}
+                              batch_size=batch_size or 64, timeout=timeout, deadline=deadline,
+                              requests_per_minute=requests_per_minute,
+                              max_retries=max_retries)
+        defaults: dict[str, Any] = {}
     else:
+        if temperature == 0:
+            raise ValueError("temperature=0 is greedy decoding: in-process sampling needs "
+                             "temperature > 0 (or base_url= for a server that takes 0)")
         backend, defaults = _local_backend(model, cfg, batch_size)
-    messages = [[{"role": "user", "content": p}] if raw_prompts
-                else build_messages(cfg.task.prompt, {"question": p}) for p in prompts]
+        seed = 0 if seed is None else seed
+    system = [] if system_prompt is None else [{"role": "system", "content": str(system_prompt)}]
+    messages = [system + ([{"role": "user", "content": p}] if raw_prompts
+                          else build_messages(cfg.task.prompt, {"question": p}))
+                for p in prompts]
     rendered = [backend.render_chat(m) for m in messages]
-    sampling = SamplingConfig(n=n_samples, temperature=temperature or defaults.get("temperature"),
-                              top_p=top_p or defaults.get("top_p"), top_k=defaults.get("top_k"),
-                              max_new_tokens=max_new_tokens, seed=seed)
+    sampling = SamplingConfig(
+        n=n_samples, temperature=temperature if temperature is not None else defaults.get("temperature"),
+        top_p=top_p if top_p is not None else defaults.get("top_p"), top_k=defaults.get("top_k"),
+        max_new_tokens=max_new_tokens, seed=seed)
     chunk = max(1, int(getattr(backend, "batch_size", 8)))
     generations = []
-    for start in range(0, len(rendered), chunk):
-        generations += backend.sample(rendered[start:start + chunk], sampling)
+    try:
+        for start in range(0, len(rendered), chunk):
+            generations += backend.sample(rendered[start:start + chunk], sampling)
+    except LLMCallError as exc:  # one line for the user, not the event loop's frames
+        raise type(exc)(str(exc)) from None
     records = []
     for i, (prompt, gens) in enumerate(zip(prompts, generations)):
         record = {"id": str(ids[i]) if ids is not None else str(i), "question": prompt,
@@ -110,6 +135,60 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
     df = score(records, task, **options)
     df.attrs["generations"] = records
     return df
+
+
+async def agenerate_and_score(prompts: Any, task: str = "sets", **kwargs: Any):
+    """`generate_and_score` for async code (`await pipeline.agenerate_and_score(...)`): the
+    requests run on the endpoint client's own event loop and the mapping on a worker thread, so
+    the caller's loop stays free; same arguments, same frame."""
+    import asyncio
+
+    return await asyncio.to_thread(generate_and_score, prompts, task, **kwargs)
+
+
+def read_prompts(prompts: Any, references: Any = None, ids: Any = None):
+    """(prompts as a list of strings, references, ids) from what `generate_and_score` accepts:
+    a string, a list of strings, a pandas Series (index = ids) or a DataFrame (a `question` or
+    `prompt` column; `references`/`reference` and `id` columns when present). Anything else is
+    refused in one line."""
+    kind = type(prompts).__name__
+    module = type(prompts).__module__.split(".")[0]
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    elif module == "pandas" and kind == "DataFrame":
+        frame = prompts
+        column = next((c for c in ("question", "prompt") if c in frame.columns), None)
+        if column is None:
+            raise ValueError(f"prompts is a DataFrame without a 'question' or 'prompt' column "
+                             f"(its columns: {', '.join(map(str, frame.columns))}); rename the "
+                             "column holding the questions")
+        if references is None:
+            ref_column = next((c for c in ("references", "reference") if c in frame.columns), None)
+            references = None if ref_column is None else list(frame[ref_column])
+        if ids is None and "id" in frame.columns:
+            ids = list(frame["id"])
+        prompts = list(frame[column])
+    elif module == "pandas" and kind == "Series":
+        if ids is None:
+            ids = list(prompts.index)
+        prompts = list(prompts)
+    elif isinstance(prompts, dict) or not hasattr(prompts, "__iter__"):
+        raise ValueError(f"prompts must be a string, a list of strings, a pandas Series or a "
+                         f"DataFrame with a 'question' column; got a {kind}")
+    else:
+        prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: give at least one question")
+    bad = next((i for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+    if bad is not None:
+        raise ValueError(f"prompts must be strings (one question each); item {bad} is a "
+                         f"{type(prompts[bad]).__name__}: {prompts[bad]!r:.80}")
+    for name, given in (("references", references), ("ids", ids)):
+        if given is not None and len(given) != len(prompts):
+            raise ValueError(f"{len(given)} {name} for {len(prompts)} prompts; give one each")
+    if ids is not None and len(set(map(str, ids))) != len(ids):
+        raise ValueError("ids must be unique (as strings): each names one prompt's row")
+    return prompts, references, ids
 
 
 def _local_backend(model: str | None, cfg: Any, batch_size: int | None):

@@ -27,7 +27,7 @@ from pipeline.uncertainty.estimators import entropy_estimators
 
 OURS_COLUMN = method_column(OURS)  # "bayes": its text, risk and quality columns lead the output
 RISK_COLUMN = f"{OURS_COLUMN}_risk"  # the decide stage's risk of our decision (the Bayes risk)
-CONFIDENCE_COLUMN = "confidence"  # 1 - risk / max_risk of our decision (LatentSpace.confidence)
+CONFIDENCE_COLUMN = "confidence"  # our decision's expected task quality (LatentSpace.confidence)
 ENTROPY_COLUMNS = tuple(entropy_estimators())  # the latent entropy
 
 
@@ -190,19 +190,29 @@ def distribution_line(value: Any, limit: int = 8) -> str | None:
     return shown + (f", ... ({len(items)} labels)" if len(items) > limit else "")
 
 
+def riskiest_first(df):
+    """The decided prompts, least confident first (the `confidence` column: the Bayes answer's
+    expected task quality), ties by the larger Bayes risk; by the risk alone for a frame
+    without confidences (a space with neither agreement nor bound)."""
+    ranked = df.dropna(subset=[RISK_COLUMN])
+    if CONFIDENCE_COLUMN in ranked and ranked[CONFIDENCE_COLUMN].notna().any():
+        return ranked.assign(_c=ranked[CONFIDENCE_COLUMN].fillna(-1.0)).sort_values(
+            ["_c", RISK_COLUMN], ascending=[True, False], kind="stable").drop(columns="_c")
+    return ranked.sort_values(RISK_COLUMN, ascending=False, kind="stable")
+
+
 def audit_report(df, n: int) -> str:
-    """The `n` riskiest prompts and (with references) the `n` most surprising ones (the Bayes
-    answer worst among the least risky half), each as text: question, reference, Bayes answer,
+    """The `n` riskiest prompts (least confident first, `riskiest_first`) and (with references)
+    the `n` most surprising ones (the Bayes answer worst among the most confident half), each as text: question, reference, Bayes answer,
     how the responses were read and matched, warnings."""
     loss = _loss_column(df)
-    ranked = df.dropna(subset=[RISK_COLUMN]).sort_values(RISK_COLUMN, ascending=False,
-                                                          kind="stable")
+    ranked = riskiest_first(df)
     parts = [f"The {min(n, len(ranked))} riskiest prompts:"]
     parts += [_audit_entry(r, loss) for r in ranked.head(n).itertuples()]
     if loss is not None:
         confident = ranked.iloc[len(ranked) // 2:].dropna(subset=[loss[0]])
         worst = confident.sort_values(loss[0], ascending=loss[1], kind="stable").head(n)
-        parts.append(f"\nThe {len(worst)} most surprising prompts (least risky half, worst "
+        parts.append(f"\nThe {len(worst)} most surprising prompts (most confident half, worst "
                      f"{loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer):")
         parts += [_audit_entry(r, loss) for r in worst.itertuples()]
     return "\n\n".join(parts)
@@ -218,9 +228,9 @@ def write_report(df, directory: str | Path, n: int = 10) -> dict[str, Path]:
     written: dict[str, Path] = {}
     target = quality_target(df)
     head = [f"# Scored prompts: {len(df)}", "",
-            f"Confidence = 1 - risk / max_risk of the {METHODS[OURS].label} answer "
-            "(docs/score.md); the distribution lists each label with the share of samples "
-            "holding it.", ""]
+            f"Prompts ranked by confidence, lowest first: the expected task quality of the "
+            f"{METHODS[OURS].label} answer under the samples (docs/score.md); the distribution "
+            "lists each label with the share of samples holding it.", ""]
     if target is None:
         head += ["No references were given: no quality, risk-coverage or calibration figure.", ""]
     text = "\n".join(head) + "```\n" + audit_report(df, n) + "\n```\n"

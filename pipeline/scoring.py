@@ -223,14 +223,22 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     return cfg
 
 
-def check_task(task: str, config_dirs: Sequence[str | Path] = ()) -> str:
-    """`task` when it is a task config, or an error listing the task configs."""
+def check_task(task: str, config_dirs: Sequence[str | Path] = (), python: bool = False) -> str:
+    """`task` when it is a task config, or an error naming the closest and listing them all
+    (`python`: in the wording of a Python call, task='sets', else the CLI's --task sets)."""
+    import difflib
+
     names = task_names(config_dirs)
-    if task not in names and task.replace("-", "_") in names:
-        return task.replace("-", "_")  # the space is spelled sets-fbeta, its task config sets_fbeta
-    if task not in names:
-        raise ScoreInputError(f"--task {task!r} is not known; choose one of {', '.join(names)}")
-    return task
+    given = str(task)
+    if given not in names and given.replace("-", "_") in names:
+        return given.replace("-", "_")  # the space is spelled sets-fbeta, its task config sets_fbeta
+    if given not in names:
+        said = f"task={given!r}" if python else f"--task {given!r}"
+        close = difflib.get_close_matches(given.lower(), names, n=1, cutoff=0.5)
+        hint = (f"; did you mean {f'task={close[0]!r}' if python else f'--task {close[0]}'}?"
+                if close else "")
+        raise ScoreInputError(f"{said} is not known{hint} (tasks: {', '.join(names)})")
+    return given
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,8 +307,8 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
-        labels, distributions, confidences = _readings(space, latents, out.set_index(
-            "prompt_id")[RISK_COLUMN])
+        ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
+        labels, distributions, confidences = _readings(space, latents, ours)
         out["response_labels"] = out["prompt_id"].map(labels)
         out["latent_distribution"] = out["prompt_id"].map(distributions)
         out[CONFIDENCE_COLUMN] = out["prompt_id"].map(confidences).astype(float)
@@ -313,11 +321,12 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     return out
 
 
-def _readings(space, latents, risks) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
+def _readings(space, latents, actions) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
     """prompt_id -> (each sample's labels as a JSON list, null where it did not parse; none for
     spaces without labels), (the latent distribution as JSON {label: frequency}, most frequent
-    first; "null" without labels) and the Bayes answer's confidence (LatentSpace.confidence:
-    1 - risk / max_risk, docs/score.md). Each sample's latent is decoded once."""
+    first; "null" without labels) and the confidence of the Bayes answer (`actions`: prompt_id
+    -> its JSON) under the samples (LatentSpace.confidence: its expected task quality,
+    docs/score.md). Each sample's latent is decoded once."""
     has_labels = type(space).labels is not LatentSpace.labels
     rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
                                                               kind="stable")
@@ -335,7 +344,9 @@ def _readings(space, latents, risks) -> tuple[dict[str, str], dict[str, str], di
             distributions[pid] = json.dumps(
                 None if dist is None else {k: round(v, 6) for k, v in dist.items()},
                 ensure_ascii=False)
-            confidences[pid] = space.confidence(float(risks.get(pid, math.nan)), items)
+            action = actions.get(pid)
+            action = None if action is None else space.from_json(action)
+            confidences[pid] = math.nan if action is None else space.confidence(items, action)
     return labels, distributions, confidences
 
 

@@ -144,6 +144,9 @@ class FakeOpenAIState:
         self.delay = 0.0  # seconds each successful request takes (to observe concurrency)
         self.stall = 1.0
         self.models: list[str] = []
+        # what GET /v1/models lists, as vLLM does (its --served-model-name); None: no such route
+        # (404), like servers that do not implement it
+        self.served_models: list[str] | None = None
         self.bodies: list[dict] = []  # every request body, for tests that check what was sent
         # the model under test (generation through backend=openai): request body -> its choices,
         # each {"text", "tokens": [(token, logprob), ...], "top": {token: logprob}}; None: the
@@ -173,6 +176,14 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            if self.path.rstrip("/") == "/v1/models" and state.served_models is not None:
+                self._send(200, {"object": "list", "data": [
+                    {"id": m, "object": "model", "owned_by": "stand-in"}
+                    for m in state.served_models]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:  # noqa: N802 - http.server API
             length = int(self.headers.get("Content-Length", 0))

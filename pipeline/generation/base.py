@@ -30,7 +30,12 @@ class SamplingConfig:
     top_p: float | None = None
     top_k: int | None = None
     max_new_tokens: int = 64
-    seed: int = 0
+    # None: no seed (an endpoint's server draws as it likes; reruns are reproducible through the
+    # request cache). In-process backends need one.
+    seed: int | None = 0
+    # which draw this is, where no seed tells two draws of one prompt apart (the samples, `ar`):
+    # part of an endpoint request's cache key, never sent
+    stream: str = "samples"
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -41,10 +46,8 @@ class SamplingConfig:
             raise ValueError(
                 f"SamplingConfig.max_new_tokens must be >= 1 (got {self.max_new_tokens})"
             )
-        if self.temperature is not None and not self.temperature > 0:
-            raise ValueError(
-                f"SamplingConfig.temperature must be > 0 (got {self.temperature}); use greedy() for T=0"
-            )
+        if self.temperature is not None and not self.temperature >= 0:
+            raise ValueError(f"SamplingConfig.temperature must be >= 0 (got {self.temperature})")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingConfig.top_p must be in (0, 1] (got {self.top_p})")
         if self.top_k is not None and self.top_k < 0:

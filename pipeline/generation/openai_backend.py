@@ -4,8 +4,13 @@ hosted API): the model under test behind a URL.
 - A prompt is the chat's message list; `render_chat` writes it as JSON (the backend protocol hands
   backends rendered strings) and the requests send it back as messages: the server applies its
   own chat template.
+- Settings the caller leaves unset (temperature, top_p, top_k, seed: None) are not sent: the
+  server and the served model's generation config decide them (vLLM applies the model folder's
+  `generation_config.json`); 0.0 is sent as 0.0. Without a seed, reruns are reproducible through
+  the request cache only.
 - Samples: one request per prompt with `n` choices where the server honours `n` (vLLM, OpenAI);
   where it returns fewer, the rest come from single-choice requests with seeds seed+1, seed+2, ...
+  (unseeded: told apart in the cache by their index, which is not sent)
   Requests for all prompts of a call go through one bounded pool (`max_concurrency` in flight),
   each retried with backoff (429, 5xx, timeouts) by `pipeline.mapping.llm_client.LLMClient`,
   and cached on disk under (endpoint, model, messages, every sampling parameter, seed, n):
@@ -13,7 +18,7 @@ hosted API): the model under test behind a URL.
 - Token log-probs are requested (`logprobs=True`) and kept as the server reports them (vLLM:
   the raw model's; hosted APIs: their own); a server that gives none leaves them empty and the
   sequence log-prob unknown. Set `logprobs=False` for servers that refuse the parameter.
-- Greedy is temperature 0. Beam search and contrastive search have no chat-completions form:
+- Greedy is temperature 0 with no seed (a seed changes nothing at temperature 0). Beam search and contrastive search have no chat-completions form:
   asking for them is an error naming `generation.strategies`.
 - P(True): the top-20 log-probs of the first generated token; "True" outside them counts as
   log-prob -inf (its probability is below the 20th, usually < 1e-3).
@@ -55,7 +60,9 @@ class OpenAIBackend:
                  api_key_env: str = "OPENAI_API_KEY", api_key: str | None = None,
                  cache_dir: str | None = ".cache/generate-openai", max_concurrency: int = 16,
                  max_retries: int = 5, timeout: float = 120.0, logprobs: bool = True,
-                 batch_size: int = 64, **_: Any) -> None:
+                 batch_size: int = 64, deadline: float | None = None,
+                 requests_per_minute: float | None = None, check_model: bool = True,
+                 **_: Any) -> None:
         from pipeline.mapping.llm_client import LLMClient
 
         if max_concurrency < 1:
@@ -68,17 +75,27 @@ class OpenAIBackend:
         # request here names its own sampling parameters
         self.client = LLMClient(model=model, base_url=base_url, api_key_env=api_key_env,
                                 api_key=api_key, cache_dir=cache_dir, max_workers=max_concurrency,
-                                max_retries=max_retries, timeout=timeout)
+                                max_retries=max_retries, timeout=timeout, deadline=deadline,
+                                requests_per_minute=requests_per_minute,
+                                check_model=check_model)
         self.client.params = {}
 
     # -- protocol ---------------------------------------------------------------------------
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         return json.dumps(messages, ensure_ascii=False)
 
-    def _params(self, temperature: float, max_tokens: int, seed: int, n: int = 1,
-                top_p: float | None = None, top_k: int | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens,
-                                  "seed": seed, "n": n}
+    def _params(self, temperature: float | None, max_tokens: int, seed: int | None, n: int = 1,
+                top_p: float | None = None, top_k: int | None = None,
+                draw: str | None = None) -> dict[str, Any]:
+        """The request's sampling parameters: what is None is not sent (the server decides);
+        `draw` tells unseeded draws apart in the cache key (a "_" key: never sent)."""
+        params: dict[str, Any] = {"max_tokens": max_tokens, "n": n}
+        if temperature is not None:
+            params["temperature"] = temperature
+        if seed is not None:
+            params["seed"] = seed
+        elif draw is not None:
+            params["_draw"] = draw
         if top_p is not None:
             params["top_p"] = top_p
         if top_k:  # not in OpenAI's API; vLLM and SGLang read it from the request body
@@ -97,22 +114,22 @@ class OpenAIBackend:
                           token_logprobs=[float(x) for x in choice.get("logprobs", [])])
 
     def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
-        temperature = 1.0 if cfg.temperature is None else cfg.temperature
         messages = [messages_of(p) for p in prompts]
-        first = self._run([(m, self._params(temperature, cfg.max_new_tokens, cfg.seed, cfg.n,
-                                            cfg.top_p, cfg.top_k)) for m in messages])
+        first = self._run([(m, self._params(cfg.temperature, cfg.max_new_tokens, cfg.seed, cfg.n,
+                                            cfg.top_p, cfg.top_k, draw=cfg.stream))
+                           for m in messages])
         out = [[self._generation(c) for c in choices[:cfg.n]] for choices in first]
         # a server that ignores `n`: the missing samples one request each, seeds seed+1, ...
         missing = [(i, j) for i, gens in enumerate(out) for j in range(len(gens), cfg.n)]
-        rest = self._run([(messages[i], self._params(temperature, cfg.max_new_tokens,
-                                                     cfg.seed + j, 1, cfg.top_p, cfg.top_k))
-                          for i, j in missing])
+        rest = self._run([(messages[i], self._params(
+            cfg.temperature, cfg.max_new_tokens, None if cfg.seed is None else cfg.seed + j, 1,
+            cfg.top_p, cfg.top_k, draw=f"{cfg.stream}:{j}")) for i, j in missing])
         for (i, _), choices in zip(missing, rest):
             out[i].append(self._generation(choices[0]))
         return out
 
     def greedy(self, prompts: list[str], max_new_tokens: int) -> list[Generation]:
-        got = self._run([(messages_of(p), self._params(0.0, max_new_tokens, 0))
+        got = self._run([(messages_of(p), self._params(0.0, max_new_tokens, None))
                          for p in prompts])
         return [self._generation(choices[0]) for choices in got]
 
@@ -126,7 +143,7 @@ class OpenAIBackend:
             "backend=openai cannot run contrastive search; drop it from generation.strategies")
 
     def logprob_of_next(self, prompts: list[str], token: str) -> list[float]:
-        params = {**self._params(0.0, 1, 0), "logprobs": True, "top_logprobs": TOP_LOGPROBS}
+        params = {**self._params(0.0, 1, None), "logprobs": True, "top_logprobs": TOP_LOGPROBS}
         out = []
         for choices in self._run([(messages_of(p), params) for p in prompts]):
             top = (choices[0].get("top_logprobs") or [{}])[0]

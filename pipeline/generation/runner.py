@@ -91,7 +91,8 @@ def generate_records(
     # Prompts go to the backend 4 batches at a time: it samples them `batch_size` prompts per
     # call, while beam, contrastive and P(True) batch all of them (fewer rows per prompt).
     chunk = chunk_size or 4 * max(1, int(getattr(backend, "batch_size", 8)))
-    ar_cfg = dataclasses.replace(cfg, n=1, seed=cfg.seed + AR_SEED_OFFSET)
+    ar_cfg = dataclasses.replace(cfg, n=1, stream="ar",
+                                 seed=None if cfg.seed is None else cfg.seed + AR_SEED_OFFSET)
     sample_rows: list[dict[str, Any]] = []
     decode_rows: list[dict[str, Any]] = []
     ptrue_rows: list[dict[str, Any]] = []

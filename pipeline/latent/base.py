@@ -288,15 +288,32 @@ class LatentSpace(abc.ABC, Generic[L]):
                            key=lambda kv: (-kv[1], kv[0])))
 
     def max_risk(self, latents: Sequence[Any]) -> float:
-        """The largest Bayes risk a prompt's samples can have (the normaliser of `confidence`):
-        the space's bound where the risk is bounded, else the bound over sample sets on the same
-        support (the answers, edges or values the samples use). NaN: no such bound."""
+        """The largest Bayes risk a prompt's samples can have: the space's bound where the risk
+        is bounded, else the bound over sample sets on the same support (the answers, edges or
+        values the samples use). NaN: no such bound. `confidence` falls back on it for a space
+        without `agreement`."""
         return float("nan")
 
-    def confidence(self, risk: float, latents: Sequence[Any]) -> float:
-        """1 - risk / max_risk, in [0, 1]: 1 when every sample agrees; 1 for a risk of 0 on a
-        support with no room for disagreement; NaN without a bound (docs/score.md)."""
-        bound = self.max_risk(latents)
+    def agreement(self, action: Any, latent: Any) -> float:
+        """The task quality, in [0, 1], of answering `action` when `latent` is the truth (1 when
+        they are the same): what `confidence` averages over the samples. NaN: the space defines
+        none (then `confidence` is 1 - risk / max_risk)."""
+        return float("nan")
+
+    def confidence(self, latents: Sequence[Any], action: Any = None, weights: Any = None) -> float:
+        """How far to trust `action` (default: the Bayes action): its expected task quality under
+        the samples' latent distribution, sum_i w_i agreement(action, l_i), in [0, 1]: 1 when
+        every sample is the action, low when samples scatter (an empty answer from scattered
+        samples is not confident). A space without `agreement` gives 1 - risk / max_risk (NaN
+        without a bound). NaN for no samples or no action (docs/score.md)."""
+        items, w = self._prepare(latents, weights)
+        if not items:
+            return float("nan")
+        action = self._bayes(items, w).action if action is None else self.canonical(action)
+        if type(self).agreement is not LatentSpace.agreement:
+            quality = np.array([self.agreement(action, x) for x in items], dtype=np.float64)
+            return float(min(1.0, max(0.0, float(w @ quality) / float(w.sum()))))
+        risk, bound = float(self._risk(action, items, w)), self.max_risk(items)
         if not np.isfinite(risk) or np.isnan(bound):
             return float("nan")
         if bound <= 0:

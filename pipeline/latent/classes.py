@@ -68,8 +68,11 @@ class ClassSpace(LatentSpace[Hashable]):
         return None if latent is None else [str(latent)]
 
     def max_risk(self, latents: Sequence[Any]) -> float:
-        # 1 - max p < 1: confidence is the Bayes class's share of the samples
-        return 1.0
+        return 1.0  # 1 - max p < 1
+
+    def agreement(self, action: Any, latent: Any) -> float:
+        # exact match: confidence is the Bayes class's share of the samples (= 1 - risk)
+        return float(action == latent)
 
     def distance(self, a: Any, b: Any) -> float:
         return float(self.canonical(a) != self.canonical(b))

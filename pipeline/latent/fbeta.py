@@ -187,7 +187,10 @@ class FBetaSetSpace(LatentSpace[frozenset]):
         return SetSpace.labels(self, latent)
 
     def max_risk(self, latents: Sequence[Any]) -> float:
-        return 1.0  # 1 - E[F_beta]: confidence is the expected F_beta of the decision
+        return 1.0  # 1 - E[F_beta]
+
+    def agreement(self, action: Any, latent: Any) -> float:
+        return f_beta(latent, action, self.beta)  # confidence = E[F_beta] = 1 - risk
 
     def canonical(self, latent: Any) -> frozenset:
         return _canonical_set(latent, "sets-fbeta")

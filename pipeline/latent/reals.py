@@ -119,6 +119,13 @@ class RealSpace(LatentSpace[float]):
         half = (max(values) - min(values)) / 2.0
         return half if self.loss == "l1" else half * half
 
+    def agreement(self, action: Any, latent: Any) -> float:
+        # 1 - the relative error of the answer against a sample (the rel_error metric with the
+        # sample as truth), floored at 0: scale-free, 1 only for the same number
+        if latent == 0.0:
+            return float(action == 0.0)
+        return max(0.0, 1.0 - abs(action - latent) / abs(latent))
+
     def _bayes(self, items: list[float], w: np.ndarray) -> BayesResult:
         x = np.array(items, dtype=np.float64)
         if self.loss == "l1":

@@ -319,10 +319,17 @@ class SetSpace(LatentSpace[frozenset]):
         return None if latent is None else sorted(map(str, latent))
 
     def max_risk(self, latents: Sequence[Any]) -> float:
-        # sum_y min(p, 1 - p) <= |U| / 2 over the union U of the samples' elements: confidence
-        # is the mean agreement |2 p(y) - 1| over the answers (edges) the samples name
+        # sum_y min(p, 1 - p) <= |U| / 2 over the union U of the samples' elements
         items = [self.canonical(x) for x in latents]
         return len(frozenset().union(*items)) / 2.0
+
+    def agreement(self, action: Any, latent: Any) -> float:
+        # F1 of the answer against a sample (F(empty, empty) = 1): confidence is the answer's
+        # expected F1, so an empty answer from samples that each name something is 0, not the
+        # agreement that many scattered labels' small p(y) would suggest
+        if not action and not latent:
+            return 1.0
+        return 2.0 * len(action & latent) / (len(action) + len(latent))
 
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         """Sorted labels, each in the samples' own spelling where a sample writes it."""

@@ -220,6 +220,11 @@ class SimplexSpace(LatentSpace[dict]):
         support = {k for x in latents for k, v in self.canonical(x).items() if v > 0}
         return float(np.log(len(support))) if support else 0.0
 
+    def agreement(self, action: Any, latent: Any) -> float:
+        # exp(-KL(l || a)): for a one-hot sample, the probability the answer gives its label,
+        # so confidence reads as the chance the answer puts on what a sample says
+        return float(np.exp(-self.distance(latent, action)))
+
     def describe(self, latent: Any, texts: Sequence[str] = ()) -> str:
         """Labels with their probabilities, most probable first."""
         if latent is None:

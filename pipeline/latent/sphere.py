@@ -217,7 +217,11 @@ class SphereSpace(LatentSpace[np.ndarray]):
             )
 
     def max_risk(self, latents: Sequence[Any]) -> float:
-        return 1.0  # 1 - |mu|: confidence is the length of the mean direction
+        return 1.0  # 1 - |mu|
+
+    def agreement(self, action: Any, latent: Any) -> float:
+        # cosine similarity: its mean at the Bayes direction is |mu| (= 1 - risk)
+        return float(action @ latent)
 
     def distance(self, a: Any, b: Any) -> float:
         va, vb = self.canonical(a), self.canonical(b)

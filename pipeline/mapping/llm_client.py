@@ -15,7 +15,14 @@ OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Prope
   atomically (temp file + rename), so reruns make zero calls; identical in-flight requests share
   one call. A record is served only when it recomputes to its own key (a swapped or edited file
   is a miss); a reply with no content (null or "") is a failed call, retried and never cached;
-- a base URL holding credentials (user:password@) is refused: keys come from the environment.
+- a base URL holding credentials (user:password@) is refused: keys come from the environment;
+- failures say what the user can act on, in one line: the first error body the server returned
+  (a crashed server's 500 comes before its refused connections), a refused connection after two
+  quick retries (seconds, not six backoffs), a 404 that means a missing `/v1` or a model name the
+  server does not list (`/v1/models` is asked; `check_model=True` asks it before the first
+  request);
+- limits: `timeout` per request, `deadline` for a whole batch, `requests_per_minute` spacing
+  requests evenly (hosted APIs' rate limits), `max_workers` in flight.
 
 Requests are plain JSON over aiohttp, run as coroutines on one event loop in a thread of the
 client's own (started with the first request), so callers stay synchronous, work from any thread
@@ -127,7 +134,32 @@ class APIStatusError(Exception):
         self.name = _STATUS_NAMES.get(status_code, "InternalServerError" if status_code >= 500
                                       else "APIStatusError")
         self.response = type("Response", (), {"headers": headers})()  # for retry_after
-        super().__init__(f"Error code: {status_code} - {body[:500]}")
+        super().__init__(f"{status_code} {one_line(body)}")
+
+
+class ConnectError(Exception):
+    """The endpoint could not be reached (refused, unknown host): retried twice, quickly."""
+
+
+CONNECT_RETRIES = 2  # a refused connection: two quick retries, then the batch stops
+CONNECT_RETRY_WAIT_S = 0.5
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """An error body as one line: the JSON error's message when there is one."""
+    try:
+        payload = json.loads(text)
+        err = payload.get("error", payload) if isinstance(payload, dict) else payload
+        if isinstance(err, dict) and err.get("message"):
+            text = str(err["message"])
+        elif isinstance(err, str):
+            text = err
+        elif isinstance(payload, dict) and payload.get("detail"):
+            text = str(payload["detail"])
+    except ValueError:
+        pass
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 class EmptyReplyError(Exception):
@@ -262,6 +294,9 @@ class LLMClient:
         max_tokens: int = 512,
         extra_params: dict[str, Any] | None = None,
         api_key: str | None = None,
+        deadline: float | None = None,
+        requests_per_minute: float | None = None,
+        check_model: bool = False,
     ) -> None:
         if max_workers < 1:
             raise ValueError(f"LLMClient.max_workers must be >= 1 (got {max_workers})")
@@ -269,6 +304,10 @@ class LLMClient:
             raise ValueError(f"LLMClient.max_retries must be >= 0 (got {max_retries})")
         if not model:
             raise ValueError("LLMClient.model must name the served model, e.g. 'gpt-4.1-mini'")
+        for name, value in (("timeout", timeout), ("deadline", deadline),
+                            ("requests_per_minute", requests_per_minute)):
+            if value is not None and not value > 0:
+                raise ValueError(f"LLMClient.{name} must be > 0 seconds or None (got {value})")
         check_base_url(base_url)
         self.model = model
         self.base_url = base_url
@@ -283,6 +322,11 @@ class LLMClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.timeout = timeout
+        self.deadline = deadline  # seconds for one batch call (chat_many, choices_many)
+        self.requests_per_minute = requests_per_minute
+        self.check_model = check_model  # ask /models for the model before the first request
+        self._checked: asyncio.Lock | bool = False
+        self._next_slot = 0.0  # the loop's clock time the next request may start (rate limit)
         self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, **(extra_params or {})}
         self.stats = LLMStats()
         self._bearer: str | None = None  # the key, read once from the environment
@@ -331,18 +375,121 @@ class LLMClient:
             events.slots = asyncio.Semaphore(self.max_workers)
         return events
 
+    @property
+    def _root(self) -> str:
+        return (self.base_url or DEFAULT_BASE_URL).rstrip("/")
+
+    async def _rate_limit(self) -> None:
+        """Space requests 60 / requests_per_minute seconds apart (each takes the next slot)."""
+        if not self.requests_per_minute:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        start = max(now, self._next_slot)
+        self._next_slot = start + 60.0 / self.requests_per_minute
+        if start > now:
+            await _wait(start - now)
+
     async def _post(self, messages: Messages, params: dict[str, Any]) -> dict[str, Any]:
-        """POST chat/completions; an HTTP error status raises APIStatusError."""
+        """POST chat/completions; an HTTP error status raises APIStatusError, an unreachable
+        endpoint ConnectError. Keys of `params` starting with "_" key the cache only (e.g. which
+        of several identical unseeded requests this is) and are not sent."""
+        import aiohttp
+
         events = await self._session()
+        if self.check_model:
+            await self._check_served_model()
         body = {"model": self.model, "messages": messages,
-                **{k: v for k, v in params.items() if k != "extra_body"},
+                **{k: v for k, v in params.items() if k != "extra_body" and not k.startswith("_")},
                 **(params.get("extra_body") or {})}
-        url = (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        async with events.slots, events.session.post(url, json=body) as response:
-            text = await response.text()
-            if response.status >= 400:
-                raise APIStatusError(response.status, text, response.headers)
+        async with events.slots:
+            await self._rate_limit()
+            try:
+                async with events.session.post(self._root + "/chat/completions",
+                                               json=body) as response:
+                    text = await response.text()
+                    if response.status >= 400:
+                        raise APIStatusError(response.status, text, response.headers)
+            except aiohttp.ClientConnectorError as exc:
+                raise ConnectError(f"cannot connect to {self._root} "
+                                   f"({one_line(str(exc.os_error or exc))})") from exc
         return json.loads(text)
+
+    async def served_models(self) -> list[str] | None:
+        """The model ids GET {base_url}/models lists; None when the server has no such route or
+        answers something else (then nothing is concluded from it)."""
+        import aiohttp
+
+        events = await self._session()
+        try:
+            async with events.session.get(self._root + "/models") as response:
+                text = await response.text()
+                if response.status == 401 or response.status == 403:
+                    raise APIStatusError(response.status, text, response.headers)
+                if response.status >= 400:
+                    return None
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectError(f"cannot connect to {self._root} "
+                               f"({one_line(str(exc.os_error or exc))})") from exc
+        try:
+            data = json.loads(text).get("data")
+            return [str(m["id"]) for m in data]
+        except (ValueError, AttributeError, TypeError, KeyError):
+            return None
+
+    def _unknown_model(self, listed: list[str]) -> str:
+        return (f"model {self.model!r} is not served at {self._root}; it serves "
+                f"{', '.join(map(repr, listed[:20])) or 'no model'} (name one of them as the "
+                "model / backend.served_model)")
+
+    async def _check_served_model(self) -> None:
+        """Once per client, before its first request: the model is among those /models lists
+        (FatalLLMCallError naming them otherwise); a server without the route passes."""
+        if self._checked is True:
+            return
+        if self._checked is False:
+            self._checked = asyncio.Lock()
+        lock = self._checked
+        async with lock:
+            if self._checked is True:
+                return
+            try:
+                await self._ask_models()
+            except BaseException:
+                self._checked = False  # a later call (maybe on a new loop) asks again
+                raise
+            self._checked = True
+
+    async def _ask_models(self) -> None:
+        listed = None
+        for attempt in range(CONNECT_RETRIES + 1):
+            try:
+                listed = await self.served_models()
+                break
+            except ConnectError as exc:
+                if attempt == CONNECT_RETRIES:
+                    raise FatalLLMCallError(f"{exc}: is the server running? Start it, or "
+                                            "fix the base URL") from None
+                await _wait(CONNECT_RETRY_WAIT_S * (attempt + 1))
+            except APIStatusError as exc:
+                raise FatalLLMCallError(f"{self._root}/models refused the key "
+                                        f"({exc.name}: {exc})") from None
+        if listed and self.model not in listed:
+            raise FatalLLMCallError(self._unknown_model(listed))
+
+    async def _explain_not_found(self, exc: APIStatusError) -> str:
+        """What a 404 from chat/completions means: a model the server does not list, or a base
+        URL without its /v1."""
+        try:
+            listed = await self.served_models()
+        except (ConnectError, APIStatusError):
+            listed = None
+        if listed and self.model not in listed:
+            return self._unknown_model(listed)
+        if not urlparse(self._root).path.rstrip("/").endswith("/v1"):
+            return (f"{self._root}/chat/completions answered 404 ({exc}): add /v1 to the base URL "
+                    f"(e.g. {self._root}/v1)")
+        return f"{self._root}/chat/completions answered 404 ({exc})"
 
     # ------------------------------------------------------------------ cache
     def _key(self, messages: Messages) -> str:
@@ -361,7 +508,7 @@ class LLMClient:
         import aiohttp
 
         if isinstance(exc, EmptyReplyError | aiohttp.ClientError | TimeoutError
-                      | json.JSONDecodeError):
+                      | json.JSONDecodeError | ConnectError):
             return True  # timeouts, refused or dropped connections, a garbled body
         if isinstance(exc, APIStatusError):
             return exc.status_code == 429 or exc.status_code >= 500
@@ -374,21 +521,33 @@ class LLMClient:
 
     async def _call(self, messages: Messages, params: dict[str, Any], parse: Any) -> Any:
         """One chat completion, retried with backoff; `parse(completion)` raises EmptyReplyError
-        for a reply with no content."""
-        attempt = 0
+        for a reply with no content. The error raised at the end says the first error the
+        server gave as well as the last (a crashed server's 500 body, then refused connections)."""
+        attempt, connect_failures, first = 0, 0, None
         while True:
             self.stats.add(calls=1)
             try:
                 return parse(await self._post(messages, params))
+            except FatalLLMCallError:
+                raise
             except Exception as exc:  # noqa: BLE001 - classified below
-                if not self._retryable(exc) or attempt >= self.max_retries:
-                    message = (f"chat completion to {self.base_url or 'OpenAI'} (model {self.model}) "
-                               f"failed after {attempt + 1} attempt(s): "
-                               f"{getattr(exc, 'name', type(exc).__name__)}: {exc}")
+                said = f"{getattr(exc, 'name', type(exc).__name__)}: {exc}"
+                first = first or said
+                connect_failures += isinstance(exc, ConnectError)
+                unreachable = connect_failures > CONNECT_RETRIES
+                if unreachable or not self._retryable(exc) or attempt >= self.max_retries:
+                    if isinstance(exc, APIStatusError) and exc.status_code == 404:
+                        said = await self._explain_not_found(exc)
+                    message = (f"chat completion to {self._root} (model {self.model}) failed "
+                               f"after {attempt + 1} attempt(s): {said}"
+                               + (f"; first error: {first}" if first != said else "")
+                               + ("; is the server running?" if unreachable else ""))
                     self.stats.failed(message)
-                    error = FatalLLMCallError if self._fatal(exc) else LLMCallError
-                    raise error(message) from exc
+                    fatal = self._fatal(exc) or unreachable
+                    raise (FatalLLMCallError if fatal else LLMCallError)(message) from None
                 delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
+                if isinstance(exc, ConnectError):  # a server that is not there: say so soon
+                    delay = CONNECT_RETRY_WAIT_S * connect_failures
                 if (asked := retry_after(exc)) is not None:  # a 429/503 saying when to come back
                     delay = min(asked, RETRY_AFTER_MAX_S)
                 attempt += 1
@@ -479,7 +638,16 @@ class LLMClient:
             workers = [asyncio.ensure_future(worker())
                        for _ in range(min(self.max_workers, len(calls)))]
             try:
-                await asyncio.gather(*workers)
+                if self.deadline is None:
+                    await asyncio.gather(*workers)
+                else:
+                    await asyncio.wait_for(asyncio.gather(*workers), self.deadline)
+            except TimeoutError:
+                done = sum(r is not None for r in results)
+                raise LLMCallError(
+                    f"requests to {self._root} (model {self.model}) passed their deadline of "
+                    f"{self.deadline:g} s with {done} of {len(calls)} answered (answers so far are "
+                    "cached: a rerun resumes; raise the deadline or lower the work)") from None
             except BaseException:
                 for w in workers:
                     w.cancel()

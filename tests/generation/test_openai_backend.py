@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer  # noqa: E402
 
 # 20 samples: pacific in 16, atlantic in 14, arctic in 4 -> Bayes set {atlantic, pacific},
-# risk 0.2 + 0.3 + 0.2 = 0.7, confidence 1 - 0.7 / (3 / 2)
+# risk 0.2 + 0.3 + 0.2 = 0.7, confidence its expected F1: (10 x 1 + 6 x 2/3 + 4 x 1/2) / 20
 MIX = ["Pacific and Atlantic"] * 10 + ["Pacific"] * 6 + ["Atlantic and Arctic"] * 4
 TOKEN_LP = -0.25  # every token's log-prob
 
@@ -46,7 +46,7 @@ def check_oceans(df):
     row = df.iloc[0]
     assert json.loads(row["bayes_action"]) == ["atlantic", "pacific"]
     assert row["bayes_risk"] == pytest.approx(0.7)
-    assert row["confidence"] == pytest.approx(1 - 0.7 / 1.5)
+    assert row["confidence"] == pytest.approx(0.8)
     assert json.loads(row["latent_distribution"]) == {"pacific": 0.8, "atlantic": 0.7,
                                                       "arctic": 0.2}
     assert row["n_samples"] == 20 and row["n_parsed"] == 20
@@ -79,13 +79,44 @@ def test_a_server_ignoring_n_gets_one_request_per_missing_sample(server, tmp_pat
     server.state.delay = 0.1  # requests overlap even on a busy machine (the peak below)
     df = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
                                      base_url=server.base_url, cache_dir=tmp_path,
-                                     raw_prompts=True, max_concurrency=4)
+                                     raw_prompts=True, max_concurrency=4, seed=0)
     check_oceans(df)
     assert server.state.requests == 20
     assert sorted(b["seed"] for b in server.state.bodies) == list(range(20))
     assert server.state.bodies[0]["messages"] == [
         {"role": "user", "content": "Which oceans border the USA?"}]  # raw_prompts
     assert 1 < server.state.peak_in_flight <= 4
+
+
+def test_unseeded_requests_to_a_server_ignoring_n_are_distinct_draws(server, tmp_path):
+    """No seed: the 20 single-choice requests carry no seed and no cache-only field on the wire,
+    yet each is its own cache entry (one cached reply would repeat one sample 20 times)."""
+    draws = iter(range(100))
+    server.state.sampler = lambda request: [{"text": MIX[next(draws) % 20],
+                                             "tokens": [("x", TOKEN_LP)]}]
+    df = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
+                                     base_url=server.base_url, cache_dir=tmp_path)
+    check_oceans(df)
+    assert server.state.requests == 20
+    assert all("seed" not in b and not any(k.startswith("_") for k in b)
+               for b in server.state.bodies)
+    again = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
+                                        base_url=server.base_url, cache_dir=tmp_path)
+    assert server.state.requests == 20  # the rerun reads the 20 draws back from the cache
+    assert list(again["bayes_text"]) == list(df["bayes_text"])
+
+
+def test_settings_the_user_did_not_give_are_not_sent(server, tmp_path):
+    """An unset temperature/top_p/seed is the server's (vLLM applies the model's own generation
+    config); an explicit 0.0 is sent as 0.0, an explicit seed as given."""
+    pipeline.generate_and_score(["q"], model="m", base_url=server.base_url, cache_dir=tmp_path)
+    body = server.state.bodies[-1]
+    assert not {"temperature", "top_p", "seed", "top_k"} & set(body), body
+    sent = len(server.state.bodies)
+    pipeline.generate_and_score(["q"], model="m", base_url=server.base_url, cache_dir=tmp_path,
+                                temperature=0.0, top_p=0.5, seed=3)
+    body = server.state.bodies[sent]  # the n=20 request (the stand-in answers T=0 with one)
+    assert (body["temperature"], body["top_p"], body["seed"]) == (0.0, 0.5, 3)
 
 
 def test_requests_of_all_prompts_share_one_bounded_pool(server, tmp_path):
