@@ -46,7 +46,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
                        top_p: float | None = None, max_new_tokens: int = 64,
                        seed: int | None = None, api_key: str | None = None,
                        api_key_env: str = "OPENAI_API_KEY", max_concurrency: int = 16,
-                       requests_per_minute: float | None = None, timeout: float = 120.0,
+                       requests_per_minute: float | None = None, timeout: float = 600.0,
                        max_retries: int = 5,
                        deadline: float | None = None, cache_dir: str | None = None,
                        batch_size: int | None = None, **options: Any):

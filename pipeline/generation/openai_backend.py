@@ -59,7 +59,7 @@ class OpenAIBackend:
     def __init__(self, model: str, base_url: str | None = None, *,
                  api_key_env: str = "OPENAI_API_KEY", api_key: str | None = None,
                  cache_dir: str | None = ".cache/generate-openai", max_concurrency: int = 16,
-                 max_retries: int = 5, timeout: float = 120.0, logprobs: bool = True,
+                 max_retries: int = 5, timeout: float = 600.0, logprobs: bool = True,
                  batch_size: int = 64, deadline: float | None = None,
                  requests_per_minute: float | None = None, check_model: bool = True,
                  **_: Any) -> None:

@@ -320,6 +320,12 @@ class LatentSpace(abc.ABC, Generic[L]):
             return 1.0
         return float(min(1.0, max(0.0, 1.0 - risk / bound)))
 
+    def answer_text(self, action: Any, texts: Sequence[str]) -> str | None:
+        """The answer a decision names, as the samples write it, where it differs from the text
+        `render` gives (a class's label "Paris" beside its member's sentence "The capital of
+        France is Paris."); None: the rendered text is the answer."""
+        return None
+
     def render(self, action: Any, samples: Sequence[tuple[Any, str]]) -> str:
         """The text of a decision, given the prompt's parseable (latent, text) samples: the
         latent written out when `renders_latent`, else the most frequent text among the

@@ -74,6 +74,14 @@ class ClassSpace(LatentSpace[Hashable]):
         # exact match: confidence is the Bayes class's share of the samples (= 1 - risk)
         return float(action == latent)
 
+    def answer_text(self, action: Any, texts: Sequence[str]) -> str | None:
+        # a label is a canonical answer ("paris"): written as the samples write it ("Paris")
+        if not isinstance(action, str):
+            return None
+        from .sets import surface_form
+
+        return surface_form(action, list(texts))
+
     def distance(self, a: Any, b: Any) -> float:
         return float(self.canonical(a) != self.canonical(b))
 

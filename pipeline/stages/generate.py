@@ -42,6 +42,7 @@ from pipeline.generation.cell import (
     render_prompts,
     resolve_model_path,
     served,
+    served_model_name,
     tensor_parallel_size,
     vllm_max_model_len,
     vllm_python,
@@ -81,6 +82,7 @@ def data_fingerprint(cfg: DictConfig) -> str:
     """sha256 of the cell's records and rendered prompts: what the generations depend on."""
     parts = {k: plain(cfg[k]) for k in ("dataset", "model", "task", "cache_dir")}
     parts["model"].pop("active_params_billions", None)  # the plan's estimate, not the data
+    parts["model"].pop("hub_id", None)  # a name (backend=openai keys the name it asks for)
     if served(cfg):  # its prompts are messages, not the model's chat template
         parts["backend"] = {"name": cfg.backend.name}
     return _data_fingerprint(canonical_json(parts))
@@ -97,13 +99,16 @@ def generate_slice(cfg: DictConfig) -> dict:
     # schedules its own batches: only the transformers batch sizes are keyed.
     if cfg.backend.name == "vllm":
         backend.pop("batch_size", None)
-    for k in ("api_key_env", "max_concurrency"):  # how the endpoint is reached, not what it says
+    for k in ("api_key_env", "max_concurrency", "timeout", "deadline",  # how the endpoint is
+              "requests_per_minute"):  # reached, not what it says
         backend.pop(k, None)
     if not served(cfg):  # the endpoint's settings: absent from other backends' keys (their
         for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)
             backend.pop(k, None)
+    else:  # the name the server is asked for, however it was given
+        backend["served_model"] = served_model_name(cfg)
     model = plain(cfg.model)
-    for k in ("name", "gpus", "tensor_parallel_size",  # naming and placement,
+    for k in ("name", "hub_id", "gpus", "tensor_parallel_size",  # naming and placement,
               "active_params_billions"):  # and the plan's time estimate
         model.pop(k, None)
     if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits

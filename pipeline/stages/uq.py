@@ -32,11 +32,14 @@ def uq_slice(cfg: DictConfig) -> dict:
 # v3: SAR's relevance per token of the generating model's tokenizer (was per word).
 @stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3)
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    from pipeline.generation.cell import model_tokenizer
+    from pipeline.generation.cell import model_tokenizer, served
     from pipeline.uncertainty.estimators import UQContext, artifacts_read, uncertainty_rows
 
     names = list(cfg.uq.estimators)
     # what the asked estimators declare they read, nothing else (lm-polygraph's need the texts)
     artifacts = {name: store.read(name) for name in artifacts_read(names)}
-    context = UQContext(cfg.device, cfg.cache_dir, tokenizer=lambda: model_tokenizer(cfg))
+    # a served model's tokenizer is the server's: SAR then weighs words, not tokens (nothing
+    # local is loaded or converted for backend=openai)
+    context = UQContext(cfg.device, cfg.cache_dir,
+                        tokenizer=None if served(cfg) else lambda: model_tokenizer(cfg))
     return {"uncertainty": uncertainty_rows(names, artifacts, group_settings(cfg), context)}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.evaluation import exact_match, match_label
-from pipeline.mapping.answer_rules import read_single_answer
+from pipeline.mapping.answer_rules import _NUMERIC_QUESTION, read_single_answer
+from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.parts import one_of
 from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
@@ -29,6 +32,31 @@ class ClassesSettings:
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)  # task.equivalence
 
 
+# an answer that is a number and nothing else: digits, number words, signs, separators
+_NUMBER_ONLY = re.compile(
+    r"[-+\u2212]?(?:[\d.,\s]|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
+    r"eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|"
+    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|and|a)\b|-)+",
+    re.IGNORECASE)
+
+
+def class_key(text: str, question: str) -> str:
+    """The label a response's answer is clustered by: its canonical answer, a number written as
+    digits ("8", "eight", "Eight.", "A spider has eight legs." to a how-many question all read
+    "8"); "" when the response states nothing."""
+    answer = read_single_answer(text, question)
+    if not answer:
+        return ""
+    value = None
+    if _NUMERIC_QUESTION.match(question or ""):  # the first number the response states
+        value = parse_number(next((line for line in text.splitlines() if line.strip()), "")[:500])
+    if value is None and _NUMBER_ONLY.fullmatch(answer):
+        value = parse_number(answer)
+    if value is not None and math.isfinite(value):
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+    return canonical_label(answer)
+
+
 def build_classes(settings: ClassesSettings, context) -> Any:
     """NLI (the paper, as Kuhn et al.): whole responses clustered by bidirectional entailment.
     Offline: each response's answer (`read_single_answer`), clustered by the label rule.
@@ -40,7 +68,7 @@ def build_classes(settings: ClassesSettings, context) -> Any:
     clusterer = label_clusterer(settings.equivalence, context)
 
     def classes(question: str, texts: list[str]) -> list[Any]:
-        keys = [canonical_label(read_single_answer(t, question)) for t in texts]
+        keys = [class_key(t, question) for t in texts]
         keep = [i for i, k in enumerate(keys) if k]
         ids = clusterer.cluster(question, [texts[i] if nli else keys[i] for i in keep]) if keep else []
         members: dict[Any, Counter] = {}
@@ -54,8 +82,8 @@ def build_classes(settings: ClassesSettings, context) -> Any:
 
     def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         if nli and hasattr(clusterer, "cluster_many"):  # the pairs clustering reads, batched
-            clusterer.cluster_many([(q, [t for t in texts if canonical_label(
-                read_single_answer(t, q))]) for q, texts, _ in items])
+            clusterer.cluster_many([(q, [t for t in texts if class_key(t, q)])
+                                    for q, texts, _ in items])
 
     classes.prefetch = prefetch  # type: ignore[attr-defined]
     return classes

@@ -192,6 +192,39 @@ def test_the_generate_stage_samples_from_a_served_model(server, tmp_path):
     assert server.state.requests == requests
 
 
+def test_a_served_model_needs_nothing_local_and_is_asked_for_by_its_hub_id(server, tmp_path):
+    """backend=openai through every stage with model.path pointing nowhere: no weights, no
+    conversion, no tokenizer are looked for; the server is asked for the model's hub id (checked
+    against its /v1/models first), without a seed under generation.seed=null."""
+    from pipeline.app import run
+    from pipeline.assets import cell_assets
+    from pipeline.stage import cell_dir
+    from pipeline.store import ArtifactStore
+
+    server.state.served_models = ["HuggingFaceTB/SmolLM2-135M-Instruct"]
+    cfg = _cfg(tmp_path, f"backend.base_url={server.base_url}", "model.path=/nonexistent/model",
+               "generation.strategies=[greedy,ar]", "evaluation.targets=[bayes]",
+               "generation.seed=null", "uq.estimators=[bayes_risk,latent_entropy,sar,ptrue]")
+    assert not [a for a in cell_assets(cfg) if a.what.startswith("weights")]
+    run(cfg)
+    store = ArtifactStore(cell_dir(cfg))
+    assert len(store.read("samples")) == 18
+    unc = store.read("uncertainty")
+    assert set(unc["estimator"]) >= {"sar", "ptrue", "latent_entropy"}  # SAR weighs words
+    assert unc["value"].notna().all()
+    assert set(server.state.models) == {"HuggingFaceTB/SmolLM2-135M-Instruct"}
+    assert not any("seed" in b for b in server.state.bodies)
+    assert not (tmp_path / "cache" / "models").exists()  # nothing converted
+
+
+def test_generation_seed_null_is_for_endpoints_only(tmp_path):
+    from pipeline.config import validate
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="generation.seed=null leaves the seed to the server"):
+        validate(_cfg(tmp_path, "backend=transformers", "generation.seed=null"))
+
+
 @pytest.mark.parametrize("overrides, problem", [
     (["backend.base_url=http://127.0.0.1:9/v1"], "generation.strategies has ['beam', 'contrastive']"),
     (["generation.strategies=[greedy,ar]"], "needs backend.base_url"),

@@ -153,8 +153,8 @@ def test_duplicate_ids(tmp_path):
 
 
 def test_wrong_task_lists_valid_ones():
-    with pytest.raises(ScoreInputError, match="choose one of classes, graphs, reals, sets, "
-                                              "sets_fbeta, simplex, sphere"):
+    with pytest.raises(ScoreInputError, match=r"did you mean --task sets\? \(tasks: classes, "
+                                              r"graphs, reals, sets, sets_fbeta, simplex, sphere\)"):
         score(EXAMPLES / "sets.jsonl", task="set")
 
 

@@ -99,10 +99,11 @@ def test_other_examples_run(task, overrides):
 def test_lm_eval_samples_file(overrides):
     df = score(LM_EVAL_FILE, "classes", overrides=overrides).set_index("prompt_id")
     assert df["n_samples"].tolist() == [5] * 5
-    assert df.loc["3", "bayes_text"] == " Portugal" and df.loc["3", "bayes_risk"] == 0.0
+    assert df.loc["3", "bayes_text"] == "Portugal" and df.loc["3", "bayes_risk"] == 0.0
+    assert df.loc["3", "bayes_member_text"] == " Portugal"  # the sample, as the model wrote it
     assert df.loc["3", "quality_bayes_exact_match_error"] == 0.0
     # Chicago 3 of 5 (Los Angeles, New York): correct, risk 2/5
-    assert df.loc["4", "bayes_text"] == " Chicago" and df.loc["4", "bayes_risk"] == pytest.approx(0.4)
+    assert df.loc["4", "bayes_text"] == "Chicago" and df.loc["4", "bayes_risk"] == pytest.approx(0.4)
     assert df.loc["4", "quality_bayes_exact_match_error"] == 0.0
     assert df.loc["0", "question"].startswith("Which American-born Sinclair")
 
