@@ -161,11 +161,12 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
     if (shown := distribution_line(getattr(row, "latent_distribution", None))) is not None:
         lines.append(f"  latent distribution: {shown}")
     labels = getattr(row, "response_labels", None)
-    if isinstance(labels, str):
+    labels = json.loads(labels) if isinstance(labels, str) else labels  # a file's JSON
+    if isinstance(labels, list):
         from collections import Counter
 
         counts = Counter("(unparseable)" if x is None else "{" + ", ".join(x) + "}"
-                         for x in json.loads(labels))
+                         for x in labels)
         lines.append("  responses read as: " + "; ".join(f"{n}x {k}" for k, n in counts.most_common()))
     matches = getattr(row, "label_matches", None)
     if isinstance(matches, str):
@@ -179,10 +180,11 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
 
 
 def distribution_line(value: Any, limit: int = 8) -> str | None:
-    """'pacific 100%, atlantic 33%, ...' from the latent_distribution JSON (None: no labels)."""
-    if not isinstance(value, str):
+    """'pacific 100%, atlantic 33%, ...' from the latent_distribution (a dict, or a file's JSON;
+    None: no labels)."""
+    dist = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(dist, dict):
         return None
-    dist = json.loads(value)
     if not dist:
         return None
     items = list(dist.items())

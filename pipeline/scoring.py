@@ -325,6 +325,26 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     return out
 
 
+def python_objects(df, frames: dict[str, Any], space):
+    """The scored frame as Python objects where files hold JSON: each decision's action as its
+    latent (a frozenset of answers or edges, a class's str, a float, a dict of probabilities, a
+    numpy vector; None where undecided), `latent_distribution` as a dict, `response_labels` as
+    lists (None for an unparsed response)."""
+    out = df.copy()
+    decisions = frames["decisions"]
+    for method in METHOD_COLUMNS:
+        col = action_column(method)
+        if col not in out:
+            continue
+        actions = decisions[decisions["method"] == method].set_index("prompt_id")["action"]
+        decoded = {pid: space.from_json(a) for pid, a in actions.items() if a != "null"}
+        out[col] = [decoded.get(pid) for pid in out["prompt_id"]]
+    for col in ("latent_distribution", "response_labels"):
+        if col in out:
+            out[col] = [json.loads(v) if isinstance(v, str) else None for v in out[col]]
+    return out
+
+
 def _answer_texts(out, space, samples, actions) -> None:
     """Where the space names its answer apart from the decision's text (classes: the label
     "Paris", not a member's sentence), `bayes_text` becomes that answer and the member's text
@@ -346,7 +366,7 @@ def _answer_texts(out, space, samples, actions) -> None:
 
 # white-box scores from the samples' sequence log-probs (pipeline.uncertainty.whitebox): columns
 # only when the input has log-probs (an endpoint's samples, or a file's `logprobs`)
-WHITEBOX_COLUMNS = ("msp", "semantic_entropy")
+WHITEBOX_COLUMNS = ("whitebox_msp", "whitebox_semantic_entropy")
 
 
 def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
@@ -355,8 +375,9 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
     {label: frequency}, most frequent first; "null" without labels), `confidence` (the Bayes
     answer's, `actions`: prompt_id -> its JSON, expected task quality under the samples:
     LatentSpace.confidence, docs/score.md) and, for prompts whose parsed samples all have a
-    sequence log-prob (`logprobs`: (prompt_id, sample_idx) -> log-prob, NaN unknown), `msp` and
-    `semantic_entropy` over the task's latents. Each sample's latent is decoded once."""
+    sequence log-prob (`logprobs`: (prompt_id, sample_idx) -> log-prob, NaN unknown),
+    `whitebox_msp` and `whitebox_semantic_entropy` over the task's latents. Each sample's latent
+    is decoded once."""
     from pipeline.uncertainty.whitebox import msp_of_answer, semantic_entropy
 
     has_labels = type(space).labels is not LatentSpace.labels
@@ -386,8 +407,10 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
         lps = [float(logprobs.get((pid, i), math.nan)) for _, i in parsed]
         if action is not None and all(math.isfinite(lp) for lp in lps):
             canon = [space.canonical(x) for x in items]
-            columns["semantic_entropy"][pid] = semantic_entropy(lps, [space.key(x) for x in canon])
-            columns["msp"][pid] = msp_of_answer(lps, [space.distance(x, action) for x in canon])
+            columns["whitebox_semantic_entropy"][pid] = semantic_entropy(
+                lps, [space.key(x) for x in canon])
+            columns["whitebox_msp"][pid] = msp_of_answer(
+                lps, [space.distance(x, action) for x in canon])
     return columns
 
 
@@ -614,7 +637,9 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         frames = run_pipeline(store, cfg, with_reference)
         from pipeline.stages.decide import task_spaces
 
-        df = output_frame(frames, with_reference, task_spaces(cfg)[0])
+        space = task_spaces(cfg)[0]
+        written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
+        df = python_objects(written, frames, space)
         uq_summary, quality_summary = summary_frames(frames)
     finally:
         if temp is not None:
@@ -642,7 +667,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
                     replaced_surrogates=sum(got.replaced_surrogates.values()),
                     skipped_path=None if listed is None else str(listed))
     if out_path is not None:
-        write_output(df, out_path)
+        write_output(written, out_path)
         summary_path, quality_path = _summary_paths(out_path)
         if uq_summary is not None:
             uq_summary.to_csv(summary_path, index=False)

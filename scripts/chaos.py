@@ -655,7 +655,7 @@ def attack_scorer(ctx: Chaos) -> Row:
             row.record(f"good row {pid}", WRONG, "not scored")
             continue
         r = by_id.loc[pid]
-        ok = (json.loads(r["bayes_action"]) == 10.0 + k and r["bayes_risk"] == 1.0
+        ok = (r["bayes_action"] == 10.0 + k and r["bayes_risk"] == 1.0
               and r["quality_bayes_abs_error"] == 0.0 and r["n_parsed"] == 3)
         if ok:
             row.record(f"good row {pid}", IDENTICAL, quiet=True)

@@ -380,6 +380,11 @@ class TransformersBackend:
         temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
         top_k = cfg.top_k if cfg.top_k is not None else self.default_top_k
         top_p = cfg.top_p if cfg.top_p is not None else self.default_top_p
+        if not temperature > 0:  # an endpoint takes 0 (greedy n times); sampling here cannot
+            raise ValueError(f"temperature {temperature} is greedy decoding: in-process sampling "
+                             "needs temperature > 0 (greedy is a decoding strategy of its own)")
+        if cfg.seed is None:
+            raise ValueError("in-process sampling needs a seed (seed=None leaves it to a server)")
         return float(temperature), top_k, float(top_p)
 
     # ----------------------------------------------------------------------- protocol

@@ -181,5 +181,10 @@ def test_agenerate_and_score_leaves_the_callers_loop_free(server, tmp_path):
         return df, ticks
 
     df, ticks = asyncio.run(main())
-    assert json.loads(df["bayes_action"].iloc[0]) == ["atlantic", "pacific"]
+    assert df["bayes_action"].iloc[0] == {"atlantic", "pacific"}
     assert ticks >= 5  # the loop ran while the request was in flight
+
+
+def test_temperature_zero_is_sent_to_a_server_but_refused_in_process(tmp_path):
+    with pytest.raises(ValueError, match="temperature=0 is greedy decoding"):
+        pipeline.generate_and_score([QUESTION], temperature=0.0, cache_dir=tmp_path)

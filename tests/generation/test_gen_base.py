@@ -33,7 +33,7 @@ def test_sampling_config_defaults() -> None:
     [
         ({"n": 0}, "n must be >= 1"),
         ({"max_new_tokens": 0}, "max_new_tokens must be >= 1"),
-        ({"temperature": 0.0}, "use greedy"),
+        ({"temperature": -0.5}, "temperature must be >= 0"),
         ({"top_p": 1.5}, "top_p must be in"),
         ({"top_k": -1}, "top_k must be >= 0"),
     ],

@@ -44,10 +44,10 @@ def server():
 
 def check_oceans(df):
     row = df.iloc[0]
-    assert json.loads(row["bayes_action"]) == ["atlantic", "pacific"]
+    assert row["bayes_action"] == {"atlantic", "pacific"}
     assert row["bayes_risk"] == pytest.approx(0.7)
     assert row["confidence"] == pytest.approx(0.8)
-    assert json.loads(row["latent_distribution"]) == {"pacific": 0.8, "atlantic": 0.7,
+    assert row["latent_distribution"] == {"pacific": 0.8, "atlantic": 0.7,
                                                       "arctic": 0.2}
     assert row["n_samples"] == 20 and row["n_parsed"] == 20
 
@@ -66,6 +66,11 @@ def test_generate_and_score_through_a_loopback_endpoint(server, tmp_path):
     assert "Which oceans border the USA?" in body["messages"][0]["content"]
     # the sequence log-probs are the sums of the token log-probs the server reported
     assert df.attrs["generations"][0]["logprobs"] == [3 * TOKEN_LP] * 20
+    # white-box scores from them: MSP of a sample equal to the Bayes set, and semantic entropy
+    # over the latents ({P, A} 10, {P} 6, {A, Arctic} 4 samples, each of log-prob -0.75)
+    assert df["whitebox_msp"].iloc[0] == pytest.approx(0.75)
+    assert df["whitebox_semantic_entropy"].iloc[0] == pytest.approx(0.75 - (
+        10 * math.log(10) + 6 * math.log(6) + 4 * math.log(4)) / 20)
 
     again = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets",
                                         model="served-model", base_url=server.base_url,

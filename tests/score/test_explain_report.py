@@ -50,7 +50,7 @@ def test_report_writes_the_riskiest_prompts_and_both_figures(scored, tmp_path):
     written = pipeline.report(scored, tmp_path, n=2)
     assert set(written) == {"riskiest", "risk_coverage", "calibration"}
     text = (tmp_path / "riskiest.md").read_text()
-    riskiest = scored.sort_values("bayes_risk", ascending=False).iloc[0]
+    riskiest = scored.sort_values("confidence", kind="stable").iloc[0]
     assert f"{riskiest.prompt_id}: Bayes risk {riskiest.bayes_risk:.3f}" in text
     assert "latent distribution:" in text and "confidence" in text
     assert (tmp_path / "risk_coverage.png").stat().st_size > 10_000
@@ -62,3 +62,37 @@ def test_without_references_the_report_says_so_and_draws_nothing(tmp_path):
     written = pipeline.report(df, tmp_path)
     assert set(written) == {"riskiest"}
     assert "No references" in (tmp_path / "riskiest.md").read_text()
+
+
+def test_the_riskiest_list_ranks_by_the_confidence_column_not_the_raw_risk():
+    """Scattered junk labels: a large Hamming risk but nothing confident; a clean 6/4 split of
+    one label: a small risk. The column says the scattered prompt is the least trustworthy and
+    the report lists it first, whatever the unnormalised risks say."""
+    scattered = [f"junk{i}, more{i}" for i in range(10)]  # empty Bayes set, risk 2.0
+    split = ["Paris"] * 6 + ["Lyon"] * 4                  # {paris}, risk 0.4 + 0.4 = 0.8
+    wide = ["a, b, c, d, e"] * 6 + ["f, g, h, i, j"] * 4  # risk 10 x 0.4 = 4.0
+    df = pipeline.score([{"id": "scattered", "responses": scattered},
+                         {"id": "split", "responses": split},
+                         {"id": "wide", "responses": wide}], task="sets")
+    conf = df.set_index("prompt_id")["confidence"]
+    assert conf["scattered"] == 0.0 and conf["split"] == pytest.approx(0.6)
+    assert df.set_index("prompt_id")["bayes_risk"]["wide"] > df.set_index(
+        "prompt_id")["bayes_risk"]["scattered"]  # the raw risk would list "wide" first
+    from pipeline.explain import audit_report
+
+    text = audit_report(df, n=3)
+    # wide's expected F1 is 0.6 too (6 x 1, 4 x 0): the tie goes to the larger risk
+    assert text.index("scattered: Bayes") < text.index("wide: Bayes") < text.index("split: Bayes")
+    first = text.split("\n\n")[1]
+    assert first.startswith("scattered: Bayes risk 2.000 (confidence 0.00)"), first
+
+
+def test_numbers_are_one_class_as_digits_or_words_and_the_answer_is_the_label():
+    question = "How many legs does a spider have?"
+    df = pipeline.score([{"question": question, "responses": [
+        "8", "eight", "A spider has eight legs.", "Eight.", "A spider has 6 legs."]}],
+        task="classes")
+    row = df.iloc[0]
+    assert row["bayes_action"] == "8" and row["bayes_risk"] == pytest.approx(0.2)
+    assert row["latent_distribution"] == {"8": 0.8, "6": 0.2}
+    assert row["bayes_text"] == "8" and row["bayes_member_text"] == "eight"  # 2 of the 4

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipeline.latent import get_space
 from pipeline.scoring import score
 
 from .conftest import EXAMPLES, LM_EVAL_FILE, REPO
@@ -31,14 +32,16 @@ def test_reals_example_by_hand(tmp_path, overrides):
     r3 = df.set_index("prompt_id").loc["r3"]
     # 212 five times and 100 once: lower median 212, l1 risk = 112 / 6
     assert (r3.n_samples, r3.n_parsed) == (6, 6)
-    assert json.loads(r3.bayes_action) == 212.0
+    assert r3.bayes_action == 212.0  # Python objects in memory, JSON in the file:
+    assert json.loads(pd.read_parquet(tmp_path / "r.parquet").set_index("prompt_id").loc[
+        "r3", "bayes_action"]) == 212.0
     assert r3.bayes_risk == pytest.approx(112 / 6, rel=1e-12)
     assert r3.latent_entropy == pytest.approx(entropy(5, 1), rel=1e-12)
     assert r3.quality_bayes_abs_error == 0.0
     r5 = df.set_index("prompt_id").loc["r5"]
     # "I can't recall" fails to parse; 6.02e23, 6.022e23 x3, 6.02214076e23 -> median 6.022e23
     assert (r5.n_samples, r5.n_parsed) == (6, 5)
-    assert json.loads(r5.bayes_action) == 6.022e23
+    assert r5.bayes_action == 6.022e23
     assert r5.quality_bayes_rel_error == pytest.approx(abs(6.022e23 - 6.02214076e23) / 6.02214076e23)
     summary = pd.read_csv(tmp_path / "r.summary.csv")
     assert set(summary["metric"]) == {"abs_error", "rel_error"}
@@ -50,12 +53,12 @@ def test_sets_example_by_hand(overrides):
     df = score(EXAMPLES / "sets.jsonl", "sets", overrides=overrides + [NO_MERGE]).set_index("prompt_id")
     s6 = df.loc["s6"]
     # helium 8/8, neon 7/8, hydrogen 1/8 -> {helium, neon}, risk 0 + 1/8 + 1/8
-    assert json.loads(s6.bayes_action) == ["helium", "neon"]
+    assert s6.bayes_action == {"helium", "neon"} and isinstance(s6.bayes_action, frozenset)
     assert s6.bayes_risk == pytest.approx(0.25)
     assert s6.quality_bayes_f1 == 1.0 and s6.quality_bayes_hamming == 0.0
     s5 = df.loc["s5"]  # "I don't know" is a parsed empty set
     assert s5.n_parsed == 8
-    assert json.loads(s5.bayes_action) == ["french", "german", "italian"]
+    assert s5.bayes_action == {"french", "german", "italian"}
     # Romansh in 3 of 8 samples: the Bayes set misses 1 of 4 true labels
     assert s5.quality_bayes_hamming == pytest.approx(0.25)
     assert "bayes_fbeta_action" in df.columns and "quality_l_map_f1" in df.columns
@@ -76,11 +79,20 @@ def test_classes_example_with_embedding_clusters(tmp_path, overrides):
 
 
 @pytest.mark.parametrize("task", ["simplex", "sphere", "graphs"])
-def test_other_examples_run(task, overrides):
+def test_other_examples_run(task, overrides, tmp_path):
     # graphs: the embedding merge of entities over whole articles costs ~10 s here; without it
     # the rule extractor alone runs (the merge itself is exercised by sets and simplex)
     extra = [NO_MERGE] if task == "graphs" else []
-    df = score(EXAMPLES / f"{task}.jsonl", task, overrides=overrides + extra)
+    df = score(EXAMPLES / f"{task}.jsonl", task, overrides=overrides + extra,
+               out=tmp_path / "out.parquet")
+    written = pd.read_parquet(tmp_path / "out.parquet")  # JSON columns in the file
+    if task == "sphere":  # a vector reads as what it is
+        assert written["bayes_action"].str.fullmatch(r"<384-d vector>").all()
+    else:
+        space = get_space(task, **({"directed": False, "relation_labels": True}
+                                   if task == "graphs" else {}))  # conf/task/graphs.yaml
+        assert [space.from_json(a) if a != "null" else None for a in written["bayes_action"]] \
+            == [None if a is None else space.canonical(a) for a in df["bayes_action"]]
     rows = [json.loads(line) for line in (EXAMPLES / f"{task}.jsonl").read_text().splitlines()]
     assert df["prompt_id"].tolist() == [r["id"] for r in rows]
     assert df["n_samples"].tolist() == [len(r["responses"]) for r in rows]
@@ -93,7 +105,7 @@ def test_other_examples_run(task, overrides):
     if task == "sphere":  # every translation embeds to its own point: entropy log 5
         assert np.allclose(df["latent_entropy"], math.log(5))
         assert set(summary["metric"]) == {"cosine_distance"}
-        assert df["bayes_action"].str.fullmatch(r"<384-d vector>").all()
+        assert all(isinstance(a, np.ndarray) and a.shape == (384,) for a in df["bayes_action"])
 
 
 def test_lm_eval_samples_file(overrides):
@@ -208,7 +220,7 @@ def test_output_says_how_answers_were_read_and_audit_prints_them(tmp_path, overr
     path.write_text("\n".join(json.dumps(r) for r in ISSUE_20_ROWS) + "\n")
     df = score(path, "sets", overrides=overrides).set_index("prompt_id")
     langs = df.loc["langs"]
-    assert json.loads(langs.response_labels) == [["c#", "f#", "typescript"], ["c#", "f#"],
+    assert langs.response_labels == [["c#", "f#", "typescript"], ["c#", "f#"],
                                                  ["c#", "c++", "f#"], ["c#", "f#", "typescript"]]
     assert list(langs.reference_labels) == ["c#", "f#", "typescript"]
     assert json.loads(langs.label_matches)["c++"] == {"answer": None, "rule": "none"}

@@ -53,7 +53,7 @@ def test_the_scorer_adds_white_box_columns_only_with_log_probs():
                 "responses": ["Paris", "Paris", "Lyon"], "logprobs": [-1.0, -2.0, -3.0]}]
     df = pipeline.score(records, task="classes")
     lp_paris = math.log(math.exp(-1) + math.exp(-2))
-    assert df["semantic_entropy"].iloc[0] == pytest.approx(-(2 * lp_paris - 3) / 3)
-    assert df["msp"].iloc[0] == pytest.approx(1.0)  # the best "Paris" sample
+    assert df["whitebox_semantic_entropy"].iloc[0] == pytest.approx(-(2 * lp_paris - 3) / 3)
+    assert df["whitebox_msp"].iloc[0] == pytest.approx(1.0)  # the best "Paris" sample
     plain = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
-    assert "msp" not in plain and "semantic_entropy" not in plain
+    assert not {"whitebox_msp", "whitebox_semantic_entropy"} & set(plain)
