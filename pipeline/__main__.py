@@ -1,4 +1,5 @@
-"""`python -m pipeline [stage=...] [experiment=...] [model=...] [dataset=...] [-m ...]`."""
+"""`taskaware [stage=...] [experiment=...] [model=...] [dataset=...] [-m ...]` (the console
+script; `python -m pipeline ...` is the same command)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def check_output_root(argv: list[str]) -> str | None:
     return None
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
+    Hydra writes anything, then the Hydra app."""
     from pipeline.offline import go_offline_if_unreachable
     from pipeline.overrides import unknown_key_problem
 
@@ -57,3 +60,7 @@ if __name__ == "__main__":
             sys.exit(2)
     go_offline_if_unreachable()  # before any hub library loads: no minutes of retries offline
     main()
+
+
+if __name__ == "__main__":
+    cli()

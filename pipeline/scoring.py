@@ -744,7 +744,7 @@ def format_summary(df) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m pipeline.score",
+        prog="taskaware-score",
         description="Task-aware Bayes decisions and uncertainty for responses you already sampled.",
         epilog="Extra KEY=VALUE arguments are Hydra overrides of the pipeline config, e.g. "
                "task.equivalence.threshold=0.9 evaluation.n_bootstrap=200. See docs/score.md.")

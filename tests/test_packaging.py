@@ -110,10 +110,22 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
                     " print(df['bayes_text'].iloc[0], len(df))").stdout
     assert out.split()[-2:] == ["a", "1"], out
 
-    done = run("-m", "pipeline", "dataset=triviaqa_bundled", "stage=plan")
-    out = done.stdout + done.stderr
-    assert "| smollm2-135m/triviaqa_bundled |" in out, out
-    assert re.search(r"^1 cell\(s\), 0 GPUs", out, re.MULTILINE), out
+    # python -m pipeline, and the console script
+    for argv in ([str(python), "-m", "pipeline"], [str(venv / "bin" / "taskaware")]):
+        done = _run([*argv, "dataset=triviaqa_bundled", "stage=plan"], cwd=elsewhere, env=env)
+        out = done.stdout + done.stderr
+        assert "| smollm2-135m/triviaqa_bundled |" in out, out
+        assert re.search(r"^1 cell\(s\), 0 GPUs", out, re.MULTILINE), out
+
+    # the console scripts: the Hydra app's pre-Hydra checks, the scorer's command line
+    bad = subprocess.run([str(venv / "bin" / "taskaware"), "datset=maqa_bundled"], cwd=elsewhere,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "did you mean dataset=" in bad.stderr, bad.stderr
+    helped = _run([str(venv / "bin" / "taskaware-score"), "--help"], cwd=elsewhere, env=env)
+    assert helped.stdout.startswith("usage: taskaware-score"), helped.stdout
+    _run([str(venv / "bin" / "taskaware-score"), "sets.jsonl", "--task", "sets", "-q",
+          "--out", "again.parquet"], cwd=elsewhere, env=env)
+    assert pd.read_parquet(elsewhere / "again.parquet").equals(scored)
 
 
 def test_a_package_without_its_configs_says_how_to_fix_it(monkeypatch, tmp_path):
