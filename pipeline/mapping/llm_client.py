@@ -411,8 +411,7 @@ class LLMClient:
                     if response.status >= 400:
                         raise APIStatusError(response.status, text, response.headers)
             except aiohttp.ClientConnectorError as exc:
-                raise ConnectError(f"cannot connect to {self._root} "
-                                   f"({one_line(str(exc.os_error or exc))})") from exc
+                raise self._unreachable(exc) from exc
         return json.loads(text)
 
     async def served_models(self) -> list[str] | None:
@@ -429,13 +428,17 @@ class LLMClient:
                 if response.status >= 400:
                     return None
         except aiohttp.ClientConnectorError as exc:
-            raise ConnectError(f"cannot connect to {self._root} "
-                               f"({one_line(str(exc.os_error or exc))})") from exc
+            raise self._unreachable(exc) from exc
         try:
             data = json.loads(text).get("data")
             return [str(m["id"]) for m in data]
         except (ValueError, AttributeError, TypeError, KeyError):
             return None
+
+    def _unreachable(self, exc: Exception) -> ConnectError:
+        """aiohttp's connection error (refused, unknown host) as the one line users read."""
+        return ConnectError(f"cannot connect to {self._root} "
+                            f"({one_line(str(getattr(exc, 'os_error', None) or exc))})")
 
     def _unknown_model(self, listed: list[str]) -> str:
         return (f"model {self.model!r} is not served at {self._root}; it serves "
