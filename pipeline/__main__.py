@@ -50,7 +50,12 @@ def check_output_root(argv: list[str]) -> str | None:
 
 def cli() -> None:
     """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
-    Hydra writes anything, then the Hydra app."""
+    Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
+    what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run."""
+    if sys.argv[1:2] == ["doctor"]:
+        from pipeline.doctor import main as doctor
+
+        sys.exit(doctor(sys.argv[2:]))
     from pipeline.offline import go_offline_if_unreachable
     from pipeline.overrides import unknown_key_problem
 
