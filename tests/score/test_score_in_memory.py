@@ -64,8 +64,13 @@ def test_data_of_the_wrong_shape_is_refused_with_the_fix(data, message):
         pipeline.score(data, task="classes")
 
 
-def test_importing_the_cli_module_keeps_pipeline_score_callable():
-    import pipeline.score  # the import system binds the submodule on the package
+def test_pipeline_score_is_a_function_and_its_cli_file_refuses_an_import():
+    import importlib
+    import inspect
 
+    assert inspect.isfunction(pipeline.score)
+    with pytest.raises(ImportError, match=r"pipeline.score is a function .* pipeline.scoring"):
+        importlib.import_module("pipeline.score")  # would rebind the package attribute
+    assert inspect.isfunction(pipeline.score)  # the failed import bound nothing
     got = pipeline.score([["a", "a", "b"]], task="classes")
     assert got["bayes_text"].tolist() == ["a"]

@@ -1,4 +1,4 @@
-"""Structured configs of the per-cell launchers (registered when Hydra scans its plugins)."""
+"""Structured configs of the per-cell launchers (registered when the package imports)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ def _model_resources() -> dict[str, str]:
 
 @dataclass
 class PerCellSlurmConf(SlurmQueueConf):
-    _target_: str = "hydra_plugins.task_aware_launcher.per_cell.PerCellSlurmLauncher"
+    _target_: str = "hydra_plugins.task_aware_launcher._launchers.PerCellSlurmLauncher"
     per_cell: dict[str, str] = field(default_factory=_model_resources)
 
 
 @dataclass
 class PerCellLocalConf(LocalQueueConf):
-    _target_: str = "hydra_plugins.task_aware_launcher.per_cell.PerCellLocalLauncher"
+    _target_: str = "hydra_plugins.task_aware_launcher._launchers.PerCellLocalLauncher"
     per_cell: dict[str, str] = field(default_factory=_model_resources)
 
 

@@ -1,0 +1,133 @@
+"""The core install, as a new user gets it: the built wheel `pip install`ed with its declared
+dependencies only (from the package index, no extra, so no torch) into fresh venvs on Python 3.11
+and 3.12, used from a directory with no checkout around:
+- importing the package and composing a config print nothing (the SLURM launcher plugin stays
+  quiet without submitit);
+- `pipeline.score` on set answers and on classes (rule-read tasks);
+- `pipeline.generate_and_score` through a loopback OpenAI-compatible server (the stand-in of
+  scripts/openai_stand_in.py: the install is under test here; vLLM's own server is in the slow
+  suite);
+- `pipeline.report` (matplotlib is core);
+- `taskaware-score --help`, and `taskaware` telling what an in-process run is missing.
+
+Each venv installs from pip's cache after the first run (about 30-60 s; first run downloads
+~150 MB). An interpreter this machine lacks is skipped, saying which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_packaging import PIP_ENV, wheel  # noqa: F401  (the module-scoped wheel fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+from openai_stand_in import FakeOpenAIServer  # noqa: E402
+
+
+def interpreter(version: str) -> str | None:
+    """A base interpreter of `version` (not a venv's): pyenv's, else one on PATH that runs."""
+    candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    if version == f"{sys.version_info.major}.{sys.version_info.minor}":
+        candidates.insert(0, Path(sys._base_executable))
+    if (found := shutil.which(f"python{version}")) is not None:
+        candidates.append(Path(found))
+    for candidate in candidates:
+        done = subprocess.run([str(candidate), "-c", "import sys, venv; print(sys.version)"],
+                              capture_output=True, text=True)
+        if done.returncode == 0 and done.stdout.startswith(version):
+            return str(candidate)
+    return None
+
+
+def _ok(cmd, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kwargs)
+    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+SCRIPT = textwrap.dedent('''
+    import json, sys
+    import pipeline
+    out = {}
+    sets = pipeline.score([["Pacific, Atlantic", "Atlantic and Pacific", "the Arctic"],
+                           ["Mars", "Mars and Venus", "Venus, Mars"]], task="sets")
+    out["sets"] = [sorted(a) for a in sets["bayes_action"]]
+    out["sets_risk"] = [round(float(r), 6) for r in sets["bayes_risk"]]
+    classes = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
+    out["classes"] = classes["bayes_text"].tolist()
+    served = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets",
+                                         n_samples=4, model="served-model",
+                                         base_url=sys.argv[1], cache_dir="cache")
+    out["served"] = [sorted(a) for a in served["bayes_action"]]
+    pipeline.report(sets, "report")
+    import os
+    out["report"] = sorted(os.listdir("report"))
+    out["heavy"] = sorted(m for m in ("torch", "transformers", "lm_polygraph", "submitit")
+                          if m in sys.modules)
+    print(json.dumps(out))
+''')
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.12"])
+def test_the_core_install_scores_samples_and_serves_without_torch(wheel, tmp_path, version):  # noqa: F811
+    python = interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} interpreter on this machine")
+    venv = tmp_path / "venv"
+    _ok([python, "-m", "venv", str(venv)])
+    started = time.perf_counter()
+    _ok([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], env=PIP_ENV)
+    print(f"core install on Python {version}: {time.perf_counter() - started:.0f} s")
+    installed = _ok([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"]).stdout
+    names = {p["name"].lower() for p in json.loads(installed)}
+    assert {"task-aware-pipeline", "aiohttp", "matplotlib", "hydra-core"} <= names
+    assert not names & {"torch", "transformers", "lm-polygraph", "submitit", "unbabel-comet"}
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(TASK_AWARE_CACHE=str(tmp_path / "task-aware-cache"), MPLBACKEND="Agg")
+
+    def run(*argv: str, ok: bool = True) -> subprocess.CompletedProcess:
+        cmd = [str(venv / "bin" / argv[0]), *argv[1:]]
+        return (_ok(cmd, cwd=elsewhere, env=env) if ok else
+                subprocess.run(cmd, cwd=elsewhere, env=env, capture_output=True, text=True,
+                               timeout=300))
+
+    # importing and composing print nothing: no Hydra plugin warning without submitit
+    quiet = run("python", "-c", "import pipeline, pipeline.scoring as s; s.compose_config('sets')")
+    assert quiet.stdout == "" and quiet.stderr == "", quiet.stderr
+
+    def served(request):
+        return [{"text": "Pacific and Atlantic"}] * request.get("n", 1)
+
+    with FakeOpenAIServer() as server:
+        server.state.sampler = served
+        done = run("python", "-c", SCRIPT, server.base_url)
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["sets"] == [["atlantic", "pacific"], ["mars", "venus"]], got
+    # Hamming risk sum_y min(p, 1 - p): pacific, atlantic 2/3 and arctic 1/3 -> 1/3 * 3;
+    # mars 3/3 and venus 2/3 -> 0 + 1/3
+    assert got["sets_risk"] == [1.0, round(1 / 3, 6)], got
+    assert got["classes"] == ["Paris"], got
+    assert got["served"] == [["atlantic", "pacific"]], got
+    assert "riskiest.md" in got["report"], got
+    assert got["heavy"] == [], got  # nothing heavy imported on the core path
+
+    helped = run("taskaware-score", "--help")
+    assert helped.stdout.startswith("usage: taskaware-score"), helped.stdout
+    # an in-process run names the extra it needs instead of a ModuleNotFoundError traceback
+    refused = run("taskaware", "dataset=triviaqa_bundled", "stage=generate", ok=False)
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stderr, refused.stderr
+    assert "task-aware-pipeline[local]" in refused.stdout + refused.stderr, refused.stderr
