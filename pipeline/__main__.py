@@ -20,8 +20,15 @@ log = logging.getLogger("pipeline")
 
 @hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
+    from pipeline.extras import explain
+
     try:
-        run(cfg)
+        try:
+            run(cfg)
+        except ModuleNotFoundError as exc:  # an optional library the checks did not foresee
+            if (named := explain(exc)) is None:
+                raise
+            raise named from None
     except PipelineError as err:
         # The message says what is wrong and how to fix it: no traceback for the user. In a
         # sweep the job still fails (Hydra reports it and the other jobs are unaffected).
@@ -48,6 +55,20 @@ def check_output_root(argv: list[str]) -> str | None:
     return None
 
 
+def check_launcher(argv: list[str]) -> str | None:
+    """The SLURM launchers come with the `paper` extra (submitit): without it Hydra would only
+    say it cannot load `hydra/launcher/per_cell_slurm`. The problem in one line, or None."""
+    from pipeline.extras import install_fix, missing
+
+    launchers = [a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")]
+    if not launchers or launchers[-1] in ("local", "basic"):
+        return None
+    if absent := missing("submitit", "hydra_plugins.hydra_submitit_launcher"):
+        return (f"hydra/launcher={launchers[-1]} needs {', '.join(absent)}, not installed: "
+                f"{install_fix('paper')}")
+    return None
+
+
 def cli() -> None:
     """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
     Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
@@ -59,7 +80,7 @@ def cli() -> None:
     from pipeline.offline import go_offline_if_unreachable
     from pipeline.overrides import unknown_key_problem
 
-    for check in (unknown_key_problem, check_output_root):
+    for check in (unknown_key_problem, check_output_root, check_launcher):
         if (problem := check(sys.argv[1:])) is not None:
             print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
             sys.exit(2)

@@ -9,9 +9,29 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
+def _names_the_extra(func):
+    """A ModuleNotFoundError of an optional library becomes the error naming the install extra
+    that brings it (pipeline.extras), without the import's traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        from pipeline.extras import explain
+
+        try:
+            return func(*args, **kwargs)
+        except ModuleNotFoundError as exc:
+            if (named := explain(exc)) is None:
+                raise
+            raise named from None
+
+    return wrapper
+
+
+@_names_the_extra
 def score(data: Any, task: str = "sets", **options: Any):
     """Task-aware Bayes answers and uncertainty for sampled responses: one row per prompt.
 
@@ -29,6 +49,7 @@ def score(data: Any, task: str = "sets", **options: Any):
                       **options)
 
 
+@_names_the_extra
 def report(df: Any, directory: Any, n: int = 10) -> dict:
     """Write why the answers were chosen and how far to trust them into `directory`:
     `riskiest.md` (the `n` riskiest prompts: question, Bayes answer and confidence, the latent
@@ -39,6 +60,7 @@ def report(df: Any, directory: Any, n: int = 10) -> dict:
     return write_report(df, directory, n=n)
 
 
+@_names_the_extra
 def generate_and_score(prompts: Any, task: str = "sets", model: str | None = None,
                        base_url: str | None = None, n_samples: int = 20, *,
                        references: Any = None, ids: Any = None, raw_prompts: bool = False,
@@ -195,10 +217,12 @@ def _local_backend(model: str | None, cfg: Any, batch_size: int | None):
     """A transformers backend for a model config name, a local folder / hub id, or (None) the
     packaged SmolLM2; and the model config's sampling defaults."""
     from pipeline.devices import resolve_device
+    from pipeline.extras import require
     from pipeline.generation.base import get_backend
     from pipeline.generation.cell import resolve_model_path
     from pipeline.resources import conf_dir
 
+    require("torch", "transformers", needed_for="an in-process model (no base_url=)")
     defaults: dict[str, Any] = {}
     path, dtype, trust = model, "auto", False
     name = model or "smollm2-135m"

