@@ -1,0 +1,12 @@
+"""Task-aware Bayes decoding and uncertainty for LLMs.
+
+    import pipeline
+    df = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
+
+Importing the package is cheap: heavy libraries are imported inside the functions that use them.
+"""
+
+from pipeline.api import agenerate_and_score, generate_and_score, report, score
+
+__version__ = "0.1.0"
+__all__ = ["agenerate_and_score", "generate_and_score", "report", "score"]

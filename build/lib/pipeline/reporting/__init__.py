@@ -1,0 +1,188 @@
+"""Report: every table and figure of the paper from the artifacts of all (model, dataset) cells
+of an experiment, with the paper's published numbers (results/paper/*.csv) beside ours.
+
+    python -m pipeline stage=report experiment=default
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.reporting import figures
+from pipeline.resources import paper_dir
+from pipeline.store import atomic_write_text, cache_key
+
+log = logging.getLogger("pipeline")
+
+PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a wheel
+# What a full report writes: tables as md/tex/csv, figures as png/pdf (results/...).
+TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
+               "uq_auc_beam", "uq_prr_bayes_fbeta", "uq_72b")
+# (latent_entropy_vs_risk_pooled is written too with report_figures.entropy_pooled=true.)
+# v3: extras (F-beta rows) marked and never best; Fig. 2a over the paper's estimators; Figs. 3,
+# 6-11 over the compared models (no 72B); one colour per estimator. v4: tables with n and
+# bootstrap intervals, no best where n is too small; figures' empty panels and per-bin n.
+# v5: no best where intervals overlap; bayes_vs_beam (paired bootstrap) per dataset.
+REPORT_VERSION = 5
+FIGURE_NAMES = ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
+                "hamming_distance_improvement_maqa", "cosine_distance_improvement_wmt19_fien",
+                "kl_divergence_improvement_maqa_star", "samples_ablation")
+
+
+def figure_options(cfg) -> dict[str, Any]:
+    """report_figures.* with their defaults (a config composed before they existed has none)."""
+    from omegaconf import OmegaConf
+
+    from pipeline.reporting.figures import ENTROPY_DATASET, PAPER_LLMS
+    from pipeline.reporting.tables import MIN_N_BEST
+
+    def get(key, default):
+        value = OmegaConf.select(cfg, f"report_figures.{key}", default=default)
+        return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+    return {"entropy_model": get("entropy_model", "") or "",
+            "entropy_dataset": get("entropy_dataset", ENTROPY_DATASET) or ENTROPY_DATASET,
+            "entropy_pooled": bool(get("entropy_pooled", False)),
+            "rank_models": list(get("rank_models", list(PAPER_LLMS))),
+            "min_n_best": int(get("min_n_best", MIN_N_BEST))}
+
+
+def build_report(cfg) -> dict[str, Any]:
+    import pandas as pd
+
+    from pipeline.reporting.ablation import samples_ablation
+    from pipeline.reporting.collect import (
+        bayes_vs_beam,
+        bayes_vs_beam_lines,
+        find_cells,
+        input_keys,
+        per_prompt,
+        quality_means,
+        uq_scores,
+    )
+    from pipeline.reporting.tables import build_tables
+
+    results = Path(cfg.results_dir)
+    tables_dir, figures_dir = results / "tables", results / "figures"
+    cells = find_cells(cfg.output_root, cfg.experiment, list(cfg.report_models) or None)
+    if cfg.report_models:  # a misspelt model would silently drop out of every table
+        present = {c.model for c in find_cells(cfg.output_root, cfg.experiment)}
+        absent = sorted(set(cfg.report_models) - present)
+        if absent:
+            from pipeline.errors import ConfigError
+
+            raise ConfigError(f"report_models has {absent} with no outputs under "
+                              f"{Path(cfg.output_root) / cfg.experiment}; models with outputs: "
+                              f"{', '.join(sorted(present)) or 'none'}")
+    options = figure_options(cfg)
+    report_models = list(cfg.report_models or [])
+    ev = cfg.evaluation
+    intervals = {"n_bootstrap": int(ev.n_bootstrap), "alpha": float(ev.ci_alpha),
+                 "seed": int(ev.seed)}
+    key = cache_key({"experiment": cfg.experiment, "max_rejection": cfg.evaluation.max_rejection,
+                     "figures": options, "intervals": intervals, "report_models": report_models,
+                     "version": REPORT_VERSION},
+                    input_keys(cells))
+    manifest_path = results / ".report.manifest.json"
+    try:
+        previous = json.loads(manifest_path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        previous = {}
+    if previous.get("cache_key") == key and all(Path(p).exists() for p in previous.get("files", [])):
+        log.info("[report] up to date (key %s), skipped", key)
+        _print_where(results, cells)
+        return {"skipped": True, "files": previous["files"]}
+
+    t0 = time.perf_counter()
+    # The manifest vouches for the files: gone before any is rewritten, written after the last,
+    # so a report killed half-way is redone on the next run instead of "up to date".
+    manifest_path.unlink(missing_ok=True)
+    paper_gen = pd.read_csv(PAPER_DIR / "generation.csv")
+    paper_uq = pd.read_csv(PAPER_DIR / "uq.csv")
+    paper_rank = pd.read_csv(PAPER_DIR / "prr_rank.csv")
+    quality = quality_means(cells, **intervals)
+    scores = uq_scores(cells)
+    tables = build_tables(quality, scores, paper_gen, paper_uq, tables_dir,
+                          min_n=options["min_n_best"])
+    # does the Bayes answer beat beam search? one line per (model, dataset, metric)
+    quality_rows = per_prompt(cells, "quality")  # read once: here, and the figures below
+    versus = bayes_vs_beam(quality_rows, **intervals)
+    versus.to_csv(tables_dir / "bayes_vs_beam.csv", index=False)
+    verdicts = bayes_vs_beam_lines(versus, intervals["alpha"])
+    (tables_dir / "bayes_vs_beam.md").write_text(
+        "## Bayes answer vs beam search\n\n" + "".join(f"- {line}\n" for line in verdicts)
+        if verdicts else "## Bayes answer vs beam search\n\n(no data)\n", encoding="utf-8")
+
+    unc = per_prompt(cells, "uncertainty")
+    figs = {
+        "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir,
+                                            models=options["rank_models"]),
+        "uq_maqa_prr": figures.fig_maqa_prr(scores, paper_uq, figures_dir),
+        "latent_entropy_vs_risk": figures.fig_entropy_vs_risk(
+            unc, figures_dir, model=options["entropy_model"], dataset=options["entropy_dataset"],
+            report_models=report_models),
+    }
+    if options["entropy_pooled"]:
+        figs["latent_entropy_vs_risk_pooled"] = figures.fig_entropy_vs_risk_pooled(unc,
+                                                                                   figures_dir)
+    else:  # an earlier report's pooled variant would otherwise stay listed in the manifest
+        for ext in ("png", "pdf"):
+            (figures_dir / f"latent_entropy_vs_risk_pooled.{ext}").unlink(missing_ok=True)
+    # Figs. 3, 6-8 and 9-11 show the models Fig. 2a averages (the paper's four LLMs when they
+    # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
+    compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
+    compared = [c for c in cells if c.model in compared_models]
+    per_q = (quality_rows[quality_rows["model"].isin(compared_models)].reset_index(drop=True)
+             if len(quality_rows) else quality_rows)
+    unc = unc[unc["model"].isin(compared_models)] if len(unc) else unc
+    improvement = figures.improvement_table(per_q, unc)
+    improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
+    figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)
+    for name, (dataset, metric, _) in figures.IMPROVEMENT_FIGURES.items():
+        per_model = figures.improvement_table(per_q, unc, dataset=dataset, metric=metric,
+                                              per_model=True)
+        per_model.to_csv(tables_dir / f"{name}.csv", index=False)
+        figs[name] = figures.fig_improvement_per_model(per_model, figures_dir, name)
+    maqa_cells = [c for c in compared if c.canonical == "maqa"]
+    from pipeline.reporting.ablation import COLUMNS as ABLATION_COLUMNS
+
+    ablation = pd.DataFrame(columns=ABLATION_COLUMNS)
+    if maqa_cells:
+        ablation = samples_ablation(per_prompt(maqa_cells, "latents"),
+                                    per_prompt(maqa_cells, "dataset"),
+                                    per_prompt(maqa_cells, "quality"), maqa_cells[0].space,
+                                    max_rejection=cfg.evaluation.max_rejection,
+                                    seed=cfg.evaluation.seed)
+    ablation.to_csv(tables_dir / "samples_ablation.csv", index=False)
+    figs["samples_ablation"] = figures.fig_samples_ablation(ablation, figures_dir)
+
+    files = sorted(str(p) for p in tables_dir.glob("*")) + sorted(
+        str(p) for p in figures_dir.glob("*"))
+    atomic_write_text(manifest_path, json.dumps({"cache_key": key, "files": files,
+                                                 "cells": [f"{c.model}/{c.dataset}" for c in cells],
+                                                 "wall_time_s": time.perf_counter() - t0},
+                                                indent=2))
+    from pipeline.tracking import make_tracker
+
+    tracker = make_tracker(cfg, report=True)
+    try:
+        tracker.use_cells(cells)
+        tracker.log_report({name: wide.reset_index() if len(wide) else wide
+                            for name, wide in tables.items()}, figs)
+    finally:
+        tracker.finish()
+    _print_where(results, cells)
+    if verdicts:
+        print("Bayes answer vs beam search:\n" + "".join(f"  {line}\n" for line in verdicts),
+              flush=True)
+    return {"skipped": False, "files": files, "tables": tables, "figures": figs,
+            "bayes_vs_beam": versus}
+
+
+def _print_where(results: Path, cells) -> None:
+    print(f"\nReport over {len(cells)} cell(s): tables in {results / 'tables'} (md, tex, csv), "
+          f"figures in {results / 'figures'} (png, pdf).", flush=True)

@@ -1,0 +1,844 @@
+"""Score your own generations: task-aware Bayes decisions and uncertainty without running an LLM.
+
+    python -m pipeline.score examples/byo/sets.jsonl --task sets --out results.parquet
+    import pipeline
+    df = pipeline.score("examples/byo/sets.jsonl", task="sets", out="results.parquet")
+    df = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
+
+The input (JSONL, parquet, an lm-evaluation-harness samples file or the same rows in memory;
+`pipeline.score_io`) becomes
+the `dataset` and `samples` artifacts (plus empty `decodes` and `ptrue`) of an ArtifactStore in a
+work directory; the pipeline's own map, decide, uq and evaluate stages then run on it through
+`pipeline.stage.run_stage`, with their caching: a rerun on the same file and options redoes
+nothing, a changed option redoes only the stages it feeds. The uq stage runs with
+`uq.estimators=[latent_entropy,bayes_risk]`: lm-polygraph's estimators need greedy/beam decodes and
+token log-probs that generations from elsewhere usually lack.
+
+A task is any task config (conf/task/<name>.yaml): its reference kind reads the references of
+the file (pipeline/tasks/), its mapper, decisions and metrics are those of the pipeline. This
+module only turns the file into artifacts and the artifacts into one row per prompt.
+
+Output: one row per prompt (see `OUTPUT_COLUMNS` and docs/score.md), plus a summary of how well
+the Bayes risk and the latent entropy predict the quality of the Bayes decision (PRR, concordance
+AUC, bootstrap intervals) in `OUT.summary.csv` and the mean quality per method in
+`OUT.quality.csv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import sys
+import tempfile
+import warnings
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PipelineError
+from pipeline.explain import (
+    CONFIDENCE_COLUMN,
+    ENTROPY_COLUMNS,
+    OURS_COLUMN,
+    RISK_COLUMN,
+    audit_report,
+    write_report,
+)
+from pipeline.latent.base import LatentSpace
+from pipeline.mapping.llm_client import LLMCallError
+from pipeline.mapping.settings import EXTRACTOR_KINDS
+from pipeline.methods import METHODS, OURS, method_column, methods
+from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
+from pipeline.schema import ARTIFACTS
+from pipeline.score_io import (
+    FORMATS,
+    IN_MEMORY,
+    FieldNames,
+    RowProblem,
+    ScoreInputError,
+    ScorePrompt,
+    ScoreRowError,
+    clean_value,
+    format_problems,
+    is_path,
+    read_input,
+)
+from pipeline.store import ArtifactStore
+from pipeline.tasks import REFERENCES
+from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
+
+log = logging.getLogger("pipeline")
+
+# Output names of the methods decided from the samples (the scorer has no decodes): l_MAP and
+# l_Sample as in the paper (pipeline.methods).
+METHOD_COLUMNS = {m: method_column(m) for m in methods("latent", "task")}
+# the estimators that need no LLM: our decision's risk and the latent entropy
+UQ_ESTIMATORS = (risk_estimator(OURS), *ENTROPY_COLUMNS)
+
+
+def action_column(method: str) -> str:
+    """l_map / l_sample hold the latent under the paper's name; the others as <name>_action."""
+    col = method_column(method)
+    return f"{col}_action" if col == method else col
+
+
+SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
+
+
+def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
+    """The task configs (conf/task/*.yaml and those of `config_dirs`): each can score a file."""
+    dirs = [conf_dir(), *map(Path, config_dirs)]
+    return sorted({p.stem for d in dirs for p in (d / "task").glob("*.yaml")})
+
+
+class ScoreWarning(UserWarning):
+    """Something in the input was skipped or is suspicious; the run went on."""
+
+
+# ---------------------------------------------------------------------------------------------
+# references -> DATASET columns
+
+
+def reference_columns(reference_kind: str, reference: Any, prompt_id: str) -> dict[str, Any]:
+    """DATASET's answers / probabilities / reference_text for one raw reference, read by the
+    task's reference kind (pipeline/tasks/), plus has_reference. The accepted shapes per task
+    are listed in docs/score.md."""
+    kind = REFERENCES[reference_kind]
+    if reference is None:
+        return {"answers": [], "probabilities": [], "reference_text": "", "has_reference": False}
+    try:
+        cols = clean_value(kind.from_user(reference))  # JSON inside a string: surrogates, depth
+    except (ValueError, RecursionError, OverflowError) as exc:
+        if isinstance(exc, ScoreRowError):
+            raise
+        raise ScoreRowError("reference", f"reference {exc}", f"give {kind.description}",
+                            f"prompt {prompt_id!r}") from None
+    return {**cols, "has_reference": kind.present(cols)}
+
+
+# ---------------------------------------------------------------------------------------------
+# artifacts
+
+
+def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_name: str):
+    """(dataset, samples, decodes, ptrue) DataFrames with the pipeline's columns, and the set of
+    prompt ids that carry a reference."""
+    import pandas as pd
+
+    dataset_rows, sample_rows, with_reference = [], [], set()
+    for p in prompts:
+        cols = reference_columns(reference_kind, p.reference, p.prompt_id)
+        if cols.pop("has_reference"):
+            with_reference.add(p.prompt_id)
+        dataset_rows.append({"prompt_id": p.prompt_id, "dataset": dataset_name,
+                             "question": p.question, **cols})
+        for i, text in enumerate(p.responses):
+            # No token log-probs come with outside generations: the sequence log-prob (when
+            # given) is kept in `logprob`, token_logprobs stays empty; NaN = unknown.
+            lp = p.logprobs[i] if p.logprobs is not None else math.nan
+            sample_rows.append({"prompt_id": p.prompt_id, "sample_idx": i, "text": text,
+                                "token_logprobs": [], "logprob": float(lp)})
+
+    def frame(name, rows):
+        return pd.DataFrame(rows, columns=list(ARTIFACTS[name]))
+
+    return (frame("dataset", dataset_rows), frame("samples", sample_rows), frame("decodes", []),
+            frame("ptrue", []), with_reference)
+
+
+def _prompts_hash(prompts: Sequence[ScorePrompt]) -> str:
+    """In-memory input: the hash of what was read (ids, questions, responses, log-probs,
+    references), so the same data scores from the store's cache."""
+    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference] for p in prompts]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=repr,
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def _file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# config
+
+
+@contextmanager
+def _hydra_context():
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            yield
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
+                   dataset_name: str = "byo", config_dirs: Sequence[str | Path] = (),
+                   plugins: Sequence[str] = ()):
+    """The pipeline config for scoring: task group set to `task`, uq reduced to the estimators
+    that need no LLM, plus the user's Hydra-style overrides (e.g. task.equivalence.threshold=0.9)."""
+    from hydra import compose
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from pipeline.config import validate
+
+    task = check_task(task, config_dirs)
+    if mapper not in EXTRACTOR_KINDS:
+        raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of "
+                              f"{', '.join(EXTRACTOR_KINDS)}")
+    extra = [f"hydra.searchpath=[{','.join('file://' + str(Path(d).resolve()) for d in config_dirs)}]"
+             ] if config_dirs else []
+    if plugins:
+        extra.append(f"plugins=[{','.join(plugins)}]")
+    base = [*extra, f"task={task}", f"task.extractor.kind={mapper}",
+            f"uq.estimators=[{','.join(reversed(UQ_ESTIMATORS))}]", f"dataset.name={dataset_name}",
+            "wandb.enabled=false", "experiment=score"]  # conf/experiment/score.yaml
+    try:
+        with _hydra_context():
+            cfg = compose("config", overrides=base + list(overrides))
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ScoreInputError(f"bad override in {list(overrides)}: {exc}") from None
+    try:
+        validate(cfg)
+    except ValueError as exc:
+        raise ScoreInputError(str(exc)) from None
+    if cfg.task.name != task:
+        raise ScoreInputError(f"override task.name={cfg.task.name} contradicts --task {task}; "
+                              "choose the task with --task only")
+    return cfg
+
+
+def check_task(task: str, config_dirs: Sequence[str | Path] = (), python: bool = False) -> str:
+    """`task` when it is a task config, or an error naming the closest and listing them all
+    (`python`: in the wording of a Python call, task='sets', else the CLI's --task sets)."""
+    import difflib
+
+    names = task_names(config_dirs)
+    given = str(task)
+    if given not in names and given.replace("-", "_") in names:
+        return given.replace("-", "_")  # the space is spelled sets-fbeta, its task config sets_fbeta
+    if given not in names:
+        said = f"task={given!r}" if python else f"--task {given!r}"
+        close = difflib.get_close_matches(given.lower(), names, n=1, cutoff=0.5)
+        hint = (f"; did you mean {f'task={close[0]!r}' if python else f'--task {close[0]}'}?"
+                if close else "")
+        raise ScoreInputError(f"{said} is not known{hint} (tasks: {', '.join(names)})")
+    return given
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+
+def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
+    """map -> decide -> uq -> evaluate through the pipeline's stages (evaluate scores only the
+    prompts with a reference; none: it does not run); returns the frames."""
+    from pipeline.stage import run_stage
+
+    for name in ("map", "decide", "uq") + (("evaluate",) if with_reference else ()):
+        run_stage(name, cfg, store)
+    names = ("dataset", "samples", "latents", "decisions", "uncertainty") + (
+        ("quality", "uq_scores", "audit") if with_reference else ())
+    return {"quality": None, "uq_scores": None, "audit": None,
+            **{name: store.read(name) for name in names}}
+
+
+def _short_vector(action: str) -> str:
+    """A long numeric vector (an embedding) as "<384-d vector>": unreadable in a table cell."""
+    if action == "null" or not action.startswith("["):
+        return action
+    payload = json.loads(action)
+    if len(payload) > 16 and all(isinstance(x, (int, float)) for x in payload):
+        return f"<{len(payload)}-d vector>"
+    return action
+
+
+def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
+    """One row per prompt: decisions, risks, latent entropy and quality per method, and how the
+    answers were read (`response_labels`: each response's labels, null where it did not parse;
+    with references, `reference_labels`, `label_matches` and `reading_warnings` of the audit)."""
+    import pandas as pd
+
+    dataset = frames["dataset"]
+    out = pd.DataFrame({"prompt_id": dataset["prompt_id"], "question": dataset["question"]})
+    samples, latents = frames["samples"], frames["latents"]
+    n_samples = samples.groupby("prompt_id").size()
+    sample_latents = latents[latents["source"] == "sample"]
+    n_parsed = sample_latents.groupby("prompt_id")["parse_ok"].sum()
+    out["n_samples"] = out["prompt_id"].map(n_samples).fillna(0).astype(int)
+    out["n_parsed"] = out["prompt_id"].map(n_parsed).fillna(0).astype(int)
+    decisions = frames["decisions"]
+    for method, col in METHOD_COLUMNS.items():
+        d = decisions[decisions["method"] == method].set_index("prompt_id")
+        if d.empty and METHODS[method].kind == "task":
+            continue  # a decision this task does not declare
+        out[action_column(method)] = out["prompt_id"].map(d["action"]).fillna("null")
+        out[f"{col}_text"] = out["prompt_id"].map(d["text"]).fillna("")
+        out[f"{col}_risk"] = out["prompt_id"].map(d["risk"]).astype(float)
+    unc = frames["uncertainty"]
+    for est in UQ_ESTIMATORS:
+        if ESTIMATORS[est].decision is not None:
+            continue  # = that decision's <column>_risk above (same number, from the decide stage)
+        u = unc[unc["estimator"] == est].set_index("prompt_id")["value"]
+        out[est] = out["prompt_id"].map(u).astype(float)
+    out["has_reference"] = out["prompt_id"].isin(with_reference)
+    quality = frames.get("quality")
+    if quality is not None and len(quality):
+        for (method, metric), q in quality.groupby(["method", "metric"], sort=False):
+            if method not in METHOD_COLUMNS:
+                continue
+            out[f"quality_{METHOD_COLUMNS[method]}_{metric}"] = out["prompt_id"].map(
+                q.set_index("prompt_id")["value"]).astype(float)
+    for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
+        out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
+    if space is not None:
+        ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
+        logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
+        columns = _readings(space, latents, ours, logprobs)
+        for name, values in columns.items():
+            if name in WHITEBOX_COLUMNS and not values:
+                continue  # no log-probs in the input: no white-box column
+            out[name] = out["prompt_id"].map(values)
+        out[CONFIDENCE_COLUMN] = out[CONFIDENCE_COLUMN].astype(float)
+        _answer_texts(out, space, samples, ours)
+    audit = frames.get("audit")
+    if audit is not None and len(audit):
+        a = audit.set_index("prompt_id")
+        out["reference_labels"] = out["prompt_id"].map(a["reference_labels"].map(list))
+        out["label_matches"] = out["prompt_id"].map(a["label_matches"])
+        out["reading_warnings"] = out["prompt_id"].map(a["warnings"].map(list))
+    return out
+
+
+def python_objects(df, frames: dict[str, Any], space):
+    """The scored frame as Python objects where files hold JSON: each decision's action as its
+    latent (a frozenset of answers or edges, a class's str, a float, a dict of probabilities, a
+    numpy vector; None where undecided), `latent_distribution` as a dict, `response_labels` as
+    lists (None for an unparsed response)."""
+    out = df.copy()
+    decisions = frames["decisions"]
+    for method in METHOD_COLUMNS:
+        col = action_column(method)
+        if col not in out:
+            continue
+        actions = decisions[decisions["method"] == method].set_index("prompt_id")["action"]
+        decoded = {pid: space.from_json(a) for pid, a in actions.items() if a != "null"}
+        out[col] = [decoded.get(pid) for pid in out["prompt_id"]]
+    for col in ("latent_distribution", "response_labels"):
+        if col in out:
+            out[col] = [json.loads(v) if isinstance(v, str) else None for v in out[col]]
+    return out
+
+
+def _answer_texts(out, space, samples, actions) -> None:
+    """Where the space names its answer apart from the decision's text (classes: the label
+    "Paris", not a member's sentence), `bayes_text` becomes that answer and the member's text
+    moves to `bayes_member_text` (what the quality metrics read, as in the pipeline)."""
+    if type(space).answer_text is LatentSpace.answer_text:
+        return
+    texts = samples.groupby("prompt_id", sort=False)["text"].agg(list)
+    answers = {}
+    for pid, action in actions.items():
+        if action != "null":
+            answer = space.answer_text(space.from_json(action), texts.get(pid, []))
+            if answer:
+                answers[pid] = answer
+    column = f"{OURS_COLUMN}_text"
+    at = out.columns.get_loc(column) + 1
+    out.insert(at, f"{OURS_COLUMN}_member_text", out[column])
+    out[column] = out["prompt_id"].map(answers).fillna(out[column])
+
+
+# white-box scores from the samples' sequence log-probs (pipeline.uncertainty.whitebox): columns
+# only when the input has log-probs (an endpoint's samples, or a file's `logprobs`)
+WHITEBOX_COLUMNS = ("whitebox_msp", "whitebox_semantic_entropy")
+
+
+def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
+    """Column -> {prompt_id: value}: `response_labels` (each sample's labels as a JSON list,
+    null where it did not parse; none for spaces without labels), `latent_distribution` (JSON
+    {label: frequency}, most frequent first; "null" without labels), `confidence` (the Bayes
+    answer's, `actions`: prompt_id -> its JSON, expected task quality under the samples:
+    LatentSpace.confidence, docs/score.md) and, for prompts whose parsed samples all have a
+    sequence log-prob (`logprobs`: (prompt_id, sample_idx) -> log-prob, NaN unknown),
+    `whitebox_msp` and `whitebox_semantic_entropy` over the task's latents. Each sample's latent
+    is decoded once."""
+    from pipeline.uncertainty.whitebox import msp_of_answer, semantic_entropy
+
+    has_labels = type(space).labels is not LatentSpace.labels
+    rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
+                                                              kind="stable")
+    columns: dict[str, dict[str, Any]] = {name: {} for name in (
+        "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS)}
+    for pid, group in rows.groupby("prompt_id", sort=False):
+        decoded = [space.from_json(x) if ok else None
+                   for x, ok in zip(group["latent"], group["parse_ok"])]
+        if has_labels:
+            columns["response_labels"][pid] = json.dumps(
+                [space.labels(x) if ok else None for x, ok in zip(decoded, group["parse_ok"])],
+                ensure_ascii=False)
+        parsed = [(x, i) for x, i, ok in zip(decoded, group["sample_idx"], group["parse_ok"]) if ok]
+        if not parsed:
+            continue
+        items = [x for x, _ in parsed]
+        dist = space.distribution(items)
+        columns["latent_distribution"][pid] = json.dumps(
+            None if dist is None else {k: round(v, 6) for k, v in dist.items()},
+            ensure_ascii=False)
+        action = actions.get(pid)
+        action = None if action is None or action == "null" else space.from_json(action)
+        columns[CONFIDENCE_COLUMN][pid] = (math.nan if action is None
+                                           else space.confidence(items, action))
+        lps = [float(logprobs.get((pid, i), math.nan)) for _, i in parsed]
+        if action is not None and all(math.isfinite(lp) for lp in lps):
+            canon = [space.canonical(x) for x in items]
+            columns["whitebox_semantic_entropy"][pid] = semantic_entropy(
+                lps, [space.key(x) for x in canon])
+            columns["whitebox_msp"][pid] = msp_of_answer(
+                lps, [space.distance(x, action) for x in canon])
+    return columns
+
+
+def summary_frames(frames: dict[str, Any]):
+    """(UQ summary: bayes_risk / latent_entropy vs the Bayes decision's quality, mean quality per
+    method and metric) or (None, None) without references."""
+    quality, scores = frames.get("quality"), frames.get("uq_scores")
+    if quality is None or scores is None or not len(quality):
+        return None, None
+    uq = scores[(scores["target"] == OURS) & scores["estimator"].isin(UQ_ESTIMATORS)]
+    uq = uq.sort_values(["metric", "estimator"]).reset_index(drop=True)
+    q = quality[quality["method"].isin(METHOD_COLUMNS)]
+    mean = (q.groupby(["metric", "method"], sort=True)
+            .agg(mean=("value", "mean"), n=("value", "size"),
+                 higher_is_better=("higher_is_better", "first")).reset_index())
+    mean["method"] = mean["method"].map(METHOD_COLUMNS)
+    return uq, mean
+
+
+OUT_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+SHOWN_PROBLEMS = 10  # skipped rows listed in the warning; all of them go to OUT.skipped.jsonl
+
+
+def _out_stem(out: Path) -> str:
+    stem = out.name
+    for suffix in OUT_SUFFIXES:
+        stem = stem.removesuffix(suffix)
+    return stem
+
+
+def _summary_paths(out: Path) -> tuple[Path, Path]:
+    stem = _out_stem(out)
+    return out.with_name(stem + ".summary.csv"), out.with_name(stem + ".quality.csv")
+
+
+def skipped_path(out: Path) -> Path:
+    """Where the rows skipped for input problems are listed, next to OUT."""
+    return out.with_name(_out_stem(out) + ".skipped.jsonl")
+
+
+def _probe_dir(directory: Path, what: str) -> None:
+    """Create `directory` if needed and check a file can be written in it (before any work)."""
+    import os
+
+    blocker = next((d for d in (directory, *directory.parents) if d.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ScoreInputError(f"{what}: {blocker} is a file, not a directory; choose another "
+                              "place")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".score-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ScoreInputError(f"{what}: cannot write in {directory} ({reason}); choose a "
+                              "writable place") from None
+
+
+def check_output_path(out: Path, input_path: Path | None = None) -> None:
+    """Fail early (before any scoring) when OUT cannot be written: wrong suffix, a directory,
+    the input file itself, a directory that cannot be created or written."""
+    if out.is_dir():
+        raise ScoreInputError(f"--out {out} is a directory; give a file name, e.g. "
+                              f"{out / ('results' + (out.suffix or '.parquet'))}")
+    if out.suffix not in OUT_SUFFIXES:
+        raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
+                              "or .csv")
+    if input_path is not None and out.exists() and input_path.exists() and \
+            out.resolve() == input_path.resolve():
+        raise ScoreInputError(f"--out {out} is the input file; writing it would destroy the input. "
+                              "Choose another name")
+    _probe_dir(out.parent, f"--out {out}")
+    if out.exists():
+        try:
+            with out.open("r+b"):
+                pass
+        except OSError as exc:
+            raise ScoreInputError(f"--out {out} exists and cannot be overwritten "
+                                  f"({exc.strerror or exc}); choose another name") from None
+
+
+def write_output(df, out: Path) -> None:
+    if out.suffix not in OUT_SUFFIXES:
+        raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
+                              "or .csv")
+    df = df.copy()
+    df.attrs = {}  # the summaries are written beside it, not into the parquet metadata
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix == ".parquet":
+            df.to_parquet(out, index=False)
+        elif out.suffix in (".jsonl", ".json"):
+            df.to_json(out, orient="records", lines=True, force_ascii=False)
+        else:
+            df.to_csv(out, index=False)
+    except OSError as exc:
+        raise ScoreInputError(f"--out {out}: cannot write it ({exc.strerror or exc})") from None
+
+
+def write_skipped(problems: Sequence[RowProblem], path: Path) -> None:
+    """The skipped rows as JSON lines: line (JSONL, 1-based) or row (parquet, 0-based), id,
+    field, problem, fix."""
+    try:
+        with path.open("w", encoding="utf-8") as fh:
+            for p in problems:
+                fh.write(json.dumps(p.as_dict(), ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise ScoreInputError(f"cannot write {path} ({exc.strerror or exc})") from None
+
+
+def _skipped_message(problems: Sequence[RowProblem], n_rows: int, listed: Path | None) -> str:
+    if listed is not None:
+        where = f" (all of them in {listed})"
+    elif len(problems) > SHOWN_PROBLEMS:
+        where = (" (the full list: pass --out to write OUT.skipped.jsonl, or read "
+                 "df.attrs['skipped'] from Python)")
+    else:
+        where = ""
+    return (f"skipped {len(problems)} of {n_rows} input rows with problems{where}; --strict "
+            f"stops at the first instead:\n{format_problems(problems, SHOWN_PROBLEMS)}")
+
+
+def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
+          out: str | Path | None = None, id_field: str | None = None,
+          question_field: str | None = None, responses_field: str | None = None,
+          reference_field: str | None = None, logprobs_field: str | None = None,
+          lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
+          work_dir: str | Path | None = None, strict: bool = False,
+          config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = ()):
+    """Score sampled responses: one row per prompt (module docstring, docs/score.md).
+
+    Args:
+        input: a JSONL / parquet / lm-evaluation-harness samples file, or data in memory: a
+            pandas DataFrame, a list of dicts (`responses`, optional `question`, `reference`,
+            `logprobs`, `id`) or a list of lists of response strings (`fmt` is then ignored).
+        task: a task config (conf/task/<name>.yaml: classes, sets, sets_fbeta, graphs, sphere,
+            simplex, reals, or your own).
+        mapper: g_T kind for sets, graphs, simplex (task.extractor.kind): rule | llm | local.
+        fmt: auto | jsonl | parquet | lm-eval.
+        out: where to write the rows (.parquet, .jsonl or .csv); summaries go next to it, and
+            the skipped rows (if any) to OUT.skipped.jsonl. Checked before any scoring.
+        *_field: input field names (dotted paths reach nested fields, e.g. doc.question).
+        lm_eval_filter: lm-eval files with several filters: which one to score.
+        overrides: Hydra-style config overrides, e.g. ["task.equivalence.threshold=0.9"].
+        work_dir: where the artifact store lives (default: OUT's name + ".work/", else a
+            temporary directory removed afterwards).
+        strict: stop at the first bad row (ScoreInputError naming its line) instead of
+            skipping bad rows.
+        config_dirs: more config folders (your own task/dataset configs, docs/extending.md).
+        plugins: modules to import first (your own registrations).
+
+    Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
+    `.attrs["quality_summary"]` hold the summaries as records (None without references;
+    `summaries(df)` gives them as DataFrames), `.attrs["store"]`
+    the artifact directory, `.attrs["skipped"]` the skipped rows (list of dicts: line or row, id,
+    field, problem, fix; a ScoreWarning lists the first ones), `.attrs["n_rows"]` the rows read
+    and `.attrs["replaced_surrogates"]` how many lone surrogates became U+FFFD.
+
+    Raises ScoreInputError for bad files or options (the message names the problem and the fix).
+    """
+    task = check_task(task, config_dirs)
+    if fmt not in FORMATS:
+        raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
+    from_file = is_path(input)
+    path = Path(input) if from_file else IN_MEMORY
+    out_path = Path(out) if out is not None else None
+    if out_path is not None:
+        check_output_path(out_path, path if from_file else None)
+    if work_dir is not None:
+        _probe_dir(Path(work_dir), f"--work-dir {work_dir}")
+    fields = FieldNames(id=id_field, question=question_field, responses=responses_field,
+                        reference=reference_field, logprobs=logprobs_field,
+                        lm_eval_filter=lm_eval_filter)
+    cfg = compose_config(task, mapper, overrides,
+                         dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
+                         config_dirs=config_dirs, plugins=plugins)
+    try:
+        got = read_input(path if from_file else input, fmt, fields, strict=strict,
+                         validate=lambda p: reference_columns(cfg.task.reference, p.reference,
+                                                              p.prompt_id))
+    except ScoreInputError as exc:
+        problems = getattr(exc, "problems", None)
+        if problems and out_path is not None:  # no good row: keep the list of what is wrong
+            write_skipped(problems, skipped_path(out_path))
+            raise ScoreInputError(f"{exc} (all {len(problems)} problems in "
+                                  f"{skipped_path(out_path)})") from None
+        raise
+    prompts, used_fmt = got.prompts, got.format
+    listed = skipped_path(out_path) if out_path is not None and got.skipped else None
+    if got.skipped:
+        _warn(_skipped_message(got.skipped, got.n_rows, listed))
+    if got.replaced_surrogates:
+        rows = list(got.replaced_surrogates)
+        shown = ", ".join(rows[:SHOWN_PROBLEMS]) + (" ..." if len(rows) > SHOWN_PROBLEMS else "")
+        _warn(f"replaced {sum(got.replaced_surrogates.values())} lone surrogate(s) (\\ud800-\\udfff "
+              f"escapes without their pair, as in truncated LLM output) by U+FFFD in {len(rows)} "
+              f"row(s): {shown}")
+    input_key = hashlib.sha256(json.dumps({
+        "file": _file_hash(path) if from_file else _prompts_hash(prompts), "format": used_fmt, "task": task, "fields": fields.as_dict(),
+        "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
+
+    temp = None
+    if work_dir is not None:
+        root = Path(work_dir)
+    elif out_path is not None:
+        root = _summary_paths(out_path)[0].with_name(
+            _summary_paths(out_path)[0].name.replace(".summary.csv", ".work"))
+        _probe_dir(root, f"the work directory of --out {out_path} (choose one with --work-dir)")
+    else:
+        temp = tempfile.TemporaryDirectory(prefix="score-")
+        root = Path(temp.name)
+    try:
+        store = ArtifactStore(root / input_key)
+        dataset, samples, decodes, ptrue, with_reference = input_frames(
+            prompts, cfg.task.reference, cfg.dataset.name)
+        for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
+                            ("ptrue", ptrue)):
+            if not store.is_current(name, input_key):
+                store.write(name, frame, key=input_key,
+                            config={"source": str(path) if from_file else used_fmt,
+                                    "format": used_fmt, "task": task},
+                            extra={"producer": "pipeline.score"})
+        frames = run_pipeline(store, cfg, with_reference)
+        from pipeline.stages.decide import task_spaces
+
+        space = task_spaces(cfg)[0]
+        written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
+        df = python_objects(written, frames, space)
+        uq_summary, quality_summary = summary_frames(frames)
+    finally:
+        if temp is not None:
+            temp.cleanup()
+    _warn_unparsed(df)
+    missing_ref = len(df) - int(df["has_reference"].sum())
+    if with_reference and missing_ref:
+        _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
+              "not count in the PRR/AUC summary")
+    reading = None
+    if "reading_warnings" in df:
+        from pipeline.evaluation.audit import count_warnings
+
+        reading = count_warnings(w for w in df["reading_warnings"] if isinstance(w, list))
+        if any(reading.values()):
+            _warn("how answers were read: " + ", ".join(f"{k} in {v} prompt(s)"
+                                                       for k, v in reading.items() if v)
+                  + " (columns reading_warnings and label_matches; --audit N prints prompts)")
+    # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
+    # (printing a wide frame does), which a DataFrame value cannot answer
+    df.attrs.update(summary=_records(uq_summary), quality_summary=_records(quality_summary),
+                    reading_warnings=reading,
+                    store=None if temp is not None else str(store.root), task=task,
+                    skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
+                    replaced_surrogates=sum(got.replaced_surrogates.values()),
+                    skipped_path=None if listed is None else str(listed))
+    if out_path is not None:
+        write_output(written, out_path)
+        summary_path, quality_path = _summary_paths(out_path)
+        if uq_summary is not None:
+            uq_summary.to_csv(summary_path, index=False)
+            quality_summary.to_csv(quality_path, index=False)
+        if listed is not None:
+            write_skipped(got.skipped, listed)
+        else:  # a list from an earlier run of a since-fixed file would mislead
+            skipped_path(out_path).unlink(missing_ok=True)
+    return df
+
+
+def _records(frame) -> list[dict] | None:
+    return None if frame is None else frame.to_dict(orient="records")
+
+
+def summaries(df):
+    """(UQ summary, mean quality per method and metric) of a scored frame as DataFrames (None
+    without references): `df.attrs["summary"]` and `df.attrs["quality_summary"]` hold them as
+    records."""
+    import pandas as pd
+
+    return tuple(None if df.attrs.get(k) is None else pd.DataFrame(df.attrs[k])
+                 for k in ("summary", "quality_summary"))
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, ScoreWarning, stacklevel=3)
+
+
+def _warn_unparsed(df) -> None:
+    empty = df.loc[df["n_parsed"] == 0, "prompt_id"].tolist()
+    if empty:
+        shown = ", ".join(map(str, empty[:10])) + (" ..." if len(empty) > 10 else "")
+        _warn(f"{len(empty)} prompt(s) with no parseable response (n_parsed=0, risk NaN): {shown}")
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+
+def format_summary(df) -> str:
+    """The short stdout table: counts, mean quality per method, PRR/AUC of the uncertainties."""
+    head = (f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
+            f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
+            f"{df[RISK_COLUMN].mean():.4g}"
+            + "".join(f", mean {e.replace('_', ' ')} {df[e].mean():.4g}" for e in ENTROPY_COLUMNS))
+    if df.attrs.get("skipped"):
+        head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
+                 "(see the warning)")
+    reading = df.attrs.get("reading_warnings")
+    if reading:
+        head += "\nreading warnings (prompts): " + ", ".join(f"{k} {v}" for k, v in reading.items())
+    lines = [head]
+    uq, quality = summaries(df)
+    if quality is not None and len(quality):
+        lines.append("")
+        w = max(12, *(len(m) for m in quality["metric"]))
+        lines.append(f"{'metric':<{w}} {'method':<18} {'mean':>9} {'n':>6}")
+        for r in quality.itertuples():
+            arrow = "higher better" if r.higher_is_better else "lower better"
+            lines.append(f"{r.metric:<{w}} {r.method:<18} {r.mean:>9.4g} {r.n:>6}  ({arrow})")
+    if uq is not None and len(uq):
+        lines.append("")
+        w = max(12, *(len(m) for m in uq["metric"]))
+        lines.append(f"{'uncertainty':<15} {'metric':<{w}} {'PRR [95% CI]':<26} {'AUC [95% CI]':<26} n")
+        for r in uq.itertuples():
+            prr = f"{r.prr:.3f} [{r.prr_low:.3f}, {r.prr_high:.3f}]"
+            auc = f"{r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}]"
+            lines.append(f"{r.estimator:<15} {r.metric:<{w}} {prr:<26} {auc:<26} {r.n}")
+    elif quality is None:
+        lines.append("(no references in the input: no quality, PRR or AUC)")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="taskaware-score",
+        description="Task-aware Bayes decisions and uncertainty for responses you already sampled.",
+        epilog="Extra KEY=VALUE arguments are Hydra overrides of the pipeline config, e.g. "
+               "task.equivalence.threshold=0.9 evaluation.n_bootstrap=200. See docs/score.md.")
+    p.add_argument("input", help="JSONL, parquet or lm-evaluation-harness samples_*.jsonl file")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra-style config overrides")
+    p.add_argument("--task", required=True,
+                   help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
+                        "(conf/task/*.yaml)")
+    p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(EXTRACTOR_KINDS)} (default rule)")
+    p.add_argument("--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)")
+    p.add_argument("--out", help="output file: .parquet, .jsonl or .csv (summaries next to it)")
+    p.add_argument("--work-dir", help="artifact store directory (default: next to --out, else temp)")
+    p.add_argument("--id-field")
+    p.add_argument("--question-field")
+    p.add_argument("--responses-field", help="lm-eval: resps (default) or filtered_resps")
+    p.add_argument("--reference-field", help="lm-eval: target (default) or e.g. doc.answers")
+    p.add_argument("--logprobs-field", help="per-response sequence log-probs (list of floats)")
+    p.add_argument("--lm-eval-filter", help="lm-eval files with several filters: which to score")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad input row (default: skip bad rows, list them and "
+                        "write them to OUT.skipped.jsonl)")
+    p.add_argument("--config-dir", action="append", default=[], dest="config_dirs",
+                   help="another config folder (your task/dataset configs); repeatable")
+    p.add_argument("--plugin", action="append", default=[], dest="plugins",
+                   help="a module to import first (your registrations); repeatable")
+    p.add_argument("--audit", type=int, default=0, metavar="N",
+                   help="print the N riskiest and the N most surprising prompts as text: how "
+                        "each response and the reference were read and matched")
+    p.add_argument("--report", metavar="DIR",
+                   help="write riskiest.md (the riskiest prompts, explained) and, with "
+                        "references, risk_coverage and calibration figures into DIR")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # odd bytes in paths or ids must not crash a print
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    args = build_parser().parse_intermixed_args(argv)
+    from pipeline.offline import go_offline_if_unreachable
+
+    go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(levelname)s %(message)s")
+    for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
+              file=sys.stderr)
+        return 2
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        # at once, not after the run: the skipped rows are known before the long part starts
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ScoreWarning)
+        warnings.showwarning = show
+        try:
+            df = score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
+                       id_field=args.id_field, question_field=args.question_field,
+                       responses_field=args.responses_field, reference_field=args.reference_field,
+                       logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
+                       overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
+                       config_dirs=args.config_dirs, plugins=args.plugins)
+        except (ScoreInputError, FileNotFoundError, PipelineError, LLMCallError) as exc:
+            # bad input, or an outside service that failed (no key, endpoint down, calls failed
+            # beyond task.extractor.max_failed_share): what and how to fix, no traceback
+            error: Exception | None = exc
+        else:
+            error = None
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(format_summary(df))
+    if args.audit > 0:
+        print("\n" + audit_report(df, args.audit))
+    if args.report:
+        written = write_report(df, args.report, n=max(args.audit, 10))
+        print("\nreport: " + ", ".join(map(str, written.values())))
+    if args.out:
+        summary, quality = _summary_paths(Path(args.out))
+        has_summary = df.attrs.get("summary") is not None
+        written = [args.out, *([str(summary), str(quality)] if has_summary else []),
+                   *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else [])]
+        print("\nwrote " + ", ".join(written))
+    else:
+        cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, CONFIDENCE_COLUMN,
+                *ENTROPY_COLUMNS]
+        print("\n" + df[cols].to_string(index=False, max_colwidth=40))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

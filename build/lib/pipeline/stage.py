@@ -1,0 +1,155 @@
+"""The stage contract: a stage is one function from named input artifacts to named output
+artifacts, registered with `@stage` (the stage modules live in `pipeline/stages/`), and run by
+`run_stage` against a cell's `ArtifactStore`.
+
+A stage is skipped when its outputs carry the cache key of its config slice + its inputs' keys + its code
+version (DESIGN.md s5), so a rerun after a crash or a config change redoes only what changed.
+Config slices follow data: generate hashes the rendered prompts and the records, map its
+mapper's settings, evaluate the evaluation settings and metrics. No stage names a task or a
+latent space: they loop over what the task config declares (pipeline/tasks/).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.registry import Registry
+from pipeline.store import ArtifactError, ArtifactStore, cache_key
+
+log = logging.getLogger("pipeline")
+
+CELL_STAGES = ("generate", "map", "decide", "uq", "evaluate")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    config_slice: Callable[[DictConfig], dict]
+    fn: Callable[..., dict[str, Any]]
+    version: int = 1
+
+
+STAGES: Registry[StageSpec] = Registry("stage", discover=("pipeline.stages",))
+
+
+def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
+          config: Callable[[DictConfig], dict], version: int = 1):
+    """Register a stage. `version` is part of its cache key: bump it when a code change alters
+    what the stage writes, so stored artifacts of the old code are recomputed, not reused."""
+    def wrap(fn):
+        STAGES.add(name, StageSpec(name, inputs, outputs, config, fn, version), replace=True)
+        return fn
+
+    return wrap
+
+
+def plain(node) -> Any:
+    """A config node (mapping or list) as plain Python, resolved against its whole config."""
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def cell_dir(cfg: DictConfig) -> Path:
+    return Path(cfg.output_root) / cfg.experiment / cfg.model.name / cfg.dataset.name
+
+
+def cell_name(cfg_or_root: DictConfig | Path) -> str:
+    """"experiment/model/dataset" of a cell (its config, or its folder): recorded in every
+    manifest a stage writes, so an artifact copied between cells says where it was made."""
+    root = cell_dir(cfg_or_root) if isinstance(cfg_or_root, DictConfig) else Path(cfg_or_root)
+    return "/".join(root.parts[-3:])
+
+
+def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[str, dict, dict]:
+    input_keys = {}
+    for name in spec.inputs:
+        key = store.key(name)
+        if key is None:
+            raise ArtifactError(
+                f"stage {spec.name!r} needs artifact {name!r}, which is missing under {store.root}; "
+                f"run the upstream stage first (stage=all runs everything in order)")
+        input_keys[name] = key
+    slice_ = spec.config_slice(cfg)
+    return cache_key(slice_, input_keys, spec.version), slice_, input_keys
+
+
+def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any]:
+    """Run one stage unless its outputs are current. Returns {"skipped", "wall_time_s", "rows"}."""
+    spec = STAGES[name]
+    key, slice_, input_keys = stage_key(spec, cfg, store)
+    if all(store.is_current(out, key) for out in spec.outputs):
+        log.info("[%s] up to date (key %s), skipped", name, key)
+        store.drop_shards(key=key)  # left behind by a crash after the last output was written
+        return {"skipped": True, "wall_time_s": 0.0, "key": key}
+    check_inputs_belong(spec, cfg, store, input_keys)
+    for out in spec.outputs:
+        problem = store.damage(out)
+        if store.key(out) == key and problem is not None:
+            log.warning("[%s] %s has this run's key but %s: recomputing", name, out, problem)
+    t0 = time.perf_counter()
+    frames = spec.fn(cfg, store, key)
+    wall = time.perf_counter() - t0
+    missing = set(spec.outputs) - set(frames)
+    if missing:
+        raise RuntimeError(f"stage {name!r} did not produce {sorted(missing)}")
+    rows = {}
+    for out in spec.outputs:
+        store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall,
+                    extra={"cell": cell_name(cfg)})
+        rows[out] = len(frames[out])
+    store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
+    log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
+    return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
+
+
+def check_inputs_belong(spec: StageSpec, cfg: DictConfig, store: ArtifactStore,
+                        input_keys: dict[str, str]) -> None:
+    """Refuse inputs this configuration would not have made: each input written by a pipeline
+    stage must carry the key that stage computes for this cell now. An artifact copied in from
+    another cell, or left by another configuration (task=sphere on a classes cell's samples), is
+    named instead of being read. Inputs written by another producer (the scorer's) are its own."""
+    from pipeline.schema import PRODUCER
+
+    wanted: dict[str, str] = {}  # producer -> its key now (generate's renders every prompt)
+    for name, have in input_keys.items():
+        producer = PRODUCER.get(name)
+        manifest = store.manifest(name) or {}
+        if producer not in STAGES.names() or manifest.get("producer"):
+            continue
+        if producer not in wanted:
+            wanted[producer] = stage_key(STAGES[producer], cfg, store)[0]
+        want = wanted[producer]
+        if have != want:
+            made_for = manifest.get("cell")
+            where = (f" (made for cell {made_for}, this is {cell_name(cfg)})"
+                     if made_for and made_for != cell_name(cfg) else "")
+            raise ArtifactError(
+                f"stage {spec.name!r}: input {name!r} under {store.root} was made by another "
+                f"configuration or cell{where} (key {have}; this configuration's {producer} gives "
+                f"{want}): run stage={producer} first (or stage=all, which reruns what changed)")
+
+
+def stages_to_run(cfg: DictConfig, store: ArtifactStore, names: tuple[str, ...]) -> list[str]:
+    """The stages of `names` whose outputs are not current: a stage is current when its key
+    (computable once its inputs are current) matches; everything after a stale stage reruns."""
+    stale: list[str] = []
+    for name in names:
+        if stale:
+            stale.append(name)
+            continue
+        try:
+            key = stage_key(STAGES[name], cfg, store)[0]
+        except ArtifactError:
+            stale.append(name)
+            continue
+        if not all(store.is_current(out, key) for out in STAGES[name].outputs):
+            stale.append(name)
+    return stale

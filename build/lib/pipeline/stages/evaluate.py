@@ -1,0 +1,242 @@
+"""The evaluate stage: quality of every decision against the reference, with every metric the
+task declares (pipeline.tasks.METRICS, each with its direction), then how well each uncertainty
+estimator predicts the quality of the Bayes and of the beam response (PRR, concordance AUC,
+bootstrap intervals).
+
+Metric values are stored as the paper reports them (Table 2): Hamming (normalised by the
+reference size), F1, exact-match 0-1 loss ("Exact Match (lower is better)"), cosine distance,
+KL(p*||pred), COMET, AlignScore; `higher_is_better` is the metric's own declaration and gives
+the sign used for PRR/AUC.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
+from pipeline.evaluation.audit import audit_prompt, count_warnings
+from pipeline.evaluation.matching import match_label
+from pipeline.latent.base import LatentSpace
+from pipeline.mapping.judges import build_judge, judge_settings
+from pipeline.parts import cache_slice
+from pipeline.schema import AUDIT
+from pipeline.stage import plain, stage
+from pipeline.stages.decide import task_spaces
+from pipeline.store import ArtifactStore
+from pipeline.tasks import METRICS, REFERENCES, MetricContext, metric_config, reference_of
+
+log = logging.getLogger("pipeline")
+QUALITY_COLUMNS = ["prompt_id", "method", "metric", "value", "higher_is_better"]
+
+
+def _reference_latents(space, latents_df, mapped: bool) -> dict[str, Any]:
+    """prompt_id -> the reference text's latent (None: it did not parse) for a mapped reference."""
+    out: dict[str, Any] = {}
+    if mapped and latents_df is not None and len(latents_df):
+        for r in latents_df[latents_df["source"] == "reference"].itertuples():
+            out[r.prompt_id] = space.from_json(r.latent) if r.parse_ok else None
+    return out
+
+
+def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
+    """Score, in one batch, every (question, label, aliases) the matching rules leave open for
+    the decisions' labels, so the metrics then read the judge's verdicts from its cache."""
+    if judge is None:
+        return
+    refs = dataset_df.set_index("prompt_id")
+    items = []
+    for d in decisions_df.itertuples():
+        labels = space.labels(space.from_json(d.action)) or []
+        record = refs.loc[d.prompt_id]
+        answers = [list(a) for a in record["answers"]]
+        for label in labels:
+            if match_label(label, answers, record["question"]).answer is None:
+                items.extend((record["question"], label, a) for a in answers if len(a))
+    judge.prepare(items)
+
+
+def metric_settings(cfg: DictConfig) -> dict[str, Any]:
+    """{metric name: its typed settings (metrics.<name>)} for every metric the task declares."""
+    return {name: metric_config(cfg, name) for name in cfg.task.metrics}
+
+
+def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latents_df, *,
+                 reference: str, settings: Mapping[str, Any] | None = None,
+                 context: MetricContext | None = None, judge=None):
+    """quality.parquet rows: every latent metric of `metrics` on every decision, then the text
+    metrics (a text metric without a checkpoint is skipped and logged). Each metric gets its
+    own typed settings, `settings[name]` (its dataclass defaults when absent). `reference` is the
+    task's reference kind: a mapped one compares with the reference text's latent (the map
+    stage's `reference` rows). A prompt whose record holds no truth (the kind's `present`, e.g.
+    a scored file row without a reference) is not scored. `judge` decides the label / answer
+    pairs the matching rules leave open (evaluation.match_judge)."""
+    import pandas as pd
+
+    kind = REFERENCES[reference]
+    mapped = kind.mapped
+    settings = {name: (settings or {}).get(name) or METRICS[name].Config() for name in metrics}
+    # `present` reads plain lists, as the loaders give it (parquet hands back numpy arrays)
+    dataset_df = dataset_df[[kind.present({k: v.tolist() if hasattr(v, "tolist") else v
+                                           for k, v in r.items()})
+                             for r in dataset_df.to_dict("records")]]
+    decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
+    refs = dataset_df.set_index("prompt_id")
+    ref_latents = _reference_latents(space, latents_df, mapped)
+    rows: list[dict] = []
+    latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
+    unscored: dict[str, int] = {}
+    for d in decisions_df.itertuples():
+        record = refs.loc[d.prompt_id]
+        ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge)
+        action = space.from_json(d.action)
+        if action is None:
+            unscored[d.method] = unscored.get(d.method, 0) + 1
+        for name, metric in latent_metrics:
+            if action is None and metric.reads == "latent":
+                # "we discard answers that can not properly parsed through any mapping g_T"
+                # (appendix): a decision whose output has no latent is not scored (not a full
+                # loss), for every latent metric alike, as the text metrics skip it
+                continue
+            value = metric.fn(d.text if metric.reads == "text" else action, ref, settings[name])
+            if value is not None:
+                rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": name,
+                             "value": float(value), "higher_is_better": metric.higher_is_better})
+
+    if unscored:
+        log.info("[evaluate] decisions without a latent, not scored (the paper discards them): %s",
+                 ", ".join(f"{m} {n}" for m, n in unscored.items()))
+    for name in metrics:
+        metric = METRICS[name]
+        if metric.scorer is None:
+            continue
+        scorer = metric.scorer(settings[name], context or MetricContext())
+        if scorer is None:
+            log.warning("[evaluate] %s skipped: no checkpoint configured (%s)", name,
+                        metric.config_key)
+            continue
+        ok = decisions_df[decisions_df["action"] != "null"]
+        ref_rows = refs.loc[ok["prompt_id"]]
+        scores = scorer(sources=ref_rows["question"].tolist(), hypotheses=ok["text"].tolist(),
+                        references=ref_rows["reference_text"].tolist())
+        for (pid, method), value in zip(ok[["prompt_id", "method"]].itertuples(index=False), scores):
+            rows.append({"prompt_id": pid, "method": method, "metric": name,
+                         "value": float(value), "higher_is_better": metric.higher_is_better})
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
+
+
+def _with_interval(score, u, q, n_bootstrap: int, alpha: float, seed: int):
+    """(value, low, high): a percentile bootstrap interval, or none (NaN) with n_bootstrap=0."""
+    if n_bootstrap == 0:
+        return score(u, q), math.nan, math.nan
+    return bootstrap_ci(score, u, q, n_boot=n_bootstrap, alpha=alpha, seed=seed)
+
+
+def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rejection: float,
+                  ties: str, n_bootstrap: int, ci_alpha: float, seed: int):
+    """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals. Every
+    estimator of a (target, metric) is scored on the same prompts: those with the target's
+    quality where every estimator has a value (an estimator with none at all, e.g. P(True) on
+    outside generations, gets n = 0 and does not shrink the set); `n_dropped` counts the rest."""
+    import pandas as pd
+
+    rows = []
+    unc = uncertainty_df.pivot_table(index="prompt_id", columns="estimator", values="value",
+                                     aggfunc="first", dropna=False)
+    for target in targets:
+        q_target = quality_df[quality_df["method"] == target]
+        for metric, qm in q_target.groupby("metric", sort=True):
+            sign = 1.0 if bool(qm["higher_is_better"].iloc[0]) else -1.0
+            quality = (qm.set_index("prompt_id")["value"] * sign).dropna()
+            joined = unc.reindex(quality.index)
+            present = [e for e in unc.columns if joined[e].notna().any()]
+            common = joined[present].notna().all(axis=1) if present else joined.index.notna()
+            q = quality[common].to_numpy(float)
+            for estimator in unc.columns:
+                u = joined.loc[common, estimator].to_numpy(float) if estimator in present else []
+                row = {"estimator": estimator, "target": target, "metric": metric, "n": len(u),
+                       "n_dropped": int((~common).sum())}
+                if len(u) >= 2:
+                    p = _with_interval(lambda a, b: prr(a, b, max_rejection=max_rejection,
+                                                        ties=ties), u, q, n_bootstrap, ci_alpha, seed)
+                    a = _with_interval(concordance_auc, u, q, n_bootstrap, ci_alpha, seed)
+                else:
+                    p = a = (math.nan, math.nan, math.nan)
+                row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1],
+                           auc_high=a[2])
+                rows.append(row)
+    cols = ["estimator", "target", "metric", "prr", "prr_low", "prr_high", "auc", "auc_low",
+            "auc_high", "n", "n_dropped"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, judge=None):
+    """audit.parquet rows (pipeline.evaluation.audit): per prompt, the reference's labels, the
+    reference answer every label of its responses and decisions names, and the warnings."""
+    import pandas as pd
+
+    if type(space).labels is LatentSpace.labels:  # vectors, numbers: no labels to read back
+        return pd.DataFrame([], columns=list(AUDIT))
+    mapped = REFERENCES[reference].mapped
+    ref_latents = _reference_latents(space, latents_df, mapped)
+    samples = latents_df[latents_df["source"] == "sample"] if len(latents_df) else latents_df
+    by_prompt = {pid: g for pid, g in samples.groupby("prompt_id")} if len(samples) else {}
+    actions = {pid: g["action"].tolist() for pid, g in decisions_df.groupby("prompt_id")}
+    rows = []
+    for rec in dataset_df.itertuples():
+        group = by_prompt.get(rec.prompt_id)
+        response_labels = [] if group is None else [
+            space.labels(space.from_json(r.latent)) if r.parse_ok else None
+            for r in group.itertuples()]
+        extra = [x for a in actions.get(rec.prompt_id, []) for x in (space.labels(space.from_json(a)) or [])]
+        ref_latent = ref_latents.get(rec.prompt_id) if mapped else None
+        audit = audit_prompt(response_labels, [list(a) for a in rec.answers], rec.question,
+                             extra_labels=extra, judge=judge,
+                             reference_latent_labels=(space.labels(ref_latent) or [])
+                             if mapped else None)
+        rows.append({"prompt_id": rec.prompt_id, "reference_labels": audit.reference_labels,
+                     "label_matches": json.dumps(audit.label_matches, ensure_ascii=False,
+                                                 sort_keys=True),
+                     "warnings": audit.warnings})
+    return pd.DataFrame(rows, columns=list(AUDIT))
+
+
+def evaluate_slice(cfg: DictConfig) -> dict:
+    return {"evaluation": plain(cfg.evaluation),
+            "metrics": {name: cache_slice(s) for name, s in metric_settings(cfg).items()},
+            "space": cfg.task.space, "space_options": plain(cfg.task.space_options),
+            "reference": cfg.task.reference, "judge": judge_settings(cfg)}
+
+
+# v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
+# surnames, optional judge); exact match read from each method's own text; the audit artifact.
+# v3: prompts without a reference (a scored file's) are not scored; every estimator of a target
+# and metric scored on one prompt set (n_dropped).
+# v4: a decision without a latent is not scored (the paper discards unparseable answers).
+@stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
+       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=4)
+def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    ev = cfg.evaluation
+    space, _ = task_spaces(cfg)
+    dataset, decisions, latents = store.read("dataset"), store.read("decisions"), store.read("latents")
+    judge = build_judge(cfg)
+    prepare_judge(judge, space, dataset, decisions)
+    quality = quality_rows(space, list(cfg.task.metrics), dataset, decisions, latents,
+                           reference=cfg.task.reference, settings=metric_settings(cfg),
+                           context=MetricContext(cfg.device, cfg.cache_dir), judge=judge)
+    scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
+                           max_rejection=ev.max_rejection, ties=ev.ties,
+                           n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)
+    audit = audit_rows(space, dataset, decisions, latents, reference=cfg.task.reference,
+                       judge=judge)
+    counts = {k: v for k, v in count_warnings(audit["warnings"]).items() if v}
+    if counts:
+        log.warning("[evaluate] reading audit: %s of %d prompts (audit.parquet lists them; "
+                    "`python -m pipeline.score --audit N` prints them)",
+                    ", ".join(f"{k} {v}" for k, v in counts.items()), len(audit))
+    return {"quality": quality, "uq_scores": scores, "audit": audit}

@@ -1,0 +1,275 @@
+"""The generate stage for one cell: dataset -> chat prompts -> samples, decodes, P(True),
+written in shards of prompts so a killed or preempted job resumes at the first unfinished shard.
+
+Its cache key follows the data: the dataset's records and the rendered prompts (so two task
+configs with the same prompts share one generation, and a changed template or data file makes
+another), the model, the sampling and decoding settings and the backend's numerics.
+
+Two paths, one set of shards:
+- `backend=transformers` (CPU default): everything in this process with one backend.
+- `backend=vllm` (the paper): a vLLM pass in the vLLM environment's interpreter
+  (`pipeline.generation.vllm_pass`, its own process: vLLM needs transformers 5 and releases the
+  GPU only when its process ends) writes samples, greedy, ancestral and P(True); then the
+  decodes vLLM lacks or computes differently run through transformers in this process on the
+  same GPUs, into shards of their own: contrastive search (not in vLLM) and beam search
+  (`generation.beam_backend`, transformers by default: vLLM's beam score divides by a length
+  that includes the prompt, and its step-by-step beam loop is slow). Prompts are chat-rendered
+  once, here, for both passes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.devices import cuda_device_count, resolve_device
+from pipeline.generation import vllm_pass
+from pipeline.generation.base import SamplingConfig, split_strategies
+from pipeline.generation.cell import (
+    REPO_ROOT,
+    generation_backend,
+    load_cell_dataset,
+    render_prompts,
+    resolve_model_path,
+    served,
+    served_model_name,
+    tensor_parallel_size,
+    vllm_max_model_len,
+    vllm_python,
+)
+from pipeline.generation.hf_backend import TransformersBackend
+from pipeline.generation.runner import decode_records, generate_records
+from pipeline.progress import progress
+from pipeline.stage import plain, stage
+from pipeline.store import ArtifactStore, canonical_json
+
+log = logging.getLogger("pipeline")
+
+SHARDED = vllm_pass.SHARDED  # the shard groups one generation pass writes
+TRANSFORMERS_DECODES = "decodes_transformers"  # shard group of the transformers pass (decodes schema)
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    prompt_ids: list[str]
+    prompts: list[str]
+    questions: list[str]
+
+
+@lru_cache(maxsize=8)
+def _data_fingerprint(where: str) -> str:
+    import hashlib
+
+    cfg = OmegaConf.create(where)
+    dataset = load_cell_dataset(cfg)
+    payload = canonical_json({"records": dataset.to_dict("records"),
+                              "prompts": render_prompts(cfg, dataset)})
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def data_fingerprint(cfg: DictConfig) -> str:
+    """sha256 of the cell's records and rendered prompts: what the generations depend on."""
+    parts = {k: plain(cfg[k]) for k in ("dataset", "model", "task", "cache_dir")}
+    parts["model"].pop("active_params_billions", None)  # the plan's estimate, not the data
+    parts["model"].pop("hub_id", None)  # a name (backend=openai keys the name it asks for)
+    if served(cfg):  # its prompts are messages, not the model's chat template
+        parts["backend"] = {"name": cfg.backend.name}
+    return _data_fingerprint(canonical_json(parts))
+
+
+def generate_slice(cfg: DictConfig) -> dict:
+    backend = plain(cfg.backend)
+    for k in ("python", "device", "num_threads", "kv_cache_memory_bytes",
+              "gpu_memory_utilization"):  # memory and placement: not the samples' distribution
+        backend.pop(k, None)
+    # batch_size stays: in bf16 the batch's shape changes the matmuls' rounding and so the
+    # samples (SmolLM2, 8 prompts x 20 samples: 91 of 160 equal between batch sizes 4 and 1),
+    # so a resume with another batch size must not reuse shards made with this one. vLLM
+    # schedules its own batches: only the transformers batch sizes are keyed.
+    if cfg.backend.name == "vllm":
+        backend.pop("batch_size", None)
+    for k in ("api_key_env", "max_concurrency", "timeout", "deadline",  # how the endpoint is
+              "requests_per_minute"):  # reached, not what it says
+        backend.pop(k, None)
+    if not served(cfg):  # the endpoint's settings: absent from other backends' keys (their
+        for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)
+            backend.pop(k, None)
+    else:  # the name the server is asked for, however it was given
+        backend["served_model"] = served_model_name(cfg)
+    model = plain(cfg.model)
+    for k in ("name", "hub_id", "gpus", "tensor_parallel_size",  # naming and placement,
+              "active_params_billions"):  # and the plan's time estimate
+        model.pop(k, None)
+    if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
+        backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)
+    generation = plain(cfg.generation)
+    generation.pop("shard_size", None)  # how the work is cut, not what it computes
+    return {"data": data_fingerprint(cfg), "model": model, "backend": backend,
+            "max_new_tokens": cfg.dataset.max_new_tokens, "generation": generation}
+
+
+def _shards(cfg: DictConfig, dataset, prompts: list[str]) -> list[Shard]:
+    size = max(1, int(cfg.generation.shard_size))
+    ids = [str(x) for x in dataset["prompt_id"]]
+    # what P(True) asks about (generation.ptrue_asks): the model's input text, as lm-polygraph
+    questions = (list(prompts) if cfg.generation.ptrue_asks == "prompt"
+                 else [str(x) for x in dataset["question"]])
+    return [Shard(i, ids[i * size:(i + 1) * size], prompts[i * size:(i + 1) * size],
+                  questions[i * size:(i + 1) * size])
+            for i in range(math.ceil(len(prompts) / size))]
+
+
+def _sampling(cfg: DictConfig):
+    g = cfg.generation
+    return SamplingConfig(n=g.n_samples, temperature=cfg.model.temperature,
+                          top_p=cfg.model.top_p, top_k=cfg.model.top_k,
+                          max_new_tokens=cfg.dataset.max_new_tokens, seed=g.seed)
+
+
+def _todo(store: ArtifactStore, key: str, shards: list[Shard],
+          groups: Sequence[str] = SHARDED) -> list[Shard]:
+    """The shards not yet complete: every group written, intact and over the shard's prompts
+    (a killed job resumes at the first of them; a shard of another partition is redone). An
+    incomplete shard's other groups are removed, so it is written again as one."""
+    todo = [s for s in shards if not store.shard_complete(groups, key, s.index, s.prompt_ids)]
+    if todo and len(todo) < len(shards):
+        log.info("[generate] resuming: %d of %d shards already written",
+                 len(shards) - len(todo), len(shards))
+    return todo
+
+
+def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+                       shards: list[Shard]) -> None:
+    g = cfg.generation
+    todo = _todo(store, key, shards)
+    if not todo:
+        return
+    backend = generation_backend(cfg)
+    # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
+    with progress(sum(len(s.prompts) for s in todo), f"generate ({cfg.model.name})",
+                  unit="prompt") as bar:
+        for shard in todo:
+            frames = generate_records(
+                backend, shard.prompts, shard.prompt_ids, _sampling(cfg),
+                strategies=tuple(g.strategies), beam_width=g.beam_width,
+                contrastive_alpha=g.contrastive_alpha, contrastive_top_k=g.contrastive_top_k,
+                ptrue=g.ptrue, questions=shard.questions, progress=bar)
+            for name, frame in zip(SHARDED, frames):
+                store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
+            log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
+
+
+def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
+               strategies: list[str]) -> None:
+    """Everything but contrastive search, in the vLLM env's interpreter (its own process)."""
+    todo = _todo(store, key, shards)
+    if not todo:
+        return
+    python = vllm_python(cfg)
+    b, g = cfg.backend, cfg.generation
+    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    job = {
+        "store": str(Path(store.root).resolve()), "key": key,
+        "engine": {
+            "model_path": model_path,
+            "dtype": cfg.model.dtype, "max_model_len": vllm_max_model_len(cfg, model_path),
+            "gpu_memory_utilization": b.gpu_memory_utilization,
+            "enable_prefix_caching": b.enable_prefix_caching, "seed": g.seed,
+            "tensor_parallel_size": tensor_parallel_size(cfg.model),
+            "enforce_eager": bool(b.enforce_eager),
+            "kv_cache_memory_bytes": b.kv_cache_memory_bytes,
+            "trust_remote_code": bool(cfg.model.trust_remote_code),
+            "chat_template_kwargs": dict(cfg.model.chat_template_kwargs),
+            "name": f"vllm:{cfg.model.name}",
+        },
+        "sampling": vars(_sampling(cfg)), "strategies": strategies,
+        "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
+        "shards": [vars(s) for s in todo],
+    }
+    with tempfile.TemporaryDirectory(prefix="vllm-pass-") as tmp:
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job), encoding="utf-8")
+        cmd = [python, "-m", "pipeline.generation.vllm_pass", str(path)]
+        log.info("[generate] vLLM pass (%d shards, tensor parallel %d) in %s", len(todo),
+                 job["engine"]["tensor_parallel_size"], python)
+        # Output goes straight to this job's log; the pass writes shards, nothing else.
+        done = subprocess.run(cmd, cwd=REPO_ROOT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the vLLM pass failed (exit {done.returncode}; its log is above). "
+                           "Shards written so far are kept: rerun the stage to resume.")
+
+
+def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+                               shards: list[Shard], strategies: list[str]) -> None:
+    """Contrastive (Su et al. 2022) and beam search through transformers, after the vLLM pass
+    has released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
+
+    todo = _todo(store, key, shards, (TRANSFORMERS_DECODES,)) if strategies else []
+    if not todo:
+        return
+    device = resolve_device(cfg.device)
+    spread = device == "cuda" and cuda_device_count() > 1 and int(cfg.model.gpus) > 1
+    g = cfg.generation
+    backend = TransformersBackend(
+        resolve_model_path(cfg.model.path, cfg.cache_dir), dtype=cfg.model.dtype, device=device,
+        device_map="auto" if spread else None, batch_size=g.transformers_batch_size,
+        num_threads=cfg.backend.num_threads, trust_remote_code=bool(cfg.model.trust_remote_code),
+        name=f"transformers:{cfg.model.name}")
+    log.info("[generate] %s through transformers on %s (%d shards)", " and ".join(strategies),
+             "all GPUs" if spread else device, len(todo))
+    with progress(sum(len(s.prompts) for s in todo), f"{' and '.join(strategies)} "
+                  f"({cfg.model.name})", unit="prompt") as bar:
+        for shard in todo:
+            frame = decode_records(backend, shard.prompts, shard.prompt_ids, strategies,
+                                   max_new_tokens=cfg.dataset.max_new_tokens,
+                                   beam_width=g.beam_width, alpha=g.contrastive_alpha,
+                                   top_k=g.contrastive_top_k)
+            store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes",
+                              prompt_ids=shard.prompt_ids)
+            bar.update(len(shard.prompts))
+    del backend
+
+
+# v2: the packaged SmolLM2 under vLLM (transformers 5) had lost whitespace in tokenization.
+@stage("generate", inputs=(), outputs=("dataset", "samples", "decodes", "ptrue"),
+       config=generate_slice, version=2)
+def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    import pandas as pd
+
+    dataset = load_cell_dataset(cfg)
+    prompts = render_prompts(cfg, dataset)
+    shards = _shards(cfg, dataset, prompts)
+    strategies = list(dict.fromkeys(cfg.generation.strategies))
+    vllm_strategies, hf_strategies = split_strategies(cfg.generation.strategies,
+                                                      cfg.generation.beam_backend)
+    if cfg.backend.name == "vllm":
+        _vllm_pass(cfg, store, key, shards, vllm_strategies)
+        _transformers_decodes_pass(cfg, store, key, shards, hf_strategies)
+    else:
+        _transformers_pass(cfg, store, key, shards)
+    parts = [(s.index, s.prompt_ids) for s in shards]
+    out = {name: store.read_shards(name, key, parts) for name in SHARDED}
+    if cfg.backend.name == "vllm" and hf_strategies:
+        decodes = pd.concat([out["decodes"],
+                             store.read_shards(TRANSFORMERS_DECODES, key, parts,
+                                               schema="decodes")],
+                            ignore_index=True)
+        order = {pid: i for i, pid in enumerate(dataset["prompt_id"])}
+        rank = {s: i for i, s in enumerate(strategies)}
+        out["decodes"] = (decodes.assign(_p=decodes["prompt_id"].map(order),
+                                         _s=decodes["strategy"].map(rank))
+                          .sort_values(["_p", "_s"], kind="stable")
+                          .drop(columns=["_p", "_s"]).reset_index(drop=True))
+    out["dataset"] = dataset
+    return out

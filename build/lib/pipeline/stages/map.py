@@ -1,0 +1,123 @@
+"""The map stage for one cell: every response (M samples + each decoding baseline, and the
+reference text where the task's reference kind is `mapped`) -> its latent under the task's g_T
+(the registered mapper `task.mapper`, pipeline/tasks/).
+
+Per prompt, all responses are mapped together so labels are merged across them (the same
+cluster, the same canonical answer, the same entity): a decode's latent lives in the samples'
+label space. Unparseable responses are kept as rows with parse_ok=False and counted. Outside
+calls that failed (after retries) beyond task.extractor.max_failed_share fail the stage: nothing
+wrong is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from pipeline.errors import PipelineError
+from pipeline.generation.cell import make_backend
+from pipeline.latent import get_space, space_class
+from pipeline.parts import cache_slice
+from pipeline.stage import plain, stage
+from pipeline.store import ArtifactStore
+from pipeline.tasks import MAPPERS, REFERENCES, MapContext, mapper_config
+
+log = logging.getLogger("pipeline")
+
+
+class ExtractionCallsFailed(PipelineError, RuntimeError):
+    """More of the map stage's model calls failed than task.extractor.max_failed_share allows."""
+
+
+def check_call_failures(cfg: DictConfig, mapper) -> None:
+    """Fail the stage (so nothing is stored) when outside calls failed beyond the allowed share;
+    parse failures of answers that did arrive are not call failures and stay counted."""
+    stats = getattr(mapper, "call_stats", lambda: None)()
+    if stats is None or not stats.requests:
+        return
+    failed = stats.failures if hasattr(stats, "failures") else stats.api_failures
+    share = failed / stats.requests
+    if failed and share > float(cfg.task.extractor.max_failed_share):
+        raise ExtractionCallsFailed(
+            f"{failed} of {stats.requests} calls to {cfg.task.extractor.model} failed after retries "
+            f"({share:.0%} > task.extractor.max_failed_share={cfg.task.extractor.max_failed_share}); "
+            f"nothing was stored, answered calls are cached: rerun once the endpoint works. "
+            f"Last error: {stats.last_error}")
+
+
+def map_slice(cfg: DictConfig) -> dict:
+    """The mapper and its typed settings (pipeline.tasks.mapper_config; the fields declared with
+    `how(...)` left out: how calls are made, not what they answer); the space options that decide
+    the stored latents' canonical form; whether the reference goes through g_T too."""
+    space_options = plain(cfg.task.space_options) or {}
+    canonical = {k: space_options[k] for k in space_class(cfg.task.space).canonical_options
+                 if k in space_options}
+    return {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
+            "canonical_form": canonical, "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+
+
+def map_context(cfg: DictConfig) -> MapContext:
+    """The cell's device, cache folder and generation model (for task.extractor.kind=local)."""
+    return MapContext(device=str(cfg.device), cache_dir=str(cfg.cache_dir),
+                      local_backend=lambda: make_backend(cfg))
+
+
+# v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
+# number extraction rebuilt on labelled corpora (docs/extraction.md). v4: the reference is
+# placed into the responses' clusters without shaping them; graphs undirected. v5: labels keep
+# what makes a name that name (pipeline.text.canonical_label: "C++", "Vitamin A"), options the
+# question lists are answers, a class is named by its most frequent member's answer.
+# v6: the local triple prompt asks for "none" when a text states no fact (an empty reply is a
+# failed call now, retried and never cached).
+@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
+       version=6)
+def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
+                                store.read("decodes"))}
+
+
+def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
+             decodes: pd.DataFrame) -> pd.DataFrame:
+    space = get_space(cfg.task.space, **plain(cfg.task.space_options))
+    maps_reference = REFERENCES[cfg.task.reference].mapped
+    mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg))
+    by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
+    by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
+    rows, failures, total = [], 0, 0
+    try:  # the mapper is closed (KGGen's worker stopped) however this ends
+        if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
+            mapper.prefetch([
+                (rec.question, list(by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])["text"])
+                 + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"]),
+                 [rec.reference_text] if maps_reference and rec.reference_text else [])
+                for rec in dataset.itertuples()])
+        for rec in dataset.itertuples():
+            s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])
+            d = by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])
+            sources = ([("sample", int(i)) for i in s["sample_idx"]]
+                       + [(str(k), -1) for k in d["strategy"]])
+            texts = list(s["text"]) + list(d["text"])
+            if maps_reference and rec.reference_text:  # placed into the responses' clusters
+                sources.append(("reference", -1))
+                latents = mapper(rec.question, texts, attached=[rec.reference_text])
+            else:
+                latents = mapper(rec.question, texts) if texts else []
+            for (source, idx), latent in zip(sources, latents):
+                ok = latent is not None
+                rows.append({"prompt_id": rec.prompt_id, "source": source, "sample_idx": idx,
+                             "latent": space.to_json(latent) if ok else "null",
+                             "parse_ok": ok})
+                total += 1
+                failures += not ok
+        check_call_failures(cfg, mapper)
+    finally:
+        getattr(mapper, "close", lambda: None)()
+    level = logging.WARNING if total and failures / total > 0.5 else logging.INFO
+    log.log(level, "[map] %s: %d of %d responses unparseable (dropped from the latent "
+            "distribution)%s", cfg.task.mapper, failures, total,
+            ": most answers did not parse, check the model's outputs" if level > logging.INFO
+            else "")
+    return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"])

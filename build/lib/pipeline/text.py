@@ -1,0 +1,135 @@
+"""Answer normal forms shared by the mappers and the quality metrics (stdlib only).
+
+Two normal forms, for two different jobs:
+
+- `canonical_label(text)`: the identity of a *name* used as a label (sets, graph entities,
+  simplex answers, classes read offline). It keeps what makes a name that name: letters inside
+  it ("Vitamin A", "Malcolm X"), symbols attached to it ("C++", "C#", "F#", ".NET", "AT&T",
+  "R&B"), an internal article ("Lord of the Rings"); it drops what a careful reader ignores:
+  case, accents on Latin letters, a leading article ("The Hague" ~ "Hague"), acronym dots
+  ("U.S." ~ "US"), apostrophes, hyphens and other punctuation.
+- `squad_normalize(text)`: the official TriviaQA / SQuAD evaluation normalisation (lower case,
+  punctuation to spaces, every article removed, whitespace collapsed), used only where a
+  benchmark's own scorer is reproduced (TriviaQA exact match).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+
+from pipeline.lexicon import protect_and_names
+
+__all__ = ["to_text", "canonical_label", "squad_normalize", "split_names"]
+
+_SPACES = re.compile(r"\s+")
+
+
+def to_text(value: object) -> str:
+    """Any model output as `str`: bytes are decoded with replacement, None becomes ""."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else str(value)
+
+
+# --------------------------------------------------------------------------- label identity
+
+_APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc\u00b4`]")
+_N_JOINER = re.compile(r"\s+['\u2019]n['\u2019]?\s+")
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")  # "Earth's" is Earth
+# Single letters joined by dots: "u.s.", "u.s.a", "d.c." -> "us", "usa", "dc".
+_ACRONYM = re.compile(r"(?<![\w.])[^\W\d_](?:\.[^\W\d_])+\.?(?![\w])")
+# Symbols that belong to a name when attached to it.
+_NAME_SYMBOL = re.compile(r"(?<=\w)(?:\+\+|\+|#)|(?<=\w)&(?=\w)|(?:(?<=\s)|^)\.(?=[^\W\d_])|(?<=\w)\.(?=\w)")
+_KEEP = "\u0000"  # stand-in marking a kept symbol while the rest of the punctuation goes
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+(?=\S)")
+
+
+def _fold_latin(s: str) -> str:
+    """Accents off Latin letters only ("zürich" -> "zurich"); other scripts keep their marks
+    (a kana's dakuten is a combining mark under NFD and changes the word)."""
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFD", s):
+        if unicodedata.combining(ch) and out and "a" <= out[-1] <= "z":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+def canonical_label(text: object) -> str:
+    """The identity of a name as a label: "The Hague." -> "hague", "C++" -> "c++",
+    "Vitamin A" -> "vitamin a", "U.S.A." -> "usa", "AT&T" -> "at&t", ".NET" -> ".net",
+    "Côte d'Ivoire" -> "cote divoire", "Earth's" -> "earth", "rock 'n' roll" -> "rock and roll", "Tom & Jerry" -> "tom and jerry";
+    "" when nothing is left."""
+    s = unicodedata.normalize("NFKC", to_text(text)).casefold()
+    s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
+    s = _fold_latin(s)
+    s = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), s)
+    s = _POSSESSIVE.sub("", s)
+    s = _N_JOINER.sub(" and ", s)  # "rock 'n' roll" is "rock and roll"
+    s = _APOSTROPHES.sub("", s)
+    s = _NAME_SYMBOL.sub(lambda m: m.group(0).replace("+", _KEEP + "p").replace("#", _KEEP + "h")
+                         .replace("&", _KEEP + "a").replace(".", _KEEP + "d"), s)
+    s = re.sub(r"(?<!\S)&(?!\S)", " and ", s)
+    s = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
+    s = (s.replace(_KEEP + "p", "+").replace(_KEEP + "h", "#").replace(_KEEP + "a", "&")
+         .replace(_KEEP + "d", "."))
+    s = _SPACES.sub(" ", s).strip()
+    return _LEADING_ARTICLE.sub("", s)
+
+
+# --------------------------------------------------------------------------- benchmark scorers
+
+_SQUAD_PUNCT = frozenset(string.punctuation + "\u2018\u2019\u00b4`")
+_SQUAD_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def squad_normalize(text: object) -> str:
+    """The normalisation of the official TriviaQA evaluation (triviaqa_evaluation.py,
+    `normalize_answer`; SQuAD's with underscores and curly quotes added): lower case,
+    underscores and punctuation to spaces, the articles a/an/the removed anywhere, whitespace
+    collapsed. Nothing else (no Unicode folding), so numbers match the benchmark's scorer."""
+    s = to_text(text).replace("_", " ").lower()
+    s = "".join(" " if ch in _SQUAD_PUNCT else ch for ch in s)
+    s = _SQUAD_ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+# --------------------------------------------------------------------------- lists of names
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022\u25cf+]+|\(?\d{1,3}[.)]|\(?[a-h]\))\s+")
+_INLINE_NUMBERED = re.compile(r"(?:^|\s)\(?\d{1,3}[.)]\s+")
+
+
+def split_names(text: object) -> list[str]:
+    """The names a reference string lists, each as written: one per line (bullets and numbers
+    dropped), else per semicolon, else per comma and "and" / "or" / "&" ("Pacific, Atlantic and
+    Arctic", "United States and Canada"), except inside the names that hold "and"
+    (`pipeline.lexicon.AND_NAMES`: "Bosnia and Herzegovina", "rhythm and blues"). Empty pieces
+    are dropped."""
+    s = to_text(text).strip()
+    if not s:
+        return []
+    lines = [x for x in s.splitlines() if x.strip()]
+    if len(lines) > 1:
+        return [n for n in (_LIST_MARKER.sub("", x).strip(" \t,;.") for x in lines) if n]
+    if len(_INLINE_NUMBERED.findall(s)) >= 2:  # "1. Paris 2. Lyon"
+        return [n for n in (p.strip(" \t,;.") for p in _INLINE_NUMBERED.split(s)) if n]
+    s = _LIST_MARKER.sub("", s)
+    if ";" in s:
+        return [n for n in (p.strip(" \t,.") for p in s.split(";")) if n]
+    parts = [p.strip() for p in s.split(",")]
+    parts = [p for p in parts if p.strip(" .")]
+    if not parts:
+        return []
+    parts[-1] = re.sub(r"^(?:and|or)\s+", "", parts[-1], flags=re.IGNORECASE)
+
+    out: list[str] = []
+    for part in parts:  # "A and B" is two names unless it is one ("Bosnia and Herzegovina")
+        kept = protect_and_names(part, _KEEP)
+        out.extend(p.replace(f" {_KEEP} ", " and ")
+                   for p in re.split(r"\s+(?:and|or|&)\s+", kept, flags=re.IGNORECASE))
+    return [n for n in (p.strip(" \t.") for p in out) if n]

@@ -1,0 +1,224 @@
+"""Weights & Biases tracking: per (experiment, model, dataset) cell, one run per stage (its
+artifact lineage, pipeline.tracking.lineage) and one cell run (config, stage times, UQ scores,
+the per-prompt table of pipeline.tracking.prompts, summary with the headline numbers of
+pipeline.tracking.headline); one report run per report. Runs are grouped by experiment and
+tagged `experiment:`, `model:`, `dataset:`.
+
+Offline by default (`wandb sync` / `make sync` uploads later). The logged config never holds
+secrets: keys come from the environment and any config key that looks like a credential is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from omegaconf import DictConfig
+
+from pipeline.stage import CELL_STAGES, plain
+from pipeline.stages.decide import task_spaces
+from pipeline.store import atomic_write_text
+from pipeline.tasks import describe_reference
+from pipeline.tracking.headline import headline, is_baseline_estimator
+from pipeline.tracking.lineage import (
+    CellId,
+    log_stage_lineage,
+    stage_run_config,
+    use_stage_artifacts,
+)
+from pipeline.tracking.prompts import prompts_frame
+from pipeline.tracking.redact import redact
+
+log = logging.getLogger("pipeline")
+def _mode(cfg: DictConfig) -> str:
+    return os.environ.get("WANDB_MODE") or cfg.wandb.mode
+
+
+class NullTracker:
+    def log_stage(self, name: str, result: dict, store) -> None: ...
+    def log_cell(self, store) -> None: ...
+    def log_report(self, tables: dict, figures: dict) -> None: ...
+    def use_cells(self, cells) -> None: ...
+    def finish(self) -> None: ...
+
+
+# What a report run logs as its config: the report reads artifacts, not one cell's settings
+# (the sweep's primary config has no cell, and its cell keys may not even resolve).
+REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation", "metrics")
+# The artifacts a cell run reads to build its tables and summary.
+CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores",
+              "audit")
+
+
+def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: list[str]):
+    import wandb
+
+    os.makedirs(cfg.wandb.dir, exist_ok=True)
+    return wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, mode=_mode(cfg),
+                      dir=cfg.wandb.dir, name=name, group=cfg.experiment, job_type=job_type,
+                      tags=tags, config=config, reinit="finish_previous")
+
+
+class WandbTracker(NullTracker):
+    def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None):
+        import wandb
+
+        # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
+        keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
+        # each key resolved in place, against the whole config (an overlay's values such as
+        # ${rehearsal.assets} live outside the logged keys)
+
+        config = redact({k: plain(cfg[k]) for k in keys if k in cfg})
+        self.cfg = cfg
+        self.wandb = wandb
+        self.run = _init_run(cfg, name=name, job_type=job_type, config=config,
+                             tags=tags or [f"experiment:{cfg.experiment}"])
+
+    @property
+    def upload(self) -> bool:
+        return bool(self.cfg.wandb.upload_artifacts)
+
+    def log_stage(self, name: str, result: dict, store) -> None:
+        data = {f"{name}/wall_time_s": result["wall_time_s"], f"{name}/skipped": result["skipped"]}
+        for artifact, rows in result.get("rows", {}).items():
+            data[f"{name}/{artifact}_rows"] = rows
+        self.run.log(data)
+
+    def log_cell(self, store) -> None:
+        """The cell's inputs (its stage artifacts), UQ scores, per-prompt table and summary."""
+
+        cell = CellId(self.cfg.experiment, self.cfg.model.name, self.cfg.dataset.name)
+        use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell, store,
+                            upload=self.upload)
+        frames = {name: store.read(name) for name in CELL_READS if store.manifest(name) is not None}
+        if "uq_scores" in frames:
+            self._log_uq_scores(frames["uq_scores"])
+        if "quality" in frames:
+            self._log_quality_means(frames["quality"])
+        if {"dataset", "samples", "latents", "decisions"} <= set(frames):
+            self._log_prompts(frames)
+        if {"uq_scores", "quality"} <= set(frames):
+            self._log_headline(frames["uq_scores"], frames["quality"])
+        if "audit" in frames:
+            from pipeline.evaluation.audit import count_warnings
+
+            for kind, n in count_warnings(frames["audit"]["warnings"]).items():
+                self.run.summary[f"audit/{kind}"] = n  # prompts with that reading warning
+
+    def _log_uq_scores(self, df) -> None:
+        self.run.log({"uq_scores": self.wandb.Table(dataframe=df)})
+        for row in df.itertuples():
+            self.run.summary[f"prr/{row.target}/{row.metric}/{row.estimator}"] = row.prr
+            self.run.summary[f"auc/{row.target}/{row.metric}/{row.estimator}"] = row.auc
+
+    def _log_quality_means(self, quality) -> None:
+        means = quality.groupby(["metric", "method"])["value"].mean()
+        for (metric, method), value in means.items():
+            self.run.summary[f"quality/{metric}/{method}"] = float(value)
+
+    def _log_prompts(self, frames: dict) -> None:
+        space, _ = task_spaces(self.cfg)
+        table = prompts_frame(space, frames, describe_reference,
+                              max_prompts=self.cfg.wandb.max_prompts_logged)
+        if len(table) > self.wandb.Table.MAX_ROWS:
+            log.warning("[wandb] the prompts table has %d rows; W&B keeps the first %d of a logged "
+                        "table (set wandb.max_prompts_logged to choose)", len(table),
+                        self.wandb.Table.MAX_ROWS)
+        self.run.log({"prompts": self.wandb.Table(dataframe=table)})
+        self.run.summary["prompts_logged"] = len(table)
+
+    def _log_headline(self, uq_scores, quality) -> None:
+        numbers = headline(uq_scores, quality, list(self.cfg.task.metrics), is_baseline_estimator)
+        for key, value in numbers.items():
+            self.run.summary[key] = value
+
+    def use_cells(self, cells) -> None:
+        """Report run: each cell's evaluate artifact (what the report read) is an input."""
+        for c in cells:
+            use_stage_artifacts(self.wandb, self.run, ["evaluate"],
+                                CellId(self.cfg.experiment, c.model, c.dataset), c.store,
+                                upload=self.upload)
+
+    def log_report(self, tables: dict, figures: dict) -> None:
+        for name, df in tables.items():
+            df = df.copy()
+            df.columns = ["/".join(map(str, c)).strip("/") if isinstance(c, tuple) else str(c)
+                          for c in df.columns]
+            self.run.log({f"table/{name}": self.wandb.Table(dataframe=df)})
+        for name, path in figures.items():
+            self.run.log({f"figure/{name}": self.wandb.Image(str(path))})
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+def tracking_enabled(cfg: DictConfig) -> bool:
+    return bool(cfg.wandb.enabled) and _mode(cfg) != "disabled"
+
+
+def make_tracker(cfg: DictConfig, *, report: bool = False) -> NullTracker:
+    if not tracking_enabled(cfg):
+        return NullTracker()
+    if report:
+        return WandbTracker(cfg, f"{cfg.experiment}/report", "report",
+                            tags=[f"experiment:{cfg.experiment}", "report"])
+
+    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
+    return WandbTracker(cfg, cell.run_name, "cell", tags=cell.tags)
+
+
+def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
+    """One short run per stage of a cell (job_type = the stage): it uses the artifacts of the
+    stages it read and logs its own output artifact (pipeline.tracking.lineage)."""
+    import wandb
+
+    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
+    run = _init_run(cfg, name=f"{cell.run_name}/{stage}", job_type=stage,
+                    config=stage_run_config(stage, result, store), tags=cell.tags)
+    try:
+        log_stage_lineage(wandb, run, stage, cell, store, upload=bool(cfg.wandb.upload_artifacts))
+        run.summary.update({"wall_time_s": result["wall_time_s"], "skipped": result["skipped"],
+                            **{f"{out}_rows": n for out, n in result.get("rows", {}).items()}})
+    finally:
+        run.finish()
+
+
+LOGGED = ".wandb-logged.json"  # in the cell folder: the artifact keys its W&B runs hold
+
+
+def _artifact_keys(store) -> dict[str, str]:
+    from pipeline.schema import ARTIFACTS
+
+    return {name: key for name in ARTIFACTS if (key := store.key(name))}
+
+
+def cell_needs_logging(cfg: DictConfig, store) -> bool:
+    """Whether the cell's artifacts are not yet in W&B: its last logging did not finish (killed
+    during it, or before it began) or the artifacts changed since."""
+    if not tracking_enabled(cfg):
+        return False
+    try:
+        logged = json.loads((store.root / LOGGED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return logged != _artifact_keys(store)
+
+
+def track_cell(cfg: DictConfig, results: dict[str, dict], store) -> None:
+    """W&B for one cell: a run per stage (ran or skipped as cached: the lineage holds every
+    stage), then the cell's run (config, stage times, tables, summary). The keys logged are
+    recorded once every run has closed, so a kill during logging logs the cell again next time."""
+    if not tracking_enabled(cfg):
+        return
+    (store.root / LOGGED).unlink(missing_ok=True)
+    for stage, result in results.items():
+        log_stage_run(cfg, stage, result, store)
+    tracker = make_tracker(cfg)
+    try:
+        for stage, result in results.items():
+            tracker.log_stage(stage, result, store)
+        tracker.log_cell(store)
+    finally:
+        tracker.finish()
+    atomic_write_text(store.root / LOGGED, json.dumps(_artifact_keys(store), sort_keys=True))

@@ -1,0 +1,268 @@
+"""lm-polygraph adapter: its own estimator classes called on stats built from our artifacts.
+
+Estimators (names as in schema.UNCERTAINTY, higher = less confident):
+msp -> MaximumSequenceProbability, semantic_entropy -> SemanticEntropy, kle ->
+KernelLanguageEntropy, sar -> SAR, cocoa_msp -> CocoaMSP, ptrue -> PTrue (lm-polygraph 0.7.0,
+default settings as the paper). Each estimator declares its stats (``est.stats_dependencies``)
+and only those are built (pipeline.uncertainty.stats).
+
+Choices where the paper or lm-polygraph leave it open:
+- MSP and CoCoA score the ``target_strategy`` decode ("beam" in the paper, Appendix
+  "Uncertainty Estimators"); prompts without that decode get no msp / cocoa_msp row.
+- A sample is valid when its token log-probs are a non-empty finite list and its logprob is
+  finite; invalid samples are dropped and counted. KLE (like the other matrix stats) needs one N
+  per lm-polygraph call, so prompts are GROUPED by their number of valid samples and each group
+  is one call (no padding, which would change the kernel). Prompts without valid samples get no
+  sample-based rows; prompts without a P(True) row get no ptrue row.
+- ``p_true`` is ptrue.logprob_true: lm-polygraph's stat is the log-probability of "True", so
+  PTrue = -log p(True).
+Counts of everything dropped are in ``result.attrs["skipped"]`` and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pipeline.text import to_text
+from pipeline.uncertainty.stats import (
+    CLASS_LABELS,
+    FULL_MATRICES,
+    PromptArtifacts,
+    build_batch_stats,
+    prompt_stats,
+    strings_to_embed,
+)
+
+log = logging.getLogger(__name__)
+
+# name: (lm-polygraph class, label in the paper's tables, its row there, what it measures)
+POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, int, str]] = {
+    "msp": ("MaximumSequenceProbability", "MSP", 5,
+            "maximum sequence probability of the beam decode"),
+    "semantic_entropy": ("SemanticEntropy", "SE", 4, "entropy over NLI clusters of the samples"),
+    "kle": ("KernelLanguageEntropy", "KLE", 3, "kernel language entropy"),
+    "sar": ("SAR", "SAR", 1, "shifting attention to relevance"),
+    "cocoa_msp": ("CocoaMSP", "CoCoA", 2, "CoCoA with MSP, of the beam decode"),
+    "ptrue": ("PTrue", "P(True)", 0, "P(True) of the greedy answer"),
+}
+ESTIMATOR_CLASSES: dict[str, str] = {n: spec[0] for n, spec in POLYGRAPH_ESTIMATORS.items()}
+DEFAULT_ESTIMATORS: tuple[str, ...] = tuple(ESTIMATOR_CLASSES)
+UNCERTAINTY_COLUMNS = ["prompt_id", "estimator", "value"]
+
+_REQUIRED = {
+    "samples": ["prompt_id", "sample_idx", "text", "token_logprobs", "logprob"],
+    "decodes": ["prompt_id", "strategy", "text", "token_logprobs"],
+    "ptrue": ["prompt_id", "logprob_true"],
+    "dataset": ["prompt_id", "question"],
+}
+
+
+def make_estimators(
+    names: Sequence[str], estimator_kwargs: Mapping[str, dict] | None = None
+) -> dict[str, object]:
+    """Instantiate lm-polygraph estimators by our names (kwargs per name override its defaults)."""
+    unknown = [n for n in names if n not in ESTIMATOR_CLASSES]
+    if unknown:
+        raise ValueError(
+            f"unknown estimator(s) {unknown}; valid names: {', '.join(ESTIMATOR_CLASSES)}"
+        )
+    import lm_polygraph.estimators as lpe
+
+    kwargs = dict(estimator_kwargs or {})
+    return {n: getattr(lpe, ESTIMATOR_CLASSES[n])(**kwargs.get(n, {})) for n in names}
+
+
+def _check_columns(df: pd.DataFrame, name: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(
+            f"{name} must be a pandas DataFrame (the {name}.parquet artifact), got {type(df).__name__}."
+        )
+    missing = [c for c in _REQUIRED[name] if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"{name} is missing column(s) {missing}; it needs {_REQUIRED[name]} (pipeline/schema.py)."
+        )
+
+
+def _finite_list(values: object) -> np.ndarray | None:
+    if values is None:
+        return None
+    try:
+        arr = np.asarray(list(values), dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
+        return None
+    return arr
+
+
+def collect_prompts(
+    samples_df: pd.DataFrame,
+    decodes_df: pd.DataFrame,
+    ptrue_df: pd.DataFrame | None,
+    dataset_df: pd.DataFrame,
+    target_strategy: str = "beam",
+) -> tuple[list[PromptArtifacts], dict[str, int]]:
+    """Per-prompt artifacts in dataset order, plus counts of what was dropped."""
+    for df, name in ((samples_df, "samples"), (decodes_df, "decodes"), (dataset_df, "dataset")):
+        _check_columns(df, name)
+    if ptrue_df is not None:
+        _check_columns(ptrue_df, "ptrue")
+    skipped = {"invalid_samples": 0, "invalid_target_decodes": 0}
+    known = set(dataset_df["prompt_id"].astype(str))
+    for df, name in ((samples_df, "samples"), (decodes_df, "decodes")):
+        unknown = sorted(set(df["prompt_id"].astype(str)) - known)
+        if unknown:
+            raise ValueError(
+                f"{name} has prompt_id(s) not in the dataset artifact, e.g. {unknown[:3]}; "
+                "pass the dataset these artifacts were generated from."
+            )
+    prompts: dict[str, PromptArtifacts] = {}
+    for pid, question in zip(
+        dataset_df["prompt_id"].astype(str), dataset_df["question"], strict=True
+    ):
+        prompts.setdefault(pid, PromptArtifacts(prompt_id=pid, question=to_text(question)))
+    ordered = samples_df.sort_values(["prompt_id", "sample_idx"], kind="stable")
+    for pid, text, tl, lp in zip(
+        ordered["prompt_id"].astype(str),
+        ordered["text"],
+        ordered["token_logprobs"],
+        ordered["logprob"],
+        strict=True,
+    ):
+        tokens = _finite_list(tl)
+        if tokens is None or lp is None or not math.isfinite(float(lp)):
+            skipped["invalid_samples"] += 1
+            continue
+        p = prompts[pid]
+        p.sample_texts.append(to_text(text))
+        p.sample_log_probs.append(float(lp))
+        p.sample_log_likelihoods.append(tokens)
+    target = decodes_df[decodes_df["strategy"] == target_strategy]
+    for pid, text, tl in zip(
+        target["prompt_id"].astype(str), target["text"], target["token_logprobs"], strict=True
+    ):
+        tokens = _finite_list(tl)
+        if tokens is None:
+            skipped["invalid_target_decodes"] += 1
+            continue
+        prompts[pid].target_text = to_text(text)
+        prompts[pid].target_log_likelihoods = tokens
+    if ptrue_df is not None:
+        for pid, lpt in zip(
+            ptrue_df["prompt_id"].astype(str), ptrue_df["logprob_true"], strict=True
+        ):
+            if pid in prompts and lpt is not None and math.isfinite(float(lpt)):
+                prompts[pid].logprob_true = float(lpt)
+    return list(prompts.values()), skipped
+
+
+def _eligible(p: PromptArtifacts, deps: Sequence[str]) -> bool:
+    if any(d.startswith("greedy_") for d in deps) and p.target_log_likelihoods is None:
+        return False
+    if "p_true" in deps and p.logprob_true is None:
+        return False
+    return not (any(d.startswith(("sample_", "semantic_")) for d in deps) and p.n_samples == 0)
+
+
+def compute_uncertainty(
+    samples_df: pd.DataFrame,
+    decodes_df: pd.DataFrame,
+    ptrue_df: pd.DataFrame | None,
+    dataset_df: pd.DataFrame,
+    equivalence: object | None,
+    embedder: object | None,
+    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    target_strategy: str = "beam",
+    tokenizer: object | None = None,
+    estimator_kwargs: Mapping[str, dict] | None = None,
+    nli_with_question: bool = True,
+) -> pd.DataFrame:
+    """UQ baselines with lm-polygraph's estimators -> DataFrame(prompt_id, estimator, value).
+
+    Args:
+        samples_df, decodes_df, ptrue_df, dataset_df: the generate stage's artifacts and the
+            dataset (schema.SAMPLES, DECODES, PTRUE, DATASET); ptrue_df may be None without ptrue.
+        equivalence: pipeline.mapping.equivalence backend (semantic matrices and classes).
+        embedder: SAR's and CoCoA's similarity judge: a cross-encoder (`score_pairs`,
+            lm-polygraph's default) or a pipeline.mapping.embed.Embedder (cosine).
+        estimators: names from ESTIMATOR_CLASSES.
+        target_strategy: decode scored by msp / cocoa_msp ("beam" as the paper).
+        tokenizer: optional tokenizer of the generating LLM, for token-level SAR relevance
+            (without it, relevance is measured per word; see stats.token_units).
+        estimator_kwargs: constructor arguments per estimator name.
+        nli_with_question: NLI premises are question + answer (True) or the bare answers as in
+            lm-polygraph's semantic matrix (False).
+    """
+    estimators = list(dict.fromkeys(estimators))
+    prompts, skipped = collect_prompts(
+        samples_df, decodes_df, ptrue_df, dataset_df, target_strategy
+    )
+    instances = make_estimators(estimators, estimator_kwargs)
+    deps = {name: list(est.stats_dependencies) for name, est in instances.items()}
+    all_keys = set().union(*deps.values()) if deps else set()
+    if embedder is not None and hasattr(embedder, "embed"):
+        batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer,
+                                 embedder)
+        if batch:
+            embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
+    cache: dict[str, dict[str, object]] = defaultdict(dict)
+    with_samples = [p for p in prompts if p.n_samples]
+    premises = [(p.question if nli_with_question else "", p.sample_texts) for p in with_samples]
+    if all_keys & FULL_MATRICES and hasattr(equivalence, "prefetch"):
+        # KLE reads every pair: each prompt's unique NLI pairs in full batches, before the
+        # per-prompt matrices (semantic entropy's classes then come from the same matrices)
+        equivalence.prefetch(premises)
+    elif "semantic_classes_entail" in all_keys and hasattr(equivalence, "cluster_many"):
+        # semantic entropy alone reads classes: each answer against the classes' first members
+        # (lm-polygraph's greedy classes, equal to those of the full matrix), batched
+        for p, labels in zip(with_samples, equivalence.cluster_many(premises), strict=True):
+            cache[p.prompt_id][CLASS_LABELS] = labels
+
+    def stats_of(p: PromptArtifacts, keys: set[str]) -> dict[str, object]:
+        have = cache[p.prompt_id]
+        todo = {k for k in keys if k not in have}
+        if "semantic_classes_entail" in todo:
+            todo = (todo - {"semantic_classes_entail"}) | {"sample_texts"} | (
+                set() if CLASS_LABELS in have else {"semantic_matrix_classes"})
+            todo = {k for k in todo if k not in have}
+        if todo:
+            have.update(prompt_stats(p, todo, equivalence, embedder, tokenizer, nli_with_question))
+        return have
+
+    rows: list[tuple[str, str, float]] = []
+    for name, est in instances.items():
+        keys = set(deps[name])
+        eligible = [p for p in prompts if _eligible(p, deps[name])]
+        skipped[f"{name}_prompts_without_inputs"] = len(prompts) - len(eligible)
+        groups: dict[int, list[PromptArtifacts]] = defaultdict(list)
+        for p in eligible:
+            groups[p.n_samples].append(p)
+        for group in groups.values():
+            per_prompt = [stats_of(p, keys) for p in group]
+            values = np.asarray(est(build_batch_stats(per_prompt, keys)), dtype=np.float64).reshape(
+                -1
+            )
+            if values.shape[0] != len(group):
+                raise RuntimeError(
+                    f"{name} returned {values.shape[0]} values for {len(group)} prompts"
+                )
+            rows.extend((p.prompt_id, name, float(v)) for p, v in zip(group, values, strict=True))
+    order = {p.prompt_id: i for i, p in enumerate(prompts)}
+    rank = {n: i for i, n in enumerate(estimators)}
+    rows.sort(key=lambda r: (rank[r[1]], order[r[0]]))
+    result = pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS).astype(
+        {"prompt_id": str, "estimator": str, "value": "float64"}
+    )
+    result.attrs["skipped"] = dict(skipped)
+    if any(skipped.values()):
+        log.warning(
+            "compute_uncertainty dropped/skipped: %s", {k: v for k, v in skipped.items() if v}
+        )
+    return result
