@@ -30,7 +30,7 @@ LAYERS = {
     "base": ("pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
              "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
              "pipeline.parts", "pipeline.resources",
-             "pipeline.progress", "pipeline.offline"),
+             "pipeline.progress", "pipeline.offline", "pipeline.extras"),
     "latent": ("pipeline.latent",),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),
@@ -38,7 +38,7 @@ LAYERS = {
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",
-            "pipeline.__main__", "pipeline.score"),
+            "pipeline.__main__", "pipeline.score", "pipeline.doctor"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api",),
 }
