@@ -595,8 +595,9 @@ def check_vllm(ctx: Context) -> Check | None:
         return None
     try:
         python = _vllm_python(ctx)
-    except FileNotFoundError as exc:
-        return Check("vllm env", MISSING, _first_line(exc), "make vllm-env")
+    except FileNotFoundError:  # its message names the fix that the fix line gives
+        return Check("vllm env", MISSING, "no vLLM environment (.venv-vllm, or set "
+                     "backend.python=/path/to/python-with-vllm)", "make vllm-env")
     if python is None:
         return None
     ok, said = vllm_probe(python).result()
