@@ -20,15 +20,11 @@ log = logging.getLogger("pipeline")
 
 @hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
-    from pipeline.extras import explain
+    from pipeline.extras import naming_the_extra
 
     try:
-        try:
+        with naming_the_extra():  # an optional library the asset checks did not foresee
             run(cfg)
-        except ModuleNotFoundError as exc:  # an optional library the checks did not foresee
-            if (named := explain(exc)) is None:
-                raise
-            raise named from None
     except PipelineError as err:
         # The message says what is wrong and how to fix it: no traceback for the user. In a
         # sweep the job still fails (Hydra reports it and the other jobs are unaffected).

@@ -19,14 +19,10 @@ def _names_the_extra(func):
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any):
-        from pipeline.extras import explain
+        from pipeline.extras import naming_the_extra
 
-        try:
+        with naming_the_extra():
             return func(*args, **kwargs)
-        except ModuleNotFoundError as exc:
-            if (named := explain(exc)) is None:
-                raise
-            raise named from None
 
     return wrapper
 

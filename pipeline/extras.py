@@ -7,6 +7,7 @@ is without importing it (torch takes seconds to import).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 
 from pipeline.errors import PipelineError
@@ -74,3 +75,15 @@ def explain(exc: ModuleNotFoundError) -> MissingExtraError | None:
     if name not in EXTRA_OF:
         return None
     return MissingExtraError(f"{name} is not installed: {install_line([name])}")
+
+
+@contextlib.contextmanager
+def naming_the_extra():
+    """Inside it, a ModuleNotFoundError of an optional library becomes the MissingExtraError
+    naming its extra, without the import's traceback (the Python API and the Hydra app)."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (named := explain(exc)) is None:
+            raise
+        raise named from None
