@@ -97,6 +97,18 @@ AUDIT = {
     "warnings": "list<str>",  # pipeline.evaluation.audit.WARNINGS, "kind: detail"
 }
 
+# Who drives the stages, recorded as `producer` in every manifest: this pipeline (python -m
+# pipeline, one cell per experiment/model/dataset) or the scorer (python -m pipeline.score, one
+# work folder per scored file; its config is experiment=score). One's artifacts are never
+# read as the other's.
+PIPELINE_PRODUCER, SCORER_PRODUCER = "pipeline", "pipeline.score"
+
+
+def producer_of(cfg) -> str:
+    """The producer a run of `cfg` records (the scorer composes experiment=score)."""
+    return SCORER_PRODUCER if cfg.experiment == "score" else PIPELINE_PRODUCER
+
+
 # The stage that writes each artifact (named in errors that say how to rebuild one).
 PRODUCER = {"dataset": "generate", "samples": "generate", "decodes": "generate",
             "ptrue": "generate", "latents": "map", "decisions": "decide",

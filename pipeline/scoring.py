@@ -53,7 +53,7 @@ from pipeline.mapping.llm_client import LLMCallError
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
 from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
-from pipeline.schema import ARTIFACTS
+from pipeline.schema import ARTIFACTS, SCORER_PRODUCER
 from pipeline.score_io import (
     FORMATS,
     IN_MEMORY,
@@ -624,16 +624,18 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         temp = tempfile.TemporaryDirectory(prefix="score-")
         root = Path(temp.name)
     try:
+        from pipeline.stage import cell_name, made_here
+
         store = ArtifactStore(root / input_key)
         dataset, samples, decodes, ptrue, with_reference = input_frames(
             prompts, cfg.task.reference, cfg.dataset.name)
         for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
                             ("ptrue", ptrue)):
-            if not store.is_current(name, input_key):
+            if not (store.is_current(name, input_key) and made_here(cfg, store, name)):
                 store.write(name, frame, key=input_key,
                             config={"source": str(path) if from_file else used_fmt,
                                     "format": used_fmt, "task": task},
-                            extra={"producer": "pipeline.score"})
+                            extra={"producer": SCORER_PRODUCER, "cell": cell_name(cfg)})
         frames = run_pipeline(store, cfg, with_reference)
         from pipeline.stages.decide import task_spaces
 

@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.registry import Registry
+from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER, producer_of
 from pipeline.store import ArtifactError, ArtifactStore, cache_key
 
 log = logging.getLogger("pipeline")
@@ -85,7 +86,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     """Run one stage unless its outputs are current. Returns {"skipped", "wall_time_s", "rows"}."""
     spec = STAGES[name]
     key, slice_, input_keys = stage_key(spec, cfg, store)
-    if all(store.is_current(out, key) for out in spec.outputs):
+    if outputs_current(spec, cfg, store, key):
         log.info("[%s] up to date (key %s), skipped", name, key)
         store.drop_shards(key=key)  # left behind by a crash after the last output was written
         return {"skipped": True, "wall_time_s": 0.0, "key": key}
@@ -103,38 +104,67 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     rows = {}
     for out in spec.outputs:
         store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall,
-                    extra={"cell": cell_name(cfg)})
+                    extra={"cell": cell_name(cfg), "producer": producer_of(cfg)})
         rows[out] = len(frames[out])
     store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
     log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 
 
+def made_here(cfg: DictConfig, store: ArtifactStore, name: str) -> bool:
+    """Whether artifact `name`'s manifest says it was made for this cell by this program (the
+    pipeline or the scorer): a key alone does not say it, a copied folder carries its keys."""
+    manifest = store.manifest(name) or {}
+    return manifest.get("cell") == cell_name(cfg) and manifest.get("producer") == producer_of(cfg)
+
+
+def outputs_current(spec: StageSpec, cfg: DictConfig, store: ArtifactStore, key: str) -> bool:
+    return all(store.is_current(out, key) and made_here(cfg, store, out) for out in spec.outputs)
+
+
 def check_inputs_belong(spec: StageSpec, cfg: DictConfig, store: ArtifactStore,
                         input_keys: dict[str, str]) -> None:
-    """Refuse inputs this configuration would not have made: each input written by a pipeline
-    stage must carry the key that stage computes for this cell now. An artifact copied in from
-    another cell, or left by another configuration (task=sphere on a classes cell's samples), is
-    named instead of being read. Inputs written by another producer (the scorer's) are its own."""
-    from pipeline.schema import PRODUCER
-
+    """Refuse inputs this configuration would not have made. Every manifest names the cell it
+    was made for and who made it: this pipeline's stages, the scorer (`pipeline.score`), or
+    another program writing a cell's inputs itself (its own `producer`). An input made for
+    another cell, or by the scorer in a pipeline cell (its work folder copied in) or the
+    reverse, is refused; one written by a stage of this program must also carry the key that
+    stage computes for this cell now (another configuration's, e.g. task=sphere on a classes
+    cell's samples, is named instead of being read)."""
+    here, runner = cell_name(cfg), producer_of(cfg)
     wanted: dict[str, str] = {}  # producer -> its key now (generate's renders every prompt)
     for name, have in input_keys.items():
         producer = PRODUCER.get(name)
-        manifest = store.manifest(name) or {}
-        if producer not in STAGES.names() or manifest.get("producer"):
+        if producer not in STAGES.names():
             continue
+        manifest = store.manifest(name) or {}
+        maker, made_for = manifest.get("producer"), manifest.get("cell")
+        ours = maker in (PIPELINE_PRODUCER, SCORER_PRODUCER)
+        rebuild = f"run stage={producer} first (or stage=all, which reruns what changed)"
+        if made_for != here or (ours and maker != runner) or not maker:
+            said = (f"made for cell {made_for} by {_who(maker, producer)}" if maker and made_for
+                    else "its manifest does not say who made it for which cell (written before "
+                         "manifests said so, or by hand)")
+            raise ArtifactError(
+                f"stage {spec.name!r}: input {name!r} under {store.root} was made for another "
+                f"cell or by another program ({said}; this is {here}, run by "
+                f"{_who(runner, producer)}): {rebuild}")
+        if not ours or (producer == "generate" and runner == SCORER_PRODUCER):
+            continue  # another program's inputs (the scorer's: keyed by the file it read)
         if producer not in wanted:
             wanted[producer] = stage_key(STAGES[producer], cfg, store)[0]
         want = wanted[producer]
         if have != want:
-            made_for = manifest.get("cell")
-            where = (f" (made for cell {made_for}, this is {cell_name(cfg)})"
-                     if made_for and made_for != cell_name(cfg) else "")
             raise ArtifactError(
                 f"stage {spec.name!r}: input {name!r} under {store.root} was made by another "
-                f"configuration or cell{where} (key {have}; this configuration's {producer} gives "
-                f"{want}): run stage={producer} first (or stage=all, which reruns what changed)")
+                f"configuration (key {have}; this configuration's {producer} gives {want}): "
+                f"{rebuild}")
+
+
+def _who(maker: str, stage_name: str) -> str:
+    if maker == SCORER_PRODUCER:
+        return f"the scorer ({SCORER_PRODUCER})"
+    return f"the pipeline's stage {stage_name}" if maker == PIPELINE_PRODUCER else repr(maker)
 
 
 def stages_to_run(cfg: DictConfig, store: ArtifactStore, names: tuple[str, ...]) -> list[str]:
@@ -150,6 +180,6 @@ def stages_to_run(cfg: DictConfig, store: ArtifactStore, names: tuple[str, ...])
         except ArtifactError:
             stale.append(name)
             continue
-        if not all(store.is_current(out, key) for out in STAGES[name].outputs):
+        if not outputs_current(STAGES[name], cfg, store, key):
             stale.append(name)
     return stale

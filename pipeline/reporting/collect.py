@@ -35,7 +35,15 @@ class Cell:
     def read(self, artifact: str) -> pd.DataFrame:
         """The cell's artifact, refused when its manifest says another cell made it (a file
         copied between cells would put that cell's numbers under this one's name)."""
-        made_for = (self.store.manifest(artifact) or {}).get("cell")
+        from pipeline.schema import SCORER_PRODUCER
+
+        manifest = self.store.manifest(artifact) or {}
+        made_for = manifest.get("cell")
+        if manifest.get("producer") == SCORER_PRODUCER:  # a scorer work folder copied in
+            raise ArtifactError(
+                f"report: {self.store.path(artifact)} was made by the scorer ({SCORER_PRODUCER}, "
+                f"for {made_for}), not by this pipeline's stages; remove it and rerun stage=all "
+                f"for {self.name}")
         # model/dataset only: an experiment folder copied or renamed as a whole stays readable
         if made_for and made_for.split("/", 1)[-1] != f"{self.model}/{self.dataset}":
             raise ArtifactError(

@@ -28,8 +28,9 @@ ANSWERS = [["Atlantic and Pacific", "The Pacific, Atlantic and Arctic", "Pacific
            ["Red, yellow and blue", "Red and blue", "Red, yellow, blue"]]
 
 
-# not made by the generate stage: the stages read them as another producer's inputs
-HAND = {"producer": "hand-written (test)"}
+# not made by the generate stage: the stages read them as another producer's inputs, made for
+# the cell `_cfg` composes
+HAND = {"producer": "hand-written (test)", "cell": "default/smollm2-135m/maqa_bundled"}
 
 
 def _cell(root: Path) -> ArtifactStore:

@@ -146,18 +146,19 @@ def test_plan_counts_exact_pairs_and_cache_hits_once_samples_exist(tmp_path):
 
     cache = tmp_path / "cache"
     cell = tmp_path / "out" / "default" / "smollm2-135m" / "triviaqa_bundled"
+    HAND = {"producer": "hand-written (test)", "cell": "default/smollm2-135m/triviaqa_bundled"}
     store = ArtifactStore(cell)
     store.write("dataset", pd.DataFrame({
         "prompt_id": ["p0", "p1"], "dataset": ["triviaqa_bundled"] * 2,
         "question": ["q0", "q1"], "answers": [[["a"]], [["b"]]],
-        "probabilities": [[], []], "reference_text": ["", ""]}), key="k")
+        "probabilities": [[], []], "reference_text": ["", ""]}), key="k", extra=HAND)
     store.write("samples", pd.DataFrame({
         "prompt_id": ["p0"] * 3 + ["p1"] * 3, "sample_idx": [0, 1, 2] * 2,
         "text": ["x", "y", "x", "z", "z", "z"], "token_logprobs": [[0.0]] * 6,
-        "logprob": [0.0] * 6}), key="k")
+        "logprob": [0.0] * 6}), key="k", extra=HAND)
     store.write("decodes", pd.DataFrame({
         "prompt_id": ["p0", "p1"], "strategy": ["greedy", "greedy"], "text": ["w", "z"],
-        "token_logprobs": [[0.0]] * 2, "logprob": [0.0] * 2}), key="k")
+        "token_logprobs": [[0.0]] * 2, "logprob": [0.0] * 2}), key="k", extra=HAND)
     PairCache(cache / "pairs").put_many({PairCache.key("nli-x", "q0", "x", "y"): [1, 0, 0]})
     env = {**os.environ, "TASK_AWARE_CACHE": str(cache), "WANDB_MODE": "disabled"}
     done = subprocess.run(

@@ -215,10 +215,11 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     for suffix in (".parquet", ".manifest.json"):
         shutil.copyfile(maqa.root / f"latents{suffix}", trivia.root / f"latents{suffix}")
     for name in ("decide", "uq"):
-        with pytest.raises(ArtifactError, match="input 'latents' .* another configuration or "
-                                                "cell \\(made for cell default/tiny/maqa_bundled, "
-                                                "this is default/tiny/triviaqa_bundled\\).*run "
-                                                "stage=map first"):
+        with pytest.raises(ArtifactError, match="input 'latents' .* another cell or by another "
+                                                "program \\(made for cell default/tiny/maqa_bundled "
+                                                "by the pipeline's stage map; this is "
+                                                "default/tiny/triviaqa_bundled, .*run stage=map "
+                                                "first"):
             run_stage(name, trivia_cfg, trivia)
     assert maqa.manifest("latents")["inputs"]["samples"] == maqa.key("samples")  # upstream keys
     run_stage("map", trivia_cfg, trivia)  # the named fix: the cell's own latents again
@@ -250,6 +251,47 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
                 "task.equivalence.threshold=0.9")
     with pytest.raises(ArtifactError, match="input 'dataset' .*run stage=generate first"):
         run_stage("map", more, trivia)
+
+
+def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_recomputed(tmp_path):
+    """A scorer work folder (samples made by pipeline.score from someone's file) copied into a
+    pipeline cell used to run map -> evaluate -> report with exit 0, the report showing the
+    model's "Exact Match" on answers it never gave. Each stage now refuses it in one line
+    naming who made it and the stage to run; the report refuses the scorer's quality. The
+    reverse (a pipeline cell's artifacts in the scorer's work folder) is recomputed: the scorer
+    gives what a clean scoring gives."""
+    import shutil
+
+    from pipeline.reporting.collect import find_cells, quality_means
+    from pipeline.scoring import score
+    from pipeline.stage import CELL_STAGES, cell_dir
+    from pipeline.store import ArtifactError
+
+    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "responses": ["Paris", "Paris", "Rome"],
+             "reference": "Paris"} for i in range(3)]
+    clean = score(rows, task="classes", work_dir=tmp_path / "scored")
+    (work,) = [p for p in (tmp_path / "scored").iterdir() if p.is_dir()]
+    cfg = _cfg(Path("/nonexistent-model"), tmp_path / "out", "task=classes")
+    cell = ArtifactStore(cell_dir(cfg))
+    shutil.copytree(work, cell.root)
+    for name in CELL_STAGES[1:]:
+        with pytest.raises(ArtifactError, match=(
+                f"stage '{name}': input '[a-z_]+' .* was made for another cell or by another "
+                "program \\(made for cell score/.* by the scorer \\(pipeline.score\\); this is "
+                "default/tiny/triviaqa_bundled, run by the pipeline's stage .*\\): run stage=")):
+            run_stage(name, cfg, cell)
+    with pytest.raises(ArtifactError, match="made by the scorer \\(pipeline.score"):
+        quality_means(find_cells(tmp_path / "out", "default"))
+
+    # the reverse: the pipeline's artifacts in the scorer's work folder are not read
+    for path in cell.root.glob("*.manifest.json"):
+        manifest = __import__("json").loads(path.read_text())
+        manifest.update(producer="pipeline", cell="default/tiny/triviaqa_bundled")
+        path.write_text(__import__("json").dumps(manifest))
+    shutil.rmtree(work)
+    shutil.copytree(cell.root, work)
+    again = score(rows, task="classes", work_dir=tmp_path / "scored")
+    pd.testing.assert_frame_equal(again, clean)
 
 
 def test_two_runs_of_one_cell_at_once_generate_once(tiny_chat_model, tmp_path):

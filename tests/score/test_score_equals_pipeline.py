@@ -15,7 +15,7 @@ from pipeline.config import register_configs
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
 from pipeline.scoring import METHOD_COLUMNS, score, summaries
-from pipeline.stage import run_stage
+from pipeline.stage import cell_name, run_stage
 from pipeline.store import ArtifactStore
 
 from .conftest import REPO
@@ -48,7 +48,8 @@ def pipeline_run(tmp_path, dataset_name, samples, overrides):
     dataset = load_dataset(dataset_name, limit=4)
     empty = {n: pd.DataFrame(columns=list(ARTIFACTS[n])) for n in ("decodes", "ptrue")}
     for name, frame in (("dataset", dataset), ("samples", samples), *empty.items()):
-        store.write(name, frame, key="generated", extra={"producer": "hand-written (test)"})
+        store.write(name, frame, key="generated", extra={"producer": "hand-written (test)",
+                                                         "cell": cell_name(cfg)})
     for name in ("map", "decide", "uq", "evaluate"):
         run_stage(name, cfg, store)
     return dataset, store
