@@ -18,10 +18,32 @@ register_configs()
 log = logging.getLogger("pipeline")
 
 
+def refuse_config_secrets(cfg: DictConfig) -> None:
+    """A URL credential written in a config file (the command line's were refused before Hydra
+    ran): Hydra has saved it with the run's configs, so those copies are redacted, then the
+    run stops with one line (exit 2)."""
+    from pathlib import Path
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from pipeline.secrets import config_problem, redact_files
+
+    if (found := config_problem(cfg)) is None:
+        return
+    problem, secrets = found
+    runtime = HydraConfig.get()
+    saved = [*Path(runtime.runtime.output_dir).rglob("*.yaml"),
+             *Path(runtime.sweep.dir).glob("multirun.yaml")]
+    redact_files(saved, secrets)
+    log.error("invalid configuration: %s (the run's saved configs were redacted)", problem)
+    sys.exit(2)
+
+
 @hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
     from pipeline.extras import naming_the_extra
 
+    refuse_config_secrets(cfg)
     try:
         with naming_the_extra():  # an optional library the asset checks did not foresee
             run(cfg)
@@ -75,8 +97,10 @@ def cli() -> None:
         sys.exit(doctor(sys.argv[2:]))
     from pipeline.offline import go_offline_if_unreachable
     from pipeline.overrides import unknown_key_problem
+    from pipeline.secrets import argv_problem
 
-    for check in (unknown_key_problem, check_output_root, check_launcher):
+    # credentials first: the other checks' messages quote values
+    for check in (argv_problem, unknown_key_problem, check_output_root, check_launcher):
         if (problem := check(sys.argv[1:])) is not None:
             print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
             sys.exit(2)

@@ -30,7 +30,7 @@ LAYERS = {
     "base": ("pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
              "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
              "pipeline.parts", "pipeline.resources",
-             "pipeline.progress", "pipeline.offline", "pipeline.extras"),
+             "pipeline.progress", "pipeline.offline", "pipeline.extras", "pipeline.secrets"),
     "latent": ("pipeline.latent",),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),
