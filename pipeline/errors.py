@@ -10,3 +10,33 @@ class PipelineError(Exception):
 
 class ConfigError(PipelineError, ValueError):
     """A config value is out of range or unknown; raised before any model loads."""
+
+
+class DiskFullError(PipelineError, OSError):
+    """No space left (or the quota spent) where a file was being written."""
+
+
+# ENOSPC, EDQUOT: a full disk and a spent quota read the same to the user
+DISK_FULL_ERRNOS = (28, 122)
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.1f} KiB"
+
+
+def disk_full_message(path: object, needed_bytes: int | None = None) -> str:
+    """One line: the folder that filled up, what it has free, what the write needed."""
+    import shutil
+    from pathlib import Path
+
+    folder = Path(str(path)) if path is not None else None
+    while folder is not None and not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = f"{_size(shutil.disk_usage(folder).free)} free" if folder else "?"
+    except OSError:
+        free = "free space unknown"
+    needed = f"; this write needed about {_size(needed_bytes)}" if needed_bytes else ""
+    return (f"no space left on the device of {folder or 'the output folder'} ({free}{needed}): "
+            "free space there (or set output_root / cache_dir to a larger disk) and rerun; "
+            "what was written before is kept and the run resumes")

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import DISK_FULL_ERRNOS, DiskFullError, PipelineError, disk_full_message
 from pipeline.schema import ARTIFACTS, PRODUCER
 
 log = logging.getLogger("pipeline")
@@ -73,10 +73,11 @@ def cell_lock(root: Path):
             log.warning("[lock] cannot lock %s (%s): two runs of this cell would race", path, exc)
             yield
             return
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()}")
-        fh.flush()
+        try:  # who holds it, for a waiting run's log line; unbuffered: a full disk costs only that
+            os.ftruncate(fh.fileno(), 0)
+            os.write(fh.fileno(), f"pid {os.getpid()} on {socket.gethostname()}".encode())
+        except OSError:
+            pass
         yield
 
 
@@ -153,26 +154,36 @@ def to_table(name: str, df):
         raise ArtifactError(f"artifact {name!r} has a column of the wrong type: {exc}") from exc
 
 
-def _atomic_write_bytes(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+def _atomic_write_bytes(path: Path, write, needed_bytes: int | None = None) -> None:
+    """`write(tmp)` then rename onto `path`; a full disk is a DiskFullError naming the folder
+    (the half-written temp file is removed: the old file, if any, stays whole)."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         write(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise DiskFullError(f"writing {path}: {disk_full_message(path.parent, needed_bytes)}"
+                                ) from None
+        raise
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    _atomic_write_bytes(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    _atomic_write_bytes(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"),
+                        len(text.encode("utf-8", "surrogatepass")))
 
 
 def atomic_write_table(path: Path, table) -> None:
     import pyarrow.parquet as pq
 
-    _atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp))
+    # nbytes: the table in memory, an upper bound of its compressed file
+    _atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp), table.nbytes)
 
 
 @dataclass
