@@ -62,11 +62,18 @@ def naming_a_full_disk(output_root: str):
 @hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
     from pipeline.extras import naming_the_extra
+    from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
 
     refuse_config_secrets(cfg)
     try:
-        with naming_the_extra(), naming_a_full_disk(str(cfg.output_root)):
+        with stopping_cleanly(), naming_the_extra(), naming_a_full_disk(str(cfg.output_root)):
             run(cfg)
+    except StopRequested as stop:
+        # every write is atomic: the shard in flight is dropped whole, the rest is kept
+        log.error("%s: stopped cleanly (what was written is kept); rerun the same command to "
+                  "resume. Exit %d asks SLURM to requeue (RequeueExit=%d)", stop, REQUEUE_EXIT,
+                  REQUEUE_EXIT)
+        sys.exit(REQUEUE_EXIT)
     except PipelineError as err:
         # The message says what is wrong and how to fix it: no traceback for the user. In a
         # sweep the job still fails (Hydra reports it and the other jobs are unaffected).

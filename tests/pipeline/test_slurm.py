@@ -136,3 +136,66 @@ def test_each_cell_gets_its_models_gpus(slurm_env, tmp_path):
     for model in ("qwen3-4b", "qwen2.5-72b-instruct"):
         store = ArtifactStore(tmp_path / "outputs" / "default" / model / "triviaqa_bundled")
         assert len(store.read("samples")) == 2
+
+
+def _tail(out: Path) -> str:
+    log = Path(f"{out}.log")
+    return log.read_text()[-2000:] if log.exists() else "(no job log yet)"
+
+
+def test_sigterm_exits_75_which_slurm_requeues_and_the_requeued_job_resumes(slurm_env, tmp_path,
+                                                                             tiny_chat_model):
+    """A plain `sbatch --requeue` job running the command line, sent SIGTERM (what SLURM sends
+    before a preemption or time-limit kill): it stops cleanly with exit 75, the cluster's
+    RequeueExit=75 requeues it, and the requeued run resumes from its shards to the artifacts
+    of a run never stopped."""
+    import pandas as pd
+
+    def script(out: Path) -> str:
+        return "\n".join([
+            "#!/bin/bash", "#SBATCH --requeue", "#SBATCH --open-mode=append",
+            f"#SBATCH -o {out}.log", "#SBATCH -c 1", "#SBATCH --mem=3G", f"cd {ROOT}",
+            "export HF_HUB_OFFLINE=1 WANDB_MODE=disabled",
+            f"exec {sys.executable} -m pipeline model.path={tiny_chat_model} model.name=tiny "
+            "model.dtype=float32 dataset=triviaqa_bundled dataset.limit=30 "
+            "dataset.max_new_tokens=8 generation.n_samples=2 generation.shard_size=1 "
+            "'generation.strategies=[greedy]' generation.ptrue=false stage=generate "
+            f"backend.num_threads=1 output_root={out} cache_dir={tmp_path / 'cache'} "
+            f"wandb.enabled=false hydra.run.dir={out}-hydra-$SLURM_RESTART_COUNT", ""])
+
+    def state(job: str) -> dict[str, str]:
+        shown = subprocess.run(["scontrol", "show", "job", job], env=slurm_env,
+                               capture_output=True, text=True).stdout
+        return dict(re.findall(r"(JobState|Restarts|ExitCode)=(\S+)", shown))
+
+    clean = subprocess.run(["bash", "-c", script(tmp_path / "clean").replace("exec ", "")],
+                           env=slurm_env, capture_output=True, text=True, timeout=600)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    out = tmp_path / "stopped"
+    (tmp_path / "job.sh").write_text(script(out))
+    job = subprocess.run(["sbatch", "--parsable", str(tmp_path / "job.sh")], env=slurm_env,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    cell = out / "default" / "tiny" / "triviaqa_bundled"
+    deadline = time.time() + 600
+    while not list(cell.glob("samples.shards/*/shard-00001.json")):
+        now = state(job)
+        assert time.time() < deadline and now.get("JobState") not in (
+            "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY"), (now, _tail(out))
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--signal=TERM", "--full", job], env=slurm_env, check=True)
+    while state(job).get("Restarts") != "1":
+        assert time.time() < deadline, state(job)
+        time.sleep(0.5)
+    assert state(job)["ExitCode"] == "75:0"  # the clean stop, which RequeueExit=75 requeued
+    # SLURM holds a requeued job about two minutes (its BeginTime): release it now
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=slurm_env,
+                   check=True)
+    while state(job).get("JobState") != "COMPLETED":
+        assert time.time() < deadline and state(job).get("JobState") != "FAILED", state(job)
+        time.sleep(0.5)
+    logs = Path(f"{out}.log").read_text()
+    assert logs.count("stopped by SIGTERM: stopped cleanly") == 1 and "Traceback" not in logs
+    assert re.search(r"\[generate\] resuming: \d+ of 30 shards already written", logs), logs
+    want = ArtifactStore(tmp_path / "clean" / "default" / "tiny" / "triviaqa_bundled")
+    for name in ("dataset", "samples", "decodes"):
+        pd.testing.assert_frame_equal(ArtifactStore(cell).read(name), want.read(name))

@@ -1,0 +1,59 @@
+"""Stopping cleanly when told (stdlib only): SIGTERM (what SLURM sends before a preemption or
+time-limit kill, and `scancel`'s default) and SIGINT (Ctrl-C) stop the command line's run at
+once, and a rerun resumes it.
+
+Stopping at once is safe because every write is atomic (a temporary file renamed into place; a
+manifest written last as the commit marker; a shard's sidecar after its rows): the shard in
+flight is abandoned whole, and what was committed stays. Waiting for the shard to finish could
+take longer than SLURM's grace time (KillWait, 30 s by default) on a real model.
+
+The run then exits with REQUEUE_EXIT = 75 (EX_TEMPFAIL, sysexits.h: "temporary failure, retry
+later"). A SLURM cluster requeues a batch job that exits with it when slurm.conf says
+`RequeueExit=75` (scripts/slurm_local.sh's cluster does). Under submitit (hydra/launcher=slurm)
+SIGTERM is submitit's: it ignores it and requeues on its own signal (SIGUSR2, `signal_delay_s`
+before the time limit) through the launcher's checkpoint; the handlers here leave any handler
+someone else installed alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+__all__ = ["REQUEUE_EXIT", "StopRequested", "stopping_cleanly"]
+
+REQUEUE_EXIT = 75  # EX_TEMPFAIL
+
+
+class StopRequested(BaseException):
+    """Raised in the main thread by SIGTERM / SIGINT. A BaseException, like KeyboardInterrupt:
+    no `except Exception` on the way up may take it for a failed item and carry on."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.signal_name}")
+
+
+@contextlib.contextmanager
+def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Within the `with` body, each of `signals` whose handler is still Python's default raises
+    StopRequested; a second signal while stopping is left to the default (a kill)."""
+    defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+    previous: dict[int, object] = {}
+
+    def stop(signum: int, frame: object) -> None:
+        for sig, handler in previous.items():  # the next one kills, as the user expects
+            signal.signal(sig, handler)
+        raise StopRequested(signum)
+
+    for sig in signals:
+        current = signal.getsignal(sig)
+        if current is defaults.get(sig, signal.SIG_DFL):
+            previous[sig] = current
+            signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

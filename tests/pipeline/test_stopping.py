@@ -1,0 +1,91 @@
+"""SIGTERM and SIGINT stop a run cleanly (issue 38): one log line, exit 75 (the code slurm.conf's
+RequeueExit=75 requeues), nothing half-written, and a rerun resumes to the artifacts of a run
+that was never stopped. The signals are real, sent to a real `python -m pipeline` process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
+from pipeline.store import ArtifactStore
+
+REPO = Path(__file__).resolve().parents[2]
+GENERATED = ("dataset", "samples", "decodes")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_raises_stop_requested_once_then_the_default_handler_is_back(sig):
+    with stopping_cleanly():
+        with pytest.raises(StopRequested, match=f"stopped by {signal.Signals(sig).name}"):
+            os.kill(os.getpid(), sig)
+            time.sleep(1)  # the handler runs between bytecodes of the main thread
+        # a second one kills (SIGTERM) or raises KeyboardInterrupt (SIGINT), as without us
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_handler_someone_else_installed_is_left_alone():
+    """submitit installs its own SIGTERM handler (it ignores SIGTERM and requeues on SIGUSR2)."""
+    def theirs(signum, frame):
+        pass
+
+    signal.signal(signal.SIGTERM, theirs)
+    try:
+        with stopping_cleanly():
+            assert signal.getsignal(signal.SIGTERM) is theirs
+        assert signal.getsignal(signal.SIGTERM) is theirs
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _args(model: Path, out: Path, tmp_path: Path) -> list[str]:
+    return [sys.executable, "-m", "pipeline", f"model.path={model}", "model.name=tiny",
+            "model.dtype=float32", "model.temperature=1.0", "dataset=triviaqa_bundled",
+            "dataset.limit=6", "dataset.max_new_tokens=4", "generation.n_samples=2",
+            "generation.shard_size=1", "generation.strategies=[greedy]", "generation.ptrue=false",
+            "stage=generate", "backend.num_threads=1", f"output_root={out}",
+            f"cache_dir={tmp_path / 'cache'}", "wandb.enabled=false",
+            f"hydra.run.dir={tmp_path / 'hydra' / out.name}"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])  # SIGINT takes the same path (above)
+def test_a_signal_mid_generate_stops_in_one_line_with_the_requeue_code_and_resumes(
+        tiny_chat_model, tmp_path, sig):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    clean = subprocess.run(_args(tiny_chat_model, tmp_path / "clean", tmp_path), cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+
+    out = tmp_path / "stopped"
+    cell = out / "default" / "tiny" / "triviaqa_bundled"
+    proc = subprocess.Popen(_args(tiny_chat_model, out, tmp_path), cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not list(cell.glob("samples.shards/*/shard-00000.json")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-2000:]
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    logs = proc.communicate(timeout=120)[0]
+    assert proc.returncode == REQUEUE_EXIT, logs[-2000:]
+    assert "Traceback" not in logs, logs[-3000:]
+    stopped = [line for line in logs.splitlines() if "stopped cleanly" in line]
+    assert len(stopped) == 1 and f"stopped by {signal.Signals(sig).name}" in stopped[0], logs
+    assert not (cell / "samples.parquet").exists()  # stopped before the merge
+    assert [p for p in cell.rglob("*.tmp")] == []
+
+    resumed = subprocess.run(_args(tiny_chat_model, out, tmp_path), cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    want = ArtifactStore(tmp_path / "clean" / "default" / "tiny" / "triviaqa_bundled")
+    got = ArtifactStore(cell)
+    for name in GENERATED:
+        pd.testing.assert_frame_equal(got.read(name), want.read(name))
