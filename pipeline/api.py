@@ -117,7 +117,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
                               cache_dir=str(cache_root / "generate-openai"),
                               batch_size=batch_size or 64, timeout=timeout, deadline=deadline,
                               requests_per_minute=requests_per_minute,
-                              max_retries=max_retries)
+                              max_retries=max_retries, settings_prefix="")
         defaults: dict[str, Any] = {}
     else:
         if temperature == 0:

@@ -86,8 +86,11 @@ class BackendConfig:
     max_concurrency: int = 16  # requests in flight, over all prompts of a shard
     logprobs: bool = True  # request token log-probs (false for servers that refuse it)
     timeout: float = 600.0  # seconds per request (the openai SDK's default; n=20 on a CPU is slow)
-    deadline: float | None = None  # seconds for one shard's requests (null: no bound)
+    deadline: float | None = None  # seconds for one batch of requests, retries included (null: no bound)
     requests_per_minute: float | None = None  # a hosted API's rate limit (null: none)
+    # bytes of one response body: a bigger one is refused, not kept (20 choices x 4096 tokens
+    # with log-probs measured 8.7 MiB)
+    max_response_bytes: int = 16 * 2**20
 
 
 @dataclass

@@ -130,6 +130,7 @@ def generation_backend(cfg: DictConfig):
                        api_key_env=b.api_key_env, max_concurrency=b.max_concurrency,
                        logprobs=b.logprobs, batch_size=b.batch_size, timeout=b.timeout,
                        deadline=b.deadline, requests_per_minute=b.requests_per_minute,
+                       max_response_bytes=b.max_response_bytes,
                        cache_dir=str(Path(cfg.cache_dir).expanduser() / "generate-openai"))
 
 

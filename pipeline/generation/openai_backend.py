@@ -14,7 +14,13 @@ hosted API): the model under test behind a URL.
   Requests for all prompts of a call go through one bounded pool (`max_concurrency` in flight),
   each retried with backoff (429, 5xx, timeouts) by `pipeline.mapping.llm_client.LLMClient`,
   and cached on disk under (endpoint, model, messages, every sampling parameter, seed, n):
-  a rerun makes no call; a failed request is never cached.
+  a rerun makes no call; a failed request is never cached. A choice with blank text or a
+  log-prob that is NaN, infinite or positive is a failed request too (retried, never cached).
+- Limits (backend.*): `timeout` per request, its body included (a server that sends headers and
+  hangs fails after it), `deadline` for all requests and retries of a runner chunk,
+  `max_response_bytes` per response body (16 MiB: twice n=20 choices of 4096 tokens with
+  log-probs; a bigger body is refused, not held in memory or cached). The final failure is an
+  `LLMCallError` (a PipelineError: the command line prints its one line and exits 2).
 - Token log-probs are requested (`logprobs=True`) and kept as the server reports them (vLLM:
   the raw model's; hosted APIs: their own); a server that gives none leaves them empty and the
   sequence log-prob unknown. Set `logprobs=False` for servers that refuse the parameter.
@@ -31,6 +37,7 @@ import math
 from typing import Any
 
 from pipeline.generation.base import Generation, SamplingConfig
+from pipeline.mapping.llm_client import DEFAULT_MAX_RESPONSE_BYTES
 
 TOP_LOGPROBS = 20  # the most OpenAI's API returns
 CHAT_STRATEGIES = ("greedy", "ar")  # the decoding strategies chat completions can run
@@ -62,7 +69,8 @@ class OpenAIBackend:
                  max_retries: int = 5, timeout: float = 600.0, logprobs: bool = True,
                  batch_size: int = 64, deadline: float | None = None,
                  requests_per_minute: float | None = None, check_model: bool = True,
-                 **_: Any) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 settings_prefix: str = "backend.", **_: Any) -> None:
         from pipeline.mapping.llm_client import LLMClient
 
         if max_concurrency < 1:
@@ -77,7 +85,8 @@ class OpenAIBackend:
                                 api_key=api_key, cache_dir=cache_dir, max_workers=max_concurrency,
                                 max_retries=max_retries, timeout=timeout, deadline=deadline,
                                 requests_per_minute=requests_per_minute,
-                                check_model=check_model)
+                                check_model=check_model, max_response_bytes=max_response_bytes,
+                                settings_prefix=settings_prefix)
         self.client.params = {}
 
     # -- protocol ---------------------------------------------------------------------------

@@ -13,16 +13,22 @@ OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Prope
   many threads call it; `chat_many` / `choices_many` queue a whole batch through that bound;
 - an on-disk cache, one JSON file per sha256(endpoint, model, messages, params) key, written
   atomically (temp file + rename), so reruns make zero calls; identical in-flight requests share
-  one call. A record is served only when it recomputes to its own key (a swapped or edited file
-  is a miss); a reply with no content (null or "") is a failed call, retried and never cached;
+  one call. A record is served only when it verifies (its digest and key: a swapped or edited
+  file is a miss, pipeline/mapping/disk_cache.py) and holds a usable reply; a reply with no
+  usable content (null, "", blank text, a log-prob that is NaN, infinite or positive) is a failed
+  call, retried and never cached;
 - a base URL holding credentials (user:password@) is refused: keys come from the environment;
 - failures say what the user can act on, in one line: the first error body the server returned
   (a crashed server's 500 comes before its refused connections), a refused connection after two
   quick retries (seconds, not six backoffs), a 404 that means a missing `/v1` or a model name the
   server does not list (`/v1/models` is asked; `check_model=True` asks it before the first
   request);
-- limits: `timeout` per request, `deadline` for a whole batch, `requests_per_minute` spacing
-  requests evenly (hosted APIs' rate limits), `max_workers` in flight.
+- limits: `timeout` per request, body included (a server that sends its headers and then hangs
+  fails after `timeout` seconds, not never), `deadline` for a whole batch (every request and
+  retry of a `chat_many` / `choices_many` call), `max_response_bytes` per response body (read in
+  chunks; a bigger one is refused without retry, before it is held in memory or cached),
+  `requests_per_minute` spacing requests evenly (hosted APIs' rate limits), `max_workers` in
+  flight.
 
 Requests are plain JSON over aiohttp, run as coroutines on one event loop in a thread of the
 client's own (started with the first request), so callers stay synchronous, work from any thread
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import threading
@@ -61,11 +68,13 @@ class MissingAPIKeyError(PipelineError, RuntimeError):
     """A remote endpoint needs an API key and the environment variable holding it is unset."""
 
 
-class LLMCallError(RuntimeError):
-    """A request still failed after all retries (transient: a rerun may succeed)."""
+class LLMCallError(PipelineError, RuntimeError):
+    """A request still failed after all retries (transient: a rerun may succeed). Its message is
+    one line naming the endpoint, the attempts and the server's last (and first) error, so the
+    command line prints it alone and exits 2."""
 
 
-class FatalLLMCallError(PipelineError, LLMCallError):
+class FatalLLMCallError(LLMCallError):
     """The endpoint refused the request in a way no retry fixes (rejected key, no permission,
     unknown model, invalid request): the stage stops at once with the provider's message."""
 
@@ -163,7 +172,23 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 class EmptyReplyError(Exception):
-    """The server answered 200 with no content (null or ""): retried like a transient error."""
+    """The server answered 200 with no usable reply (content null, "" or blank; a log-prob that
+    is NaN, infinite or positive; a body that is not a JSON object): retried like a transient
+    error, never cached."""
+
+
+class ResponseTooLargeError(Exception):
+    """The response body passed `max_response_bytes`: refused at once (a retry would send it
+    again), before it is held whole in memory or cached."""
+
+
+# The longest body this pipeline asks for: n=20 choices of 4096 tokens with log-probs, 8.7 MiB
+# (vLLM's format); the paper's datasets (<= 256 tokens) 0.55 MiB. Twice that, and 16 requests
+# in flight hold at most 256 MiB; a broken server's 30 MB choices are refused.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
+# A log-prob above 0 by at most this is float rounding (servers add a top token's log-softmax
+# in float32): read as 0.0. Anything higher is no log-prob, and the reply is a failed call.
+LOGPROB_ROUNDING = 1e-6
 
 
 RETRY_AFTER_MAX_S = 120.0  # a server asking for longer is waited on this long per attempt
@@ -220,34 +245,70 @@ class _EventLoop:
 
 
 def _first_content(completion: dict[str, Any]) -> str:
-    content = ((completion.get("choices") or [{}])[0].get("message") or {}).get("content")
+    try:
+        content = ((completion.get("choices") or [{}])[0].get("message") or {}).get("content")
+    except (AttributeError, TypeError):  # a choice or message that is no JSON object
+        content = None
     if not isinstance(content, str) or not content.strip():
         raise EmptyReplyError(f"200 with content {content!r}")
     return content
 
 
 def _usable_text(reply: Any) -> bool:
-    return isinstance(reply, str) and bool(reply)
+    return isinstance(reply, str) and bool(reply.strip())
+
+
+def _logprob(value: Any, sampled: bool) -> float:
+    """A log-prob as the server gave it (rounding above 0 read as 0.0); EmptyReplyError for one
+    that is NaN or positive, or -inf for a sampled token (a token of probability 0 was not
+    sampled; -inf among the top log-probs is a probability of 0 and is kept)."""
+    lp = float(value)
+    if lp > 0.0 and lp <= LOGPROB_ROUNDING:
+        return 0.0
+    if math.isnan(lp) or lp > 0.0 or (sampled and math.isinf(lp)):
+        raise EmptyReplyError(f"200 with a {'token' if sampled else 'top'} log-prob of {lp!r} "
+                              "(log-probs are <= 0, not NaN, and finite for sampled tokens)")
+    return lp
 
 
 def _usable_choices(reply: Any) -> bool:
-    return isinstance(reply, list) and bool(reply) and all(
-        isinstance(c, dict) and isinstance(c.get("text"), str) for c in reply)
+    """A cached choices reply as `_choices` writes it: non-blank texts, log-probs that are
+    log-probs (a record written before these checks, or edited, is asked again)."""
+    if not isinstance(reply, list) or not reply:
+        return False
+    try:
+        for c in reply:
+            if not (isinstance(c, dict) and isinstance(c.get("text"), str) and c["text"].strip()):
+                return False
+            for lp in c.get("logprobs", ()):
+                _logprob(lp, sampled=True)
+            for top in c.get("top_logprobs", ()):
+                for lp in top.values():
+                    _logprob(lp, sampled=False)
+    except (EmptyReplyError, AttributeError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
     """Every choice as {"text", "tokens", "logprobs", "top_logprobs"} (token log-probs as the
-    server reports them; empty lists when it gives none). A reply with no choice is empty."""
+    server reports them; empty lists when it gives none). A reply with no choice, a blank
+    choice, or a log-prob that is none (`_logprob`) is a failed call (EmptyReplyError)."""
     out = []
-    for choice in sorted(completion.get("choices") or [], key=lambda c: c.get("index", 0)):
-        content = (choice.get("message") or {}).get("content")
-        if not isinstance(content, str):
-            raise EmptyReplyError(f"200 with a choice whose content is {content!r}")
-        entries = (choice.get("logprobs") or {}).get("content") or []
-        out.append({"text": content, "tokens": [e["token"] for e in entries],
-                    "logprobs": [float(e["logprob"]) for e in entries],
-                    "top_logprobs": [{t["token"]: float(t["logprob"])
-                                      for t in (e.get("top_logprobs") or [])} for e in entries]})
+    try:
+        ordered = sorted(completion.get("choices") or [], key=lambda c: c.get("index", 0))
+        for choice in ordered:
+            content = (choice.get("message") or {}).get("content")
+            if not isinstance(content, str) or not content.strip():
+                raise EmptyReplyError(f"200 with a choice whose content is {content!r}")
+            entries = (choice.get("logprobs") or {}).get("content") or []
+            out.append({"text": content, "tokens": [str(e["token"]) for e in entries],
+                        "logprobs": [_logprob(e["logprob"], sampled=True) for e in entries],
+                        "top_logprobs": [{str(t["token"]): _logprob(t["logprob"], sampled=False)
+                                          for t in (e.get("top_logprobs") or [])}
+                                         for e in entries]})
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # not the wire format
+        raise EmptyReplyError(f"200 with malformed choices ({type(exc).__name__}: {exc})") from None
     if not out:
         raise EmptyReplyError("200 with no choices")
     return out
@@ -297,6 +358,8 @@ class LLMClient:
         deadline: float | None = None,
         requests_per_minute: float | None = None,
         check_model: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        settings_prefix: str = "",
     ) -> None:
         if max_workers < 1:
             raise ValueError(f"LLMClient.max_workers must be >= 1 (got {max_workers})")
@@ -308,6 +371,8 @@ class LLMClient:
                             ("requests_per_minute", requests_per_minute)):
             if value is not None and not value > 0:
                 raise ValueError(f"LLMClient.{name} must be > 0 seconds or None (got {value})")
+        if not max_response_bytes >= 1:
+            raise ValueError(f"LLMClient.max_response_bytes must be >= 1 (got {max_response_bytes})")
         check_base_url(base_url)
         self.model = model
         self.base_url = base_url
@@ -324,6 +389,10 @@ class LLMClient:
         self.timeout = timeout
         self.deadline = deadline  # seconds for one batch call (chat_many, choices_many)
         self.requests_per_minute = requests_per_minute
+        self.max_response_bytes = int(max_response_bytes)
+        # how the caller's config names the settings above ("backend."), for the messages that
+        # tell the user which one to raise
+        self.settings_prefix = settings_prefix
         self.check_model = check_model  # ask /models for the model before the first request
         self._checked: asyncio.Lock | bool = False
         self._next_slot = 0.0  # the loop's clock time the next request may start (rate limit)
@@ -335,6 +404,7 @@ class LLMClient:
         # on the loop's thread only: one lock per request key in flight, the in-flight bound
         self._key_locks: dict[str, list] = {}
         self._failed: dict[str, str] = {}  # cache key -> why it failed (`_cached_call`)
+        self._last_attempt_error = ""  # the latest failed attempt's one line (`_call`)
 
     # ------------------------------------------------------------------ key, loop and session
     def _run(self, coro: Awaitable[Any]) -> Any:
@@ -367,7 +437,9 @@ class LLMClient:
         if events.session is None:
             import aiohttp  # only when a request is really sent
 
-            # a connection per request in flight, kept alive; the slots bound them
+            # a connection per request in flight, kept alive; the slots bound them. `total`
+            # bounds the whole request, body read included (a server that sends its headers and
+            # then hangs, or drips, times out like one that never answers)
             events.session = aiohttp.ClientSession(
                 headers={"Authorization": f"Bearer {self._bearer}"},
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
@@ -390,10 +462,32 @@ class LLMClient:
         if start > now:
             await _wait(start - now)
 
+    async def _read_body(self, response: Any) -> bytes:
+        """The response body, read in chunks; ResponseTooLargeError past `max_response_bytes`
+        (a declared Content-Length over it is refused before any of the body is read)."""
+        cap = self.max_response_bytes
+        if response.content_length is not None and response.content_length > cap:
+            raise self._too_large(f"{response.content_length} bytes declared")
+        chunks, size = [], 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > cap:
+                raise self._too_large(f"over {size} bytes and counting")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, seen: str) -> ResponseTooLargeError:
+        return ResponseTooLargeError(
+            f"the response body passed the cap of {self.max_response_bytes} bytes ({seen}): "
+            f"raise {self.settings_prefix}max_response_bytes if this server's answers are "
+            "really that large, else fix the server or ask for less (max_tokens, n)")
+
     async def _post(self, messages: Messages, params: dict[str, Any]) -> dict[str, Any]:
         """POST chat/completions; an HTTP error status raises APIStatusError, an unreachable
-        endpoint ConnectError. Keys of `params` starting with "_" key the cache only (e.g. which
-        of several identical unseeded requests this is) and are not sent."""
+        endpoint ConnectError, a body over `max_response_bytes` ResponseTooLargeError, a 200
+        whose body is no JSON object EmptyReplyError. Keys of `params` starting with "_" key the
+        cache only (e.g. which of several identical unseeded requests this is) and are not
+        sent."""
         import aiohttp
 
         events = await self._session()
@@ -407,12 +501,19 @@ class LLMClient:
             try:
                 async with events.session.post(self._root + "/chat/completions",
                                                json=body) as response:
-                    text = await response.text()
+                    data = await self._read_body(response)
                     if response.status >= 400:
-                        raise APIStatusError(response.status, text, response.headers)
+                        raise APIStatusError(response.status, data.decode("utf-8", "replace"),
+                                             response.headers)
             except aiohttp.ClientConnectorError as exc:
                 raise self._unreachable(exc) from exc
-        return json.loads(text)
+        try:
+            completion = json.loads(data)
+        except UnicodeDecodeError:
+            raise EmptyReplyError("200 with a body that is not UTF-8") from None
+        if not isinstance(completion, dict):
+            raise EmptyReplyError(f"200 with a body that is no JSON object ({data[:80]!r})")
+        return completion
 
     async def served_models(self) -> list[str] | None:
         """The model ids GET {base_url}/models lists; None when the server has no such route or
@@ -422,7 +523,7 @@ class LLMClient:
         events = await self._session()
         try:
             async with events.session.get(self._root + "/models") as response:
-                text = await response.text()
+                text = (await self._read_body(response)).decode("utf-8", "replace")
                 if response.status == 401 or response.status == 403:
                     raise APIStatusError(response.status, text, response.headers)
                 if response.status >= 400:
@@ -485,7 +586,7 @@ class LLMClient:
         URL without its /v1."""
         try:
             listed = await self.served_models()
-        except (ConnectError, APIStatusError):
+        except Exception:  # noqa: BLE001 - only an explanation: the 404 is said without it
             listed = None
         if listed and self.model not in listed:
             return self._unknown_model(listed)
@@ -517,6 +618,19 @@ class LLMClient:
             return exc.status_code == 429 or exc.status_code >= 500
         return False
 
+    def _named(self, setting: str) -> str:
+        """" (backend.timeout)": the setting as the caller's config names it, if it said."""
+        return f" ({self.settings_prefix}{setting})" if self.settings_prefix else ""
+
+    def _said(self, exc: BaseException) -> str:
+        """One failed attempt in one line (a timeout's own message is empty: it names the
+        setting instead)."""
+        if isinstance(exc, TimeoutError) and not str(exc):
+            return (f"TimeoutError: no whole answer within the timeout of {self.timeout:g} s"
+                    f"{self._named('timeout')}")
+        text = str(exc) if isinstance(exc, APIStatusError) else one_line(str(exc))  # one already
+        return f"{getattr(exc, 'name', type(exc).__name__)}: {text}"
+
     @staticmethod
     def _fatal(exc: BaseException) -> bool:
         """No retry or rerun fixes it: 400 (invalid request), 401/403 (key), 404 (model), 422."""
@@ -534,7 +648,8 @@ class LLMClient:
             except FatalLLMCallError:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below
-                said = f"{getattr(exc, 'name', type(exc).__name__)}: {exc}"
+                said = self._said(exc)
+                self._last_attempt_error = said  # what a batch's deadline message says
                 first = first or said
                 connect_failures += isinstance(exc, ConnectError)
                 unreachable = connect_failures > CONNECT_RETRIES
@@ -638,6 +753,7 @@ class LLMClient:
                 results[i] = await one(call)
 
         async def run() -> None:
+            self._last_attempt_error = ""  # this batch's failures only
             workers = [asyncio.ensure_future(worker())
                        for _ in range(min(self.max_workers, len(calls)))]
             try:
@@ -647,10 +763,13 @@ class LLMClient:
                     await asyncio.wait_for(asyncio.gather(*workers), self.deadline)
             except TimeoutError:
                 done = sum(r is not None for r in results)
+                last = self._last_attempt_error
                 raise LLMCallError(
                     f"requests to {self._root} (model {self.model}) passed their deadline of "
-                    f"{self.deadline:g} s with {done} of {len(calls)} answered (answers so far are "
-                    "cached: a rerun resumes; raise the deadline or lower the work)") from None
+                    f"{self.deadline:g} s{self._named('deadline')} with {done} of {len(calls)} "
+                    "answered" + (f" (the last failed attempt: {last})" if last else "")
+                    + "; answers so far are cached, a rerun resumes: raise the deadline or "
+                    "lower the work") from None
             except BaseException:
                 for w in workers:
                     w.cancel()

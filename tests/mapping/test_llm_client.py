@@ -257,3 +257,104 @@ def test_callable_from_a_running_event_loop_and_after_close(server, tmp_path):
     assert client.complete(["again"]) == ["AGAIN"]  # a new loop and session
     jobs = [([{"role": "user", "content": c}], {"n": 1}) for c in ("x", "y")]
     assert [c[0]["text"] for c in client.choices_many(jobs)] == ["X", "Y"]
+
+
+def scripted(*replies):
+    """A sampler answering each request with the next of `replies` (its last one from then on):
+    a choice's text, or (text, [log-prob, ...]) for a choice with token log-probs."""
+    queue = list(replies)
+
+    def sampler(request):
+        reply = queue.pop(0) if len(queue) > 1 else queue[0]
+        text, lps = reply if isinstance(reply, tuple) else (reply, [])
+        return [{"text": text, "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
+                 "top": {"t0": lps[0]} if lps else {}}]
+
+    return sampler
+
+
+JOB = ([{"role": "user", "content": "Which ocean?"}], {"n": 1, "logprobs": True})
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\n\t  \n"])
+def test_a_blank_choice_is_retried_never_cached_then_the_answer_is(server, tmp_path, blank):
+    """content "" or whitespace from a 200 used to pass as a sample and be cached for good."""
+    server.state.sampler = scripted(blank, "Pacific")
+    client = make_client(server, tmp_path, max_retries=2)
+    assert client.choices_many([JOB])[0][0]["text"] == "Pacific"
+    assert (server.state.requests, client.stats.retries) == (2, 1)
+    assert make_client(server, tmp_path).choices_many([JOB])[0][0]["text"] == "Pacific"
+    assert server.state.requests == 2  # the answer was cached, the blank never was
+    server.state.sampler = scripted(blank)
+    broken = make_client(server, tmp_path / "other", max_retries=1)
+    with pytest.raises(LLMCallError, match=r"failed after 2 attempt\(s\): EmptyReplyError: 200 "
+                                           r"with a choice whose content is"):
+        broken.choices_many([JOB])
+    assert not list((tmp_path / "other").rglob("*.json"))
+    server.state.sampler = scripted(blank)  # the chat path (extractors) refuses it too
+    assert make_client(server, tmp_path / "chat", max_retries=1).complete(["q"]) == [None]
+    assert not list((tmp_path / "chat").rglob("*.json"))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), 0.5, 1e-5])
+def test_a_log_prob_that_is_no_log_prob_is_retried_and_never_cached(server, tmp_path, bad):
+    """NaN, +-inf or positive token log-probs (beyond 1e-6 of rounding) used to be cached, and
+    every rerun then failed on them downstream."""
+    server.state.sampler = scripted(("Pacific", [-0.5, bad]), ("Pacific", [-0.5, -0.25]))
+    client = make_client(server, tmp_path, max_retries=2)
+    assert client.choices_many([JOB])[0][0]["logprobs"] == [-0.5, -0.25]
+    assert (server.state.requests, client.stats.retries) == (2, 1)
+    server.state.sampler = scripted(("Pacific", [bad]))
+    broken = make_client(server, tmp_path / "other", max_retries=1)
+    with pytest.raises(LLMCallError, match=r"EmptyReplyError: 200 with a token log-prob of "):
+        broken.choices_many([JOB])
+    assert not list((tmp_path / "other").rglob("*.json"))
+
+
+def test_log_probs_within_rounding_of_zero_are_zero_and_minus_inf_is_a_top_log_prob(server,
+                                                                                   tmp_path):
+    """A top token's log-softmax can round to +1e-7: read as 0.0 (probabilities stay <= 1). A
+    top log-prob of -inf (probability 0) is a log-prob; a sampled token's is not."""
+    def sampler(request):
+        return [{"text": "Pacific", "tokens": [("Pac", 1e-7), ("ific", -0.25)],
+                 "top": {"Pac": 1e-7, "Atl": float("-inf")}}]
+
+    server.state.sampler = sampler
+    client = make_client(server, tmp_path)
+    choice = client.choices_many([JOB])[0][0]
+    assert choice["logprobs"] == [0.0, -0.25]
+    assert choice["top_logprobs"][0] == {"Pac": 0.0, "Atl": float("-inf")}
+    again = make_client(server, tmp_path)
+    assert again.choices_many([JOB])[0][0] == choice and again.stats.cache_hits == 1
+
+
+@pytest.mark.parametrize("response", [
+    [{"text": "", "tokens": [], "logprobs": [], "top_logprobs": []}],
+    [{"text": "  ", "tokens": [], "logprobs": [], "top_logprobs": []}],
+    [{"text": "Pacific", "tokens": ["x"], "logprobs": [float("nan")], "top_logprobs": [{}]}],
+    [{"text": "Pacific", "tokens": ["x"], "logprobs": [0.5], "top_logprobs": [{}]}],
+    [{"text": "Pacific", "tokens": ["x"], "logprobs": [-0.5], "top_logprobs": [{"x": 2.0}]}],
+    [{"text": "Pacific", "tokens": ["x"], "logprobs": None, "top_logprobs": [{}]}],
+])
+def test_a_cached_reply_that_is_no_usable_reply_is_a_miss(server, tmp_path, response):
+    """A record written before these checks (here: with a valid digest, so only the reply is
+    wrong) is asked again and overwritten with the server's answer."""
+    server.state.sampler = scripted(("Pacific", [-0.5]))
+    client = make_client(server, tmp_path)
+    messages, params = JOB
+    key = cache_key(client.model, messages, {**client.params, **params}, client.endpoint)
+    client._cache.put(key, {"endpoint": client.endpoint, "model": client.model,
+                            "messages": messages, "params": {**client.params, **params},
+                            "response": response})
+    assert client.choices_many([JOB])[0][0]["text"] == "Pacific"
+    assert server.state.requests == 1 and client.stats.cache_hits == 0
+    assert client._cache.get(key)["response"][0]["logprobs"] == [-0.5]
+
+
+def test_a_cached_blank_chat_reply_is_a_miss(server, tmp_path):
+    client = make_client(server, tmp_path)
+    messages = [{"role": "user", "content": "hello"}]
+    key = cache_key(client.model, messages, client.params, client.endpoint)
+    client._cache.put(key, {"endpoint": client.endpoint, "model": client.model,
+                            "messages": messages, "params": client.params, "response": " \n"})
+    assert client.chat(messages) == "HELLO" and server.state.requests == 1

@@ -43,3 +43,30 @@ def test_concurrent_cells_share_one_pair_cache_without_loss(tmp_path):
     found = PairCache(tmp_path).get_many(sorted(expected))
     assert set(found) == expected
     assert all(found[k] == _value(k) for k in expected)
+
+
+def _open_and_use(cache_dir: str, writer: int) -> tuple[int, int]:
+    """Open a cache written before row digests (each process adds the digest column if no other
+    did first), then write and read back pairs of its own: (pairs found, unverified rows)."""
+    cache = PairCache(cache_dir)
+    mine = {PairCache.key("m", "q", f"new-{writer}", f"a{i}"): _value(str(i).zfill(6))
+            for i in range(50)}
+    cache.put_many(mine)
+    return len(cache.get_many(list(mine))), cache.unverified
+
+
+def test_concurrent_cells_upgrade_a_pair_cache_from_before_digests(tmp_path):
+    import json
+    import sqlite3
+
+    old = {PairCache.key("m", "q", "old", f"a{i}"): [0.5, 0.25, 0.25] for i in range(20)}
+    with sqlite3.connect(tmp_path / "equivalence_pairs.sqlite") as con:
+        con.execute("CREATE TABLE pairs (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        con.executemany("INSERT INTO pairs VALUES (?, ?)",
+                        [(k, json.dumps(v)) for k, v in old.items()])
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=WRITERS, mp_context=context) as pool:
+        results = list(pool.map(_open_and_use, [str(tmp_path)] * WRITERS, range(WRITERS)))
+    assert results == [(50, 0)] * WRITERS
+    cache = PairCache(tmp_path)
+    assert cache.get_many(list(old)) == {} and cache.unverified == len(old)  # no digest: misses
