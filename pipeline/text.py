@@ -1,6 +1,9 @@
 """Answer normal forms shared by the mappers and the quality metrics (stdlib only).
 
-Two normal forms, for two different jobs:
+`clean_text(value)` is what every reader of model output reads: the text as a reader sees it,
+compatibility characters folded (NFKC: "\ufb01" -> "fi", full-width digits -> ASCII) and
+invisible characters (zero-width, soft hyphen, bidi controls) dropped, so "Paris\u200b" is
+"Paris". Two normal forms of names, for two different jobs:
 
 - `canonical_label(text)`: the identity of a *name* used as a label (sets, graph entities,
   simplex answers, classes read offline). It keeps what makes a name that name: letters inside
@@ -21,7 +24,7 @@ import unicodedata
 
 from pipeline.lexicon import protect_and_names
 
-__all__ = ["to_text", "canonical_label", "squad_normalize", "split_names"]
+__all__ = ["to_text", "clean_text", "canonical_label", "squad_normalize", "split_names"]
 
 _SPACES = re.compile(r"\s+")
 
@@ -33,6 +36,36 @@ def to_text(value: object) -> str:
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", errors="replace")
     return value if isinstance(value, str) else str(value)
+
+
+# Characters that change a string but not what a reader sees: zero-width space, non-joiner and
+# joiner, word joiner, byte order mark, soft hyphen, and the bidi marks, embeddings, overrides
+# and isolates. NFKC keeps them all.
+INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u200e\u200f\u061c"
+                      "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_DROP_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE))
+_SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+# NFKC writes "10\u00b2" as "102" and "2\u00bd" as "21\u20442": after a digit, an exponent becomes
+# "^2" ("10^2": 100) and a vulgar fraction the fraction part of a mixed number ("2 1/2").
+_EXPONENT_AFTER_DIGIT = re.compile(f"(?<=\\d)[\u207a\u207b]?[{_SUPERSCRIPT_DIGITS}]+")
+_FRACTION_AFTER_DIGIT = re.compile("(?<=\\d)(?=[\u00bc-\u00be\u2150-\u215e\u2189])")
+
+
+def clean_text(value: object) -> str:
+    """`to_text(value)` as a reader sees it: invisible characters (`INVISIBLE`) dropped and
+    compatibility characters folded (NFKC: "\ufb01" -> "fi", full-width "\uff14\uff12" -> "42",
+    no-break spaces -> spaces, "m\u00b2" -> "m2"), except that a superscript after a digit is
+    an exponent ("10\u00b2" -> "10^2", "6.02\u00d710\u00b2\u00b3" -> "6.02\u00d710^23") and a
+    vulgar fraction after a digit the fraction of a mixed number ("2\u00bd" -> "2 1/2"); the
+    fraction slash U+2044 is "/". Idempotent. Every reader of model output (pipeline.mapping)
+    reads this, so no latent tells apart texts a reader cannot."""
+    s = to_text(value)
+    if s.isascii():
+        return s
+    s = s.translate(_DROP_INVISIBLE)
+    s = _EXPONENT_AFTER_DIGIT.sub(lambda m: "^" + m.group(0), s)
+    s = _FRACTION_AFTER_DIGIT.sub(" ", s)
+    return unicodedata.normalize("NFKC", s).replace("\u2044", "/")
 
 
 # --------------------------------------------------------------------------- label identity
@@ -64,7 +97,7 @@ def canonical_label(text: object) -> str:
     "Vitamin A" -> "vitamin a", "U.S.A." -> "usa", "AT&T" -> "at&t", ".NET" -> ".net",
     "Côte d'Ivoire" -> "cote divoire", "Earth's" -> "earth", "rock 'n' roll" -> "rock and roll", "Tom & Jerry" -> "tom and jerry";
     "" when nothing is left."""
-    s = unicodedata.normalize("NFKC", to_text(text)).casefold()
+    s = clean_text(text).casefold()
     s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
     s = _fold_latin(s)
     s = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), s)

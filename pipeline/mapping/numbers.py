@@ -5,12 +5,16 @@
 - digits with thousands separators ("1,234,567", "1_000", "1'000", "1 000 000" with thin or
   no-break spaces), decimals ("3.25", ".5", European "3,5" when the comma cannot be a
   thousands separator), signs ("-4", "+4", "\u22124"), scientific notation ("6.02e23",
-  "1.2 x 10^5", "1.2\u00d710^-3"), simple fractions ("3/4", "2 1/2");
+  "1.2 x 10^5", "1.2\u00d710^-3", "6.02\u00d710\u00b2\u00b3"), powers ("10^6", "2**10",
+  "10\u00b2" = 100), simple fractions ("3/4", "2 1/2", "2\u00bd");
 - magnitude words and suffixes: thousand/million/billion/trillion, k, bn ("2.5 million" ->
   2.5e6, "40k" -> 40000);
 - units and currency are stripped ("$1,200", "42 km", "45%" -> 45: a percent sign is a unit
   here, so a reference written "45%" compares equal);
 - number words ("eight and a half million", "twenty-one", "a dozen") when no digit is present.
+
+The text is read as `pipeline.text.clean_text` gives it: invisible characters dropped
+("4\u200b2" is 42), full-width digits folded, superscripts after a digit an exponent.
 
 Which number, when a response has several: the first one after the last answer marker
 ("####", "answer is", "answer:", "=", "\u2248"), otherwise the first one in the text
@@ -23,7 +27,7 @@ import math
 import re
 from decimal import Decimal
 
-from pipeline.text import to_text
+from pipeline.text import clean_text, to_text
 
 _MAGNITUDES = {
     "thousand": 1e3, "k": 1e3, "million": 1e6, "mln": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9,
@@ -35,7 +39,8 @@ _NUMBER = re.compile(
     r"(?P<body>(?:\d{1,3}(?:(?:[,_'\u00a0\u202f\u2009]|(?<=\d) (?=\d{3}\b))\d{3})+|\d+)"
     r"(?:[.,]\d+)?|[.]\d+)"
     r"(?:\s*(?P<frac>/\s*\d+)|\s+(?P<mixed>\d+\s*/\s*\d+))?"
-    r"(?:\s*(?:[eE](?P<exp>[-+\u2212]?\d+)|\s*[x\u00d7*]\s*10\s*(?:\^|\*\*)\s*(?P<exp10>[-+\u2212]?\d+)))?"
+    r"(?:\s*(?:[eE](?P<exp>[-+\u2212]?\d+)|\s*[x\u00d7*]\s*10\s*(?:\^|\*\*)\s*(?P<exp10>[-+\u2212]?\d+)"
+    r"|(?:\^|\*\*)\s*(?P<power>[-+\u2212]?\d{1,4})))?"
     r"(?:\s*(?P<mag>thousand|million|mln|mn|billion|bn|trillion|tn|k)\b)?",
     flags=re.IGNORECASE,
 )
@@ -74,6 +79,10 @@ def _match_value(m: re.Match) -> float | None:
         exp = m.group("exp") or m.group("exp10")
         if exp:
             value = value.scaleb(int(exp.replace("\u2212", "-")))
+        if m.group("power"):  # "10^6", "2**10"; "3/4^2" is ambiguous: no number
+            if m.group("frac") or m.group("mixed"):
+                return None
+            value = value ** int(m.group("power").replace("\u2212", "-"))
         if m.group("mag"):
             value *= Decimal(int(_MAGNITUDES[m.group("mag").lower()]))
         if m.group("frac"):
@@ -226,7 +235,7 @@ def parse_number(text: object) -> float | None:
     to 7,088", "between 363,000 and 405,000") gives its midpoint. When every number is an aside,
     the first one is the answer ("In 1989.").
     """
-    s = to_text(text).strip()[:100_000]
+    s = clean_text(to_text(text).strip()[:100_000]).strip()
     if not s:
         return None
     try:

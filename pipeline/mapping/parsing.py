@@ -7,7 +7,8 @@
   extractor following the same rules (split lists, drop hedges/articles/parentheticals, "I don't
   know" -> no item).
 
-Both accept anything (bytes are decoded with replacement, None is empty) and never raise on model
+Both accept anything (bytes are decoded with replacement, None is empty), read it as
+`pipeline.text.clean_text` gives it (invisible characters dropped, NFKC), and never raise on model
 output: every regex here is linear or applied to bounded-length pieces only, so a 1 MB response
 costs milliseconds, not minutes.
 """
@@ -26,7 +27,7 @@ from pipeline.mapping.response_text import (
     json_candidates,
     strip_prompt_echo,
 )
-from pipeline.text import canonical_label, to_text
+from pipeline.text import canonical_label, clean_text, to_text
 
 __all__ = [
     "IDK_LABEL",
@@ -81,7 +82,7 @@ def parse_probability(value: object) -> tuple[float, bool] | None:
         return float(value), False
     if not isinstance(value, str) or len(value) > 64:
         return None
-    m = _VALUE_TEXT.match(value)
+    m = _VALUE_TEXT.match(clean_text(value))  # JSON escapes may write invisible characters
     if m is None:
         return None
     try:
@@ -147,8 +148,9 @@ _STRUCTURAL_KEYS = frozenset(_ANSWER_KEYS + _PROB_KEYS + _LIST_KEYS)
 
 
 def _clean_label(label: str) -> str:
-    """A distribution key: whitespace collapsed, wrapping quotes/bullets/markdown removed."""
-    s = re.sub(r"\s+", " ", label).strip()
+    """A distribution key: whitespace collapsed, wrapping quotes/bullets/markdown removed (and
+    invisible characters a JSON escape wrote: `clean_text`)."""
+    s = re.sub(r"\s+", " ", clean_text(label)).strip()
     s = re.sub(r"^(?:[-*\u2022+>]+|\d{1,2}[.)](?=\s))\s*", "", s)
     return s.strip("\"'`*_ \t:").strip()
 
@@ -287,7 +289,7 @@ def parse_distribution(text: object) -> dict[str, float] | None:
     canonical label) are summed; any negative/NaN/infinite probability gives None.
     """
     try:
-        s = strip_prompt_echo(to_text(text)[:MAX_CHARS])
+        s = strip_prompt_echo(clean_text(to_text(text)[:MAX_CHARS]))
         if not s.strip():
             return None
         return _parse_distribution(s)
@@ -432,10 +434,10 @@ def extract_answers(text: object, question: object = None) -> frozenset[str]:
     restatements. Every label is a span of the response in canonical form (DESIGN.md s6).
     """
     try:
-        s = strip_prompt_echo(to_text(text)[:MAX_CHARS])
+        s = strip_prompt_echo(clean_text(to_text(text)[:MAX_CHARS]))
         if not s.strip():
             return frozenset()
-        q = to_text(question) if question is not None else None
+        q = clean_text(question) if question is not None else None
         return frozenset(read_answers(s, q))
     except (ValueError, TypeError, IndexError, KeyError, RecursionError, MemoryError):  # pragma: no cover
         return frozenset()  # defence in depth: model output must never crash the map stage

@@ -1,6 +1,8 @@
 """Shared readers of raw model output (stdlib only): refusals, an echoed extraction prompt,
 code fences, tolerant JSON decoding and the one reader of JSON answer lists. Every g_T parser
-(sets, simplex, graphs, the extractor's output) reads its input through these.
+(sets, simplex, graphs, the extractor's output) reads its input through these, as
+`pipeline.text.clean_text` gives it (a string decoded from JSON is cleaned again: its escapes may
+write invisible characters).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from pipeline.text import to_text
+from pipeline.text import clean_text, to_text
 
 # Scan budget for an echoed prompt: the echo is at the start, a 1 MB response is not rescanned.
 _MAX_ECHO_SCAN = 50_000
@@ -56,7 +58,7 @@ def strip_prompt_echo(text: str) -> str:
 
 def is_refusal(text: object) -> bool:
     """True when `text` starts with "I don't know" or a similar refusal/no-answer phrase."""
-    s = to_text(text).strip().strip("\"'`*_ ").replace("\u2019", "'")
+    s = clean_text(to_text(text).lstrip()[:1_000]).strip().strip("\"'`*_ ").replace("\u2019", "'")
     return bool(s) and _REFUSAL.match(s[:200]) is not None
 
 
@@ -131,7 +133,7 @@ def _strings_in(obj: object, depth: int) -> list[str]:
     if depth > 4:
         return []
     if isinstance(obj, str):
-        return [obj.replace("\n", " ")]
+        return [clean_text(obj).replace("\n", " ")]
     if isinstance(obj, dict):
         lowered = {str(k).strip().lower(): v for k, v in obj.items()}
         for key in _JSON_ANSWER_KEYS + _JSON_ITEM_KEYS:

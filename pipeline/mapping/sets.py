@@ -11,7 +11,8 @@ Labels are then merged across the samples of one prompt: canonical form first, t
 equivalence callable `(question, labels) -> cluster ids` is given (e.g.
 `pipeline.mapping.equivalence.EmbeddingEquivalence(...).cluster`), every cluster becomes one element represented by its
 most frequent label (ties: first seen). A response that cannot be parsed maps to None and is
-counted, never raised.
+counted, never raised. Responses are read as `pipeline.text.clean_text` gives them (the
+extractors' prompts too): "Paris\u200b" is "Paris".
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.data import prompts
-from pipeline.mapping.parsing import clean_item, extract_answers
+from pipeline.mapping.parsing import MAX_CHARS, clean_item, extract_answers
 from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
-from pipeline.text import canonical_label, to_text
+from pipeline.text import canonical_label, clean_text, to_text
 
 __all__ = [
     "EquivalenceFn",
@@ -54,7 +55,7 @@ def extraction_prompt(kind: str, question: object, answer: object) -> str:
     if fill is None:
         raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
                          "'answer_distribution'")
-    return fill(to_text(question).strip(), to_text(answer).strip())
+    return fill(clean_text(question).strip(), clean_text(answer).strip())
 
 
 def extract_answer_set(text: object, question: object = None) -> frozenset[str] | None:
@@ -63,7 +64,7 @@ def extract_answer_set(text: object, question: object = None) -> frozenset[str] 
     "I don't know" and refusals are a valid empty set; empty output or output from which no
     answer-like item can be read (e.g. "{{{") is a parse failure (None).
     """
-    s = to_text(text)
+    s = clean_text(to_text(text)[:MAX_CHARS])
     labels = extract_answers(s, question)
     if labels:
         return labels
@@ -93,7 +94,7 @@ def parse_extractor_output(text: object) -> frozenset[str] | None:
     """
     if text is None:
         return None
-    s = strip_prompt_echo(to_text(text)[:20_000])
+    s = strip_prompt_echo(clean_text(to_text(text)[:20_000]))
     structured = json_answer_strings(s)
     if structured is not None:  # a JSON list of items instead of lines
         s = "\n".join(structured)

@@ -9,6 +9,7 @@ embedding by its closest sample (the paper's appendix), a class by its first sam
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -17,9 +18,12 @@ from omegaconf import DictConfig
 
 from pipeline.latent import get_space
 from pipeline.latent.decision_rules import DECISION_RULES
+from pipeline.latent.reals import RiskOverflowError
 from pipeline.methods import methods
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
+
+log = logging.getLogger("pipeline")
 
 # every task gets these, decided from the samples' latents (pipeline.methods, their rules in
 # pipeline.latent.decision_rules)
@@ -55,10 +59,36 @@ def decide_many(space, prompts: list[tuple[list[tuple[Any, str]], dict[str, tupl
         rows[p].append({"method": method, "action": space.to_json(action), "risk": risk,
                         "text": text})
 
+    decided, decode_risks = _decide_decidable(space, valid, decidable, prompts, extra)
+    while isinstance(decided, RiskOverflowError):  # refused per prompt: those get no decision
+        overflowed = {decidable[r] for r in decided.rows}
+        log.warning("[decide] %d prompt(s) get no decision (NaN risk), as unparseable ones: %s",
+                    len(overflowed), decided)
+        decidable = [p for p in decidable if p not in overflowed]
+        decided, decode_risks = _decide_decidable(space, valid, decidable, prompts, extra)
+    for p, method, action, risk, text in decided:
+        add(p, method, action, risk, text)
+    where = {p: j for j, p in enumerate(decidable)}
+    for p, (_, decodes) in enumerate(prompts):
+        if p not in where:
+            for method in (*SAMPLE_METHODS, *extra):
+                add(p, method, None, math.nan, "")
+        for strategy, (latent, text) in decodes.items():
+            risk = float(decode_risks[strategy][where[p]]) if p in where else math.nan
+            add(p, strategy, latent, risk, text if latent is not None else "")
+    return rows
+
+
+def _decide_decidable(space, valid, decidable: list[int], prompts, extra: dict[str, Any]):
+    """([(prompt, method, action, risk, text)], {strategy: risks}) of the `decidable` prompts,
+    or (the RiskOverflowError of the prompts whose risk exceeds the largest float, {})."""
+    decided: list[tuple] = []
     decode_risks: dict[str, np.ndarray] = {}
-    if decidable:
-        latents = [[lat for lat, _ in valid[p]] for p in decidable]
-        texts_of = [[txt for _, txt in valid[p]] for p in decidable]
+    if not decidable:
+        return decided, decode_risks
+    latents = [[lat for lat, _ in valid[p]] for p in decidable]
+    texts_of = [[txt for _, txt in valid[p]] for p in decidable]
+    try:
         batch = space.batch(latents)
         # in declaration order (pipeline.methods): a task's extra decisions where declared, any
         # other extra decision last
@@ -69,20 +99,14 @@ def decide_many(space, prompts: list[tuple[list[tuple[Any, str]], dict[str, tupl
                 (actions, risks), texts = extra[method].batch(latents).bayes(), None
             else:
                 continue
-            for j, p in enumerate(decidable):
-                add(p, method, actions[j], float(risks[j]), None if texts is None else texts[j])
+            decided += [(p, method, actions[j], float(risks[j]),
+                         None if texts is None else texts[j]) for j, p in enumerate(decidable)]
         for strategy in dict.fromkeys(s for _, decodes in prompts for s in decodes):
             decode_risks[strategy] = batch.risk(
                 [prompts[p][1].get(strategy, (None, ""))[0] for p in decidable])
-    where = {p: j for j, p in enumerate(decidable)}
-    for p, (_, decodes) in enumerate(prompts):
-        if p not in where:
-            for method in (*SAMPLE_METHODS, *extra):
-                add(p, method, None, math.nan, "")
-        for strategy, (latent, text) in decodes.items():
-            risk = float(decode_risks[strategy][where[p]]) if p in where else math.nan
-            add(p, strategy, latent, risk, text if latent is not None else "")
-    return rows
+    except RiskOverflowError as exc:
+        return exc, {}
+    return decided, decode_risks
 
 
 def task_spaces(cfg: DictConfig):

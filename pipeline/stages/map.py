@@ -73,7 +73,7 @@ def map_context(cfg: DictConfig) -> MapContext:
 # v6: the local triple prompt asks for "none" when a text states no fact (an empty reply is a
 # failed call now, retried and never cached).
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
-       version=6)
+       version=7)
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
                                 store.read("decodes"))}
@@ -81,6 +81,13 @@ def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]
 
 def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
+    from pipeline.text import clean_text
+
+    # every mapper reads the text as a reader sees it: "Paris\u200b" is "Paris" (pipeline/text.py)
+    dataset = dataset.assign(question=dataset["question"].map(clean_text),
+                             reference_text=dataset["reference_text"].map(clean_text))
+    samples = samples.assign(text=samples["text"].map(clean_text))
+    decodes = decodes.assign(text=decodes["text"].map(clean_text))
     space = get_space(cfg.task.space, **plain(cfg.task.space_options))
     maps_reference = REFERENCES[cfg.task.reference].mapped
     mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg))

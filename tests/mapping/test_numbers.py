@@ -20,6 +20,10 @@ CASES = [
     ("6.02e23", 6.02e23),
     ("1.2 x 10^5", 120_000.0),
     ("1.2\u00d710^-3", 0.0012),
+    ("10^6", 1e6),  # a power: "^" or "**"
+    ("2**10 = 1024", 1024.0),
+    ("-2^2", -4.0),  # the sign applies to the power, as in arithmetic
+    ("10\u00b2", 100.0),  # a superscript after a digit is an exponent (pipeline.text.clean_text)
     ("45%", 45.0),  # a percent sign is a unit: stripped, not divided
     ("3/4", 0.75),
     ("2 1/2 cups", 2.5),

@@ -188,3 +188,23 @@ def test_a_cell_decided_together_equals_its_prompts_decided_alone(space_name):
             else:
                 assert a["action"] == b["action"]
     assert all(math.isnan(r["risk"]) for r in together[3] if r["method"] not in ("greedy", "beam"))
+
+
+def test_a_reals_prompt_whose_risk_overflows_gets_no_decision_and_the_others_theirs(caplog):
+    """l2 risk of values spanning +-1e308 exceeds the largest float: that prompt is refused (NaN,
+    like an unparseable one, with a warning) instead of stopping the cell or writing inf."""
+    import math
+
+    from pipeline.latent import get_space
+    from pipeline.stages.decide import decide_many
+
+    prompts = [([(1e308, "a"), (-1e308, "b"), (1e308, "c")], {}),
+               ([(1.0, "x"), (3.0, "y")], {"greedy": (2.0, "z")})]
+    with caplog.at_level("WARNING", logger="pipeline"):
+        overflowed, fine = decide_many(get_space("reals", loss="l2"), prompts)
+    assert {r["method"] for r in overflowed} >= {"bayes", "map"}
+    assert all(r["action"] == "null" and math.isnan(r["risk"]) for r in overflowed)
+    assert {r["method"]: (r["action"], r["risk"]) for r in fine}["bayes"] == ("2.0", 1.0)
+    assert {r["method"]: r["risk"] for r in fine}["greedy"] == 1.0
+    assert "1 prompt(s) get no decision (NaN risk)" in caplog.text
+    assert "exceeds the largest float" in caplog.text
