@@ -919,11 +919,390 @@ def attack_concurrent(ctx: Chaos) -> Row:
 
 
 # ----------------------------------------------------------------------------------------------
+# 11-18. round 2 (issue 38): foreign producers, cache records, keys, full disks, endpoint
+# faults, SIGTERM, invisible characters, the packaged model with W&B offline
+
+
+def attack_scorer_folder(ctx: Chaos) -> Row:
+    """A scorer work folder (pipeline.score's artifacts) copied into the pipeline cell: every
+    later stage and the report must refuse it; the reverse (the clean cell copied into the
+    scorer's work folder) must give the clean scoring."""
+    from pipeline.reporting import build_report
+    from pipeline.scoring import score
+
+    row = Row("scorer folder in a pipeline cell")
+    root = ctx.root("scorer-folder")
+    cfg = ctx.cfg(root)
+    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "responses": ["Paris", "Paris", "Rome"],
+             "reference": "Paris"} for i in range(3)]
+    overrides = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clean = score(rows, task=cfg.task.name, work_dir=root / "scored", overrides=overrides)
+    (work,) = [p for p in (root / "scored").iterdir() if p.is_dir()]
+    cell = ctx.cell(root)
+    shutil.copytree(work, cell)
+    store = ArtifactStore(cell)
+    for stage in CELL_STAGES[1:]:
+        def attack(stage=stage):
+            run_stage(stage, cfg, store)
+            return WRONG, f"stage={stage} ran on the scorer's artifacts, exit 0"
+
+        row.record(f"stage={stage} on the scorer's folder", *outcome_of(attack))
+
+    def report():
+        build_report(cfg)
+        return WRONG, "the report read the scorer's quality as the model's, exit 0"
+
+    row.record("the report over it", *outcome_of(report))
+
+    def reverse():
+        shutil.rmtree(work)
+        shutil.copytree(ctx.clean_cell, work)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            again = score(rows, task=cfg.task.name, work_dir=root / "scored", overrides=overrides)
+        try:
+            pd.testing.assert_frame_equal(again, clean)
+        except AssertionError as exc:
+            return WRONG, f"the scorer read the pipeline's artifacts: {one_line(exc)[:200]}"
+        return IDENTICAL, ""
+
+    row.record("the pipeline cell in the scorer's work folder", *outcome_of(reverse))
+    return row
+
+
+def scripted(*replies):
+    """A stand-in sampler answering each request with the next reply (the last from then on):
+    a choice's text, or (text, [token log-prob, ...])."""
+    queue = list(replies)
+
+    def sampler(request):
+        reply = queue.pop(0) if len(queue) > 1 else queue[0]
+        text, lps = reply if isinstance(reply, tuple) else (reply, [-0.5])
+        return [{"text": text, "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
+                 "top": {"t0": lps[0]}}]
+
+    return sampler
+
+
+def attack_cache_records(ctx: Chaos) -> Row:
+    """Replies a cache must not keep (blank text, NaN / inf / positive log-probs: failed calls,
+    retried), and records edited on disk (valid JSON, another answer): never served."""
+    from openai_stand_in import FakeOpenAIServer
+
+    from pipeline.mapping.llm_client import LLMClient
+
+    row = Row("cache records")
+    job = ([{"role": "user", "content": "Capital of France?"}], {"n": 1, "logprobs": True})
+    with FakeOpenAIServer() as server:
+        def client(cache: Path) -> LLMClient:
+            return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=cache,
+                             backoff_base=0.01, max_retries=2)
+
+        bad_replies = [("blank text", ""), ("whitespace text", " \n"),
+                       ("NaN log-prob", ("Paris", [float("nan")])),
+                       ("+inf log-prob", ("Paris", [float("inf")])),
+                       ("positive log-prob", ("Paris", [0.7]))]
+        for label, bad in bad_replies:
+            cache = ctx.root("records") / "cache"
+
+            def bad_then_good(cache=cache, bad=bad):
+                server.state.sampler = scripted(bad, ("Paris", [-0.25]))
+                got = client(cache).choices_many([job])[0][0]
+                if (got["text"], got["logprobs"]) != ("Paris", [-0.25]):
+                    return WRONG, f"the bad reply was taken: {got}"
+                server.state.sampler, before = scripted(("Lyon", [-0.5])), server.state.requests
+                again = client(cache).choices_many([job])[0][0]
+                if again["text"] != "Paris" or server.state.requests != before:
+                    return WRONG, "the good answer was not the one cached"
+                return IDENTICAL, ""
+
+            row.record(f"a {label} reply, then the answer", *outcome_of(bad_then_good))
+        for edit in ("answer changed", "digest removed"):
+            cache = ctx.root("records") / "cache"
+
+            def edited(cache=cache, edit=edit):
+                server.state.sampler = scripted(("Paris", [-0.25]))
+                client(cache).choices_many([job])
+                (path,) = cache.rglob("*.json")
+                record = json.loads(path.read_text())
+                if edit == "answer changed":
+                    text = path.read_text().replace('"Paris"', '"Berlin"')
+                else:
+                    record.pop("digest", None)
+                    text = json.dumps(record)
+                path.write_text(text)
+                server.state.sampler = scripted(("Madrid", [-0.5]))
+                got = client(cache).choices_many([job])[0][0]["text"]
+                if got != "Madrid":  # asked again: the edited record was no answer
+                    return WRONG, f"the edited record was served: {got}"
+                return IDENTICAL, ""
+
+            row.record(f"a cached record with its {edit}", *outcome_of(edited))
+    return row
+
+
+SECRET = "sk-chaos-0123456789abcdefSECRET"
+
+
+def files_holding(root: Path, text: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def attack_secrets(ctx: Chaos) -> Row:
+    """A key inside a URL setting (user:key@, ?api_key=) on the command line or in a config
+    file: refused in one line, exit 2, and no file the run wrote holds the key."""
+    row = Row("keys in URL settings")
+    tries = [("backend.base_url with user:key@", [f"backend.base_url=http://u:{SECRET}@h:9/v1"]),
+             ("task.extractor.base_url with ?api_key=",
+              [f"task.extractor.base_url=https://h/v1?api_key={SECRET}"]),
+             ("+backend.base_url with key@", [f"+backend.base_url=http://{SECRET}@h:9/v1"])]
+    if not ctx.quick:
+        tries.append(("a sweep over base URLs",
+                      ["-m", f"backend.base_url=http://a:9/v1,http://u:{SECRET}@b:9/v1"]))
+    mine = ctx.work / "leaky-configs" / "experiment"
+    mine.mkdir(parents=True, exist_ok=True)
+    (mine / "leaky.yaml").write_text("# @package _global_\nexperiment: leaky\nbackend:\n"
+                                     f"  base_url: http://u:{SECRET}@h:9/v1\n")
+    tries.append(("a config file's base_url", [f"hydra.searchpath=[file://{mine.parent}]",
+                                               "experiment=leaky"]))
+    for label, extra in tries:
+        root = ctx.root("secrets")
+        rc, logs = ctx.cli(root, [*ctx.overrides(root, "stage=plan"), *extra])
+        outcome, detail = cli_refused(rc, logs)
+        if outcome == REFUSED and (leaked := files_holding(root, SECRET)):
+            outcome, detail = WRONG, f"refused, but the key is in {leaked[:3]}"
+        row.record(label, outcome, detail)
+    return row
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size: str = "4m") -> Iterator[Path]:
+    """A tmpfs of `size` at `folder` (root only: CI and `make chaos` run as root)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot mount a tmpfs at {folder} (needs root): {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def attack_disk_full(ctx: Chaos) -> Row:
+    """The cell's disk (a real tmpfs) full with a few KiB left, at several sizes so that
+    different writes fail: the command line stops in one line, exit 2; with the space back,
+    the rerun gives the clean cell."""
+    import shutil as sh
+
+    row = Row("disk full")
+    leaves = [0, 6_000, 40_000] + ([] if ctx.quick else [2_000, 15_000, 80_000, 160_000])
+    for leave in leaves:
+        root = ctx.root("diskfull")
+
+        def attack(root=root, leave=leave):
+            with small_disk(root / "out"):
+                filler = root / "out" / "filler"
+                with open(filler, "wb") as fh:
+                    fh.write(b"\0" * max(0, sh.disk_usage(root / "out").free - leave))
+                rc, logs = ctx.cli(root, ctx.overrides(root, "stage=all"))
+                filler.unlink()
+                if rc == 0:
+                    return WRONG, f"exit 0 on a full disk ({leave} bytes free)"
+                outcome, detail = cli_refused(rc, logs)
+                if outcome != REFUSED or "no space left" not in logs:
+                    return WRONG, detail or f"exit {rc} without naming the full disk"
+                run_cell(ctx.cfg(root))
+                return ctx.verdict(ctx.cell(root))
+
+        row.record(f"{leave} bytes left", *outcome_of(attack))
+    return row
+
+
+def attack_endpoint_faults(ctx: Chaos) -> Row:
+    """A server that hangs mid-body, one that sends an oversized body, one that keeps failing:
+    each a refusal naming the setting or the server's own error, within the bounds set."""
+    from openai_stand_in import FaultyServer
+
+    from pipeline.mapping.llm_client import LLMCallError, LLMClient
+
+    row = Row("endpoint faults")
+    tries = [("a body that hangs", ("hang",), "timeout", 6.0),
+             ("an oversized body (streamed)", ("stream", 4 * 2**20), "max_response_bytes", 10.0),
+             ("500 with the engine's error", ("status", 500, "engine dead: CUDA error"),
+              "engine dead", 10.0),
+             ("503 forever", ("status", 503, "overloaded", {"Retry-After": "0"}), "overloaded",
+              10.0)]
+    with FaultyServer() as server:
+        for label, fault, named, bound in tries:
+            cache = ctx.root("endpoint") / "cache"
+
+            def attack(cache=cache, fault=fault, named=named, bound=bound):
+                server.fault = fault
+                client = LLMClient(model="rule-server", base_url=server.base_url,
+                                   cache_dir=cache, backoff_base=0.01, max_retries=1,
+                                   timeout=1.0, deadline=4.0, max_response_bytes=2**20)
+                started = time.monotonic()
+                try:
+                    client.choices_many([([{"role": "user", "content": "q"}], {"n": 1})])
+                except LLMCallError as exc:
+                    took, said = time.monotonic() - started, one_line(exc)
+                    if named not in said or took > bound:
+                        return WRONG, f"after {took:.1f} s: {said[:200]}"
+                    if list(cache.rglob("*.json")):
+                        return WRONG, "the fault's reply was cached"
+                    return REFUSED, said[:160]
+                finally:
+                    server.fault = None
+                return WRONG, "the fault's reply was taken"
+
+            row.record(label, *outcome_of(attack, refusals=()))
+    return row
+
+
+def attack_sigterm(ctx: Chaos) -> Row:
+    """SIGTERM (SLURM's warning before a kill) or SIGINT sent to `python -m pipeline stage=all`
+    once a shard is written, or after a delay: one log line, exit 75 (requeue), and the rerun
+    gives the clean cell."""
+    from pipeline.stopping import REQUEUE_EXIT
+
+    row = Row("SIGTERM / SIGINT")
+    tries = [("SIGTERM when the first shard is written", signal.SIGTERM, None),
+             ("SIGINT when the first shard is written", signal.SIGINT, None)]
+    if not ctx.quick:
+        tries += [(f"SIGTERM after {d} s", signal.SIGTERM, d) for d in (4.0, 8.0, 12.0)]
+    for label, sig, delay in tries:
+        root = ctx.root("sigterm")
+
+        def attack(root=root, sig=sig, delay=delay):
+            proc = ctx.spawn(root, ctx.overrides(root, "stage=all"))
+            cell, deadline = ctx.cell(root), time.monotonic() + (delay or 600)
+            while proc.poll() is None and time.monotonic() < deadline:
+                if delay is None and list(cell.glob("samples.shards/*/shard-00000.json")):
+                    break
+                time.sleep(0.02)
+            if proc.poll() is not None:
+                return WRONG, f"the run ended (exit {proc.returncode}) before the signal"
+            proc.send_signal(sig)
+            rc, logs = proc.wait(timeout=120), ctx.logs(root)
+            if "Traceback" in logs:
+                return WRONG, f"a traceback: {logs[logs.find('Traceback'):][:200]!r}"
+            lines = [line for line in logs.splitlines() if "stopped cleanly" in line]
+            if rc != REQUEUE_EXIT or len(lines) != 1:
+                return WRONG, f"exit {rc}, {len(lines)} 'stopped cleanly' line(s)"
+            run_cell(ctx.cfg(root))
+            return ctx.verdict(cell)
+
+        row.record(label, *outcome_of(attack))
+    return row
+
+
+def attack_invisible(ctx: Chaos) -> Row:
+    """Answers that differ only by characters a reader cannot see (zero-width, soft hyphen,
+    bidi controls, BOM, full-width or compatibility forms): scored as the plain answers; reals
+    far past float range: a finite risk (l1) or the prompt refused with NaN (l2), never inf."""
+    import math
+
+    from pipeline.scoring import score
+
+    row = Row("invisible characters")
+    root = ctx.root("invisible")
+    overrides = [f"cache_dir={root / 'cache'}"]
+    variants = {"zero-width space": "Paris\u200b", "soft hyphen": "Pa\u00adris",
+                "bidi mark": "\u200eParis", "bidi override": "\u202eParis\u202c",
+                "byte order mark": "\ufeffParis", "word joiner": "Par\u2060is",
+                "full-width": "\uff30\uff41\uff52\uff49\uff53"}
+    if ctx.quick:
+        variants = dict(list(variants.items())[:3])
+
+    def risks(responses: list[list[str]], task: str = "classes", extra=()) -> list[float]:
+        rows = [{"id": f"q{i}", "question": "Capital of France?", "responses": r}
+                for i, r in enumerate(responses)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return list(score(rows, task=task, overrides=[*overrides, *extra])["bayes_risk"])
+
+    plain = risks([["Paris", "Paris", "Paris"]])[0]
+    for label, text in variants.items():
+        def attack(text=text):
+            got = risks([[text, "Paris", "Paris"]])[0]
+            return (IDENTICAL, "") if got == plain else (
+                WRONG, f"risk {got} where the plain answers give {plain}")
+
+        row.record(label, *outcome_of(attack))
+    for loss in ("l1", "l2"):
+        def huge(loss=loss):
+            got = risks([["1e308", "1e308", "-1e308"], ["1", "3", "2"]], "reals",
+                         [f"task.space_options.loss={loss}"])
+            if not math.isfinite(got[1]):
+                return WRONG, f"the ordinary prompt lost its risk: {got}"
+            if math.isinf(got[0]):
+                return WRONG, f"risk {got[0]} written as a number"
+            return (IDENTICAL, "") if math.isfinite(got[0]) else (
+                REFUSED, "the prompt's risk exceeds the largest float: NaN, with a warning")
+
+        row.record(f"reals spanning +-1e308, {loss}", *outcome_of(huge))
+    return row
+
+
+def attack_smollm2_wandb(ctx: Chaos) -> Row:
+    """One cell of the packaged SmolLM2-135M with W&B offline and a key in the environment:
+    exit 0, an offline W&B run written, the key in no file; the rerun changes nothing."""
+    row = Row("SmolLM2 cell, W&B offline")
+    root = ctx.root("smollm2")
+    overrides = ["dataset=triviaqa_bundled", "dataset.limit=3", "dataset.max_new_tokens=12",
+                 "generation.n_samples=3", "generation.strategies=[greedy]",
+                 "generation.ptrue=false", "backend.num_threads=1", "stage=all",
+                 "wandb.enabled=true", f"wandb.dir={root}", f"output_root={root / 'out'}",
+                 f"results_dir={root / 'results'}", f"cache_dir={root / 'cache'}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "OPENAI_API_KEY": SECRET,
+           "WANDB_API_KEY": SECRET[:8] + "0" * 32}
+    cell = root / "out" / "default" / "smollm2-135m" / "triviaqa_bundled"
+
+    def run(tag: str) -> tuple[int, str]:
+        out = root / f"{tag}.log"
+        with open(out, "w") as fh:
+            rc = subprocess.run([sys.executable, "-m", "pipeline", *overrides,
+                                 f"hydra.run.dir={root / 'hydra' / tag}"], cwd=REPO, env=env,
+                                stdout=fh, stderr=subprocess.STDOUT, timeout=1200,
+                                check=False).returncode
+        return rc, out.read_text(errors="replace")
+
+    def first():
+        rc, logs = run("first")
+        if rc != 0 or "Traceback" in logs:
+            return WRONG, f"exit {rc}: {logs[-300:]!r}"
+        runs = list(root.rglob("offline-run-*"))
+        if not runs or not list(runs[0].rglob("*.wandb")):
+            return WRONG, "no offline W&B run was written"
+        if leaked := files_holding(root, SECRET) + files_holding(root, SECRET[:8] + "0" * 32):
+            return WRONG, f"the key is in {leaked[:3]}"
+        return IDENTICAL, ""
+
+    row.record("a clean run (exit 0, offline W&B run, no key on disk)", *outcome_of(first))
+
+    def rerun():
+        before = {p.name: p.read_bytes() for p in cell.glob("*.parquet")}
+        rc, _ = run("rerun")
+        after = {p.name: p.read_bytes() for p in cell.glob("*.parquet")}
+        if rc != 0 or before != after or not before:
+            return WRONG, f"exit {rc}; artifacts changed: {sorted(set(before) ^ set(after))}"
+        return IDENTICAL, ""
+
+    row.record("the rerun (every stage up to date)", *outcome_of(rerun))
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
 
 
 ATTACKS = [attack_sigkill, attack_shards, attack_damaged, attack_foreign, attack_config,
            attack_scorer, attack_outside_calls, attack_pair_cache, attack_report,
-           attack_concurrent]
+           attack_concurrent, attack_scorer_folder, attack_cache_records, attack_secrets,
+           attack_disk_full, attack_endpoint_faults, attack_sigterm, attack_invisible,
+           attack_smollm2_wandb]
 
 
 def table(rows: list[Row], wall: float) -> str:

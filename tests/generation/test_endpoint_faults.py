@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,68 +25,9 @@ from pipeline.mapping.llm_client import DEFAULT_MAX_RESPONSE_BYTES, LLMCallError
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-from openai_stand_in import FakeOpenAIServer, make_handler
+from openai_stand_in import FaultyServer
 
 MESSAGES = [{"role": "user", "content": "Which oceans border the USA?"}]
-
-
-class FaultyServer(FakeOpenAIServer):
-    """The stand-in, with `fault` deciding every POST while it is set:
-    ("hang",): 200 headers and the body's first bytes, then nothing until the test ends;
-    ("stream", n_bytes): 200 with a chunked body (no Content-Length) of n_bytes;
-    ("status", code, text[, headers]): that status with `text` as the body."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fault: tuple | None = None
-        self.release = threading.Event()  # ends the hung handlers at teardown
-        server, base = self, make_handler(self.state)
-
-        class Handler(base):
-            def do_POST(self) -> None:  # http.server's name
-                if server.fault is None:
-                    return super().do_POST()
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with server.state.lock:
-                    server.state.requests += 1
-                kind, *args = server.fault
-                try:
-                    if kind == "hang":
-                        self.send_response(200)
-                        self.send_header("Content-Type", "application/json")
-                        self.send_header("Content-Length", "100000")
-                        self.end_headers()
-                        self.wfile.write(b'{"choices": [')
-                        self.wfile.flush()
-                        server.release.wait(30)
-                        self.close_connection = True
-                    elif kind == "stream":
-                        self.send_response(200)
-                        self.send_header("Content-Type", "application/json")
-                        self.send_header("Transfer-Encoding", "chunked")
-                        self.end_headers()
-                        chunk = b"x" * 65536
-                        for _ in range(args[0] // len(chunk)):
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.write(b"0\r\n\r\n")
-                    else:
-                        status, text, *headers = args
-                        body = text.encode()
-                        self.send_response(status)
-                        for name, value in (headers[0] if headers else {}).items():
-                            self.send_header(name, value)
-                        self.send_header("Content-Type", "text/plain")
-                        self.send_header("Content-Length", str(len(body)))
-                        self.end_headers()
-                        self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True  # the client gave up, as it should
-
-        self.httpd.RequestHandlerClass = Handler
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        super().__exit__(*exc)
 
 
 @pytest.fixture()
