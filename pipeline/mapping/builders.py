@@ -17,7 +17,10 @@ def build_llm_client(extractor, cache_dir: str):
     cache_dir/llm."""
     return LLMClient(model=extractor.model, base_url=extractor.base_url,
                      api_key_env=extractor.api_key_env, cache_dir=Path(cache_dir) / "llm",
-                     max_workers=extractor.max_concurrency, max_retries=extractor.max_retries)
+                     max_workers=extractor.max_concurrency, max_retries=extractor.max_retries,
+                     timeout=extractor.timeout, deadline=extractor.deadline,
+                     max_response_bytes=extractor.max_response_bytes,
+                     settings_prefix="task.extractor.")
 
 
 def local_backend(context):

@@ -47,6 +47,9 @@ class ExtractorConfig:
     # as its Retry-After asks); lower it for a small self-hosted server
     max_concurrency: int = how(64)
     max_retries: int = how(5)  # per call, exponential backoff from 1 s (timeouts, 429, 5xx)
+    timeout: float = how(60.0)  # seconds per request, its body included (a hung body fails then)
+    deadline: float | None = how(None)  # seconds for one batch of calls, retries included
+    max_response_bytes: int = how(16 * 2**20)  # a bigger response body is refused
     merge_labels: bool = True  # merge labels across samples (how: the mapper's merge_by)
     # graphs with kind=llm: KGGen runs in its own venv (scripts/setup_kggen_venv.sh) through a
     # worker started with this interpreter; null: $KGGEN_PYTHON, else <repo>/.venv-kggen/bin/python,

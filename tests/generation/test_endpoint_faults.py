@@ -180,3 +180,31 @@ def test_the_generate_stage_over_a_failing_endpoint_exits_2_with_one_line(server
                               "(model m) failed after 6 attempt(s): InternalServerError: 500 "
                               "engine dead")
     assert server.state.requests == 6
+
+
+def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_errors(server,
+                                                                                  tmp_path):
+    """task.extractor.{timeout,deadline,max_response_bytes} reach the extractor's client (they
+    were fixed at 60 s, none and none), its messages name them, and bad values are refused."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.config import ConfigError, register_configs, validate
+    from pipeline.mapping.builders import build_llm_client
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "dataset=maqa_bundled", "task.extractor.kind=llm", "task.extractor.timeout=0.5",
+            "task.extractor.deadline=1.2", "task.extractor.max_response_bytes=1000",
+            f"task.extractor.base_url={server.base_url}"])
+        bad = compose("config", overrides=["dataset=maqa_bundled", "task.extractor.timeout=0"])
+    GlobalHydra.instance().clear()
+    client = build_llm_client(cfg.task.extractor, str(tmp_path))
+    assert (client.timeout, client.deadline, client.max_response_bytes) == (0.5, 1.2, 1000)
+    server.fault = ("stream", 2**20)
+    with pytest.raises(LLMCallError, match="raise task.extractor.max_response_bytes"):
+        client.chat(MESSAGES)
+    with pytest.raises(ConfigError, match="task.extractor.timeout=0.*seconds > 0"):
+        validate(bad)
