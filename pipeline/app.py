@@ -89,7 +89,9 @@ def run_report(cfg: DictConfig) -> dict[str, Any]:
             f"experiment={cfg.experiment}): nothing to report; run the cells first, e.g. "
             f"`python -m pipeline -m experiment={cfg.experiment} output_root={cfg.output_root}` "
             "(stage=all runs every stage and the report), or point output_root / experiment "
-            "at where they ran")
+            "at where they ran"
+            + (f"; report_models={list(cfg.report_models)} then picks among them"
+               if cfg.get("report_models") else ""))
     t0 = time.perf_counter()
     out = build_report(cfg)
     log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0, cfg.results_dir)

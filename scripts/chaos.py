@@ -1109,8 +1109,8 @@ def attack_disk_full(ctx: Chaos) -> Row:
                     fh.write(b"\0" * max(0, sh.disk_usage(root / "out").free - leave))
                 rc, logs = ctx.cli(root, ctx.overrides(root, "stage=all"))
                 filler.unlink()
-                if rc == 0:
-                    return WRONG, f"exit 0 on a full disk ({leave} bytes free)"
+                if rc == 0:  # it fitted: then it must be the clean cell
+                    return ctx.verdict(ctx.cell(root))
                 outcome, detail = cli_refused(rc, logs)
                 if outcome != REFUSED or "no space left" not in logs:
                     return WRONG, detail or f"exit {rc} without naming the full disk"
