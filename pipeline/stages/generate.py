@@ -100,7 +100,7 @@ def generate_slice(cfg: DictConfig) -> dict:
     if cfg.backend.name == "vllm":
         backend.pop("batch_size", None)
     for k in ("api_key_env", "max_concurrency", "timeout", "deadline",  # how the endpoint is
-              "requests_per_minute"):  # reached, not what it says
+              "requests_per_minute", "max_response_bytes"):  # reached, not what it says
         backend.pop(k, None)
     if not served(cfg):  # the endpoint's settings: absent from other backends' keys (their
         for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)

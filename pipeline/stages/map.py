@@ -22,7 +22,7 @@ from pipeline.generation.cell import make_backend
 from pipeline.latent import get_space, space_class
 from pipeline.parts import cache_slice
 from pipeline.stage import plain, stage
-from pipeline.store import ArtifactStore
+from pipeline.store import ArtifactStore, with_file_digests
 from pipeline.tasks import MAPPERS, REFERENCES, MapContext, mapper_config
 
 log = logging.getLogger("pipeline")
@@ -56,7 +56,7 @@ def map_slice(cfg: DictConfig) -> dict:
     canonical = {k: space_options[k] for k in space_class(cfg.task.space).canonical_options
                  if k in space_options}
     return {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
-            "canonical_form": canonical, "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+            "canonical_form": with_file_digests(canonical), "reference_mapped": REFERENCES[cfg.task.reference].mapped}
 
 
 def map_context(cfg: DictConfig) -> MapContext:
