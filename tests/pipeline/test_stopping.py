@@ -21,8 +21,21 @@ REPO = Path(__file__).resolve().parents[2]
 GENERATED = ("dataset", "samples", "decodes")
 
 
+@pytest.fixture
+def default_handlers():
+    """Python's default handlers for the test (a pytest-xdist worker ignores SIGINT, and an
+    ignored signal stays ignored: a process started under nohup keeps that choice)."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_raises_stop_requested_once_then_the_default_handler_is_back(sig):
+def test_a_signal_raises_stop_requested_once_then_the_default_handler_is_back(sig,
+                                                                              default_handlers):
     with stopping_cleanly():
         with pytest.raises(StopRequested, match=f"stopped by {signal.Signals(sig).name}"):
             os.kill(os.getpid(), sig)
@@ -33,15 +46,18 @@ def test_a_signal_raises_stop_requested_once_then_the_default_handler_is_back(si
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_handler_someone_else_installed_is_left_alone():
-    """submitit installs its own SIGTERM handler (it ignores SIGTERM and requeues on SIGUSR2)."""
+def test_a_handler_someone_else_installed_is_left_alone(default_handlers):
+    """submitit installs its own SIGTERM handler (it ignores SIGTERM and requeues on SIGUSR2);
+    an ignored SIGINT (nohup, a background job) stays ignored."""
     def theirs(signum, frame):
         pass
 
     signal.signal(signal.SIGTERM, theirs)
     try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         with stopping_cleanly():
             assert signal.getsignal(signal.SIGTERM) is theirs
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) is theirs
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
