@@ -166,7 +166,7 @@ def test_sigterm_exits_75_which_slurm_requeues_and_the_requeued_job_resumes(slur
     def state(job: str) -> dict[str, str]:
         shown = subprocess.run(["scontrol", "show", "job", job], env=slurm_env,
                                capture_output=True, text=True).stdout
-        return dict(re.findall(r"(JobState|Restarts|ExitCode)=(\S+)", shown))
+        return dict(re.findall(r"\b(JobState|Reason|Restarts|ExitCode)=(\S+)", shown))
 
     clean = subprocess.run(["bash", "-c", script(tmp_path / "clean").replace("exec ", "")],
                            env=slurm_env, capture_output=True, text=True, timeout=600)
@@ -184,14 +184,28 @@ def test_sigterm_exits_75_which_slurm_requeues_and_the_requeued_job_resumes(slur
         time.sleep(0.2)
     subprocess.run(["scancel", "--signal=TERM", "--full", job], env=slurm_env, check=True)
     while state(job).get("Restarts") != "1":
-        assert time.time() < deadline, state(job)
+        assert time.time() < deadline, (state(job), _tail(out))
         time.sleep(0.5)
-    assert state(job)["ExitCode"] == "75:0"  # the clean stop, which RequeueExit=75 requeued
-    # SLURM holds a requeued job about two minutes (its BeginTime): release it now
+    # the clean stop, which RequeueExit=75 requeued
+    assert state(job)["ExitCode"] == "75:0", (state(job), _tail(out))
+    # SLURM holds a requeued job about two minutes (its BeginTime): release it now, once the
+    # node has finished completing its first run (released earlier, the new launch can fail)
+    def completing() -> bool:
+        nodes = subprocess.run(["sinfo", "-h", "-o", "%T"], env=slurm_env, capture_output=True,
+                               text=True).stdout
+        return "comp" in nodes or job in subprocess.run(
+            ["squeue", "-h", "-t", "CG", "-o", "%i"], env=slurm_env, capture_output=True,
+            text=True).stdout.split()
+
+    while not (state(job).get("Reason") == "BeginTime" and not completing()):
+        assert time.time() < deadline, (state(job), _tail(out))
+        time.sleep(0.5)
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=slurm_env,
                    check=True)
     while state(job).get("JobState") != "COMPLETED":
-        assert time.time() < deadline and state(job).get("JobState") != "FAILED", state(job)
+        now = state(job)
+        assert time.time() < deadline and now.get("JobState") != "FAILED", (now, _tail(out))
         time.sleep(0.5)
     logs = Path(f"{out}.log").read_text()
     assert logs.count("stopped by SIGTERM: stopped cleanly") == 1 and "Traceback" not in logs
