@@ -165,11 +165,12 @@ def test_sigterm_exits_75_which_slurm_requeues_and_the_requeued_job_resumes(slur
 
     def state(job: str) -> dict[str, str]:
         shown = subprocess.run(["scontrol", "show", "job", job], env=slurm_env,
-                               capture_output=True, text=True).stdout
+                               capture_output=True, text=True, check=False).stdout
         return dict(re.findall(r"\b(JobState|Reason|Restarts|ExitCode)=(\S+)", shown))
 
     clean = subprocess.run(["bash", "-c", script(tmp_path / "clean").replace("exec ", "")],
-                           env=slurm_env, capture_output=True, text=True, timeout=600)
+                           env=slurm_env, capture_output=True, text=True, timeout=600,
+                           check=False)
     assert clean.returncode == 0, clean.stderr[-2000:]
     out = tmp_path / "stopped"
     (tmp_path / "job.sh").write_text(script(out))
@@ -192,10 +193,10 @@ def test_sigterm_exits_75_which_slurm_requeues_and_the_requeued_job_resumes(slur
     # node has finished completing its first run (released earlier, the new launch can fail)
     def completing() -> bool:
         nodes = subprocess.run(["sinfo", "-h", "-o", "%T"], env=slurm_env, capture_output=True,
-                               text=True).stdout
+                               text=True, check=False).stdout
         return "comp" in nodes or job in subprocess.run(
             ["squeue", "-h", "-t", "CG", "-o", "%i"], env=slurm_env, capture_output=True,
-            text=True).stdout.split()
+            text=True, check=False).stdout.split()
 
     while not (state(job).get("Reason") == "BeginTime" and not completing()):
         assert time.time() < deadline, (state(job), _tail(out))
