@@ -972,24 +972,10 @@ def attack_scorer_folder(ctx: Chaos) -> Row:
     return row
 
 
-def scripted(*replies):
-    """A stand-in sampler answering each request with the next reply (the last from then on):
-    a choice's text, or (text, [token log-prob, ...])."""
-    queue = list(replies)
-
-    def sampler(request):
-        reply = queue.pop(0) if len(queue) > 1 else queue[0]
-        text, lps = reply if isinstance(reply, tuple) else (reply, [-0.5])
-        return [{"text": text, "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
-                 "top": {"t0": lps[0]}}]
-
-    return sampler
-
-
 def attack_cache_records(ctx: Chaos) -> Row:
     """Replies a cache must not keep (blank text, NaN / inf / positive log-probs: failed calls,
     retried), and records edited on disk (valid JSON, another answer): never served."""
-    from openai_stand_in import FakeOpenAIServer
+    from openai_stand_in import FakeOpenAIServer, scripted
 
     from pipeline.mapping.llm_client import LLMClient
 
@@ -1000,7 +986,7 @@ def attack_cache_records(ctx: Chaos) -> Row:
             return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=cache,
                              backoff_base=0.01, max_retries=2)
 
-        bad_replies = [("blank text", ""), ("whitespace text", " \n"),
+        bad_replies = [("blank text", ("", [-0.5])), ("whitespace text", (" \n", [-0.5])),
                        ("NaN log-prob", ("Paris", [float("nan")])),
                        ("+inf log-prob", ("Paris", [float("inf")])),
                        ("positive log-prob", ("Paris", [0.7]))]

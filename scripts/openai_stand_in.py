@@ -130,6 +130,20 @@ def _choice(index: int, c: dict, request: dict) -> dict:
     return out
 
 
+def scripted(*replies):
+    """A sampler answering each request with the next of `replies` (its last one from then on):
+    a choice's text, or (text, [log-prob, ...]) for a choice with token log-probs."""
+    queue = list(replies)
+
+    def sampler(request):
+        reply = queue.pop(0) if len(queue) > 1 else queue[0]
+        text, lps = reply if isinstance(reply, tuple) else (reply, [])
+        return [{"text": text, "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
+                 "top": {"t0": lps[0]} if lps else {}}]
+
+    return sampler
+
+
 class FakeOpenAIState:
     """Counters and fault injection shared by the handler threads."""
 

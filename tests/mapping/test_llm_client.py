@@ -15,7 +15,7 @@ from pipeline.mapping.sets import SetExtractor
 from pipeline.mapping.simplex import SimplexMapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from openai_stand_in import FakeOpenAIServer  # noqa: E402
+from openai_stand_in import FakeOpenAIServer, scripted  # noqa: E402
 
 ANSWERS = [
     "The Atlantic and Pacific Oceans.",
@@ -257,20 +257,6 @@ def test_callable_from_a_running_event_loop_and_after_close(server, tmp_path):
     assert client.complete(["again"]) == ["AGAIN"]  # a new loop and session
     jobs = [([{"role": "user", "content": c}], {"n": 1}) for c in ("x", "y")]
     assert [c[0]["text"] for c in client.choices_many(jobs)] == ["X", "Y"]
-
-
-def scripted(*replies):
-    """A sampler answering each request with the next of `replies` (its last one from then on):
-    a choice's text, or (text, [log-prob, ...]) for a choice with token log-probs."""
-    queue = list(replies)
-
-    def sampler(request):
-        reply = queue.pop(0) if len(queue) > 1 else queue[0]
-        text, lps = reply if isinstance(reply, tuple) else (reply, [])
-        return [{"text": text, "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
-                 "top": {"t0": lps[0]} if lps else {}}]
-
-    return sampler
 
 
 JOB = ([{"role": "user", "content": "Which ocean?"}], {"n": 1, "logprobs": True})
