@@ -437,7 +437,8 @@ def served_backend_problems(cfg) -> list[str]:
     try:
         check_base_url(b.base_url)
     except ValueError:
-        problems.append("backend.base_url holds credentials (user:password@): remove them and "
+        problems.append("backend.base_url holds credentials (user:password@ or a key in its "
+                        "query): remove them and "
                         f"export the key in ${b.api_key_env} (backend.api_key_env)")
     other = [s for s in cfg.generation.strategies if s not in CHAT_STRATEGIES]
     if other:

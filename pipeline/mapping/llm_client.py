@@ -111,12 +111,14 @@ def endpoint_id(base_url: str | None) -> str:
 
 
 def check_base_url(base_url: str | None) -> None:
-    """Refuse a base URL with credentials in it: they would land in caches, manifests and logs."""
-    url = urlparse(base_url or "")
-    if url.username or url.password:
-        raise ValueError(f"task.extractor.base_url holds credentials ({url.hostname} "
-                         "with user:password@): remove them and export the key in the variable "
-                         "named by task.extractor.api_key_env")
+    """Refuse a base URL with credentials in it (user:key@, ?api_key=...: what the command line
+    refuses, pipeline.secrets): they would land in caches, manifests and logs."""
+    from pipeline.secrets import url_secrets
+
+    if url_secrets(base_url or ""):
+        raise ValueError(f"task.extractor.base_url holds credentials ({urlparse(base_url).hostname} "
+                         "with user:password@ or a key in its query): remove them and export the "
+                         "key in the variable named by task.extractor.api_key_env")
 
 
 def cache_key(model: str, messages: Messages, params: dict[str, Any],
