@@ -4,7 +4,8 @@
     conf/          -> pipeline/conf/   the Hydra configs (`python -m pipeline`, pipeline.score)
     results/paper/ -> pipeline/paper/  the paper's published numbers (the report stage)
 
-so an installed package runs from any directory. The repository keeps them where docs, Makefile
+(each built-in task's config, pipeline/tasks/<name>/task.yaml, ships with its package) so an
+installed package runs from any directory. The repository keeps them where docs, Makefile
 and tests name them; pipeline/resources.py looks in the package first, then in the checkout
 (editable installs and runs from the repository). Everything else is in pyproject.toml.
 """
@@ -16,7 +17,7 @@ setup(
               "pipeline.conf", "pipeline.paper"],
     package_dir={"pipeline.conf": "conf", "pipeline.paper": "results/paper"},
     package_data={
-        "pipeline": ["data/bundled/*.jsonl", "data/bundled/*.md", "py.typed"],
+        "pipeline": ["data/bundled/*.jsonl", "data/bundled/*.md", "py.typed", "tasks/*/task.yaml"],
         "pipeline.conf": ["**/*.yaml"],
         "pipeline.paper": ["*.csv", "README.md"],
     },

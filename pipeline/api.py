@@ -90,7 +90,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
     sampling settings then apply, or a local transformers folder or hub id; default: the packaged
     SmolLM2-135M-Instruct (seed None = 0 in process).
 
-    The task's prompt template (conf/task/<task>.yaml `prompt`) wraps each prompt unless
+    The task's prompt template (pipeline/tasks/<task>/task.yaml `prompt`) wraps each prompt unless
     `raw_prompts=True`; `system_prompt` is sent first as the system message. `references` (one
     per prompt) add quality, PRR and AUC. `options` go to `score` (mapper, overrides, out, ...).
     The generations are in `df.attrs["generations"]`. `await agenerate_and_score(...)` is the

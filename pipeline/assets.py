@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import PipelineError
 from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
-from pipeline.tasks import MAPPERS, mapper_config, metric_config
+from pipeline.tasks.contract import MAPPERS, mapper_config, metric_config
 
 FETCH = "make paper-assets"
 # Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
@@ -157,7 +157,7 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         out.append(Asset(f"API key for {task.extractor.model}", f"${key_env}", "map", ok,
                          f"export {key_env}=... (or task.extractor.base_url=<your server>)"))
         if mapper.extraction == "kggen":
-            from pipeline.mapping.kggen import default_kggen_python
+            from pipeline.tasks.graphs.kggen import default_kggen_python
 
             python = task.extractor.kggen_python or str(default_kggen_python())
             out.append(Asset("KGGen environment", python, "map", Path(python).exists(),

@@ -18,7 +18,7 @@ from pipeline.latent import available_spaces
 from pipeline.mapping.judges import JUDGES
 from pipeline.mapping.settings import EXTRACTOR_KINDS, EquivalenceConfig, ExtractorConfig
 from pipeline.methods import METHODS, methods
-from pipeline.tasks import (
+from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,
     REFERENCES,
@@ -123,6 +123,9 @@ class TaskConfig:
     extractor: ExtractorConfig = field(default_factory=ExtractorConfig)
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
     metrics: list[str] = field(default_factory=list)  # pipeline.tasks.METRICS, each with its direction
+    # Settings several parts of the task share, named once (e.g. {taxonomy: tree.json}): a mapper's
+    # or metric's settings field of that name, and the space's constructor keyword, read it here.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -252,7 +255,8 @@ class Config:
 
 
 def register_configs() -> None:
-    """Register the schemas; conf/*.yaml files extend them via their defaults lists."""
+    """Register the schemas; conf/*.yaml files extend them via their defaults lists (and each
+    built-in task's pipeline/tasks/<name>/task.yaml, found by hydra_plugins/task_aware_tasks)."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
@@ -361,6 +365,20 @@ def part_setting_problems(cfg) -> list[str]:
     return problems
 
 
+def task_option_problems(cfg) -> list[str]:
+    """Every `task.options` key is read by some part of the task (a typo would be ignored)."""
+    from pipeline.tasks.contract import option_readers
+
+    try:
+        readers = option_readers(cfg)
+    except ConfigError:  # an unknown space, mapper or metric: reported on its own
+        return []
+    return [f"task.options.{key}: no part of task {cfg.task.name} reads it (its space "
+            f"{cfg.task.space}, mapper {cfg.task.mapper}, metrics {', '.join(cfg.task.metrics)}): "
+            "check the spelling, or set the part's own setting" for key, parts in readers.items()
+            if not parts]
+
+
 def load_plugins(cfg) -> None:
     """Import the modules of `plugins` (their registrations become selectable by name)."""
     import importlib
@@ -395,7 +413,7 @@ def validate(cfg) -> None:
         if space not in single[0][1]:
             problems.append(f"task.decisions.{name}.space={space!r}: choose one of "
                             f"{', '.join(single[0][1])}")
-    problems += part_setting_problems(cfg)
+    problems += part_setting_problems(cfg) + task_option_problems(cfg)
     for key, allowed in lists:
         unknown = [v for v in OmegaConf.select(cfg, key) if v not in allowed]
         if unknown:

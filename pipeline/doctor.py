@@ -949,7 +949,7 @@ def check_extraction(ctx: Context) -> list[Check] | None:
     or rules."""
     if ctx.compose_error is not None:
         return None
-    from pipeline.tasks import MAPPERS
+    from pipeline.tasks.contract import MAPPERS
 
     endpoints, kinds = {}, []
     for cfg in ctx.cells:

@@ -43,12 +43,17 @@ def one_of(settings: Any, key: str, allowed: Collection[Any]) -> None:
 
 # task nodes a part's settings take whole, by field name (one judge, one extractor per cell)
 SHARED_TASK_SETTINGS = ("extractor", "equivalence")
+# the config nodes of a task's own parts: they also read `task.options` (a setting several parts
+# of one task share, e.g. the file of a taxonomy: named once)
+TASK_PART_NODES = ("mappers", "metrics")
 
 
 def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
     """The typed settings of part `name` from a full config: its fields named like a shared task
-    node (extractor, equivalence) from `task.<field>`, the rest from `<node>.<name>` (e.g.
-    `mappers.sphere`). ConfigError naming the key on an unknown, mistyped or unresolvable one."""
+    node (extractor, equivalence) from `task.<field>`; for a task's own parts (mappers, metrics),
+    its fields named in `task.options` from there; the rest from `<node>.<name>` (e.g.
+    `mappers.sphere`). ConfigError naming the key on an unknown, mistyped or unresolvable one,
+    or on a setting given both ways."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -66,10 +71,35 @@ def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
         for key in shared:
             values[key] = OmegaConf.to_container(cfg.task[key], resolve=True)
             part_config(hints[key], values[key], f"task.{key}")  # a bad value named where it is set
+        if node in TASK_PART_NODES:
+            values.update(_from_task_options(cfg, config_class, where, values))
     except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
         raise ConfigError(f"{where}: a setting it reads cannot be resolved: "
                           f"{str(exc).splitlines()[0]}") from None
     return part_config(config_class, values, where)
+
+
+def task_options(cfg: Any) -> dict[str, Any]:
+    """`task.options`, resolved ({} where the config has none)."""
+    from omegaconf import OmegaConf
+
+    options = OmegaConf.select(cfg, "task.options", default=None)
+    return dict((OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options)
+                 else options) or {})
+
+
+def _from_task_options(cfg: Any, config_class: type, where: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The part's fields that `task.options` names, refusing one also set to another value under
+    the part's own node (its default there is no setting: option_defaults writes it)."""
+    options = task_options(cfg)
+    defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else None)
+                for f in dataclasses.fields(config_class)}
+    taken = {k: v for k, v in options.items() if k in defaults and k not in SHARED_TASK_SETTINGS}
+    for key, value in taken.items():
+        if key in values and values[key] not in (value, defaults[key]):
+            raise ConfigError(f"{where}.{key}={values[key]!r} and task.options.{key}={value!r}: set it "
+                              f"once, as task.options.{key} (every part of the task reads it there)")
+    return taken
 
 
 def option_defaults(parts: Iterable[tuple[str, type]]) -> dict[str, dict[str, Any]]:

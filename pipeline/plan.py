@@ -23,10 +23,10 @@ from pipeline.aux_models import build_equivalence
 from pipeline.generation.cell import tensor_parallel_size
 from pipeline.mapping.builders import build_llm_client
 from pipeline.mapping.equivalence import PairCache
-from pipeline.mapping.sets import extraction_prompt
 from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
-from pipeline.tasks import MAPPERS
+from pipeline.tasks.contract import MAPPERS
+from pipeline.tasks.sets.reading import extraction_prompt
 
 log = logging.getLogger("pipeline")
 

@@ -7,6 +7,7 @@ in a config without touching any list elsewhere.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
@@ -16,9 +17,26 @@ from pipeline.errors import ConfigError
 T = TypeVar("T")
 
 
+def _expand(where: str) -> list[str]:
+    """The modules `where` stands for (see Registry)."""
+    if "*" in where:
+        head, _, tail = where.partition(".*")
+        package = importlib.import_module(head)
+        names = [f"{head}.{info.name}{tail}" for info in pkgutil.iter_modules(package.__path__)
+                 if info.ispkg and not info.name.startswith("_")]
+        return [name for name in names if importlib.util.find_spec(name) is not None]
+    module = importlib.import_module(where)
+    if not hasattr(module, "__path__"):
+        return [where]
+    return [f"{where}.{info.name}" for info in pkgutil.iter_modules(module.__path__)
+            if not info.name.startswith("_")]
+
+
 class Registry(Generic[T]):
-    """Named entries of one family. `discover` names packages whose modules register entries:
-    they are imported on first use (so `import pipeline` stays cheap)."""
+    """Named entries of one family. `discover` names where entries are registered, imported on
+    first use (so `import pipeline` stays cheap): a package (its modules), a module, or a pattern
+    with one `*` standing for each subpackage ("pipeline.tasks.*.task": every task folder's
+    task.py, where it has one)."""
 
     def __init__(self, family: str, discover: tuple[str, ...] = ()) -> None:
         self.family = family
@@ -30,11 +48,9 @@ class Registry(Generic[T]):
         if self._discovered:
             return
         self._discovered = True
-        for package in self._discover:
-            pkg = importlib.import_module(package)
-            for info in pkgutil.iter_modules(pkg.__path__):
-                if not info.name.startswith("_"):
-                    importlib.import_module(f"{package}.{info.name}")
+        for where in self._discover:
+            for module in _expand(where):
+                importlib.import_module(module)
 
     def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
         """Decorator: register the decorated object under `name`."""
@@ -62,6 +78,11 @@ class Registry(Generic[T]):
     def get(self, name: str, default: T | None = None) -> T | None:
         self._load()
         return self._entries.get(name, default)
+
+    def registered_so_far(self, name: str) -> T | None:
+        """The entry `name` if it is registered yet, without importing the `discover` places (for
+        checks made while those are being imported)."""
+        return self._entries.get(name)
 
     def names(self) -> tuple[str, ...]:
         self._load()

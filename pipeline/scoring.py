@@ -14,7 +14,7 @@ nothing, a changed option redoes only the stages it feeds. The uq stage runs wit
 `uq.estimators=[latent_entropy,bayes_risk]`: lm-polygraph's estimators need greedy/beam decodes and
 token log-probs that generations from elsewhere usually lack.
 
-A task is any task config (conf/task/<name>.yaml): its reference kind reads the references of
+A task is any task config (pipeline/tasks/<name>/task.yaml, or task/<name>.yaml in a config folder): its reference kind reads the references of
 the file (pipeline/tasks/), its mapper, decisions and metrics are those of the pipeline. This
 module only turns the file into artifacts and the artifacts into one row per prompt.
 
@@ -68,7 +68,7 @@ from pipeline.score_io import (
     read_input,
 )
 from pipeline.store import ArtifactStore
-from pipeline.tasks import REFERENCES
+from pipeline.tasks.contract import REFERENCES
 from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
 
 log = logging.getLogger("pipeline")
@@ -90,9 +90,12 @@ SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
 
 
 def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
-    """The task configs (conf/task/*.yaml and those of `config_dirs`): each can score a file."""
+    """The task configs (the built-in task folders, conf/task/*.yaml and those of `config_dirs`):
+    each can score a file."""
+    from pipeline.tasks import task_folders
+
     dirs = [conf_dir(), *map(Path, config_dirs)]
-    return sorted({p.stem for d in dirs for p in (d / "task").glob("*.yaml")})
+    return sorted({*task_folders(), *(p.stem for d in dirs for p in (d / "task").glob("*.yaml"))})
 
 
 class ScoreWarning(UserWarning):
@@ -547,7 +550,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         input: a JSONL / parquet / lm-evaluation-harness samples file, or data in memory: a
             pandas DataFrame, a list of dicts (`responses`, optional `question`, `reference`,
             `logprobs`, `id`) or a list of lists of response strings (`fmt` is then ignored).
-        task: a task config (conf/task/<name>.yaml: classes, sets, sets_fbeta, graphs, sphere,
+        task: a task config (pipeline/tasks/<name>/task.yaml: classes, sets, sets_fbeta, graphs, sphere,
             simplex, reals, or your own).
         mapper: g_T kind for sets, graphs, simplex (task.extractor.kind): rule | llm | local.
         fmt: auto | jsonl | parquet | lm-eval.
@@ -754,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra-style config overrides")
     p.add_argument("--task", required=True,
                    help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
-                        "(conf/task/*.yaml)")
+                        "(pipeline/tasks/<name>/task.yaml, or task/<name>.yaml under --config-dir)")
     p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(EXTRACTOR_KINDS)} (default rule)")
     p.add_argument("--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)")
     p.add_argument("--out", help="output file: .parquet, .jsonl or .csv (summaries next to it)")

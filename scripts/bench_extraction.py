@@ -83,8 +83,8 @@ def evaluate_exact_match(items: list[dict], reading: str = "official") -> dict:
     """TriviaQA-style decisions: the scorer's exact match (the answer read from the response,
     every alias; `reading`: metrics.exact_match_error.reading) against the careful reader's
     judgement."""
-    from pipeline.tasks import Reference
-    from pipeline.tasks.classes import ExactMatchSettings, exact_match_error
+    from pipeline.tasks.classes.task import ExactMatchSettings, exact_match_error
+    from pipeline.tasks.contract import Reference
 
     rows = []
     for it in items:
@@ -99,7 +99,6 @@ def evaluate_matching(pairs: list[dict]) -> dict:
     """Label / reference-answer match decisions of pipeline.evaluation.matching against the
     careful reader's judgement, overall and per kind of case."""
     from pipeline.evaluation import match_label
-
     from pipeline.evaluation.matching import spelling_form
     from pipeline.text import canonical_label
 
@@ -139,7 +138,7 @@ def _decisions(rows: list[dict]) -> dict:
 def evaluate_references(items: list[dict]) -> dict:
     """References read by the task's reference kind, compared answer by answer (each answer's
     aliases in canonical form, in order) with the careful reader's answers."""
-    from pipeline.tasks import REFERENCES
+    from pipeline.tasks.contract import REFERENCES
     from pipeline.text import canonical_label
 
     kind_of = {"sets": "answer_set", "classes": "one_answer", "simplex": "distribution"}
@@ -233,7 +232,7 @@ def evaluate_sets(questions: list[dict]) -> dict:
 def evaluate_merging(questions: list[dict]) -> dict:
     """Answer-level P/R after the rule extractor + LabelMerger over each question's responses."""
     from pipeline.mapping.labels import LabelMerger
-    from pipeline.mapping.sets import SetExtractor
+    from pipeline.tasks.sets.reading import SetExtractor
 
     predicted, gold, wrong = [], [], []
     for q in questions:
@@ -281,7 +280,7 @@ def graph_corpus() -> list[dict]:
 def canonical_gold_triple(triple: list[str]) -> tuple[str, str, str]:
     """Gold triples pass through the extractor's own canonical form (entities canonical,
     relation verbs stemmed), so both sides are compared in one vocabulary."""
-    from pipeline.mapping.graphs import _canonical_triple
+    from pipeline.tasks.graphs.reading import _canonical_triple
 
     t = _canonical_triple(*triple)
     if t is None:
@@ -290,7 +289,7 @@ def canonical_gold_triple(triple: list[str]) -> tuple[str, str, str]:
 
 
 def evaluate_graphs(texts: list[dict]) -> dict:
-    from pipeline.mapping.graphs import extract_triples
+    from pipeline.tasks.graphs.reading import extract_triples
 
     pred, gold, pred_pairs, gold_pairs, rows = [], [], [], [], []
     for item in texts:

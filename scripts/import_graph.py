@@ -7,13 +7,18 @@ Layers, lowest first (a module may import its own layer and those below, never a
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
   typed part settings (parts.py), where the package's conf/ and paper numbers are (resources.py),
   the decision methods (methods.py), progress lines (progress.py), the hub probe (offline.py)
-1 latent: the closed-form maths (numpy only)
+1 latent: the closed-form maths (numpy only): pipeline.latent and each task folder's space.py
+  (pipeline/tasks/<task>/space.py), with the tasks package's and folders' __init__, which import
+  nothing
 2 components: data, generation, mapping, evaluation, uncertainty, aux_models
-3 tasks: bind a latent space, a mapper, a reference kind and metrics
+3 tasks: the rest of each task folder (task.py binds its mapper, reference kind and metrics;
+  reading.py reads its responses) and the contract they are written against
 4 stages: one function per stage
 5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting, the command
   line's key check: overrides), the scorer, __main__
-Importing `pipeline.a.b` runs `pipeline/a/__init__.py` too, so that edge is counted.
+Importing `pipeline.a.b` runs `pipeline/a/__init__.py` too, so that edge is counted. In LAYERS a
+`*` stands for one name (a name outranks it), and a leading `=` matches that module alone (not
+what is below it).
 """
 
 from __future__ import annotations
@@ -32,10 +37,10 @@ LAYERS = {
              "pipeline.parts", "pipeline.resources",
              "pipeline.progress", "pipeline.offline", "pipeline.extras", "pipeline.secrets",
              "pipeline.stopping"),
-    "latent": ("pipeline.latent",),
+    "latent": ("pipeline.latent", "=pipeline.tasks", "=pipeline.tasks.*", "pipeline.tasks.*.space"),
     "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
                    "pipeline.uncertainty", "pipeline.aux_models"),
-    "tasks": ("pipeline.tasks",),
+    "tasks": ("pipeline.tasks", "pipeline.tasks.contract", "pipeline.tasks.text_metrics"),
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",
@@ -71,8 +76,13 @@ def layer(module: str) -> str:
     best, depth = None, -1
     for name, prefixes in LAYERS.items():
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and prefix.count(".") > depth:
-                best, depth = name, prefix.count(".")
+            exact, pattern = prefix.startswith("="), prefix.lstrip("=").split(".")
+            parts = module.split(".")
+            head = parts[:len(pattern)]
+            matches = len(head) == len(pattern) and all(p in ("*", h) for p, h in zip(pattern, head))
+            rank = len(pattern) - pattern.count("*") / 2  # a name outranks a `*` in its place
+            if matches and (not exact or len(parts) == len(pattern)) and rank > depth:
+                best, depth = name, rank
     if best is None:
         raise KeyError(f"{module} is in no layer of scripts/import_graph.py: add it to LAYERS")
     return best

@@ -15,22 +15,20 @@ flight, and can inject failures (HTTP status codes or a stall longer than the cl
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import re
+import signal
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import argparse
-import signal
-import sys
 from pathlib import Path
 
-from pipeline.mapping.graphs import _stem, extract_triples
 from pipeline.mapping.parsing import extract_answers, parse_distribution
-
+from pipeline.tasks.graphs.reading import _stem, extract_triples
 
 _DSPY_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.DOTALL)
 

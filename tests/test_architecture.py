@@ -45,7 +45,14 @@ def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
     (pkg / "latent" / "sets.py").write_text("def g():\n    from pipeline.stages import z\n")
     (pkg / "stages").mkdir()
     (pkg / "stages" / "__init__.py").write_text("")
+    # a task folder: its space is in the latent layer, its task.py in the tasks layer
+    (pkg / "tasks" / "clock").mkdir(parents=True)
+    for init in (pkg / "tasks" / "__init__.py", pkg / "tasks" / "clock" / "__init__.py"):
+        init.write_text("")
+    (pkg / "tasks" / "clock" / "space.py").write_text("from pipeline.tasks.clock import task\n")
+    (pkg / "tasks" / "clock" / "task.py").write_text("from pipeline.latent import sets\n")
     edges = import_graph.imports(tmp_path)
     assert import_graph.cycles(edges) == [["pipeline.errors", "pipeline.text"]]
     assert [(e.source, e.target, e.in_function) for e in import_graph.upward(edges)] == [
-        ("pipeline.latent.sets", "pipeline.stages", True)]
+        ("pipeline.latent.sets", "pipeline.stages", True),
+        ("pipeline.tasks.clock.space", "pipeline.tasks.clock.task", False)]

@@ -3,7 +3,10 @@ the stages, the scorer, tracking and reporting loop over what the registries and
 declare (pipeline.methods: OURS/BASELINE/F_BETA are the roles they compare; the estimators'
 registry: labels, table order, the risk of a decision). A string literal in their code (not a
 docstring) equal to a registered name fails here, naming file and line. Names that are also a
-stage or an artifact ("map", "ptrue") mean the stage or artifact there, and are not counted."""
+stage or an artifact ("map", "ptrue") mean the stage or artifact there, and are not counted.
+Nor does the reporting name a dataset (conf/dataset/*.yaml, with or without "_bundled") outside
+the paper's vocabulary, pipeline/reporting/paper.py (which dataset is which column, the labels,
+the figure sets)."""
 
 from __future__ import annotations
 
@@ -16,22 +19,31 @@ from pipeline.latent import available_spaces
 from pipeline.methods import METHODS
 from pipeline.schema import ARTIFACTS
 from pipeline.stage import STAGES
+from pipeline.tasks import task_folders
 from pipeline.uncertainty.estimators import ESTIMATORS
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/scoring.py", "pipeline/score_io.py",
            "pipeline/tracking", "pipeline/reporting"]
+# the one reporting file that names the paper's datasets; the rest reads them from it
+PAPER_VOCABULARY = "pipeline/reporting/paper.py"
 
 
 def registered_names() -> dict[str, str]:
     names = {}
-    for task in (ROOT / "conf" / "task").glob("*.yaml"):
-        names[task.stem] = "task"
+    names.update({task: "task" for task in task_folders()})
     names.update({s: "latent space" for s in available_spaces()})
     names.update({m: "decision method" for m in METHODS.names()})
     names.update({e: "UQ estimator" for e in ESTIMATORS.names()})
     for other in (*STAGES.names(), *ARTIFACTS, "all", "plan", "report"):
         names.pop(other, None)
+    return names
+
+
+def dataset_names() -> dict[str, str]:
+    names = {}
+    for path in (ROOT / "conf" / "dataset").glob("*.yaml"):
+        names[path.stem] = names[path.stem.removesuffix("_bundled")] = "dataset"
     return names
 
 
@@ -54,9 +66,9 @@ def named_literals(path: Path, names: dict[str, str]) -> list[str]:
             and id(node) not in skip and node.value in names]
 
 
-def generic_files() -> list[Path]:
+def generic_files(entries: list[str] = GENERIC) -> list[Path]:
     out = []
-    for entry in GENERIC:
+    for entry in entries:
         path = ROOT / entry
         out += sorted(path.glob("*.py")) if path.is_dir() else [path]
     return out
@@ -70,6 +82,15 @@ def test_the_generic_layers_name_no_registered_part():
     assert found == []
 
 
+def test_the_reporting_names_datasets_only_in_the_papers_vocabulary():
+    names = dataset_names()
+    assert {"maqa", "maqa_bundled", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"} <= set(names)
+    found = [hit for path in generic_files(["pipeline/reporting"])
+             if path != ROOT / PAPER_VOCABULARY for hit in named_literals(path, names)]
+    assert found == []
+    assert named_literals(ROOT / PAPER_VOCABULARY, names)  # where they are
+
+
 def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
     planted = ROOT / "pipeline" / "stages" / "_planted_for_test.py"
     planted.write_text('"""doc naming \'bayes\' is fine."""\nTARGET = "bayes_risk"\n'
@@ -81,6 +102,6 @@ def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
     assert hits == ["pipeline/stages/_planted_for_test.py:2: UQ estimator 'bayes_risk'"]
 
 
-@pytest.mark.parametrize("entry", GENERIC)
+@pytest.mark.parametrize("entry", [*GENERIC, PAPER_VOCABULARY])
 def test_every_generic_entry_exists(entry):
     assert (ROOT / entry).exists()

@@ -63,7 +63,8 @@ def test_the_wheel_carries_configs_paper_numbers_and_bundled_data(wheel):
     expected |= {rel for rel in tracked if rel.startswith("pipeline/data/bundled/")}
     expected |= {rel for rel in tracked if rel.startswith(("pipeline/", "hydra_plugins/"))
                  and rel.endswith(".py")}
-    assert "pipeline/conf/config.yaml" in expected and "pipeline/conf/task/sets.yaml" in expected
+    expected |= {rel for rel in tracked if rel.startswith("pipeline/tasks/") and rel.endswith("/task.yaml")}
+    assert "pipeline/conf/config.yaml" in expected and "pipeline/tasks/sets/task.yaml" in expected
     assert "pipeline/paper/generation.csv" in expected
     assert sorted(expected - names) == []
     # nothing of the repository beside the package: no tests, scripts, top-level conf/

@@ -29,4 +29,4 @@ class ReferenceKind:
     description: str = ""
 
 
-REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipeline.tasks",))
+REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipeline.tasks.*.task",))

@@ -476,7 +476,8 @@ def json_scalar(value: Any, what: str) -> Any:
 
 S = TypeVar("S", bound=type[LatentSpace])
 
-SPACES: Registry[type[LatentSpace]] = Registry("latent space")
+# the built-in spaces live in their task folders (pipeline/tasks/<name>/space.py)
+SPACES: Registry[type[LatentSpace]] = Registry("latent space", discover=("pipeline.tasks.*.space",))
 
 
 def register(name: str) -> Callable[[S], S]:
@@ -487,7 +488,7 @@ def register(name: str) -> Callable[[S], S]:
     def deco(cls: S) -> S:
         if not (isinstance(cls, type) and issubclass(cls, LatentSpace)):
             raise TypeError(f"@register({name!r}) needs a LatentSpace subclass, got {cls!r}")
-        existing = SPACES.get(name)
+        existing = SPACES.registered_so_far(name)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
             raise ValueError(
                 f"latent space name {name!r} is already registered to {existing.__name__}"

@@ -13,31 +13,29 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.reporting import figures
+from pipeline.reporting.paper import ABLATION_DATASET, PRR_FIGURE
+from pipeline.reporting.paper import FIGURE_NAMES as FIGURE_NAMES  # re-exported
+from pipeline.reporting.paper import TABLE_NAMES as TABLE_NAMES  # re-exported
 from pipeline.resources import paper_dir
 from pipeline.store import atomic_write_text, cache_key
 
 log = logging.getLogger("pipeline")
 
 PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a wheel
-# What a full report writes: tables as md/tex/csv, figures as png/pdf (results/...).
-TABLE_NAMES = ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
-               "uq_auc_beam", "uq_prr_bayes_fbeta", "uq_72b")
-# (latent_entropy_vs_risk_pooled is written too with report_figures.entropy_pooled=true.)
+# What a full report writes (TABLE_NAMES, FIGURE_NAMES) and every other name of the paper's
+# datasets, tables and figures: pipeline.reporting.paper.
 # v3: extras (F-beta rows) marked and never best; Fig. 2a over the paper's estimators; Figs. 3,
 # 6-11 over the compared models (no 72B); one colour per estimator. v4: tables with n and
 # bootstrap intervals, no best where n is too small; figures' empty panels and per-bin n.
 # v5: no best where intervals overlap; bayes_vs_beam (paired bootstrap) per dataset.
 REPORT_VERSION = 5
-FIGURE_NAMES = ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
-                "hamming_distance_improvement_maqa", "cosine_distance_improvement_wmt19_fien",
-                "kl_divergence_improvement_maqa_star", "samples_ablation")
 
 
 def figure_options(cfg) -> dict[str, Any]:
     """report_figures.* with their defaults (a config composed before they existed has none)."""
     from omegaconf import OmegaConf
 
-    from pipeline.reporting.figures import ENTROPY_DATASET, PAPER_LLMS
+    from pipeline.reporting.paper import ENTROPY_DATASET, PAPER_LLMS
     from pipeline.reporting.tables import MIN_N_BEST
 
     def get(key, default):
@@ -121,7 +119,7 @@ def build_report(cfg) -> dict[str, Any]:
     figs = {
         "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir,
                                             models=options["rank_models"]),
-        "uq_maqa_prr": figures.fig_maqa_prr(scores, paper_uq, figures_dir),
+        PRR_FIGURE: figures.fig_maqa_prr(scores, paper_uq, figures_dir),
         "latent_entropy_vs_risk": figures.fig_entropy_vs_risk(
             unc, figures_dir, model=options["entropy_model"], dataset=options["entropy_dataset"],
             report_models=report_models),
@@ -147,14 +145,14 @@ def build_report(cfg) -> dict[str, Any]:
                                               per_model=True)
         per_model.to_csv(tables_dir / f"{name}.csv", index=False)
         figs[name] = figures.fig_improvement_per_model(per_model, figures_dir, name)
-    maqa_cells = [c for c in compared if c.canonical == "maqa"]
+    ablation_cells = [c for c in compared if c.canonical == ABLATION_DATASET]
     from pipeline.reporting.ablation import COLUMNS as ABLATION_COLUMNS
 
     ablation = pd.DataFrame(columns=ABLATION_COLUMNS)
-    if maqa_cells:
-        ablation = samples_ablation(per_prompt(maqa_cells, "latents"),
-                                    per_prompt(maqa_cells, "dataset"),
-                                    per_prompt(maqa_cells, "quality"), maqa_cells[0].space,
+    if ablation_cells:
+        ablation = samples_ablation(per_prompt(ablation_cells, "latents"),
+                                    per_prompt(ablation_cells, "dataset"),
+                                    per_prompt(ablation_cells, "quality"), ablation_cells[0].space,
                                     max_rejection=cfg.evaluation.max_rejection,
                                     seed=cfg.evaluation.seed)
     ablation.to_csv(tables_dir / "samples_ablation.csv", index=False)

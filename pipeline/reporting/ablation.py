@@ -19,7 +19,7 @@ import pandas as pd
 from pipeline.evaluation import prr
 from pipeline.latent import get_space
 from pipeline.methods import BASELINE
-from pipeline.tasks import METRICS, Reference
+from pipeline.tasks.contract import METRICS, Reference
 
 COLUMNS = ["model", "m", "hamming", "hamming_sd", "hamming_beam", "prr_bayes", "prr_bayes_sd",
            "prr_beam", "prr_beam_sd"]

@@ -24,11 +24,31 @@ import numpy as np
 import pandas as pd
 
 from pipeline.methods import METHODS, OURS, table_methods
+from pipeline.reporting.paper import (
+    ABLATION_TITLE,
+    ENTROPY_DATASET,
+    IMPROVEMENT_DATASET,
+    IMPROVEMENT_EMPTY,
+    IMPROVEMENT_FIGURES,
+    IMPROVEMENT_METRIC,
+    IMPROVEMENT_TITLE,
+    IMPROVEMENT_YLABEL,
+    PAPER_72B,
+    PAPER_ENTROPY_MODEL,
+    PAPER_LLMS,
+    PRR_DATASET,
+    PRR_FIGURE,
+    PRR_METRIC,
+    PRR_PAPER_TABLE,
+    PRR_TITLE,
+    PRR_YLABEL,
+    TASK_LABEL,
+    TASK_ORDER,
+)
 from pipeline.reporting.tables import (
     ESTIMATOR_LABEL,
     ESTIMATORS,
     METHOD_LABEL,
-    PAPER_72B,
     lower_is_better,
     metric_label,
 )
@@ -39,26 +59,11 @@ from pipeline.uncertainty.estimators import (
     table_estimators,
 )
 
-TASK_ORDER = ["maqa", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"]
-TASK_LABEL = {"maqa": "MAQA\n{0,1}^K", "triviaqa": "TriviaQA\n[K]", "wmt19_fien": "WMT19\nR^d",
-              "cnn_dm": "CNN/DM\nG", "maqa_star": "MAQA*\nSimplex"}
+# The paper's datasets, labels, LLMs and what each figure shows: pipeline.reporting.paper.
 # every method but ours and the task-declared ones (pipeline.methods), in the tables' order
 BASELINES = [m for m in table_methods() if m != OURS and METHODS[m].kind != "task"]
 RISK = risk_estimator(OURS)  # the Bayes risk
 ENTROPY = entropy_estimators()[0]  # the latent entropy (Fig. 2c's x axis)
-# "We evaluate instruction-tuned versions of Gemma 3 4B, Gemma 3 12B, Qwen 3 4B, and Qwen 3 30B
-# A3E" (Sec. 5, Models), in the order of the appendix panels (Figs. 9-11).
-PAPER_LLMS = ("qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b")
-# Fig. 2c's input file: figures/latent_entropy_vs_risk_gemma-3-12b-it.pgf
-PAPER_ENTROPY_MODEL = "gemma-3-12b-it"
-ENTROPY_DATASET = "maqa_star"  # Fig. 2c caption: "on MAQA ($\Delta^{K-1}$)"
-# Figs. 9-11 (appendix "Decoding"): file name -> (dataset, metric, what the caption names).
-# Named after the paper's panel files (hamming_distance_improvement_MAQA_methods_<LLM>.pgf, ...).
-IMPROVEMENT_FIGURES = {
-    "hamming_distance_improvement_maqa": ("maqa", "hamming", "multi-answer QA"),
-    "cosine_distance_improvement_wmt19_fien": ("wmt19_fien", "cosine_distance", "Machine Translation"),
-    "kl_divergence_improvement_maqa_star": ("maqa_star", "kl", "multi-answer QA (Simplex)"),
-}
 IMPROVEMENT_COLUMNS = ["baseline", "entropy_bin", "entropy_mid", "delta", "n"]
 
 
@@ -174,10 +179,10 @@ def fig_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path,
 def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ours = scores[(scores["dataset"] == "maqa") & (scores["target"] == OURS)
-                  & (scores["metric"] == "f1")] if len(scores) else scores
-    paper = paper_uq[(paper_uq["table"] == "uq_prr_bayes") & (paper_uq["dataset"] == "maqa")
-                     & (paper_uq["metric"] == "f1")]
+    ours = scores[(scores["dataset"] == PRR_DATASET) & (scores["target"] == OURS)
+                  & (scores["metric"] == PRR_METRIC)] if len(scores) else scores
+    paper = paper_uq[(paper_uq["table"] == PRR_PAPER_TABLE) & (paper_uq["dataset"] == PRR_DATASET)
+                     & (paper_uq["metric"] == PRR_METRIC)]
     est = [e for e in ESTIMATORS if e in set(paper["estimator"]) | set(ours.get("estimator", []))]
     x = np.arange(len(est))
     models = model_order(ours["model"]) if len(ours) else []
@@ -194,10 +199,10 @@ def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) ->
            color="lightgrey", edgecolor="black", label="paper: mean of 4 LLMs")
     ax.set_xticks(x, [ESTIMATOR_LABEL.get(e, e) for e in est], rotation=30, fontsize=8)
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_ylabel("PRR (F1 of the Bayes response)")
-    ax.set_title("PRR per UQ method on MAQA (sets)", fontsize=10)
+    ax.set_ylabel(PRR_YLABEL)
+    ax.set_title(PRR_TITLE, fontsize=10)
     ax.legend(fontsize=7)
-    return _save(fig, out_dir, "uq_maqa_prr")
+    return _save(fig, out_dir, PRR_FIGURE)
 
 
 # --- Fig. 2c: latent entropy vs Bayes risk, one model on MAQA* --------------------------------
@@ -294,8 +299,9 @@ def _improvement_rows(w: pd.DataFrame, sign: float, bins: int) -> list[dict]:
     return rows
 
 
-def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame, dataset: str = "maqa",
-                      metric: str = "hamming", bins: int = 4,
+def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame,
+                      dataset: str = IMPROVEMENT_DATASET, metric: str = IMPROVEMENT_METRIC,
+                      bins: int = 4,
                       per_model: bool = False) -> pd.DataFrame:
     """Delta = d(l*, l_baseline) - d(l*, l_Bayes) averaged per latent-entropy bin (paper Fig. 3;
     positive: l_Bayes is better). For a metric where higher is better (F1, COMET) the sign is
@@ -357,13 +363,12 @@ def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 3.6))
     _improvement_lines(ax, table)
     ax.set_xlabel("latent entropy H(p(l|x)) (bin mean)")
-    ax.set_ylabel("Hamming(baseline) - Hamming(Bayes)")
-    ax.set_title("Improvement of the Bayes response over each baseline (MAQA sets; top: prompts "
-                 "per bin)", fontsize=10)
+    ax.set_ylabel(IMPROVEMENT_YLABEL)
+    ax.set_title(IMPROVEMENT_TITLE, fontsize=10)
     if len(table):
         ax.legend(fontsize=7)
     else:
-        ax.text(0.5, 0.5, "no MAQA data", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, IMPROVEMENT_EMPTY, ha="center", transform=ax.transAxes)
     return _save(fig, out_dir, "hamming_improvement")
 
 
@@ -423,8 +428,7 @@ def draw_samples_ablation(ablation: pd.DataFrame):
         ax.set_title(title, fontsize=9)
     if len(ablation):
         axes[0].legend(fontsize=7)
-    fig.suptitle("MAQA sets: quality and uncertainty vs M (subsampled stored samples)",
-                 fontsize=10)
+    fig.suptitle(ABLATION_TITLE, fontsize=10)
     return fig
 
 

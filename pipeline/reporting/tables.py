@@ -15,15 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.methods import BASELINE, F_BETA, OURS, extra_methods, method_label, table_methods
-from pipeline.tasks import METRICS
+from pipeline.methods import extra_methods, method_label, table_methods
+from pipeline.reporting.paper import DATASET_LABEL, NOTES, PAPER_72B, TABLE_COLUMNS, TABLES
+from pipeline.tasks.contract import METRICS
 from pipeline.uncertainty.estimators import estimator_label, extra_estimators, table_estimators
 
-COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match_error"),
-           ("wmt19_fien", "comet"), ("wmt19_fien", "cosine_distance"), ("cnn_dm", "hamming"),
-           ("cnn_dm", "f1"), ("cnn_dm", "alignscore"), ("maqa_star", "kl")]
-DATASET_LABEL = {"maqa": "MAQA {0,1}^K", "triviaqa": "TriviaQA [K]", "wmt19_fien": "WMT19 R^d",
-                 "cnn_dm": "CNN/DM G", "maqa_star": "MAQA* Simplex"}
+# the paper's columns (dataset, metric) and their labels, its tables: pipeline.reporting.paper
+COLUMNS = TABLE_COLUMNS
 
 
 def metric_label(metric: str) -> str:
@@ -38,7 +36,6 @@ METHODS = list(table_methods())  # column order and labels: pipeline.methods
 METHOD_LABEL = {m: method_label(m) for m in METHODS}
 ESTIMATORS = table_estimators()  # row order and labels: pipeline.uncertainty.estimators
 ESTIMATOR_LABEL = {e: estimator_label(e) for e in ESTIMATORS}
-PAPER_72B = "qwen2.5-72b-instruct"
 # Fewer prompts than this in one of our (model, column) cells: its best is not marked (a PRR of
 # 1.000 on 10 prompts is no finding); report_figures.min_n_best.
 MIN_N_BEST = 30
@@ -356,36 +353,6 @@ def write_table(wide: pd.DataFrame | Table, out_dir: Path, name: str, title: str
             flat = flat.join(extra)
     flat.reset_index().to_csv(paths["csv"], index=False, float_format="%.6g")
     return paths
-
-
-TABLES = {
-    # name: (kind, paper table id, title, target, score)
-    "generation": ("generation", "performance_generations",
-                   "Generation quality per decoding method (Table 2)", None, None),
-    "generation_72b": ("generation", "performance_generations_72b",
-                       "Generation quality, Qwen2.5-72B (Table 7)", None, None),
-    "uq_prr_bayes": ("uq", "uq_prr_bayes", "UQ PRR, quality of the Bayes response (Table 3)",
-                     OURS, "prr"),
-    "uq_auc_bayes": ("uq", "uq_auc_bayes", "UQ concordance AUC, Bayes response (Table 4)",
-                     OURS, "auc"),
-    "uq_prr_beam": ("uq", "uq_prr_beam", "UQ PRR, quality of the beam response (Table 5)",
-                    BASELINE, "prr"),
-    "uq_auc_beam": ("uq", "uq_auc_beam", "UQ concordance AUC, beam response (Table 6)",
-                    BASELINE, "auc"),
-    # The F1 reading of MAQA/CNN-DM (paper: "We study both the Hamming distance and the F1 score
-    # as dissimilarity measures"): the F1-optimal (GFM) response's quality; no published numbers.
-    "uq_prr_bayes_fbeta": ("uq", "uq_prr_bayes_fbeta",
-                           "UQ PRR, quality of the F1-optimal Bayes response (F1 reading)",
-                           F_BETA, "prr"),
-    "uq_72b": ("uq", "uq_72b", "UQ PRR, Bayes response, Qwen2.5-72B (Table 8)", OURS,
-               "prr"),
-}
-
-
-# The paper's Table 5 (PRR, beam response) repeats Table 3's body number for number; our
-# transcription keeps it as printed (results/paper/README.md).
-NOTES = {"uq_prr_beam": "Paper rows: the paper's Table 5 body is identical to its Table 3 "
-                        "(a defect of the paper), transcribed as printed."}
 
 
 def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.DataFrame,

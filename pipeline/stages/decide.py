@@ -18,10 +18,11 @@ from omegaconf import DictConfig
 
 from pipeline.latent import get_space
 from pipeline.latent.decision_rules import DECISION_RULES
-from pipeline.latent.reals import RiskOverflowError
 from pipeline.methods import methods
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
+from pipeline.tasks.contract import space_settings, task_space
+from pipeline.tasks.reals.space import RiskOverflowError
 
 log = logging.getLogger("pipeline")
 
@@ -111,7 +112,7 @@ def _decide_decidable(space, valid, decidable: list[int], prompts, extra: dict[s
 
 def task_spaces(cfg: DictConfig):
     """(the task's latent space, {extra decision: its latent space})."""
-    space = get_space(cfg.task.space, **plain(cfg.task.space_options))
+    space = task_space(cfg)
     extra = {name: get_space(spec["space"], **spec.get("options", {}))
              for name, spec in (plain(cfg.task.decisions) or {}).items()}
     return space, extra
@@ -152,7 +153,7 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
 def decide_slice(cfg: DictConfig) -> dict:
     from pipeline.store import with_file_digests  # a space option naming a file: its content
 
-    return {"space": cfg.task.space, "space_options": with_file_digests(plain(cfg.task.space_options)),
+    return {"space": cfg.task.space, "space_options": with_file_digests(space_settings(cfg)),
             "decisions": plain(cfg.task.decisions)}
 
 

@@ -28,8 +28,15 @@ from pipeline.parts import cache_slice
 from pipeline.schema import AUDIT
 from pipeline.stage import plain, stage
 from pipeline.stages.decide import task_spaces
-from pipeline.store import ArtifactStore
-from pipeline.tasks import METRICS, REFERENCES, MetricContext, metric_config, reference_of
+from pipeline.store import ArtifactStore, with_file_digests
+from pipeline.tasks.contract import (
+    METRICS,
+    REFERENCES,
+    MetricContext,
+    metric_config,
+    reference_of,
+    space_settings,
+)
 
 log = logging.getLogger("pipeline")
 QUALITY_COLUMNS = ["prompt_id", "method", "metric", "value", "higher_is_better"]
@@ -93,7 +100,8 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     unscored: dict[str, int] = {}
     for d in decisions_df.itertuples():
         record = refs.loc[d.prompt_id]
-        ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge)
+        ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge,
+                           space=space)
         action = space.from_json(d.action)
         if action is None:
             unscored[d.method] = unscored.get(d.method, 0) + 1
@@ -209,7 +217,7 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
 def evaluate_slice(cfg: DictConfig) -> dict:
     return {"evaluation": plain(cfg.evaluation),
             "metrics": {name: cache_slice(s) for name, s in metric_settings(cfg).items()},
-            "space": cfg.task.space, "space_options": plain(cfg.task.space_options),
+            "space": cfg.task.space, "space_options": with_file_digests(space_settings(cfg)),
             "reference": cfg.task.reference, "judge": judge_settings(cfg)}
 
 
@@ -228,7 +236,7 @@ def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str,
     prepare_judge(judge, space, dataset, decisions)
     quality = quality_rows(space, list(cfg.task.metrics), dataset, decisions, latents,
                            reference=cfg.task.reference, settings=metric_settings(cfg),
-                           context=MetricContext(cfg.device, cfg.cache_dir), judge=judge)
+                           context=MetricContext(cfg.device, cfg.cache_dir, space), judge=judge)
     scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
                            max_rejection=ev.max_rejection, ties=ev.ties,
                            n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)

@@ -19,11 +19,18 @@ from omegaconf import DictConfig
 
 from pipeline.errors import PipelineError
 from pipeline.generation.cell import make_backend
-from pipeline.latent import get_space, space_class
-from pipeline.parts import cache_slice
-from pipeline.stage import plain, stage
+from pipeline.latent import space_class
+from pipeline.parts import cache_slice, task_options
+from pipeline.stage import stage
 from pipeline.store import ArtifactStore, with_file_digests
-from pipeline.tasks import MAPPERS, REFERENCES, MapContext, mapper_config
+from pipeline.tasks.contract import (
+    MAPPERS,
+    REFERENCES,
+    MapContext,
+    mapper_config,
+    space_settings,
+    task_space,
+)
 
 log = logging.getLogger("pipeline")
 
@@ -52,17 +59,20 @@ def map_slice(cfg: DictConfig) -> dict:
     """The mapper and its typed settings (pipeline.tasks.mapper_config; the fields declared with
     `how(...)` left out: how calls are made, not what they answer); the space options that decide
     the stored latents' canonical form; whether the reference goes through g_T too."""
-    space_options = plain(cfg.task.space_options) or {}
+    space_options = space_settings(cfg)
     canonical = {k: space_options[k] for k in space_class(cfg.task.space).canonical_options
                  if k in space_options}
-    return {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
-            "canonical_form": with_file_digests(canonical), "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+    out = {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
+           "canonical_form": with_file_digests(canonical), "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+    if options := task_options(cfg):  # the mapper sees the space, which may read any of them
+        out["task_options"] = with_file_digests(options)
+    return out
 
 
 def map_context(cfg: DictConfig) -> MapContext:
     """The cell's device, cache folder and generation model (for task.extractor.kind=local)."""
     return MapContext(device=str(cfg.device), cache_dir=str(cfg.cache_dir),
-                      local_backend=lambda: make_backend(cfg))
+                      local_backend=lambda: make_backend(cfg), space=task_space(cfg))
 
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
@@ -88,7 +98,7 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
                              reference_text=dataset["reference_text"].map(clean_text))
     samples = samples.assign(text=samples["text"].map(clean_text))
     decodes = decodes.assign(text=decodes["text"].map(clean_text))
-    space = get_space(cfg.task.space, **plain(cfg.task.space_options))
+    space = task_space(cfg)
     maps_reference = REFERENCES[cfg.task.reference].mapped
     mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg))
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.parts import one_of
-from pipeline.tasks import METRICS, Metric, MetricContext
+from pipeline.tasks.contract import METRICS, Metric, MetricContext
 
 
 @dataclass

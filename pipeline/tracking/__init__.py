@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from pipeline.stage import CELL_STAGES, plain
 from pipeline.stages.decide import task_spaces
 from pipeline.store import atomic_write_text
-from pipeline.tasks import describe_reference
+from pipeline.tasks.contract import describe_reference
 from pipeline.tracking.headline import headline, is_baseline_estimator
 from pipeline.tracking.lineage import (
     CellId,

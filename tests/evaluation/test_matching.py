@@ -7,7 +7,13 @@ import string
 
 import pytest
 
-from pipeline.evaluation import align_labels, align_to_aliases, exact_match, match_label, names_match
+from pipeline.evaluation import (
+    align_labels,
+    align_to_aliases,
+    exact_match,
+    match_label,
+    names_match,
+)
 from pipeline.evaluation.matching import remap_distribution, spelling_form
 from pipeline.text import canonical_label, split_names, squad_normalize
 
@@ -72,7 +78,7 @@ def test_split_names_reads_a_reference_string_by_its_form(text, names):
 
 
 def test_sets_reference_list_is_taken_as_it_is():
-    from pipeline.tasks.sets import answer_set_from_user
+    from pipeline.tasks.sets.task import answer_set_from_user
 
     # a list of names is already labels: never re-extracted (a string is split by its form)
     assert answer_set_from_user(["Vitamin A", "Bosnia and Herzegovina"])["answers"] == [

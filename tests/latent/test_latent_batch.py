@@ -142,7 +142,7 @@ def test_hamming_risk_is_exact_whatever_the_padding():
 def test_gfm_batch_equals_gfm_prompt_by_prompt(beta):
     """Padded prompts of 0-12 labels, with tied labels (identical columns) and empty samples:
     the batched GFM predicts what the one-prompt GFM predicts."""
-    from pipeline.latent.fbeta import gfm, gfm_batch
+    from pipeline.tasks.sets_fbeta.space import gfm, gfm_batch
 
     rng = np.random.default_rng(int(beta * 10))
     n_prompts, m, width = 60, 9, 12

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pipeline.latent import BayesResult, RealSpace
-from pipeline.latent.reals import RiskOverflowError
+from pipeline.tasks.reals.space import RiskOverflowError
 
 FLOAT_MAX = Fraction(sys.float_info.max)
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from pipeline.mapping.kggen import KGGenError, KGGenRunner, litellm_model
 from pipeline.mapping.llm_client import MissingAPIKeyError
+from pipeline.tasks.graphs.kggen import KGGenError, KGGenRunner, litellm_model
 
 
 def test_litellm_model_names():
@@ -52,7 +52,7 @@ def test_failure_classes_by_name_through_the_cause_chain():
     # DSPy 3.4 / LiteLLM class names (they are not installed in this env): a transient provider
     # error is "api" (not cached), a reply that did not parse is "parse" (cached), a rejected
     # key stops the stage.
-    from pipeline.mapping.kggen_worker import FatalKGGenError, _classify
+    from pipeline.tasks.graphs.kggen_worker import FatalKGGenError, _classify
 
     server_error = _error("LMServerError", (_error("LMProviderError"),))
     try:

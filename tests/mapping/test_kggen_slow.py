@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.mapping.graphs import GraphExtractor, extract_triples
-from pipeline.mapping.kggen import default_kggen_python
+from pipeline.tasks.graphs.kggen import default_kggen_python
+from pipeline.tasks.graphs.reading import GraphExtractor, extract_triples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer  # noqa: E402
@@ -81,7 +81,7 @@ def test_rerun_makes_zero_calls(server, tmp_path, caplog):
     assert again.kggen.stats.texts_sent == 0 and again.kggen.stats.clusterings_sent == 0
     assert again.kggen.stats.cache_hits == 3 and again.n_failures == 1
     assert again.kggen._proc is None  # never started: everything came from the cache
-    with caplog.at_level("INFO", logger="pipeline.mapping.kggen"):
+    with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
         again.close()
         again.close()
     assert [r.getMessage() for r in caplog.records] == [
@@ -153,7 +153,7 @@ def test_server_stand_in_agrees_with_the_rule_extractor():
 
 
 def test_rejected_key_stops_the_stage_with_the_providers_error(server, tmp_path):
-    from pipeline.mapping.kggen import KGGenError
+    from pipeline.tasks.graphs.kggen import KGGenError
 
     server.state.faults = [401] * 40
     ex = kggen_extractor(server, tmp_path / "kggen")
@@ -220,7 +220,7 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
     decodes = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "strategy": ["greedy"] * 6,
                             "text": [f"{c} hosted the games." for c in cities]})
     server.state.delay = 0.2
-    with caplog.at_level("INFO", logger="pipeline.mapping.kggen"):
+    with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
         latents = map_cell(cfg, dataset, samples, decodes)
     assert latents["parse_ok"].all() and len(latents) == 6 * 5
     assert 5 < server.state.peak_in_flight <= 8
@@ -269,14 +269,14 @@ def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path,
     cache = tmp_path / "cache"
     map_cell(config(cache, "false"), dataset, samples, decodes)  # the extractions, cached
     server.state.peak_in_flight, server.state.delay = 0, 0.05
-    with caplog.at_level("INFO", logger="pipeline.mapping.kggen"):
+    with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
         queued = map_cell(config(cache, "true"), dataset, samples, decodes)
     assert server.state.peak_in_flight > 1
     said = [r.getMessage() for r in caplog.records if "[kggen]" in r.getMessage()]
     assert said == ["[kggen] openai/gpt-4.1-mini: 0 texts extracted, 18 from the cache, 0 parse "
                     "and 0 API failures, 12 clusterings"]
     # prompt by prompt (no clustering queue), on a fresh cache: the same graphs
-    from pipeline.mapping.kggen import KGGenRunner
+    from pipeline.tasks.graphs.kggen import KGGenRunner
 
     monkeypatch.setattr(KGGenRunner, "prefetch_clusters", lambda self, graphs, context="": None)
     server.state.peak_in_flight = 0

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.mapping.llm_client import LLMCallError, LLMClient, MissingAPIKeyError, cache_key
-from pipeline.mapping.sets import SetExtractor
-from pipeline.mapping.simplex import SimplexMapper
+from pipeline.tasks.sets.reading import SetExtractor
+from pipeline.tasks.simplex.reading import SimplexMapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer, scripted  # noqa: E402
@@ -173,7 +173,7 @@ def test_the_cache_is_per_endpoint_and_serves_a_record_only_under_its_own_key(se
 
 def test_a_base_url_with_credentials_is_refused(tmp_path, compose_cfg):
     from pipeline.errors import ConfigError
-    from pipeline.tasks import mapper_config
+    from pipeline.tasks.contract import mapper_config
 
     with pytest.raises(ValueError, match="holds credentials"):
         LLMClient(base_url="https://user:s3cret@example.com/v1", cache_dir=tmp_path)

@@ -22,7 +22,7 @@ def backend():
 
 
 def test_local_set_extractor(backend):
-    from pipeline.mapping.sets import SetExtractor
+    from pipeline.tasks.sets.reading import SetExtractor
 
     ex = SetExtractor(method="local", backend=backend, max_new_tokens=24)
     out = ex.extract(["Which oceans border the USA?"] * 2, ["The Atlantic and Pacific Oceans.", "I don't know."])
@@ -32,7 +32,7 @@ def test_local_set_extractor(backend):
 
 
 def test_local_graph_extractor(backend):
-    from pipeline.mapping.graphs import GraphExtractor
+    from pipeline.tasks.graphs.reading import GraphExtractor
 
     ex = GraphExtractor(method="local", backend=backend, max_new_tokens=48)
     out = ex.extract(["Marie Curie won the Nobel Prize in 1903. She was born in Warsaw."])

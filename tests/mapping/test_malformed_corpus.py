@@ -12,12 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-
 from pipeline.mapping import extract_answers, parse_distribution
-from pipeline.mapping.graphs import GraphExtractor, extract_triples, parse_triples_output
 from pipeline.mapping.llm_client import LLMClient
-from pipeline.mapping.sets import SetExtractor, extract_answer_set, parse_extractor_output
-from pipeline.mapping.simplex import SimplexMapper
+from pipeline.tasks.graphs.reading import GraphExtractor, extract_triples, parse_triples_output
+from pipeline.tasks.sets.reading import SetExtractor, extract_answer_set, parse_extractor_output
+from pipeline.tasks.simplex.reading import SimplexMapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer  # noqa: E402

@@ -2,10 +2,21 @@
 
 import pytest
 
-from pipeline.mapping.graphs import GraphExtractor, extract_triples, graph_to_text, merge_graphs, parse_triples_output
-from pipeline.mapping.sets import SetExtractor, merge_sets, parse_extractor_output, representatives
 from pipeline.evaluation.matching import remap_distribution
-from pipeline.mapping.simplex import SimplexMapper, merge_distributions, renormalise
+from pipeline.tasks.graphs.reading import (
+    GraphExtractor,
+    extract_triples,
+    graph_to_text,
+    merge_graphs,
+    parse_triples_output,
+)
+from pipeline.tasks.sets.reading import (
+    SetExtractor,
+    merge_sets,
+    parse_extractor_output,
+    representatives,
+)
+from pipeline.tasks.simplex.reading import SimplexMapper, merge_distributions, renormalise
 
 
 def by_head_word(question, labels):

@@ -229,7 +229,7 @@ def test_the_paper_settings_it_leaves_open_are_the_documented_ones(hydra_ctx, da
                                                                    max_new_tokens):
     """docs/fidelity.md rows "Decoding baselines", "Generation length", "Dataset splits and
     sizes", "COMET checkpoint", "KL smoothing": the values it names."""
-    from pipeline.tasks import metric_config
+    from pipeline.tasks.contract import metric_config
 
     cfg = compose("config", overrides=["experiment=paper", f"dataset={dataset}"])
     g = cfg.generation

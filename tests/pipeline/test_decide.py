@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pipeline.latent import get_space
-from pipeline.latent.sets import surface_form
 from pipeline.stages.decide import decide_prompt
+from pipeline.tasks.sets.space import surface_form
 
 SETS, SPHERE, CLASSES = get_space("sets"), get_space("sphere"), get_space("classes")
 
@@ -86,7 +86,7 @@ def test_set_text_says_what_the_set_says():
 
 
 def test_graph_text_is_g_inverse():
-    from pipeline.mapping.graphs import graph_to_text
+    from pipeline.tasks.graphs.reading import graph_to_text
 
     g = frozenset({("marie curie", "won", "nobel prize"), ("marie curie", "born in", "warsaw")})
     rows = by_method(decide_prompt(get_space("graphs"),

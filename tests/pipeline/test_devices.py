@@ -12,7 +12,7 @@ import pytest
 
 from pipeline import aux_models
 from pipeline.devices import comet_gpus, configure_torch_threads, cpu_threads, resolve_device
-from pipeline.tasks import METRICS, MetricContext, metric_config
+from pipeline.tasks.contract import METRICS, MetricContext, metric_config
 
 
 @pytest.fixture()

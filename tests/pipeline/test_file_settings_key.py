@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import pytest
 from pathlib import Path
 
-from pipeline.tasks import MAPPERS, Mapper
+from pipeline.tasks.contract import MAPPERS, Mapper
 
 
 @dataclass

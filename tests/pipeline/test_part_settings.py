@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError
 from pipeline.mapping.settings import ExtractorConfig
 from pipeline.parts import cache_slice, how, part_config
 from pipeline.stages.map import map_cell, map_slice
-from pipeline.tasks import MAPPERS, Mapper, mapper_config
+from pipeline.tasks.contract import MAPPERS, Mapper, mapper_config
 
 
 @dataclass
@@ -159,7 +159,7 @@ def test_an_unresolvable_shared_setting_is_a_config_error_naming_the_mapper(comp
 # --- metrics: typed settings under metrics.<name> ---------------------------------------------
 
 def test_every_registered_metric_has_typed_settings_composed_from_the_config(compose_cfg):
-    from pipeline.tasks import METRICS, metric_config
+    from pipeline.tasks.contract import METRICS, metric_config
 
     cfg = compose_cfg("experiment=paper")
     for name in METRICS.names():
@@ -209,7 +209,7 @@ def _set_decisions():
 @pytest.mark.parametrize("task", ["classes", "sets", "simplex", "graphs", "reals", "sphere"])
 def test_no_setting_outside_a_metrics_settings_changes_the_evaluate_key(compose_cfg, task):
     from pipeline.stages.evaluate import evaluate_slice
-    from pipeline.tasks import METRICS
+    from pipeline.tasks.contract import METRICS
 
     base = compose_cfg(f"task={task}")
     mine = set(base.task.metrics)

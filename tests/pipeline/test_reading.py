@@ -20,8 +20,8 @@ def _dataset(question, answers):
 
 def _classes(question, texts):
     """The offline classes mapper (answers read, clustered by the label rule)."""
-    from pipeline.tasks import MAPPERS, MapContext
-    from pipeline.tasks.classes import ClassesSettings
+    from pipeline.tasks.classes.task import ClassesSettings
+    from pipeline.tasks.contract import MAPPERS, MapContext
 
     return MAPPERS["classes"].build(ClassesSettings(), MapContext())(question, texts)
 
@@ -75,8 +75,8 @@ def test_cluster_answer_is_printed_and_scored_as_its_most_frequent_member():
 ])
 def test_set_cases_score_as_a_careful_reader_scores_them(responses, reference, question, f1, hamming):
     from pipeline.mapping.labels import LabelMerger
-    from pipeline.mapping.sets import SetExtractor
-    from pipeline.tasks.sets import answer_set_from_user
+    from pipeline.tasks.sets.reading import SetExtractor
+    from pipeline.tasks.sets.task import answer_set_from_user
 
     space = get_space("sets")
     latents = SetExtractor(method="rule", equivalence=LabelMerger().cluster).map_prompt(question, responses)

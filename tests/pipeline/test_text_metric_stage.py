@@ -15,7 +15,7 @@ from pipeline.config import register_configs
 from pipeline.evaluation import text_metrics as tm
 from pipeline.latent import get_space
 from pipeline.stages.evaluate import metric_settings, quality_rows
-from pipeline.tasks import METRICS, MetricContext, metric_config
+from pipeline.tasks.contract import METRICS, MetricContext, metric_config
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.latent import get_space
 from pipeline.stages.decide import decide_all
-from pipeline.tasks import describe_reference
+from pipeline.tasks.contract import describe_reference
 from pipeline.tracking.headline import headline, is_baseline_estimator
 from pipeline.tracking.prompts import prompts_frame
 

@@ -82,7 +82,7 @@ def test_the_samples_ablation_at_full_m_is_the_bayes_decision_of_every_sample():
 
     from pipeline.evaluation import prr
     from pipeline.reporting.ablation import samples_ablation
-    from pipeline.tasks import METRICS, Reference
+    from pipeline.tasks.contract import METRICS, Reference
 
     samples = {"p1": [["a"], ["a", "b"], ["a"], ["c"]], "p2": [["x"], ["y"], ["x", "y"], ["x"]],
                "p3": [["u"], ["u"], ["u"], ["v"]]}

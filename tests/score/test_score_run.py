@@ -90,7 +90,7 @@ def test_other_examples_run(task, overrides, tmp_path):
         assert written["bayes_action"].str.fullmatch(r"<384-d vector>").all()
     else:
         space = get_space(task, **({"directed": False, "relation_labels": True}
-                                   if task == "graphs" else {}))  # conf/task/graphs.yaml
+                                   if task == "graphs" else {}))  # pipeline/tasks/graphs/task.yaml
         assert [space.from_json(a) if a != "null" else None for a in written["bayes_action"]] \
             == [None if a is None else space.canonical(a) for a in df["bayes_action"]]
     rows = [json.loads(line) for line in (EXAMPLES / f"{task}.jsonl").read_text().splitlines()]

@@ -6,11 +6,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
-from pipeline.mapping.sets import SetExtractor, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
 from pipeline.parts import one_of
-from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
-from pipeline.tasks.classes import _aliases
+from pipeline.tasks.classes.task import _aliases
+from pipeline.tasks.contract import (
+    MAPPERS,
+    METRICS,
+    REFERENCES,
+    Mapper,
+    Metric,
+    Reference,
+    ReferenceKind,
+)
+from pipeline.tasks.sets.reading import SetExtractor, extraction_prompt
 from pipeline.text import split_names
 
 

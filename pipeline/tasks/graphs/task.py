@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.mapping.graphs import GraphExtractor
 from pipeline.mapping.settings import ExtractionSettings
-from pipeline.tasks import MAPPERS, REFERENCES, Mapper, ReferenceKind
+from pipeline.tasks.contract import MAPPERS, REFERENCES, Mapper, ReferenceKind
+from pipeline.tasks.graphs.reading import GraphExtractor
 
 
 def build_graphs(settings: ExtractionSettings, context) -> Any:

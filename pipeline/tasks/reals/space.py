@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import (
+from pipeline.latent.base import (
     TIE_TOLERANCE,
     BayesResult,
     LatentBatch,

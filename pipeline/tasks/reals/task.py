@@ -1,6 +1,6 @@
 """Numeric answers (GSM8K final answers, the bundled numeric set): real numbers with the
 absolute (median) or squared (mean) loss. The whole task is this module and one config file
-(conf/task/reals.yaml): a mapper, a reference kind and two metrics."""
+(pipeline/tasks/reals/task.yaml): a mapper, a reference kind and two metrics."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import math
 from typing import Any
 
 from pipeline.mapping.numbers import parse_number
-from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
+from pipeline.tasks.contract import (
+    MAPPERS,
+    METRICS,
+    REFERENCES,
+    Mapper,
+    Metric,
+    Reference,
+    ReferenceKind,
+)
 
 
 def build_reals(settings: Any, context: Any) -> Any:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluation import cosine_distance
-from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric, Reference
+from pipeline.tasks.contract import MAPPERS, METRICS, Mapper, Metric, Reference
 
 
 @dataclass

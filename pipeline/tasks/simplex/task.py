@@ -12,9 +12,17 @@ from pipeline.errors import ConfigError
 from pipeline.evaluation import kl_divergence
 from pipeline.evaluation.matching import answer_names, remap_distribution
 from pipeline.mapping.settings import ExtractionSettings
-from pipeline.mapping.simplex import SimplexMapper, merge_distributions
 from pipeline.parts import SettingError
-from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
+from pipeline.tasks.contract import (
+    MAPPERS,
+    METRICS,
+    REFERENCES,
+    Mapper,
+    Metric,
+    Reference,
+    ReferenceKind,
+)
+from pipeline.tasks.simplex.reading import SimplexMapper, merge_distributions
 
 
 @dataclass
@@ -51,7 +59,7 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
     def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         """Every extraction call of the cell through one pool (see the sets mapper)."""
         if client is not None:
-            from pipeline.mapping.sets import extraction_prompt
+            from pipeline.tasks.sets.reading import extraction_prompt
 
             client.complete(list(dict.fromkeys(extraction_prompt("answer_distribution", q, t)
                                                for q, texts, attached in items

@@ -5,7 +5,7 @@ Extractors (paper appendix "Mapping Language Outputs to Latent Structures"):
   (any LiteLLM model string, e.g. "openai/gpt-4.1-mini", or an OpenAI-compatible `api_base`).
   `kg-gen` 0.4.0 conflicts with the main environment (it downgrades openai, filelock and
   python-dateutil through dspy/litellm), so it lives in `.venv-kggen` (scripts/setup_kggen_venv.sh)
-  and `pipeline.mapping.kggen.KGGenRunner` calls it there through a worker process, with an
+  and `pipeline.tasks.graphs.kggen.KGGenRunner` calls it there through a worker process, with an
   on-disk cache. KGGen's own clustering of each prompt's aggregated graph is on by default, as
   in the paper.
 - ``"local"`` / ``"llm"``: a triple-extraction prompt through a local generation backend or an
@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pipeline.latent.graphs import graph_to_text as _graph_to_text
+from pipeline.mapping.extractor import LocalModelExtractor
 from pipeline.mapping.response_text import strip_prompt_echo
-from pipeline.mapping.sets import EquivalenceFn, attach_labels, representatives
+from pipeline.tasks.graphs.space import graph_to_text as _graph_to_text
+from pipeline.tasks.sets.reading import EquivalenceFn, attach_labels, representatives
 from pipeline.text import canonical_label, to_text
 
 __all__ = [
@@ -432,8 +433,8 @@ def _clustering_inputs(graphs: Sequence[Sequence[Triple] | None],
 
 
 @dataclass
-class GraphExtractor:
-    """Graph g_T over many responses, with counts of parse failures.
+class GraphExtractor(LocalModelExtractor):
+    """Graph g_T over many responses, with counts of parse failures (`LocalModelExtractor`).
 
     Args:
         method: "rule", "kggen", "local" (generation backend) or "llm" (an `LLMClient`).
@@ -448,7 +449,8 @@ class GraphExtractor:
         equivalence: optional `(context, labels) -> cluster ids` for entity/relation merging.
     """
 
-    method: str = "rule"
+    METHODS = METHODS
+
     model: str = "openai/gpt-4.1-mini"
     api_base: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -457,24 +459,11 @@ class GraphExtractor:
     cache_dir: str | None = None
     max_concurrency: int = 4
     kggen: Any = None
-    client: Any = None
-    backend: Any = None
-    backend_name: str = "transformers"
-    backend_cfg: dict[str, Any] = field(default_factory=dict)
     max_new_tokens: int = 128
-    equivalence: EquivalenceFn | None = None
-    n_failures: int = 0
-    n_responses: int = 0
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"GraphExtractor.method must be one of {METHODS} (got {self.method!r})")
-        if self.method == "llm" and self.client is None:
-            raise ValueError("GraphExtractor(method='llm') needs client=LLMClient(...)")
 
     def _runner(self):
         if self.kggen is None:
-            from pipeline.mapping.kggen import KGGenRunner
+            from pipeline.tasks.graphs.kggen import KGGenRunner
 
             self.kggen = KGGenRunner(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                                      python=self.kggen_python, cache_dir=self.cache_dir,
@@ -535,20 +524,9 @@ class GraphExtractor:
         elif self.method == "kggen":
             out = self._kggen_graphs(texts, n_attached)
         else:
-            prompts = [TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts]
-            if self.method == "llm":
-                raw = self.client.complete(prompts)
-            else:
-                if self.backend is None:
-                    from pipeline.generation import get_backend
-
-                    self.backend = get_backend(self.backend_name, **self.backend_cfg)
-                rendered = [self.backend.render_chat([{"role": "user", "content": p}]) for p in prompts]
-                raw = [g.text for g in self.backend.greedy(rendered, self.max_new_tokens)]
+            raw = self._complete([TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts])
             out = [parse_triples_output(r) for r in raw]
-        self.n_responses += len(out)
-        self.n_failures += sum(o is None for o in out)
-        return out
+        return self._counted(out)
 
     def close(self) -> None:
         """Stop the KGGen worker, if one was started."""

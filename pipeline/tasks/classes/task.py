@@ -13,7 +13,15 @@ from pipeline.mapping.answer_rules import _NUMERIC_QUESTION, read_single_answer
 from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.parts import one_of
-from pipeline.tasks import MAPPERS, METRICS, REFERENCES, Mapper, Metric, Reference, ReferenceKind
+from pipeline.tasks.contract import (
+    MAPPERS,
+    METRICS,
+    REFERENCES,
+    Mapper,
+    Metric,
+    Reference,
+    ReferenceKind,
+)
 from pipeline.text import canonical_label
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import (
+from pipeline.latent.base import (
     BayesResult,
     LatentSpace,
     first_min_index,
@@ -27,7 +27,13 @@ from .base import (
     padded_chunks,
     register,
 )
-from .sets import IncidenceBatch, SetSpace, _canonical_set, encode_label_set, incidence_matrix
+from pipeline.tasks.sets.space import (
+    IncidenceBatch,
+    SetSpace,
+    _canonical_set,
+    encode_label_set,
+    incidence_matrix,
+)
 
 
 def f_beta(reference: frozenset, candidate: frozenset, beta: float) -> float:

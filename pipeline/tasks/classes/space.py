@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .base import BayesResult, LatentBatch, LatentSpace, first_min_index, register, reject_none
+from pipeline.latent.base import (
+    BayesResult,
+    LatentBatch,
+    LatentSpace,
+    first_min_index,
+    register,
+    reject_none,
+)
 
 
 class ClassBatch(LatentBatch):
@@ -78,7 +85,7 @@ class ClassSpace(LatentSpace[Hashable]):
         # a label is a canonical answer ("paris"): written as the samples write it ("Paris")
         if not isinstance(action, str):
             return None
-        from .sets import surface_form
+        from pipeline.tasks.sets.space import surface_form
 
         return surface_form(action, list(texts))
 

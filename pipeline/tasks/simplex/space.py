@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import (
+from pipeline.latent.base import (
     BayesResult,
     LatentBatch,
     LatentSpace,

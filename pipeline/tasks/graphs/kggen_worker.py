@@ -1,8 +1,8 @@
 """KGGen calls, in-process or as a JSON-lines worker in the KGGen venv.
 
 `kg-gen` cannot share the main environment (see scripts/setup_kggen_venv.sh), so the map stage
-normally runs this module with `.venv-kggen/bin/python -m pipeline.mapping.kggen_worker` and
-talks to it over stdin/stdout (`pipeline.mapping.kggen.KGGenRunner`). The module imports only
+normally runs this module with `.venv-kggen/bin/python -m pipeline.tasks.graphs.kggen_worker` and
+talks to it over stdin/stdout (`pipeline.tasks.graphs.kggen.KGGenRunner`). The module imports only
 the standard library at import time; `kg_gen` is imported by `make_kggen`.
 
 Protocol: the first line is the settings object ({"model", "api_base", "api_key_env",

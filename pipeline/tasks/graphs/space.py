@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .base import LatentTypeError, register, reject_none
-from .sets import SetSpace
+from pipeline.latent.base import LatentTypeError, register, reject_none
+from pipeline.tasks.sets.space import SetSpace
 
 Triple = tuple[str, str, str]
 

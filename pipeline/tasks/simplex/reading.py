@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from pipeline.mapping.extractor import ResponseExtractor
 from pipeline.mapping.parsing import parse_distribution
-from pipeline.mapping.sets import EquivalenceFn, extraction_prompt, representatives
+from pipeline.tasks.sets.reading import EquivalenceFn, extraction_prompt, representatives
 from pipeline.text import canonical_label, to_text
 
 __all__ = ["SimplexMapper", "merge_distributions", "renormalise"]
@@ -73,8 +73,8 @@ def merge_distributions(
 
 
 @dataclass
-class SimplexMapper:
-    """Simplex g_T over many responses, with counts of parse failures.
+class SimplexMapper(ResponseExtractor):
+    """Simplex g_T over many responses, with counts of parse failures (`ResponseExtractor`).
 
     Args:
         method: "rule" (`parse_distribution` on the response) or "llm" (the paper's simplex
@@ -84,31 +84,19 @@ class SimplexMapper:
         renormalise: scale each merged distribution to sum to 1.
     """
 
-    method: str = "rule"
-    client: Any = None
-    equivalence: EquivalenceFn | None = None
-    renormalise: bool = False
-    n_failures: int = 0
-    n_responses: int = 0
+    METHODS = METHODS
 
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"SimplexMapper.method must be one of {METHODS} (got {self.method!r})")
-        if self.method == "llm" and self.client is None:
-            raise ValueError("SimplexMapper(method='llm') needs client=LLMClient(...)")
+    renormalise: bool = False
 
     def parse(self, questions: Sequence[object], texts: Sequence[object]) -> list[Distribution | None]:
         """One distribution per (question, response) pair, or None for a parse failure."""
-        if len(questions) != len(texts):
-            raise ValueError(f"got {len(questions)} questions for {len(texts)} responses; pass one question per response")
+        self._check_pairs(questions, texts)
         if self.method == "rule":
             out = [parse_distribution(t) for t in texts]
         else:
-            raw = self.client.complete([extraction_prompt("answer_distribution", q, t) for q, t in zip(questions, texts)])
+            raw = self._complete([extraction_prompt("answer_distribution", q, t) for q, t in zip(questions, texts)])
             out = [None if r is None else parse_distribution(r) for r in raw]
-        self.n_responses += len(out)
-        self.n_failures += sum(o is None for o in out)
-        return out
+        return self._counted(out)
 
     def map_prompt(self, question: object, texts: Sequence[object]) -> list[Distribution | None]:
         """The samples of one prompt: parse, merge equivalent answers, optionally renormalise."""

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.data import prompts
+from pipeline.mapping.extractor import EquivalenceFn, LocalModelExtractor
 from pipeline.mapping.parsing import MAX_CHARS, clean_item, extract_answers
 from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
 from pipeline.text import canonical_label, clean_text, to_text
@@ -37,9 +38,6 @@ __all__ = [
     "representatives",
     "merge_sets",
 ]
-
-# (question, labels) -> one cluster id per label; the equivalence engineer's `cluster` fits.
-EquivalenceFn = Callable[[str, list[str]], Sequence[int]]
 
 METHODS = ("rule", "llm", "local")
 
@@ -200,8 +198,8 @@ def merge_sets(
 
 
 @dataclass
-class SetExtractor:
-    """Set g_T over many responses, with counts of parse failures.
+class SetExtractor(LocalModelExtractor):
+    """Set g_T over many responses, with counts of parse failures (`LocalModelExtractor`).
 
     Args:
         method: "rule", "llm" (OpenAI-compatible `client`) or "local" (generation `backend`).
@@ -214,50 +212,21 @@ class SetExtractor:
             (the 135M local model often is; off by default so failures are visible).
     """
 
-    method: str = "rule"
-    client: Any = None
-    backend: Any = None
-    backend_name: str = "transformers"
-    backend_cfg: dict[str, Any] = field(default_factory=dict)
-    max_new_tokens: int = 64
-    equivalence: EquivalenceFn | None = None
+    METHODS = METHODS
+
     fallback_to_rules: bool = False
-    n_failures: int = 0
-    n_responses: int = 0
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"SetExtractor.method must be one of {METHODS} (got {self.method!r})")
-        if self.method == "llm" and self.client is None:
-            raise ValueError("SetExtractor(method='llm') needs client=LLMClient(...)")
-
-    def _backend(self) -> Any:
-        if self.backend is None:
-            from pipeline.generation import get_backend
-
-            self.backend = get_backend(self.backend_name, **self.backend_cfg)
-        return self.backend
 
     def extract(self, questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:
         """One label set per (question, response) pair, or None for a parse failure."""
-        if len(questions) != len(texts):
-            raise ValueError(f"got {len(questions)} questions for {len(texts)} responses; pass one question per response")
+        self._check_pairs(questions, texts)
         if self.method == "rule":
             out = [extract_answer_set(t, q) for q, t in zip(questions, texts)]
         else:
-            prompts = [extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)]
-            if self.method == "llm":
-                raw = self.client.complete(prompts)
-            else:
-                backend = self._backend()
-                rendered = [backend.render_chat([{"role": "user", "content": p}]) for p in prompts]
-                raw = [g.text for g in backend.greedy(rendered, self.max_new_tokens)]
+            raw = self._complete([extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)])
             out = [parse_extractor_output(r) for r in raw]
             if self.fallback_to_rules:
                 out = [o if o is not None else extract_answer_set(t, q) for o, q, t in zip(out, questions, texts)]
-        self.n_responses += len(out)
-        self.n_failures += sum(o is None for o in out)
-        return out
+        return self._counted(out)
 
     def map_prompt(self, question: object, texts: Sequence[object]) -> list[frozenset[str] | None]:
         """The samples of one prompt: extract, then merge equivalent labels across them."""

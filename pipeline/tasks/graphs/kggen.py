@@ -1,7 +1,7 @@
 """KGGen (the paper's graph extractor) with an on-disk cache, from any environment.
 
 `kg-gen` needs its own venv (scripts/setup_kggen_venv.sh). The calls go to
-`pipeline.mapping.kggen_worker` running under that venv's interpreter, one worker per runner:
+`pipeline.tasks.graphs.kggen_worker` running under that venv's interpreter, one worker per runner:
 `python` (the map stage's `task.extractor.kggen_python`), else $KGGEN_PYTHON, else
 <repo>/.venv-kggen/bin/python. When none of these exists, kg_gen is imported in this process
 (a map stage that itself runs in the KGGen venv).
@@ -118,7 +118,7 @@ class KGGenRunner:
         # PYTHONHASHSEED: KGGen iterates sets of strings when clustering; fixed so prompts repeat.
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
-            [str(self.python), "-m", "pipeline.mapping.kggen_worker"], stdin=subprocess.PIPE,
+            [str(self.python), "-m", "pipeline.tasks.graphs.kggen_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=None, text=True, encoding="utf-8", env=env)
         self._proc = proc
         self._send(self.settings)  # names the key's variable, not the key

@@ -1,0 +1,1 @@
+"""The simplex task: Ambiguous QA (MAQA*): answer distributions on the simplex, KL divergence."""

@@ -1,0 +1,166 @@
+"""A task is one folder (issue 39): pipeline/tasks/<name>/ holds its config, its space, its
+parts and its reading; the space imports alone; `pipeline.latent` keeps every public name;
+`task.options` reaches every part of the task, and each part gets the task's space."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pipeline.tasks import task_folders
+
+BUILT_IN = ["classes", "graphs", "reals", "sets", "sets_fbeta", "simplex", "sphere"]
+
+
+def test_every_built_in_task_is_a_folder_with_its_config_and_space():
+    from pipeline.data.references import REFERENCES
+    from pipeline.latent import space_class
+    from pipeline.scoring import compose_config
+    from pipeline.tasks.contract import MAPPERS, METRICS
+
+    assert sorted(task_folders()) == BUILT_IN
+    for name, folder in task_folders().items():
+        assert (folder / "space.py").is_file(), name  # every task has its own space
+        cfg = compose_config(name)
+        assert cfg.task.name == name
+        # the space is the folder's own; the parts are registered by a task folder's task.py
+        assert space_class(cfg.task.space).__module__ == f"pipeline.tasks.{name}.space"
+        for part in (MAPPERS[cfg.task.mapper].build, REFERENCES[cfg.task.reference].check,
+                     *(METRICS[m].fn or METRICS[m].scorer for m in cfg.task.metrics)):
+            assert part.__module__.startswith("pipeline.tasks."), (name, part)
+
+
+def test_a_space_imports_alone_and_pipeline_latent_keeps_its_public_names():
+    code = ("import sys; import pipeline.tasks.sets_fbeta.space as s; "
+            "print(sorted(m.split('.')[0] if not m.startswith('pipeline') else m "
+            "for m in sys.modules if m.startswith(('pipeline', 'pandas', 'torch', 'omegaconf'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert eval(loaded.stdout) == [  # numpy only: no mapping, data, pandas or config code
+        "pipeline", "pipeline.api", "pipeline.errors", "pipeline.latent", "pipeline.latent.base",
+        "pipeline.latent.codec", "pipeline.registry", "pipeline.tasks", "pipeline.tasks.sets",
+        "pipeline.tasks.sets.space", "pipeline.tasks.sets_fbeta", "pipeline.tasks.sets_fbeta.space"]
+
+    from pipeline import latent
+    from pipeline.tasks.sets.space import SetSpace
+    from pipeline.tasks.sphere.space import sphere_bayes_batch
+
+    assert latent.SetSpace is SetSpace and latent.sphere_bayes_batch is sphere_bayes_batch
+    for name in latent.__all__:
+        assert getattr(latent, name) is not None, name
+    assert latent.available_spaces() == ["classes", "graphs", "reals", "sets", "sets-fbeta",
+                                         "simplex", "sphere"]
+    with pytest.raises(AttributeError, match="no attribute 'TreeSpace'"):
+        latent.TreeSpace  # noqa: B018
+
+
+# A plugin task on a clock of `period` hours: the space, the mapper and the metric each read
+# `period` from task.options; the metric computes d_T through the space it is handed.
+PLUGIN = '''
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.latent import BayesResult, LatentSpace, register
+from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric
+
+
+@register("ticks")
+class TickSpace(LatentSpace):
+    def __init__(self, period=24):
+        self.period = period
+
+    def canonical(self, latent):
+        return int(latent) % self.period
+
+    def distance(self, a, b):
+        diff = abs(a - b) % self.period
+        return min(diff, self.period - diff)
+
+    def _pairwise_distances(self, items):
+        return np.array([[self.distance(a, b) for b in items] for a in items], dtype=float)
+
+    def _risk(self, action, items, w):
+        return float(sum(wi * self.distance(action, b) for wi, b in zip(w, items)) / sum(w))
+
+    def _bayes(self, items, w):  # some sample minimises the risk on a circle
+        risks = [self._risk(a, items, w) for a in items]
+        best = min(range(len(items)), key=risks.__getitem__)
+        return BayesResult(items[best], risks[best])
+
+    def encode(self, latent):
+        return int(latent)
+
+    def decode(self, payload):
+        return int(payload)
+
+
+@dataclass
+class Period:
+    period: int = 24
+
+
+def build(settings, context):
+    seen.append((settings.period, context.space.period))
+    return lambda question, texts, attached=(): [int(t) % settings.period for t in [*texts, *attached]]
+
+
+def ticks_off(action, ref, settings):
+    return ref.space.distance(action, int(ref.answers[0][0]) % settings.period)
+
+
+seen = []
+MAPPERS.add("ticks", Mapper(build, Period), replace=True)
+METRICS.add("ticks_off", Metric("Ticks off", higher_is_better=False, fn=ticks_off, Config=Period),
+            replace=True)
+'''
+
+
+@pytest.fixture
+def ticks(tmp_path, monkeypatch):
+    (tmp_path / "ticksplugin.py").write_text(textwrap.dedent(PLUGIN))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "conf" / "task").mkdir(parents=True)
+    (tmp_path / "conf" / "task" / "ticks.yaml").write_text(
+        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+    yield tmp_path
+    sys.modules.pop("ticksplugin", None)
+
+
+def _score(tmp_path, *overrides):
+    from pipeline.scoring import score
+
+    rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"], "reference": "23"}]
+    return score(rows, task="ticks", plugins=["ticksplugin"], config_dirs=[tmp_path / "conf"],
+                 work_dir=tmp_path / "work", overrides=list(overrides))
+
+
+def circular(a, b, period):  # the clock distance, written again for the check
+    return min((a - b) % period, (b - a) % period)
+
+
+def test_task_options_reach_the_space_the_mapper_and_the_metric(ticks):
+    out = _score(ticks)
+    # period 12: 13 -> 1, so the latents are [1, 1, 11]; the Bayes action 1 (risk 2/3 on the
+    # 12-hour clock, 10/3 had the space kept its default of 24)
+    assert out["bayes_risk"].tolist() == [pytest.approx(sum(circular(1, b, 12) for b in (1, 1, 11)) / 3)]
+    assert out["quality_bayes_ticks_off"].tolist() == [circular(1, 23 % 12, 12)]  # d_T via ref.space
+    assert sys.modules["ticksplugin"].seen[-1] == (12, 12)  # the mapper's setting and its space
+    # an option is in the map stage's key: changed in the same work folder, new latents
+    out = _score(ticks, "task.options.period=24")
+    risks = {a: sum(circular(a, b, 24) for b in (13, 1, 11)) / 3 for a in (13, 1, 11)}
+    assert out["bayes_risk"].tolist() == [pytest.approx(min(risks.values()))]
+    assert sys.modules["ticksplugin"].seen[-1] == (24, 24)
+
+
+def test_a_task_option_no_part_reads_or_set_twice_is_refused(ticks):
+    from pipeline.scoring import ScoreInputError
+
+    with pytest.raises(ScoreInputError, match=r"task.options.perod: no part of task ticks reads it"):
+        _score(ticks, "+task.options.perod=3")
+    with pytest.raises(ScoreInputError, match=r"mappers.ticks.period=5 and task.options.period=12: "
+                                              r"set it once, as task.options.period"):
+        _score(ticks, "++mappers.ticks.period=5")
