@@ -100,7 +100,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
 
     from pipeline.data.prompts import build_messages
     from pipeline.generation.base import SamplingConfig, get_backend
-    from pipeline.mapping.llm_client import LLMCallError
+    from pipeline.clients.llm_client import LLMCallError
     from pipeline.scoring import check_task, compose_config
 
     prompts, references, ids = read_prompts(prompts, references, ids)

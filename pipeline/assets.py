@@ -150,7 +150,7 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
                           f"{key}=<local folder or packaged minilm>"))
     if task.extractor.kind == "llm" and mapper.extraction is not None:
-        from pipeline.mapping.llm_client import _is_loopback
+        from pipeline.clients.llm_client import _is_loopback
 
         key_env = task.extractor.api_key_env
         ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)

@@ -1,5 +1,7 @@
 """Factories of the auxiliary models every stage after generate uses: the embedder, the
-equivalence judge (NLI or embedding similarity), and the COMET / AlignScore scorers.
+equivalence judge (NLI or embedding similarity), the COMET / AlignScore scorers, and the
+evaluation's label-match judge. The top of the components: the stages hand what it builds to
+the parts that use it (the uq stage's UQContext.models), so no component below imports it.
 
 One place builds them, so the map, uq and evaluate stages get the same objects, on the same
 device (`cfg.device`, `auto` = the GPU when one is visible), with the same on-disk caches.
@@ -12,14 +14,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import lru_cache, partial
+from typing import Any
 from pathlib import Path
 
 from omegaconf import DictConfig
 
+from pipeline.clients.llm_client import build_llm_client
 from pipeline.devices import comet_gpus, resolve_device, resolve_dtype
+from pipeline.errors import ConfigError
 from pipeline.evaluation import text_metrics
 from pipeline.mapping.embed import Embedder
 from pipeline.mapping.equivalence import EmbeddingEquivalence, NliEquivalence
+from pipeline.mapping.judges import JUDGES, EquivalenceJudge, LLMJudge
 
 log = logging.getLogger("pipeline")
 
@@ -94,3 +100,15 @@ def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device, cl
                         else (references, hypotheses))
     return text_metrics.alignscore_scores(contexts=contexts, claims=claims,
                                           ckpt_path=ckpt_path, model=model, device=device)
+
+
+def build_judge(cfg) -> Any:
+    """The judge `evaluation.match_judge` names (None for "none")."""
+    kind = cfg.evaluation.match_judge
+    if kind == "none":
+        return None
+    if kind == "equivalence":
+        return EquivalenceJudge(build_equivalence(cfg))
+    if kind == "llm":
+        return LLMJudge(build_llm_client(cfg.task.extractor, cfg.cache_dir))
+    raise ConfigError(f"evaluation.match_judge={kind!r} is not one of {', '.join(JUDGES)}")

@@ -443,7 +443,7 @@ def served_backend_problems(cfg) -> list[str]:
     """backend=openai: an endpoint without credentials in it, and only the decoding strategies
     a chat-completions endpoint can run."""
     from pipeline.generation.openai_backend import CHAT_STRATEGIES, OpenAIBackend
-    from pipeline.mapping.llm_client import check_base_url
+    from pipeline.clients.llm_client import check_base_url
 
     b = cfg.backend
     if b.name != OpenAIBackend.name:

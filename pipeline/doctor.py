@@ -900,7 +900,7 @@ def check_wandb(ctx: Context) -> Check | None:
 
 
 def _is_loopback(base_url: str | None) -> bool:
-    from pipeline.mapping.llm_client import _is_loopback as loopback
+    from pipeline.clients.llm_client import _is_loopback as loopback
 
     return loopback(base_url)
 

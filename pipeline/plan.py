@@ -20,8 +20,8 @@ from omegaconf import DictConfig
 
 from pipeline.assets import cell_assets
 from pipeline.aux_models import build_equivalence
+from pipeline.clients.llm_client import build_llm_client
 from pipeline.generation.cell import tensor_parallel_size
-from pipeline.mapping.builders import build_llm_client
 from pipeline.mapping.equivalence import PairCache
 from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore

@@ -49,7 +49,7 @@ from pipeline.explain import (
     write_report,
 )
 from pipeline.latent.base import LatentSpace
-from pipeline.mapping.llm_client import LLMCallError
+from pipeline.clients.llm_client import LLMCallError
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
 from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel

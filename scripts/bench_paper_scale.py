@@ -134,7 +134,7 @@ def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) ->
     import tempfile
     from pathlib import Path
 
-    from pipeline.mapping.llm_client import LLMClient
+    from pipeline.clients.llm_client import LLMClient
     from pipeline.tasks.sets.reading import extraction_prompt
 
     here = Path(__file__).resolve().parent

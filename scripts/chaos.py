@@ -685,7 +685,7 @@ def attack_outside_calls(ctx: Chaos) -> Row:
     truncated cache record is never served."""
     from openai_stand_in import FakeOpenAIServer
 
-    from pipeline.mapping.llm_client import LLMClient
+    from pipeline.clients.llm_client import LLMClient
 
     row = Row("outside calls")
     with FakeOpenAIServer() as server:
@@ -977,7 +977,7 @@ def attack_cache_records(ctx: Chaos) -> Row:
     retried), and records edited on disk (valid JSON, another answer): never served."""
     from openai_stand_in import FakeOpenAIServer, scripted
 
-    from pipeline.mapping.llm_client import LLMClient
+    from pipeline.clients.llm_client import LLMClient
 
     row = Row("cache records")
     job = ([{"role": "user", "content": "Capital of France?"}], {"n": 1, "logprobs": True})
@@ -1112,7 +1112,7 @@ def attack_endpoint_faults(ctx: Chaos) -> Row:
     each a refusal naming the setting or the server's own error, within the bounds set."""
     from openai_stand_in import FaultyServer
 
-    from pipeline.mapping.llm_client import LLMCallError, LLMClient
+    from pipeline.clients.llm_client import LLMCallError, LLMClient
 
     row = Row("endpoint faults")
     tries = [("a body that hangs", ("hang",), "timeout", 6.0),

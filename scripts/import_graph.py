@@ -10,7 +10,9 @@ Layers, lowest first (a module may import its own layer and those below, never a
 1 latent: the closed-form maths (numpy only): pipeline.latent and each task folder's space.py
   (pipeline/tasks/<task>/space.py), with the tasks package's and folders' __init__, which import
   nothing
-2 components: data, generation, mapping, evaluation, uncertainty, aux_models
+2 components, in sub-layers, lowest first: clients (the endpoint client, the record caches),
+  data, evaluation, mapping (the g_T building blocks), generation, uncertainty, aux_models (the
+  factories of the auxiliary models; the stages hand what they build to the parts above)
 3 tasks: the rest of each task folder (task.py binds its mapper, reference kind and metrics;
   reading.py reads its responses) and the contract they are written against
 4 stages: one function per stage
@@ -38,9 +40,16 @@ LAYERS = {
              "pipeline.progress", "pipeline.offline", "pipeline.extras", "pipeline.secrets",
              "pipeline.stopping"),
     "latent": ("pipeline.latent", "=pipeline.tasks", "=pipeline.tasks.*", "pipeline.tasks.*.space"),
-    "components": ("pipeline.data", "pipeline.generation", "pipeline.mapping", "pipeline.evaluation",
-                   "pipeline.uncertainty", "pipeline.aux_models"),
-    "tasks": ("pipeline.tasks", "pipeline.tasks.contract", "pipeline.tasks.text_metrics"),
+    # the components, in sub-layers: each imports only the ones listed before it
+    "clients": ("pipeline.clients",),
+    "data": ("pipeline.data",),
+    "evaluation": ("pipeline.evaluation",),
+    "mapping": ("pipeline.mapping",),
+    "generation": ("pipeline.generation",),
+    "uncertainty": ("pipeline.uncertainty",),
+    "aux_models": ("pipeline.aux_models",),
+    "tasks": ("pipeline.tasks", "pipeline.tasks.contract", "pipeline.tasks.builders",
+              "pipeline.tasks.text_metrics"),
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",

@@ -1,8 +1,9 @@
 """The package's import structure (scripts/import_graph.py): layers point one way, no cycles.
 
-Layers, lowest first: base (errors, registry, text, schema, store, the stage contract), latent,
-components (data, generation, mapping, evaluation, uncertainty), tasks, stages, app (driver,
-scorer, tracking, reporting). A lower layer never imports a higher one, even inside a function.
+Layers, lowest first: base (errors, registry, text, schema, store, the stage contract), latent
+(with each task folder's space), the components in ordered sub-layers (clients, data, evaluation,
+mapping, generation, uncertainty, aux_models), tasks, stages, app (driver, scorer, tracking,
+reporting). A lower layer never imports a higher one, even inside a function.
 """
 
 import sys
@@ -25,6 +26,20 @@ def test_no_import_cycles():
 
 def test_no_upward_imports():
     assert [f"{e.source}:{e.line} -> {e.target}" for e in import_graph.upward(EDGES)] == []
+
+
+def test_the_components_are_ordered_sub_layers():
+    assert import_graph.ORDER == ["base", "latent", "clients", "data", "evaluation", "mapping",
+                                  "generation", "uncertainty", "aux_models", "tasks", "stages",
+                                  "app", "api"]
+    # the endpoint client is shared from below: generation and the task readers use it
+    assert import_graph.layer("pipeline.clients.llm_client") == "clients"
+    assert import_graph.layer("pipeline.tasks.builders") == "tasks"
+    # a component reaching up to the model factories is an upward import, even in a function
+    planted = [import_graph.Import("pipeline.mapping.judges", "pipeline.aux_models", 1, True),
+               import_graph.Import("pipeline.mapping.labels", "pipeline.generation.base", 1, False),
+               import_graph.Import("pipeline.aux_models", "pipeline.uncertainty.cross_encoder", 1, True)]
+    assert import_graph.upward(planted) == planted[:2]
 
 
 def test_the_stage_contract_needs_only_the_base_layer():

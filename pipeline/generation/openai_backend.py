@@ -12,7 +12,7 @@ hosted API): the model under test behind a URL.
   where it returns fewer, the rest come from single-choice requests with seeds seed+1, seed+2, ...
   (unseeded: told apart in the cache by their index, which is not sent)
   Requests for all prompts of a call go through one bounded pool (`max_concurrency` in flight),
-  each retried with backoff (429, 5xx, timeouts) by `pipeline.mapping.llm_client.LLMClient`,
+  each retried with backoff (429, 5xx, timeouts) by `pipeline.clients.llm_client.LLMClient`,
   and cached on disk under (endpoint, model, messages, every sampling parameter, seed, n):
   a rerun makes no call; a failed request is never cached. A choice with blank text or a
   log-prob that is NaN, infinite or positive is a failed request too (retried, never cached).
@@ -37,7 +37,7 @@ import math
 from typing import Any
 
 from pipeline.generation.base import Generation, SamplingConfig
-from pipeline.mapping.llm_client import DEFAULT_MAX_RESPONSE_BYTES
+from pipeline.clients.llm_client import DEFAULT_MAX_RESPONSE_BYTES
 
 TOP_LOGPROBS = 20  # the most OpenAI's API returns
 CHAT_STRATEGIES = ("greedy", "ar")  # the decoding strategies chat completions can run
@@ -71,7 +71,7 @@ class OpenAIBackend:
                  requests_per_minute: float | None = None, check_model: bool = True,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                  settings_prefix: str = "backend.", **_: Any) -> None:
-        from pipeline.mapping.llm_client import LLMClient
+        from pipeline.clients.llm_client import LLMClient
 
         if max_concurrency < 1:
             raise ValueError(f"backend.max_concurrency must be >= 1 (got {max_concurrency})")

@@ -10,7 +10,7 @@ response is read into, and how, stays with each task's reader.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = ["EquivalenceFn", "LocalModelExtractor", "ResponseExtractor"]
@@ -66,30 +66,27 @@ class LocalModelExtractor(ResponseExtractor):
     """A `ResponseExtractor` that can also send its prompts to a local generation backend.
 
     Args:
-        backend: a built generation backend, or None to build `backend_name` with `backend_cfg`
-            through `pipeline.generation.get_backend` on first use (method "local").
+        backend: a built generation backend (method "local"; the map stage hands the cell's own
+            through MapContext.local_backend, so this layer imports no generation code).
         max_new_tokens: decode budget of the local extractor.
     """
 
     METHODS: ClassVar[tuple[str, ...]] = ("rule", "llm", "local")
 
     backend: Any = None
-    backend_name: str = "transformers"
-    backend_cfg: dict[str, Any] = field(default_factory=dict)
     max_new_tokens: int = 64
 
-    def _backend(self) -> Any:
-        if self.backend is None:
-            from pipeline.generation import get_backend
-
-            self.backend = get_backend(self.backend_name, **self.backend_cfg)
-        return self.backend
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method == "local" and self.backend is None:
+            raise ValueError(f"{type(self).__name__}(method='local') needs backend=<a generation "
+                             "backend> (the cell's model: task.extractor.kind=local)")
 
     def _complete(self, prompts: list[str]) -> list[str | None]:
         """The extraction prompts' raw outputs: through the client ("llm") or the local backend
         (each prompt as one user turn, greedy decoding)."""
         if self.method == "llm":
             return self.client.complete(prompts)
-        backend = self._backend()
+        backend = self.backend
         rendered = [backend.render_chat([{"role": "user", "content": p}]) for p in prompts]
         return [g.text for g in backend.greedy(rendered, self.max_new_tokens)]

@@ -21,7 +21,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.errors import ConfigError
 from pipeline.text import to_text
 
 log = logging.getLogger("pipeline")
@@ -95,19 +94,3 @@ def judge_settings(cfg) -> dict[str, Any] | None:
     if kind == "llm":
         return {"model": cfg.task.extractor.model, "base_url": cfg.task.extractor.base_url}
     return None
-
-
-def build_judge(cfg) -> Any:
-    """The judge `evaluation.match_judge` names (None for "none")."""
-    kind = cfg.evaluation.match_judge
-    if kind == "none":
-        return None
-    if kind == "equivalence":
-        from pipeline.aux_models import build_equivalence
-
-        return EquivalenceJudge(build_equivalence(cfg))
-    if kind == "llm":
-        from pipeline.mapping.builders import build_llm_client
-
-        return LLMJudge(build_llm_client(cfg.task.extractor, cfg.cache_dir))
-    raise ConfigError(f"evaluation.match_judge={kind!r} is not one of {', '.join(JUDGES)}")

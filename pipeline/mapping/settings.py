@@ -63,7 +63,7 @@ class ExtractorConfig:
     max_failed_share: float = how(0.0)
 
     def __post_init__(self) -> None:
-        from pipeline.mapping.llm_client import check_base_url
+        from pipeline.clients.llm_client import check_base_url
 
         try:  # credentials in a URL would land in the cache, the manifests and W&B
             check_base_url(self.base_url)

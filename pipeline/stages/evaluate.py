@@ -19,11 +19,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from pipeline.aux_models import build_judge
 from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
 from pipeline.evaluation.audit import audit_prompt, count_warnings
 from pipeline.evaluation.matching import match_label
 from pipeline.latent.base import LatentSpace
-from pipeline.mapping.judges import build_judge, judge_settings
+from pipeline.mapping.judges import judge_settings
 from pipeline.parts import cache_slice
 from pipeline.schema import AUDIT
 from pipeline.stage import plain, stage

@@ -32,6 +32,7 @@ def uq_slice(cfg: DictConfig) -> dict:
 # v3: SAR's relevance per token of the generating model's tokenizer (was per word).
 @stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3)
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+    from pipeline import aux_models
     from pipeline.generation.cell import model_tokenizer, served
     from pipeline.uncertainty.estimators import UQContext, artifacts_read, uncertainty_rows
 
@@ -41,5 +42,6 @@ def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     # a served model's tokenizer is the server's: SAR then weighs words, not tokens (nothing
     # local is loaded or converted for backend=openai)
     context = UQContext(cfg.device, cfg.cache_dir,
-                        tokenizer=None if served(cfg) else lambda: model_tokenizer(cfg))
+                        tokenizer=None if served(cfg) else lambda: model_tokenizer(cfg),
+                        models=aux_models)
     return {"uncertainty": uncertainty_rows(names, artifacts, group_settings(cfg), context)}

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.errors import ConfigError
 from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.parts import NoSettings, one_of, option_defaults, settings_from
 from pipeline.registry import Registry
@@ -44,12 +45,15 @@ class Estimator:
 @dataclass(frozen=True)
 class UQContext:
     """What a cell gives an estimator group besides its settings: where its models run, where
-    they cache, and the generating model's tokenizer (loaded on first call). None of it changes
-    a value computed from the group's settings and inputs."""
+    they cache, the generating model's tokenizer (loaded on first call), and the factories of
+    the auxiliary models (`pipeline.aux_models`: embedder, cross-encoder, equivalence judge),
+    handed in by the stage so that this layer imports none of them. None of it changes a value
+    computed from the group's settings and inputs."""
 
     device: str = "auto"
     cache_dir: str = "."
     tokenizer: Callable[[], Any] | None = None
+    models: Any = None
 
 
 GroupFn = Callable[[list[str], Mapping[str, pd.DataFrame], Any, UQContext], pd.DataFrame]
@@ -161,8 +165,11 @@ class PolygraphSettings:
                 Config=PolygraphSettings)
 def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame],
                   settings: PolygraphSettings, context: UQContext) -> pd.DataFrame:
-    from pipeline.aux_models import build_embedder, cross_encoder, equivalence_judge
-
+    if context.models is None:
+        raise ConfigError("the lm_polygraph estimators need the auxiliary models: pass "
+                          "UQContext(models=pipeline.aux_models) (the uq stage does)")
+    build_embedder, cross_encoder = context.models.build_embedder, context.models.cross_encoder
+    equivalence_judge = context.models.equivalence_judge
     similarity = (cross_encoder(settings.cross_encoder, context.device)
                   if settings.similarity == "cross_encoder"
                   else build_embedder(settings.equivalence.embedder, device=context.device))

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.clients.llm_client import DEFAULT_MAX_RESPONSE_BYTES, LLMCallError, LLMClient
 from pipeline.errors import PipelineError
 from pipeline.generation.base import SamplingConfig, get_backend
-from pipeline.mapping.llm_client import DEFAULT_MAX_RESPONSE_BYTES, LLMCallError, LLMClient
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -189,8 +189,8 @@ def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_error
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from pipeline.clients.llm_client import build_llm_client
     from pipeline.config import ConfigError, register_configs, validate
-    from pipeline.mapping.builders import build_llm_client
 
     register_configs()
     GlobalHydra.instance().clear()

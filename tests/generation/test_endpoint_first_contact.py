@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.mapping.llm_client import FatalLLMCallError, LLMCallError
+from pipeline.clients.llm_client import FatalLLMCallError, LLMCallError
 from pipeline.score_io import ScoreInputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))

@@ -165,7 +165,7 @@ def test_generate_and_score_classes_against_vllms_server(vllm_server, tmp_path):
 @needs_vllm_venv
 def test_the_first_errors_a_user_meets_against_vllms_server(vllm_server, tmp_path):
     import pipeline
-    from pipeline.mapping.llm_client import FatalLLMCallError
+    from pipeline.clients.llm_client import FatalLLMCallError
 
     base_url, _ = vllm_server
     with pytest.raises(FatalLLMCallError, match=f"it serves '{HUB_ID}'"):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.mapping.disk_cache import JsonRecordCache, record_digest, sha256_key
+from pipeline.clients.disk_cache import JsonRecordCache, record_digest, sha256_key
 from pipeline.mapping.equivalence import PairCache
-from pipeline.mapping.llm_client import LLMClient
+from pipeline.clients.llm_client import LLMClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer

@@ -47,6 +47,14 @@ def test_llm_without_client_is_named(cls):
     assert str(err.value) == f"{cls.__name__}(method='llm') needs client=LLMClient(...)"
 
 
+@pytest.mark.parametrize("cls", [SetExtractor, GraphExtractor])
+def test_local_without_backend_is_named(cls):
+    with pytest.raises(ValueError) as err:
+        cls(method="local")
+    assert str(err.value) == (f"{cls.__name__}(method='local') needs backend=<a generation backend> "
+                              "(the cell's model: task.extractor.kind=local)")
+
+
 def test_local_is_not_a_simplex_method():
     with pytest.raises(ValueError) as err:
         SimplexMapper(method="local")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.mapping.judges import EquivalenceJudge, LLMJudge, build_judge
+from pipeline.aux_models import build_judge
+from pipeline.mapping.judges import EquivalenceJudge, LLMJudge
 
 
 def test_build_judge_builds_each_kind_from_the_config(compose_cfg, tmp_path):

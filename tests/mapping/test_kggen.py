@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipeline.mapping.llm_client import MissingAPIKeyError
+from pipeline.clients.llm_client import MissingAPIKeyError
 from pipeline.tasks.graphs.kggen import KGGenError, KGGenRunner, litellm_model
 
 
@@ -71,7 +71,7 @@ def test_failure_classes_by_name_through_the_cause_chain():
 
 def test_the_cache_serves_a_record_only_for_the_request_it_answers(tmp_path):
     # The runner's own cache, no worker: what `extract` and `cluster` read before calling KGGen.
-    from pipeline.mapping.disk_cache import sha256_key
+    from pipeline.clients.disk_cache import sha256_key
 
     runner = KGGenRunner(python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path)
     asked = {t: runner._keyed_by("extract", {"text": t, "context": ""}) for t in ("one", "two")}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.mapping.llm_client import LLMCallError, LLMClient, MissingAPIKeyError, cache_key
+from pipeline.clients.llm_client import LLMCallError, LLMClient, MissingAPIKeyError, cache_key
 from pipeline.tasks.sets.reading import SetExtractor
 from pipeline.tasks.simplex.reading import SimplexMapper
 
@@ -182,7 +182,7 @@ def test_a_base_url_with_credentials_is_refused(tmp_path, compose_cfg):
 
 
 def test_a_retry_after_header_sets_the_wait(server, tmp_path, monkeypatch):
-    import pipeline.mapping.llm_client as llm_client
+    import pipeline.clients.llm_client as llm_client
 
     waited = []
 
@@ -231,7 +231,7 @@ def test_the_in_flight_bound_holds_across_threads_calling_one_client(server, tmp
 
 
 def test_a_fatal_refusal_stops_the_rest_of_the_batch(server, tmp_path):
-    from pipeline.mapping.llm_client import FatalLLMCallError
+    from pipeline.clients.llm_client import FatalLLMCallError
 
     # the first request to arrive is held (stall), so the 401 answers the second: both are in
     # flight when it comes, whatever the machine's load (an immediate 401 on the first could

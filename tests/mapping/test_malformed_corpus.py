@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from pipeline.mapping import extract_answers, parse_distribution
-from pipeline.mapping.llm_client import LLMClient
+from pipeline.clients.llm_client import LLMClient
 from pipeline.tasks.graphs.reading import GraphExtractor, extract_triples, parse_triples_output
 from pipeline.tasks.sets.reading import SetExtractor, extract_answer_set, parse_extractor_output
 from pipeline.tasks.simplex.reading import SimplexMapper

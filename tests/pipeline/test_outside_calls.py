@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from pipeline.config import register_configs
-from pipeline.mapping.llm_client import FatalLLMCallError
+from pipeline.clients.llm_client import FatalLLMCallError
 from pipeline.stages.map import ExtractionCallsFailed
 from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore

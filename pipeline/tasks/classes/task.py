@@ -70,7 +70,7 @@ def build_classes(settings: ClassesSettings, context) -> Any:
     Offline: each response's answer (`read_single_answer`), clustered by the label rule.
     A class is named by its most frequent member's answer (canonical; ties: first seen), so the
     name is the answer most samples of the cluster give, not whichever came first."""
-    from pipeline.mapping.builders import label_clusterer
+    from pipeline.tasks.builders import label_clusterer
 
     nli = settings.equivalence.backend == "nli"
     clusterer = label_clusterer(settings.equivalence, context)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.clients.disk_cache import JsonRecordCache, sha256_key
+from pipeline.clients.llm_client import _is_loopback, api_key_from_env
 from pipeline.errors import PipelineError
-from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
-from pipeline.mapping.llm_client import _is_loopback, api_key_from_env
 
 __all__ = ["KGGenError", "KGGenRunner", "KGGenStats", "default_kggen_python", "litellm_model"]
 

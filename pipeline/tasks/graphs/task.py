@@ -13,7 +13,7 @@ from pipeline.tasks.graphs.reading import GraphExtractor
 def build_graphs(settings: ExtractionSettings, context) -> Any:
     """Graph g_T: KGGen with its own clustering (extractor.kind=llm, the paper), the generation
     model (local) or the rule-based triple reader (offline)."""
-    from pipeline.mapping.builders import label_merge, local_backend
+    from pipeline.tasks.builders import label_merge, local_backend
 
     ex = settings.extractor
     method = {"rule": "rule", "llm": "kggen", "local": "local"}[ex.kind]

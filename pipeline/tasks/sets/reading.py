@@ -204,8 +204,7 @@ class SetExtractor(LocalModelExtractor):
     Args:
         method: "rule", "llm" (OpenAI-compatible `client`) or "local" (generation `backend`).
         client: an `LLMClient` (method "llm").
-        backend: a built generation backend, or None to build `backend_name` with `backend_cfg`
-            through `pipeline.generation.get_backend` on first use (method "local").
+        backend: a built generation backend (method "local").
         max_new_tokens: decode budget of the local extractor.
         equivalence: optional `(question, labels) -> cluster ids` for merging across samples.
         fallback_to_rules: when the LLM/local extractor's output is unparseable, use the rules

@@ -25,7 +25,8 @@ from pipeline.text import split_names
 def build_sets(settings: ExtractionSettings, context) -> Any:
     """Set g_T: the paper's gpt-4.1-mini extraction (extractor.kind=llm), the generation model
     with the same prompt (local), or the rule reader (offline); labels merged across responses."""
-    from pipeline.mapping.builders import build_llm_client, label_merge, local_backend
+    from pipeline.clients.llm_client import build_llm_client
+    from pipeline.tasks.builders import label_merge, local_backend
 
     kind = settings.extractor.kind
     client = build_llm_client(settings.extractor, context.cache_dir) if kind == "llm" else None

@@ -37,7 +37,8 @@ class SimplexSettings(ExtractionSettings):
 def build_simplex(settings: SimplexSettings, context) -> Any:
     """Simplex g_T: the answer/probability pairs a response states (rule parser or the paper's
     LLM extraction), answers merged across responses with their probabilities summed."""
-    from pipeline.mapping.builders import answers_as_distribution, build_llm_client, label_merge
+    from pipeline.clients.llm_client import build_llm_client
+    from pipeline.tasks.builders import answers_as_distribution, label_merge
 
     kind = settings.extractor.kind
     if kind == "local":

@@ -1,26 +1,12 @@
-"""Pieces the task mappers (pipeline/tasks/) share: the LLM client, the local extractor
-backend, how labels are merged across a prompt's responses, and the offline answer readers."""
+"""Pieces the task mappers (pipeline/tasks/) share: the local extractor backend, how labels are merged across a prompt's responses, and the offline answer readers.
+Built from the cell's settings and MapContext, so they sit above the components they build."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from pipeline.errors import ConfigError
 from pipeline.mapping import extract_answers
 from pipeline.mapping.labels import LabelMerger
-from pipeline.mapping.llm_client import LLMClient
 from pipeline.text import canonical_label
-
-
-def build_llm_client(extractor, cache_dir: str):
-    """The OpenAI-compatible client of `extractor` (ExtractorConfig), cached on disk under
-    cache_dir/llm."""
-    return LLMClient(model=extractor.model, base_url=extractor.base_url,
-                     api_key_env=extractor.api_key_env, cache_dir=Path(cache_dir) / "llm",
-                     max_workers=extractor.max_concurrency, max_retries=extractor.max_retries,
-                     timeout=extractor.timeout, deadline=extractor.deadline,
-                     max_response_bytes=extractor.max_response_bytes,
-                     settings_prefix="task.extractor.")
 
 
 def local_backend(context):

@@ -14,7 +14,7 @@ OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Prope
 - an on-disk cache, one JSON file per sha256(endpoint, model, messages, params) key, written
   atomically (temp file + rename), so reruns make zero calls; identical in-flight requests share
   one call. A record is served only when it verifies (its digest and key: a swapped or edited
-  file is a miss, pipeline/mapping/disk_cache.py) and holds a usable reply; a reply with no
+  file is a miss, pipeline/clients/disk_cache.py) and holds a usable reply; a reply with no
   usable content (null, "", blank text, a log-prob that is NaN, infinite or positive) is a failed
   call, retried and never cached;
 - a base URL holding credentials (user:password@) is refused: keys come from the environment;
@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from pipeline.clients.disk_cache import JsonRecordCache, sha256_key
 from pipeline.errors import PipelineError
-from pipeline.mapping.disk_cache import JsonRecordCache, sha256_key
 
 __all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "FatalLLMCallError",
            "api_key_from_env", "cache_key"]
@@ -808,3 +808,14 @@ class LLMClient:
     def complete(self, prompts: list[str], raise_on_error: bool = False) -> list[str | None]:
         """Single-user-message convenience over `chat_many`."""
         return self.chat_many([[{"role": "user", "content": p}] for p in prompts], raise_on_error=raise_on_error)
+
+
+def build_llm_client(extractor, cache_dir: str):
+    """The OpenAI-compatible client of `extractor` (ExtractorConfig), cached on disk under
+    cache_dir/llm."""
+    return LLMClient(model=extractor.model, base_url=extractor.base_url,
+                     api_key_env=extractor.api_key_env, cache_dir=Path(cache_dir) / "llm",
+                     max_workers=extractor.max_concurrency, max_retries=extractor.max_retries,
+                     timeout=extractor.timeout, deadline=extractor.deadline,
+                     max_response_bytes=extractor.max_response_bytes,
+                     settings_prefix="task.extractor.")
