@@ -34,12 +34,12 @@ def score(data: Any, task: str = "sets", **options: Any):
     `data`: a path (JSONL, parquet, lm-evaluation-harness samples file), a pandas DataFrame, a
     list of dicts (`responses`, optional `question`, `reference`, `logprobs`, `id`) or a list of
     lists of response strings. `task`: a task config (classes, sets, sets_fbeta, graphs, sphere,
-    simplex, reals or your own). `options`: those of `pipeline.scoring.score` (mapper, out,
+    simplex, reals or your own). `options`: those of `pipeline.scorer.run.score` (mapper, out,
     overrides, work_dir, strict, ...). Returns the per-prompt DataFrame (docs/score.md); the
     summaries are in `.attrs`.
     """
-    from pipeline.scoring import check_task
-    from pipeline.scoring import score as score_data
+    from pipeline.scorer.run import check_task
+    from pipeline.scorer.run import score as score_data
 
     return score_data(data, check_task(task, options.get("config_dirs", ()), python=True),
                       **options)
@@ -50,8 +50,8 @@ def report(df: Any, directory: Any, n: int = 10) -> dict:
     """Write why the answers were chosen and how far to trust them into `directory`:
     `riskiest.md` (the `n` riskiest prompts: question, Bayes answer and confidence, the latent
     distribution, how responses were read) and, with references, `risk_coverage.png` and
-    `calibration.png` (pipeline.explain). Returns name -> path."""
-    from pipeline.explain import write_report
+    `calibration.png` (pipeline.scorer.report). Returns name -> path."""
+    from pipeline.scorer.report import write_report
 
     return write_report(df, directory, n=n)
 
@@ -101,7 +101,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
     from pipeline.data.prompts import build_messages
     from pipeline.generation.base import SamplingConfig, get_backend
     from pipeline.clients.llm_client import LLMCallError
-    from pipeline.scoring import check_task, compose_config
+    from pipeline.scorer.run import check_task, compose_config
 
     prompts, references, ids = read_prompts(prompts, references, ids)
     task = check_task(task, options.get("config_dirs", ()), python=True)

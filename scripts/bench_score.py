@@ -47,7 +47,7 @@ def main() -> None:
                     help="merge labels across samples (the default: canonical form + content-word containment)")
     args = ap.parse_args()
 
-    from pipeline.scoring import score
+    from pipeline.scorer.run import score
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -615,8 +615,8 @@ def mixed_input(path: Path) -> tuple[list[str], dict[int, tuple]]:
 def attack_scorer(ctx: Chaos) -> Row:
     """Each row of the file is a try: a bad row must be listed as skipped (refused), a good one
     scored with the values worked out by hand (identical); the file with --strict is refused."""
-    from pipeline.scoring import score
-    from pipeline.score_io import ScoreInputError
+    from pipeline.scorer.run import score
+    from pipeline.scorer.readers import ScoreInputError
 
     row = Row("hostile scorer input")
     root = ctx.root("scorer")
@@ -928,7 +928,7 @@ def attack_scorer_folder(ctx: Chaos) -> Row:
     later stage and the report must refuse it; the reverse (the clean cell copied into the
     scorer's work folder) must give the clean scoring."""
     from pipeline.reporting import build_report
-    from pipeline.scoring import score
+    from pipeline.scorer.run import score
 
     row = Row("scorer folder in a pipeline cell")
     root = ctx.root("scorer-folder")
@@ -1191,7 +1191,7 @@ def attack_invisible(ctx: Chaos) -> Row:
     far past float range: a finite risk (l1) or the prompt refused with NaN (l2), never inf."""
     import math
 
-    from pipeline.scoring import score
+    from pipeline.scorer.run import score
 
     row = Row("invisible characters")
     root = ctx.root("invisible")

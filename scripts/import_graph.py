@@ -52,7 +52,7 @@ LAYERS = {
               "pipeline.tasks.text_metrics"),
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
-            "pipeline.tracking", "pipeline.reporting", "pipeline.scoring", "pipeline.explain", "pipeline.score_io",
+            "pipeline.tracking", "pipeline.reporting", "pipeline.scorer",
             "pipeline.__main__", "pipeline.score", "pipeline.doctor"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api",),

@@ -125,7 +125,7 @@ def test_the_core_install_scores_samples_and_serves_without_torch(wheel, tmp_pat
                                timeout=300))
 
     # importing and composing print nothing: no Hydra plugin warning without submitit
-    quiet = run("python", "-c", "import pipeline, pipeline.scoring as s; s.compose_config('sets')")
+    quiet = run("python", "-c", "import pipeline, pipeline.scorer.run as s; s.compose_config('sets')")
     assert quiet.stdout == "" and quiet.stderr == "", quiet.stderr
 
     def served(request):

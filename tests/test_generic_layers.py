@@ -23,7 +23,7 @@ from pipeline.tasks import task_folders
 from pipeline.uncertainty.estimators import ESTIMATORS
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/scoring.py", "pipeline/score_io.py",
+GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/scorer/run.py", "pipeline/scorer/readers.py",
            "pipeline/tracking", "pipeline/reporting"]
 # the one reporting file that names the paper's datasets; the rest reads them from it
 PAPER_VOCABULARY = "pipeline/reporting/paper.py"

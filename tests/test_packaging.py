@@ -93,7 +93,7 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
         return _run([str(python), *args], cwd=elsewhere, env=env)
 
     # the package, its configs and paper numbers are the venv's, not the checkout's
-    where = json.loads(run("-c", "import json, pipeline, pipeline.reporting as r, pipeline.scoring"
+    where = json.loads(run("-c", "import json, pipeline, pipeline.reporting as r, pipeline.scorer.run"
                            " as s; print(json.dumps([pipeline.__file__, str(s.conf_dir()),"
                            " str(r.PAPER_DIR)]))").stdout.splitlines()[-1])
     for path in where:

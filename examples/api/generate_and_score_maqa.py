@@ -21,7 +21,7 @@ df = pipeline.generate_and_score(ds["question"].tolist(), task="sets", n_samples
                                  ids=ds["prompt_id"].tolist(), max_new_tokens=48)
 print(f"generate_and_score: {len(df)} prompts in {time.time() - t:.1f} s")
 print(pipeline.report(df, out))
-uq, quality = pipeline.scoring.summaries(df)
+uq, quality = pipeline.scorer.run.summaries(df)
 print(uq.to_string())
 print(quality.to_string())
 print(df[["prompt_id", "bayes_text", "bayes_risk", "confidence"]].head(8).to_string())

@@ -1,6 +1,6 @@
 """White-box scores of scored samples from the sequence log-probs an endpoint returned (numpy only).
 
-The scorer (pipeline.scoring) has, per prompt, each parsed sample's latent and its sequence
+The scorer (pipeline.scorer.run) has, per prompt, each parsed sample's latent and its sequence
 log-prob log p(s | x) (the sum of the token log-probs the server reported). Two of lm-polygraph's
 estimators need nothing else once the classes are the task's own latents:
 

@@ -18,7 +18,7 @@ import pytest
 
 import pipeline
 from pipeline.clients.llm_client import FatalLLMCallError, LLMCallError
-from pipeline.score_io import ScoreInputError
+from pipeline.scorer.readers import ScoreInputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer  # noqa: E402

@@ -113,11 +113,11 @@ def test_numbers_read_as_a_reader_sees_them(text, value):
 def test_a_class_with_an_invisible_character_is_the_same_class():
     """The issue's case end to end: three samples of "Paris", one with U+200B (and the same
     with a soft hyphen, bidi controls and a BOM) are one class with Bayes risk 0."""
-    import pipeline.scoring
+    import pipeline.scorer.run
 
     prompts = [["Paris\u200b", "Paris", "Paris"], ["Pa\u00adris", "Paris", "Paris"],
                ["\u202aParis\u202c", "Paris", "Paris"], ["\ufeffParis", "\u200eParis", "Paris"]]
-    df = pipeline.scoring.score(prompts, task="classes")
+    df = pipeline.scorer.run.score(prompts, task="classes")
     assert df["bayes_risk"].tolist() == [0.0] * 4
     assert df["confidence"].tolist() == [1.0] * 4
     assert df["bayes_text"].tolist() == ["Paris"] * 4

@@ -67,7 +67,7 @@ MAPPERS.add("lexicon_labels", Mapper(build, LexiconSettings), replace=True)
 def test_editing_a_tasks_lexicon_gives_new_latents_in_the_same_work_folder(tmp_path, monkeypatch):
     """The newcomer's report: after the lexicon changed, scoring into the same --out served the
     old latents (the key held the path only); a fresh --out gave the new reading."""
-    from pipeline.scoring import score
+    from pipeline.scorer.run import score
 
     (tmp_path / "lexplugin.py").write_text(textwrap.dedent(PLUGIN))
     monkeypatch.syspath_prepend(str(tmp_path))

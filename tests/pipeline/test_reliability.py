@@ -263,7 +263,7 @@ def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_reco
     import shutil
 
     from pipeline.reporting.collect import find_cells, quality_means
-    from pipeline.scoring import score
+    from pipeline.scorer.run import score
     from pipeline.stage import CELL_STAGES, cell_dir
     from pipeline.store import ArtifactError
 

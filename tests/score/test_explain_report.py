@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import pipeline
-from pipeline.explain import calibration_bins, quality_target, risk_coverage
+from pipeline.scorer.report import calibration_bins, quality_target, risk_coverage
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "byo"
 
@@ -78,7 +78,7 @@ def test_the_riskiest_list_ranks_by_the_confidence_column_not_the_raw_risk():
     assert conf["scattered"] == 0.0 and conf["split"] == pytest.approx(0.6)
     assert df.set_index("prompt_id")["bayes_risk"]["wide"] > df.set_index(
         "prompt_id")["bayes_risk"]["scattered"]  # the raw risk would list "wide" first
-    from pipeline.explain import audit_report
+    from pipeline.scorer.report import audit_report
 
     text = audit_report(df, n=3)
     # wide's expected F1 is 0.6 too (6 x 1, 4 x 0): the tie goes to the larger risk

@@ -15,8 +15,8 @@ import sys
 import pandas as pd
 import pytest
 
-from pipeline.scoring import score
-from pipeline.score_io import (
+from pipeline.scorer.run import score
+from pipeline.scorer.readers import (
     MAX_DEPTH,
     MAX_ID_CHARS,
     FieldNames,

@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
-from pipeline.scoring import METHOD_COLUMNS, score, summaries
+from pipeline.scorer.run import METHOD_COLUMNS, score, summaries
 from pipeline.stage import cell_name, run_stage
 from pipeline.store import ArtifactStore
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import pipeline
-from pipeline.score_io import ScoreInputError
+from pipeline.scorer.readers import ScoreInputError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "byo"
 ROWS = [json.loads(line) for line in (EXAMPLES / "sets.jsonl").read_text().splitlines()]
@@ -40,7 +40,7 @@ def test_lists_of_responses_are_prompts_numbered_from_zero(from_file):
 def test_a_scored_frame_prints_and_its_summaries_rebuild(from_file):
     text = repr(from_file) + from_file.to_string()  # pandas compares attrs while printing
     assert "bayes_risk" in text
-    uq, quality = pipeline.scoring.summaries(from_file)
+    uq, quality = pipeline.scorer.run.summaries(from_file)
     assert set(uq["estimator"]) == {"bayes_risk", "latent_entropy"}
     assert {"metric", "method", "mean", "n"} <= set(quality.columns)
 
@@ -69,7 +69,7 @@ def test_pipeline_score_is_a_function_and_its_cli_file_refuses_an_import():
     import inspect
 
     assert inspect.isfunction(pipeline.score)
-    with pytest.raises(ImportError, match=r"pipeline.score is a function .* pipeline.scoring"):
+    with pytest.raises(ImportError, match=r"pipeline.score is a function .* the scorer is pipeline.scorer"):
         importlib.import_module("pipeline.score")  # would rebind the package attribute
     assert inspect.isfunction(pipeline.score)  # the failed import bound nothing
     got = pipeline.score([["a", "a", "b"]], task="classes")

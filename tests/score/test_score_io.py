@@ -7,8 +7,8 @@ import sys
 import pandas as pd
 import pytest
 
-from pipeline.scoring import reference_columns, score
-from pipeline.score_io import FieldNames, ScoreInputError, parse_target, read_input, read_prompts
+from pipeline.scorer.run import reference_columns, score
+from pipeline.scorer.readers import FieldNames, ScoreInputError, parse_target, read_input, read_prompts
 
 from .conftest import EXAMPLES, LM_EVAL_FILE, REPO
 

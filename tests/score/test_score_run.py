@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from pipeline.latent import get_space
-from pipeline.scoring import score
+from pipeline.scorer.run import score
 
 from .conftest import EXAMPLES, LM_EVAL_FILE, REPO
 

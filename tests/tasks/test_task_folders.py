@@ -18,7 +18,7 @@ BUILT_IN = ["classes", "graphs", "reals", "sets", "sets_fbeta", "simplex", "sphe
 def test_every_built_in_task_is_a_folder_with_its_config_and_space():
     from pipeline.data.references import REFERENCES
     from pipeline.latent import space_class
-    from pipeline.scoring import compose_config
+    from pipeline.scorer.run import compose_config
     from pipeline.tasks.contract import MAPPERS, METRICS
 
     assert sorted(task_folders()) == BUILT_IN
@@ -131,7 +131,7 @@ def ticks(tmp_path, monkeypatch):
 
 
 def _score(tmp_path, *overrides):
-    from pipeline.scoring import score
+    from pipeline.scorer.run import score
 
     rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"], "reference": "23"}]
     return score(rows, task="ticks", plugins=["ticksplugin"], config_dirs=[tmp_path / "conf"],
@@ -157,7 +157,7 @@ def test_task_options_reach_the_space_the_mapper_and_the_metric(ticks):
 
 
 def test_a_task_option_no_part_reads_or_set_twice_is_refused(ticks):
-    from pipeline.scoring import ScoreInputError
+    from pipeline.scorer.run import ScoreInputError
 
     with pytest.raises(ScoreInputError, match=r"task.options.perod: no part of task ticks reads it"):
         _score(ticks, "+task.options.perod=3")

@@ -6,7 +6,7 @@
     df = pipeline.score([["Paris", "Paris", "Lyon"]], task="classes")
 
 The input (JSONL, parquet, an lm-evaluation-harness samples file or the same rows in memory;
-`pipeline.score_io`) becomes
+`pipeline.scorer.readers`) becomes
 the `dataset` and `samples` artifacts (plus empty `decodes` and `ptrue`) of an ArtifactStore in a
 work directory; the pipeline's own map, decide, uq and evaluate stages then run on it through
 `pipeline.stage.run_stage`, with their caching: a rerun on the same file and options redoes
@@ -26,12 +26,10 @@ AUC, bootstrap intervals) in `OUT.summary.csv` and the mean quality per method i
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
 import math
-import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -39,22 +37,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
-from pipeline.explain import (
-    CONFIDENCE_COLUMN,
-    ENTROPY_COLUMNS,
-    OURS_COLUMN,
-    RISK_COLUMN,
-    audit_report,
-    write_report,
-)
 from pipeline.latent.base import LatentSpace
-from pipeline.clients.llm_client import LLMCallError
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
 from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
 from pipeline.schema import ARTIFACTS, SCORER_PRODUCER
-from pipeline.score_io import (
+from pipeline.scorer.readers import (
     FORMATS,
     IN_MEMORY,
     FieldNames,
@@ -66,6 +54,11 @@ from pipeline.score_io import (
     format_problems,
     is_path,
     read_input,
+)
+from pipeline.scorer.report import (
+    CONFIDENCE_COLUMN,
+    ENTROPY_COLUMNS,
+    OURS_COLUMN,
 )
 from pipeline.store import ArtifactStore
 from pipeline.tasks.contract import REFERENCES
@@ -444,7 +437,7 @@ def _out_stem(out: Path) -> str:
     return stem
 
 
-def _summary_paths(out: Path) -> tuple[Path, Path]:
+def summary_paths(out: Path) -> tuple[Path, Path]:
     stem = _out_stem(out)
     return out.with_name(stem + ".summary.csv"), out.with_name(stem + ".quality.csv")
 
@@ -591,8 +584,35 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     cfg = compose_config(task, mapper, overrides,
                          dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
                          config_dirs=config_dirs, plugins=plugins)
+    got, listed = _read_prompts(path if from_file else input, fmt, fields, strict, cfg, out_path)
+    input_key = hashlib.sha256(json.dumps({
+        "file": _file_hash(path) if from_file else _prompts_hash(got.prompts), "format": got.format,
+        "task": task, "fields": fields.as_dict(), "version": SCORE_FORMAT_VERSION},
+        sort_keys=True).encode()).hexdigest()[:20]
+    source = str(path) if from_file else got.format
+    with _work_root(work_dir, out_path) as (root, temporary):
+        store = ArtifactStore(root / input_key)
+        written, df, uq_summary, quality_summary = _score_in_store(cfg, store, input_key, got, source)
+    reading = _warn_about_the_reading(df)
+    # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
+    # (printing a wide frame does), which a DataFrame value cannot answer
+    df.attrs.update(summary=_records(uq_summary), quality_summary=_records(quality_summary),
+                    reading_warnings=reading, store=None if temporary else str(store.root),
+                    task=task, skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
+                    replaced_surrogates=sum(got.replaced_surrogates.values()),
+                    skipped_path=None if listed is None else str(listed))
+    if out_path is not None:
+        _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped, listed)
+    return df
+
+
+def _read_prompts(source: Any, fmt: str, fields: FieldNames, strict: bool, cfg,
+                  out_path: Path | None):
+    """(the input read, each row's reference checked by the task's reference kind; where the
+    skipped rows are listed, or None). The skipped rows and replaced surrogates are warned of at
+    once; a file with no good row is one ScoreInputError (its problems written next to --out)."""
     try:
-        got = read_input(path if from_file else input, fmt, fields, strict=strict,
+        got = read_input(source, fmt, fields, strict=strict,
                          validate=lambda p: reference_columns(cfg.task.reference, p.reference,
                                                               p.prompt_id))
     except ScoreInputError as exc:
@@ -602,7 +622,6 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
             raise ScoreInputError(f"{exc} (all {len(problems)} problems in "
                                   f"{skipped_path(out_path)})") from None
         raise
-    prompts, used_fmt = got.prompts, got.format
     listed = skipped_path(out_path) if out_path is not None and got.skipped else None
     if got.skipped:
         _warn(_skipped_message(got.skipped, got.n_rows, listed))
@@ -612,76 +631,77 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         _warn(f"replaced {sum(got.replaced_surrogates.values())} lone surrogate(s) (\\ud800-\\udfff "
               f"escapes without their pair, as in truncated LLM output) by U+FFFD in {len(rows)} "
               f"row(s): {shown}")
-    input_key = hashlib.sha256(json.dumps({
-        "file": _file_hash(path) if from_file else _prompts_hash(prompts), "format": used_fmt, "task": task, "fields": fields.as_dict(),
-        "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
+    return got, listed
 
-    temp = None
+
+@contextmanager
+def _work_root(work_dir: str | Path | None, out_path: Path | None):
+    """(the folder the artifact store goes under, whether it is a temporary one removed on exit):
+    --work-dir, else OUT's name + ".work", else a temporary folder."""
     if work_dir is not None:
-        root = Path(work_dir)
+        yield Path(work_dir), False
     elif out_path is not None:
-        root = _summary_paths(out_path)[0].with_name(
-            _summary_paths(out_path)[0].name.replace(".summary.csv", ".work"))
+        summary = summary_paths(out_path)[0]
+        root = summary.with_name(summary.name.replace(".summary.csv", ".work"))
         _probe_dir(root, f"the work directory of --out {out_path} (choose one with --work-dir)")
+        yield root, False
     else:
-        temp = tempfile.TemporaryDirectory(prefix="score-")
-        root = Path(temp.name)
-    try:
-        from pipeline.stage import cell_name, made_here
+        with tempfile.TemporaryDirectory(prefix="score-") as temp:
+            yield Path(temp), True
 
-        store = ArtifactStore(root / input_key)
-        dataset, samples, decodes, ptrue, with_reference = input_frames(
-            prompts, cfg.task.reference, cfg.dataset.name)
-        for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
-                            ("ptrue", ptrue)):
-            if not (store.is_current(name, input_key) and made_here(cfg, store, name)):
-                store.write(name, frame, key=input_key,
-                            config={"source": str(path) if from_file else used_fmt,
-                                    "format": used_fmt, "task": task},
-                            extra={"producer": SCORER_PRODUCER, "cell": cell_name(cfg)})
-        frames = run_pipeline(store, cfg, with_reference)
-        from pipeline.stages.decide import task_spaces
 
-        space = task_spaces(cfg)[0]
-        written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
-        df = python_objects(written, frames, space)
-        uq_summary, quality_summary = summary_frames(frames)
-    finally:
-        if temp is not None:
-            temp.cleanup()
+def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str):
+    """The input's artifacts written (where the store does not hold them, made here, already),
+    the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
+    summary, the quality summary)."""
+    from pipeline.stage import cell_name, made_here
+    from pipeline.stages.decide import task_spaces
+
+    dataset, samples, decodes, ptrue, with_reference = input_frames(
+        got.prompts, cfg.task.reference, cfg.dataset.name)
+    for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
+                        ("ptrue", ptrue)):
+        if not (store.is_current(name, input_key) and made_here(cfg, store, name)):
+            store.write(name, frame, key=input_key,
+                        config={"source": source, "format": got.format, "task": cfg.task.name},
+                        extra={"producer": SCORER_PRODUCER, "cell": cell_name(cfg)})
+    frames = run_pipeline(store, cfg, with_reference)
+    space = task_spaces(cfg)[0]
+    written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
+    df = python_objects(written, frames, space)
     _warn_unparsed(df)
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
               "not count in the PRR/AUC summary")
-    reading = None
-    if "reading_warnings" in df:
-        from pipeline.evaluation.audit import count_warnings
+    return written, df, *summary_frames(frames)
 
-        reading = count_warnings(w for w in df["reading_warnings"] if isinstance(w, list))
-        if any(reading.values()):
-            _warn("how answers were read: " + ", ".join(f"{k} in {v} prompt(s)"
-                                                       for k, v in reading.items() if v)
-                  + " (columns reading_warnings and label_matches; --audit N prints prompts)")
-    # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
-    # (printing a wide frame does), which a DataFrame value cannot answer
-    df.attrs.update(summary=_records(uq_summary), quality_summary=_records(quality_summary),
-                    reading_warnings=reading,
-                    store=None if temp is not None else str(store.root), task=task,
-                    skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
-                    replaced_surrogates=sum(got.replaced_surrogates.values()),
-                    skipped_path=None if listed is None else str(listed))
-    if out_path is not None:
-        write_output(written, out_path)
-        summary_path, quality_path = _summary_paths(out_path)
-        if uq_summary is not None:
-            uq_summary.to_csv(summary_path, index=False)
-            quality_summary.to_csv(quality_path, index=False)
-        if listed is not None:
-            write_skipped(got.skipped, listed)
-        else:  # a list from an earlier run of a since-fixed file would mislead
-            skipped_path(out_path).unlink(missing_ok=True)
-    return df
+
+def _warn_about_the_reading(df) -> dict[str, int] | None:
+    """How answers were read ({warning: prompts}, None without the column), warned of once."""
+    if "reading_warnings" not in df:
+        return None
+    from pipeline.evaluation.audit import count_warnings
+
+    reading = count_warnings(w for w in df["reading_warnings"] if isinstance(w, list))
+    if any(reading.values()):
+        _warn("how answers were read: " + ", ".join(f"{k} in {v} prompt(s)"
+                                                   for k, v in reading.items() if v)
+              + " (columns reading_warnings and label_matches; --audit N prints prompts)")
+    return reading
+
+
+def _write_outputs(written, out_path: Path, uq_summary, quality_summary, skipped, listed) -> None:
+    """The rows to --out, the summaries next to it, and the skipped rows' list (or no list)."""
+    write_output(written, out_path)
+    summary_path, quality_path = summary_paths(out_path)
+    if uq_summary is not None:
+        uq_summary.to_csv(summary_path, index=False)
+        quality_summary.to_csv(quality_path, index=False)
+    if listed is not None:
+        write_skipped(skipped, listed)
+    else:  # a list from an earlier run of a since-fixed file would mislead
+        skipped_path(out_path).unlink(missing_ok=True)
 
 
 def _records(frame) -> list[dict] | None:
@@ -707,143 +727,3 @@ def _warn_unparsed(df) -> None:
     if empty:
         shown = ", ".join(map(str, empty[:10])) + (" ..." if len(empty) > 10 else "")
         _warn(f"{len(empty)} prompt(s) with no parseable response (n_parsed=0, risk NaN): {shown}")
-
-
-# ---------------------------------------------------------------------------------------------
-# command line
-
-
-def format_summary(df) -> str:
-    """The short stdout table: counts, mean quality per method, PRR/AUC of the uncertainties."""
-    head = (f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
-            f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
-            f"{df[RISK_COLUMN].mean():.4g}"
-            + "".join(f", mean {e.replace('_', ' ')} {df[e].mean():.4g}" for e in ENTROPY_COLUMNS))
-    if df.attrs.get("skipped"):
-        head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
-                 "(see the warning)")
-    reading = df.attrs.get("reading_warnings")
-    if reading:
-        head += "\nreading warnings (prompts): " + ", ".join(f"{k} {v}" for k, v in reading.items())
-    lines = [head]
-    uq, quality = summaries(df)
-    if quality is not None and len(quality):
-        lines.append("")
-        w = max(12, *(len(m) for m in quality["metric"]))
-        lines.append(f"{'metric':<{w}} {'method':<18} {'mean':>9} {'n':>6}")
-        for r in quality.itertuples():
-            arrow = "higher better" if r.higher_is_better else "lower better"
-            lines.append(f"{r.metric:<{w}} {r.method:<18} {r.mean:>9.4g} {r.n:>6}  ({arrow})")
-    if uq is not None and len(uq):
-        lines.append("")
-        w = max(12, *(len(m) for m in uq["metric"]))
-        lines.append(f"{'uncertainty':<15} {'metric':<{w}} {'PRR [95% CI]':<26} {'AUC [95% CI]':<26} n")
-        for r in uq.itertuples():
-            prr = f"{r.prr:.3f} [{r.prr_low:.3f}, {r.prr_high:.3f}]"
-            auc = f"{r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}]"
-            lines.append(f"{r.estimator:<15} {r.metric:<{w}} {prr:<26} {auc:<26} {r.n}")
-    elif quality is None:
-        lines.append("(no references in the input: no quality, PRR or AUC)")
-    return "\n".join(lines)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="taskaware-score",
-        description="Task-aware Bayes decisions and uncertainty for responses you already sampled.",
-        epilog="Extra KEY=VALUE arguments are Hydra overrides of the pipeline config, e.g. "
-               "task.equivalence.threshold=0.9 evaluation.n_bootstrap=200. See docs/score.md.")
-    p.add_argument("input", help="JSONL, parquet or lm-evaluation-harness samples_*.jsonl file")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra-style config overrides")
-    p.add_argument("--task", required=True,
-                   help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
-                        "(pipeline/tasks/<name>/task.yaml, or task/<name>.yaml under --config-dir)")
-    p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(EXTRACTOR_KINDS)} (default rule)")
-    p.add_argument("--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)")
-    p.add_argument("--out", help="output file: .parquet, .jsonl or .csv (summaries next to it)")
-    p.add_argument("--work-dir", help="artifact store directory (default: next to --out, else temp)")
-    p.add_argument("--id-field")
-    p.add_argument("--question-field")
-    p.add_argument("--responses-field", help="lm-eval: resps (default) or filtered_resps")
-    p.add_argument("--reference-field", help="lm-eval: target (default) or e.g. doc.answers")
-    p.add_argument("--logprobs-field", help="per-response sequence log-probs (list of floats)")
-    p.add_argument("--lm-eval-filter", help="lm-eval files with several filters: which to score")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first bad input row (default: skip bad rows, list them and "
-                        "write them to OUT.skipped.jsonl)")
-    p.add_argument("--config-dir", action="append", default=[], dest="config_dirs",
-                   help="another config folder (your task/dataset configs); repeatable")
-    p.add_argument("--plugin", action="append", default=[], dest="plugins",
-                   help="a module to import first (your registrations); repeatable")
-    p.add_argument("--audit", type=int, default=0, metavar="N",
-                   help="print the N riskiest and the N most surprising prompts as text: how "
-                        "each response and the reference were read and matched")
-    p.add_argument("--report", metavar="DIR",
-                   help="write riskiest.md (the riskiest prompts, explained) and, with "
-                        "references, risk_coverage and calibration figures into DIR")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    for stream in (sys.stdout, sys.stderr):  # odd bytes in paths or ids must not crash a print
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
-    args = build_parser().parse_intermixed_args(argv)
-    from pipeline.offline import go_offline_if_unreachable
-
-    go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(message)s")
-    for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
-              file=sys.stderr)
-        return 2
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        # at once, not after the run: the skipped rows are known before the long part starts
-        print(f"warning: {message}", file=sys.stderr, flush=True)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", ScoreWarning)
-        warnings.showwarning = show
-        try:
-            df = score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
-                       id_field=args.id_field, question_field=args.question_field,
-                       responses_field=args.responses_field, reference_field=args.reference_field,
-                       logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
-                       overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
-                       config_dirs=args.config_dirs, plugins=args.plugins)
-        except (ScoreInputError, FileNotFoundError, PipelineError, LLMCallError) as exc:
-            # bad input, or an outside service that failed (no key, endpoint down, calls failed
-            # beyond task.extractor.max_failed_share): what and how to fix, no traceback
-            error: Exception | None = exc
-        else:
-            error = None
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(format_summary(df))
-    if args.audit > 0:
-        print("\n" + audit_report(df, args.audit))
-    if args.report:
-        written = write_report(df, args.report, n=max(args.audit, 10))
-        print("\nreport: " + ", ".join(map(str, written.values())))
-    if args.out:
-        summary, quality = _summary_paths(Path(args.out))
-        has_summary = df.attrs.get("summary") is not None
-        written = [args.out, *([str(summary), str(quality)] if has_summary else []),
-                   *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else [])]
-        print("\nwrote " + ", ".join(written))
-    else:
-        cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, CONFIDENCE_COLUMN,
-                *ENTROPY_COLUMNS]
-        print("\n" + df[cols].to_string(index=False, max_colwidth=40))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
