@@ -6,7 +6,8 @@ docstring) equal to a registered name fails here, naming file and line. Names th
 stage or an artifact ("map", "ptrue") mean the stage or artifact there, and are not counted.
 Nor does the reporting name a dataset (conf/dataset/*.yaml, with or without "_bundled") outside
 the paper's vocabulary, pipeline/reporting/paper.py (which dataset is which column, the labels,
-the figure sets)."""
+the figure sets). The components (clients, evaluation, mapping, generation, uncertainty, the
+auxiliary models) name no task, latent space or dataset."""
 
 from __future__ import annotations
 
@@ -91,6 +92,21 @@ def test_the_reporting_names_datasets_only_in_the_papers_vocabulary():
     assert named_literals(ROOT / PAPER_VOCABULARY, names)  # where they are
 
 
+# The components below the tasks serve every task: they name no task, latent space or dataset
+# (the estimators and decisions they define are theirs to name). pipeline/data is where the
+# datasets are registered, so it is not among them.
+COMPONENTS = ["pipeline/clients", "pipeline/evaluation", "pipeline/mapping", "pipeline/generation",
+              "pipeline/uncertainty", "pipeline/aux_models.py"]
+
+
+def test_the_components_name_no_task_space_or_dataset():
+    names = {k: v for k, v in registered_names().items() if v in ("task", "latent space")}
+    names.update(dataset_names())
+    assert {"sets", "sets-fbeta", "graphs", "maqa", "cnn_dm"} <= set(names)
+    found = [hit for path in generic_files(COMPONENTS) for hit in named_literals(path, names)]
+    assert found == []
+
+
 def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
     planted = ROOT / "pipeline" / "stages" / "_planted_for_test.py"
     planted.write_text('"""doc naming \'bayes\' is fine."""\nTARGET = "bayes_risk"\n'
@@ -102,6 +118,6 @@ def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
     assert hits == ["pipeline/stages/_planted_for_test.py:2: UQ estimator 'bayes_risk'"]
 
 
-@pytest.mark.parametrize("entry", [*GENERIC, PAPER_VOCABULARY])
+@pytest.mark.parametrize("entry", [*GENERIC, PAPER_VOCABULARY, *COMPONENTS])
 def test_every_generic_entry_exists(entry):
     assert (ROOT / entry).exists()

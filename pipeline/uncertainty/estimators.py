@@ -66,7 +66,7 @@ class Group:
     Config: type = NoSettings  # its typed settings (uq.groups.<name>)
 
 
-ESTIMATORS: Registry[Estimator] = Registry("UQ estimator")
+ESTIMATORS: Registry[Estimator] = Registry("UQ estimator", discover=("pipeline.tasks.*.task",))
 GROUPS: Registry[Group] = Registry("UQ estimator group")
 
 
@@ -112,11 +112,8 @@ ESTIMATORS.add("latent_entropy", Estimator(
 ESTIMATORS.add("bayes_risk", Estimator(
     "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True, decision="bayes",
     label="R_Bayes (ours)", table_order=7))
-ESTIMATORS.add("bayes_risk_fbeta", Estimator(
-    "bayes_risk", "the F-beta Bayes risk 1 - E[F_beta] of the GFM action (ours; tasks declaring a "
-    "bayes_fbeta decision)", task_aware=True, decision="bayes_fbeta", label="R_Bayes F1 (ours)",
-    table_order=8, in_paper=False))
-
+# a task's own estimators are registered in its folder (pipeline/tasks/<task>/task.py), e.g. the
+# F-beta decision's risk
 
 def risk_estimator(decision: str) -> str | None:
     """The estimator that is the risk of decision method `decision` (e.g. the Bayes risk)."""
