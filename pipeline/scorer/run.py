@@ -88,7 +88,8 @@ def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
     from pipeline.tasks import task_folders
 
     dirs = [conf_dir(), *map(Path, config_dirs)]
-    return sorted({*task_folders(), *(p.stem for d in dirs for p in (d / "task").glob("*.yaml"))})
+    return sorted({*task_folders(), *(name for d in config_dirs for name in task_folders(d)),
+                   *(p.stem for d in dirs for p in (d / "task").glob("*.yaml"))})
 
 
 class ScoreWarning(UserWarning):
@@ -197,7 +198,9 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     if mapper not in EXTRACTOR_KINDS:
         raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of "
                               f"{', '.join(EXTRACTOR_KINDS)}")
-    extra = [f"hydra.searchpath=[{','.join('file://' + str(Path(d).resolve()) for d in config_dirs)}]"
+    from pipeline.tasks import config_source
+
+    extra = [f"hydra.searchpath=[{','.join(config_source(d) for d in config_dirs)}]"
              ] if config_dirs else []
     if plugins:
         extra.append(f"plugins=[{','.join(plugins)}]")

@@ -34,7 +34,17 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *__all__])
 
 
-def task_folders() -> dict[str, Path]:
-    """{task name: its folder} of the built-in tasks (a folder here holding a task.yaml)."""
-    here = Path(__file__).resolve().parent
+def task_folders(root: Path | str | None = None) -> dict[str, Path]:
+    """{task name: its folder} of the task folders in `root` (folders holding a task.yaml;
+    default: the built-in tasks, this package's folder)."""
+    here = Path(root) if root is not None else Path(__file__).resolve().parent
     return {p.parent.name: p.parent for p in sorted(here.glob("*/task.yaml"))}
+
+
+def config_source(folder: Path | str) -> str:
+    """How Hydra's search path names a config folder: a folder of task folders (each holding a
+    task.yaml, as pipeline/tasks/ does) as `taskfolders://` (hydra_plugins/task_aware_tasks),
+    any other as `file://`."""
+    path = Path(folder).resolve()
+    scheme = "taskfolders" if task_folders(path) and not (path / "task").is_dir() else "file"
+    return f"{scheme}://{path}"

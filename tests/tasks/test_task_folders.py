@@ -164,3 +164,46 @@ def test_a_task_option_no_part_reads_or_set_twice_is_refused(ticks):
     with pytest.raises(ScoreInputError, match=r"mappers.ticks.period=5 and task.options.period=12: "
                                               r"set it once, as task.options.period"):
         _score(ticks, "++mappers.ticks.period=5")
+
+
+def test_a_plugin_task_is_one_folder_like_a_built_in_one(tmp_path, monkeypatch):
+    """my_tasks/ticks/{__init__.py, space.py, task.py, task.yaml}: the folder of task folders is
+    a config folder (`--config-dir my_tasks`; taskfolders:// on Hydra's search path) and the
+    package the plugin (`--plugin my_tasks.ticks`)."""
+    from hydra import compose, initialize_config_dir
+
+    from pipeline.config import register_configs
+    from pipeline.resources import conf_dir
+    from pipeline.scorer.run import score
+    from pipeline.tasks import config_source
+
+    folder = tmp_path / "my_tasks" / "ticks"
+    folder.mkdir(parents=True)
+    (tmp_path / "my_tasks" / "__init__.py").write_text("")
+    source = textwrap.dedent(PLUGIN)
+    split = source.index("@dataclass\nclass Period")
+    (folder / "space.py").write_text(source[:split])  # the space, then the parts using it
+    (folder / "task.py").write_text("from dataclasses import dataclass\n\n"
+                                    "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n"
+                                    + source[split:])
+    (folder / "__init__.py").write_text("from . import space, task  # noqa: F401\n")
+    (folder / "task.yaml").write_text(
+        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert config_source(tmp_path / "my_tasks") == f"taskfolders://{tmp_path / 'my_tasks'}"
+    try:
+        rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
+                 "reference": "23"}]
+        out = score(rows, task="ticks", plugins=["my_tasks.ticks"],
+                    config_dirs=[tmp_path / "my_tasks"], work_dir=tmp_path / "work")
+        assert out["quality_bayes_ticks_off"].tolist() == [circular(1, 23 % 12, 12)]
+        # the command line's form: the folder on Hydra's search path
+        register_configs()
+        with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+            cfg = compose("config", overrides=[
+                f"hydra.searchpath=[{config_source(tmp_path / 'my_tasks')}]", "task=ticks"])
+        assert cfg.task.options.period == 12 and cfg.task.space == "ticks"
+    finally:
+        for name in [m for m in sys.modules if m.startswith("my_tasks")]:
+            sys.modules.pop(name)
