@@ -83,3 +83,17 @@ def test_the_cache_serves_a_record_only_for_the_request_it_answers(tmp_path):
     assert runner.cache.get(key_one) is None and runner.cache.get(key_two) is not None
     runner.cache.path(key_two).write_text('{"relations": []}')  # no request recorded: a miss
     assert runner.cache.get(key_two) is None
+
+
+def test_the_default_kggen_interpreter_is_the_checkouts_venv(monkeypatch):
+    """The slow KGGen tests skip where this path does not exist: a wrong default would skip them
+    silently (it did once, after the module moved into pipeline/tasks/graphs/)."""
+    from pathlib import Path
+
+    from pipeline.tasks.graphs.kggen import default_kggen_python
+
+    monkeypatch.delenv("KGGEN_PYTHON", raising=False)
+    root = Path(__file__).resolve().parents[2]
+    assert default_kggen_python() == root / ".venv-kggen" / "bin" / "python"
+    monkeypatch.setenv("KGGEN_PYTHON", "/opt/kg/bin/python")
+    assert default_kggen_python() == Path("/opt/kg/bin/python")

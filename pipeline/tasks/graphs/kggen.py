@@ -27,6 +27,7 @@ from typing import Any
 from pipeline.clients.disk_cache import JsonRecordCache, sha256_key
 from pipeline.clients.llm_client import _is_loopback, api_key_from_env
 from pipeline.errors import PipelineError
+from pipeline.resources import CHECKOUT_DIR
 
 __all__ = ["KGGenError", "KGGenRunner", "KGGenStats", "default_kggen_python", "litellm_model"]
 
@@ -35,13 +36,12 @@ log = logging.getLogger(__name__)
 CACHE_VERSION = "kg-gen-0.4.0"  # the pinned kg-gen: its prompts define what a cached answer means
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_kggen_python() -> Path:
     """$KGGEN_PYTHON if set, else <repo>/.venv-kggen/bin/python (made by scripts/setup_kggen_venv.sh)."""
     override = os.environ.get("KGGEN_PYTHON")
-    return Path(override) if override else REPO_ROOT / ".venv-kggen" / "bin" / "python"
+    return Path(override) if override else CHECKOUT_DIR / ".venv-kggen" / "bin" / "python"
 
 
 class KGGenError(PipelineError, RuntimeError):
@@ -150,7 +150,7 @@ class KGGenRunner:
                 if self._proc is None:
                     self._start_worker()
                 return self._send(request)
-            from pipeline.mapping import kggen_worker
+            from pipeline.tasks.graphs import kggen_worker
 
             if self._kg is None:
                 try:
