@@ -46,7 +46,8 @@ $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# The report goes to the repository's results/ (committed, regenerated here); a run of your own
+# The report goes to the repository's results/: results/paper/ (the paper's numbers) is
+# committed, the rest of results/ is regenerated here and not committed; a run of your own
 # writes it under its output_root (results_dir=${output_root}/results).
 reproduce: $(STAMP)
 	$(PY) -m pipeline -m experiment=$(EXPERIMENT) hydra/launcher=$(LAUNCHER) results_dir=$(CURDIR)/results $(ARGS)
