@@ -178,3 +178,96 @@ def test_script_reproduces_committed_csvs(tmp_path):
     script.transcribe(tex, tmp_path)
     for name in ("generation.csv", "uq.csv", "prr_rank.csv"):
         assert (tmp_path / name).read_text() == (PAPER_DIR / name).read_text(), name
+
+
+# --- the paper's own best / runner-up marks, read off the tex by a parser of this test's own ---
+TEX_CANDIDATES = (REPO.parent / "shared" / "paper" / "task_awareness.tex",
+                  Path("/work/shared/paper/task_awareness.tex"))
+# the columns of every results table, left to right (the header rows, read by hand)
+TEX_COLUMNS = [("maqa", "hamming"), ("maqa", "f1"), ("triviaqa", "exact_match_error"),
+               ("wmt19_fien", "comet"), ("wmt19_fien", "cosine_distance"), ("cnn_dm", "hamming"),
+               ("cnn_dm", "f1"), ("cnn_dm", "alignscore"), ("maqa_star", "kl")]
+TEX_MODELS = {"Gemma-3-4B": "gemma-3-4b-it", "Gemma-3-12B": "gemma-3-12b-it",
+              "Qwen3-4B": "qwen3-4b", "Qwen3-30B-A3B": "qwen3-30b-a3b",
+              "Qwen-2.5-72B": "qwen2.5-72b-instruct"}
+# row label in the tex -> canonical name, tried in this order (a regex each)
+TEX_ROWS = [(r"Self-Consistency", "self_consistency"), (r"Latent Entropy", "latent_entropy"),
+            (r"R_\\text\{Bayes\}", "bayes_risk"), (r"P\(\\text\{True\}\)", "ptrue"),
+            (r"\\ell_\\text\{MAP\}", "map"), (r"\\ell_\\text\{Sample\}", "sample_mbr"),
+            (r"Bayes", "bayes"), (r"Beam", "beam"), (r"Contr\.", "contrastive"),
+            (r"Greedy", "greedy"), (r"\bCOCOA\b", "cocoa_msp"), (r"\bKLE\b", "kle"),
+            (r"\bSAR\b", "sar"), (r"\bMSP\b", "msp"), (r"\bSE\b", "semantic_entropy"),
+            (r"\bAR\b", "ar")]
+TEX_TABLES = ("performance_generations", "performance_generations_72b", "uq_prr_bayes",
+              "uq_auc_bayes", "uq_prr_beam", "uq_auc_beam", "uq_72b")
+
+
+def _tex_cells(tex: str, label: str) -> list[tuple[str, str, str, str, float | None, str]]:
+    """(model, row, dataset, metric, value or None for an empty grey cell, mark) of every value
+    cell of one table; mark: best (colfirst), runner_up (colsecond), "" (neither)."""
+    import re
+
+    end = tex.index(r"\label{tab:" + label + "}")
+    body = tex[tex.rindex(r"\begin{tabular}", 0, end):end]
+    body = body.split(r"\midrule", 1)[1].split(r"\bottomrule")[0]
+    out, model = [], None
+    for row in body.split("\\\\"):
+        row = row.replace(r"\midrule", "").strip()
+        if "&" not in row:
+            continue
+        cells = [c.strip() for c in row.split("&")]
+        assert len(cells) == 2 + len(TEX_COLUMNS), row
+        if cells[0]:
+            model = next(v for k, v in TEX_MODELS.items() if re.search(re.escape(k) + r"\b",
+                                                                        cells[0]))
+        name = next(v for pattern, v in TEX_ROWS if re.search(pattern, cells[1]))
+        for (dataset, metric), cell in zip(TEX_COLUMNS, cells[2:]):
+            if cell == "n.a.":
+                continue
+            number = re.findall(r"-?\d+\.\d+", cell.replace("[gray]{0.9}", ""))
+            mark = "best" if "colfirst" in cell else "runner_up" if "colsecond" in cell else ""
+            out.append((model, name, dataset, metric, float(number[0]) if number else None, mark))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tex() -> str:
+    path = next((p for p in TEX_CANDIDATES if p.is_file()), None)
+    if path is None:
+        pytest.skip("paper source (../shared/paper/task_awareness.tex) not present here")
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("label", TEX_TABLES)
+def test_every_mark_is_the_papers_own(tex, generation, uq, label):
+    """Every cell's `emphasis` is the mark the tex prints there; an empty grey cell (covered by
+    a merged cell) is one of the expanded rows, and the marks in the tex are as many as the
+    rows with a cell of their own that carry one."""
+    frame, row_key = (generation, "method") if label.startswith("perf") else (uq, "estimator")
+    csv = frame[frame["table"] == label].set_index(["model", row_key, "dataset", "metric"])
+    cells = _tex_cells(tex, label)
+    assert len(cells) == len(csv)
+    for model, name, dataset, metric, value, mark in cells:
+        row = csv.loc[(model, name, dataset, metric)]
+        if value is None:
+            assert row["spans_from"] == "bayes", (label, model, name, dataset, metric)
+            continue
+        assert (row["value"], row["emphasis"]) == (value, mark), (label, model, name, dataset,
+                                                                 metric)
+    own = csv[csv["spans_from"] == ""] if "spans_from" in csv else csv
+    assert sum(1 for c in cells if c[5] == "best") == (own["emphasis"] == "best").sum()
+    assert sum(1 for c in cells if c[5] == "runner_up") == (own["emphasis"] == "runner_up").sum()
+
+
+def test_marks_where_the_papers_numbers_tie(tex, uq):
+    """Read off the tex by hand: in Table 3, Gemma-3-12B, MAQA F1, SAR and R_Bayes both print
+    0.726, R_Bayes best and SAR runner-up; in Table 4, Qwen3-4B, MAQA-simplex KL, four
+    estimators print 0.639: COCOA best, MSP runner-up, SAR and R_Bayes unmarked."""
+    cells = {c[:4]: (c[4], c[5]) for c in _tex_cells(tex, "uq_prr_bayes")}
+    assert cells[("gemma-3-12b-it", "bayes_risk", "maqa", "f1")] == (0.726, "best")
+    assert cells[("gemma-3-12b-it", "sar", "maqa", "f1")] == (0.726, "runner_up")
+    for estimator, emphasis in (("cocoa_msp", "best"), ("msp", "runner_up"), ("sar", ""),
+                                ("bayes_risk", "")):
+        row = _one(uq, table="uq_auc_bayes", model="qwen3-4b", estimator=estimator,
+                   dataset="maqa_star")
+        assert (row["value"], row["emphasis"]) == (0.639, emphasis)

@@ -25,10 +25,13 @@ PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a whee
 # What a full report writes (TABLE_NAMES, FIGURE_NAMES) and every other name of the paper's
 # datasets, tables and figures: pipeline.reporting.paper.
 # v3: extras (F-beta rows) marked and never best; Fig. 2a over the paper's estimators; Figs. 3,
-# 6-11 over the compared models (no 72B); one colour per estimator. v4: tables with n and
+# 4-9 over the compared models (no 72B); one colour per estimator. v4: tables with n and
 # bootstrap intervals, no best where n is too small; figures' empty panels and per-bin n.
 # v5: no best where intervals overlap; bayes_vs_beam (paired bootstrap) per dataset.
-REPORT_VERSION = 5
+# v6: paper rows keep the paper's own best / runner-up marks (a merged cell marked once);
+# Fig. 2a's paper panel titled as derived from Table 3; Fig. 2b over the compared models.
+# (Figure numbers: the paper's figure environments in order, pipeline.reporting.paper.)
+REPORT_VERSION = 6
 
 
 def figure_options(cfg) -> dict[str, Any]:
@@ -119,7 +122,8 @@ def build_report(cfg) -> dict[str, Any]:
     figs = {
         "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir,
                                             models=options["rank_models"]),
-        PRR_FIGURE: figures.fig_maqa_prr(scores, paper_uq, figures_dir),
+        PRR_FIGURE: figures.fig_maqa_prr(scores, paper_uq, figures_dir,
+                                         models=options["rank_models"]),
         "latent_entropy_vs_risk": figures.fig_entropy_vs_risk(
             unc, figures_dir, model=options["entropy_model"], dataset=options["entropy_dataset"],
             report_models=report_models),
@@ -130,7 +134,7 @@ def build_report(cfg) -> dict[str, Any]:
     else:  # an earlier report's pooled variant would otherwise stay listed in the manifest
         for ext in ("png", "pdf"):
             (figures_dir / f"latent_entropy_vs_risk_pooled.{ext}").unlink(missing_ok=True)
-    # Figs. 3, 6-8 and 9-11 show the models Fig. 2a averages (the paper's four LLMs when they
+    # Figs. 2b, 3, 4-6 and 7-9 show the models Fig. 2a averages (the paper's four LLMs when they
     # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
     compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
     compared = [c for c in cells if c.model in compared_models]

@@ -1,9 +1,9 @@
 """Quality and UQ as a function of the number of samples M, by subsampling stored samples
-(paper Figs. 6-8, MAQA sets): no new generation, only the latent core and the metrics.
+(paper Figs. 4-6, MAQA sets): no new generation, only the latent core and the metrics.
 
-Fig. 6: the loss (Hamming) of l_Bayes, with beam search's loss as the reference line ("even a
-small number of samples suffices to outperform beam search"). Fig. 7: "UQ performance of
-R(l_Bayes)": PRR of the Bayes risk of l_Bayes against the quality of l_Bayes. Fig. 8: "UQ
+Fig. 4: the loss (Hamming) of l_Bayes, with beam search's loss as the reference line ("even a
+small number of samples suffices to outperform beam search"). Fig. 5: "UQ performance of
+R(l_Bayes)": PRR of the Bayes risk of l_Bayes against the quality of l_Bayes. Fig. 6: "UQ
 performance of R(l_Beam)": PRR of the risk of the *beam* response under the M samples,
 R(l_Beam) = (1/M) sum_i d(l_Beam, l^(i)), against the quality of the beam response ("When the
 output is fixed, for example, to beam search ...", Appendix A.1).

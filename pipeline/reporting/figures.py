@@ -8,12 +8,19 @@ Which models a figure shows follows the paper:
 - Fig. 2a (`uq_prr_rank`): "Average PRR rank of UQ methods over four LLMs on each task" -> the
   ranks of ours are averaged over the paper's four LLMs (`PAPER_LLMS`, the Qwen2.5-72B of
   Tables 7-8 is not one of them); when none of them has outputs, over the models present (the
-  72B left out unless it is the only one), and the panel title says so.
+  72B left out unless it is the only one), and the panel title says so. The paper's panel beside
+  it is derived from Table 3 (the figure's own data is not published: results/paper/README.md),
+  and its title says so.
+- Fig. 2b (`uq_maqa_prr`): one bar per model of the same models as Fig. 2a (the paper's four
+  LLMs; the 72B is not one of them, it has its own table, Table 8), the mean of the paper's four
+  LLMs beside.
 - Fig. 2c (`latent_entropy_vs_risk`): one model (the paper's figure file is
   `latent_entropy_vs_risk_gemma-3-12b-it.pgf`) on MAQA with the simplex latent (MAQA*).
-- Figs. 9-11 (`*_improvement_*`): "Improvement of l_bayes across increasing latent entropy" on
+- Figs. 7-9 (`*_improvement_*`): "Improvement of l_bayes across increasing latent entropy" on
   MAQA, WMT19 and MAQA (Simplex), one panel per LLM.
-- Figs. 6-8 (`samples_ablation`): one line per model.
+- Figs. 4-6 (`samples_ablation`): one line per model.
+
+Figure numbers are those of the paper's figure environments in order (pipeline.reporting.paper).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from pipeline.reporting.paper import (
     PRR_PAPER_TABLE,
     PRR_TITLE,
     PRR_YLABEL,
+    RANK_PAPER_TITLE,
     TASK_LABEL,
     TASK_ORDER,
 )
@@ -164,7 +172,7 @@ def draw_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, models=PAPER_L
                   "average PRR rank (lower is better)")
     if ours.empty:
         axes[0].text(0.5, 0.5, "no data", ha="center", transform=axes[0].transAxes)
-    _grouped_bars(axes[1], paper, TASK_ORDER, TASK_LABEL, "Paper (4 LLMs)", "")
+    _grouped_bars(axes[1], paper, TASK_ORDER, TASK_LABEL, RANK_PAPER_TITLE, "")
     if axes[1].get_legend_handles_labels()[0]:  # under the panels, clear of the bars
         axes[1].legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     return fig
@@ -176,16 +184,20 @@ def fig_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path,
 
 
 # --- Fig. 2b: PRR per UQ method on MAQA -------------------------------------------------------
-def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) -> Path:
+def draw_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, models=PAPER_LLMS):
+    """One bar per model and estimator, over the models Fig. 2a averages (`rank_models`: the
+    paper's four LLMs that have outputs; the 72B, which the paper reports apart, is not drawn),
+    and the mean of the paper's four LLMs beside."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     ours = scores[(scores["dataset"] == PRR_DATASET) & (scores["target"] == OURS)
                   & (scores["metric"] == PRR_METRIC)] if len(scores) else scores
+    models = rank_models(set(ours["model"]), models)[0] if len(ours) else []
+    ours = ours[ours["model"].isin(models)] if len(ours) else ours
     paper = paper_uq[(paper_uq["table"] == PRR_PAPER_TABLE) & (paper_uq["dataset"] == PRR_DATASET)
                      & (paper_uq["metric"] == PRR_METRIC)]
     est = [e for e in ESTIMATORS if e in set(paper["estimator"]) | set(ours.get("estimator", []))]
     x = np.arange(len(est))
-    models = model_order(ours["model"]) if len(ours) else []
     width = 0.8 / (len(models) + 1)
     for i, m in enumerate(models):
         o = ours[ours["model"] == m].set_index("estimator")
@@ -202,7 +214,12 @@ def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path) ->
     ax.set_ylabel(PRR_YLABEL)
     ax.set_title(PRR_TITLE, fontsize=10)
     ax.legend(fontsize=7)
-    return _save(fig, out_dir, PRR_FIGURE)
+    return fig
+
+
+def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path,
+                 models=PAPER_LLMS) -> Path:
+    return _save(draw_maqa_prr(scores, paper_uq, models), out_dir, PRR_FIGURE)
 
 
 # --- Fig. 2c: latent entropy vs Bayes risk, one model on MAQA* --------------------------------
@@ -278,7 +295,7 @@ def fig_entropy_vs_risk_pooled(uncertainty: pd.DataFrame, out_dir: Path) -> Path
     return _save(fig, out_dir, "latent_entropy_vs_risk_pooled")
 
 
-# --- Fig. 3 and Figs. 9-11: improvement of l_Bayes across latent entropy ----------------------
+# --- Fig. 3 and Figs. 7-9: improvement of l_Bayes across latent entropy -----------------------
 def _entropy_bins(entropy: pd.Series, bins: int) -> np.ndarray:
     edges = np.unique(np.quantile(entropy, np.linspace(0, 1, bins + 1)))
     return np.clip(np.searchsorted(edges, entropy, side="right") - 1, 0,
@@ -306,7 +323,7 @@ def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame,
     """Delta = d(l*, l_baseline) - d(l*, l_Bayes) averaged per latent-entropy bin (paper Fig. 3;
     positive: l_Bayes is better). For a metric where higher is better (F1, COMET) the sign is
     flipped so that positive still means better. Bins are quantiles of the latent entropy:
-    pooled over models (`per_model=False`, Fig. 3) or per model (`per_model=True`, Figs. 9-11,
+    pooled over models (`per_model=False`, Fig. 3) or per model (`per_model=True`, Figs. 7-9,
     with a leading `model` column)."""
     columns = (["model"] if per_model else []) + IMPROVEMENT_COLUMNS
     if quality.empty or uncertainty.empty:
@@ -373,7 +390,7 @@ def fig_improvement(table: pd.DataFrame, out_dir: Path) -> Path:
 
 
 def draw_improvement_per_model(table: pd.DataFrame, dataset: str, metric: str, what: str):
-    """Figs. 9-11: one panel per model (the paper's order), titled with the model's name."""
+    """Figs. 7-9: one panel per model (the paper's order), titled with the model's name."""
     plt = _plt()
     models = model_order(table["model"]) if len(table) else []
     n = max(1, len(models))
@@ -402,8 +419,8 @@ def fig_improvement_per_model(table: pd.DataFrame, out_dir: Path, name: str) -> 
     return _save(draw_improvement_per_model(table, dataset, metric, what), out_dir, name)
 
 
-# --- Figs. 6-8: the number of samples M --------------------------------------------------------
-# (column, title, y label): the paper's Figs. 6, 7 and 8 as three panels.
+# --- Figs. 4-6: the number of samples M --------------------------------------------------------
+# (column, title, y label): the paper's Figs. 4, 5 and 6 as three panels.
 ABLATION_PANELS = [("hamming", "Hamming of l_Bayes (lower is better)", "Hamming"),
                    ("prr_bayes", "UQ: PRR of R(l_Bayes), quality of l_Bayes", "PRR"),
                    ("prr_beam", "UQ: PRR of R(l_Beam), quality of l_Beam", "PRR")]

@@ -25,7 +25,7 @@ TASK_LABEL = {"maqa": "MAQA\n{0,1}^K", "triviaqa": "TriviaQA\n[K]", "wmt19_fien"
 
 # --- models -----------------------------------------------------------------------------------
 # "We evaluate instruction-tuned versions of Gemma 3 4B, Gemma 3 12B, Qwen 3 4B, and Qwen 3 30B
-# A3E" (Sec. 5, Models), in the order of the appendix panels (Figs. 9-11).
+# A3E" (Sec. 5, Models), in the order of the appendix panels (Figs. 7-9).
 PAPER_LLMS = ("qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b")
 # reported apart (Tables 7-8): the tables whose name ends in "72b" hold it alone, the others never
 PAPER_72B = "qwen2.5-72b-instruct"
@@ -60,6 +60,15 @@ NOTES = {"uq_prr_beam": "Paper rows: the paper's Table 5 body is identical to it
                         "(a defect of the paper), transcribed as printed."}
 
 # --- figures ----------------------------------------------------------------------------------
+# Numbered as the paper's figure environments, in order (main text, then appendix): Fig. 1 the
+# framework sketch; Fig. 2 a-c the three UQ panels (fig:uq_rank_prr, fig:uq_maqa_prr,
+# fig:uq_latent_entropy_vs_risk); Fig. 3 fig:hamming_distance_improvement; Figs. 4-6 the samples
+# ablation (fig:computation_maqa, fig:computation_uq_maqa_bayes, fig:computation_uq_maqa_beam);
+# Figs. 7-9 the per-LLM improvement (fig:app_multianswer, fig:app_mt, fig:app_simplex).
+# Fig. 2a's paper panel: its data (figures/uq_prr.pgf) is not in the source; results/paper/
+# prr_rank.csv recomputes it from Table 3 (tab:uq_prr_bayes), and the panel says so.
+RANK_PAPER_TITLE = ("Paper, derived from Table 3 (4 LLMs)\n"
+                    "(mean rank of its PRRs; not the paper's figure data)")
 # Fig. 2b (PRR per UQ method on one dataset and metric, the paper's table's numbers beside ours)
 PRR_FIGURE = "uq_maqa_prr"
 PRR_DATASET, PRR_METRIC, PRR_PAPER_TABLE = "maqa", "f1", "uq_prr_bayes"
@@ -74,7 +83,7 @@ IMPROVEMENT_TITLE = ("Improvement of the Bayes response over each baseline (MAQA
                      "prompts per bin)")
 IMPROVEMENT_YLABEL = "Hamming(baseline) - Hamming(Bayes)"
 IMPROVEMENT_EMPTY = "no MAQA data"
-# Figs. 9-11 (appendix "Decoding"): file name -> (dataset, metric, what the caption names).
+# Figs. 7-9 (appendix "Decoding"): file name -> (dataset, metric, what the caption names).
 # Named after the paper's panel files (hamming_distance_improvement_MAQA_methods_<LLM>.pgf, ...).
 IMPROVEMENT_FIGURES = {
     "hamming_distance_improvement_maqa": ("maqa", "hamming", "multi-answer QA"),
@@ -82,7 +91,7 @@ IMPROVEMENT_FIGURES = {
                                                "Machine Translation"),
     "kl_divergence_improvement_maqa_star": ("maqa_star", "kl", "multi-answer QA (Simplex)"),
 }
-# Figs. 6-8 (`samples_ablation`): the number of samples M, on this dataset's cells
+# Figs. 4-6 (`samples_ablation`): the number of samples M, on this dataset's cells
 ABLATION_DATASET = "maqa"
 ABLATION_TITLE = "MAQA sets: quality and uncertainty vs M (subsampled stored samples)"
 

@@ -4,6 +4,12 @@ Each table is a wide frame indexed by (model, method|estimator, source) with col
 (dataset, metric) in the paper's order; `source` is "ours" or "paper", so where both exist for a
 model the two rows stand next to each other. Rendered as Markdown, LaTeX (booktabs, best in bold,
 runner-up underlined, per model and source) and CSV.
+
+Best and runner-up: our rows' are computed from our numbers (and intervals); the paper's rows
+keep the marks the paper itself prints (the `emphasis` transcribed with its numbers,
+results/paper), never recomputed: a tie the paper marks once stays marked once, and a merged
+cell of the paper (one value spanning several rows, expanded in results/paper with
+`spans_from`) is marked once, on the row that holds it, its other rows flagged MERGED_MARK.
 """
 
 from __future__ import annotations
@@ -69,16 +75,27 @@ def wide_table(long: pd.DataFrame, row_key: str, row_order: list[str],
 CELL_DETAILS = ("n", "low", "high", "n_dropped")
 
 
+# the paper's own marks (results/paper `emphasis`) -> rank: 1 best, 2 runner-up
+PAPER_MARK = {"best": 1.0, "runner_up": 2.0}
+
+
 @dataclass
 class Table:
     """A table's values and, for our rows, their intervals (low, high) and prompt counts (n),
-    each a wide frame shaped like `values` (NaN where there is none: the paper's rows)."""
+    each a wide frame shaped like `values` (NaN where there is none: the paper's rows).
+
+    For the paper's rows, when the long frame carries them (`mark`, `merged`: generation_long,
+    uq_long): `marks`, the paper's own best (1) / runner-up (2) marks, and `merged`, the row
+    whose merged cell a cell's value is printed in (NaN: a cell of its own). Without them
+    (`marks` None) the paper's rows are ranked like ours."""
 
     values: pd.DataFrame
     low: pd.DataFrame
     high: pd.DataFrame
     n: pd.DataFrame
     n_dropped: pd.DataFrame
+    marks: pd.DataFrame | None = None
+    merged: pd.DataFrame | None = None
 
     @classmethod
     def from_long(cls, long: pd.DataFrame, row_key: str, row_order: list[str]) -> Table:
@@ -90,7 +107,14 @@ class Table:
             column = long[name] if name in long.columns else pd.Series(np.nan, index=long.index)
             parts[name] = wide_table(long.assign(**{name: pd.to_numeric(column)}), row_key,
                                      row_order, values=name).reindex_like(values)
-        return cls(values, parts["low"], parts["high"], parts["n"], parts["n_dropped"])
+        paper = {}
+        for name in ("mark", "merged"):
+            if name in long.columns:
+                column = long[name] if name == "merged" else pd.to_numeric(long[name])
+                paper[name] = wide_table(long.assign(**{name: column}), row_key, row_order,
+                                         values=name).reindex_like(values)
+        return cls(values, parts["low"], parts["high"], parts["n"], parts["n_dropped"],
+                   paper.get("mark"), paper.get("merged"))
 
 
 def block_counts(table: Table) -> pd.DataFrame:
@@ -122,6 +146,22 @@ def too_small(table: Table, min_n: int) -> pd.DataFrame:
     return n.groupby(level="model", sort=False).max().fillna(0) < min_n
 
 
+def _paper_rows(p: pd.DataFrame, row_key: str) -> pd.DataFrame:
+    """The paper's rows of one table, with its own marks (`mark`: 1 best, 2 runner-up, from
+    `emphasis`) and merged cells (`merged`: the row a cell's value is printed in, from
+    `spans_from`) when results/paper has them. A merged cell is marked once, on the row that
+    holds it, as the paper prints it (results/paper copies its emphasis to every covered row)."""
+    out = p[["model", row_key, "dataset", "metric", "value"]].assign(source="paper")
+    if "spans_from" in p.columns:
+        merged = p["spans_from"].where(p["spans_from"].notna() & (p["spans_from"] != ""))
+        out = out.assign(merged=merged.astype(object))
+    else:
+        merged = pd.Series(np.nan, index=p.index, dtype=object)
+    if "emphasis" in p.columns:
+        out = out.assign(mark=p["emphasis"].map(PAPER_MARK).where(merged.isna()))
+    return out
+
+
 def generation_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str,
                     models: list[str] | None = None) -> pd.DataFrame:
     frames = []
@@ -132,7 +172,7 @@ def generation_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str,
     p = paper[paper["table"] == table]
     if models is not None:
         p = p[p["model"].isin(models)]
-    frames.append(p[["model", "method", "dataset", "metric", "value"]].assign(source="paper"))
+    frames.append(_paper_rows(p, "method"))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -149,7 +189,7 @@ def uq_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str, target: str, sc
     p = paper[(paper["table"] == table)]
     if models is not None:
         p = p[p["model"].isin(models)]
-    frames.append(p[["model", "estimator", "dataset", "metric", "value"]].assign(source="paper"))
+    frames.append(_paper_rows(p, "estimator"))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -161,6 +201,16 @@ def extra_rows() -> set[str]:
 
 EXTRA_MARK = " †"
 EXTRA_NOTE = "† not in the paper's comparison: never marked best or runner-up."
+PAPER_MARKS_NOTE = ("paper rows: best and runner-up as the paper itself marks them (transcribed "
+                    "from its LaTeX source, results/paper), not recomputed from the numbers.")
+MERGED_MARK = " ‡"
+
+
+def merged_note(rows: list[str]) -> str:
+    """The note for the paper's merged cells shown, `rows`: the labels of the rows holding
+    them."""
+    return ("‡ paper: one merged cell; the paper prints this value once, in a cell spanning "
+            f"this row down to the {' / '.join(rows)} row, and marks it (if at all) only there.")
 
 
 def _separated(order: pd.Series, table: Table | None, col) -> pd.Series:
@@ -189,11 +239,15 @@ def _ranks(wide: pd.DataFrame, lower_better: bool, small: pd.DataFrame | None = 
     """1 = best, 2 = runner-up within each (model, source) block, per column, among the paper's
     methods / estimators (our extras are left out). `small` (too_small): our blocks' columns
     with too few prompts get no rank; with `table`, our best and runner-up must also stand
-    clear of the methods below them (`_separated`)."""
+    clear of the methods below them (`_separated`). The paper's blocks take the paper's own
+    marks where `table` has them (Table.marks), computed otherwise."""
     ranks = pd.DataFrame(index=wide.index, columns=wide.columns, dtype=float)
     extras = extra_rows()
     compared = wide[[ix[1] not in extras for ix in wide.index]]
     for (model, source), block in compared.groupby(level=["model", "source"], sort=False):
+        if source == "paper" and table is not None and table.marks is not None:
+            ranks.loc[block.index, wide.columns] = table.marks.loc[block.index, wide.columns]
+            continue
         for col in wide.columns:
             if (source == "ours" and small is not None and model in small.index
                     and bool(small.loc[model, col])):
@@ -230,8 +284,30 @@ def _count_cell(counts: pd.DataFrame, small: pd.DataFrame, model: str, col) -> s
     return f"{text} (too small)" if text and bool(small.loc[model, col]) else text
 
 
-def table_notes(table: Table | None, extras_shown: bool, min_n: int) -> list[str]:
+def _merged_into(table: Table | None, ix, col) -> str | None:
+    """The row whose merged cell holds the value of the paper's cell (ix, col); None: its own."""
+    if table is None or table.merged is None or ix[2] != "paper":
+        return None
+    into = table.merged.loc[ix, col]
+    return None if pd.isna(into) else str(into)
+
+
+def _merged_rows(table: Table | None, row_label: dict[str, str]) -> list[str]:
+    """Labels of the rows holding the paper's merged cells that the table shows."""
+    if table is None or table.merged is None:
+        return []
+    into = {str(v) for v in table.merged.to_numpy().ravel() if pd.notna(v)}
+    return [row_label.get(r, r) for r in sorted(into)]
+
+
+def table_notes(table: Table | None, extras_shown: bool, min_n: int,
+                merged_rows: list[str] | None = None) -> list[str]:
     notes = []
+    if (table is not None and table.marks is not None
+            and (table.values.index.get_level_values("source") == "paper").any()):
+        notes.append(PAPER_MARKS_NOTE)
+    if merged_rows:
+        notes.append(merged_note(merged_rows))
     if table is not None and (table.n.index.get_level_values("source") == "ours").any():
         notes.append(f"ours: value [95% percentile bootstrap interval]; n = prompts scored "
                      "(dropped: prompts with a quality left out because an estimator has no value "
@@ -263,13 +339,15 @@ def render_markdown(wide: pd.DataFrame | Table, title: str, row_label: dict[str,
         for col in wide.columns:
             s = _fmt(row[col])
             cells.append((f"**{s}**" if ranks.loc[ix, col] == 1 else s)
+                         + (MERGED_MARK if _merged_into(table, ix, col) else "")
                          + _interval(table, ix, col))
         lines.append("| " + " | ".join([ix[0], _row_name(ix[1], row_label, extras), ix[2]] + cells)
                      + " |")
         if _ends_block(rows, i) and ix[0] in counts.index:  # the model's n, once
             lines.append("| " + " | ".join([ix[0], "n", "ours"] + [
                 _count_cell(counts, small, ix[0], col) for col in wide.columns]) + " |")
-    notes = table_notes(table, any(ix[1] in extras for ix in wide.index), min_n)
+    notes = table_notes(table, any(ix[1] in extras for ix in wide.index), min_n,
+                        _merged_rows(table, row_label))
     if notes:
         lines += [""] + notes
     return "\n".join(lines) + "\n"
@@ -289,9 +367,10 @@ def render_latex(wide: pd.DataFrame | Table, caption: str, label: str, row_label
     small = too_small(table, min_n) if table is not None else None
     ranks = _ranks(wide, lower_better, small, table)
     notes = ([note] if note else []) + table_notes(
-        table, any(ix[1] in extra_rows() for ix in wide.index), min_n)
+        table, any(ix[1] in extra_rows() for ix in wide.index), min_n,
+        _merged_rows(table, row_label))
     if notes:
-        caption = caption + ". " + " ".join(notes)
+        caption = caption + ". " + " ".join(notes).replace("‡", r"$^\ddagger$")
     extras = extra_rows()
     esc = lambda s: str(s).replace("_", r"\_").replace("&", r"\&")  # noqa: E731
     cols = list(wide.columns)
@@ -319,6 +398,8 @@ def render_latex(wide: pd.DataFrame | Table, caption: str, label: str, row_label
             s = _fmt(row[col])
             r = ranks.loc[ix, col]
             s = rf"\textbf{{{s}}}" if r == 1 else (rf"\underline{{{s}}}" if r == 2 else s)
+            if _merged_into(table, ix, col):
+                s += r"$^\ddagger$"
             interval = _interval(table, ix, col)
             cells.append(s + (rf"{{\scriptsize{interval}}}" if interval else ""))
         lines.append(" & ".join([esc(ix[0]), esc(_row_name(ix[1], row_label, extras)).replace(

@@ -329,7 +329,7 @@ def test_stated_probabilities_are_kept_by_g_t_and_renormalised_by_the_simplex():
 
 
 def test_the_ablation_subsamples_m_in_1_2_5_10_15_20_with_10_repeats(monkeypatch):
-    """docs/fidelity.md "Samples ablation (Figs. 6-8)": M in {1, 2, 5, 10, 15, 20}, each with 10
+    """docs/fidelity.md "Samples ablation (Figs. 4-6)": M in {1, 2, 5, 10, 15, 20}, each with 10
     random subsets of M of the stored samples per prompt, drawn without replacement (at M = 20
     every subset is all 20 samples, so the spread is 0); the report calls it with these
     defaults."""

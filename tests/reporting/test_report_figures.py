@@ -2,12 +2,13 @@
 models (the paper's four LLMs and the 72B) and four datasets, written through ArtifactStore in the
 columns of pipeline/schema.py and read back with pipeline.reporting.collect:
 
-- Figs. 9-11 ("Improvement of l_bayes across increasing latent entropy" on MAQA, WMT19, MAQA*):
+- Figs. 7-9 ("Improvement of l_bayes across increasing latent entropy" on MAQA, WMT19, MAQA*):
   one panel per model, titled with the model's name, entropy bins per model;
 - Fig. 2c (latent entropy vs Bayes risk): one model (gemma-3-12b-it, the paper's) on MAQA*;
 - Fig. 2a (average PRR rank): over the paper's four LLMs, never the 72B; the models present
-  (said in the title) when none of the four ran;
-- Fig. 8 ("UQ performance of R(l_Beam)"): PRR of the beam response's risk under the samples
+  (said in the title) when none of the four ran; the paper's panel titled as derived from Table 3;
+- Fig. 2b (PRR per UQ method on MAQA): one bar per model of the paper's four LLMs, no 72B bar;
+- Fig. 6 ("UQ performance of R(l_Beam)"): PRR of the beam response's risk under the samples
   against the beam response's quality, checked against a computation of its own here.
 """
 
@@ -188,6 +189,35 @@ def test_prr_rank_averages_the_paper_llms_without_the_72b(outputs):
     assert BIG not in ours.get_title() and all(m in ours.get_title() for m in PAPER4)
     bars = next(c for c in ours.containers if c.get_label() == "R_Bayes (ours)")
     assert [b.get_height() for b in bars] == [1.0] * len(DATASETS)
+    # the paper's side is recomputed from its Table 3, and says so
+    assert fig.axes[1].get_title().startswith("Paper, derived from Table 3 (4 LLMs)")
+
+
+def test_maqa_prr_draws_the_paper_llms_without_the_72b(outputs):
+    from pipeline.reporting.paper import PRR_DATASET, PRR_METRIC
+
+    # the synthetic MAQA cells score Hamming: relabel them as the figure's metric (F1)
+    scores = outputs["scores"]
+    scores = scores[scores["dataset"] == PRR_DATASET].assign(metric=PRR_METRIC)
+    paper_uq = pd.read_csv(figures.Path(__file__).resolve().parents[2] / "results" / "paper"
+                           / "uq.csv")
+    assert BIG in set(scores["model"])
+    ax = figures.draw_maqa_prr(scores, paper_uq).axes[0]
+    bars = {c.get_label(): c for c in ax.containers
+            if c.get_label().startswith(("ours", "paper"))}
+    assert list(bars) == [f"ours: {m}" for m in figures.model_order(PAPER4)] + [
+        "paper: mean of 4 LLMs"]
+    # the R_Bayes bar of each is that model's PRR (0.9 for the paper's LLMs; the 72B's -0.9
+    # is drawn nowhere)
+    heights = [b.get_height() for label, c in bars.items() if label.startswith("ours")
+               for b in c]
+    assert -0.9 not in [round(h, 6) for h in heights] and 0.9 in [round(h, 6) for h in heights]
+    # without the paper's LLMs: the models present but the 72B (as Fig. 2a)
+    small = scores[scores["model"] == "qwen3-4b"].assign(model="smollm2-135m")
+    only = pd.concat([small, scores[scores["model"] == BIG]], ignore_index=True)
+    ax = figures.draw_maqa_prr(only, paper_uq).axes[0]
+    assert [c.get_label() for c in ax.containers
+            if c.get_label().startswith("ours")] == ["ours: smollm2-135m"]
 
 
 def test_prr_rank_without_the_paper_llms_uses_the_models_present(outputs):
@@ -243,7 +273,7 @@ def test_report_writes_every_figure_per_model(outputs, tmp_path):
             path = tmp_path / "results" / "figures" / f"{name}.{ext}"
             assert path.stat().st_size > 1000 and str(path) in out["files"]
     for name in figures.IMPROVEMENT_FIGURES:
-        # the paper's four LLMs, as in the paper's Figs. 9-11: the 72B is reported apart
+        # the paper's four LLMs, as in the paper's Figs. 7-9: the 72B is reported apart
         table = pd.read_csv(tmp_path / "results" / "tables" / f"{name}.csv")
         assert figures.model_order(table["model"]) == figures.model_order(PAPER4)
     # Fig. 3 pools the same four, not the 72B
