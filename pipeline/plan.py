@@ -6,7 +6,9 @@ will be): its GPUs and tensor parallel size, prompt and sample counts, the NLI p
 LLM-extraction calls it needs (counted exactly, with the hits already in the on-disk caches,
 once the cell's samples exist; upper bounds before), which inputs are missing, and an estimated
 wall time: the counts divided by throughputs (`Rates`), per cell and for the sweep. With `-m`,
-each job prints its own cell's line instead.
+each job prints its own cell's line instead. Below the table: what each cell reads from the hub
+at an unpinned revision (model.revision / dataset.revision null, and the auxiliary checkpoints,
+which have no revision setting; docs/revisions.md).
 """
 
 from __future__ import annotations
@@ -18,11 +20,19 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.assets import cell_assets
+from pipeline.assets import Asset, cell_assets
 from pipeline.aux_models import build_equivalence
 from pipeline.clients.llm_client import build_llm_client
-from pipeline.generation.cell import tensor_parallel_size
+from pipeline.errors import ConfigError
+from pipeline.generation.cell import (
+    dataset_hub_repo,
+    dataset_options,
+    model_revision,
+    served,
+    tensor_parallel_size,
+)
 from pipeline.mapping.equivalence import PairCache
+from pipeline.revisions import is_hub_id
 from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
 from pipeline.tasks.contract import MAPPERS
@@ -57,6 +67,7 @@ class CellPlan:
     note: str = ""
     hours: float | None = None  # estimated wall time (`estimate_hours`)
     rates: str = ""  # which `Rates` it used
+    unpinned: list[str] = field(default_factory=list)  # hub repos read at revision null
 
 
 @dataclass(frozen=True)
@@ -191,12 +202,36 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
     return Count(f"{len(prompts)} ({hits} cached)", len(prompts) - hits)
 
 
+# cell_assets entries that are no model or checkpoint (or, for the model, named apart)
+_NOT_CHECKPOINTS = ("weights of ", "data of ", "API key", "vLLM environment", "KGGen environment")
+
+
+def unpinned_sources(cfg: DictConfig, assets: list[Asset] | None = None) -> list[str]:
+    """What the cell reads from the hub at no pinned revision: its model (model.revision null),
+    its hub dataset (dataset.revision null) and every auxiliary hub checkpoint it loads (the NLI
+    model, embedder, cross-encoder, COMET, AlignScore's base: no revision setting exists)."""
+    out = []
+    if not served(cfg) and is_hub_id(str(cfg.model.path)) and model_revision(cfg) is None:
+        out.append(f"model {cfg.model.path} (model.revision)")
+    try:
+        repo = dataset_hub_repo(cfg)
+    except (ConfigError, KeyError, TypeError, ValueError):  # an unknown dataset: reported apart
+        repo = None
+    if repo and dataset_options(cfg).get("revision") is None:
+        out.append(f"dataset {repo} (dataset.revision)")
+    for a in cell_assets(cfg) if assets is None else assets:
+        if not a.library and not a.what.startswith(_NOT_CHECKPOINTS) and is_hub_id(a.source):
+            out.append(f"{a.what} {a.source} (no revision setting)")
+    return list(dict.fromkeys(out))
+
+
 def cell_plan(cfg: DictConfig) -> CellPlan:
     vllm = cfg.backend.name == "vllm"
     plan = CellPlan(f"{cfg.model.name}/{cfg.dataset.name}", int(cfg.model.gpus),
                     tensor_parallel_size(cfg.model) if vllm else None)
-    plan.missing = [f"{a.what} ({a.source}) -> {a.how}" for a in cell_assets(cfg)
-                    if not a.available]
+    assets = cell_assets(cfg)
+    plan.missing = [f"{a.what} ({a.source}) -> {a.how}" for a in assets if not a.available]
+    plan.unpinned = unpinned_sources(cfg, assets)
     store = ArtifactStore(cell_dir(cfg))
     texts = _texts_per_prompt(cfg, store)
     if texts is not None:
@@ -283,5 +318,20 @@ def print_plan(cfg: DictConfig) -> list[CellPlan]:
             f"{_hours(max(p.hours for p in known))} h), at the rates of {', '.join(used)} "
             "(pipeline.plan.RATES: generation at its full token budget, an upper bound; "
             "estimates where not measured).")
+    lines += unpinned_lines(plans)
     print("\n".join(lines), flush=True)
     return plans
+
+
+def unpinned_lines(plans: list[CellPlan]) -> list[str]:
+    """One line per cell that reads a hub repository at an unpinned revision (its latest commit
+    at load time; the commit used is recorded in the generate manifests), or one line saying
+    there is none."""
+    cells = [p for p in plans if p.unpinned]
+    if not cells:
+        return [("Unpinned hub revisions: none (every hub model and dataset is pinned, or the "
+                 "cells read bundled and local sources only).")]
+    return [(f"Unpinned hub revisions in {len(cells)} of {len(plans)} cell(s) (revision null: "
+             "the latest commit when loaded; pin with model.revision / dataset.revision, "
+             "docs/revisions.md):"),
+            *(f"- {p.cell}: {', '.join(p.unpinned)}" for p in cells)]

@@ -27,6 +27,10 @@ from pipeline.store import ArtifactError, ArtifactStore, cache_key
 log = logging.getLogger("pipeline")
 
 CELL_STAGES = ("generate", "map", "decide", "uq", "evaluate")
+# A stage's result may carry, under this key, fields for its outputs' manifests beside the frames
+# (e.g. generate's {"revisions": ...}: which hub commits it read); they are metadata, never part
+# of the cache key.
+MANIFEST_FIELDS = "manifest_fields"
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,8 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
         if store.key(out) == key and problem is not None:
             log.warning("[%s] %s has this run's key but %s: recomputing", name, out, problem)
     t0 = time.perf_counter()
-    frames = spec.fn(cfg, store, key)
+    frames = dict(spec.fn(cfg, store, key))
+    fields = dict(frames.pop(MANIFEST_FIELDS, None) or {})
     wall = time.perf_counter() - t0
     missing = set(spec.outputs) - set(frames)
     if missing:
@@ -104,7 +109,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     rows = {}
     for out in spec.outputs:
         store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall,
-                    extra={"cell": cell_name(cfg), "producer": producer_of(cfg)})
+                    extra={**fields, "cell": cell_name(cfg), "producer": producer_of(cfg)})
         rows[out] = len(frames[out])
     store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
     log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))

@@ -6,7 +6,8 @@
 Layers, lowest first (a module may import its own layer and those below, never above):
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
   typed part settings (parts.py), where the package's conf/ and paper numbers are (resources.py),
-  the decision methods (methods.py), progress lines (progress.py), the hub probe (offline.py)
+  the decision methods (methods.py), progress lines (progress.py), the hub probe (offline.py),
+  hub revisions (revisions.py)
 1 latent: the closed-form maths (numpy only): pipeline.latent and each task folder's space.py
   (pipeline/tasks/<task>/space.py), with the tasks package's and folders' __init__, which import
   nothing
@@ -38,7 +39,7 @@ LAYERS = {
              "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
              "pipeline.parts", "pipeline.resources",
              "pipeline.progress", "pipeline.offline", "pipeline.extras", "pipeline.secrets",
-             "pipeline.stopping"),
+             "pipeline.stopping", "pipeline.revisions"),
     "latent": ("pipeline.latent", "=pipeline.tasks", "=pipeline.tasks.*", "pipeline.tasks.*.space"),
     # the components, in sub-layers: each imports only the ones listed before it
     "clients": ("pipeline.clients",),

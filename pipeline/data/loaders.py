@@ -9,6 +9,10 @@ Local stand-ins: every hub loader accepts `data_files=` (a path, a list of paths
 {split: paths} dict; parquet, json/jsonl or csv) and then reads those files with
 `datasets.load_dataset("parquet"|"json"|"csv", data_files=...)` through the same conversion
 code; only the hub download is skipped.
+
+Sources: inside `recording_sources()`, every loader notes where its rows came from (a hub
+dataset: its repo, config, split, the revision asked for and the commit used; local files; a
+bundled file), which the generate stage records in its manifests (pipeline/revisions.py).
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.data import records as R
 from pipeline.errors import PipelineError
+from pipeline.revisions import hub_entry, is_commit
 
 if TYPE_CHECKING:  # pragma: no cover
     from pipeline.data.registry import DatasetSpec
@@ -36,6 +43,43 @@ _BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "
 
 class DatasetUnavailableError(PipelineError, RuntimeError):
     """A real dataset could not be fetched (offline, hub unreachable, file missing)."""
+
+
+_SOURCES: ContextVar[list[dict[str, Any]] | None] = ContextVar("dataset_sources", default=None)
+
+
+@contextmanager
+def recording_sources() -> Iterator[list[dict[str, Any]]]:
+    """The sources the loaders note inside the `with` body, in load order: a hub split as
+    {"repo", "config", "split", "requested", "resolved"} (resolved: the commit used), local
+    files as {"source": "files", ...}, a bundled set as {"source": "bundled", ...}."""
+    seen: list[dict[str, Any]] = []
+    token = _SOURCES.set(seen)
+    try:
+        yield seen
+    finally:
+        _SOURCES.reset(token)
+
+
+def recording() -> bool:
+    return _SOURCES.get() is not None
+
+
+def note_source(entry: dict[str, Any]) -> None:
+    """Note where a loader's rows came from (nothing outside `recording_sources`)."""
+    seen = _SOURCES.get()
+    if seen is not None:
+        seen.append(entry)
+
+
+def loaded_commit(ds: Any) -> str | None:
+    """The hub commit a `datasets` split was built from: its cache folder
+    (<cache>/<name>/<config>/<version>/<commit>/...arrow) is named by the commit."""
+    try:
+        folder = Path(ds.cache_files[0]["filename"]).parent.name
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    return folder if is_commit(folder) else None
 
 
 def plain_data_files(data_files: Any, split: str) -> dict[str, str | list[str]]:
@@ -119,12 +163,14 @@ def load_hf_split(
             kwargs["field"] = field
         source = f"local files {files!r}"
         try:
-            return datasets.load_dataset(builder, data_files=dict(files), split=split, **kwargs)
+            ds = datasets.load_dataset(builder, data_files=dict(files), split=split, **kwargs)
         except FileNotFoundError as exc:
             raise _unavailable(spec, source, exc, local=True) from exc
+        note_source({"source": "files", "data_files": files, "split": split})
+        return ds
     source = f"the hub ({path!r}, config={config!r}, split={split!r})"
     try:
-        return datasets.load_dataset(path, config, split=split, revision=revision, **kwargs)
+        ds = datasets.load_dataset(path, config, split=split, revision=revision, **kwargs)
     except (ConnectionError, OSError, FileNotFoundError) as exc:
         raise _unavailable(spec, source, exc) from exc
     except Exception as exc:  # datasets/huggingface_hub raise many types when the hub is absent
@@ -135,6 +181,15 @@ def load_hf_split(
         }:
             raise _unavailable(spec, source, exc) from exc
         raise
+    loaded = loaded_commit(ds)
+    if is_commit(revision) and loaded is not None and loaded != revision:
+        # offline, `datasets` reads its newest cached build whatever the revision asked
+        log.warning("%s: revision %s was asked, but the split was built from commit %s (an "
+                    "offline load from the datasets cache?)", spec.name, revision, loaded)
+    if recording():  # the commit used: resolved only when someone records it
+        note_source(hub_entry(path, revision, "dataset", loaded=loaded, config=config,
+                              split=split))
+    return ds
 
 
 def _rows(ds: Any, select: Selector) -> list[tuple[int, dict[str, Any]]]:
@@ -345,6 +400,7 @@ def load_writer_summaries(
         raise R.DatasetFormatError(
             f"{path}: expected a JSON list of {list(R.WRITER_SUMMARY_COLUMNS)} objects (the "
             f"benchmark's {BENCHMARK_FILE}), got a JSON {type(rows).__name__}")
+    note_source({"source": "file", "path": str(path)})
     articles = R.group_writer_summaries(rows, str(path))
     if not articles:
         raise R.DatasetFormatError(f"{path}: no entries")
@@ -380,6 +436,12 @@ def load_bundled(
     """A bundled JSONL set (`bundled/<file>`), or any JSONL in the same schema via `path=`."""
     source = Path(path) if path is not None else BUNDLED_DIR / (file or f"{spec.name}.jsonl")
     rows = read_jsonl(source)
+    if recording():
+        from pipeline.store import file_sha256
+
+        note_source({"source": "bundled" if path is None else "file",
+                     ("file" if path is None else "path"): source.name if path is None
+                     else str(source), "sha256": file_sha256(source)})
     out = []
     for i in select(len(rows)):
         row = rows[i]

@@ -2,6 +2,10 @@
 backend, the dataset with its chat-rendered prompts, and the vLLM interpreter and limits. The
 generate stage, the local extractor, the UQ statistics and the planner all read a cell's model
 through these, so they agree on what "the cell's model" is.
+
+Revisions: a hub model loads at `model.revision` and a hub dataset at `dataset.revision` (null:
+the latest commit); `model_source` and the dataset loaders' noted sources are what the generate
+stage records in its manifests (pipeline/revisions.py, docs/revisions.md).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.data import build_messages, load_dataset
+from pipeline.data.registry import spec_for
 from pipeline.devices import resolve_device
 from pipeline.errors import ConfigError
 from pipeline.generation.base import get_backend
+from pipeline.revisions import hub_entry, is_hub_id, package_entry, snapshot_commit
 
 log = logging.getLogger("pipeline")
 
@@ -35,23 +41,53 @@ def resolve_model_path(path: str, cache_dir: str) -> str:
     return path
 
 
+def model_revision(cfg: DictConfig) -> str | None:
+    """model.revision: the hub revision the cell's model loads at (None: the latest)."""
+    value = OmegaConf.select(cfg, "model.revision", default=None)
+    return None if value is None else str(value)
+
+
+def model_source(cfg: DictConfig, loaded: str | None = None) -> dict[str, Any]:
+    """Where the cell's model comes from, for the manifests: a hub id as {"repo", "requested",
+    "resolved"} (the commit used: `loaded`, transformers' config._commit_hash, else the local
+    cache's or the hub's); the packaged model as its package and version; a local folder as its
+    path (with its commit when it is a hub cache snapshot); a served one as the name asked for."""
+    if served(cfg):
+        return {"source": "endpoint", "served_model": served_model_name(cfg)}
+    path = str(cfg.model.path)
+    if path.startswith("package:"):
+        entry = package_entry(path.split(":", 1)[1])
+        hub_id = OmegaConf.select(cfg, "model.hub_id", default=None)
+        return {**entry, **({"hub_id": str(hub_id)} if hub_id else {})}
+    if not is_hub_id(path):
+        commit = snapshot_commit(path)
+        return {"source": "local", "path": path, **({"resolved": commit} if commit else {})}
+    return hub_entry(path, model_revision(cfg), "model", loaded=loaded)
+
+
 def tensor_parallel_size(model: DictConfig) -> int:
     """vLLM's tensor parallel size: the model config's, else one rank per GPU it asks for."""
     return int(model.tensor_parallel_size or max(1, int(model.gpus)))
 
 
 @lru_cache(maxsize=4)
-def _tokenizer(model_path: str, trust_remote_code: bool) -> Any:
+def _tokenizer(model_path: str, trust_remote_code: bool, revision: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code,
+                                         **revision_kwargs(revision))
+
+
+def revision_kwargs(revision: str | None) -> dict[str, str]:
+    """{"revision": ...} for from_pretrained, nothing for null (the call stays as it was)."""
+    return {} if revision is None else {"revision": str(revision)}
 
 
 def model_tokenizer(cfg: DictConfig) -> Any:
     """The cell's generating model's tokenizer (loaded once per process)."""
     path = resolve_model_path(cfg.model.path, cfg.cache_dir)
     try:
-        return _tokenizer(path, bool(cfg.model.trust_remote_code))
+        return _tokenizer(path, bool(cfg.model.trust_remote_code), model_revision(cfg))
     except (OSError, ValueError) as exc:  # no such folder, not a hub id, offline, no tokenizer
         raise ConfigError(f"model.path={cfg.model.path!r}: no tokenizer could be loaded from it "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); set "
@@ -91,11 +127,34 @@ def render_prompts(cfg: DictConfig, dataset) -> list[str]:
             for rec in dataset.to_dict("records")]
 
 
+def dataset_options(cfg: DictConfig) -> dict[str, Any]:
+    """The keyword arguments of `load_dataset` for the cell's dataset: its limit, seed, loader,
+    reference kind and loader options (dataset.overrides), with dataset.revision as the hub
+    loaders' `revision` when set (null adds nothing: the call stays as it was)."""
+    options = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
+    revision = OmegaConf.select(cfg, "dataset.revision", default=None)
+    if revision is not None:
+        options["revision"] = str(revision)
+    return {"limit": cfg.dataset.limit, "seed": cfg.dataset.seed, "loader": cfg.dataset.loader,
+            "reference": cfg.task.reference, **options}
+
+
+def dataset_hub_repo(cfg: DictConfig) -> str | None:
+    """The hub repository the cell's dataset is read from (None: bundled, local files, a
+    released file): the one dataset.revision pins."""
+    spec = spec_for(cfg.dataset.name, cfg.dataset.loader, cfg.task.reference)
+    options = {**spec.defaults,
+               **(OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {})}
+    if ("revision" not in spec.defaults or options.get("data_files") is not None
+            or options.get("source", "hub") != "hub"):
+        return None
+    path = options.get("path")
+    return str(path) if is_hub_id(path) else None
+
+
 def load_cell_dataset(cfg: DictConfig):
     """The cell's DATASET frame (records checked for the task's reference kind)."""
-    return load_dataset(cfg.dataset.name, limit=cfg.dataset.limit, seed=cfg.dataset.seed,
-                        loader=cfg.dataset.loader, reference=cfg.task.reference,
-                        **OmegaConf.to_container(cfg.dataset.overrides, resolve=True))
+    return load_dataset(cfg.dataset.name, **dataset_options(cfg))
 
 
 @lru_cache(maxsize=2)
@@ -115,6 +174,7 @@ def make_backend(cfg: DictConfig):
     model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
     extra = {"num_threads": b.num_threads,
              "trust_remote_code": bool(cfg.model.trust_remote_code),
+             **revision_kwargs(model_revision(cfg)),
              "chat_template_kwargs": tuple(sorted(dict(cfg.model.chat_template_kwargs).items()))}
     return _cached_backend("transformers", model_path, cfg.model.dtype, resolve_device(b.device),
                            b.batch_size, tuple(sorted(extra.items())))
@@ -134,11 +194,13 @@ def generation_backend(cfg: DictConfig):
                        cache_dir=str(Path(cfg.cache_dir).expanduser() / "generate-openai"))
 
 
-def model_context_length(model_path: str, trust_remote_code: bool = False) -> int | None:
+def model_context_length(model_path: str, trust_remote_code: bool = False,
+                         revision: str | None = None) -> int | None:
     """The longest sequence the model's config allows (None when it does not say)."""
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code,
+                                        **revision_kwargs(revision))
     config = getattr(config, "text_config", None) or config  # Gemma 3: multimodal wrapper
     value = getattr(config, "max_position_embeddings", None)
     return int(value) if value else None
@@ -148,7 +210,8 @@ def vllm_max_model_len(cfg: DictConfig, model_path: str) -> int | None:
     """backend.max_model_len (it bounds the KV cache), capped at the model's own context length:
     vLLM refuses a length beyond what the model was built for."""
     configured = cfg.backend.max_model_len
-    own = model_context_length(model_path, bool(cfg.model.trust_remote_code))
+    own = model_context_length(model_path, bool(cfg.model.trust_remote_code),
+                               model_revision(cfg))
     if configured is None or own is None:
         return configured if configured is not None else own
     if configured > own:

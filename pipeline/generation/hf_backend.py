@@ -212,8 +212,13 @@ class TransformersBackend:
         device_map: str | None = None,
         trust_remote_code: bool = False,
         chat_template_kwargs: dict[str, Any] | None = None,
+        revision: str | None = None,
     ) -> None:
         """Load model and tokenizer from a local folder or hub id ("smollm2": the packaged model).
+
+        `revision`: the hub revision (branch, tag, commit) of a hub id (None: the latest); the
+        commit loaded is `self.commit_hash` (transformers' config._commit_hash; None for a
+        local folder).
 
         `batch_size` is the number of prompts per `generate` call (each with its M samples).
         `num_threads` sets torch's process-wide intra-op threads (None: leave as is); see the
@@ -244,11 +249,15 @@ class TransformersBackend:
             torch.set_num_threads(num_threads)
 
         source = str(path) if path.is_dir() else str(model_path)  # local folder or hub id
+        if revision is not None and path.is_dir():
+            raise ValueError(f"revision={revision!r} is for a hub id; {path} is a local folder")
+        hub = {} if revision is None else {"revision": str(revision)}
         self.model_path = path
         self.batch_size = batch_size
         self.name = name or f"transformers:{path.name}"
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code,
+                                                       **hub)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             # Any id works for pad: padded positions are masked and dropped after EOS.
@@ -256,13 +265,16 @@ class TransformersBackend:
         if device_map is not None:
             self.model = AutoModelForCausalLM.from_pretrained(
                 source, dtype=torch_dtype, device_map=device_map,
-                trust_remote_code=trust_remote_code)
+                trust_remote_code=trust_remote_code, **hub)
             self.device = self.model.get_input_embeddings().weight.device
         else:
             self.device = torch.device(device)
             self.model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=torch_dtype, trust_remote_code=trust_remote_code).to(self.device)
+                source, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+                **hub).to(self.device)
         self.model.eval()
+        # the hub commit the weights came from (None for a local folder)
+        self.commit_hash = getattr(self.model.config, "_commit_hash", None)
         use_cpu_attention(self.model)
         self._takes_logits_to_keep = (
             "logits_to_keep" in inspect.signature(self.model.forward).parameters)

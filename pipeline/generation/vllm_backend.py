@@ -74,9 +74,12 @@ class VllmBackend:
         name: str | None = None,
         device: str | None = None,
         batch_size: int | None = None,
+        revision: str | None = None,
         **engine_kwargs: Any,
     ) -> None:
-        """Start a vLLM engine on a local model folder ("smollm2" = the packaged model's dense copy).
+        """Start a vLLM engine on a local model folder ("smollm2" = the packaged model's dense
+        copy) or a hub id (`org/name`, at `revision`: vLLM's `revision` and `tokenizer_revision`;
+        None: the latest).
 
         `chat_template_kwargs` go to every `apply_chat_template` call (e.g. Qwen3's
         `enable_thinking=False`). `kv_cache_memory_bytes` fixes the KV cache size (useful on CPU, where vLLM otherwise sizes
@@ -100,10 +103,16 @@ class VllmBackend:
                     f"ensure_dense_model()' ({exc})"
                 ) from exc
         path = Path(model_path).expanduser()
-        if not path.is_dir():
+        hub_id = not path.is_dir() and not str(model_path).startswith((".", "/", "~")) and (
+            str(model_path).count("/") == 1)
+        if not path.is_dir() and not hub_id:
             raise FileNotFoundError(
-                f"model folder {path} does not exist; pass a local Hugging Face model folder or 'smollm2'"
+                f"model folder {path} does not exist; pass a local Hugging Face model folder, a "
+                "hub id (org/name) or 'smollm2'"
             )
+        if revision is not None and not hub_id:
+            raise ValueError(f"revision={revision!r} is for a hub id; {path} is a local folder")
+        source = str(model_path) if hub_id else str(path)
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -115,8 +124,8 @@ class VllmBackend:
         if device is not None or batch_size is not None:
             log.debug("VllmBackend ignores device=%r batch_size=%r (vLLM schedules itself)", device, batch_size)
         kwargs: dict[str, Any] = {
-            "model": str(path),
-            "tokenizer": str(path),
+            "model": source,
+            "tokenizer": source,
             "dtype": dtype,
             "max_model_len": max_model_len,
             "gpu_memory_utilization": gpu_memory_utilization,
@@ -129,6 +138,8 @@ class VllmBackend:
         }
         if kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_memory_bytes)
+        if revision is not None:  # weights and tokenizer at the same hub revision
+            kwargs["revision"] = kwargs["tokenizer_revision"] = str(revision)
         kwargs.update(engine_kwargs)
         binding = cpu_thread_binding(tensor_parallel_size)
         if binding is not None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.data.loaders import recording_sources
 from pipeline.devices import cuda_device_count, resolve_device
 from pipeline.generation import vllm_pass
 from pipeline.generation.base import SamplingConfig, split_strategies
@@ -39,6 +40,8 @@ from pipeline.generation.cell import (
     REPO_ROOT,
     generation_backend,
     load_cell_dataset,
+    model_revision,
+    model_source,
     render_prompts,
     resolve_model_path,
     served,
@@ -50,7 +53,7 @@ from pipeline.generation.cell import (
 from pipeline.generation.hf_backend import TransformersBackend
 from pipeline.generation.runner import decode_records, generate_records
 from pipeline.progress import progress
-from pipeline.stage import plain, stage
+from pipeline.stage import MANIFEST_FIELDS, plain, stage
 from pipeline.store import ArtifactStore, canonical_json
 
 log = logging.getLogger("pipeline")
@@ -111,6 +114,8 @@ def generate_slice(cfg: DictConfig) -> dict:
     for k in ("name", "hub_id", "gpus", "tensor_parallel_size",  # naming and placement,
               "active_params_billions"):  # and the plan's time estimate
         model.pop(k, None)
+    if model.get("revision") is None:  # null: the key of configs written before the setting
+        model.pop("revision", None)
     if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
         backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)
     generation = plain(cfg.generation)
@@ -150,11 +155,13 @@ def _todo(store: ArtifactStore, key: str, shards: list[Shard],
 
 
 def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
-                       shards: list[Shard]) -> None:
+                       shards: list[Shard]) -> str | None:
+    """Every shard through the in-process backend; returns the hub commit its model loaded
+    (None: a local or packaged model, an endpoint, or nothing left to do)."""
     g = cfg.generation
     todo = _todo(store, key, shards)
     if not todo:
-        return
+        return None
     backend = generation_backend(cfg)
     # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
     with progress(sum(len(s.prompts) for s in todo), f"generate ({cfg.model.name})",
@@ -168,6 +175,7 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
             for name, frame in zip(SHARDED, frames):
                 store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
             log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
+    return getattr(backend, "commit_hash", None)
 
 
 def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
@@ -192,6 +200,7 @@ def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Sha
             "trust_remote_code": bool(cfg.model.trust_remote_code),
             "chat_template_kwargs": dict(cfg.model.chat_template_kwargs),
             "name": f"vllm:{cfg.model.name}",
+            **({} if model_revision(cfg) is None else {"revision": model_revision(cfg)}),
         },
         "sampling": vars(_sampling(cfg)), "strategies": strategies,
         "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
@@ -225,7 +234,7 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
         resolve_model_path(cfg.model.path, cfg.cache_dir), dtype=cfg.model.dtype, device=device,
         device_map="auto" if spread else None, batch_size=g.transformers_batch_size,
         num_threads=cfg.backend.num_threads, trust_remote_code=bool(cfg.model.trust_remote_code),
-        name=f"transformers:{cfg.model.name}")
+        name=f"transformers:{cfg.model.name}", revision=model_revision(cfg))
     log.info("[generate] %s through transformers on %s (%d shards)", " and ".join(strategies),
              "all GPUs" if spread else device, len(todo))
     with progress(sum(len(s.prompts) for s in todo), f"{' and '.join(strategies)} "
@@ -247,17 +256,19 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
 def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     import pandas as pd
 
-    dataset = load_cell_dataset(cfg)
+    with recording_sources() as sources:
+        dataset = load_cell_dataset(cfg)
     prompts = render_prompts(cfg, dataset)
     shards = _shards(cfg, dataset, prompts)
     strategies = list(dict.fromkeys(cfg.generation.strategies))
     vllm_strategies, hf_strategies = split_strategies(cfg.generation.strategies,
                                                       cfg.generation.beam_backend)
+    loaded = None
     if cfg.backend.name == "vllm":
         _vllm_pass(cfg, store, key, shards, vllm_strategies)
         _transformers_decodes_pass(cfg, store, key, shards, hf_strategies)
     else:
-        _transformers_pass(cfg, store, key, shards)
+        loaded = _transformers_pass(cfg, store, key, shards)
     parts = [(s.index, s.prompt_ids) for s in shards]
     out = {name: store.read_shards(name, key, parts) for name in SHARDED}
     if cfg.backend.name == "vllm" and hf_strategies:
@@ -272,4 +283,14 @@ def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, 
                           .sort_values(["_p", "_s"], kind="stable")
                           .drop(columns=["_p", "_s"]).reset_index(drop=True))
     out["dataset"] = dataset
+    out[MANIFEST_FIELDS] = {"revisions": revisions(cfg, sources, loaded)}
     return out
+
+
+def revisions(cfg: DictConfig, sources: list[dict], loaded: str | None = None) -> dict:
+    """What the generate stage's manifests record of where its model and data came from:
+    {"model": {"repo", "requested", "resolved"} or {"source": "bundled", ...}, "dataset": the
+    loader's noted source (several: a list)}. Metadata only: not in the cache key."""
+    dataset: Any = (sources[0] if len(sources) == 1 else sources) if sources else {
+        "source": "unrecorded", "dataset": cfg.dataset.name}
+    return {"model": model_source(cfg, loaded), "dataset": dataset}

@@ -91,6 +91,7 @@ class WandbTracker(NullTracker):
         cell = CellId(self.cfg.experiment, self.cfg.model.name, self.cfg.dataset.name)
         use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell, store,
                             upload=self.upload)
+        self._log_revisions(store)
         frames = {name: store.read(name) for name in CELL_READS if store.manifest(name) is not None}
         if "uq_scores" in frames:
             self._log_uq_scores(frames["uq_scores"])
@@ -105,6 +106,19 @@ class WandbTracker(NullTracker):
 
             for kind, n in count_warnings(frames["audit"]["warnings"]).items():
                 self.run.summary[f"audit/{kind}"] = n  # prompts with that reading warning
+
+    def _log_revisions(self, store) -> None:
+        """The hub revisions the cell's generations used (the generate manifests' record): in
+        the run's config as `revisions`, and flat in its summary (revisions/model/resolved)."""
+        revisions = (store.manifest("samples") or {}).get("revisions")
+        if not revisions:
+            return
+        revisions = redact(revisions)
+        self.run.config.update({"revisions": revisions}, allow_val_change=True)
+        for part, entry in revisions.items():
+            for k, v in (entry.items() if isinstance(entry, dict) else [("sources", entry)]):
+                self.run.summary[f"revisions/{part}/{k}"] = (
+                    v if v is None or isinstance(v, (str, int, float, bool)) else json.dumps(v))
 
     def _log_uq_scores(self, df) -> None:
         self.run.log({"uq_scores": self.wandb.Table(dataframe=df)})

