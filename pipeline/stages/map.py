@@ -69,10 +69,12 @@ def map_slice(cfg: DictConfig) -> dict:
     return out
 
 
-def map_context(cfg: DictConfig) -> MapContext:
-    """The cell's device, cache folder and generation model (for task.extractor.kind=local)."""
+def map_context(cfg: DictConfig, space=None) -> MapContext:
+    """The cell's device, cache folder, generation model (for task.extractor.kind=local) and the
+    task's space (built here unless the caller has it)."""
     return MapContext(device=str(cfg.device), cache_dir=str(cfg.cache_dir),
-                      local_backend=lambda: make_backend(cfg), space=task_space(cfg))
+                      local_backend=lambda: make_backend(cfg),
+                      space=task_space(cfg) if space is None else space)
 
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
@@ -100,7 +102,7 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
     decodes = decodes.assign(text=decodes["text"].map(clean_text))
     space = task_space(cfg)
     maps_reference = REFERENCES[cfg.task.reference].mapped
-    mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg))
+    mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg, space))
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
     by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
     rows, failures, total = [], 0, 0

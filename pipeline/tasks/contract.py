@@ -154,20 +154,26 @@ MAPPERS: Registry[Mapper] = Registry("mapper", discover=TASK_MODULES)
 METRICS: Registry[Metric] = Registry("metric", discover=TASK_MODULES)
 
 
+def _space_keywords(cfg: Any) -> set[str]:
+    """The keywords the task's space constructor takes."""
+    import inspect
+
+    from pipeline.latent import space_class
+
+    return set(inspect.signature(space_class(cfg.task.space).__init__).parameters) - {"self"}
+
+
 def space_settings(cfg: Any) -> dict[str, Any]:
     """The keyword arguments of the task's space: `task.space_options`, and the `task.options`
     its constructor names (a key given both ways must agree)."""
-    import inspect
-
     from omegaconf import OmegaConf
 
-    from pipeline.latent import space_class
     from pipeline.parts import task_options
 
     settings = dict(OmegaConf.to_container(cfg.task.space_options, resolve=True) or {})
-    parameters = inspect.signature(space_class(cfg.task.space).__init__).parameters
+    keywords = _space_keywords(cfg)
     for key, value in task_options(cfg).items():
-        if key in parameters and key != "self":
+        if key in keywords:
             if key in settings and settings[key] != value:
                 raise ConfigError(f"task.space_options.{key}={settings[key]!r} and task.options.{key}="
                                   f"{value!r}: set it once, as task.options.{key}")
@@ -186,15 +192,13 @@ def option_readers(cfg: Any) -> dict[str, list[str]]:
     """{task.options key: the parts of the task that read it} (the space by its constructor, the
     mapper and metrics by their settings' fields); a key no part reads has an empty list."""
     import dataclasses
-    import inspect
 
-    from pipeline.latent import space_class
     from pipeline.parts import task_options
 
     fields_of = {f"mappers.{cfg.task.mapper}": MAPPERS[cfg.task.mapper].Config,
                  **{f"metrics.{m}": METRICS[m].Config for m in cfg.task.metrics}}
-    space = inspect.signature(space_class(cfg.task.space).__init__).parameters
-    return {key: [*([f"the space {cfg.task.space}"] if key in space and key != "self" else []),
+    space = _space_keywords(cfg)
+    return {key: [*([f"the space {cfg.task.space}"] if key in space else []),
                   *(part for part, config in fields_of.items()
                     if key in {f.name for f in dataclasses.fields(config)})]
             for key in task_options(cfg)}
