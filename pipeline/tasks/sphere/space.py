@@ -17,6 +17,7 @@ from pipeline.latent.base import (
     BayesResult,
     LatentBatch,
     LatentSpace,
+    first_min_index,
     first_min_index_rows,
     padded_chunks,
     register,
@@ -98,10 +99,40 @@ def sphere_bayes_batch(
 def sphere_pairwise_risks_batch(
     x: np.ndarray, weights: np.ndarray | None = None, assume_normalized: bool = False
 ) -> np.ndarray:
-    """Risk of every sample as candidate via the (P, M, M) cosine distance matrices.
+    """Risk of every sample as candidate, (P, M), in O(P M d): no M x M matrix, since
 
-    Zero-weight samples get +inf.  O(P M^2 d).
+        sum_j w_j (1 - <x_i, x_j>) / W = 1 - <x_i, mu>,  mu = sum_j w_j x_j / W
+
+    (the mean the Bayes action normalises). Zero-weight samples get +inf. The matrix form
+    (`sphere_pairwise_matrix_risks_batch`) is kept as the reference it is tested against.
     """
+    arr = _as_batch(x)
+    n_prompts, n_samples, dim = arr.shape
+    w = validate_batch_weights(weights, n_prompts, n_samples)
+    out = np.empty((n_prompts, n_samples), dtype=np.float64)
+    step = max(1, _CHUNK_CELLS // (n_samples * dim))
+    for start in range(0, n_prompts, step):
+        sl = slice(start, min(n_prompts, start + step))
+        chunk = (
+            arr[sl] if assume_normalized else _normalise_rows(arr[sl], None if w is None else w[sl])
+        )
+        if w is None:
+            mu = chunk.mean(axis=1)
+        else:
+            wc = w[sl]
+            mu = np.matmul((wc / wc.sum(axis=1, keepdims=True))[:, None, :].astype(chunk.dtype),
+                           chunk)[:, 0, :]
+        out[sl] = 1.0 - np.matmul(chunk, mu[:, :, None])[:, :, 0]
+        if w is not None:
+            out[sl][wc <= 0] = np.inf
+    return out
+
+
+def sphere_pairwise_matrix_risks_batch(
+    x: np.ndarray, weights: np.ndarray | None = None, assume_normalized: bool = False
+) -> np.ndarray:
+    """The same risks through the (P, M, M) cosine distance matrices, O(P M^2 d): what an MBR
+    toolkit computes; the reference for tests and benchmarks."""
     arr = _as_batch(x)
     n_prompts, n_samples, dim = arr.shape
     w = validate_batch_weights(weights, n_prompts, n_samples)
@@ -240,6 +271,14 @@ class SphereSpace(LatentSpace[np.ndarray]):
 
     def batch(self, prompts: Sequence[Sequence[Any]]) -> SphereBatch:
         return SphereBatch(self, prompts)
+
+    def sample_mbr(self, latents: Sequence[Any], weights: Any = None) -> BayesResult:
+        """l_Sample in O(M d): a sample's risk is 1 - <x_i, mu> (`sphere_pairwise_risks_batch`)."""
+        items, w = self._prepare(latents, weights)
+        risks = sphere_pairwise_risks_batch(np.stack(items)[None], w[None],
+                                            assume_normalized=True)[0]
+        best = first_min_index(risks)
+        return BayesResult(items[best], float(risks[best]))
 
     def _pairwise_distances(self, items: list[np.ndarray]) -> np.ndarray:
         x = np.stack(items)
