@@ -18,6 +18,7 @@ invisible characters (zero-width, soft hyphen, bidi controls) dropped, so "Paris
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 import unicodedata
@@ -97,6 +98,19 @@ def canonical_label(text: object) -> str:
     "Vitamin A" -> "vitamin a", "U.S.A." -> "usa", "AT&T" -> "at&t", ".NET" -> ".net",
     "Côte d'Ivoire" -> "cote divoire", "Earth's" -> "earth", "rock 'n' roll" -> "rock and roll", "Tom & Jerry" -> "tom and jerry";
     "" when nothing is left."""
+    if type(text) is str and len(text) <= 200:
+        # a pure function of the text that the readers call ~16 times per response on the
+        # same few names: remembered (most of a scorer's reading time before)
+        return _canonical_label_cached(text)
+    return _canonical_label(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_label_cached(text: str) -> str:
+    return _canonical_label(text)
+
+
+def _canonical_label(text: object) -> str:
     s = clean_text(text).casefold()
     s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
     s = _fold_latin(s)

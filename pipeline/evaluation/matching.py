@@ -288,6 +288,25 @@ def _aliases(answer: object) -> list[str]:
 def match_label(label: object, answers: Sequence[Sequence[object]], question: str = "",
                 judge: Judge | None = None) -> Match:
     """The reference answer `label` names: the first answer by the strictest rule that holds."""
+    if judge is None and type(label) is str and type(question) is str:
+        # a pure function of its arguments without a judge; the metrics of every method ask it
+        # again for the same labels and answers (a Match is frozen, so sharing it is safe)
+        try:
+            frozen = tuple(tuple(a) if not isinstance(a, str | bytes | bytearray) else (a,)
+                           for a in answers)
+            return _match_label_cached(label, frozen, question)
+        except TypeError:  # an unhashable alias: no memo
+            pass
+    return _match_label(label, answers, question, judge)
+
+
+@lru_cache(maxsize=1 << 16)
+def _match_label_cached(label: str, answers: tuple, question: str) -> Match:
+    return _match_label(label, answers, question, None)
+
+
+def _match_label(label: object, answers: Sequence[Sequence[object]], question: str,
+                 judge: Judge | None) -> Match:
     key = canonical_label(to_text(label))
     if not key:
         return Match(key, None, "none")

@@ -56,6 +56,21 @@ def extraction_prompt(kind: str, question: object, answer: object) -> str:
     return fill(clean_text(question).strip(), clean_text(answer).strip())
 
 
+def _read_once(questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:
+    """`extract_answer_set` of each pair, a repeated (question, text) read once (samples of a
+    prompt repeat often)."""
+    read: dict[tuple[str, str], frozenset[str] | None] = {}
+    out = []
+    for q, t in zip(questions, texts):
+        if not (isinstance(q, str) and isinstance(t, str)):
+            out.append(extract_answer_set(t, q))
+        elif (q, t) in read:
+            out.append(read[q, t])
+        else:
+            out.append(read.setdefault((q, t), extract_answer_set(t, q)))
+    return out
+
+
 def extract_answer_set(text: object, question: object = None) -> frozenset[str] | None:
     """Rule-based set g_T with failure reporting: None when the response states nothing.
 
@@ -219,7 +234,7 @@ class SetExtractor(LocalModelExtractor):
         """One label set per (question, response) pair, or None for a parse failure."""
         self._check_pairs(questions, texts)
         if self.method == "rule":
-            out = [extract_answer_set(t, q) for q, t in zip(questions, texts)]
+            out = _read_once(questions, texts)
         else:
             raw = self._complete([extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)])
             out = [parse_extractor_output(r) for r in raw]
