@@ -91,6 +91,56 @@ def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]
                                 store.read("decodes"))}
 
 
+# Below this many prompts the forked workers cost more than they save (measured: ~0.1 s to start).
+PARALLEL_MIN_PROMPTS = 512
+_FORKED: tuple[Any, Any] | None = None  # (mapper, space) a forked worker inherits
+
+
+def map_prompts(mapper, space, work: list[tuple]):
+    """Each prompt's latent rows, in order: in this process, or, for a `parallel_safe` mapper
+    over many prompts, split over forked worker processes (`pipeline.devices.cpu_threads()`), each
+    with the parent's mapper; the rows are the same either way."""
+    import multiprocessing
+    import sys
+
+    from pipeline.devices import cpu_threads
+
+    workers = min(cpu_threads(), len(work) // (PARALLEL_MIN_PROMPTS // 2))
+    if not (getattr(mapper, "parallel_safe", False) and workers > 1 and sys.platform == "linux"
+            and len(work) >= PARALLEL_MIN_PROMPTS):
+        return [_prompt_rows(mapper, space, item) for item in work]
+    global _FORKED
+    from concurrent.futures import ProcessPoolExecutor
+
+    _FORKED = (mapper, space)
+    try:
+        step = -(-len(work) // (4 * workers))  # a few chunks per worker: an even finish
+        chunks = [work[i:i + step] for i in range(0, len(work), step)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return [rows for chunk in pool.map(_forked_chunk, chunks) for rows in chunk]
+    finally:
+        _FORKED = None
+
+
+def _forked_chunk(chunk: list[tuple]) -> list[list[dict]]:
+    mapper, space = _FORKED
+    return [_prompt_rows(mapper, space, item) for item in chunk]
+
+
+def _prompt_rows(mapper, space, item: tuple) -> list[dict]:
+    """One prompt's rows of latents.parquet: its samples', decodes' and attached reference's."""
+    prompt_id, question, sources, texts, attached = item
+    if attached:  # the reference is placed into the responses' clusters
+        latents = mapper(question, texts, attached=list(attached))
+        sources = [*sources, ("reference", -1)]
+    else:
+        latents = mapper(question, texts) if texts else []
+    return [{"prompt_id": prompt_id, "source": source, "sample_idx": idx,
+             "latent": space.to_json(latent) if latent is not None else "null",
+             "parse_ok": latent is not None}
+            for (source, idx), latent in zip(sources, latents)]
+
+
 def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
     from pipeline.text import clean_text
@@ -105,7 +155,7 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
     mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg, space))
     by_prompt_samples = {pid: g.sort_values("sample_idx") for pid, g in samples.groupby("prompt_id")}
     by_prompt_decodes = {pid: g for pid, g in decodes.groupby("prompt_id")}
-    rows, failures, total = [], 0, 0
+    rows: list[dict] = []
     try:  # the mapper is closed (KGGen's worker stopped) however this ends
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
             mapper.prefetch([
@@ -113,24 +163,19 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
                  + list(by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])["text"]),
                  [rec.reference_text] if maps_reference and rec.reference_text else [])
                 for rec in dataset.itertuples()])
+        work = []
         for rec in dataset.itertuples():
             s = by_prompt_samples.get(rec.prompt_id, samples.iloc[:0])
             d = by_prompt_decodes.get(rec.prompt_id, decodes.iloc[:0])
             sources = ([("sample", int(i)) for i in s["sample_idx"]]
                        + [(str(k), -1) for k in d["strategy"]])
             texts = list(s["text"]) + list(d["text"])
-            if maps_reference and rec.reference_text:  # placed into the responses' clusters
-                sources.append(("reference", -1))
-                latents = mapper(rec.question, texts, attached=[rec.reference_text])
-            else:
-                latents = mapper(rec.question, texts) if texts else []
-            for (source, idx), latent in zip(sources, latents):
-                ok = latent is not None
-                rows.append({"prompt_id": rec.prompt_id, "source": source, "sample_idx": idx,
-                             "latent": space.to_json(latent) if ok else "null",
-                             "parse_ok": ok})
-                total += 1
-                failures += not ok
+            attached = (rec.reference_text,) if maps_reference and rec.reference_text else ()
+            work.append((rec.prompt_id, rec.question, sources, texts, attached))
+        for prompt_rows in map_prompts(mapper, space, work):
+            rows += prompt_rows
+        total = len(rows)
+        failures = sum(not row["parse_ok"] for row in rows)
         check_call_failures(cfg, mapper)
     finally:
         getattr(mapper, "close", lambda: None)()

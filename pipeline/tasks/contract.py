@@ -39,7 +39,9 @@ class MapperInstance(Protocol):
     reference must not shape the clusters it is compared with), its latent last. Optional hooks:
     `prefetch(items)` ((question, texts, attached) of every prompt, as the calls will get them:
     all prompts' model calls queued together first, the per-prompt calls then read the cache),
-    `call_stats()` (outside calls made and failed), `close()`."""
+    `call_stats()` (outside calls made and failed), `close()`, and the attribute
+    `parallel_safe` (True: a pure function of its arguments computed in this process, e.g. rule
+    reading, so the map stage may map prompts in forked worker processes)."""
 
     def __call__(self, question: str, texts: list[str], attached: list[str] = ...) -> list[Any]: ...
 

@@ -45,6 +45,11 @@ def build_sets(settings: ExtractionSettings, context) -> Any:
                 for t in (*texts, *attached))))
 
     sets.prefetch = prefetch  # type: ignore[attr-defined]
+    # rule reading merged by rules or canonical forms: pure CPU work, so the map stage may split
+    # the prompts over worker processes (an LLM, a local model or NLI merging may not)
+    sets.parallel_safe = kind == "rule" and (  # type: ignore[attr-defined]
+        not settings.extractor.merge_labels or settings.merge_by in ("canonical", "rule")
+        or settings.equivalence.backend != "nli")
     sets.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
     return sets
 
