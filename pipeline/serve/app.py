@@ -1,0 +1,382 @@
+"""The FastAPI app of `taskaware serve` (docs/serve.md): OpenAI-compatible chat completions whose
+answer is the task-aware Bayes answer over `n` samples of an upstream endpoint.
+
+    POST /v1/chat/completions  {"model": "qwen3-4b:sets", "messages": [...], "n": 20}
+    GET  /v1/models            upstream models x tasks, and the plain upstream names
+    GET  /health, /v1/health   ok + upstream reachability
+
+Each request waits for one of `max_concurrency` slots (beyond `max_queue` waiting: 429), then
+samples through the endpoint client and scores in a worker thread (the event loop stays free);
+past `timeout` seconds it is answered 504. Errors are OpenAI's error objects.
+"""
+
+# no `from __future__ import annotations`: FastAPI reads the routes' annotations (Request)
+
+import asyncio
+import concurrent.futures
+import hmac
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.serve.settings import ServeSettings
+from pipeline.serve.upstream import ServeError, Upstream
+
+OPEN_PATHS = ("/health", "/v1/health")  # answered without the proxy's key (load balancers)
+ACCESS_LOGGER = "pipeline.serve.access"
+
+
+def tasks_available() -> list[str]:
+    """The built-in tasks (pipeline/tasks/<task>/task.yaml): each is a model-name suffix."""
+    from pipeline.tasks import task_folders
+
+    return sorted(task_folders())
+
+
+@dataclass
+class ChatRequest:
+    model: str  # as the caller named it
+    upstream_model: str
+    task: str
+    n: int
+    messages: list[dict[str, Any]]
+    question: str  # the last user message's text: the question the mapper reads
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int
+    seed: int | None
+    task_prompt: bool
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or OpenAI's list of content parts (the text parts joined)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _number(body: dict, name: str, kind: type, low: float | None = None,
+            high: float | None = None) -> Any:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            kind is int and not float(value).is_integer()):
+        raise ServeError(400, f"'{name}' must be {'an integer' if kind is int else 'a number'} "
+                         f"(got {value!r})", param=name)
+    value = kind(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ServeError(400, f"'{name}' must be between {low} and {high} (got {value})",
+                         param=name)
+    return value
+
+
+def resolve_task(model: str, task: Any, default: str | None, tasks: list[str]) -> tuple[str, str]:
+    """(upstream model, task) of a request: a known task as the model name's suffix
+    (`qwen3-4b:sets`), else the body's `task`, else the server's --default-task."""
+    listed = ", ".join(tasks)
+    upstream, _, suffix = model.rpartition(":")
+    if task is not None and not isinstance(task, str):
+        raise ServeError(400, "'task' must be a string naming a task", param="task")
+    if task is not None and task.replace("-", "_") not in tasks:
+        raise ServeError(404, f"task {task!r} is not known; tasks available: {listed}",
+                         param="task", code="task_not_found")
+    task = None if task is None else task.replace("-", "_")
+    if upstream and suffix.replace("-", "_") in tasks:
+        named = suffix.replace("-", "_")
+        if task is not None and task != named:
+            raise ServeError(400, f"the model name says task {named!r}, 'task' says {task!r}: "
+                             "name one", param="task")
+        return upstream, named
+    if task is not None:
+        return model, task
+    if default is not None:
+        return model, default
+    if upstream:
+        raise ServeError(404, f"task {suffix!r} (model {model!r}) is not known; tasks "
+                         f"available: {listed} (name the model as <upstream model>:<task>)",
+                         param="model", code="task_not_found")
+    raise ServeError(400, f"model {model!r} names no task: name it as {model}:<task> or give "
+                     f"'task' in the body; tasks available: {listed}", param="model",
+                     code="task_not_named")
+
+
+def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatRequest:
+    """The request's fields checked (an OpenAI-style 400 naming the field otherwise)."""
+    if not isinstance(body, dict):
+        raise ServeError(400, "the body must be a JSON object")
+    if body.get("stream"):
+        raise ServeError(400, "stream=true is not supported: the answer is decided over all "
+                         "samples, so it comes whole; send stream=false", param="stream",
+                         code="stream_unsupported")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ServeError(400, "'model' is required: <upstream model>:<task>, e.g. "
+                         "qwen3-4b:sets", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m
+            for m in messages):
+        raise ServeError(400, "'messages' must be a non-empty list of {role, content} objects",
+                         param="messages")
+    users = [m for m in messages if m["role"] == "user"]
+    if not users:
+        raise ServeError(400, "'messages' holds no user message", param="messages")
+    upstream, task = resolve_task(model, body.get("task"), settings.default_task, tasks)
+    n = _number(body, "n", int, 1, settings.max_n)
+    max_tokens = _number(body, "max_completion_tokens", int, 1) or _number(
+        body, "max_tokens", int, 1)
+    task_prompt = body.get("task_prompt", False)
+    if not isinstance(task_prompt, bool):
+        raise ServeError(400, "'task_prompt' must be true or false", param="task_prompt")
+    temperature = _number(body, "temperature", float, 0, 2)
+    top_p = _number(body, "top_p", float, 0, 1)
+    return ChatRequest(
+        model=model, upstream_model=upstream, task=task, n=n or settings.n,
+        messages=[dict(m) for m in messages], question=_text(users[-1]["content"]),
+        temperature=settings.temperature if temperature is None else temperature,
+        top_p=settings.top_p if top_p is None else top_p,
+        max_tokens=max_tokens or settings.max_tokens, seed=_number(body, "seed", int),
+        task_prompt=task_prompt)
+
+
+class Service:
+    """What the routes share: the settings, the upstream, the task scorers, the slots."""
+
+    def __init__(self, settings: ServeSettings, proxy_key: str | None) -> None:
+        from pipeline.serve.scoring import Scorers
+
+        self.settings = settings
+        self.proxy_key = proxy_key
+        self.upstream = Upstream(settings)
+        self.scorers = Scorers(settings.mapper)
+        self.tasks = tasks_available()
+        if settings.default_task is not None and settings.default_task not in self.tasks:
+            raise ValueError(f"--default-task {settings.default_task!r} is not known; tasks "
+                             f"available: {', '.join(self.tasks)}")
+        # a thread per slot: sampling waits on the endpoint client, scoring is CPU
+        self.pool = concurrent.futures.ThreadPoolExecutor(settings.max_concurrency,
+                                                          thread_name_prefix="serve")
+        self.slots: asyncio.Semaphore | None = None  # made on the server's loop
+        self.waiting = 0
+        self.in_flight = 0
+
+    # -- one request -----------------------------------------------------------------------
+    def work(self, req: ChatRequest) -> dict[str, Any]:
+        """Sample, map, decide: the chat.completion object (in a worker thread)."""
+        from pipeline.serve.scoring import extension
+
+        scorer = self.scorers.get(req.task)
+        messages = req.messages
+        if req.task_prompt:  # the task's own prompt template around the last user message
+            from pipeline.data.prompts import build_messages
+
+            last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+            messages = (messages[:last] + build_messages(scorer.cfg.task.prompt,
+                                                         {"question": req.question})
+                        + messages[last + 1:])
+        gens = self.upstream.sample(req.upstream_model, messages, req.n, req.temperature,
+                                    req.top_p, req.max_tokens, req.seed)
+        texts = [g.text for g in gens]
+        logprobs = [g.logprob for g in gens] if all(g.token_logprobs for g in gens) else None
+        try:
+            row, latents = scorer.score(req.question, texts, logprobs)
+            ext = extension(scorer, row, latents, texts, logprobs)
+        except Exception as exc:  # noqa: BLE001 - the mapper's own failure, said in one line
+            raise ServeError(500, f"scoring the {len(texts)} samples as task {req.task!r} "
+                             f"failed: {type(exc).__name__}: {exc}", code="scoring_failed") from None
+        ext["upstream_model"] = req.upstream_model
+        completion_tokens = sum(len(g.token_logprobs) for g in gens)
+        return {"id": f"chatcmpl-ta-{uuid.uuid4().hex}", "object": "chat.completion",
+                "created": int(time.time()), "model": req.model,
+                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                             "message": {"role": "assistant", "content": ext["answer"] or ""}}],
+                "usage": {"prompt_tokens": 0, "completion_tokens": completion_tokens,
+                          "total_tokens": completion_tokens},
+                "system_fingerprint": None, "task_aware": ext}
+
+    async def answer(self, req: ChatRequest) -> dict[str, Any]:
+        """`work` in a slot, within the request timeout (queue wait included)."""
+        loop = asyncio.get_running_loop()
+        timeout = self.settings.timeout
+        started = loop.time()
+        if self.slots.locked() and self.waiting >= self.settings.max_queue:
+            raise ServeError(429, f"{self.waiting} requests are waiting for one of "
+                             f"{self.settings.max_concurrency} slots (--max-queue): retry later",
+                             type="rate_limit_error", code="queue_full")
+        self.waiting += 1
+        try:
+            await asyncio.wait_for(self.slots.acquire(), timeout)
+        except TimeoutError:
+            raise self._timed_out() from None
+        finally:
+            self.waiting -= 1
+        self.in_flight += 1
+        future = loop.run_in_executor(self.pool, self.work, req)
+
+        def release(_: Any) -> None:  # when the work has ended, not when the caller gave up:
+            self.in_flight -= 1       # the slots bound what really runs
+            self.slots.release()
+
+        future.add_done_callback(release)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future),
+                                          max(0.0, timeout - (loop.time() - started)))
+        except TimeoutError:
+            raise self._timed_out() from None
+
+    def _timed_out(self) -> ServeError:
+        return ServeError(504, f"no answer within the request timeout of "
+                          f"{self.settings.timeout:g} s (--timeout)", type="timeout_error",
+                          code="timeout")
+
+    # -- models and health -----------------------------------------------------------------
+    def models(self) -> list[dict[str, Any]]:
+        listed = self.upstream.models() or []
+        made = int(time.time())
+        out = [{"id": m, "object": "model", "created": made, "owned_by": "upstream"}
+               for m in listed]
+        out += [{"id": f"{m}:{t}", "object": "model", "created": made, "owned_by": "taskaware",
+                 "task": t} for m in listed for t in self.tasks]
+        return out
+
+    def health(self) -> dict[str, Any]:
+        try:
+            listed = self.upstream.models()
+            upstream = {"reachable": True, "models": listed}
+        except ServeError as exc:
+            upstream = {"reachable": exc.code != "upstream_unreachable", "error": exc.message}
+        return {"status": "ok", "upstream": {"url": self.settings.upstream, **upstream},
+                "tasks": self.tasks, "in_flight": self.in_flight, "waiting": self.waiting}
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        self.upstream.close()
+
+
+def access_logger(settings: ServeSettings) -> logging.Logger:
+    """One JSON object a line: to --access-log, else stderr."""
+    log = logging.getLogger(ACCESS_LOGGER + (f".{settings.port}" if settings.access_log else ""))
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    handler = (logging.FileHandler(settings.access_log, encoding="utf-8") if settings.access_log
+               else logging.StreamHandler(sys.stderr))
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    return log
+
+
+def build_app(settings: ServeSettings, proxy_key: str | None = None):
+    """The FastAPI app; `proxy_key`: the key requests must bear (default: $TASKAWARE_API_KEY,
+    `settings.api_key_env`; unset or empty: no key asked)."""
+    from pipeline.extras import require
+
+    require("fastapi", "uvicorn", needed_for="taskaware serve")
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
+
+    if proxy_key is None:
+        proxy_key = os.environ.get(settings.api_key_env) or None
+    service = Service(settings, proxy_key)
+    log = access_logger(settings)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        service.slots = asyncio.Semaphore(settings.max_concurrency)
+        if settings.default_task is not None:  # its config composed before the first request
+            await asyncio.get_running_loop().run_in_executor(
+                service.pool, service.scorers.get, settings.default_task)
+        yield
+        # uvicorn's graceful shutdown has let the in-flight requests finish
+        await asyncio.get_running_loop().run_in_executor(None, service.close)
+
+    app = FastAPI(title="taskaware serve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = service
+
+    def error(exc: ServeError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(ServeError)
+    async def on_serve_error(request: Request, exc: ServeError):
+        return error(exc)
+
+    @app.exception_handler(HTTPException)
+    async def on_http_error(request: Request, exc: HTTPException):
+        return error(ServeError(exc.status_code, str(exc.detail)))
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError):
+        return error(ServeError(400, str(exc.errors())[:500]))
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, exc: Exception):
+        return error(ServeError(500, f"{type(exc).__name__}: {exc}"))
+
+    @app.middleware("http")
+    async def key_and_log(request: Request, call_next):
+        started = time.perf_counter()
+        request.state.log = {}
+        if (service.proxy_key and request.url.path not in OPEN_PATHS
+                and not _bears(request.headers.get("authorization", ""), service.proxy_key)):
+            response = error(ServeError(401, "a valid API key is required: send "
+                                        "'Authorization: Bearer <key>' (the key in "
+                                        f"${settings.api_key_env} of the server)",
+                                        code="invalid_api_key"))
+        else:
+            response = await call_next(request)
+        log.info(json.dumps({
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "method": request.method, "path": request.url.path,
+            "status": response.status_code,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 1),
+            **request.state.log}, ensure_ascii=False))
+        return response
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ServeError(400, "the body is not JSON") from None
+        if isinstance(body, dict):
+            request.state.log.update(model=body.get("model"), n=body.get("n"))
+        req = parse_request(body, settings, service.tasks)
+        request.state.log.update(model=req.model, task=req.task, n=req.n)
+        if settings.log_prompts:
+            request.state.log["prompt"] = req.question
+        out = await service.answer(req)
+        request.state.log["n_parsed"] = out["task_aware"]["n_parsed"]
+        return out
+
+    @app.get("/v1/models")
+    async def models():
+        data = await asyncio.to_thread(service.models)
+        return {"object": "list", "data": data}
+
+    @app.get("/health")
+    @app.get("/v1/health")
+    async def health():
+        return await asyncio.to_thread(service.health)
+
+    return app
+
+
+def _bears(header: str, key: str) -> bool:
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                              key.encode())

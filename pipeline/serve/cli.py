@@ -1,0 +1,88 @@
+"""`taskaware serve --upstream http://127.0.0.1:8000/v1 [--port 8080] ...` (= `python -m
+pipeline.serve ...`): task-aware answers behind an OpenAI-compatible endpoint (docs/serve.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline.serve.settings import API_KEY_ENV, ServeSettings
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="taskaware serve",
+        description="OpenAI-compatible chat completions whose answer is the task-aware Bayes "
+                    "answer over n samples of an upstream OpenAI-compatible endpoint. Name the "
+                    "task in the model name (qwen3-4b:sets) or the body ('task': 'sets'). "
+                    f"${API_KEY_ENV}, when set, is the key requests must bear.")
+    p.add_argument("--upstream", required=True,
+                   help="the upstream's base URL, ending in /v1 (vLLM, TGI, SGLang, a hosted API)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--n", type=int, default=20, help="samples when a request gives no n")
+    p.add_argument("--max-n", type=int, default=64, help="the largest n a request may ask")
+    p.add_argument("--max-concurrency", type=int, default=8,
+                   help="requests sampled and scored at once; more wait")
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="requests waiting beyond --max-concurrency; more get 429")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds per request, queue wait included (504 past it)")
+    p.add_argument("--upstream-retries", type=int, default=1,
+                   help="retries of a failed upstream request (429, 5xx, timeouts)")
+    p.add_argument("--cache-dir", default=None,
+                   help="cache upstream requests on disk here (off by default: every request "
+                        "is a fresh draw)")
+    p.add_argument("--default-task", default=None,
+                   help="the task of a request whose model name and body name none")
+    p.add_argument("--mapper", default="rule", choices=("rule", "llm", "local"),
+                   help="g_T kind for sets, graphs, simplex (task.extractor.kind)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sent when a request gives none (default: the upstream decides)")
+    p.add_argument("--top-p", type=float, default=None, help="as --temperature")
+    p.add_argument("--max-tokens", type=int, default=256,
+                   help="max_tokens when a request gives none")
+    p.add_argument("--upstream-api-key-env", default="OPENAI_API_KEY",
+                   help="the environment variable holding the upstream's key (loopback "
+                        "upstreams need none)")
+    p.add_argument("--api-key-env", default=API_KEY_ENV,
+                   help="the environment variable holding this server's own key")
+    p.add_argument("--access-log", default=None,
+                   help="write the JSON access log here (default: stderr)")
+    p.add_argument("--log-prompts", action="store_true",
+                   help="put each request's last user message into the access log")
+    p.add_argument("--no-logprobs", dest="logprobs", action="store_false",
+                   help="do not ask the upstream for token log-probs (servers that refuse them)")
+    p.add_argument("--log-level", default="info", help="uvicorn's log level")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from pipeline.errors import PipelineError
+    from pipeline.extras import MissingExtraError, require
+
+    options = {k: v for k, v in vars(args).items() if k != "log_level"}
+    try:
+        require("fastapi", "uvicorn", needed_for="taskaware serve")
+        settings = ServeSettings(**options)
+        from pipeline.serve.app import build_app
+
+        app = build_app(settings)
+    except (ValueError, MissingExtraError, PipelineError) as exc:
+        print(f"[taskaware serve] {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    print(f"[taskaware serve] http://{settings.host}:{settings.port}/v1 in front of "
+          f"{settings.upstream} (n={settings.n}, max concurrency {settings.max_concurrency}, "
+          f"proxy key {'required' if app.state.service.proxy_key else 'not required'})",
+          file=sys.stderr, flush=True)
+    # uvicorn's own access log is off: ours is one JSON line a request
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                access_log=False, timeout_graceful_shutdown=settings.timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

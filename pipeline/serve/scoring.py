@@ -1,0 +1,195 @@
+"""The scoring of one served request, in memory: the same functions `pipeline.score` runs
+(read the rows, map, decide, uq, the output row), without its artifact store and its Hydra
+compose per call.
+
+`pipeline.score` costs ~1 s per call (Hydra compose, a temporary ArtifactStore, the stage
+runner's cache checks); here the task's config and latent spaces are built once per task
+(`TaskScorer`), and a request runs `map_cell`, `decide_all`, `uncertainty_rows` and
+`output_frame` / `python_objects` on its frames (milliseconds for 20 rule-mapped responses).
+The answer equals `pipeline.score`'s on the same responses (tests/serve/test_serve.py checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any
+
+from pipeline.scorer.readers import FieldNames, read_input
+from pipeline.scorer.run import (
+    UQ_ESTIMATORS,
+    compose_config,
+    input_frames,
+    output_frame,
+    python_objects,
+    reference_columns,
+)
+
+PROMPT_ID = "0"
+
+
+class TaskScorer:
+    """One task's config and latent spaces, built once; `score(question, responses, logprobs)`
+    gives the scored row as `pipeline.score` gives it (a pandas Series of Python objects) and the
+    latents frame (how each sample was read). Thread-safe: every call builds its own frames and
+    mapper; the spaces are read only."""
+
+    def __init__(self, task: str, mapper: str = "rule", overrides: tuple[str, ...] = ()) -> None:
+        from pipeline.stages.decide import task_spaces
+
+        self.task = task
+        self.mapper = mapper
+        # in-memory input: the dataset name pipeline.score gives it ("byo-data")
+        self.cfg = compose_config(task, mapper, overrides, dataset_name="byo-data")
+        self.space, self.extra = task_spaces(self.cfg)
+        # what map_cell and the uq stage derive from the config on every call (omegaconf:
+        # ~60 ms a request), derived once
+        from pipeline.stages.map import map_context
+        from pipeline.stages.uq import group_settings
+        from pipeline.tasks.contract import REFERENCES, mapper_config
+
+        self.mapper_settings = mapper_config(self.cfg)
+        self.map_context = map_context(self.cfg, self.space)
+        self.uq_settings = group_settings(self.cfg)
+        self.maps_reference = REFERENCES[self.cfg.task.reference].mapped
+
+    def map(self, dataset, samples):
+        """The latents frame of one prompt: `pipeline.stages.map.map_cell` for a prompt with
+        samples only (no decodes, no reference), with the mapper's settings derived once."""
+        import pandas as pd
+
+        from pipeline.stages.map import check_call_failures, prompt_rows
+        from pipeline.tasks.contract import MAPPERS
+        from pipeline.text import clean_text
+
+        question = clean_text(dataset["question"].iloc[0])
+        ordered = samples.sort_values("sample_idx")
+        item = (PROMPT_ID, question, [("sample", int(i)) for i in ordered["sample_idx"]],
+                [clean_text(t) for t in ordered["text"]], ())
+        mapper = MAPPERS[self.cfg.task.mapper].build(self.mapper_settings, self.map_context)
+        try:
+            if hasattr(mapper, "prefetch"):
+                mapper.prefetch([(question, item[3], [])])
+            rows = prompt_rows(mapper, self.space, item)
+            check_call_failures(self.cfg, mapper)
+        finally:
+            getattr(mapper, "close", lambda: None)()
+        return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent",
+                                           "parse_ok"])
+
+    def score(self, question: str, responses: list[str], logprobs: list[float] | None = None):
+        from pipeline import aux_models
+        from pipeline.stages.decide import decide_all
+        from pipeline.uncertainty.estimators import UQContext, artifacts_read, uncertainty_rows
+
+        row: dict[str, Any] = {"id": PROMPT_ID, "question": question, "responses": responses}
+        if logprobs is not None:
+            row["logprobs"] = logprobs
+        got = read_input([row], "auto", FieldNames(), strict=True,
+                         validate=lambda p: reference_columns(self.cfg.task.reference,
+                                                              p.reference, p.prompt_id))
+        dataset, samples, decodes, ptrue, _ = input_frames(got.prompts, self.cfg.task.reference,
+                                                           self.cfg.dataset.name)
+        frames: dict[str, Any] = {"dataset": dataset, "samples": samples, "decodes": decodes,
+                                  "ptrue": ptrue}
+        frames["latents"] = self.map(dataset, samples)
+        frames["decisions"] = decide_all(self.space, frames["latents"], samples, decodes,
+                                         self.extra)
+        names = list(self.cfg.uq.estimators)
+        context = UQContext(self.cfg.device, self.cfg.cache_dir, tokenizer=None,
+                            models=aux_models)
+        frames["uncertainty"] = uncertainty_rows(
+            names, {a: frames[a] for a in artifacts_read(names)}, self.uq_settings,
+            context)
+        frames.update(quality=None, uq_scores=None, audit=None)
+        written = output_frame(frames, set(), self.space)
+        df = python_objects(written, frames, self.space)
+        return df.iloc[0], frames["latents"]
+
+
+class Scorers:
+    """The TaskScorer of each task, made on first use (Hydra's compose is not thread-safe: one at
+    a time, under a lock)."""
+
+    def __init__(self, mapper: str = "rule") -> None:
+        self.mapper = mapper
+        self._lock = threading.Lock()
+        self._made: dict[str, TaskScorer] = {}
+
+    def get(self, task: str) -> TaskScorer:
+        found = self._made.get(task)
+        if found is not None:
+            return found
+        with self._lock:
+            if task not in self._made:
+                self._made[task] = TaskScorer(task, self.mapper)
+            return self._made[task]
+
+
+def _number(value: Any) -> float | None:
+    """A float for JSON (NaN / inf: null)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _plain(value: Any) -> Any:
+    """A latent as JSON-ready data: sets as sorted lists, numpy as lists, NaN as null."""
+    if value is None:
+        return None
+    if isinstance(value, (frozenset, set)):
+        return sorted((_plain(v) for v in value), key=lambda v: json.dumps(v, default=str))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def extension(scorer: TaskScorer, row, latents, texts: list[str],
+              logprobs: list[float] | None) -> dict[str, Any]:
+    """The `task_aware` field of a served answer (docs/serve.md): the Bayes answer, its risk and
+    confidence, the latent distribution, the other decisions, and how each sample was read."""
+    from pipeline.scorer.run import METHOD_COLUMNS, action_column
+
+    reading = latents[latents["source"] == "sample"].sort_values("sample_idx")
+    labels = row.get("response_labels")
+    samples = []
+    for i, (text, payload, ok) in enumerate(zip(texts, reading["latent"], reading["parse_ok"])):
+        sample: dict[str, Any] = {"text": text, "parsed": bool(ok),
+                                  "latent": json.loads(payload) if ok else None}
+        if isinstance(labels, list) and i < len(labels):
+            sample["labels"] = labels[i]
+        if logprobs is not None:
+            sample["logprob"] = _number(logprobs[i])
+        samples.append(sample)
+    decisions = {}
+    for method, col in METHOD_COLUMNS.items():
+        if f"{col}_risk" in row.index:
+            decisions[col] = {"text": row.get(f"{col}_text", ""),
+                              "latent": _plain(row.get(action_column(method))),
+                              "risk": _number(row.get(f"{col}_risk"))}
+    ours = decisions.get("bayes", {})
+    out = {"task": scorer.task, "mapper": scorer.mapper, "n": int(row["n_samples"]),
+           "n_parsed": int(row["n_parsed"]), "answer": row.get("bayes_text", ""),
+           "latent": ours.get("latent"), "bayes_risk": ours.get("risk"),
+           "confidence": _number(row.get("confidence")),
+           "latent_entropy": _number(row.get("latent_entropy")),
+           "latent_distribution": _plain(row.get("latent_distribution")),
+           "decisions": decisions, "samples": samples}
+    for name in ("whitebox_msp", "whitebox_semantic_entropy"):
+        if name in row.index:
+            out[name] = _number(row[name])
+    return out
+
+
+__all__ = ["UQ_ESTIMATORS", "Scorers", "TaskScorer", "extension"]

@@ -1,0 +1,262 @@
+"""`taskaware serve` (issue 42) in front of the loopback stand-in (scripts/openai_stand_in.py),
+called with the official `openai` client: the Bayes answers equal `pipeline.score`'s on the same
+samples, concurrency is bounded, errors are OpenAI's error objects, the proxy's key is asked and
+never logged, the access log is JSON without prompts.
+
+One server is the real command line in a subprocess (`python -m pipeline serve`); the dead
+upstream's runs in a thread (uvicorn.Server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import pipeline
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi")
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+from openai_stand_in import FakeOpenAIServer
+
+KEY = "sk-proxy-test-8d1f0c4e2b"  # the proxy's own key
+# the samples the stand-in draws for each question (the first n of them)
+SAMPLES = {
+    "Which cities are in France?": ["Paris and Lyon", "Paris", "Paris, Lyon", "Nice",
+                                    "Paris and Nice"],
+    "What is the capital of France?": ["Paris", "paris", "Lyon", "Paris.", "Marseille"],
+    "How many moons has Mars?": ["2", "two", "2.5", "I don't know", "3"],
+}
+QUESTION = {"sets": "Which cities are in France?", "classes": "What is the capital of France?",
+            "reals": "How many moons has Mars?"}
+
+
+def sampler(request: dict) -> list[dict]:
+    question = request["messages"][-1]["content"]
+    texts = SAMPLES.get(question, [question.upper()] * 64)
+    n = request.get("n", 1)
+    return [{"text": texts[i % len(texts)], "tokens": [("a", -0.5 - i), ("b", -0.25)]}
+            for i in range(n)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(url: str, process: subprocess.Popen | None = None, limit: float = 60) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"taskaware serve exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer in {limit} s")
+
+
+@pytest.fixture(scope="module")
+def stand_in():
+    with FakeOpenAIServer() as server:
+        server.state.sampler = sampler
+        server.state.served_models = ["stand-in"]
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served(stand_in, tmp_path_factory):
+    """`taskaware serve` (the command line, a subprocess) with max-concurrency 4 and a key."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("serve") / "access.jsonl"
+    env = {**os.environ, "TASKAWARE_API_KEY": KEY}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "serve", "--upstream", stand_in.base_url,
+         "--port", str(port), "--n", "5", "--max-n", "16", "--max-concurrency", "4",
+         "--timeout", "30", "--access-log", str(log_path), "--log-level", "warning"],
+        cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_listening(url, process)
+        yield url, log_path, process
+    finally:
+        process.terminate()
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+        assert KEY not in (stderr or "")
+
+
+@pytest.fixture()
+def client(served):
+    url, _, _ = served
+    return openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def expected(task: str, n: int = 5):
+    question = QUESTION[task]
+    responses = [sampler({"messages": [{"content": question}], "n": n})[i]["text"]
+                 for i in range(n)]
+    logprobs = [-0.75 - i for i in range(n)]
+    return pipeline.score([{"question": question, "responses": responses,
+                            "logprobs": logprobs}], task=task).iloc[0], responses
+
+
+@pytest.mark.parametrize("task", ["sets", "classes", "reals"])
+def test_the_answer_is_pipeline_scores_bayes_answer(client, task):
+    resp = client.chat.completions.create(
+        model=f"stand-in:{task}", messages=[{"role": "user", "content": QUESTION[task]}], n=5)
+    ref, responses = expected(task)
+    ext = resp.model_extra["task_aware"]
+    assert resp.object == "chat.completion" and resp.model == f"stand-in:{task}"
+    assert resp.choices[0].finish_reason == "stop"
+    assert resp.choices[0].message.content == ref["bayes_text"] != ""
+    assert ext["task"] == task and ext["n"] == 5 and ext["n_parsed"] == ref["n_parsed"]
+    assert ext["bayes_risk"] == pytest.approx(ref["bayes_risk"], abs=1e-12)
+    assert ext["confidence"] == pytest.approx(ref["confidence"], abs=1e-12)
+    assert ext["latent_entropy"] == pytest.approx(ref["latent_entropy"], abs=1e-12)
+    assert ext["whitebox_msp"] == pytest.approx(ref["whitebox_msp"], abs=1e-12)
+    assert [s["text"] for s in ext["samples"]] == responses
+    assert [s["parsed"] for s in ext["samples"]] == [
+        lab is not None for lab in (ref["response_labels"] or [True] * 5)] or task == "reals"
+    if ref["latent_distribution"] is not None:
+        assert ext["latent_distribution"] == ref["latent_distribution"]
+    assert 0 <= ext["confidence"] <= 1 and resp.usage.completion_tokens == 10
+
+
+def test_hand_computed_answers():
+    """The expected values above, by hand for classes: 5 samples, Paris x3 (Paris, paris,
+    Paris.), Lyon, Marseille: Bayes answer Paris, 0-1 risk 2/5."""
+    ref, _ = expected("classes")
+    assert ref["bayes_text"] == "Paris" and ref["bayes_risk"] == pytest.approx(0.4)
+    ref, _ = expected("sets")
+    assert set(ref["bayes_action"]) == {"paris"}  # in 4 of 5 samples
+
+
+def test_the_task_in_the_body_and_its_prompt_template(client, stand_in):
+    resp = client.chat.completions.create(
+        model="stand-in", messages=[{"role": "user", "content": QUESTION["classes"]}], n=3,
+        extra_body={"task": "classes"}, temperature=0.7, top_p=0.9, max_tokens=12, seed=5)
+    assert resp.model_extra["task_aware"]["task"] == "classes"
+    sent = stand_in.state.bodies[-1]
+    assert sent["model"] == "stand-in" and sent["n"] == 3 and sent["seed"] == 5
+    assert (sent["temperature"], sent["top_p"], sent["max_tokens"]) == (0.7, 0.9, 12)
+    client.chat.completions.create(
+        model="stand-in:sets", messages=[{"role": "user", "content": "Name two oceans"}], n=2,
+        extra_body={"task_prompt": True})
+    wrapped = stand_in.state.bodies[-1]["messages"][-1]["content"]
+    assert "Name two oceans" in wrapped and wrapped != "Name two oceans"
+
+
+def test_32_concurrent_requests_with_4_slots(client, stand_in):
+    stand_in.state.delay = 0.15
+    stand_in.state.peak_in_flight = 0
+    try:
+        ref, _ = expected("classes")
+        with ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(lambda _: client.chat.completions.create(
+                model="stand-in:classes",
+                messages=[{"role": "user", "content": QUESTION["classes"]}], n=5), range(32)))
+    finally:
+        stand_in.state.delay = 0.0
+    assert all(a.choices[0].message.content == ref["bayes_text"] for a in answers)
+    assert all(a.model_extra["task_aware"]["bayes_risk"] == pytest.approx(ref["bayes_risk"])
+               for a in answers)
+    assert 1 <= stand_in.state.peak_in_flight <= 4, stand_in.state.peak_in_flight
+
+
+def test_errors_are_openai_error_objects(client, served):
+    with pytest.raises(openai.NotFoundError) as excinfo:
+        client.chat.completions.create(model="stand-in:poems",
+                                       messages=[{"role": "user", "content": "q"}])
+    error = excinfo.value.body
+    assert "classes" in error["message"] and "sets" in error["message"]
+    assert error["code"] == "task_not_found" and {"type", "param"} <= set(error)
+    with pytest.raises(openai.BadRequestError, match="stream"):
+        client.chat.completions.create(model="stand-in:sets", stream=True,
+                                       messages=[{"role": "user", "content": "q"}])
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.chat.completions.create(model="stand-in:sets", n=17,
+                                       messages=[{"role": "user", "content": "q"}])
+    assert excinfo.value.body["param"] == "n"
+
+
+def test_upstream_errors_come_back_with_its_status_and_message(client, stand_in):
+    stand_in.state.faults = [400]
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        client.chat.completions.create(model="stand-in:sets",
+                                       messages=[{"role": "user", "content": "q"}])
+    assert "injected 400" in excinfo.value.body["message"]
+
+
+def test_the_proxy_key_is_asked_and_never_logged(served):
+    url, log_path, _ = served
+    keyless = openai.OpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as excinfo:
+        keyless.chat.completions.create(model="stand-in:sets",
+                                        messages=[{"role": "user", "content": "q"}])
+    assert excinfo.value.status_code == 401 and excinfo.value.body["code"] == "invalid_api_key"
+    with urllib.request.urlopen(url + "/health", timeout=10) as response:  # open: no key
+        health = json.load(response)
+    assert health["status"] == "ok" and health["upstream"]["reachable"] is True
+    assert health["upstream"]["models"] == ["stand-in"]
+    time.sleep(0.2)
+    text = log_path.read_text()
+    assert KEY not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert any(line["status"] == 401 for line in lines)
+    chat = [line for line in lines if line["path"] == "/v1/chat/completions"
+            and line["status"] == 200]
+    assert chat and {"time", "method", "status", "latency_ms", "model", "task", "n"} <= set(chat[0])
+    assert not any(q in text for q in QUESTION.values())  # no prompts by default
+
+
+def test_models_lists_model_by_task(client):
+    ids = [m.id for m in client.models.list()]
+    assert "stand-in" in ids and {"stand-in:sets", "stand-in:classes", "stand-in:reals"} <= set(ids)
+
+
+def test_a_dead_upstream_is_an_openai_error_in_one_call(tmp_path):
+    import uvicorn
+
+    from pipeline.serve.app import build_app
+    from pipeline.serve.settings import ServeSettings
+
+    port = free_port()
+    settings = ServeSettings(upstream=f"http://127.0.0.1:{free_port()}/v1", port=port,
+                             access_log=str(tmp_path / "log.jsonl"), timeout=20)
+    server = uvicorn.Server(uvicorn.Config(build_app(settings, proxy_key=""), port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_listening(f"http://127.0.0.1:{port}")
+        dead = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as excinfo:
+            dead.chat.completions.create(model="m:sets",
+                                         messages=[{"role": "user", "content": "q"}])
+        assert time.monotonic() - started < 10
+        assert excinfo.value.status_code == 502
+        assert excinfo.value.body["code"] == "upstream_unreachable"
+        assert "cannot connect" in excinfo.value.body["message"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+            assert json.load(response)["upstream"]["reachable"] is False
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)

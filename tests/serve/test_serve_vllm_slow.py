@@ -1,0 +1,100 @@
+"""The official `openai` client -> `taskaware serve` -> vLLM's own server (tests/vllm_server.py)
+on the packaged SmolLM2: a sets and a classes request get a Bayes answer with a risk and a
+confidence in [0, 1]; the proxy's overhead over calling vLLM alone is printed."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.vllm_server import HUB_ID, free_port, needs_vllm_venv, server_errors
+from tests.vllm_server import vllm_server as start_vllm
+
+pytestmark = pytest.mark.slow
+openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi")
+
+REPORT: dict[str, object] = {}
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory):
+    with start_vllm(tmp_path_factory.mktemp("vllm-server"), REPORT) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def proxy(vllm, tmp_path_factory):
+    import uvicorn
+
+    from pipeline.serve.app import build_app
+    from pipeline.serve.settings import ServeSettings
+
+    port = free_port()
+    settings = ServeSettings(upstream=vllm[0], port=port, n=8, max_tokens=32, timeout=300,
+                             access_log=str(tmp_path_factory.mktemp("serve") / "access.jsonl"))
+    server = uvicorn.Server(uvicorn.Config(build_app(settings, proxy_key=""), port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=5).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield url
+    server.should_exit = True
+    thread.join(timeout=60)
+    print("\nREPORT serve over vLLM:", json.dumps(REPORT, indent=1))
+
+
+@needs_vllm_venv
+@pytest.mark.parametrize("task, question", [
+    ("sets", "Name the primary colors."),
+    ("classes", "What is the capital of France?"),
+])
+def test_a_bayes_answer_through_serve_from_vllm(proxy, vllm, task, question):
+    client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
+    resp = client.chat.completions.create(
+        model=f"{HUB_ID}:{task}", messages=[{"role": "user", "content": question}], n=8,
+        max_tokens=32, extra_body={"task_prompt": True})
+    ext = resp.model_extra["task_aware"]
+    assert resp.choices[0].finish_reason == "stop" and ext["task"] == task
+    assert ext["n"] == 8 and ext["n_parsed"] > 0
+    assert 0 <= ext["confidence"] <= 1 and 0 <= ext["bayes_risk"] <= 1
+    assert resp.choices[0].message.content == ext["answer"] != ""
+    assert all(s["logprob"] is not None and s["logprob"] <= 0 for s in ext["samples"])
+    assert not server_errors(vllm[1])
+    REPORT[f"{task}: answer, risk, confidence"] = (ext["answer"], ext["bayes_risk"],
+                                                   ext["confidence"])
+
+
+@needs_vllm_venv
+def test_the_proxy_overhead_over_vllm_alone(proxy, vllm):
+    """The same request (n=8, 16 tokens, seeded: the same work for vLLM) to vLLM and through
+    the proxy, alternately; the difference of the medians is the proxy's overhead."""
+    message = [{"role": "user", "content": "What is the capital of France?"}]
+    direct = openai.OpenAI(base_url=vllm[0], api_key="unused", max_retries=0, timeout=300)
+    served = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
+    times: dict[str, list[float]] = {"vllm": [], "serve": []}
+    for i in range(6):
+        for name, call in (("vllm", lambda s: direct.chat.completions.create(
+                model=HUB_ID, messages=message, n=8, max_tokens=16, seed=s, logprobs=True)),
+                           ("serve", lambda s: served.chat.completions.create(
+                model=f"{HUB_ID}:classes", messages=message, n=8, max_tokens=16, seed=s))):
+            started = time.perf_counter()
+            call(100 + i)
+            if i:  # the first round warms both up
+                times[name].append((time.perf_counter() - started) * 1000)
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    REPORT["overhead vs vLLM, n=8, 16 tokens (median ms)"] = {
+        **{k: round(v, 1) for k, v in medians.items()},
+        "overhead": round(medians["serve"] - medians["vllm"], 1)}
+    assert medians["serve"] > 0
