@@ -66,6 +66,9 @@ class GraphSpace(SetSpace):
             return ""
         return graph_to_text(latent if self.directed else {oriented(e, texts) for e in latent})
 
+    # an edge set is canonical only once its edges are checked (and oriented when undirected)
+    frozensets_are_canonical = False
+
     def canonical(self, latent: Any) -> frozenset[Triple]:
         reject_none(latent, "graphs")
         if isinstance(latent, (str, bytes, dict)) or not isinstance(latent, Iterable):

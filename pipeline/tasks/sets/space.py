@@ -68,6 +68,19 @@ def _chunks(n_prompts: int, cells_per_prompt: int) -> Iterable[slice]:
         yield slice(start, min(n_prompts, start + step))
 
 
+def _zero_one(w: np.ndarray) -> bool:
+    return bool(np.all((w == 0.0) | (w == 1.0)))
+
+
+def _counted_samples(x: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(incidence with the zero-weight samples' rows cleared, each prompt's number of samples
+    as a (P, 1) int array) for 0/1 weights (None: every sample counts)."""
+    if w is None:
+        return x, np.full((x.shape[0], 1), x.shape[1], dtype=np.int64)
+    keep = w > 0
+    return x & keep[:, :, None], keep.sum(axis=1, keepdims=True).astype(np.int64)
+
+
 def sets_bayes_batch(
     incidence: np.ndarray, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -81,13 +94,15 @@ def sets_bayes_batch(
     x = _as_incidence(incidence)
     n_prompts, n_samples, n_labels = x.shape
     w = validate_batch_weights(weights, n_prompts, n_samples)
-    if w is None:
-        # Unweighted: integer counts, so the >= 1/2 comparison is exact.
+    if w is None or _zero_one(w):
+        # Unweighted (0/1 weights: padding): integer counts, so the >= 1/2 comparison is exact,
+        # and the risks are the weighted path's to the bit (the same integers, one division)
+        x, n = _counted_samples(x, w)
         counts = (
             np.count_nonzero(x, axis=1) if n_labels else np.zeros((n_prompts, 0), dtype=np.int64)
         )
-        actions = 2 * counts >= n_samples
-        risks = np.minimum(counts, n_samples - counts).sum(axis=1) / n_samples
+        actions = 2 * counts >= n
+        risks = np.minimum(counts, n - counts).sum(axis=1) / n[:, 0]
         return actions, risks.astype(np.float64)
     actions = np.empty((n_prompts, n_labels), dtype=bool)
     risks = np.empty(n_prompts, dtype=np.float64)
@@ -117,14 +132,18 @@ def sets_pairwise_risks_batch(
     n_prompts, n_samples, n_labels = x.shape
     w = validate_batch_weights(weights, n_prompts, n_samples)
     out = np.empty((n_prompts, n_samples), dtype=np.float64)
+    zero_one = w is None or _zero_one(w)
     for sl in _chunks(n_prompts, n_samples * max(1, n_labels)):
-        if w is None:
-            xi = x[sl].astype(np.int64)
+        if zero_one:  # integers throughout (int matmul), padding (weight 0) never chosen
+            xs, n = _counted_samples(x[sl], None if w is None else w[sl])
+            xi = xs.astype(np.int64)
             sizes = xi.sum(axis=2)  # (p, M)
             mass = xi.sum(axis=1)  # (p, K): how many samples hold each label
             inner = np.matmul(xi, mass[:, :, None])[:, :, 0]  # (p, M)
-            total = n_samples * sizes + sizes.sum(axis=1, keepdims=True) - 2 * inner
-            out[sl] = total / n_samples
+            total = n * sizes + sizes.sum(axis=1, keepdims=True) - 2 * inner
+            out[sl] = total / n
+            if w is not None:
+                out[sl][w[sl] <= 0] = np.inf
         else:
             xf = x[sl].astype(np.float64)
             wc = w[sl]
@@ -153,14 +172,20 @@ class IncidenceBatch(LatentBatch):
     for the whole cell, so columns, actions and their masks are array lookups."""
 
     def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
-        super().__init__(space, prompts)
+        if _already_canonical(space, prompts):
+            # frozensets where a frozenset is the canonical form: nothing to validate per item
+            # (that check and copy cost more than the decision)
+            self.space, self._sample_risks = space, None
+            self.items = [p if isinstance(p, list) else list(p) for p in prompts]
+            self.sizes = np.fromiter(map(len, self.items), dtype=np.int64, count=len(self.items))
+            self.n_samples = int(self.sizes.max(initial=0))
+        else:
+            super().__init__(space, prompts)
+        # the cell's vocabulary, built once: every label coded in one pass
         codes: dict[Hashable, int] = {}
-        hit_labels: list[int] = []
-        set_sizes: list[int] = []
-        for items in self.items:
-            for item in items:
-                hit_labels.extend(codes.setdefault(lab, len(codes)) for lab in item)
-                set_sizes.append(len(item))
+        hit_labels = [codes.setdefault(lab, len(codes))
+                      for items in self.items for item in items for lab in item]
+        set_sizes = [len(item) for items in self.items for item in items]
         self.names = sorted_labels(frozenset(codes))
         self._rank_of = {name: k for k, name in enumerate(self.names)}  # a label's sorted place
         rank = np.empty(len(codes), dtype=np.int64)
@@ -248,6 +273,14 @@ class SetBatch(IncidenceBatch):
         return out
 
 
+def _already_canonical(space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> bool:
+    """Every prompt has samples and every sample is a frozenset, in a space whose canonical
+    form of a frozenset is itself (sets, F-beta sets; not graphs, which orient edges)."""
+    return (getattr(type(space), "frozensets_are_canonical", False)
+            and all(len(p) for p in prompts)
+            and all(type(item) is frozenset for p in prompts for item in p))
+
+
 def _canonical_set(latent: Any, space: str) -> frozenset:
     reject_none(latent, space)
     if isinstance(latent, (str, bytes, dict)) or not isinstance(latent, Iterable):
@@ -268,6 +301,9 @@ class SetSpace(LatentSpace[frozenset]):
     Bayes action {y : p(y) >= 1/2} (labels at exactly 1/2 are included), risk
     sum_y min(p_y, 1 - p_y).  O(M K) with K the size of the label union.
     """
+
+    # a frozenset is its own canonical form (IncidenceBatch skips the per-item check then)
+    frozensets_are_canonical = True
 
     def canonical(self, latent: Any) -> frozenset:
         return _canonical_set(latent, self.name or "sets")

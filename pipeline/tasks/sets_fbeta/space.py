@@ -198,6 +198,8 @@ class FBetaSetSpace(LatentSpace[frozenset]):
     def agreement(self, action: Any, latent: Any) -> float:
         return f_beta(latent, action, self.beta)  # confidence = E[F_beta] = 1 - risk
 
+    frozensets_are_canonical = True  # (IncidenceBatch skips the per-item check)
+
     def canonical(self, latent: Any) -> frozenset:
         return _canonical_set(latent, "sets-fbeta")
 
