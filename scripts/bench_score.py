@@ -1,17 +1,26 @@
-"""Throughput of `pipeline.score` on the sets task: N synthetic prompts x M responses, rule mapper.
+"""Throughput and memory of `pipeline.score` on the sets task: N synthetic prompts x M responses,
+rule reading, references given (so quality, PRR / AUC with 1000 bootstrap draws are computed).
 
-    python scripts/bench_score.py                 # 1000 prompts, M = 20, labels not merged
-    python scripts/bench_score.py --merge-labels  # + merging labels across samples (default rule)
+    python scripts/bench_score.py                          # 1000 and 10000 prompts, M = 20
+    python scripts/bench_score.py --prompts 1000 10000 100000
+    python scripts/bench_score.py --merge-labels           # + merging labels across samples
 
-Prints prompts/s for the whole command (read, map, decide, uq, evaluate with 1000 bootstrap
-draws) on a cold artifact store, and for a rerun served from the stage cache.
+Per size it prints the wall time of the whole call on a cold artifact store (read, map, decide,
+uq, evaluate, write), prompts/s, the peak memory of the process tree (this process and its
+workers, summed, sampled every 0.1 s: psutil) and the seconds per 1k prompts (linear scaling
+means a flat column), then a cached rerun. The issue-41 targets: 100k prompts x 20 in <= 5
+minutes wall on 2 cores and <= 1.5 GiB; each printed beside its measured (or, for a size not
+run, linearly extrapolated) value. `--check-against DIR` compares the 1k output with a file
+written by another revision (`--write DIR`): identical rows and summaries.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +28,7 @@ import numpy as np
 
 COUNTRIES = ["France", "Spain", "Italy", "Germany", "Portugal", "Austria", "Belgium", "Poland",
              "Greece", "Sweden", "Norway", "Finland", "Denmark", "Ireland", "Hungary", "Croatia"]
+TARGET_SECONDS, TARGET_GIB, TARGET_PROMPTS = 300.0, 1.5, 100_000
 
 
 def synthetic_file(path: Path, n_prompts: int, m: int, seed: int = 0) -> None:
@@ -35,38 +45,100 @@ def synthetic_file(path: Path, n_prompts: int, m: int, seed: int = 0) -> None:
                     labels.append(str(rng.choice(COUNTRIES)))
                 responses.append(", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1
                                  else (labels[0] if labels else "I don't know"))
-            fh.write(json.dumps({"id": f"b{i:05d}", "question": f"Which countries ... ({i})?",
+            fh.write(json.dumps({"id": f"b{i:06d}", "question": f"Which countries ... ({i})?",
                                  "responses": responses, "reference": truth}) + "\n")
+
+
+class PeakMemory:
+    """Peak summed RSS of this process and its children, sampled every `every` seconds."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        import psutil
+
+        self.me, self.every, self.peak = psutil.Process(os.getpid()), every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _rss(self) -> int:
+        total = 0
+        for proc in [self.me, *self.me.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except Exception:  # a worker that just ended
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss())
+            time.sleep(self.every)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--prompts", type=int, default=1000)
+    ap.add_argument("--prompts", type=int, nargs="+", default=[1000, 10_000])
     ap.add_argument("--m", type=int, default=20)
     ap.add_argument("--merge-labels", action="store_true",
                     help="merge labels across samples (the default: canonical form + content-word containment)")
+    ap.add_argument("--write", type=Path, help="keep the 1k-prompt output files in this folder")
+    ap.add_argument("--check-against", type=Path,
+                    help="a folder written by --write (another revision): compare the 1k output")
     args = ap.parse_args()
 
+    from pipeline.devices import cpu_threads
     from pipeline.scorer.run import score
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        src = tmp / "bench.jsonl"
-        synthetic_file(src, args.prompts, args.m)
-        overrides = [f"cache_dir={tmp / 'cache'}",
-                     f"task.extractor.merge_labels={str(args.merge_labels).lower()}"]
-        t0 = time.perf_counter()
-        df = score(src, "sets", "rule", out=tmp / "out.parquet", overrides=overrides)
-        cold = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        score(src, "sets", "rule", out=tmp / "out.parquet", overrides=overrides)
-        warm = time.perf_counter() - t0
-    print(f"sets, rule mapper, merge_labels={args.merge_labels}: {args.prompts} prompts x "
-          f"M={args.m} ({int(df['n_parsed'].sum())} responses parsed)")
-    print(f"  cold: {cold:.1f} s -> {args.prompts / cold:.0f} prompts/s")
-    print(f"  cached rerun: {warm:.1f} s -> {args.prompts / warm:.0f} prompts/s")
-    print(f"  mean Bayes risk {df['bayes_risk'].mean():.3f}, mean F1 of the Bayes set "
-          f"{df['quality_bayes_f1'].mean():.3f}")
+    print(f"sets, rule reading, merge_labels={args.merge_labels}, M={args.m}, references given, "
+          f"1000 bootstrap draws; {cpu_threads()} cores")
+    rows = []
+    for n in args.prompts:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            src = tmp / "bench.jsonl"
+            synthetic_file(src, n, args.m)
+            overrides = [f"cache_dir={tmp / 'cache'}",
+                         f"task.extractor.merge_labels={str(args.merge_labels).lower()}"]
+            out = tmp / "out.parquet"
+            with PeakMemory() as memory:
+                t0 = time.perf_counter()
+                df = score(src, "sets", "rule", out=out, overrides=overrides)
+                cold = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            score(src, "sets", "rule", out=out, overrides=overrides)
+            warm = time.perf_counter() - t0
+            if n == 1000 and args.write:
+                args.write.mkdir(parents=True, exist_ok=True)
+                for f in tmp.glob("out.*"):
+                    if f.is_file():
+                        (args.write / f.name).write_bytes(f.read_bytes())
+            if n == 1000 and args.check_against:
+                same = {f.name: f.read_bytes() == (tmp / f.name).read_bytes()
+                        for f in sorted(args.check_against.glob("out.*"))}
+                print(f"  1k output vs {args.check_against}: "
+                      + ", ".join(f"{k} {'identical' if v else 'DIFFERENT'}" for k, v in same.items()))
+        gib = memory.peak / 2**30
+        rows.append((n, cold, gib))
+        print(f"  {n:>7d} prompts: cold {cold:7.1f} s ({n / cold:5.0f} prompts/s, "
+              f"{1e3 * cold / n:.2f} s per 1k), peak memory {gib:.2f} GiB; cached rerun "
+              f"{warm:.1f} s; mean Bayes risk {df['bayes_risk'].mean():.3f}, mean F1 of the "
+              f"Bayes set {df['quality_bayes_f1'].mean():.3f}", flush=True)
+        del df
+    n, cold, gib = max(rows)
+    measured = n >= TARGET_PROMPTS
+    scale = TARGET_PROMPTS / n
+    print(f"targets at {TARGET_PROMPTS} prompts x {args.m}: wall <= {TARGET_SECONDS:.0f} s: "
+          f"{'measured' if measured else f'extrapolated linearly from {n}'} "
+          f"{cold * scale:.0f} s; peak memory <= {TARGET_GIB} GiB: "
+          f"{'measured' if measured else 'measured at ' + str(n)} {gib:.2f} GiB")
 
 
 if __name__ == "__main__":

@@ -539,7 +539,8 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
           reference_field: str | None = None, logprobs_field: str | None = None,
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
           work_dir: str | Path | None = None, strict: bool = False,
-          config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = ()):
+          config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = (),
+          part_prompts: int | None = None):
     """Score sampled responses: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -561,6 +562,9 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
             skipping bad rows.
         config_dirs: more config folders (your own task/dataset configs, docs/extending.md).
         plugins: modules to import first (your own registrations).
+        part_prompts: an input of more prompts is scored in parts of this many (default
+            PART_PROMPTS = 2000), on every core, each part its own store; the same rows and
+            summaries.
 
     Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
     `.attrs["quality_summary"]` hold the summaries as records (None without references;
@@ -595,7 +599,8 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     source = str(path) if from_file else got.format
     with _work_root(work_dir, out_path) as (root, temporary):
         store = ArtifactStore(root / input_key)
-        written, df, uq_summary, quality_summary = _score_in_store(cfg, store, input_key, got, source)
+        written, df, uq_summary, quality_summary = _score_in_store(cfg, store, input_key, got,
+                                                                   source, part_prompts)
     reading = _warn_about_the_reading(df)
     # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
     # (printing a wide frame does), which a DataFrame value cannot answer
@@ -653,31 +658,139 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
             yield Path(temp), True
 
 
-def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str):
+def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
+                    part_prompts: int | None = None):
     """The input's artifacts written (where the store does not hold them, made here, already),
     the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
-    summary, the quality summary)."""
-    from pipeline.stage import cell_name, made_here
+    summary, the quality summary).
+
+    Up to `part_prompts` prompts (PART_PROMPTS) this is one store. A larger input is scored in
+    parts of that many prompts, each its own store under `part-NNNNN/` (a killed run resumes
+    part by part), on every core (`pipeline.devices.cpu_threads()`: forked workers, a part
+    each); the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
+    bootstraps spread over the same workers. The rows and summaries are those of one store."""
     from pipeline.stages.decide import task_spaces
 
-    dataset, samples, decodes, ptrue, with_reference = input_frames(
-        got.prompts, cfg.task.reference, cfg.dataset.name)
-    for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
-                        ("ptrue", ptrue)):
-        if not (store.is_current(name, input_key) and made_here(cfg, store, name)):
-            store.write(name, frame, key=input_key,
-                        config={"source": source, "format": got.format, "task": cfg.task.name},
-                        extra={"producer": SCORER_PRODUCER, "cell": cell_name(cfg)})
-    frames = run_pipeline(store, cfg, with_reference)
+    part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
+    prompts = got.prompts
     space = task_spaces(cfg)[0]
-    written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
-    df = python_objects(written, frames, space)
+    if len(prompts) <= part_prompts:
+        frames, with_reference = _run_part(cfg, store, input_key, prompts, source, got.format)
+        written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
+        df = python_objects(written, frames, space)
+        uq_summary, quality_summary = summary_frames(frames)
+    else:
+        written, df, uq_summary, quality_summary, with_reference = _score_parts(
+            cfg, store, input_key, prompts, source, got.format, part_prompts, space)
     _warn_unparsed(df)
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
               "not count in the PRR/AUC summary")
-    return written, df, *summary_frames(frames)
+    return written, df, uq_summary, quality_summary
+
+
+# Prompts per part of a large input: a part's frames stay ~150 MiB (M = 20), and parts are the
+# unit of work the cores share and of resuming
+PART_PROMPTS = 2000
+_PARTS: dict[str, Any] = {}  # what a forked part worker inherits (no pickling of the input)
+
+
+def _run_part(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str):
+    """One store's input artifacts written (unless current and made here) and its stages run:
+    (the frames, the ids of prompts with a reference)."""
+    from pipeline.stage import cell_name, made_here
+
+    dataset, samples, decodes, ptrue, with_reference = input_frames(
+        prompts, cfg.task.reference, cfg.dataset.name)
+    for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
+                        ("ptrue", ptrue)):
+        if not (store.is_current(name, key) and made_here(cfg, store, name)):
+            store.write(name, frame, key=key,
+                        config={"source": source, "format": fmt, "task": cfg.task.name},
+                        extra={"producer": SCORER_PRODUCER, "cell": cell_name(cfg)})
+    return run_pipeline(store, cfg, with_reference), with_reference
+
+
+def _part(index: int):
+    """Score part `index` of `_PARTS` in its own store: (rows as written, rows as Python
+    objects, quality, uncertainty, ids with a reference); the part's own PRR / AUC are point
+    values only (n_bootstrap 0: the intervals are computed over all parts)."""
+    job = _PARTS
+    size = job["size"]
+    prompts = job["prompts"][index * size:(index + 1) * size]
+    key = hashlib.sha256(f"{job['key']}/{index}/{size}".encode()).hexdigest()[:20]
+    store = ArtifactStore(job["store"].root / f"part-{index:05d}")
+    frames, with_reference = _run_part(job["cfg"], store, key, prompts, job["source"],
+                                       job["format"])
+    written = output_frame(frames, with_reference, job["space"])
+    df = python_objects(written, frames, job["space"])
+    return written, df, frames.get("quality"), frames["uncertainty"], with_reference
+
+
+def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str,
+                 size: int, space):
+    import multiprocessing
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    import pandas as pd
+    from omegaconf import OmegaConf, open_dict
+
+    from pipeline.devices import cpu_threads
+    from pipeline.stages.evaluate import uq_score_rows
+
+    part_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
+    with open_dict(part_cfg):
+        part_cfg.evaluation.n_bootstrap = 0
+    n_parts = -(-len(prompts) // size)
+    _PARTS.update(cfg=part_cfg, store=store, key=key, prompts=prompts, source=source,
+                  format=fmt, size=size, space=space)
+    workers = min(cpu_threads(), n_parts) if sys.platform == "linux" else 1
+    log.info("scoring %d prompts in %d parts of %d on %d worker(s)", len(prompts), n_parts,
+             size, workers)
+    try:
+        if workers > 1:
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            map_fn = pool.map
+        else:
+            pool, map_fn = None, map
+        try:
+            parts = list(map_fn(_part, range(n_parts)))
+            with_reference = set().union(*(p[4] for p in parts))
+            written = pd.concat([p[0] for p in parts], ignore_index=True)
+            df = pd.concat([p[1] for p in parts], ignore_index=True)
+            qualities = [p[2] for p in parts if p[2] is not None]
+            uncertainty = pd.concat([p[3] for p in parts], ignore_index=True)
+            del parts
+            frames: dict[str, Any] = {"quality": None, "uq_scores": None}
+            if with_reference and qualities:
+                ev = cfg.evaluation
+                frames["quality"] = pd.concat(qualities, ignore_index=True)
+                # the intervals over all parts, kept in the input's store: a rerun reads them
+                # (their key: every part's quality and uncertainty, the evaluation settings)
+                scores_key = hashlib.sha256(json.dumps([
+                    [ArtifactStore(store.root / f"part-{i:05d}").key(name)
+                     for i in range(n_parts) for name in ("quality", "uncertainty")],
+                    OmegaConf.to_container(ev, resolve=True)], sort_keys=True).encode()
+                ).hexdigest()[:20]
+                if store.is_current("uq_scores", scores_key):
+                    frames["uq_scores"] = store.read("uq_scores")
+                else:
+                    frames["uq_scores"] = uq_score_rows(
+                        frames["quality"], uncertainty, targets=list(ev.targets),
+                        max_rejection=ev.max_rejection, ties=ev.ties,
+                        n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed,
+                        map_fn=map_fn)
+                    store.write("uq_scores", frames["uq_scores"], key=scores_key,
+                                config={"parts": n_parts, "part_prompts": size},
+                                extra={"producer": SCORER_PRODUCER})
+        finally:
+            if pool is not None:
+                pool.shutdown()
+    finally:
+        _PARTS.clear()
+    return (written, df, *summary_frames(frames), with_reference)
 
 
 def _warn_about_the_reading(df) -> dict[str, int] | None:

@@ -139,6 +139,17 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
 
 
+def interval_job(job: tuple) -> tuple[tuple, tuple]:
+    """((PRR, low, high), (AUC, low, high)) of one estimator against one quality: NaN below 2
+    prompts."""
+    u, q, max_rejection, ties, n_bootstrap, alpha, seed = job
+    if len(u) < 2:
+        return (math.nan,) * 3, (math.nan,) * 3
+    p = _with_interval(lambda a, b: prr(a, b, max_rejection=max_rejection, ties=ties), u, q,
+                       n_bootstrap, alpha, seed)
+    return tuple(p), tuple(_with_interval(concordance_auc, u, q, n_bootstrap, alpha, seed))
+
+
 def _with_interval(score, u, q, n_bootstrap: int, alpha: float, seed: int):
     """(value, low, high): a percentile bootstrap interval, or none (NaN) with n_bootstrap=0."""
     if n_bootstrap == 0:
@@ -147,14 +158,16 @@ def _with_interval(score, u, q, n_bootstrap: int, alpha: float, seed: int):
 
 
 def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rejection: float,
-                  ties: str, n_bootstrap: int, ci_alpha: float, seed: int):
+                  ties: str, n_bootstrap: int, ci_alpha: float, seed: int, map_fn=map):
     """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals. Every
     estimator of a (target, metric) is scored on the same prompts: those with the target's
     quality where every estimator has a value (an estimator with none at all, e.g. P(True) on
-    outside generations, gets n = 0 and does not shrink the set); `n_dropped` counts the rest."""
+    outside generations, gets n = 0 and does not shrink the set); `n_dropped` counts the rest.
+    `map_fn` maps `interval_job` over the (estimator, target, metric) jobs: a process pool's map
+    spreads the bootstraps over cores (the same numbers: each job is computed alone)."""
     import pandas as pd
 
-    rows = []
+    rows, jobs = [], []
     unc = uncertainty_df.pivot_table(index="prompt_id", columns="estimator", values="value",
                                      aggfunc="first", dropna=False)
     for target in targets:
@@ -168,17 +181,11 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
             q = quality[common].to_numpy(float)
             for estimator in unc.columns:
                 u = joined.loc[common, estimator].to_numpy(float) if estimator in present else []
-                row = {"estimator": estimator, "target": target, "metric": metric, "n": len(u),
-                       "n_dropped": int((~common).sum())}
-                if len(u) >= 2:
-                    p = _with_interval(lambda a, b: prr(a, b, max_rejection=max_rejection,
-                                                        ties=ties), u, q, n_bootstrap, ci_alpha, seed)
-                    a = _with_interval(concordance_auc, u, q, n_bootstrap, ci_alpha, seed)
-                else:
-                    p = a = (math.nan, math.nan, math.nan)
-                row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1],
-                           auc_high=a[2])
-                rows.append(row)
+                rows.append({"estimator": estimator, "target": target, "metric": metric,
+                             "n": len(u), "n_dropped": int((~common).sum())})
+                jobs.append((u, q, max_rejection, ties, n_bootstrap, ci_alpha, seed))
+    for row, (p, a) in zip(rows, map_fn(interval_job, jobs)):
+        row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1], auc_high=a[2])
     cols = ["estimator", "target", "metric", "prr", "prr_low", "prr_high", "auc", "auc_low",
             "auc_high", "n", "n_dropped"]
     return pd.DataFrame(rows, columns=cols)

@@ -107,7 +107,8 @@ def map_prompts(mapper, space, work: list[tuple]):
 
     workers = min(cpu_threads(), len(work) // (PARALLEL_MIN_PROMPTS // 2))
     if not (getattr(mapper, "parallel_safe", False) and workers > 1 and sys.platform == "linux"
-            and len(work) >= PARALLEL_MIN_PROMPTS):
+            and len(work) >= PARALLEL_MIN_PROMPTS
+            and multiprocessing.parent_process() is None):  # a worker already shares the cores
         return [prompt_rows(mapper, space, item) for item in work]
     global _FORKED
     from concurrent.futures import ProcessPoolExecutor
