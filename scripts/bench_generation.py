@@ -5,9 +5,15 @@
 
 The same model, the same chat-rendered prompts of the default run, the same token budget
 (`dataset.max_new_tokens`) and the same torch threads on both sides; plain `generate` runs with
-transformers' own attention (SDPA), the backend with its CPU attention (`use_cpu_attention`). Per strategy it prints the
-generated tokens (up to and including each row's EOS), the wall time, tokens/s of each side and
-the ratio backend / plain (>= 1: the backend is as fast as transformers' own loop):
+transformers' own attention (SDPA) and modules, the backend with its CPU attention
+(`use_cpu_attention`) and, for a Llama-family model, its fused small ops
+(`fused_ops.fuse_small_ops`). Per strategy it prints the generated tokens (up to and including
+each row's EOS), the wall time, tokens/s of each side and the ratio backend / plain (>= 1: the
+backend is as fast as transformers' own loop); for the strategies of `--unfused` (default:
+sample) the backend runs again with fusion off, its tokens/s and ratio in their own columns
+(`unf tok/s`, `unf ratio`; the same tokens, checked; fused and unfused alternate `--repeats`
+times, the best time of each counts, as load on a shared machine drifts), and the last line compares sampling with
+the goal of issue 41 (>= 3.5x plain batched generate):
 - sampling: `generate(do_sample=True, num_return_sequences=M)` vs `backend.sample` (per-row seeded
   sampler, raw log-probs kept);
 - greedy, beam (5), contrastive (alpha 0.6, k 4): `generate` with those settings vs the backend
@@ -24,6 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GOAL = 3.5  # issue 41: sampling tokens/s >= 3.5x plain batched `generate`
 
 
 def _cell_prompts(dataset: str, n: int, model: str) -> tuple[list[str], list[str], int, dict]:
@@ -50,9 +57,9 @@ def _tokens(sequences, prompt_len: int, eos_ids: set[int]) -> int:
     return sum(_first_eos_cut(row.tolist(), eos_ids) for row in sequences[:, prompt_len:])
 
 
-def _timed(fn):
+def _timed(fn, *args):
     t0 = time.perf_counter()
-    out = fn()
+    out = fn(*args)
     return out, time.perf_counter() - t0
 
 
@@ -65,6 +72,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=None, help="prompts per call (backend.batch_size)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the machine's cores)")
     ap.add_argument("--strategies", default="sample,greedy,beam,contrastive,ptrue")
+    ap.add_argument("--unfused", default="sample",
+                    help="strategies also timed with the backend's fused ops off ('' for none)")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="fused and unfused runs of those strategies, alternated; the best of each")
     args = ap.parse_args()
 
     import torch
@@ -73,6 +84,7 @@ def main() -> None:
     from pipeline.devices import configure_torch_threads
     from pipeline.generation.base import SamplingConfig
     from pipeline.generation.cell import resolve_model_path
+    from pipeline.generation.fused_ops import fuse_small_ops, unfuse_small_ops
     from pipeline.generation.hf_backend import TransformersBackend, use_cpu_attention
     from pipeline.generation.ptrue import TRUE_TOKEN, ptrue_prompts
 
@@ -89,19 +101,37 @@ def main() -> None:
                               top_k=settings["top_k"], max_new_tokens=max_new, seed=0)
     temperature, top_k, top_p = backend.resolve_sampling(sampling)
     print(f"# {cfg.model.name} {dtype}, {len(prompts)} {args.dataset} prompts, M = {m}, "
-          f"max_new_tokens {max_new}, batch {batch_size} prompts, torch threads {threads}")
+          f"max_new_tokens {max_new}, batch {batch_size} prompts, torch threads {threads}, "
+          f"fused ops: {', '.join(backend.fused_ops) or 'none'}")
 
     stock = model.config._attn_implementation
 
     def stock_attention(fn):
-        """`fn` run on the model as transformers loads it (its own SDPA attention)."""
+        """`fn` run on the model as transformers loads it (its own SDPA attention, its own
+        modules' forward)."""
         def run(*args, **kwargs):
-            model.set_attn_implementation("sdpa")
+            if stock != "sdpa":
+                model.set_attn_implementation("sdpa")
+            unfuse_small_ops(model)
             try:
                 return fn(*args, **kwargs)
             finally:
-                use_cpu_attention(model)
-        return run if stock != "sdpa" else fn
+                if stock != "sdpa":
+                    use_cpu_attention(model)
+                if backend.fused_ops:
+                    fuse_small_ops(model)
+        return run
+
+    def unfused(fn):
+        """`fn` run on the backend with its fused ops off."""
+        def run(*args, **kwargs):
+            unfuse_small_ops(model)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if backend.fused_ops:
+                    fuse_small_ops(model)
+        return run
 
     @stock_attention
     def plain_generate(batch_prompts, size, **settings_):
@@ -119,37 +149,63 @@ def main() -> None:
         flat = [g for row in generations for g in (row if isinstance(row, list) else [row])]
         return sum(len(g.token_ids) for g in flat)
 
+    outputs: dict[str, list] = {}
+
+    def kept(key, generations):
+        """The backend's generations, kept to check fused == unfused, then counted."""
+        outputs[key] = [[g.token_ids for g in (row if isinstance(row, list) else [row])]
+                        for row in generations]
+        return backend_tokens(generations)
+
     pairs = {
         "sample": (lambda p: plain_generate(p, batch_size, do_sample=True, num_return_sequences=m,
                                             temperature=temperature, top_p=top_p,
                                             top_k=top_k or 0),
-                   lambda p: backend_tokens(backend.sample(p, sampling))),
+                   lambda p, k="": kept(k, backend.sample(p, sampling))),
         "greedy": (lambda p: plain_generate(p, batch_size * 4, do_sample=False),
-                   lambda p: backend_tokens(backend.greedy(p, max_new))),
+                   lambda p, k="": kept(k, backend.greedy(p, max_new))),
         "beam": (lambda p: plain_generate(p, batch_size, num_beams=5, do_sample=False),
-                 lambda p: backend_tokens(backend.beam(p, 5, max_new))),
+                 lambda p, k="": kept(k, backend.beam(p, 5, max_new))),
         "contrastive": (lambda p: plain_generate(p, batch_size * 4, penalty_alpha=0.6, top_k=4,
                                                  trust_remote_code=True),
-                        lambda p: backend_tokens(backend.contrastive(p, max_new, 0.6, 4))),
+                        lambda p, k="": kept(k, backend.contrastive(p, max_new, 0.6, 4))),
     }
+    compare = [s for s in args.unfused.split(",") if s] if backend.fused_ops else []
+    ratios: dict[str, tuple[float, float]] = {}
     print(f"{'strategy':<12} {'plain tok':>9} {'plain s':>8} {'plain tok/s':>11} "
-          f"{'ours tok':>9} {'ours s':>8} {'ours tok/s':>11} {'ratio':>6}")
+          f"{'ours tok':>9} {'ours s':>8} {'ours tok/s':>11} {'ratio':>6} "
+          f"{'unf tok/s':>10} {'unf ratio':>9}")
     for name in args.strategies.split(","):
         if name == "ptrue":
             continue
         plain_fn, ours_fn = pairs[name]
         try:
             plain_fn(prompts[:1]), ours_fn(prompts[:1])  # warm-up
-            plain_tokens, plain_s = _timed(lambda: plain_fn(prompts))
+            plain_tokens, plain_s = _timed(plain_fn, prompts)
         except ValueError as exc:  # contrastive left transformers' core in 4.56+: say so, go on
             if name != "contrastive":
                 raise
             print(f"{name:<12} plain generate failed: {type(exc).__name__}: {str(exc)[:120]}")
             plain_tokens, plain_s = 0, float("nan")
-        ours_tokens, ours_s = _timed(lambda: ours_fn(prompts))
+        ours_tokens, ours_s = _timed(ours_fn, prompts, name)
+        unfused_cols = ""
+        if name in compare:
+            unfused_fn = unfused(ours_fn)
+            unfused_fn(prompts[:1])  # warm-up
+            unf_tokens, unf_s = _timed(unfused_fn, prompts, name + ":unfused")
+            for _ in range(args.repeats - 1):  # alternated, the best of each: load drifts
+                ours_s = min(ours_s, _timed(ours_fn, prompts, name)[1])
+                unf_s = min(unf_s, _timed(unfused_fn, prompts, name + ":unfused")[1])
+            if outputs[name + ":unfused"] != outputs[name]:
+                print(f"# {name}: fused and unfused tokens DIFFER")
+            unf_rate = unf_tokens / unf_s
         plain_rate, ours_rate = plain_tokens / plain_s, ours_tokens / ours_s
+        if name in compare:
+            ratios[name] = (ours_rate / plain_rate, unf_rate / plain_rate)
+            unfused_cols = f" {unf_rate:>10.1f} {unf_rate / plain_rate:>9.2f}"
         print(f"{name:<12} {plain_tokens:>9} {plain_s:>8.2f} {plain_rate:>11.1f} "
-              f"{ours_tokens:>9} {ours_s:>8.2f} {ours_rate:>11.1f} {ours_rate / plain_rate:>6.2f}")
+              f"{ours_tokens:>9} {ours_s:>8.2f} {ours_rate:>11.1f} {ours_rate / plain_rate:>6.2f}"
+              f"{unfused_cols}")
 
     if "ptrue" in args.strategies.split(","):
         greedy = [g.text for g in backend.greedy(prompts, max_new)]
@@ -172,6 +228,12 @@ def main() -> None:
         n = len(asked)
         print(f"{'ptrue':<12} {n:>9} {plain_s:>8.2f} {n / plain_s:>9.1f}/s "
               f"{n:>9} {ours_s:>8.2f} {n / ours_s:>9.1f}/s {plain_s / ours_s:>6.2f}  (prompts)")
+
+    if "sample" in ratios:
+        fused_ratio, unfused_ratio = ratios["sample"]
+        print(f"# goal (issue 41): sampling >= {GOAL:.1f}x plain batched generate: measured "
+              f"{fused_ratio:.2f}x with fused ops ({'met' if fused_ratio >= GOAL else 'NOT met'}), "
+              f"{unfused_ratio:.2f}x without")
 
 
 if __name__ == "__main__":

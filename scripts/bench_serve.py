@@ -20,10 +20,10 @@ import uvicorn
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
-from openai_stand_in import FakeOpenAIServer  # noqa: E402
+from openai_stand_in import FakeOpenAIServer
 
-from pipeline.serve.app import build_app  # noqa: E402
-from pipeline.serve.settings import ServeSettings  # noqa: E402
+from pipeline.serve.app import build_app
+from pipeline.serve.settings import ServeSettings
 
 ANSWERS = {"sets": ["Paris and Lyon", "Paris", "Paris, Lyon", "Nice"],
            "classes": ["Paris", "paris", "Lyon", "Paris."], "reals": ["2", "two", "3", "2.5"]}

@@ -34,6 +34,9 @@ than the same rows through `generate`, the same tokens. Beam batches 4x as many 
 sampling (5 rows per prompt, not M + 2). Sampling runs at 2.4x (MAQA) to 3.3x (TriviaQA)
 the tokens/s of plain `generate(num_return_sequences=M)`, beam at 1.6x, greedy 1.06x, P(True)
 1.4x (contrastive has no plain baseline: transformers 4.57 needs remote code).
+A Llama-family model's small ops run fused (`fused_ops.fuse_small_ops`: RMSNorm as one
+`rms_norm`, q/k/v and gate/up as one matmul each, rotary and the SiLU gate with fewer
+temporaries), bit-identical to transformers' modules; `fuse_ops=False` turns it off.
 
 Greedy and beam use `generate` (beam: `num_beams`, default 5). Beam scores are length-
 normalised sums of processed log-probs, so the chosen beam's per-token raw log-probs are
@@ -213,6 +216,7 @@ class TransformersBackend:
         trust_remote_code: bool = False,
         chat_template_kwargs: dict[str, Any] | None = None,
         revision: str | None = None,
+        fuse_ops: bool = True,
     ) -> None:
         """Load model and tokenizer from a local folder or hub id ("smollm2": the packaged model).
 
@@ -225,6 +229,9 @@ class TransformersBackend:
         module docstring for why 1 is the default on CPU. `device_map="auto"` spreads a model
         too large for one GPU over all visible GPUs (then `device` is where inputs go: the
         first layer's device). `chat_template_kwargs` go to every `apply_chat_template`.
+        `fuse_ops`: run a Llama-family model's RMSNorm, rotary embedding and SiLU gate through
+        `fused_ops.fuse_small_ops` (bit-identical outputs; other architectures and a model
+        spread by `device_map` are left as they are); `self.fused_ops` lists what was fused.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -276,6 +283,11 @@ class TransformersBackend:
         # the hub commit the weights came from (None for a local folder)
         self.commit_hash = getattr(self.model.config, "_commit_hash", None)
         use_cpu_attention(self.model)
+        self.fused_ops: list[str] = []
+        if fuse_ops:
+            from pipeline.generation.fused_ops import fuse_small_ops
+
+            self.fused_ops = fuse_small_ops(self.model)
         self._takes_logits_to_keep = (
             "logits_to_keep" in inspect.signature(self.model.forward).parameters)
 

