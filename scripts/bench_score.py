@@ -7,7 +7,7 @@ rule reading, references given (so quality, PRR / AUC with 1000 bootstrap draws 
 
 Per size it prints the wall time of the whole call on a cold artifact store (read, map, decide,
 uq, evaluate, write), prompts/s, the peak memory of the process tree (this process and its
-workers, summed, sampled every 0.1 s: psutil) and the seconds per 1k prompts (linear scaling
+workers, their PSS summed, sampled every 0.25 s: psutil) and the seconds per 1k prompts (linear scaling
 means a flat column), then a cached rerun. The issue-41 targets: 100k prompts x 20 in <= 5
 minutes wall on 2 cores and <= 1.5 GiB; each printed beside its measured (or, for a size not
 run, linearly extrapolated) value. `--check-against DIR` compares the 1k output with a file
@@ -50,9 +50,11 @@ def synthetic_file(path: Path, n_prompts: int, m: int, seed: int = 0) -> None:
 
 
 class PeakMemory:
-    """Peak summed RSS of this process and its children, sampled every `every` seconds."""
+    """Peak summed PSS of this process and its children, sampled every `every` seconds: the
+    proportional set size counts a page shared by forked workers once over all of them (RSS
+    would count it in each, overstating a forked pool)."""
 
-    def __init__(self, every: float = 0.1) -> None:
+    def __init__(self, every: float = 0.25) -> None:
         import psutil
 
         self.me, self.every, self.peak = psutil.Process(os.getpid()), every, 0
@@ -63,7 +65,7 @@ class PeakMemory:
         total = 0
         for proc in [self.me, *self.me.children(recursive=True)]:
             try:
-                total += proc.memory_info().rss
+                total += proc.memory_full_info().pss
             except Exception:  # a worker that just ended
                 pass
         return total
