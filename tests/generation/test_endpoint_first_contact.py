@@ -103,13 +103,15 @@ def test_requests_per_minute_spaces_the_requests(server, tmp_path):
 
 
 def test_a_deadline_bounds_the_whole_call(server, tmp_path):
-    server.state.delay = 3.0
+    # the server would answer after 10 s; the call gives up at its deadline. The bound leaves
+    # room for the config compose and imports on a loaded machine (2.96 s measured under 3 jobs)
+    server.state.delay = 10.0
     started = time.monotonic()
     with pytest.raises(LLMCallError) as excinfo:
         pipeline.generate_and_score([QUESTION], model="m", base_url=server.base_url,
                                     cache_dir=tmp_path, deadline=0.5)
     assert "deadline of 0.5 s" in one_line_error(excinfo)
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 7.0
 
 
 def test_a_dataframe_is_read_by_its_columns_and_a_series_keeps_its_index(server, tmp_path):
