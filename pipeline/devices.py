@@ -55,6 +55,26 @@ def cpu_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+def forked_workers(tasks: int) -> int:
+    """How many forked worker processes `tasks` independent pieces of CPU work may use: up to
+    `cpu_threads()`, on Linux (fork), and only from the main process (a worker already shares
+    the cores); 1 = run them here."""
+    import multiprocessing
+    import sys
+
+    if sys.platform != "linux" or multiprocessing.parent_process() is not None:
+        return 1
+    return max(1, min(cpu_threads(), tasks))
+
+
+def forked_pool(workers: int):
+    """A process pool of `workers` forked workers (they inherit this process's memory)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+
 def configure_torch_threads(num_threads: int | None = None) -> int:
     """Set torch's process-wide intra-op threads (default: `cpu_threads()`); returns it."""
     import torch

@@ -387,10 +387,15 @@ class LatentBatch:
 
     def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
         self.space = space
-        self.items: list[list[Any]] = [space._prepare(p, None)[0] for p in prompts]
+        self.items: list[list[Any]] = self._checked_items(space, prompts)
         self.sizes = np.array([len(p) for p in self.items], dtype=np.int64)
         self.n_samples = int(self.sizes.max(initial=0))  # the padded width of every prompt
         self._sample_risks: list[np.ndarray] | None = None
+
+    @staticmethod
+    def _checked_items(space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """Each prompt's samples validated and in the space's canonical form."""
+        return [space._prepare(p, None)[0] for p in prompts]
 
     def __len__(self) -> int:
         return len(self.items)

@@ -730,14 +730,10 @@ def _part(index: int):
 
 def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str,
                  size: int, space):
-    import multiprocessing
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
-
     import pandas as pd
     from omegaconf import OmegaConf, open_dict
 
-    from pipeline.devices import cpu_threads
+    from pipeline.devices import forked_pool, forked_workers
     from pipeline.stages.evaluate import uq_score_rows
 
     part_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
@@ -746,12 +742,12 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
     n_parts = -(-len(prompts) // size)
     _PARTS.update(cfg=part_cfg, store=store, key=key, prompts=prompts, source=source,
                   format=fmt, size=size, space=space)
-    workers = min(cpu_threads(), n_parts) if sys.platform == "linux" else 1
+    workers = forked_workers(n_parts)
     log.info("scoring %d prompts in %d parts of %d on %d worker(s)", len(prompts), n_parts,
              size, workers)
     try:
         if workers > 1:
-            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            pool = forked_pool(workers)
             map_fn = pool.map
         else:
             pool, map_fn = None, map

@@ -100,24 +100,18 @@ def map_prompts(mapper, space, work: list[tuple]):
     """Each prompt's latent rows, in order: in this process, or, for a `parallel_safe` mapper
     over many prompts, split over forked worker processes (`pipeline.devices.cpu_threads()`), each
     with the parent's mapper; the rows are the same either way."""
-    import multiprocessing
-    import sys
+    from pipeline.devices import forked_pool, forked_workers
 
-    from pipeline.devices import cpu_threads
-
-    workers = min(cpu_threads(), len(work) // (PARALLEL_MIN_PROMPTS // 2))
-    if not (getattr(mapper, "parallel_safe", False) and workers > 1 and sys.platform == "linux"
-            and len(work) >= PARALLEL_MIN_PROMPTS
-            and multiprocessing.parent_process() is None):  # a worker already shares the cores
+    workers = forked_workers(len(work) // (PARALLEL_MIN_PROMPTS // 2))
+    if not (getattr(mapper, "parallel_safe", False) and workers > 1
+            and len(work) >= PARALLEL_MIN_PROMPTS):
         return [prompt_rows(mapper, space, item) for item in work]
     global _FORKED
-    from concurrent.futures import ProcessPoolExecutor
-
     _FORKED = (mapper, space)
     try:
         step = -(-len(work) // (4 * workers))  # a few chunks per worker: an even finish
         chunks = [work[i:i + step] for i in range(0, len(work), step)]
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with forked_pool(workers) as pool:
             return [rows for chunk in pool.map(_forked_chunk, chunks) for rows in chunk]
     finally:
         _FORKED = None

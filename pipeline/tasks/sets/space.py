@@ -171,16 +171,16 @@ class IncidenceBatch(LatentBatch):
     `incidence_matrix` orders them) are its columns, its samples its rows. Labels are coded once
     for the whole cell, so columns, actions and their masks are array lookups."""
 
-    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+    @staticmethod
+    def _checked_items(space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> list[list[Any]]:
         if _already_canonical(space, prompts):
             # frozensets where a frozenset is the canonical form: nothing to validate per item
             # (that check and copy cost more than the decision)
-            self.space, self._sample_risks = space, None
-            self.items = [p if isinstance(p, list) else list(p) for p in prompts]
-            self.sizes = np.fromiter(map(len, self.items), dtype=np.int64, count=len(self.items))
-            self.n_samples = int(self.sizes.max(initial=0))
-        else:
-            super().__init__(space, prompts)
+            return [p if isinstance(p, list) else list(p) for p in prompts]
+        return LatentBatch._checked_items(space, prompts)
+
+    def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
+        super().__init__(space, prompts)
         # the cell's vocabulary, built once: every label coded in one pass
         codes: dict[Hashable, int] = {}
         hit_labels = [codes.setdefault(lab, len(codes))
