@@ -11,20 +11,39 @@ import numpy as np
 
 # Rows x items per vectorised call: bounds the temporary arrays to a few tens of MB.
 _BATCH_ELEMENTS = 2_000_000
+# The counted path's passes are memory-bound: blocks that stay in cache are ~2x faster (measured
+# at n = 100k: 13 ms per PRR replicate at 250k elements per block, 34 ms at 2M).
+_COUNTED_ELEMENTS = 250_000
 
 
-def _batched_version(metric_fn: Callable[..., float]) -> Callable[..., np.ndarray] | None:
-    """The metric's vectorised form (``metric_fn.batched``: 2-D stacks in, one value per row out).
-
-    Also found through ``functools.partial(metric, **keywords)``; None when there is none.
-    """
+def _form(metric_fn: Callable[..., float], name: str) -> Callable[..., object] | None:
+    """The metric's attribute ``name`` (``batched``, ``counted``) with the keywords of a
+    ``functools.partial(metric, **keywords)`` bound; None when there is none."""
     fn, keywords = metric_fn, {}
     if isinstance(metric_fn, functools.partial) and not metric_fn.args:
         fn, keywords = metric_fn.func, dict(metric_fn.keywords)
-    batched = getattr(fn, "batched", None)
-    if batched is None:
+    form = getattr(fn, name, None)
+    if form is None:
         return None
-    return lambda *stacks: batched(*stacks, **keywords)
+    return lambda *arrays: form(*arrays, **keywords)
+
+
+def _batched_version(metric_fn: Callable[..., float]) -> Callable[..., np.ndarray] | None:
+    """The metric's vectorised form (``metric_fn.batched``: 2-D stacks in, one value per row out)."""
+    return _form(metric_fn, "batched")
+
+
+def _counted_replicates(counted, indices_chunks) -> np.ndarray:
+    """Replicates from each resample's counts per cell (``counted``: a metric's CountedMetric)."""
+    out = []
+    for idx in indices_chunks:
+        rows = idx.shape[0]
+        # one bincount for the chunk: row i's cells shifted by i * n_cells
+        flat = counted.cells[idx] + (np.arange(rows) * counted.n_cells)[:, None]
+        counts = np.bincount(flat.reshape(-1), minlength=rows * counted.n_cells)
+        out.append(np.asarray(counted.replicates(counts.reshape(rows, counted.n_cells)),
+                              dtype=float))
+    return np.concatenate(out)
 
 
 class BootstrapCI(NamedTuple):
@@ -50,8 +69,12 @@ def bootstrap_ci(
     default linear interpolation) of the replicates.
 
     Metrics with a vectorised form (``prr``, ``concordance_auc``; also through
-    ``functools.partial(metric, **keywords)``) are evaluated
-    on all replicates at once: 1000 replicates of prr at n = 1000 take well under a second.
+    ``functools.partial(metric, **keywords)``) are evaluated on many replicates at once. Where
+    the metric also has a counted form (``metric_fn.counted``: prr with ``ties="average"``,
+    concordance_auc), a replicate is evaluated from how often it drew each distinct item, O(n)
+    instead of a sort: the same draws and the same values (AUC exactly; PRR up to the rounding
+    of its sums, ~1e-16). The draws are made a block of replicates at a time, in the same
+    order as one call would make them, so memory stays bounded at any n.
 
     NaN replicates are ignored: a resample can be degenerate (e.g. constant quality makes PRR
     and concordance AUC NaN) and says nothing about the spread. If every replicate is NaN the
@@ -89,21 +112,23 @@ def bootstrap_ci(
 
     point = float(metric_fn(*arrs))
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    # All indices drawn at once (one RNG call), so the batched and the per-replicate paths see
-    # exactly the same resamples.
-    indices = rng.integers(0, n, size=(int(n_boot), n))
+    # Drawn in blocks of rows: a block of draws is the continuation of the previous one in the
+    # generator's stream, so every path sees exactly the resamples of one (n_boot, n) call.
+    one_d = all(a.ndim == 1 for a in arrs)
+    counted_form = _form(metric_fn, "counted") if one_d else None
+    counted = counted_form(*arrs) if counted_form is not None else None
+    step = max(1, (_BATCH_ELEMENTS if counted is None else _COUNTED_ELEMENTS) // n)
+    chunks = (rng.integers(0, n, size=(min(step, int(n_boot) - i), n))
+              for i in range(0, int(n_boot), step))
     batched = _batched_version(metric_fn)
-    if batched is not None and all(a.ndim == 1 for a in arrs):
-        step = max(1, _BATCH_ELEMENTS // n)
+    if counted is not None:
+        replicates = _counted_replicates(counted, chunks)
+    elif batched is not None and one_d:
         replicates = np.concatenate(
-            [
-                np.asarray(batched(*(a[indices[i : i + step]] for a in arrs)), dtype=float)
-                for i in range(0, int(n_boot), step)
-            ]
-        )
+            [np.asarray(batched(*(a[idx] for a in arrs)), dtype=float) for idx in chunks])
     else:
         replicates = np.fromiter(
-            (float(metric_fn(*(a[idx] for a in arrs))) for idx in indices),
+            (float(metric_fn(*(a[idx] for a in arrs))) for block in chunks for idx in block),
             dtype=float,
             count=int(n_boot),
         )

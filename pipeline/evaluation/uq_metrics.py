@@ -443,3 +443,186 @@ def _concordance_auc_batched(uncertainty: np.ndarray, quality: np.ndarray) -> np
 
 # bootstrap_ci looks for this attribute to evaluate all replicates in one vectorised call.
 concordance_auc.batched = _concordance_auc_batched  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap from counts: a resample of n items is how often it drew each distinct (uncertainty,
+# quality) pair, so a replicate costs O(n) instead of the O(n log n) sort of the resampled arrays
+# (at n = 100k, 1000 replicates of PRR and AUC: ~1 minute instead of ~2 CPU-minutes each).
+# ---------------------------------------------------------------------------------------------
+
+
+class CountedMetric(NamedTuple):
+    """A metric prepared for bootstrap_ci's resamples given as counts.
+
+    ``cells[i]`` is item i's cell (items with equal (uncertainty, quality) share one); ``replicates``
+    maps a (rows, n_cells) int64 array of how often each resample drew each cell to one value per
+    row: the metric of that resample, up to floating-point rounding of the sums (AUC exactly).
+    """
+
+    cells: np.ndarray
+    n_cells: int
+    replicates: object  # Callable[[np.ndarray], np.ndarray]
+
+
+class _Cells(NamedTuple):
+    item_cell: np.ndarray  # (n,) cell of each item
+    u: np.ndarray  # (K,) the cells' uncertainty, ascending; ties by quality ascending
+    q: np.ndarray  # (K,) the cells' quality
+
+
+def _cells(u: np.ndarray, q: np.ndarray) -> _Cells:
+    order = np.lexsort((q, u))
+    su, sq = u[order], q[order]
+    new = np.ones(u.shape[0], dtype=bool)
+    new[1:] = (su[1:] != su[:-1]) | (sq[1:] != sq[:-1])
+    item_cell = np.empty(u.shape[0], dtype=np.int64)
+    item_cell[order] = np.cumsum(new) - 1
+    return _Cells(item_cell, su[new], sq[new])
+
+
+def _group_starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Start of each run of equal values in a sorted 1-D array."""
+    new = np.ones(sorted_values.shape[0], dtype=bool)
+    new[1:] = sorted_values[1:] != sorted_values[:-1]
+    return np.flatnonzero(new)
+
+
+def _expanded_cumsum_area(values: np.ndarray, counts: np.ndarray, n: int, r: int) -> np.ndarray:
+    """Per row, sum over the last r positions k of C_k / k, where row i's sequence is
+    ``values[i, b]`` repeated ``counts[i, b]`` times (each row's counts sum to n)."""
+    expanded = np.repeat(values.reshape(-1), counts.reshape(-1)).reshape(values.shape[0], n)
+    return np.cumsum(expanded, axis=1)[:, n - r :] @ (1.0 / np.arange(n - r + 1, n + 1))
+
+
+def _prr_counted(
+    uncertainty: object, quality: object, max_rejection: float = 0.5, ties: str = "average"
+) -> CountedMetric | None:
+    """prr for bootstrap_ci's counted resamples; None under ``ties="polygraph"`` (its order of
+    tied items depends on where they sit in the resample, which counts do not keep)."""
+    if ties != "average":
+        return None
+    u, q = _validate_prr_args(uncertainty, quality, max_rejection, ties)
+    n = u.shape[0]
+    r = int(max_rejection * n)
+    cells = _cells(u, q)
+    u_starts = _group_starts(cells.u)  # blocks of tied uncertainty (cells sorted by u)
+    by_quality = np.argsort(-cells.q, kind="stable")  # the oracle's order, best first
+    q_starts = _group_starts(cells.q[by_quality])
+    q_values = cells.q[by_quality][q_starts]
+
+    def replicates(w: np.ndarray) -> np.ndarray:
+        rows = w.shape[0]
+        if n < 2 or r < 2:
+            return np.full(rows, np.nan)
+        drawn = w > 0
+        lo = np.where(drawn, cells.q, np.inf).min(axis=1, keepdims=True)
+        hi = np.where(drawn, cells.q, -np.inf).max(axis=1, keepdims=True)
+        constant = (lo == hi)[:, 0]
+        close = _polygraph_isclose(lo, hi)  # lm-polygraph's normalize, as _normalize_rows
+        lo, hi = np.where(close, lo - 1.0, lo), np.where(close, hi + 1.0, hi)
+        t = (cells.q - lo) / (hi - lo)  # (rows, K) the scaled quality of each cell
+        weighted = w * t
+        mean_t = weighted.sum(axis=1, keepdims=True) / n
+        # raw: blocks of tied uncertainty, each position the block's mean (ties="average")
+        w_block = np.add.reduceat(w, u_starts, axis=1)
+        t_block = np.add.reduceat(weighted, u_starts, axis=1)
+        block_mean = np.divide(t_block, w_block, out=np.zeros_like(t_block), where=w_block > 0)
+        num = _expanded_cumsum_area(block_mean - mean_t, w_block, n, r)
+        # oracle: quality descending
+        w_value = np.add.reduceat(w[:, by_quality], q_starts, axis=1)
+        t_value = (q_values - lo) / (hi - lo)
+        den = _expanded_cumsum_area(t_value - mean_t, w_value, n, r)
+        out = np.full(rows, np.nan)
+        np.divide(num, den, out=out, where=(den > 0) & ~constant)
+        return out
+
+    return CountedMetric(cells.item_cell, int(cells.u.shape[0]), replicates)
+
+
+prr.counted = _prr_counted  # type: ignore[attr-defined]
+
+
+class _AscendingPairsPlan:
+    """:func:`_ascending_pairs_rows` for fixed ranks and varying weights: the pairs i < j with
+    ranks[i] < ranks[j], each counted ``w_i * w_j`` times. The wavelet levels (each position's
+    order, bit and group) depend on the ranks only, so they are built once; a row of weights
+    then costs a few O(K) passes per level."""
+
+    def __init__(self, ranks: np.ndarray) -> None:
+        k = ranks.shape[0]
+        flat = ranks.astype(np.int64)
+        positions = np.arange(k)
+        order = np.arange(k)
+        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        if k < 2:
+            return
+        for b in range(int(flat.max()).bit_length() - 1, -1, -1):
+            a = flat[order]
+            zero = ((a >> b) & 1) == 0
+            prefix = a >> (b + 1)
+            is_start = np.zeros(k, dtype=bool)
+            is_start[0] = True
+            is_start[1:] = prefix[1:] != prefix[:-1]
+            start_pos = np.flatnonzero(is_start)
+            group_of = np.cumsum(is_start) - 1
+            group_start = start_pos[group_of]
+            ones = np.flatnonzero(~zero)
+            self.levels.append((order, zero, ones, group_start[ones]))
+            zeros_cum = np.cumsum(zero)
+            zeros_so_far = zeros_cum - (zeros_cum - zero)[group_start]
+            zeros_per_group = np.add.reduceat(zero.astype(np.int64), start_pos)
+            new_pos = np.where(zero, group_start + zeros_so_far - 1,
+                               positions + zeros_per_group[group_of] - zeros_so_far)
+            new_order = np.empty_like(order)
+            new_order[new_pos] = order
+            order = new_order
+
+    def weighted(self, w: np.ndarray) -> np.ndarray:
+        total = np.zeros(w.shape[0], dtype=np.int64)
+        for order, zero, ones, ones_group_start in self.levels:
+            a = w[:, order]
+            zero_w = a * zero
+            cum = np.cumsum(zero_w, axis=1)
+            # zero-weight before each 1 of the level, within its group
+            before = cum[:, ones] - (cum - zero_w)[:, ones_group_start]
+            total += (a[:, ones] * before).sum(axis=1)
+        return total
+
+
+def _pairs_within(w: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per row, pairs of drawn items inside each group of cells (``starts``: the groups' first
+    cells, in the order of ``w``'s columns)."""
+    g = np.add.reduceat(w, starts, axis=1)
+    return (g * (g - 1) // 2).sum(axis=1)
+
+
+def _concordance_auc_counted(uncertainty: object, quality: object) -> CountedMetric:
+    """concordance_auc for bootstrap_ci's counted resamples (exact: integer pair counts)."""
+    u, q = _check_pair(uncertainty, quality)
+    n = u.shape[0]
+    cells = _cells(u, q)
+    u_starts = _group_starts(cells.u)
+    # As _concordance_counts_rows: quality ascending, ties by uncertainty descending, so a pair
+    # i < j with u_i < u_j is exactly a discordant one.
+    order = np.lexsort((-cells.u, cells.q))
+    q_starts = _group_starts(cells.q[order])
+    u_rank = np.cumsum(np.isin(np.arange(cells.u.shape[0]), u_starts)) - 1  # dense, by cell
+    plan = _AscendingPairsPlan(u_rank[order])
+
+    def replicates(w: np.ndarray) -> np.ndarray:
+        w = w.astype(np.int64, copy=False)
+        q_tied = _pairs_within(w[:, order], q_starts)
+        u_tied = _pairs_within(w, u_starts)
+        both_tied = (w * (w - 1) // 2).sum(axis=1)  # a cell is one (u, q) pair
+        counts = np.empty((w.shape[0], 4), dtype=np.int64)
+        counts[:, 3] = n * (n - 1) // 2 - q_tied
+        counts[:, 2] = u_tied - both_tied
+        counts[:, 1] = plan.weighted(w[:, order])
+        counts[:, 0] = counts[:, 3] - counts[:, 2] - counts[:, 1]
+        return _auc_from_counts(counts)
+
+    return CountedMetric(cells.item_cell, int(cells.u.shape[0]), replicates)
+
+
+concordance_auc.counted = _concordance_auc_counted  # type: ignore[attr-defined]

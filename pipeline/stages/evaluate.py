@@ -11,6 +11,7 @@ the sign used for PRR/AUC.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -145,7 +146,8 @@ def interval_job(job: tuple) -> tuple[tuple, tuple]:
     u, q, max_rejection, ties, n_bootstrap, alpha, seed = job
     if len(u) < 2:
         return (math.nan,) * 3, (math.nan,) * 3
-    p = _with_interval(lambda a, b: prr(a, b, max_rejection=max_rejection, ties=ties), u, q,
+    # a partial, not a lambda: bootstrap_ci finds prr's counted (O(n) per replicate) form
+    p = _with_interval(functools.partial(prr, max_rejection=max_rejection, ties=ties), u, q,
                        n_bootstrap, alpha, seed)
     return tuple(p), tuple(_with_interval(concordance_auc, u, q, n_bootstrap, alpha, seed))
 

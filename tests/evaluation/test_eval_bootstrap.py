@@ -147,3 +147,96 @@ def test_bad_arguments() -> None:
         bootstrap_ci(np.mean, np.array([]))
     with pytest.raises(ValueError, match="scalar"):
         bootstrap_ci(np.mean, 3.0)
+
+
+def _tied_and_continuous_data():
+    rng = np.random.default_rng(11)
+    tied_u = rng.integers(0, 15, size=250) / 15  # Bayes risks of 15 samples
+    tied_q = np.round(-tied_u + rng.normal(size=250), 1)
+    cont_u = rng.normal(size=180)
+    cont_u[:5] = np.inf  # inf is a valid uncertainty
+    cont_q = -np.minimum(cont_u, 3.0)[::-1] + rng.normal(size=180)
+    few_q = np.where(np.arange(30) < 28, 1.0, 0.0)  # most resamples constant: NaN replicates
+    return [(tied_u, tied_q), (cont_u, cont_q), (rng.integers(0, 3, size=30) * 1.0, few_q)]
+
+
+@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("max_rejection", [0.5, 1.0, 0.01])
+def test_counted_prr_equals_the_replicates_computed_on_the_resampled_arrays(case, max_rejection):
+    """The counted form (a replicate from how often each item was drawn) against prr on each
+    resample itself: the same draws, the same values up to the rounding of sums."""
+    u, q = _tied_and_continuous_data()[case]
+    fast = bootstrap_ci(functools.partial(prr, max_rejection=max_rejection), u, q, n_boot=300,
+                        seed=3)
+    assert fast.point == prr(u, q, max_rejection) or math.isnan(fast.point)
+    if max_rejection * len(u) < 2:  # fewer than 2 rejection points: every replicate NaN
+        assert math.isnan(fast.low) and math.isnan(fast.high)
+        return
+    ref = _reference_percentile_ci(lambda a, b: prr(a, b, max_rejection), [u, q], 300, 0.05, 3)
+    assert (fast.low, fast.high) == (pytest.approx(ref[0], abs=1e-12),
+                                     pytest.approx(ref[1], abs=1e-12))
+    assert fast.low != fast.high
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_counted_auc_equals_the_replicates_computed_on_the_resampled_arrays_exactly(case):
+    u, q = _tied_and_continuous_data()[case]
+    fast = bootstrap_ci(concordance_auc, u, q, n_boot=300, seed=4)
+    ref = _reference_percentile_ci(concordance_auc, [u, q], 300, 0.05, 4)
+    assert (fast.low, fast.high) == tuple(ref)  # integer pair counts: bit for bit
+    assert fast.low < fast.high
+
+
+def test_counted_auc_replicates_are_the_pair_counts_of_the_expanded_sample() -> None:
+    """Per replicate, not only the interval: the weighted pair counts against brute force over
+    all pairs of the resample written out."""
+    from pipeline.evaluation.uq_metrics import _concordance_auc_counted
+
+    rng = np.random.default_rng(5)
+    u = rng.integers(0, 6, size=40) / 6
+    q = rng.integers(0, 4, size=40) * 1.0
+    counted = _concordance_auc_counted(u, q)
+    idx = rng.integers(0, 40, size=(25, 40))
+    weights = np.stack([np.bincount(counted.cells[i], minlength=counted.n_cells) for i in idx])
+    got = counted.replicates(weights)
+    for row, i in zip(got, idx):
+        a, b = u[i], q[i]
+        conc = disc = tied = comp = 0
+        for x in range(40):
+            for y in range(x + 1, 40):
+                if b[x] == b[y]:
+                    continue
+                comp += 1
+                hi, lo = (x, y) if b[x] > b[y] else (y, x)
+                if a[hi] < a[lo]:
+                    conc += 1
+                elif a[hi] > a[lo]:
+                    disc += 1
+                else:
+                    tied += 1
+        assert row == (conc + 0.5 * tied) / comp
+
+
+def test_polygraph_ties_have_no_counted_form_and_take_the_sorting_path() -> None:
+    from pipeline.evaluation.uq_metrics import _prr_counted
+
+    u, q = _tied_and_continuous_data()[0]
+    assert _prr_counted(u, q, ties="polygraph") is None
+    fast = bootstrap_ci(functools.partial(prr, ties="polygraph"), u, q, n_boot=200, seed=1)
+    ref = _reference_percentile_ci(lambda a, b: prr(a, b, ties="polygraph"), [u, q], 200,
+                                   0.05, 1)
+    assert (fast.low, fast.high) == (pytest.approx(ref[0], abs=1e-12),
+                                     pytest.approx(ref[1], abs=1e-12))
+
+
+def test_draws_in_blocks_are_the_draws_of_one_call(monkeypatch) -> None:
+    """Blocks of replicates (memory bounded at any n) see the resamples of one (n_boot, n) call."""
+    from pipeline.evaluation import bootstrap
+
+    x = np.random.default_rng(2).normal(size=97)
+    whole = bootstrap_ci(np.mean, x, n_boot=250, seed=7)
+    monkeypatch.setattr(bootstrap, "_BATCH_ELEMENTS", 97 * 3)  # blocks of 3 replicates
+    assert bootstrap_ci(np.mean, x, n_boot=250, seed=7) == whole
+    ref = _reference_percentile_ci(np.mean, [x], 250, 0.05, 7)
+    assert (whole.low, whole.high) == (pytest.approx(ref[0], abs=1e-15),
+                                       pytest.approx(ref[1], abs=1e-15))
