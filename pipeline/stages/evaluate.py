@@ -95,27 +95,30 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
                                            for k, v in r.items()})
                              for r in dataset_df.to_dict("records")]]
     decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
-    refs = dataset_df.set_index("prompt_id")
     ref_latents = _reference_latents(space, latents_df, mapped)
+    records = dict(zip(dataset_df["prompt_id"], dataset_df.to_dict("records")))
+    references: dict[str, Any] = {}  # one Reference per prompt, shared by its decisions
     rows: list[dict] = []
     latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
     unscored: dict[str, int] = {}
-    for d in decisions_df.itertuples():
-        record = refs.loc[d.prompt_id]
-        ref = reference_of(record, ref_latents.get(d.prompt_id), mapped=mapped, judge=judge,
-                           space=space)
-        action = space.from_json(d.action)
+    for pid, method, action_json, text in zip(decisions_df["prompt_id"], decisions_df["method"],
+                                              decisions_df["action"], decisions_df["text"]):
+        ref = references.get(pid)
+        if ref is None:
+            ref = references[pid] = reference_of(records[pid], ref_latents.get(pid),
+                                                 mapped=mapped, judge=judge, space=space)
+        action = space.from_json(action_json)
         if action is None:
-            unscored[d.method] = unscored.get(d.method, 0) + 1
+            unscored[method] = unscored.get(method, 0) + 1
         for name, metric in latent_metrics:
             if action is None and metric.reads == "latent":
                 # "we discard answers that can not properly parsed through any mapping g_T"
                 # (appendix): a decision whose output has no latent is not scored (not a full
                 # loss), for every latent metric alike, as the text metrics skip it
                 continue
-            value = metric.fn(d.text if metric.reads == "text" else action, ref, settings[name])
+            value = metric.fn(text if metric.reads == "text" else action, ref, settings[name])
             if value is not None:
-                rows.append({"prompt_id": d.prompt_id, "method": d.method, "metric": name,
+                rows.append({"prompt_id": pid, "method": method, "metric": name,
                              "value": float(value), "higher_is_better": metric.higher_is_better})
 
     if unscored:
@@ -131,9 +134,9 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
                         metric.config_key)
             continue
         ok = decisions_df[decisions_df["action"] != "null"]
-        ref_rows = refs.loc[ok["prompt_id"]]
-        scores = scorer(sources=ref_rows["question"].tolist(), hypotheses=ok["text"].tolist(),
-                        references=ref_rows["reference_text"].tolist())
+        ref_rows = [records[pid] for pid in ok["prompt_id"]]
+        scores = scorer(sources=[r["question"] for r in ref_rows], hypotheses=ok["text"].tolist(),
+                        references=[r["reference_text"] for r in ref_rows])
         for (pid, method), value in zip(ok[["prompt_id", "method"]].itertuples(index=False), scores):
             rows.append({"prompt_id": pid, "method": method, "metric": name,
                          "value": float(value), "higher_is_better": metric.higher_is_better})
@@ -203,15 +206,25 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
     mapped = REFERENCES[reference].mapped
     ref_latents = _reference_latents(space, latents_df, mapped)
     samples = latents_df[latents_df["source"] == "sample"] if len(latents_df) else latents_df
-    by_prompt = {pid: g for pid, g in samples.groupby("prompt_id")} if len(samples) else {}
-    actions = {pid: g["action"].tolist() for pid, g in decisions_df.groupby("prompt_id")}
+    labels_of: dict[str, Any] = {}  # a latent's JSON -> its labels: repeated answers read once
+
+    def labels(latent_json: str):
+        if latent_json not in labels_of:
+            labels_of[latent_json] = space.labels(space.from_json(latent_json))
+        return labels_of[latent_json]
+
+    # each prompt's samples in the order of the artifact (as groupby keeps them)
+    response_labels_of: dict[str, list] = {}
+    for pid, latent, ok in zip(samples["prompt_id"], samples["latent"], samples["parse_ok"]):
+        response_labels_of.setdefault(pid, []).append(labels(latent) if ok else None)
+    actions: dict[str, list] = {}
+    for pid, action in zip(decisions_df["prompt_id"], decisions_df["action"]):
+        actions.setdefault(pid, []).append(action)
     rows = []
     for rec in dataset_df.itertuples():
-        group = by_prompt.get(rec.prompt_id)
-        response_labels = [] if group is None else [
-            space.labels(space.from_json(r.latent)) if r.parse_ok else None
-            for r in group.itertuples()]
-        extra = [x for a in actions.get(rec.prompt_id, []) for x in (space.labels(space.from_json(a)) or [])]
+        response_labels = [None if x is None else list(x)
+                           for x in response_labels_of.get(rec.prompt_id, [])]
+        extra = [x for a in actions.get(rec.prompt_id, []) for x in (labels(a) or [])]
         ref_latent = ref_latents.get(rec.prompt_id) if mapped else None
         audit = audit_prompt(response_labels, [list(a) for a in rec.answers], rec.question,
                              extra_labels=extra, judge=judge,
