@@ -493,13 +493,18 @@ def check_output_path(out: Path, input_path: Path | None = None) -> None:
 
 
 def write_output(df, out: Path) -> None:
+    """The rows to `out` (its suffix says the format). `df` is a DataFrame, or the PartRows of
+    an input scored in parts: written part after part, never all in memory at once."""
     if out.suffix not in OUT_SUFFIXES:
         raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
                               "or .csv")
-    df = df.copy()
-    df.attrs = {}  # the summaries are written beside it, not into the parquet metadata
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(df, PartRows):
+            _write_parts(df, out)
+            return
+        df = df.copy()
+        df.attrs = {}  # the summaries are written beside it, not into the parquet metadata
         if out.suffix == ".parquet":
             df.to_parquet(out, index=False)
         elif out.suffix in (".jsonl", ".json"):
@@ -508,6 +513,31 @@ def write_output(df, out: Path) -> None:
             df.to_csv(out, index=False)
     except OSError as exc:
         raise ScoreInputError(f"--out {out}: cannot write it ({exc.strerror or exc})") from None
+
+
+def _write_parts(parts: PartRows, out: Path) -> None:
+    """Each part's rows appended to `out`: parquet as one row group per part under the schema
+    that unifies the parts' (a column all-null in one part takes another part's type)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if out.suffix == ".parquet":
+        def tables():
+            for frame in parts.frames():
+                yield pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata()
+
+        # the types of object columns are inferred from their values: a first pass for them
+        schema = pa.unify_schemas([t.schema for t in tables()], promote_options="permissive")
+        with pq.ParquetWriter(out, schema) as writer:
+            for table in tables():
+                writer.write_table(table.cast(schema))
+        return
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        for i, frame in enumerate(parts.frames()):
+            if out.suffix == ".csv":
+                frame.to_csv(fh, index=False, header=i == 0)
+            else:
+                frame.to_json(fh, orient="records", lines=True, force_ascii=False)
 
 
 def write_skipped(problems: Sequence[RowProblem], path: Path) -> None:
@@ -599,8 +629,10 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     source = str(path) if from_file else got.format
     with _work_root(work_dir, out_path) as (root, temporary):
         store = ArtifactStore(root / input_key)
-        written, df, uq_summary, quality_summary = _score_in_store(cfg, store, input_key, got,
-                                                                   source, part_prompts)
+        written, df, uq_summary, quality_summary = _score_in_store(
+            cfg, store, input_key, got, source, part_prompts, keep_rows=out_path is not None)
+        if out_path is not None:  # while the parts' rows files exist (a temporary store)
+            _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped, listed)
     reading = _warn_about_the_reading(df)
     # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
     # (printing a wide frame does), which a DataFrame value cannot answer
@@ -609,8 +641,6 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
                     task=task, skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
                     replaced_surrogates=sum(got.replaced_surrogates.values()),
                     skipped_path=None if listed is None else str(listed))
-    if out_path is not None:
-        _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped, listed)
     return df
 
 
@@ -659,7 +689,7 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
 
 
 def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
-                    part_prompts: int | None = None):
+                    part_prompts: int | None = None, keep_rows: bool = True):
     """The input's artifacts written (where the store does not hold them, made here, already),
     the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
     summary, the quality summary).
@@ -681,7 +711,7 @@ def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
         uq_summary, quality_summary = summary_frames(frames)
     else:
         written, df, uq_summary, quality_summary, with_reference = _score_parts(
-            cfg, store, input_key, prompts, source, got.format, part_prompts, space)
+            cfg, store, input_key, prompts, source, got.format, part_prompts, space, keep_rows)
     _warn_unparsed(df)
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
@@ -725,11 +755,60 @@ def _part(index: int):
                                        job["format"])
     written = output_frame(frames, with_reference, job["space"])
     df = python_objects(written, frames, job["space"])
-    return written, df, frames.get("quality"), frames["uncertainty"], with_reference
+    # the rows as written go to a file of the part, not back to the parent (which writes --out
+    # from these files one part at a time): at 100k prompts they are ~250 MiB
+    rows_path = store.root / PART_ROWS
+    if job["keep_rows"]:
+        _atomic_pickle(written, rows_path)
+    return list(written.columns), df, frames.get("quality"), frames["uncertainty"], with_reference
+
+
+PART_ROWS = "rows.pkl"  # a part's rows as written (pickled: the same dtypes and objects)
+
+
+def _atomic_pickle(frame, path: Path) -> None:
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    frame.to_pickle(tmp)
+    os.replace(tmp, path)
+
+
+def _column_order(column_lists: Sequence[Sequence[str]]) -> list[str]:
+    """The columns of one store's rows from those of its parts: a column some part lacks (the
+    white-box columns of a part without log-probs) goes where the parts that have it put it,
+    after its nearest earlier column, not at the end as a plain concatenation would."""
+    order: list[str] = []
+    for columns in column_lists:
+        for i, col in enumerate(columns):
+            if col not in order:
+                before = next((c for c in reversed(columns[:i]) if c in order), None)
+                order.insert(0 if before is None else order.index(before) + 1, col)
+    return order
+
+
+class PartRows(list):
+    """The rows as written of a scored-in-parts input: each part's pickled frame, in order, and
+    the columns of all of them (in the order one concatenated frame would have)."""
+
+    def __init__(self, paths: Sequence[Path], columns: Sequence[str]) -> None:
+        super().__init__(paths)
+        self.columns = list(columns)
+
+    def frames(self):
+        """Each part's rows with every column (None where a part has none), one at a time."""
+        import pandas as pd
+
+        for path in self:
+            frame = pd.read_pickle(path)
+            for col in self.columns:
+                if col not in frame:
+                    frame[col] = pd.Series([None] * len(frame), index=frame.index, dtype=object)
+            yield frame[self.columns]
 
 
 def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str,
-                 size: int, space):
+                 size: int, space, keep_rows: bool = True):
     import pandas as pd
     from omegaconf import OmegaConf, open_dict
 
@@ -741,7 +820,7 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
         part_cfg.evaluation.n_bootstrap = 0
     n_parts = -(-len(prompts) // size)
     _PARTS.update(cfg=part_cfg, store=store, key=key, prompts=prompts, source=source,
-                  format=fmt, size=size, space=space)
+                  format=fmt, size=size, space=space, keep_rows=keep_rows)
     workers = forked_workers(n_parts)
     log.info("scoring %d prompts in %d parts of %d on %d worker(s)", len(prompts), n_parts,
              size, workers)
@@ -754,8 +833,10 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
         try:
             parts = list(map_fn(_part, range(n_parts)))
             with_reference = set().union(*(p[4] for p in parts))
-            written = pd.concat([p[0] for p in parts], ignore_index=True)
-            df = pd.concat([p[1] for p in parts], ignore_index=True)
+            columns = _column_order([p[0] for p in parts])
+            written = PartRows([store.root / f"part-{i:05d}" / PART_ROWS for i in range(n_parts)],
+                               columns)
+            df = pd.concat([p[1] for p in parts], ignore_index=True)[columns]
             qualities = [p[2] for p in parts if p[2] is not None]
             uncertainty = pd.concat([p[3] for p in parts], ignore_index=True)
             del parts

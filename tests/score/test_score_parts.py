@@ -6,6 +6,7 @@ import json
 import random
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.scorer.run import score
@@ -26,28 +27,39 @@ def many_prompts(tmp_path):
                     [rng.choice(COUNTRIES)] if rng.random() < 0.3 else [])
                 responses.append(", ".join(named) if named else "I don't know")
             row = {"id": f"q{i:03d}", "question": f"Which countries ({i})?",
-                   "responses": responses, "logprobs": [-rng.random() * 5 for _ in responses]}
+                   "responses": responses}
+            if i >= 25:  # the first part (of 25) without log-probs
+                row["logprobs"] = [-rng.random() * 5 for _ in responses]
             if i % 7:  # some prompts without a reference
                 row["reference"] = truth
             fh.write(json.dumps(row) + "\n")
     return path
 
 
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl", "csv"])
 def test_parts_give_the_rows_and_summaries_of_one_store(tmp_path, many_prompts, overrides,
-                                                        monkeypatch):
+                                                        monkeypatch, suffix):
     monkeypatch.setattr("pipeline.devices.cpu_threads", lambda: 2)
-    whole = score(many_prompts, "sets", out=tmp_path / "whole.parquet", overrides=overrides)
-    parts = score(many_prompts, "sets", out=tmp_path / "parts.parquet", overrides=overrides,
+    whole = score(many_prompts, "sets", out=tmp_path / f"whole.{suffix}", overrides=overrides)
+    parts = score(many_prompts, "sets", out=tmp_path / f"parts.{suffix}", overrides=overrides,
                   part_prompts=25)
     pd.testing.assert_frame_equal(whole, parts)
     for key in ("summary", "quality_summary", "reading_warnings", "n_rows"):
         assert whole.attrs[key] == parts.attrs[key], key
     assert whole.attrs["summary"] is not None and len(whole) == 70
-    for suffix in ("parquet", "summary.csv", "quality.csv"):
-        assert (tmp_path / f"whole.{suffix}").read_bytes() == \
-            (tmp_path / f"parts.{suffix}").read_bytes(), suffix
-    stores = sorted(p.name for p in (tmp_path / "parts.work").glob("*/part-*"))
+    # the first part has no log-probs: its rows lack the white-box columns the others have
+    assert whole["whitebox_msp"].isna().sum() == 25 and whole["whitebox_msp"].notna().any()
+    for name in (f"{suffix}", "summary.csv", "quality.csv"):
+        if name == "parquet":  # the parts' file is written a part (row group) at a time
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "whole.parquet"),
+                                          pd.read_parquet(tmp_path / "parts.parquet"))
+            assert pq.ParquetFile(tmp_path / "parts.parquet").metadata.num_row_groups == 3
+        else:
+            assert (tmp_path / f"whole.{name}").read_bytes() == \
+                (tmp_path / f"parts.{name}").read_bytes(), name
+    stores = sorted(p.name for p in (tmp_path / f"parts.work").glob("*/part-*"))
     assert stores == ["part-00000", "part-00001", "part-00002"]
+    assert all((tmp_path / "parts.work").glob("*/part-*/rows.pkl"))
 
 
 def test_a_rerun_reads_every_part_from_the_stage_cache(tmp_path, many_prompts, overrides):
