@@ -36,6 +36,7 @@ Everything is linear in the input (bounded pieces only), and nothing here raises
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from pipeline.lexicon import protect_and_names as protect
 from pipeline.mapping.labels import QUALIFIERS
@@ -158,6 +159,7 @@ _CONTRACTIONS = [
 _WORD_CHARS = re.compile(r"[^\W_]", re.UNICODE)
 
 
+@lru_cache(maxsize=1 << 16)  # pure, and asked ~25 times per response for the same few words
 def _core(word: str) -> str:
     """A word without surrounding punctuation, lower case, possessive "'s" removed."""
     w = word.strip(".,;:!?()[]{}*_\"'`\u2018\u2019\u201c\u201d").lower()
@@ -168,6 +170,7 @@ def _core(word: str) -> str:
     return w
 
 
+@lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """Crude stem so "borders"/"bordered"/"border" and "states"/"state" compare equal."""
     w = word.lower()
@@ -274,6 +277,13 @@ class _Question:
         if not content:
             return 0.0
         return sum(self.echoes(w) for w in content) / len(content)
+
+
+@lru_cache(maxsize=256)
+def _question(question: str | None) -> _Question:
+    """_Question(question), built once per question: a prompt's responses share it (it is only
+    read after construction)."""
+    return _Question(question)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -1107,7 +1117,7 @@ _REFUSAL_START = re.compile(
 
 def read_answers(text: str, question: str | None = None) -> list[str]:
     """Canonical answer labels stated in `text`, in order of first mention (see module doc)."""
-    q = _Question(question)
+    q = _question(question)
     # Control characters would collide with the separator stand-ins and are never part of an answer.
     text = protect_and_names(q.protect_titles(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ",
                                                     text)))
@@ -1198,7 +1208,7 @@ def read_single_answer(text: str, question: str | None = None) -> str:
         value = parse_number(s)
         if value is not None:  # "approximately 100.0 degrees Celsius" answers "how many": 100
             return str(int(value)) if float(value).is_integer() else repr(value)
-    if words and len(words) <= MAX_ITEM_WORDS and _main_verb(words, _Question(question)) is None:
+    if words and len(words) <= MAX_ITEM_WORDS and _main_verb(words, _question(question)) is None:
         return _restore(s)
     labels = read_answers(text, question)
     if labels:
