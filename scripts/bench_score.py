@@ -11,7 +11,10 @@ workers, their PSS summed, sampled every 0.25 s: psutil) and the seconds per 1k 
 means a flat column), then a cached rerun. The issue-41 targets: 100k prompts x 20 in <= 5
 minutes wall on 2 cores and <= 1.5 GiB; each printed beside its measured (or, for a size not
 run, linearly extrapolated) value. `--check-against DIR` compares the 1k output with a file
-written by another revision (`--write DIR`): identical rows and summaries.
+written by another revision (`--write DIR`): identical rows and summaries (a CSV that differs:
+its largest difference in a number). The rows go to --out; the returned frame is the lean one
+the CLI keeps when it writes --out (`score(lean=True)`), or with `--full-rows` the full one
+(every per-sample Python object, ~9 KiB per prompt more).
 """
 
 from __future__ import annotations
@@ -85,12 +88,34 @@ class PeakMemory:
         self.peak = max(self.peak, self._rss())
 
 
+def compare(before: Path, after: Path) -> str:
+    """"identical" (same bytes), else how far apart: a CSV's largest difference in a number
+    (the bootstrap bounds move in the last bits when the arithmetic changes)."""
+    if before.read_bytes() == after.read_bytes():
+        return "identical"
+    if before.suffix != ".csv":
+        return "DIFFERENT"
+    import pandas as pd
+
+    a, b = pd.read_csv(before), pd.read_csv(after)
+    if list(a.columns) != list(b.columns) or a.shape != b.shape:
+        return "DIFFERENT (columns or rows)"
+    numeric = a.select_dtypes("number").columns
+    if not a.drop(columns=numeric).equals(b.drop(columns=numeric)):
+        return "DIFFERENT (text)"
+    gap = float((a[numeric] - b[numeric]).abs().max().max())
+    return f"numbers within {gap:.1e}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--prompts", type=int, nargs="+", default=[1000, 10_000])
     ap.add_argument("--m", type=int, default=20)
     ap.add_argument("--merge-labels", action="store_true",
                     help="merge labels across samples (the default: canonical form + content-word containment)")
+    ap.add_argument("--full-rows", action="store_true",
+                    help="return the full frame (every per-sample Python object) instead of the "
+                         "lean one the CLI keeps when it writes --out (score(lean=True))")
     ap.add_argument("--write", type=Path, help="keep the 1k-prompt output files in this folder")
     ap.add_argument("--check-against", type=Path,
                     help="a folder written by --write (another revision): compare the 1k output")
@@ -100,7 +125,8 @@ def main() -> None:
     from pipeline.scorer.run import score
 
     print(f"sets, rule reading, merge_labels={args.merge_labels}, M={args.m}, references given, "
-          f"1000 bootstrap draws; {cpu_threads()} cores")
+          f"1000 bootstrap draws; {cpu_threads()} cores; rows to --out, the returned frame "
+          f"{'full' if args.full_rows else 'lean (as the CLI with --out)'}")
     rows = []
     for n in args.prompts:
         with tempfile.TemporaryDirectory() as tmp:
@@ -112,10 +138,11 @@ def main() -> None:
             out = tmp / "out.parquet"
             with PeakMemory() as memory:
                 t0 = time.perf_counter()
-                df = score(src, "sets", "rule", out=out, overrides=overrides)
+                df = score(src, "sets", "rule", out=out, overrides=overrides,
+                           lean=not args.full_rows)
                 cold = time.perf_counter() - t0
             t0 = time.perf_counter()
-            score(src, "sets", "rule", out=out, overrides=overrides)
+            score(src, "sets", "rule", out=out, overrides=overrides, lean=not args.full_rows)
             warm = time.perf_counter() - t0
             if n == 1000 and args.write:
                 args.write.mkdir(parents=True, exist_ok=True)
@@ -123,10 +150,9 @@ def main() -> None:
                     if f.is_file():
                         (args.write / f.name).write_bytes(f.read_bytes())
             if n == 1000 and args.check_against:
-                same = {f.name: f.read_bytes() == (tmp / f.name).read_bytes()
-                        for f in sorted(args.check_against.glob("out.*"))}
-                print(f"  1k output vs {args.check_against}: "
-                      + ", ".join(f"{k} {'identical' if v else 'DIFFERENT'}" for k, v in same.items()))
+                print(f"  1k output vs {args.check_against}: " + ", ".join(
+                    f"{f.name} {compare(f, tmp / f.name)}"
+                    for f in sorted(args.check_against.glob("out.*"))))
         gib = memory.peak / 2**30
         rows.append((n, cold, gib))
         print(f"  {n:>7d} prompts: cold {cold:7.1f} s ({n / cold:5.0f} prompts/s, "

@@ -131,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                        responses_field=args.responses_field, reference_field=args.reference_field,
                        logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
                        overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
-                       config_dirs=args.config_dirs, plugins=args.plugins)
+                       config_dirs=args.config_dirs, plugins=args.plugins,
+                       # rows written to --out and not printed: no per-sample objects in memory
+                       lean=bool(args.out) and not args.audit and not args.report)
         except (ScoreInputError, FileNotFoundError, PipelineError, LLMCallError) as exc:
             # bad input, or an outside service that failed (no key, endpoint down, calls failed
             # beyond task.extractor.max_failed_share): what and how to fix, no traceback

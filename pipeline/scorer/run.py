@@ -324,6 +324,18 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     return out
 
 
+# What score(lean=True) leaves out of the returned frame: per-sample and per-label Python
+# objects (lists of lists, dicts, latents), ~9 KiB per prompt at M = 20; OUT has them
+LEAN_DROPPED = ("response_labels", "latent_distribution", "reference_labels", "label_matches")
+
+
+def lean_frame(written):
+    """The rows without `LEAN_DROPPED` and the decisions' latents (their texts stay)."""
+    latents = {action_column(m) for m in METHOD_COLUMNS}
+    return written.drop(columns=[c for c in written.columns
+                                 if c in latents or c in LEAN_DROPPED])
+
+
 def python_objects(df, frames: dict[str, Any], space):
     """The scored frame as Python objects where files hold JSON: each decision's action as its
     latent (a frozenset of answers or edges, a class's str, a float, a dict of probabilities, a
@@ -570,7 +582,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
           work_dir: str | Path | None = None, strict: bool = False,
           config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = (),
-          part_prompts: int | None = None):
+          part_prompts: int | None = None, lean: bool = False):
     """Score sampled responses: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -595,6 +607,11 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         part_prompts: an input of more prompts is scored in parts of this many (default
             PART_PROMPTS = 2000), on every core, each part its own store; the same rows and
             summaries.
+        lean: return only the columns that hold no per-sample Python objects (`LEAN_DROPPED`
+            are left out: the decisions' latents, each response's labels, the latent
+            distribution, the reference's labels and matches); every column still goes to
+            `out`. The full frame costs ~9 KiB of memory per prompt (M = 20): ~0.9 GiB at 100k
+            prompts; the CLI scores lean when it prints no --audit or --report.
 
     Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
     `.attrs["quality_summary"]` hold the summaries as records (None without references;
@@ -630,7 +647,8 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     with _work_root(work_dir, out_path) as (root, temporary):
         store = ArtifactStore(root / input_key)
         written, df, uq_summary, quality_summary = _score_in_store(
-            cfg, store, input_key, got, source, part_prompts, keep_rows=out_path is not None)
+            cfg, store, input_key, got, source, part_prompts, keep_rows=out_path is not None,
+            lean=lean)
         if out_path is not None:  # while the parts' rows files exist (a temporary store)
             _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped, listed)
     reading = _warn_about_the_reading(df)
@@ -689,7 +707,7 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
 
 
 def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
-                    part_prompts: int | None = None, keep_rows: bool = True):
+                    part_prompts: int | None = None, keep_rows: bool = True, lean: bool = False):
     """The input's artifacts written (where the store does not hold them, made here, already),
     the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
     summary, the quality summary).
@@ -698,7 +716,8 @@ def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
     parts of that many prompts, each its own store under `part-NNNNN/` (a killed run resumes
     part by part), on every core (`pipeline.devices.cpu_threads()`: forked workers, a part
     each); the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
-    bootstraps spread over the same workers. The rows and summaries are those of one store."""
+    bootstraps spread over the same workers. The rows and summaries are those of one store.
+    Parts read their prompts from their folders: `got.prompts` is emptied once they are there."""
     from pipeline.stages.decide import task_spaces
 
     part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
@@ -707,11 +726,12 @@ def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
     if len(prompts) <= part_prompts:
         frames, with_reference = _run_part(cfg, store, input_key, prompts, source, got.format)
         written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
-        df = python_objects(written, frames, space)
+        df = lean_frame(written) if lean else python_objects(written, frames, space)
         uq_summary, quality_summary = summary_frames(frames)
     else:
         written, df, uq_summary, quality_summary, with_reference = _score_parts(
-            cfg, store, input_key, prompts, source, got.format, part_prompts, space, keep_rows)
+            cfg, store, input_key, prompts, source, got.format, part_prompts, space, keep_rows,
+            lean)
     _warn_unparsed(df)
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
@@ -746,15 +766,18 @@ def _part(index: int):
     """Score part `index` of `_PARTS` in its own store: (rows as written, rows as Python
     objects, quality, uncertainty, ids with a reference); the part's own PRR / AUC are point
     values only (n_bootstrap 0: the intervals are computed over all parts)."""
+    import pickle
+
     job = _PARTS
     size = job["size"]
-    prompts = job["prompts"][index * size:(index + 1) * size]
     key = hashlib.sha256(f"{job['key']}/{index}/{size}".encode()).hexdigest()[:20]
     store = ArtifactStore(job["store"].root / f"part-{index:05d}")
+    with (store.root / PART_INPUT).open("rb") as fh:
+        prompts = pickle.load(fh)
     frames, with_reference = _run_part(job["cfg"], store, key, prompts, job["source"],
                                        job["format"])
     written = output_frame(frames, with_reference, job["space"])
-    df = python_objects(written, frames, job["space"])
+    df = lean_frame(written) if job["lean"] else python_objects(written, frames, job["space"])
     # the rows as written go to a file of the part, not back to the parent (which writes --out
     # from these files one part at a time): at 100k prompts they are ~250 MiB
     rows_path = store.root / PART_ROWS
@@ -764,13 +787,16 @@ def _part(index: int):
 
 
 PART_ROWS = "rows.pkl"  # a part's rows as written (pickled: the same dtypes and objects)
+PART_INPUT = "prompts.pkl"  # a part's input prompts, read by the worker that scores it
 
 
-def _atomic_pickle(frame, path: Path) -> None:
+def _atomic_pickle(obj, path: Path) -> None:
     import os
+    import pickle
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.to_pickle(tmp)
+    with tmp.open("wb") as fh:
+        pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(tmp, path)
 
 
@@ -808,7 +834,7 @@ class PartRows(list):
 
 
 def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str,
-                 size: int, space, keep_rows: bool = True):
+                 size: int, space, keep_rows: bool = True, lean: bool = False):
     import pandas as pd
     from omegaconf import OmegaConf, open_dict
 
@@ -818,11 +844,18 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
     part_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
     with open_dict(part_cfg):
         part_cfg.evaluation.n_bootstrap = 0
-    n_parts = -(-len(prompts) // size)
-    _PARTS.update(cfg=part_cfg, store=store, key=key, prompts=prompts, source=source,
-                  format=fmt, size=size, space=space, keep_rows=keep_rows)
+    n_prompts, n_parts = len(prompts), -(-len(prompts) // size)
+    # Each part's prompts go to its folder and the list is emptied: neither this process nor
+    # its forked workers then hold the whole input (~3 KiB per prompt at M = 20)
+    for i in range(n_parts):
+        (store.root / f"part-{i:05d}").mkdir(parents=True, exist_ok=True)
+        _atomic_pickle(prompts[i * size:(i + 1) * size],
+                       store.root / f"part-{i:05d}" / PART_INPUT)
+    prompts.clear()
+    _PARTS.update(cfg=part_cfg, store=store, key=key, source=source,
+                  format=fmt, size=size, space=space, keep_rows=keep_rows, lean=lean)
     workers = forked_workers(n_parts)
-    log.info("scoring %d prompts in %d parts of %d on %d worker(s)", len(prompts), n_parts,
+    log.info("scoring %d prompts in %d parts of %d on %d worker(s)", n_prompts, n_parts,
              size, workers)
     try:
         if workers > 1:
@@ -836,7 +869,8 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
             columns = _column_order([p[0] for p in parts])
             written = PartRows([store.root / f"part-{i:05d}" / PART_ROWS for i in range(n_parts)],
                                columns)
-            df = pd.concat([p[1] for p in parts], ignore_index=True)[columns]
+            df = pd.concat([p[1] for p in parts], ignore_index=True)
+            df = df[[c for c in columns if c in df]]  # lean frames have fewer
             qualities = [p[2] for p in parts if p[2] is not None]
             uncertainty = pd.concat([p[3] for p in parts], ignore_index=True)
             del parts

@@ -84,3 +84,24 @@ def test_the_intervals_over_all_parts_are_kept_and_read_again(tmp_path, many_pro
                   overrides=[*overrides, "evaluation.ci_alpha=0.1"])
     assert kept.stat().st_mtime_ns != stamp  # other settings: computed again
     assert other.attrs["summary"] != first.attrs["summary"]
+
+
+@pytest.mark.parametrize("part_prompts", [None, 25])
+def test_a_lean_frame_is_the_full_one_without_the_per_sample_objects(tmp_path, many_prompts,
+                                                                      overrides, part_prompts):
+    """lean=True (the CLI with --out and nothing printed per prompt): the same rows less the
+    columns of Python objects, the same files, in one store or in parts."""
+    from pipeline.scorer.run import LEAN_DROPPED, METHOD_COLUMNS, action_column
+
+    full = score(many_prompts, "sets", out=tmp_path / "full.jsonl", overrides=overrides,
+                 part_prompts=part_prompts)
+    lean = score(many_prompts, "sets", out=tmp_path / "lean.jsonl", overrides=overrides,
+                 part_prompts=part_prompts, lean=True)
+    dropped = [*LEAN_DROPPED, *(action_column(m) for m in METHOD_COLUMNS)]
+    assert set(full.columns) - set(lean.columns) == {c for c in dropped if c in full}
+    assert {"response_labels", "bayes_action", "label_matches"} <= set(full.columns)
+    pd.testing.assert_frame_equal(lean, full.drop(columns=[c for c in dropped if c in full]))
+    assert lean.attrs["summary"] == full.attrs["summary"]
+    assert lean.attrs["reading_warnings"] == full.attrs["reading_warnings"]
+    for name in ("jsonl", "summary.csv", "quality.csv"):
+        assert (tmp_path / f"full.{name}").read_bytes() == (tmp_path / f"lean.{name}").read_bytes()
