@@ -81,6 +81,7 @@ kggen-env:
 bench: $(STAMP)
 	$(PY) scripts/bench_latent.py
 	$(PY) scripts/bench_eval.py
+	$(PY) scripts/bench_bootstrap.py
 	$(PY) scripts/bench_score.py
 	$(PY) scripts/bench_generation.py
 	$(PY) scripts/bench_paper_scale.py

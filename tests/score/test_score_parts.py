@@ -59,7 +59,8 @@ def test_parts_give_the_rows_and_summaries_of_one_store(tmp_path, many_prompts, 
                 (tmp_path / f"parts.{name}").read_bytes(), name
     stores = sorted(p.name for p in (tmp_path / f"parts.work").glob("*/part-*"))
     assert stores == ["part-00000", "part-00001", "part-00002"]
-    assert all((tmp_path / "parts.work").glob("*/part-*/rows.pkl"))
+    for kept in ("prompts.pkl", "rows.pkl"):  # each part's input and rows in its folder
+        assert len(list((tmp_path / "parts.work").glob(f"*/part-*/{kept}"))) == 3, kept
 
 
 def test_a_rerun_reads_every_part_from_the_stage_cache(tmp_path, many_prompts, overrides):
