@@ -396,14 +396,19 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
                                                               kind="stable")
     columns: dict[str, dict[str, Any]] = {name: {} for name in (
         "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS)}
-    for pid, group in rows.groupby("prompt_id", sort=False):
-        decoded = [space.from_json(x) if ok else None
-                   for x, ok in zip(group["latent"], group["parse_ok"])]
+    # each prompt's (latent JSON, parse_ok, sample_idx) as plain lists: a DataFrame per prompt
+    # cost more than the readings themselves
+    per_prompt: dict[str, list[tuple[str, bool, int]]] = {}
+    for pid, x, ok, i in zip(rows["prompt_id"], rows["latent"], rows["parse_ok"],
+                             rows["sample_idx"]):
+        per_prompt.setdefault(pid, []).append((x, ok, i))
+    for pid, group in per_prompt.items():
+        decoded = [space.from_json(x) if ok else None for x, ok, _ in group]
         if has_labels:
             columns["response_labels"][pid] = json.dumps(
-                [space.labels(x) if ok else None for x, ok in zip(decoded, group["parse_ok"])],
+                [space.labels(x) if ok else None for x, (_, ok, _) in zip(decoded, group)],
                 ensure_ascii=False)
-        parsed = [(x, i) for x, i, ok in zip(decoded, group["sample_idx"], group["parse_ok"]) if ok]
+        parsed = [(x, i) for x, (_, ok, i) in zip(decoded, group) if ok]
         if not parsed:
             continue
         items = [x for x, _ in parsed]
