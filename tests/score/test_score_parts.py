@@ -36,31 +36,35 @@ def many_prompts(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("suffix", ["parquet", "jsonl", "csv"])
 def test_parts_give_the_rows_and_summaries_of_one_store(tmp_path, many_prompts, overrides,
-                                                        monkeypatch, suffix):
+                                                        monkeypatch):
     monkeypatch.setattr("pipeline.devices.cpu_threads", lambda: 2)
-    whole = score(many_prompts, "sets", out=tmp_path / f"whole.{suffix}", overrides=overrides)
-    parts = score(many_prompts, "sets", out=tmp_path / f"parts.{suffix}", overrides=overrides,
-                  part_prompts=25)
-    pd.testing.assert_frame_equal(whole, parts)
-    for key in ("summary", "quality_summary", "reading_warnings", "n_rows"):
-        assert whole.attrs[key] == parts.attrs[key], key
-    assert whole.attrs["summary"] is not None and len(whole) == 70
-    # the first part has no log-probs: its rows lack the white-box columns the others have
-    assert whole["whitebox_msp"].isna().sum() == 25 and whole["whitebox_msp"].notna().any()
-    for name in (f"{suffix}", "summary.csv", "quality.csv"):
-        if name == "parquet":  # the parts' file is written a part (row group) at a time
+    work = {"whole": tmp_path / "whole.work", "parts": tmp_path / "parts.work"}
+    for suffix in ("parquet", "jsonl", "csv"):  # the later formats from the stage caches
+        whole = score(many_prompts, "sets", out=tmp_path / f"whole.{suffix}",
+                      overrides=overrides, work_dir=work["whole"])
+        parts = score(many_prompts, "sets", out=tmp_path / f"parts.{suffix}",
+                      overrides=overrides, part_prompts=25, work_dir=work["parts"])
+        pd.testing.assert_frame_equal(whole, parts)
+        for key in ("summary", "quality_summary", "reading_warnings", "n_rows"):
+            assert whole.attrs[key] == parts.attrs[key], key
+        if suffix == "parquet":  # the parts' file is written a part (row group) at a time
             pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "whole.parquet"),
                                           pd.read_parquet(tmp_path / "parts.parquet"))
             assert pq.ParquetFile(tmp_path / "parts.parquet").metadata.num_row_groups == 3
         else:
-            assert (tmp_path / f"whole.{name}").read_bytes() == \
-                (tmp_path / f"parts.{name}").read_bytes(), name
-    stores = sorted(p.name for p in (tmp_path / f"parts.work").glob("*/part-*"))
+            assert (tmp_path / f"whole.{suffix}").read_bytes() == \
+                (tmp_path / f"parts.{suffix}").read_bytes(), suffix
+    assert whole.attrs["summary"] is not None and len(whole) == 70
+    # the first part has no log-probs: its rows lack the white-box columns the others have
+    assert whole["whitebox_msp"].isna().sum() == 25 and whole["whitebox_msp"].notna().any()
+    for name in ("summary.csv", "quality.csv"):
+        assert (tmp_path / f"whole.{name}").read_bytes() == \
+            (tmp_path / f"parts.{name}").read_bytes(), name
+    stores = sorted(p.name for p in work["parts"].glob("*/part-*"))
     assert stores == ["part-00000", "part-00001", "part-00002"]
     for kept in ("prompts.pkl", "rows.pkl"):  # each part's input and rows in its folder
-        assert len(list((tmp_path / "parts.work").glob(f"*/part-*/{kept}"))) == 3, kept
+        assert len(list(work["parts"].glob(f"*/part-*/{kept}"))) == 3, kept
 
 
 def test_a_rerun_reads_every_part_from_the_stage_cache(tmp_path, many_prompts, overrides):
@@ -87,11 +91,11 @@ def test_the_intervals_over_all_parts_are_kept_and_read_again(tmp_path, many_pro
     assert other.attrs["summary"] != first.attrs["summary"]
 
 
-@pytest.mark.parametrize("part_prompts", [None, 25])
 def test_a_lean_frame_is_the_full_one_without_the_per_sample_objects(tmp_path, many_prompts,
-                                                                      overrides, part_prompts):
+                                                                      overrides):
     """lean=True (the CLI with --out and nothing printed per prompt): the same rows less the
-    columns of Python objects, the same files, in one store or in parts."""
+    columns of Python objects, the same files; in parts (one store takes the same lean_frame)."""
+    part_prompts = 25
     from pipeline.scorer.run import LEAN_DROPPED, METHOD_COLUMNS, action_column
 
     full = score(many_prompts, "sets", out=tmp_path / "full.jsonl", overrides=overrides,
