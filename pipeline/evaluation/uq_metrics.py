@@ -607,18 +607,20 @@ def _concordance_auc_counted(uncertainty: object, quality: object) -> CountedMet
     # i < j with u_i < u_j is exactly a discordant one.
     order = np.lexsort((-cells.u, cells.q))
     q_starts = _group_starts(cells.q[order])
-    u_rank = np.cumsum(np.isin(np.arange(cells.u.shape[0]), u_starts)) - 1  # dense, by cell
-    plan = _AscendingPairsPlan(u_rank[order])
+    u_rank = np.zeros(cells.u.shape[0], dtype=np.int64)  # dense rank of each cell's u
+    u_rank[u_starts[1:]] = 1
+    plan = _AscendingPairsPlan(np.cumsum(u_rank)[order])
 
     def replicates(w: np.ndarray) -> np.ndarray:
         w = w.astype(np.int64, copy=False)
-        q_tied = _pairs_within(w[:, order], q_starts)
+        w_ordered = w[:, order]
+        q_tied = _pairs_within(w_ordered, q_starts)
         u_tied = _pairs_within(w, u_starts)
         both_tied = (w * (w - 1) // 2).sum(axis=1)  # a cell is one (u, q) pair
         counts = np.empty((w.shape[0], 4), dtype=np.int64)
         counts[:, 3] = n * (n - 1) // 2 - q_tied
         counts[:, 2] = u_tied - both_tied
-        counts[:, 1] = plan.weighted(w[:, order])
+        counts[:, 1] = plan.weighted(w_ordered)
         counts[:, 0] = counts[:, 3] - counts[:, 2] - counts[:, 1]
         return _auc_from_counts(counts)
 

@@ -776,7 +776,7 @@ def _part(index: int):
     job = _PARTS
     size = job["size"]
     key = hashlib.sha256(f"{job['key']}/{index}/{size}".encode()).hexdigest()[:20]
-    store = ArtifactStore(job["store"].root / f"part-{index:05d}")
+    store = ArtifactStore(_part_dir(job["store"], index))
     with (store.root / PART_INPUT).open("rb") as fh:
         prompts = pickle.load(fh)
     frames, with_reference = _run_part(job["cfg"], store, key, prompts, job["source"],
@@ -789,6 +789,11 @@ def _part(index: int):
     if job["keep_rows"]:
         _atomic_pickle(written, rows_path)
     return list(written.columns), df, frames.get("quality"), frames["uncertainty"], with_reference
+
+
+def _part_dir(store: ArtifactStore, index: int) -> Path:
+    """Part `index`'s own store folder inside the input's store."""
+    return store.root / f"part-{index:05d}"
 
 
 PART_ROWS = "rows.pkl"  # a part's rows as written (pickled: the same dtypes and objects)
@@ -853,9 +858,8 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
     # Each part's prompts go to its folder and the list is emptied: neither this process nor
     # its forked workers then hold the whole input (~3 KiB per prompt at M = 20)
     for i in range(n_parts):
-        (store.root / f"part-{i:05d}").mkdir(parents=True, exist_ok=True)
-        _atomic_pickle(prompts[i * size:(i + 1) * size],
-                       store.root / f"part-{i:05d}" / PART_INPUT)
+        _part_dir(store, i).mkdir(parents=True, exist_ok=True)
+        _atomic_pickle(prompts[i * size:(i + 1) * size], _part_dir(store, i) / PART_INPUT)
     prompts.clear()
     _PARTS.update(cfg=part_cfg, store=store, key=key, source=source,
                   format=fmt, size=size, space=space, keep_rows=keep_rows, lean=lean)
@@ -872,7 +876,7 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
             parts = list(map_fn(_part, range(n_parts)))
             with_reference = set().union(*(p[4] for p in parts))
             columns = _column_order([p[0] for p in parts])
-            written = PartRows([store.root / f"part-{i:05d}" / PART_ROWS for i in range(n_parts)],
+            written = PartRows([_part_dir(store, i) / PART_ROWS for i in range(n_parts)],
                                columns)
             df = pd.concat([p[1] for p in parts], ignore_index=True)
             df = df[[c for c in columns if c in df]]  # lean frames have fewer
@@ -886,7 +890,7 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
                 # the intervals over all parts, kept in the input's store: a rerun reads them
                 # (their key: every part's quality and uncertainty, the evaluation settings)
                 scores_key = hashlib.sha256(json.dumps([
-                    [ArtifactStore(store.root / f"part-{i:05d}").key(name)
+                    [ArtifactStore(_part_dir(store, i)).key(name)
                      for i in range(n_parts) for name in ("quality", "uncertainty")],
                     OmegaConf.to_container(ev, resolve=True)], sort_keys=True).encode()
                 ).hexdigest()[:20]

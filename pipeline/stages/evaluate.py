@@ -91,12 +91,13 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     mapped = kind.mapped
     settings = {name: (settings or {}).get(name) or METRICS[name].Config() for name in metrics}
     # `present` reads plain lists, as the loaders give it (parquet hands back numpy arrays)
-    dataset_df = dataset_df[[kind.present({k: v.tolist() if hasattr(v, "tolist") else v
-                                           for k, v in r.items()})
-                             for r in dataset_df.to_dict("records")]]
+    all_records = dataset_df.to_dict("records")
+    keep = [kind.present({k: v.tolist() if hasattr(v, "tolist") else v for k, v in r.items()})
+            for r in all_records]
+    dataset_df = dataset_df[keep]
+    records = {r["prompt_id"]: r for r, kept in zip(all_records, keep) if kept}
     decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
     ref_latents = _reference_latents(space, latents_df, mapped)
-    records = dict(zip(dataset_df["prompt_id"], dataset_df.to_dict("records")))
     references: dict[str, Any] = {}  # one Reference per prompt, shared by its decisions
     rows: list[dict] = []
     latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
