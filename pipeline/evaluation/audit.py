@@ -99,7 +99,14 @@ def audit_prompt(response_labels: Sequence[list[str] | None], answers: Sequence[
         else:
             m = match_label(label, answers, question, judge)
             audit.label_matches[label] = {"answer": m.answer, "rule": m.rule}
-    per_response = Counter(w for labels in response_labels if labels for w in label_warnings(labels))
+    warnings_of: dict[tuple, list[str]] = {}  # a prompt's responses repeat: each read once
+    per_response: Counter = Counter()
+    for labels in response_labels:
+        if labels:
+            key = tuple(map(str, labels))  # label_warnings reads them as text
+            if key not in warnings_of:
+                warnings_of[key] = label_warnings(labels)
+            per_response.update(warnings_of[key])
     audit.warnings.extend(sorted(per_response))
     parsed_empty = sum(1 for labels in response_labels if not labels)
     if response_labels and parsed_empty / len(response_labels) > empty_share:

@@ -292,12 +292,35 @@ def match_label(label: object, answers: Sequence[Sequence[object]], question: st
         # a pure function of its arguments without a judge; the metrics of every method ask it
         # again for the same labels and answers (a Match is frozen, so sharing it is safe)
         try:
-            frozen = tuple(tuple(a) if not isinstance(a, str | bytes | bytearray) else (a,)
-                           for a in answers)
-            return _match_label_cached(label, frozen, question)
+            return _match_label_cached(label, _frozen(answers), question)
         except TypeError:  # an unhashable alias: no memo
             pass
     return _match_label(label, answers, question, judge)
+
+
+def _answer_forms(answer: object) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """(canonical aliases, their spelling forms, those of the aliases of several words) of one
+    reference answer: the same for every label a prompt's responses hold (read-only lists)."""
+    if isinstance(answer, tuple):
+        try:
+            return _answer_forms_cached(answer)
+        except TypeError:  # an unhashable alias
+            pass
+    return _answer_forms_uncached(answer)
+
+
+def _answer_forms_uncached(answer: object):
+    aliases = _aliases(answer)
+    forms = [spelling_form(a) for a in aliases]
+    return aliases, forms, [f for a, f in zip(aliases, forms) if len(a.split()) > 1]
+
+
+_answer_forms_cached = lru_cache(maxsize=1 << 14)(_answer_forms_uncached)
+
+
+def _frozen(answers: Sequence[Sequence[object]]) -> tuple:
+    """`answers` as a memo key (TypeError: an alias is unhashable)."""
+    return tuple(tuple(a) if not isinstance(a, str | bytes | bytearray) else (a,) for a in answers)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -318,11 +341,9 @@ def _match_label(label: object, answers: Sequence[Sequence[object]], question: s
     best: tuple[int, int] | None = None  # (rule rank, answer index)
     person_answers: set[int] = set()
     for i, answer in enumerate(answers):
-        aliases = _aliases(answer)
-        full_names = [spelling_form(a) for a in aliases if len(a.split()) > 1]
-        for alias in aliases:
-            rule = "alias" if alias == key else _rule(words, spelling_form(alias), asked, people,
-                                                      abbreviated)
+        aliases, forms, full_names = _answer_forms(answer)
+        for alias, form in zip(aliases, forms):
+            rule = "alias" if alias == key else _rule(words, form, asked, people, abbreviated)
             if rule == "person" and len(words) > len(alias.split()) and full_names and not any(
                     _person_match(words, f) for f in full_names):
                 rule = None  # "Sofia Coppola" is not "Coppola" when the answer is Francis Ford
@@ -381,6 +402,24 @@ def remap_distribution(dist: dict, answers: Sequence[Sequence[object]], question
 def align_labels(pred_labels: Iterable[object], answers: Sequence[Sequence[object]],
                  question: str = "", judge: Judge | None = None) -> Alignment:
     """`pred_labels` and `answers` (one alias list per reference answer) in one label space."""
+    pred_labels = tuple(pred_labels)
+    if judge is None and type(question) is str and all(type(x) is str for x in pred_labels):
+        # a pure function of its arguments without a judge: a prompt's methods often decide the
+        # same set, and each set metric (Hamming, F1) aligns it again
+        try:
+            return _align_labels_cached(pred_labels, _frozen(answers), question)
+        except TypeError:  # an unhashable alias: no memo
+            pass
+    return _align_labels(pred_labels, answers, question, judge)
+
+
+@lru_cache(maxsize=1 << 14)
+def _align_labels_cached(pred_labels: tuple, answers: tuple, question: str) -> Alignment:
+    return _align_labels(pred_labels, answers, question, None)
+
+
+def _align_labels(pred_labels: Sequence[object], answers: Sequence[Sequence[object]],
+                  question: str, judge: Judge | None) -> Alignment:
     names = answer_names(answers)
     matches = []
     pred: set[str] = set()

@@ -190,6 +190,40 @@ def _is_capitalised(word: str) -> bool:
     return bool(w) and (w[0].isupper() or w[0].isdigit())
 
 
+# Patterns the reader applies to every response, compiled once (re's own cache costs a lookup
+# per call: ~10 % of reading a short list)
+_NOTE_START = re.compile(r"\s+[-\u2013\u2014:]\s+|\s*\(|:\s")
+_NUMBERED = re.compile(r"\s*\(?\d")
+_COMPASS_AND = re.compile(
+    r"\b(North|South|East|West|Upper|Lower)\s+and\s+(?=(?:North|South|East|West|Upper|Lower)\b)")
+_LISTED = re.compile(r",|\sand\s")
+_DIGIT = re.compile(r"\d")
+_LIST_IN_PARENS = re.compile(
+    r"\b(?:the\s+)?(?:\w+\s+){0,3}?(?:countries|states|members|nations|languages|planets|ones)\s*"
+    r"\((?P<inner>[^()]{1,200})\)", re.IGNORECASE)
+_DASH = re.compile(r"\s+[-\u2013\u2014]+\s+|\u2014")
+_COMMA = re.compile(r"\s*,\s*")
+_AND_OR_FIRST = re.compile(r"(?:and|or)\s", re.IGNORECASE)
+_COORDINATING = re.compile(r"\b(?:and|or|nor|plus|with|as well as|followed by)\b|&|\+|/")
+_ADDING = re.compile(r"\b(?:plus|as well as|along with|together with)\b")
+_AND_OR_WORD = re.compile(r"\b(?:and|or)\b")
+_CLAUSE_JOINT = re.compile(r"(,\s*(?:and\s+|or\s+)?|\s+and\s+)")
+_COMMA_OR_AND = re.compile(r",|\band\b")
+_LEAD_CONJUNCTION = re.compile(r"^(?:while|whereas|although|though|but|yet|and|or|so)\s+", re.IGNORECASE)
+_INVERTED = re.compile(r"^as\s+(?:do|does|did)\s+", re.IGNORECASE)
+_ANSWER_TAG = re.compile(r"^(?:a|answer|output)\s*:\s*", re.IGNORECASE)
+_ITEM_NOTE = re.compile(r"^(?P<head>[^:]{1,120}?)(?:\s+[-\u2013\u2014]+\s+|\s*:\s+|\s*:$)(?P<rest>.*)$")
+_SHORT_HEAD = re.compile(r"^[^,]{1,60},")
+_SPACES = re.compile(r"\s+")
+_SPACE_BEFORE_MARK = re.compile(r"\s+([,;:.!?])(?=\s|$)")
+_AMONG = re.compile(r"^(?:of|among|from)\s+(?:the\s+)?", re.IGNORECASE)
+_COLON_BEFORE = re.compile(r":\s+(?=\S)")
+_WH_START = re.compile(r"^(?:which|what|who|whom|how|why|where|when)\b", re.IGNORECASE)
+_COLON_THEN = re.compile(r":\s*\S")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BUT = re.compile(r"\bbut\b", re.IGNORECASE)
+
+
 # --------------------------------------------------------------------------- the question
 
 _OPTION_SPAN = re.compile(r"(?::|,)\s*(?P<span>[^:?]{1,300}?)\s*\??\s*$")
@@ -330,7 +364,7 @@ def _is_header(line: str) -> bool:
 
 def _short_line(line: str) -> bool:
     """A line that reads as one list entry: a short name, maybe with " - note" or "(note)"."""
-    head = re.split(r"\s+[-\u2013\u2014:]\s+|\s*\(|:\s", line, maxsplit=1)[0]
+    head = _NOTE_START.split(line, maxsplit=1)[0]
     words = head.split()
     return 0 < len(words) <= 4 and len(line.split()) <= 10 and not line.rstrip().endswith((".", "!", "?"))
 
@@ -362,7 +396,7 @@ def _units(text: str) -> tuple[list[str], list[str]]:
             in_header_block, last_numbered = False, True
         elif bullet is not None:
             body = line[bullet.end():].strip()
-            last_numbered = bool(re.match(r"\s*\(?\d", line))
+            last_numbered = bool(_NUMBERED.match(line))
             if not body:
                 continue  # a truncated marker ("5.")
             if not (in_header_block and header_dropped):
@@ -495,8 +529,7 @@ def _protect(s: str) -> str:
 
     s = _PROTECT_QUOTED.sub(keep, s)
     s = _RANGE.sub(lambda m: f"{m.group(1)} {m.group(2)} {_AND if m.group(3).lower() == 'and' else m.group(3)} ", s)
-    return re.sub(r"\b(North|South|East|West|Upper|Lower)\s+and\s+(?=(?:North|South|East|West|Upper|Lower)\b)",
-                  lambda m: f"{m.group(1)} {_AND} ", s)
+    return _COMPASS_AND.sub(lambda m: f"{m.group(1)} {_AND} ", s)
 
 
 def _restore(s: str) -> str:
@@ -507,21 +540,20 @@ def _list_parenthetical(s: str) -> str:
     """"the three Benelux countries (Belgium, the Netherlands and Luxembourg)" -> the list."""
     def repl(m: re.Match) -> str:
         inner = m.group("inner")
-        if re.search(r",|\sand\s", inner) and not re.search(r"\d", inner):
+        if _LISTED.search(inner) and not _DIGIT.search(inner):
             return inner
         return m.group(0)
 
-    return re.sub(r"\b(?:the\s+)?(?:\w+\s+){0,3}?(?:countries|states|members|nations|languages|planets|ones)\s*"
-                  r"\((?P<inner>[^()]{1,200})\)", repl, s, flags=re.IGNORECASE)
+    return _LIST_IN_PARENS.sub(repl, s)
 
 
 def _cut_dashes(s: str) -> str:
     """"The inner planets - Mercury, Venus, Earth and Mars - orbit ..." -> the list between dashes;
     "X, Y — the 'Inner Six'" -> the part before the dash."""
-    parts = re.split(r"\s+[-\u2013\u2014]+\s+|\u2014", s)
-    if len(parts) >= 3 and re.search(r",|\sand\s", parts[1]):
+    parts = _DASH.split(s)
+    if len(parts) >= 3 and _LISTED.search(parts[1]):
         return parts[1]
-    if len(parts) == 2 and re.search(r",|\sand\s", parts[0]) and not re.search(r",|\sand\s", parts[1]):
+    if len(parts) == 2 and _LISTED.search(parts[0]) and not _LISTED.search(parts[1]):
         return parts[0]
     return s
 
@@ -536,8 +568,8 @@ _SPLIT = re.compile(
 def _conjuncts(span: str) -> list[tuple[str, str]]:
     """(separator before, part) for the coordinated parts of an answer span. Oxford-comma lists
     keep "A and B" whole inside a middle item ("Julius Caesar, Antony and Cleopatra, and Coriolanus")."""
-    comma_parts = re.split(r"\s*,\s*", span)
-    oxford = len(comma_parts) >= 3 and re.match(r"(?:and|or)\s", comma_parts[-1] or "", re.I)
+    comma_parts = _COMMA.split(span)
+    oxford = len(comma_parts) >= 3 and _AND_OR_FIRST.match(comma_parts[-1] or "")
     if oxford:
         for k in range(1, len(comma_parts) - 1):
             words = comma_parts[k].split()
@@ -557,20 +589,41 @@ _LEADING_WORDS = frozenset(
     "finally lastly formerly arguably each all traditionally generally".split())
 
 
+_EDGE_DOTS = re.compile(r"^\.+(?![^\W\d_])|\.+$")
+
+
 def _trim(s: str, chars: str) -> str:
     """`s` without surrounding `chars` and dots, except a dot that starts a name (".NET")."""
     for _ in range(3):
-        new = re.sub(r"^\.+(?![^\W\d_])|\.+$", "", s.strip(chars))
+        new = s.strip(chars)
+        if "." in new:  # (most phrases have none: the pattern would scan them for nothing)
+            new = _EDGE_DOTS.sub("", new)
         if new == s:
             break
         s = new
     return s
 
 
+# The words _TRAILING_HEDGE can end with: a phrase ending otherwise (after whitespace and
+# sentence marks) cannot match it, and most phrases do (the pattern tries every position).
+# Case-folded, with the two dotless / dotted i's that re's IGNORECASE also equates with "i".
+_HEDGE_LAST_WORDS = ("think", "believe", "guess", "suppose", "mistaken", "sure", "etc", "on",
+                     "others", "more", "far", "too", "well")
+
+
+def _drop_trailing_hedge(s: str) -> str:
+    tail = s.rstrip()
+    while tail and tail[-1] in ".!?":
+        tail = tail[:-1].rstrip()
+    if not tail.casefold().replace("\u0131", "i").replace("\u0307", "").endswith(_HEDGE_LAST_WORDS):
+        return s
+    return _TRAILING_HEDGE.sub("", s)
+
+
 def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     """(answer named by a conjunct in surface form or "", what cut it: "", "direction" or "other")."""
     s = _trim(_restore(chunk), " \t,;:!?-\u2013\u2014*_")
-    s = _trim(_TRAILING_HEDGE.sub("", s), " ,;:!?")
+    s = _trim(_drop_trailing_hedge(s), " ,;:!?")
     s = _strip_lead(s)
     words = s.split()
     had_det = False
@@ -609,10 +662,9 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     cut = ""
     for k, raw in enumerate(words):
         w = _core(raw)
-        rest_text = " ".join(words[k:])
         if k > 0 and (w in _PREPOSITIONS or w in _SUBORDINATORS or w in _AUX or w in _ADVERBS
                       or _is_verb_word(raw, k)):
-            cut = "direction" if _DIRECTION_TRAILER.match(rest_text) else "other"
+            cut = "direction" if _DIRECTION_TRAILER.match(" ".join(words[k:])) else "other"
             break
         if k > 0 and w == "of":
             # "the tiny state of Andorra" -> Andorra; "a drizzle of olive oil" -> olive oil; "Gulf of Mexico" stays.
@@ -688,7 +740,7 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
     found: list[tuple[str, str]] = []  # (phrase, separator before it)
     after_final = False  # a conjunct introduced by "and"/"or" was seen: the list has ended
     for k, (sep, part) in enumerate(parts):
-        coordinated = bool(re.search(r"\b(?:and|or|nor|plus|with|as well as|followed by)\b|&|\+|/", sep))
+        coordinated = bool(_COORDINATING.search(sep))
         words = part.split()
         if after_final and not coordinated and not any(_is_capitalised(w) for w in words[1:]) \
                 and not (words and _is_capitalised(words[0]) and _core(words[0]) not in _NUMBER_WORDS | _DETERMINERS):
@@ -700,7 +752,7 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
         phrase, cut = _noun_phrase(part, q)
         if phrase:
             found.append((phrase, sep))
-        if re.search(r"\b(?:plus|as well as|along with|together with)\b", sep):
+        if _ADDING.search(sep):
             after_final = False  # "... and Luxembourg plus France, Italy and West Germany"
         elif coordinated and sep and phrase:
             after_final = True
@@ -711,7 +763,7 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
         phrase, sep = found[k]
         words = phrase.split()
         if (len(words) >= 2 and _core(words[-1]) in _SHARED_HEADS and _core(words[-1]).endswith("s")
-                and re.search(r"\b(?:and|or)\b", sep) and len(found[k - 1][0].split()) == 1):
+                and _AND_OR_WORD.search(sep) and len(found[k - 1][0].split()) == 1):
             found[k] = (" ".join(words[:-1]), sep)
     phrases = _distribute_head(_drop_shared_head([p for p, _ in found]))
     return [p for p in phrases if not (subject and q.restates(p))]
@@ -802,7 +854,7 @@ def _split_clauses(sentence: str, q: _Question) -> list[str]:
     for part in _CLAUSE_BREAK.split(sentence):
         if not part or not part.strip():
             continue
-        pieces = re.split(r"(,\s*(?:and\s+|or\s+)?|\s+and\s+)", part)
+        pieces = _CLAUSE_JOINT.split(part)
         texts = pieces[0::2]
         seps = [""] + pieces[1::2]
         clause_start = 0
@@ -868,7 +920,7 @@ def _descriptive(words: list[str]) -> bool:
     if lowered[0] in _ARTICLES and lowered[-1] in ("ones", "others", "examples", "kinds", "types"):
         return True  # "The Spanish-speaking ones"
     if lowered[0] in _ARTICLES | _NUMBER_WORDS and not any(_is_capitalised(w) for w in words[1:]) \
-            and not re.search(r",|\band\b", " ".join(words)):
+            and not _COMMA_OR_AND.search(" ".join(words)):
         return True
     if len(words) <= 2 and not any(_is_capitalised(w) for w in words[1:]) and not _is_capitalised(words[0]):
         return lowered[-1].endswith(("er", "est")) or lowered[0] in ("first", "last", "best", "largest")
@@ -886,10 +938,10 @@ class _Reading:
 
 def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> list[str]:
     """Answers of one clause (index 0: the answer sentence's first clause)."""
-    lead_cut = re.match(r"^(?:while|whereas|although|though|but|yet|and|or|so)\s+", clause, re.I)
+    lead_cut = _LEAD_CONJUNCTION.match(clause)
     contrast = bool(lead_cut) and lead_cut.group(0).strip().lower() in _CONTRAST
     clause = clause[lead_cut.end():] if lead_cut else clause
-    inverted = re.match(r"^as\s+(?:do|does|did)\s+", clause, re.I)
+    inverted = _INVERTED.match(clause)
     if inverted:  # ", as do Canada and the United States": the subject follows
         return _side_labels(clause[inverted.end():], q, subject=True)
     clause = _strip_lead(clause)
@@ -918,7 +970,7 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
     echo_right = q.echo_ratio(verb_group + right)
     copula = _core(verb_group[0]) in ("is", "are", "was", "were")
     passive_by = bool(verb_group) and _core(verb_group[-1]) == "by"
-    if copula and right and _core(right[0]) in ("a", "an") and not re.search(r",|\band\b", " ".join(right)):
+    if copula and right and _core(right[0]) in ("a", "an") and not _COMMA_OR_AND.search(" ".join(right)):
         object_ok = False  # "Switzerland is a multilingual country": a description, not answers
     else:
         object_ok = True
@@ -966,11 +1018,11 @@ def _item_labels(item: str, q: _Question) -> list[str]:
         return []  # an echoed question
     s = _protect(_strip_markup(item))
     s = _strip_lead(s)
-    s = re.sub(r"^(?:a|answer|output)\s*:\s*", "", s, flags=re.I)
+    s = _ANSWER_TAG.sub("", s)
     s = _OPEN_PAREN_TAIL.sub("", _PARENS.sub(" ", s)).strip()
     s = _RELATIVE.sub("", s)
     # "Canada - Canada is ...", "German: 20% of ...", "India - Pakistan" (the question's topic first)
-    m = re.match(r"^(?P<head>[^:]{1,120}?)(?:\s+[-\u2013\u2014]+\s+|\s*:\s+|\s*:$)(?P<rest>.*)$", s)
+    m = _ITEM_NOTE.match(s)
     if m:
         head, rest = m.group("head").strip(), m.group("rest").strip()
         s = rest if (q.restates(head) and rest and len(rest.split()) <= 4) else head
@@ -978,7 +1030,7 @@ def _item_labels(item: str, q: _Question) -> list[str]:
     if len(words) > 3 and _main_verb(words, q) is not None:
         # "Red is the most abundant color ..." / "Mars, Earth's closest neighbour, orbits ..."
         first_sentence = _sentences(s)[0]
-        if re.match(r"^[^,]{1,60},", first_sentence):
+        if _SHORT_HEAD.match(first_sentence):
             head = first_sentence.split(",", 1)[0]
             if len(head.split()) <= 4:
                 return _side_labels(head, q, subject=False)
@@ -994,7 +1046,7 @@ def _normalise_sentence(sentence: str) -> str:
     s = _ROLE.sub("", _protect(sentence))  # ", as Prime Minister": a role, not an answer
     s = _list_parenthetical(s)
     s = _OPEN_PAREN_TAIL.sub("", _PARENS.sub(" ", s))
-    s = re.sub(r"\s+([,;:.!?])(?=\s|$)", r"\1", re.sub(r"\s+", " ", s)).strip().rstrip(".!?")
+    s = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", s)).strip().rstrip(".!?")
     s = _TRAILING_SELF.sub("", s)
     s = _RELATIVE.sub("", s)
     return _strip_lead(s)
@@ -1007,7 +1059,7 @@ _VALUE = re.compile(r"^[-+\u2212]?[\d.,/%\s]*\d[\d.,/%\s]*$|^(?:[-+]?(?:nan|inf|
 def _drop_restated_options(s: str, q: _Question) -> str:
     """"Of C, C++, Java, C# and Rust, only Java and C# are ...": the options restated before the
     answer are not the answer; the sentence goes on after them."""
-    m = re.match(r"^(?:of|among|from)\s+(?:the\s+)?", s, re.IGNORECASE)
+    m = _AMONG.match(s)
     if not q.options or m is None:
         return s
     options = {canonical_label(o) for o in q.options}
@@ -1027,7 +1079,7 @@ def _sentence_labels(sentence: str, q: _Question) -> list[str]:
         return []
     # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon; but in
     # "Atlantic: 55%" the part after it is a value and the answer comes first
-    colon = re.search(r":\s+(?=\S)", s)
+    colon = _COLON_BEFORE.search(s)
     if colon and _VALUE.match(s[colon.end():]):
         return _side_labels(s[: colon.start()], q, subject=False)
     if colon:
@@ -1061,10 +1113,10 @@ def _prose_labels(lines: list[str], q: _Question) -> list[str]:
     labels: list[str] = []
     answered = False
     for sentence in _sentences(text)[:40]:
-        if "?" in sentence or re.match(r"^(?:which|what|who|whom|how|why|where|when)\b", sentence, re.I):
+        if "?" in sentence or _WH_START.match(sentence):
             continue  # a (restated or echoed) question answers nothing
         if not answered:
-            if _PREAMBLE.match(sentence) and not re.search(r":\s*\S", sentence):
+            if _PREAMBLE.match(sentence) and not _COLON_THEN.search(sentence):
                 continue
             got = _sentence_labels(sentence, q)
             if got:
@@ -1119,7 +1171,7 @@ def read_answers(text: str, question: str | None = None) -> list[str]:
     """Canonical answer labels stated in `text`, in order of first mention (see module doc)."""
     q = _question(question)
     # Control characters would collide with the separator stand-ins and are never part of an answer.
-    text = protect_and_names(q.protect_titles(re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ",
+    text = protect_and_names(q.protect_titles(_CONTROL.sub(" ",
                                                     text)))
     fenced = _FENCE.findall(text)
     if fenced:
@@ -1137,7 +1189,7 @@ def read_answers(text: str, question: str | None = None) -> list[str]:
     for pattern, repl in _CONTRACTIONS:
         text = pattern.sub(repl, text)
     first = _sentences(" ".join(text.split()[:60]))[:1]
-    if first and _REFUSAL_START.match(first[0]) and not re.search(r"\bbut\b", first[0], re.I):
+    if first and _REFUSAL_START.match(first[0]) and not _BUT.search(first[0]):
         return []  # "I'm sorry, I cannot ...", "As an AI, I don't have ..."
     items, prose = _units(text)
     labels = []
@@ -1184,7 +1236,7 @@ def read_single_answer(text: str, question: str | None = None) -> str:
     "Canberra", "I think it's Canberra." -> "Canberra", "The capital is Canberra." ->
     "Canberra", "Paris, France" -> "Paris, France" (a short answer is kept whole: the
     benchmark's scorer decides whether it matches). "" when the response states nothing."""
-    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", " ", text)
+    text = _CONTROL.sub(" ", text)
     fenced = _FENCE.findall(text)
     if fenced:
         text = "\n".join(fenced)
@@ -1193,12 +1245,12 @@ def read_single_answer(text: str, question: str | None = None) -> str:
     if not lines:
         return ""
 
-    if is_refusal(lines[0]) and not re.search(r"\bbut\b", lines[0], re.I):
+    if is_refusal(lines[0]) and not _BUT.search(lines[0]):
         return ""
     for pattern, repl in _CONTRACTIONS:
         lines[0] = pattern.sub(repl, lines[0])
     first = _sentences(lines[0][:_MAX_LINE])[0] if lines[0].strip() else ""
-    if _REFUSAL_START.match(first) and not re.search(r"\bbut\b", first, re.I):
+    if _REFUSAL_START.match(first) and not _BUT.search(first):
         return ""
     s = _strip_lead(_BULLET.sub("", first, count=1))
     s = _IT_IS.sub("", s).strip()
