@@ -110,10 +110,21 @@ def _canonical_label_cached(text: str) -> str:
     return _canonical_label(text)
 
 
+# ASCII text (most labels) takes str.translate for the per-character category tests: the ASCII
+# controls are exactly its "Cc" characters, string.punctuation exactly its "P*" and "S*" ones
+# (tested against unicodedata), and it has no accents to fold
+_ASCII_CONTROL_TO_SPACE = str.maketrans({chr(c): " " for c in [*range(32), 127]})
+_ASCII_PUNCTUATION_TO_SPACE = str.maketrans({c: " " for c in string.punctuation})
+
+
 def _canonical_label(text: object) -> str:
     s = clean_text(text).casefold()
-    s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
-    s = _fold_latin(s)
+    plain_ascii = s.isascii()  # stays so: the substitutions below only write ASCII
+    if plain_ascii:
+        s = s.translate(_ASCII_CONTROL_TO_SPACE)
+    else:
+        s = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in s)
+        s = _fold_latin(s)
     s = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), s)
     s = _POSSESSIVE.sub("", s)
     s = _N_JOINER.sub(" and ", s)  # "rock 'n' roll" is "rock and roll"
@@ -121,7 +132,10 @@ def _canonical_label(text: object) -> str:
     s = _NAME_SYMBOL.sub(lambda m: m.group(0).replace("+", _KEEP + "p").replace("#", _KEEP + "h")
                          .replace("&", _KEEP + "a").replace(".", _KEEP + "d"), s)
     s = re.sub(r"(?<!\S)&(?!\S)", " and ", s)
-    s = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
+    if plain_ascii:
+        s = s.translate(_ASCII_PUNCTUATION_TO_SPACE)
+    else:
+        s = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
     s = (s.replace(_KEEP + "p", "+").replace(_KEEP + "h", "#").replace(_KEEP + "a", "&")
          .replace(_KEEP + "d", "."))
     s = _SPACES.sub(" ", s).strip()
