@@ -335,7 +335,14 @@ def _parse_line(raw: bytes, lineno: int, index: int, problems: list[RowProblem],
             None, f"is a JSON {_json_type(data)}, not an object",
             "write one object per prompt, e.g. {\"question\": ..., \"responses\": [...]}")))
         return None
+    if text.count("[") + text.count("{") <= MAX_DEPTH and not _SURROGATE_ESCAPE.search(text):
+        # nothing to clean (the walk costs as much as the parse): a lone surrogate in JSON is a
+        # \\uD800-\\uDFFF escape, and the nesting is at most the count of brackets
+        return _Raw(data=data, index=index, line=lineno)
     return _clean_row(_Raw(data=data, index=index, line=lineno), problems, replaced)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _clean_row(raw: _Raw, problems: list[RowProblem], replaced: dict[str, int]) -> _Raw | None:
