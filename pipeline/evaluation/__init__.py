@@ -11,7 +11,7 @@ better (pass ``-loss`` for distances).
 Text metrics (COMET, AlignScore) are in ``pipeline.evaluation.text_metrics``.
 """
 
-from pipeline.evaluation.bootstrap import BootstrapCI, bootstrap_ci
+from pipeline.evaluation.bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis
 from pipeline.evaluation.matching import Alignment, Match, align_labels, match_label, names_match
 from pipeline.evaluation.quality import (
     align_to_aliases,
@@ -41,6 +41,7 @@ __all__ = [
     "align_labels",
     "align_to_aliases",
     "bootstrap_ci",
+    "bootstrap_cis",
     "concordance_auc",
     "concordance_counts",
     "cosine_distance",

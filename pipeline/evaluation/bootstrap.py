@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -33,17 +33,36 @@ def _batched_version(metric_fn: Callable[..., float]) -> Callable[..., np.ndarra
     return _form(metric_fn, "batched")
 
 
-def _counted_replicates(counted, indices_chunks) -> np.ndarray:
-    """Replicates from each resample's counts per cell (``counted``: a metric's CountedMetric)."""
-    out = []
-    for idx in indices_chunks:
-        rows = idx.shape[0]
-        # one bincount for the chunk: row i's cells shifted by i * n_cells
-        flat = counted.cells[idx] + (np.arange(rows) * counted.n_cells)[:, None]
-        counts = np.bincount(flat.reshape(-1), minlength=rows * counted.n_cells)
-        out.append(np.asarray(counted.replicates(counts.reshape(rows, counted.n_cells)),
-                              dtype=float))
-    return np.concatenate(out)
+def _cell_counts(counted, idx: np.ndarray) -> np.ndarray:
+    """(rows, n_cells) counts of how often each resample row of `idx` drew each cell."""
+    rows = idx.shape[0]
+    # one bincount for the block: row i's cells shifted by i * n_cells
+    flat = counted.cells[idx] + (np.arange(rows) * counted.n_cells)[:, None]
+    counts = np.bincount(flat.reshape(-1), minlength=rows * counted.n_cells)
+    return counts.reshape(rows, counted.n_cells)
+
+
+def _checked(arrays: tuple, n_boot: object, alpha: object) -> list[np.ndarray]:
+    """The arrays as numpy arrays; ValueError naming what is wrong with them or the settings."""
+    if not arrays:
+        raise ValueError("bootstrap_ci needs at least one array to resample after metric_fn")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    if not isinstance(alpha, int | float | np.floating) or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be in (0, 1) (0.05 gives a 95% interval), got {alpha!r}")
+    arrs = [np.asarray(a) for a in arrays]
+    for i, a in enumerate(arrs):
+        if a.ndim == 0:
+            raise ValueError(f"array {i} is a scalar; pass one value (row) per item")
+    lengths = [a.shape[0] for a in arrs]
+    if len(set(lengths)) != 1:
+        raise ValueError(
+            f"arrays must have the same number of rows to be resampled jointly, got {lengths}"
+        )
+    n = lengths[0]
+    if n == 0:
+        raise ValueError("cannot bootstrap empty arrays (0 rows)")
+    return arrs
 
 
 class BootstrapCI(NamedTuple):
@@ -91,49 +110,68 @@ def bootstrap_ci(
         ValueError: no arrays, arrays of different lengths, zero-length or 0-d arrays,
             ``n_boot < 1``, ``alpha`` outside (0, 1).
     """
-    if not arrays:
-        raise ValueError("bootstrap_ci needs at least one array to resample after metric_fn")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
-        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
-    if not isinstance(alpha, int | float | np.floating) or not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"alpha must be in (0, 1) (0.05 gives a 95% interval), got {alpha!r}")
-    arrs = [np.asarray(a) for a in arrays]
-    for i, a in enumerate(arrs):
-        if a.ndim == 0:
-            raise ValueError(f"array {i} is a scalar; pass one value (row) per item")
-    lengths = [a.shape[0] for a in arrs]
-    if len(set(lengths)) != 1:
-        raise ValueError(
-            f"arrays must have the same number of rows to be resampled jointly, got {lengths}"
-        )
-    n = lengths[0]
-    if n == 0:
-        raise ValueError("cannot bootstrap empty arrays (0 rows)")
+    return bootstrap_cis([metric_fn], *arrays, n_boot=n_boot, alpha=alpha, seed=seed)[0]
 
-    point = float(metric_fn(*arrs))
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    # Drawn in blocks of rows: a block of draws is the continuation of the previous one in the
-    # generator's stream, so every path sees exactly the resamples of one (n_boot, n) call.
+
+def bootstrap_cis(
+    metric_fns: Sequence[Callable[..., float]],
+    *arrays: object,
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    seed: int | np.random.Generator | None = 0,
+) -> list[BootstrapCI]:
+    """``bootstrap_ci`` of several metrics on the same resamples: element k equals
+    ``bootstrap_ci(metric_fns[k], *arrays, ...)`` with the same seed, at the cost of one set of
+    draws (and, for counted forms over the same cells, PRR and concordance AUC of one
+    (uncertainty, quality) pair, one count of them per resample)."""
+    metric_fns = list(metric_fns)
+    if not metric_fns:
+        raise ValueError("bootstrap_cis needs at least one metric")
+    arrs = _checked(arrays, n_boot, alpha)
+    n = arrs[0].shape[0]
+    points = [float(f(*arrs)) for f in metric_fns]
     one_d = all(a.ndim == 1 for a in arrs)
-    counted_form = _form(metric_fn, "counted") if one_d else None
-    counted = counted_form(*arrs) if counted_form is not None else None
-    step = max(1, (_BATCH_ELEMENTS if counted is None else _COUNTED_ELEMENTS) // n)
-    chunks = (rng.integers(0, n, size=(min(step, int(n_boot) - i), n))
-              for i in range(0, int(n_boot), step))
-    batched = _batched_version(metric_fn)
-    if counted is not None:
-        replicates = _counted_replicates(counted, chunks)
-    elif batched is not None and one_d:
-        replicates = np.concatenate(
-            [np.asarray(batched(*(a[idx] for a in arrs)), dtype=float) for idx in chunks])
-    else:
-        replicates = np.fromiter(
-            (float(metric_fn(*(a[idx] for a in arrs))) for block in chunks for idx in block),
-            dtype=float,
-            count=int(n_boot),
-        )
-    valid = replicates[~np.isnan(replicates)]
-    if valid.size == 0:
-        return BootstrapCI(point, math.nan, math.nan)
-    low, high = np.quantile(valid, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return BootstrapCI(point, float(low), float(high))
+    counted = []
+    for f in metric_fns:
+        form = _form(f, "counted") if one_d else None
+        counted.append(form(*arrs) if form is not None else None)
+    batched = [_batched_version(f) if one_d else None for f in metric_fns]
+    # metrics counting the same cells share one count per resample
+    shares: list[int] = []
+    for k, c in enumerate(counted):
+        shares.append(next((j for j in range(k) if c is not None and counted[j] is not None
+                            and counted[j].n_cells == c.n_cells
+                            and np.array_equal(counted[j].cells, c.cells)), k))
+    # Drawn in blocks of rows: a block of draws is the continuation of the previous one in the
+    # generator's stream, so every metric sees exactly the resamples of one (n_boot, n) call.
+    # Metrics are drawn for in groups of one block size (a batched metric's sums round by the
+    # block's shape): each gets the blocks, so the values, it gets alone.
+    steps = [max(1, (_COUNTED_ELEMENTS if c is not None else _BATCH_ELEMENTS) // n)
+             for c in counted]
+    replicates: list[list[np.ndarray]] = [[] for _ in metric_fns]
+    for step in dict.fromkeys(steps):
+        members = [k for k in range(len(metric_fns)) if steps[k] == step]
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        for i in range(0, int(n_boot), step):
+            idx = rng.integers(0, n, size=(min(step, int(n_boot) - i), n))
+            counts: dict[int, np.ndarray] = {}
+            for k in members:
+                if counted[k] is not None:
+                    if shares[k] not in counts:
+                        counts[shares[k]] = _cell_counts(counted[k], idx)
+                    values = counted[k].replicates(counts[shares[k]])
+                elif batched[k] is not None:
+                    values = batched[k](*(a[idx] for a in arrs))
+                else:
+                    values = [float(metric_fns[k](*(a[row] for a in arrs))) for row in idx]
+                replicates[k].append(np.asarray(values, dtype=float))
+    out = []
+    for point, reps in zip(points, replicates):
+        values = np.concatenate(reps)
+        valid = values[~np.isnan(values)]
+        if valid.size == 0:
+            out.append(BootstrapCI(point, math.nan, math.nan))
+            continue
+        low, high = np.quantile(valid, [alpha / 2.0, 1.0 - alpha / 2.0])
+        out.append(BootstrapCI(point, float(low), float(high)))
+    return out

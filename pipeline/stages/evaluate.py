@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from pipeline.aux_models import build_judge
-from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
+from pipeline.evaluation import bootstrap_cis, concordance_auc, prr
 from pipeline.evaluation.audit import audit_prompt, count_warnings
 from pipeline.evaluation.matching import match_label
 from pipeline.latent.base import LatentSpace
@@ -146,21 +146,16 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
 
 def interval_job(job: tuple) -> tuple[tuple, tuple]:
     """((PRR, low, high), (AUC, low, high)) of one estimator against one quality: NaN below 2
-    prompts."""
+    prompts. Both intervals from the same resamples (one seed), drawn and counted once."""
     u, q, max_rejection, ties, n_bootstrap, alpha, seed = job
     if len(u) < 2:
         return (math.nan,) * 3, (math.nan,) * 3
-    # a partial, not a lambda: bootstrap_ci finds prr's counted (O(n) per replicate) form
-    p = _with_interval(functools.partial(prr, max_rejection=max_rejection, ties=ties), u, q,
-                       n_bootstrap, alpha, seed)
-    return tuple(p), tuple(_with_interval(concordance_auc, u, q, n_bootstrap, alpha, seed))
-
-
-def _with_interval(score, u, q, n_bootstrap: int, alpha: float, seed: int):
-    """(value, low, high): a percentile bootstrap interval, or none (NaN) with n_bootstrap=0."""
+    # a partial, not a lambda: bootstrap_cis finds prr's counted (O(n) per replicate) form
+    metrics = [functools.partial(prr, max_rejection=max_rejection, ties=ties), concordance_auc]
     if n_bootstrap == 0:
-        return score(u, q), math.nan, math.nan
-    return bootstrap_ci(score, u, q, n_boot=n_bootstrap, alpha=alpha, seed=seed)
+        return tuple((m(u, q), math.nan, math.nan) for m in metrics)
+    p, a = bootstrap_cis(metrics, u, q, n_boot=n_bootstrap, alpha=alpha, seed=seed)
+    return tuple(p), tuple(a)
 
 
 def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rejection: float,

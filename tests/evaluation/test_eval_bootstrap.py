@@ -240,3 +240,23 @@ def test_draws_in_blocks_are_the_draws_of_one_call(monkeypatch) -> None:
     ref = _reference_percentile_ci(np.mean, [x], 250, 0.05, 7)
     assert (whole.low, whole.high) == (pytest.approx(ref[0], abs=1e-15),
                                        pytest.approx(ref[1], abs=1e-15))
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_several_metrics_on_one_set_of_resamples_equal_each_bootstrapped_alone(case, monkeypatch):
+    """bootstrap_cis draws once for all metrics (and counts the cells PRR and AUC share once):
+    each interval is the one bootstrap_ci gives that metric alone with the same seed."""
+    from pipeline.evaluation import bootstrap, bootstrap_cis
+
+    u, q = _tied_and_continuous_data()[case]
+    metrics = [functools.partial(prr, max_rejection=0.5, ties="average"), concordance_auc,
+               functools.partial(prr, ties="polygraph"),  # the sorting path
+               lambda a, b: float(np.mean(a) - np.mean(b))]  # one call per replicate
+    for blocks in (None, 3):  # the default blocks of draws, then blocks of 3 replicates
+        if blocks:
+            monkeypatch.setattr(bootstrap, "_COUNTED_ELEMENTS", blocks * len(u))
+        alone = [bootstrap_ci(m, u, q, n_boot=300, seed=5) for m in metrics]
+        together = bootstrap_cis(metrics, u, q, n_boot=300, seed=5)
+        np.testing.assert_array_equal(np.array(together), np.array(alone))  # NaN equals NaN
+    with pytest.raises(ValueError, match="at least one metric"):
+        bootstrap_cis([], u, q)

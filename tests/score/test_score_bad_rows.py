@@ -506,3 +506,22 @@ def test_an_endpoint_outage_is_one_error_line_not_a_traceback(tmp_path):
     assert res.returncode == 2, res.stderr
     [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
     assert "calls to gpt-4.1-mini failed after retries" in error and "rerun once the endpoint" in error
+
+
+def test_rows_with_nothing_to_clean_are_read_as_the_cleaning_walk_reads_them(tmp_path):
+    # the reader skips the walk for a line with no surrogate escape and few brackets: its rows
+    # must equal the walked ones, with the walk still taken where there is something to clean
+    from pipeline.scorer.readers import _Cleaner
+
+    rows = [{"id": "a", "question": "Primary colours?", "responses": ["red", "blue\u00e9 \U0001f600"],
+             "reference": [["red"], ["blue", "azure"]], "meta": {"k": [1, 2.5, None, True, 10 ** 30]}},
+            {"id": "b", "responses": ["\\ud800 is text, not an escape"], "reference": "x"}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"id": "c", "responses": '
+                    '["lone \\udc00"]}\n', encoding="utf-8")
+    from pipeline.scorer.readers import read_rows
+
+    replaced: dict = {}
+    got = read_rows(path, "jsonl", [], replaced)
+    assert [r.data for r in got[:2]] == [_Cleaner()(r) for r in rows]
+    assert got[2].data["responses"] == ["lone \ufffd"] and replaced == {"line 3": 1}
