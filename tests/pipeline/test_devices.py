@@ -89,3 +89,21 @@ def test_cpu_threads_follow_slurm_cpus_per_task(monkeypatch):
     import os
 
     assert cpu_threads() == len(os.sched_getaffinity(0))
+
+
+def test_a_forked_pool_freezes_this_process_objects_until_it_shuts_down():
+    """Forked workers skip the parent's objects in their collections (gc.freeze before the
+    fork); the parent's objects are collectable again once the pool is shut down, whichever
+    way it is (shutdown(), a with-block)."""
+    import gc
+
+    from pipeline.devices import forked_pool
+
+    pool = forked_pool(2)
+    assert gc.get_freeze_count() > 0
+    assert list(pool.map(abs, [-1, -2, -3])) == [1, 2, 3]
+    pool.shutdown()
+    assert gc.get_freeze_count() == 0
+    with forked_pool(1) as pool:
+        assert gc.get_freeze_count() > 0 and list(pool.map(abs, [-4])) == [4]
+    assert gc.get_freeze_count() == 0
