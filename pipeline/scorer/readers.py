@@ -30,6 +30,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -825,6 +826,28 @@ def read_input(source: Any, fmt: str = "auto", fields: FieldNames | None = None,
     ScoreInputError instead. File-level problems always raise ScoreInputError, among them a file
     in which no row is good (the message names the first problems) and duplicate ids.
     """
+    with _collector_paused():
+        return _read_input(source, fmt, fields, strict=strict, validate=validate)
+
+
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while rows are read: parsing makes millions of
+    containers and no cycles, and the collector's passes over them were ~40 % of reading
+    100k prompts (5.1 s vs 3.0 s)."""
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_input(source: Any, fmt: str, fields: FieldNames | None, *, strict: bool,
+                validate: Callable[[ScorePrompt], Any] | None) -> ScoreInput:
     fields = fields or FieldNames()
     problems: list[RowProblem] = []
     replaced: dict[str, int] = {}
