@@ -202,7 +202,7 @@ _LIST_IN_PARENS = re.compile(
     r"\b(?:the\s+)?(?:\w+\s+){0,3}?(?:countries|states|members|nations|languages|planets|ones)\s*"
     r"\((?P<inner>[^()]{1,200})\)", re.IGNORECASE)
 _DASH = re.compile(r"\s+[-\u2013\u2014]+\s+|\u2014")
-_COMMA = re.compile(r"\s*,\s*")
+_COMMA_SPLIT = re.compile(r"\s*,\s*")
 _AND_OR_FIRST = re.compile(r"(?:and|or)\s", re.IGNORECASE)
 _COORDINATING = re.compile(r"\b(?:and|or|nor|plus|with|as well as|followed by)\b|&|\+|/")
 _ADDING = re.compile(r"\b(?:plus|as well as|along with|together with)\b")
@@ -568,7 +568,7 @@ _SPLIT = re.compile(
 def _conjuncts(span: str) -> list[tuple[str, str]]:
     """(separator before, part) for the coordinated parts of an answer span. Oxford-comma lists
     keep "A and B" whole inside a middle item ("Julius Caesar, Antony and Cleopatra, and Coriolanus")."""
-    comma_parts = _COMMA.split(span)
+    comma_parts = _COMMA_SPLIT.split(span)
     oxford = len(comma_parts) >= 3 and _AND_OR_FIRST.match(comma_parts[-1] or "")
     if oxford:
         for k in range(1, len(comma_parts) - 1):

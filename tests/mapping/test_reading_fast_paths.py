@@ -100,3 +100,14 @@ def test_alignment_memo_gives_the_alignment_computed_afresh():
         memo = matching.align_labels(labels, answers, question)
         assert memo == matching._align_labels(labels, answers, question, None)
         assert matching.align_labels(iter(labels), answers, question) == memo  # any iterable
+
+
+@pytest.mark.parametrize("text, labels", [
+    ("Hamlet, Tristan and Isolde, and Macbeth", ["hamlet", "tristan and isolde", "macbeth"]),
+    ("Red, Black and White, and Blue", ["red", "black and white", "blue"]),
+    ("Paris, Lyon and Marseille", ["paris", "lyon", "marseille"]),
+])
+def test_an_oxford_comma_list_keeps_a_titled_pair_in_a_middle_item_whole(text, labels):
+    # the reader's compiled comma splitter once shared a name with the comma stand-in and
+    # lost this case (the Oxford-comma rule never saw the list's items)
+    assert answer_rules.read_answers(text, "Which works are famous?") == labels
