@@ -174,6 +174,10 @@ def _sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention
     18x slower attention in torch 2.13. Numerically the same attention."""
     import torch
 
+    shared = kwargs.get("shared_prompt_cache")
+    if shared is not None and query.shape[2] == 1:
+        # a decode step over a cache keeping each prompt once (kv_cache.GrowingCache.share_prefix)
+        return shared.attend(module.layer_idx, query, key, value, scaling), None
     if attention_mask is not None and attention_mask.ndim == 4:
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]
     if is_causal is None:
@@ -318,6 +322,8 @@ class TransformersBackend:
         # `use_model_defaults=False` and also make the model's own config the neutral one.
         self.model.generation_config = copy.deepcopy(gen)
         self._own_loop = self._plain_sampling_config_supported()
+        # the own loop keeps each prompt's KV cache once for its rows (CPU attention only)
+        self.share_prompt_cache = True
 
     def _plain_sampling_config_supported(self) -> bool:
         """Whether `sample_and_decode` may run the backend's own loop (`_decode_rows`): the model
@@ -496,6 +502,10 @@ class TransformersBackend:
         ids, mask = single["input_ids"], single["attention_mask"].long()
         n_rows = ids.shape[0] * repeats
         cache = GrowingCache(spare_tokens=max_new_tokens)
+        # Each prompt's keys and values kept once for its rows (a decode step's attention
+        # reads them once per prompt, not once per row) where the CPU attention runs.
+        share = (self.share_prompt_cache and repeats > 1 and ids.shape[1] > 1
+                 and self.model.config._attn_implementation == CPU_ATTENTION)
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
         tokens: list[list[int]] = [[] for _ in range(n_rows)]
         logprobs: list[list[float]] = [[] for _ in range(n_rows)]
@@ -507,14 +517,19 @@ class TransformersBackend:
                 self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
                            position_ids=positions[:, :-1], past_key_values=cache, use_cache=True,
                            **self._keep_logits(1))
-                cache.batch_repeat_interleave(repeats)
+                if share:
+                    cache.share_prefix(repeats, mask[:, :-1])
+                else:
+                    cache.batch_repeat_interleave(repeats)
             step_ids = ids[:, -1:].repeat_interleave(repeats, dim=0)
             step_positions = positions[:, -1:].repeat_interleave(repeats, dim=0)
             mask = mask.repeat_interleave(repeats, dim=0)
             for _ in range(max_new_tokens):
-                logits = self.model(input_ids=step_ids, attention_mask=mask,
-                                    position_ids=step_positions, past_key_values=cache,
-                                    use_cache=True, **self._keep_logits(1)).logits[:, -1]
+                # a shared cache masks each prompt's padding itself; its rows' own tokens have none
+                attend = {"shared_prompt_cache": cache} if share else {"attention_mask": mask}
+                logits = self.model(input_ids=step_ids, position_ids=step_positions,
+                                    past_key_values=cache, use_cache=True, **attend,
+                                    **self._keep_logits(1)).logits[:, -1]
                 chosen = sampler.choose(logits).squeeze(1)
                 raw = logits.float()  # log p = logit - logsumexp: no full log_softmax table
                 chosen_logprobs = (raw.gather(1, chosen.unsqueeze(1)).squeeze(1)
@@ -534,7 +549,8 @@ class TransformersBackend:
                     cache.batch_select_indices(keep)
                 step_ids = chosen.unsqueeze(1)
                 step_positions = step_positions + 1
-                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+                if not share:
+                    mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         sampler.generators = generators
         out = []
         for ids_row, lps in zip(tokens, logprobs):

@@ -333,6 +333,37 @@ def test_own_decode_loop_equals_generate(tiny_backend, tiny_prompts, monkeypatch
         np.testing.assert_allclose(a.token_logprobs, b.token_logprobs, atol=2e-5)
 
 
+def test_own_loop_shares_each_prompts_cache_with_the_same_samples(tiny_backend, tiny_prompts,
+                                                                  monkeypatch) -> None:
+    """The own loop keeps each prompt's keys once for its rows (`GrowingCache.share_prefix`,
+    attention through `attend`) and samples what the per-row copies sample: the same tokens,
+    log-probs equal up to float32 rounding; rows end at different steps (rows leave)."""
+    from pipeline.generation.kv_cache import GrowingCache
+
+    calls = []
+    real_attend = GrowingCache.attend
+
+    def counted(self, *args, **kwargs):  # a spy: the real attention runs
+        calls.append(args[0])
+        return real_attend(self, *args, **kwargs)
+
+    monkeypatch.setattr(GrowingCache, "attend", counted)
+    cfg = SamplingConfig(n=5, max_new_tokens=MAX_NEW, seed=8)
+    assert tiny_backend.share_prompt_cache
+    shared = tiny_backend.sample_and_decode(tiny_prompts, cfg, greedy=True)
+    n_layers = tiny_backend.model.config.num_hidden_layers
+    assert len(calls) >= n_layers * MAX_NEW // 2 and set(calls) == set(range(n_layers))
+    monkeypatch.setattr(tiny_backend, "share_prompt_cache", False)
+    calls.clear()
+    copied = tiny_backend.sample_and_decode(tiny_prompts, cfg, greedy=True)
+    assert not calls
+    flat = lambda out: [g for row in out[0] for g in row] + out[1]
+    assert len({len(g.token_ids) for g in flat(shared)}) > 1
+    for a, b in zip(flat(shared), flat(copied), strict=True):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.token_logprobs, b.token_logprobs, atol=2e-5)
+
+
 def test_a_generation_config_with_its_own_processors_keeps_generate(tiny_model_dir, tmp_path
                                                                     ) -> None:
     """A repetition penalty (or any processor `generate` would add) is not applied by the own

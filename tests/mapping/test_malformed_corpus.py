@@ -9,8 +9,9 @@ raise; every failure is counted and the counts are asserted exactly (reviewed by
 import json
 import math
 import sys
-import time
 from pathlib import Path
+
+import pytest
 
 from pipeline.mapping import extract_answers, parse_distribution
 from pipeline.clients.llm_client import LLMClient
@@ -63,10 +64,11 @@ def test_corpus_size_and_kinds():
     assert sum(isinstance(r, str) and len(r.encode()) >= 1_000_000 for r in RESPONSES) == 7  # ~1 MB each
 
 
+# A hang guard, not a speed target (the corpus has ~1 MB responses; catastrophic regex
+# backtracking would run for hours): pytest-timeout fails the test instead of stalling the suite.
+@pytest.mark.timeout(300)
 def test_parse_distribution_on_corpus():
-    start = time.perf_counter()
     results = [parse_distribution(r) for r in RESPONSES]
-    assert time.perf_counter() - start < 10
     got = {i: d for i, d in enumerate(results) if d is not None}
     assert got == DISTRIBUTION_SUCCESSES
     assert sum(d is None for d in results) == 119
