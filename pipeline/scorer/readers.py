@@ -280,6 +280,18 @@ def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int]
                 limit: int | None = None) -> list[_Raw]:
     """Good rows of a JSON Lines file; each bad line becomes a RowProblem (line number, what)."""
     rows: list[_Raw] = []
+    for chunk in _jsonl_chunks(path, problems, replaced, limit=limit):
+        rows += chunk
+    return rows
+
+
+def _jsonl_chunks(path: Path, problems: list[RowProblem], replaced: dict[str, int],
+                  chunk_rows: int | None = None, limit: int | None = None,
+                  counted: list[int] | None = None):
+    """The good rows of a JSON Lines file, a list per `chunk_rows` non-blank lines (None: one
+    list); each bad line becomes a RowProblem; `limit` stops after that many good rows;
+    `counted[0]` is kept at the non-blank lines read so far."""
+    rows: list[_Raw] = []
     index = 0
     try:
         with _open_binary(path) as fh:
@@ -293,6 +305,11 @@ def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int]
                     rows.append(row)
                     if limit is not None and len(rows) >= limit:
                         break
+                if chunk_rows is not None and index % chunk_rows == 0:
+                    if counted is not None:
+                        counted[0] = index
+                    yield rows
+                    rows = []
     except ScoreInputError:
         raise
     except (OSError, EOFError) as exc:
@@ -300,7 +317,10 @@ def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int]
             raise ScoreInputError(f"input file {path} does not exist; check the path") from None
         raise ScoreInputError(f"{path}: cannot be read as JSON Lines: "
                               f"{getattr(exc, 'strerror', None) or exc}") from None
-    return rows
+    if counted is not None:
+        counted[0] = index
+    if rows or chunk_rows is None or index % chunk_rows:
+        yield rows
 
 
 def _parse_line(raw: bytes, lineno: int, index: int, problems: list[RowProblem],
@@ -408,15 +428,20 @@ def _starts_like_json(path: Path) -> bool:
     return head[:1] in (b"{", b"[")
 
 
+def read_rows_check(path: Path) -> None:
+    """ScoreInputError unless `path` is a file there."""
+    if not path.exists():
+        raise ScoreInputError(f"input file {path} does not exist; check the path")
+    if path.is_dir():
+        raise ScoreInputError(f"input {path} is a directory; pass one .jsonl or .parquet file")
+
+
 def read_rows(path: Path, fmt: str, problems: list[RowProblem] | None = None,
               replaced: dict[str, int] | None = None) -> list[_Raw]:
     """The good raw rows of the input file; bad ones are appended to `problems`."""
     problems = [] if problems is None else problems
     replaced = {} if replaced is None else replaced
-    if not path.exists():
-        raise ScoreInputError(f"input file {path} does not exist; check the path")
-    if path.is_dir():
-        raise ScoreInputError(f"input {path} is a directory; pass one .jsonl or .parquet file")
+    read_rows_check(path)
     if fmt == "parquet":
         return _read_parquet(path, problems, replaced)
     return _read_jsonl(path, problems, replaced)
@@ -584,18 +609,32 @@ def _question(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+# (FieldNames attribute, the usual names tried in order, what, option, required) per field
+_ROW_FIELDS = (("id", ID_FIELDS, "id", "--id-field", False),
+               ("question", QUESTION_FIELDS, "question", "--question-field", False),
+               ("responses", RESPONSES_FIELDS, "responses", "--responses-field", True),
+               ("logprobs", LOGPROBS_FIELDS, "log-probs", "--logprobs-field", False),
+               ("reference", REFERENCE_FIELDS, "reference", "--reference-field", False))
+
+
+def row_field_names(rows: Sequence[_Raw], fields: FieldNames, path: Path) -> tuple:
+    """The field names generic rows are read with (id, question, responses, log-probs,
+    reference), from `rows` (`resolve_field`)."""
+    return tuple(resolve_field(rows, getattr(fields, attr), names, what, option, path, required)
+                 for attr, names, what, option, required in _ROW_FIELDS)
+
+
+def _usual_field(present: set, names: Sequence[str]) -> str | None:
+    """The first of the usual `names` some row has (what `resolve_field` picks unless named)."""
+    return next((name for name in names if name in present), None)
+
+
 def prompts_from_rows(rows: Sequence[_Raw], fields: FieldNames, path: Path,
-                      problems: list[RowProblem]) -> list[ScorePrompt]:
-    """Generic JSONL/parquet rows -> ScorePrompts; bad rows are appended to `problems`."""
-    id_f = resolve_field(rows, fields.id, ID_FIELDS, "id", "--id-field", path, required=False)
-    q_f = resolve_field(rows, fields.question, QUESTION_FIELDS, "question", "--question-field",
-                        path, required=False)
-    r_f = resolve_field(rows, fields.responses, RESPONSES_FIELDS, "responses", "--responses-field",
-                        path, required=True)
-    lp_f = resolve_field(rows, fields.logprobs, LOGPROBS_FIELDS, "log-probs", "--logprobs-field",
-                         path, required=False)
-    ref_f = resolve_field(rows, fields.reference, REFERENCE_FIELDS, "reference",
-                          "--reference-field", path, required=False)
+                      problems: list[RowProblem], names: tuple | None = None
+                      ) -> list[ScorePrompt]:
+    """Generic JSONL/parquet rows -> ScorePrompts; bad rows are appended to `problems`.
+    `names`: the field names (`row_field_names`), else resolved from `rows`."""
+    id_f, q_f, r_f, lp_f, ref_f = names or row_field_names(rows, fields, path)
     out = []
     for raw in rows:
         row = raw.data
@@ -619,19 +658,35 @@ def prompts_from_rows(rows: Sequence[_Raw], fields: FieldNames, path: Path,
 
 def check_unique_ids(prompts: Sequence[ScorePrompt], path: Path, option: str) -> None:
     """Two rows with one id are a problem of the file: which one is right cannot be told."""
-    seen: dict[str, ScorePrompt] = {}
-    dupes: list[tuple[ScorePrompt, ScorePrompt]] = []
-    for p in prompts:
-        if p.prompt_id in seen:
-            dupes.append((seen[p.prompt_id], p))
-        else:
-            seen[p.prompt_id] = p
-    if dupes:
-        first, second = dupes[0]
+    ids = _UniqueIds()
+    ids.add(prompts)
+    ids.check(path, option)
+
+
+class _UniqueIds:
+    """`check_unique_ids` over prompts handed in a chunk at a time."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, ScorePrompt] = {}
+        self.dupes: list[tuple[ScorePrompt, ScorePrompt]] = []
+
+    def add(self, prompts: Sequence[ScorePrompt]) -> None:
+        seen = self.seen
+        for p in prompts:
+            if p.prompt_id in seen:
+                self.dupes.append((seen[p.prompt_id], p))
+            else:
+                # where it was read is all a message needs (not the responses)
+                seen[p.prompt_id] = ScorePrompt(p.prompt_id, "", [], line=p.line, row=p.row)
+
+    def check(self, path: Path, option: str) -> None:
+        if not self.dupes:
+            return
+        first, second = self.dupes[0]
         unit = "lines" if first.line is not None else "rows"
         at = (f"{unit} {first.line} and {second.line}" if first.line is not None
               else f"{unit} {first.row} and {second.row}")
-        more = f" ({len(dupes) - 1} more rows repeat an id)" if len(dupes) > 1 else ""
+        more = f" ({len(self.dupes) - 1} more rows repeat an id)" if len(self.dupes) > 1 else ""
         raise ScoreInputError(
             f"{path}: {at} share the id {_short(first.prompt_id)}{more}; ids must be unique (one "
             f"row per prompt with all its responses), or pick another {option}")
@@ -691,10 +746,14 @@ def _lm_eval_question(row: dict, given: str | None) -> str:
     return ""
 
 
-def prompts_from_lm_eval(rows: Sequence[_Raw], fields: FieldNames, path: Path,
-                         problems: list[RowProblem]) -> list[ScorePrompt]:
-    """lm-evaluation-harness samples rows -> ScorePrompts (mapping documented in docs/score.md);
-    bad rows are appended to `problems`."""
+def lm_eval_filters(rows: Sequence[_Raw]) -> list[str]:
+    """The filters of lm-eval rows, in order of first appearance."""
+    return list(dict.fromkeys(_filter_name(r.data) for r in rows if "filter" in r.data))
+
+
+def lm_eval_filter(rows: Sequence[_Raw], fields: FieldNames, path: Path) -> str | None:
+    """The one filter lm-eval rows are scored under (None: all rows): --lm-eval-filter, else
+    the first of several (ScoreInputError when no row has the id field or the named filter)."""
     id_f = fields.id or "doc_id"
     if not any(get_path(r.data, id_f) is not _MISSING for r in rows):
         if fields.id is None:
@@ -702,17 +761,47 @@ def prompts_from_lm_eval(rows: Sequence[_Raw], fields: FieldNames, path: Path,
                                   f"{_present({k for r in rows for k in r.data})}. Is this an "
                                   "lm-evaluation-harness samples file? Else pass --format jsonl")
         raise ScoreInputError(f"{path}: the id field {fields.id!r} (--id-field) is in no row")
-    filters = list(dict.fromkeys(_filter_name(r.data) for r in rows if "filter" in r.data))
+    filters = lm_eval_filters(rows)
     if fields.lm_eval_filter is not None:
         if fields.lm_eval_filter not in filters:
             raise ScoreInputError(
                 f"{path}: no rows with filter {fields.lm_eval_filter!r}; filters present: "
                 f"{', '.join(filters) or '(the file has no filter field)'}")
-        rows = [r for r in rows if _filter_name(r.data) == fields.lm_eval_filter]
-    elif len(filters) > 1:
-        log.warning("[score] %s holds %d filters (%s); scoring filter %r only (choose with "
-                    "--lm-eval-filter)", path, len(filters), ", ".join(filters), filters[0])
-        rows = [r for r in rows if _filter_name(r.data) == filters[0]]
+        return fields.lm_eval_filter
+    return filters[0] if len(filters) > 1 else None
+
+
+def _warn_filters(path: Path, filters: Sequence[str]) -> None:
+    log.warning("[score] %s holds %d filters (%s); scoring filter %r only (choose with "
+                "--lm-eval-filter)", path, len(filters), ", ".join(filters), filters[0])
+
+
+def _warn_single_filtered(count: int) -> None:
+    if count:
+        log.warning("[score] %d prompts have one filtered response but several raw ones: the "
+                    "task's filter keeps one repeat (take_first / majority_vote); score the raw "
+                    "repeats with --responses-field resps", count)
+
+
+def prompts_from_lm_eval(rows: Sequence[_Raw], fields: FieldNames, path: Path,
+                         problems: list[RowProblem]) -> list[ScorePrompt]:
+    """lm-evaluation-harness samples rows -> ScorePrompts (mapping documented in docs/score.md);
+    bad rows are appended to `problems`."""
+    chosen = lm_eval_filter(rows, fields, path)
+    if chosen is not None and fields.lm_eval_filter is None:
+        _warn_filters(path, lm_eval_filters(rows))
+    prompts, single_filtered = _lm_eval_prompts(rows, fields, chosen, problems)
+    _warn_single_filtered(single_filtered)
+    return prompts
+
+
+def _lm_eval_prompts(rows: Sequence[_Raw], fields: FieldNames, chosen: str | None,
+                     problems: list[RowProblem]) -> tuple[list[ScorePrompt], int]:
+    """(the prompts of lm-eval rows under filter `chosen` (None: all rows), how many have one
+    filtered response but several raw ones); bad rows are appended to `problems`."""
+    if chosen is not None:
+        rows = [r for r in rows if _filter_name(r.data) == chosen]
+    id_f = fields.id or "doc_id"
     resp_f = fields.responses or "resps"
     ref_f = fields.reference or "target"
     out = []
@@ -751,11 +840,7 @@ def prompts_from_lm_eval(rows: Sequence[_Raw], fields: FieldNames, path: Path,
         out.append(ScorePrompt(prompt_id=pid, question=question, responses=responses, logprobs=lp,
                                reference=None if reference is _MISSING else parse_target(reference),
                                extra={"filter": row.get("filter")}, line=raw.line, row=raw.row))
-    if single_filtered:
-        log.warning("[score] %d prompts have one filtered response but several raw ones: the "
-                    "task's filter keeps one repeat (take_first / majority_vote); score the raw "
-                    "repeats with --responses-field resps", single_filtered)
-    return out
+    return out, single_filtered
 
 
 def _filter_name(row: dict) -> str:
@@ -864,40 +949,231 @@ def _read_input(source: Any, fmt: str, fields: FieldNames | None, *, strict: boo
                               "its sampled responses")
     if kind == "json":
         kind = "lm-eval" if _looks_lm_eval(rows) else "jsonl"
+    reading = _Reading(path, kind, fields, strict, validate, problems, replaced)
     prompts: list[ScorePrompt] = []
     if rows:
-        make = prompts_from_lm_eval if kind == "lm-eval" else prompts_from_rows
         try:
-            prompts = make(rows, fields, path, problems)
+            reading.plan(rows)
         except ScoreInputError:
             if strict and problems:  # a bad row before the file-level problem: report it first
                 _raise_first(path, problems)
             raise
-    if validate is not None:
-        good = []
-        for p in prompts:
+        prompts = reading.take(rows)
+    got = reading.finish(n_rows)
+    got.prompts = prompts
+    return got
+
+
+_UNSET = object()
+
+
+class _Reading:
+    """Raw rows to good prompts, a chunk at a time, with every check of the whole input.
+
+    `plan(rows)` takes what a read decides from the rows (the field names, the lm-eval filter)
+    from the first rows it is given; `take(rows)` turns rows into prompts (bad ones become
+    RowProblems; `strict` raises at the first); `finish(n_rows)` runs the checks of the whole
+    input (no good row, duplicate ids). Given all rows at once this is `read_input`; given the
+    rows a chunk at a time, `exact()` says whether the first chunk's decisions are those all the
+    rows would have given: not where a later row has a usual name of a field that ranks before
+    the one taken (an optional field no earlier row had is taken when it first comes), or a
+    second lm-eval filter (the earlier rows were not filtered)."""
+
+    def __init__(self, path: Path, kind: str, fields: FieldNames, strict: bool,
+                 validate: Callable[[ScorePrompt], Any] | None, problems: list[RowProblem],
+                 replaced: dict[str, int]) -> None:
+        self.path, self.kind, self.fields = path, kind, fields
+        self.strict, self.validate = strict, validate
+        self.problems, self.replaced = problems, replaced  # the row reader appends to both
+        self.names: Any = _UNSET  # field names (generic rows) or the filter (lm-eval)
+        self.present: set[str] = set()  # every row's top-level fields
+        self.filters: dict[str, None] = {}  # lm-eval filters in order of appearance
+        self.single_filtered = 0
+        self.ids = _UniqueIds()
+        self.n_prompts = 0
+        self.kept_replaced: dict[str, int] = {}
+        self._sorted = 0
+
+    def plan(self, rows: Sequence[_Raw]) -> None:
+        if self.kind == "lm-eval":
+            self.names = lm_eval_filter(rows, self.fields, self.path)
+        else:
+            self.names = row_field_names(rows, self.fields, self.path)
+
+    def take(self, rows: Sequence[_Raw]) -> list[ScorePrompt]:
+        """The good prompts of `rows` (after `plan`); the chunk's problems sorted in place."""
+        problems = self.problems
+        start = self._sorted  # the problems before are earlier chunks', sorted already
+        if self.kind == "lm-eval":
+            for r in rows:
+                if "filter" in r.data:
+                    self.filters.setdefault(_filter_name(r.data))
+            prompts, single_filtered = _lm_eval_prompts(rows, self.fields, self.names, problems)
+            self.single_filtered += single_filtered
+        else:
+            for r in rows:
+                self.present.update(r.data)
+            if None in self.names:
+                # An optional field no earlier row had under any usual name: taken from the rows
+                # so far, as a whole read would (the earlier rows lack it under every name).
+                self.names = tuple(
+                    _usual_field(self.present, usual) if name is None else name
+                    for name, (_, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True))
+            prompts = prompts_from_rows(rows, self.fields, self.path, problems, self.names)
+        if self.validate is not None:
+            good = []
+            for p in prompts:
+                try:
+                    self.validate(p)
+                except ScoreRowError as exc:
+                    problems.append(RowProblem(line=p.line, row=p.row, field=exc.field,
+                                               problem=exc.problem, fix=exc.fix, id=p.prompt_id))
+                    continue
+                good.append(p)
+            prompts = good
+        problems[start:] = sorted(problems[start:], key=lambda p: p.position)
+        self._sorted = len(problems)
+        if self.strict and problems:
+            _raise_first(self.path, problems)
+        self.ids.add(prompts)
+        self.n_prompts += len(prompts)
+        if self.replaced:
+            kept = {p.where for p in prompts}
+            self.kept_replaced.update((w, n) for w, n in self.replaced.items() if w in kept)
+            self.replaced.clear()  # the next chunk's rows are elsewhere
+        return prompts
+
+    def exact(self) -> bool:
+        """Whether the decisions taken from the first chunk are those of all rows."""
+        if self.names is _UNSET:
+            return True
+        if self.kind == "lm-eval":
+            if self.fields.lm_eval_filter is not None:
+                return True
+            filters = list(self.filters)
+            return self.names == (filters[0] if len(filters) > 1 else None)
+        return all(getattr(self.fields, attr) is not None
+                   or name == _usual_field(self.present, usual)
+                   for name, (attr, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True))
+
+    def finish(self, n_rows: int) -> ScoreInput:
+        """The whole input's checks and what was read (its prompts are the chunks')."""
+        if n_rows == 0:
+            raise ScoreInputError(f"{self.path} is empty: no rows to score; give one row per "
+                                  "prompt with its sampled responses")
+        if self.kind == "lm-eval" and self.fields.lm_eval_filter is None and self.names:
+            _warn_filters(self.path, list(self.filters))
+        _warn_single_filtered(self.single_filtered)
+        if not self.n_prompts:
+            err = ScoreInputError(
+                f"{self.path}: no row can be scored ({len(self.problems)} of {n_rows} rows have "
+                f"problems); the first: {self.problems[0].message()}")
+            err.problems = self.problems  # score() writes them next to --out
+            raise err
+        self.ids.check(self.path, "--id-field (or --lm-eval-filter: one filter per doc_id)"
+                       if self.kind == "lm-eval" else "--id-field")
+        return ScoreInput(prompts=[], format=self.kind, skipped=self.problems, n_rows=n_rows,
+                          replaced_surrogates=self.kept_replaced)
+
+
+class ReadAgain(Exception):
+    """A chunked read's first chunk decided otherwise than the whole input does (a usual field
+    or a second lm-eval filter only in later rows): what was read must be read again whole."""
+
+
+class InputChunks:
+    """The good prompts of an input a chunk at a time, as `read_input` would read them.
+
+    A JSON Lines (or lm-eval) file is read `chunk_rows` rows (non-blank lines) at a time: the
+    caller holds one chunk, not the file (`unit` "rows"). The checks over the whole file
+    (duplicate ids, no good row) come from `finish()` after the last chunk; the decisions a read
+    takes from the rows (the field names, the lm-eval filter) are taken from the first chunk and
+    checked by `finish()`, which raises ReadAgain where all the rows would have decided otherwise
+    (read again with `whole=True`). A first chunk that cannot decide (no good row, no responses
+    field in it, ...) makes the reader read the file whole first, with `read_input`'s errors.
+    A parquet file or data in memory is read whole and handed out `chunk_rows` prompts at a time
+    (`unit` "prompts"). `format` is known once the first chunk is out."""
+
+    def __init__(self, source: Any, fmt: str = "auto", fields: FieldNames | None = None, *,
+                 strict: bool = False, validate: Callable[[ScorePrompt], Any] | None = None,
+                 chunk_rows: int = 2000, whole: bool = False) -> None:
+        self.source, self.fmt, self.fields = source, fmt, fields or FieldNames()
+        self.strict, self.validate = strict, validate
+        self.chunk_rows, self.whole = max(1, int(chunk_rows)), whole
+        self.format: str | None = None
+        self.unit: str | None = None
+        self.prompts: list[ScorePrompt] | None = None  # all of them, when read whole
+        self._finished: Any = None
+
+    def again(self) -> InputChunks:
+        """The same input, read whole (after ReadAgain)."""
+        return InputChunks(self.source, self.fmt, self.fields, strict=self.strict,
+                           validate=self.validate, chunk_rows=self.chunk_rows, whole=True)
+
+    def __iter__(self):
+        path = Path(self.source) if is_path(self.source) else None
+        kind = _format_from_name(path, self.fmt) if path is not None else None
+        if self.whole or kind in (None, "parquet"):
+            yield from self._whole()
+            return
+        read_rows_check(path)
+        problems: list[RowProblem] = []
+        replaced: dict[str, int] = {}
+        counted = [0]
+        chunks = _jsonl_chunks(path, problems, replaced, chunk_rows=self.chunk_rows,
+                               counted=counted)
+        with _collector_paused():
+            first = next(chunks, [])
+            if first and kind == "json":
+                kind = "lm-eval" if _looks_lm_eval(first) else "jsonl"
+            reading = _Reading(path, kind, self.fields, self.strict, self.validate, problems,
+                               replaced)
             try:
-                validate(p)
-            except ScoreRowError as exc:
-                problems.append(RowProblem(line=p.line, row=p.row, field=exc.field,
-                                           problem=exc.problem, fix=exc.fix, id=p.prompt_id))
-                continue
-            good.append(p)
-        prompts = good
-    problems.sort(key=lambda p: p.position)
-    if strict and problems:
-        _raise_first(path, problems)
-    if not prompts:
-        err = ScoreInputError(
-            f"{path}: no row can be scored ({len(problems)} of {n_rows} rows have problems); "
-            f"the first: {problems[0].message()}")
-        err.problems = problems  # score() writes them next to --out
-        raise err
-    check_unique_ids(prompts, path, "--id-field (or --lm-eval-filter: one filter per doc_id)"
-                     if kind == "lm-eval" else "--id-field")
-    kept = {p.where for p in prompts}
-    return ScoreInput(prompts=prompts, format=kind, skipped=problems, n_rows=n_rows,
-                      replaced_surrogates={w: n for w, n in replaced.items() if w in kept})
+                if first:
+                    reading.plan(first)
+            except ScoreInputError:
+                first = []
+            if not first:  # nothing to decide from: the whole file, read_input's way
+                chunks.close()
+                yield from self._whole()
+                return
+            prompts = reading.take(first)
+        self.format, self.unit = kind, "rows"
+        yield prompts
+        while True:
+            with _collector_paused():
+                rows = next(chunks, None)
+                if rows is None:
+                    break
+                prompts = reading.take(rows)
+            yield prompts
+
+        def finish() -> ScoreInput:
+            if not reading.exact():
+                raise ReadAgain(f"{path}: later rows decide the fields otherwise than the first "
+                                f"{self.chunk_rows}")
+            return reading.finish(counted[0])
+
+        self._finished = finish
+
+    def _whole(self):
+        got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
+                         validate=self.validate)
+        self.format, self.unit, self.prompts = got.format, "prompts", got.prompts
+        self._finished = lambda: got
+        size = self.chunk_rows
+        for start in range(0, len(got.prompts), size):
+            yield got.prompts[start:start + size]
+
+    def finish(self) -> ScoreInput:
+        """After the last chunk: what was read (ScoreInput without its prompts, which were the
+        chunks'); the whole input's problems raise ScoreInputError, a first chunk that decided
+        otherwise than all rows ReadAgain."""
+        if self._finished is None:
+            raise RuntimeError("InputChunks.finish: the chunks have not all been read")
+        got = self._finished()
+        return ScoreInput(prompts=[], format=got.format, skipped=got.skipped, n_rows=got.n_rows,
+                          replaced_surrogates=got.replaced_surrogates)
 
 
 def _raise_first(path: Path, problems: list[RowProblem]) -> None:

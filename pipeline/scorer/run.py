@@ -27,9 +27,11 @@ AUC, bootstrap intervals) in `OUT.summary.csv` and the mean quality per method i
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
+import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -46,6 +48,8 @@ from pipeline.scorer.readers import (
     FORMATS,
     IN_MEMORY,
     FieldNames,
+    InputChunks,
+    ReadAgain,
     RowProblem,
     ScoreInputError,
     ScorePrompt,
@@ -53,7 +57,6 @@ from pipeline.scorer.readers import (
     clean_value,
     format_problems,
     is_path,
-    read_input,
 )
 from pipeline.scorer.report import (
     CONFIDENCE_COLUMN,
@@ -643,17 +646,38 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     cfg = compose_config(task, mapper, overrides,
                          dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
                          config_dirs=config_dirs, plugins=plugins)
-    got, listed = _read_prompts(path if from_file else input, fmt, fields, strict, cfg, out_path)
+    reference_kind = cfg.task.reference  # read once: a config lookup costs ~10 us a prompt
+    part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
+    reader = InputChunks(path if from_file else input, fmt, fields, strict=strict,
+                         validate=lambda p: reference_columns(reference_kind, p.reference,
+                                                              p.prompt_id),
+                         chunk_rows=part_prompts)
+    try:
+        return _score_input(reader, cfg, task, fields, path, from_file, out_path, work_dir,
+                            part_prompts, lean)
+    except ReadAgain as again:  # rare: a usual field or an lm-eval filter first in later rows
+        log.info("[score] %s; reading the input again, whole", again)
+        return _score_input(reader.again(), cfg, task, fields, path, from_file, out_path,
+                            work_dir, part_prompts, lean)
+
+
+def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: Path,
+                 from_file: bool, out_path: Path | None, work_dir, part_prompts: int, lean: bool):
+    """`score` of the input `reader` reads: its rows as a DataFrame with the attrs `score`
+    documents."""
+    chunks = iter(reader)
+    with _reading_errors(out_path):
+        first = next(chunks)
     input_key = hashlib.sha256(json.dumps({
-        "file": _file_hash(path) if from_file else _prompts_hash(got.prompts), "format": got.format,
-        "task": task, "fields": fields.as_dict(), "version": SCORE_FORMAT_VERSION},
-        sort_keys=True).encode()).hexdigest()[:20]
-    source = str(path) if from_file else got.format
+        "file": _file_hash(path) if from_file else _prompts_hash(reader.prompts),
+        "format": reader.format, "task": task, "fields": fields.as_dict(),
+        "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
+    source = str(path) if from_file else reader.format
     with _work_root(work_dir, out_path) as (root, temporary):
         store = ArtifactStore(root / input_key)
-        written, df, uq_summary, quality_summary = _score_in_store(
-            cfg, store, input_key, got, source, part_prompts, keep_rows=out_path is not None,
-            lean=lean)
+        written, df, uq_summary, quality_summary, (got, listed) = _score_in_store(
+            cfg, store, input_key, reader, first, chunks, source, part_prompts,
+            keep_rows=out_path is not None, lean=lean, out_path=out_path)
         if out_path is not None:  # while the parts' rows files exist (a temporary store)
             _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped, listed)
     reading = _warn_about_the_reading(df)
@@ -667,16 +691,11 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     return df
 
 
-def _read_prompts(source: Any, fmt: str, fields: FieldNames, strict: bool, cfg,
-                  out_path: Path | None):
-    """(the input read, each row's reference checked by the task's reference kind; where the
-    skipped rows are listed, or None). The skipped rows and replaced surrogates are warned of at
-    once; a file with no good row is one ScoreInputError (its problems written next to --out)."""
-    reference_kind = cfg.task.reference  # read once: a config lookup costs ~10 us a prompt
+@contextmanager
+def _reading_errors(out_path: Path | None):
+    """A file with no good row is one ScoreInputError; its problems are written next to --out."""
     try:
-        got = read_input(source, fmt, fields, strict=strict,
-                         validate=lambda p: reference_columns(reference_kind, p.reference,
-                                                              p.prompt_id))
+        yield
     except ScoreInputError as exc:
         problems = getattr(exc, "problems", None)
         if problems and out_path is not None:  # no good row: keep the list of what is wrong
@@ -684,6 +703,13 @@ def _read_prompts(source: Any, fmt: str, fields: FieldNames, strict: bool, cfg,
             raise ScoreInputError(f"{exc} (all {len(problems)} problems in "
                                   f"{skipped_path(out_path)})") from None
         raise
+
+
+def _finish_reading(reader: InputChunks, out_path: Path | None):
+    """(what `reader` read, where the skipped rows are listed or None), after its last chunk;
+    the skipped rows and replaced surrogates are warned of here."""
+    with _reading_errors(out_path):
+        got = reader.finish()
     listed = skipped_path(out_path) if out_path is not None and got.skipped else None
     if got.skipped:
         _warn(_skipped_message(got.skipped, got.n_rows, listed))
@@ -712,38 +738,41 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
             yield Path(temp), True
 
 
-def _score_in_store(cfg, store: ArtifactStore, input_key: str, got, source: str,
-                    part_prompts: int | None = None, keep_rows: bool = True, lean: bool = False):
+def _score_in_store(cfg, store: ArtifactStore, input_key: str, reader: InputChunks, first,
+                    chunks, source: str, part_prompts: int, keep_rows: bool = True,
+                    lean: bool = False, out_path: Path | None = None):
     """The input's artifacts written (where the store does not hold them, made here, already),
     the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
-    summary, the quality summary).
+    summary, the quality summary, (what was read, where its skipped rows are listed)).
 
-    Up to `part_prompts` prompts (PART_PROMPTS) this is one store. A larger input is scored in
-    parts of that many prompts, each its own store under `part-NNNNN/` (a killed run resumes
-    part by part), on every core (`pipeline.devices.cpu_threads()`: forked workers, a part
-    each); the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
-    bootstraps spread over the same workers. The rows and summaries are those of one store.
-    Parts read their prompts from their folders: `got.prompts` is emptied once they are there."""
+    An input of one chunk (`first`: up to `part_prompts` rows or prompts, `InputChunks`) is one
+    store. A larger one is scored in parts, a chunk each, each its own store under
+    `part-NNNNN/` (a killed run resumes part by part), on every core
+    (`pipeline.devices.cpu_threads()`: forked workers, a part each) while the next chunks are
+    read; the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
+    bootstraps spread over the same workers. The rows and summaries are those of one store."""
     from pipeline.stages.decide import task_spaces
 
-    part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
-    prompts = got.prompts
     space = task_spaces(cfg)[0]
-    if len(prompts) <= part_prompts:
-        frames, with_reference = _run_part(cfg, store, input_key, prompts, source, got.format)
+    with _reading_errors(out_path):
+        second = next(chunks, None)
+    if second is None:
+        read = _finish_reading(reader, out_path)
+        frames, with_reference = _run_part(cfg, store, input_key, first, source, reader.format)
         written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
         df = lean_frame(written) if lean else python_objects(written, frames, space)
         uq_summary, quality_summary = summary_frames(frames)
     else:
-        written, df, uq_summary, quality_summary, with_reference = _score_parts(
-            cfg, store, input_key, prompts, source, got.format, part_prompts, space, keep_rows,
-            lean)
+        written, df, uq_summary, quality_summary, with_reference, read = _score_parts(
+            cfg, store, input_key, itertools.chain([first, second], chunks), source,
+            reader.format, reader.unit, part_prompts, space, keep_rows, lean,
+            finish=lambda: _finish_reading(reader, out_path))
     _warn_unparsed(df)
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
               "not count in the PRR/AUC summary")
-    return written, df, uq_summary, quality_summary
+    return written, df, uq_summary, quality_summary, read
 
 
 # Prompts per part of a large input: a part's frames stay ~150 MiB (M = 20), and parts are the
@@ -775,8 +804,9 @@ def _part(index: int):
     import pickle
 
     job = _PARTS
-    size = job["size"]
-    key = hashlib.sha256(f"{job['key']}/{index}/{size}".encode()).hexdigest()[:20]
+    # a part is chunk `index` of `size` rows (or prompts, `unit`) of the input
+    key = hashlib.sha256(f"{job['key']}/{index}/{job['size']}/{job['unit']}".encode()
+                         ).hexdigest()[:20]
     store = ArtifactStore(_part_dir(job["store"], index))
     with (store.root / PART_INPUT).open("rb") as fh:
         prompts = pickle.load(fh)
@@ -844,8 +874,11 @@ class PartRows(list):
             yield frame[self.columns]
 
 
-def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str,
-                 size: int, space, keep_rows: bool = True, lean: bool = False):
+def _score_parts(cfg, store: ArtifactStore, key: str, chunks, source: str, fmt: str, unit: str,
+                 size: int, space, keep_rows: bool, lean: bool, finish):
+    """The parts of `_score_in_store`: each chunk of `chunks` goes to its part's folder and to a
+    worker as it is read; `finish()` (what was read) after the last, before the parts' results
+    are gathered."""
     import pandas as pd
     from omegaconf import OmegaConf, open_dict
 
@@ -855,63 +888,66 @@ def _score_parts(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt:
     part_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
     with open_dict(part_cfg):
         part_cfg.evaluation.n_bootstrap = 0
-    n_prompts, n_parts = len(prompts), -(-len(prompts) // size)
-    # Each part's prompts go to its folder and the list is emptied: neither this process nor
-    # its forked workers then hold the whole input (~3 KiB per prompt at M = 20)
-    for i in range(n_parts):
-        _part_dir(store, i).mkdir(parents=True, exist_ok=True)
-        _atomic_pickle(prompts[i * size:(i + 1) * size], _part_dir(store, i) / PART_INPUT)
-    prompts.clear()
     _PARTS.update(cfg=part_cfg, store=store, key=key, source=source,
-                  format=fmt, size=size, space=space, keep_rows=keep_rows, lean=lean)
-    workers = forked_workers(n_parts)
-    log.info("scoring %d prompts in %d parts of %d on %d worker(s)", n_prompts, n_parts,
-             size, workers)
+                  format=fmt, size=size, unit=unit, space=space, keep_rows=keep_rows, lean=lean)
+    workers = forked_workers(sys.maxsize)  # at least two parts; the cores bound it
+    pool = forked_pool(workers) if workers > 1 else None
+    n_prompts = n_parts = 0
     try:
-        if workers > 1:
-            pool = forked_pool(workers)
-            map_fn = pool.map
-        else:
-            pool, map_fn = None, map
-        try:
-            parts = list(map_fn(_part, range(n_parts)))
-            with_reference = set().union(*(p[4] for p in parts))
-            columns = _column_order([p[0] for p in parts])
-            written = PartRows([_part_dir(store, i) / PART_ROWS for i in range(n_parts)],
-                               columns)
-            df = pd.concat([p[1] for p in parts], ignore_index=True)
-            df = df[[c for c in columns if c in df]]  # lean frames have fewer
-            qualities = [p[2] for p in parts if p[2] is not None]
-            uncertainty = pd.concat([p[3] for p in parts], ignore_index=True)
-            del parts
-            frames: dict[str, Any] = {"quality": None, "uq_scores": None}
-            if with_reference and qualities:
-                ev = cfg.evaluation
-                frames["quality"] = pd.concat(qualities, ignore_index=True)
-                # the intervals over all parts, kept in the input's store: a rerun reads them
-                # (their key: every part's quality and uncertainty, the evaluation settings)
-                scores_key = hashlib.sha256(json.dumps([
-                    [ArtifactStore(_part_dir(store, i)).key(name)
-                     for i in range(n_parts) for name in ("quality", "uncertainty")],
-                    OmegaConf.to_container(ev, resolve=True)], sort_keys=True).encode()
-                ).hexdigest()[:20]
-                if store.is_current("uq_scores", scores_key):
-                    frames["uq_scores"] = store.read("uq_scores")
-                else:
-                    frames["uq_scores"] = uq_score_rows(
-                        frames["quality"], uncertainty, targets=list(ev.targets),
-                        max_rejection=ev.max_rejection, ties=ev.ties,
-                        n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed,
-                        map_fn=map_fn)
-                    store.write("uq_scores", frames["uq_scores"], key=scores_key,
-                                config={"parts": n_parts, "part_prompts": size},
-                                extra={"producer": SCORER_PRODUCER})
-        finally:
-            if pool is not None:
-                pool.shutdown()
+        futures = []
+        for prompts in chunks:
+            if not prompts:  # a chunk of bad rows only
+                continue
+            # the part's prompts go to its folder; this process then drops them: it holds one
+            # chunk at a time, its workers one part each
+            _part_dir(store, n_parts).mkdir(parents=True, exist_ok=True)
+            _atomic_pickle(prompts, _part_dir(store, n_parts) / PART_INPUT)
+            n_prompts += len(prompts)
+            futures.append(pool.submit(_part, n_parts) if pool is not None else n_parts)
+            n_parts += 1
+            del prompts
+        read = finish()  # the whole input's checks: duplicate ids, no good row, ...
+        log.info("scoring %d prompts in %d parts of %d %s on %d worker(s)", n_prompts, n_parts,
+                 size, unit, workers)
+        map_fn = pool.map if pool is not None else map
+        parts = [f.result() if pool is not None else _part(f) for f in futures]
+        with_reference = set().union(*(p[4] for p in parts))
+        columns = _column_order([p[0] for p in parts])
+        written = PartRows([_part_dir(store, i) / PART_ROWS for i in range(n_parts)], columns)
+        df = pd.concat([p[1] for p in parts], ignore_index=True)
+        df = df[[c for c in columns if c in df]]  # lean frames have fewer
+        qualities = [p[2] for p in parts if p[2] is not None]
+        uncertainty = pd.concat([p[3] for p in parts], ignore_index=True)
+        del parts
+        frames: dict[str, Any] = {"quality": None, "uq_scores": None}
+        if with_reference and qualities:
+            ev = cfg.evaluation
+            frames["quality"] = pd.concat(qualities, ignore_index=True)
+            # the intervals over all parts, kept in the input's store: a rerun reads them
+            # (their key: every part's quality and uncertainty, the evaluation settings)
+            scores_key = hashlib.sha256(json.dumps([
+                [ArtifactStore(_part_dir(store, i)).key(name)
+                 for i in range(n_parts) for name in ("quality", "uncertainty")],
+                OmegaConf.to_container(ev, resolve=True)], sort_keys=True).encode()
+            ).hexdigest()[:20]
+            if store.is_current("uq_scores", scores_key):
+                frames["uq_scores"] = store.read("uq_scores")
+            else:
+                frames["uq_scores"] = uq_score_rows(
+                    frames["quality"], uncertainty, targets=list(ev.targets),
+                    max_rejection=ev.max_rejection, ties=ev.ties,
+                    n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed,
+                    map_fn=map_fn)
+                store.write("uq_scores", frames["uq_scores"], key=scores_key,
+                            config={"parts": n_parts, "part_prompts": size},
+                            extra={"producer": SCORER_PRODUCER})
     finally:
-        _PARTS.clear()
-    return (written, df, *summary_frames(frames), with_reference)
+        try:
+            if pool is not None:  # after an error: the parts not started yet are dropped
+                pool.shutdown(cancel_futures=True)
+        finally:
+            _PARTS.clear()
+    return (written, df, *summary_frames(frames), with_reference, read)
 
 
 def _warn_about_the_reading(df) -> dict[str, int] | None:
