@@ -667,29 +667,30 @@ class _UniqueIds:
     """`check_unique_ids` over prompts handed in a chunk at a time."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, ScorePrompt] = {}
-        self.dupes: list[tuple[ScorePrompt, ScorePrompt]] = []
+        # id -> where its row is (line, else row): all a message needs, not the prompt
+        self.seen: dict[str, int | None] = {}
+        self.dupes: list[tuple[str, int | None, int | None]] = []
+        self.unit = "lines"
 
     def add(self, prompts: Sequence[ScorePrompt]) -> None:
         seen = self.seen
         for p in prompts:
+            where = p.line if p.line is not None else p.row
             if p.prompt_id in seen:
-                self.dupes.append((seen[p.prompt_id], p))
+                self.dupes.append((p.prompt_id, seen[p.prompt_id], where))
             else:
-                # where it was read is all a message needs (not the responses)
-                seen[p.prompt_id] = ScorePrompt(p.prompt_id, "", [], line=p.line, row=p.row)
+                seen[p.prompt_id] = where
+            if p.line is None:
+                self.unit = "rows"
 
     def check(self, path: Path, option: str) -> None:
         if not self.dupes:
             return
-        first, second = self.dupes[0]
-        unit = "lines" if first.line is not None else "rows"
-        at = (f"{unit} {first.line} and {second.line}" if first.line is not None
-              else f"{unit} {first.row} and {second.row}")
+        pid, first, second = self.dupes[0]
         more = f" ({len(self.dupes) - 1} more rows repeat an id)" if len(self.dupes) > 1 else ""
         raise ScoreInputError(
-            f"{path}: {at} share the id {_short(first.prompt_id)}{more}; ids must be unique (one "
-            f"row per prompt with all its responses), or pick another {option}")
+            f"{path}: {self.unit} {first} and {second} share the id {_short(pid)}{more}; ids must "
+            f"be unique (one row per prompt with all its responses), or pick another {option}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -612,9 +612,10 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
             skipping bad rows.
         config_dirs: more config folders (your own task/dataset configs, docs/extending.md).
         plugins: modules to import first (your own registrations).
-        part_prompts: an input of more prompts is scored in parts of this many (default
-            PART_PROMPTS = 2000), on every core, each part its own store; the same rows and
-            summaries.
+        part_prompts: an input of more rows is read and scored in parts of this many rows
+            (a JSON Lines file: read a chunk at a time, each chunk a part; parquet and data in
+            memory: parts of this many prompts), default PART_PROMPTS = 2000, on every core,
+            each part its own store; the same rows and summaries.
         lean: return only the columns that hold no per-sample Python objects (`LEAN_DROPPED`
             are left out: the decisions' latents, each response's labels, the latent
             distribution, the reference's labels and matches); every column still goes to
