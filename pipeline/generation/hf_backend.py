@@ -534,6 +534,14 @@ class TransformersBackend:
                 logits = self.model(input_ids=step_ids, position_ids=step_positions,
                                     past_key_values=cache, use_cache=True, **attend,
                                     **self._keep_logits(1)).logits[:, -1]
+                if share and cache.attended < len(cache.layers):
+                    # A model whose layers do not hand their keyword arguments to the attention
+                    # function attended over the rows' own tokens only: decode this batch again
+                    # with per-row copies (nothing was drawn yet), and from now on.
+                    log.warning("%s does not pass the shared prompt cache to its attention; "
+                                "decoding with per-row caches", type(self.model).__name__)
+                    self.share_prompt_cache = False
+                    return self._decode_rows(single, repeats, sampler, max_new_tokens)
                 chosen = sampler.choose(logits).squeeze(1)
                 raw = logits.float()  # log p = logit - logsumexp: no full log_softmax table
                 chosen_logprobs = (raw.gather(1, chosen.unsqueeze(1)).squeeze(1)

@@ -175,6 +175,7 @@ class GrowingCache(Cache):
         self._slots: Any = None  # slot (prompt * rows_per_prompt + j) of each live row
         self._all_live = True
         self._prefix_bias: Any = None  # 0 at a prompt's tokens, -inf at its left padding
+        self.attended = 0  # calls of `attend`: the decode loop checks every layer made one
 
     def share_prefix(self, rows: int, prefix_mask: Any) -> None:
         """Keep the prompts cached so far once each, for `rows` rows per prompt (prompt i's rows
@@ -208,6 +209,7 @@ class GrowingCache(Cache):
         h // (heads / kv heads). Scores and softmax in float32 (float64 stays float64)."""
         import torch
 
+        self.attended += 1
         layer = self.layers[layer_idx]
         n, heads, q_len, dim = query.shape
         if q_len != 1:

@@ -364,6 +364,33 @@ def test_own_loop_shares_each_prompts_cache_with_the_same_samples(tiny_backend, 
         np.testing.assert_allclose(a.token_logprobs, b.token_logprobs, atol=2e-5)
 
 
+def test_a_model_that_drops_the_shared_cache_on_the_way_decodes_with_copies(
+        tiny_model_dir, tiny_prompts, caplog) -> None:
+    """A model whose attention never gets the shared cache (its layers drop keyword arguments)
+    would attend over the rows' own tokens only: the loop notices after one step, before any
+    draw, and decodes with per-row copies: the samples of a backend that never shared."""
+    cfg = SamplingConfig(n=3, max_new_tokens=MAX_NEW, seed=5)
+    copied_backend = TransformersBackend(tiny_model_dir, dtype="float32", batch_size=2,
+                                         num_threads=1)
+    copied_backend.share_prompt_cache = False
+    expected = copied_backend.sample(tiny_prompts, cfg)
+    backend = TransformersBackend(tiny_model_dir, dtype="float32", batch_size=2, num_threads=1)
+    for layer in backend.model.model.layers:
+        forward = layer.self_attn.forward
+
+        def dropping(*args, _forward=forward, **kwargs):
+            kwargs.pop("shared_prompt_cache", None)
+            return _forward(*args, **kwargs)
+
+        layer.self_attn.forward = dropping
+    with caplog.at_level("WARNING"):
+        got = backend.sample(tiny_prompts, cfg)
+    assert "does not pass the shared prompt cache" in caplog.text
+    assert not backend.share_prompt_cache
+    assert [[g.token_ids for g in row] for row in got] == \
+        [[g.token_ids for g in row] for row in expected]
+
+
 def test_a_generation_config_with_its_own_processors_keeps_generate(tiny_model_dir, tmp_path
                                                                     ) -> None:
     """A repetition penalty (or any processor `generate` would add) is not applied by the own
