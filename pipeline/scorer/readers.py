@@ -1058,10 +1058,9 @@ class _Reading:
                    for name, (attr, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True))
 
     def finish(self, n_rows: int) -> ScoreInput:
-        """The whole input's checks and what was read (its prompts are the chunks')."""
-        if n_rows == 0:
-            raise ScoreInputError(f"{self.path} is empty: no rows to score; give one row per "
-                                  "prompt with its sampled responses")
+        """The whole input's checks and what was read (its prompts are the chunks'); an empty
+        input never gets here (`_read_input` refuses it first, a chunked read of one reads it
+        whole)."""
         if self.kind == "lm-eval" and self.fields.lm_eval_filter is None and self.names:
             _warn_filters(self.path, list(self.filters))
         _warn_single_filtered(self.single_filtered)
