@@ -61,7 +61,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
                        base_url: str | None = None, n_samples: int = 20, *,
                        references: Any = None, ids: Any = None, raw_prompts: bool = False,
                        system_prompt: str | None = None, temperature: float | None = None,
-                       top_p: float | None = None, max_new_tokens: int = 64,
+                       top_p: float | None = None, max_new_tokens: int = 256,
                        seed: int | None = None, api_key: str | None = None,
                        api_key_env: str = "OPENAI_API_KEY", max_concurrency: int = 16,
                        requests_per_minute: float | None = None, timeout: float = 600.0,
@@ -96,6 +96,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
     The generations are in `df.attrs["generations"]`. `await agenerate_and_score(...)` is the
     same call for async code.
     """
+    import json
     from pathlib import Path
 
     from pipeline.data.prompts import build_messages
@@ -144,7 +145,8 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
     records = []
     for i, (prompt, gens) in enumerate(zip(prompts, generations)):
         record = {"id": str(ids[i]) if ids is not None else str(i), "question": prompt,
-                  "responses": [g.text for g in gens]}
+                  "responses": [g.text for g in gens],
+                  "finish_reasons": [g.finish_reason for g in gens]}
         if all(g.token_logprobs for g in gens):  # the server gave log-probs for every sample
             record["logprobs"] = [g.logprob for g in gens]
         if references is not None:
@@ -152,7 +154,19 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
         records.append(record)
     df = score(records, task, **options)
     df.attrs["generations"] = records
+    # the settings sent ("server default": left to the server or the model's generation config)
+    df["sampling"] = json.dumps(sampling_record(sampling, served=base_url is not None))
     return df
+
+
+def sampling_record(sampling: Any, served: bool) -> dict[str, Any]:
+    """What a sample was drawn with: each setting sent, "server default" for those not sent
+    (an endpoint), "model default" in process (transformers' generation config)."""
+    default = "server default" if served else "model default"
+    return {"n": sampling.n,
+            **{name: default if getattr(sampling, name) is None else getattr(sampling, name)
+               for name in ("temperature", "top_p", "top_k", "seed")},
+            "max_tokens": sampling.max_new_tokens}
 
 
 async def agenerate_and_score(prompts: Any, task: str = "sets", **kwargs: Any):

@@ -194,6 +194,18 @@ class EvaluationConfig:
 
 
 @dataclass
+class ReadingConfig:
+    # A sample g_T could not read. discard (the paper: "extremely rare" with its models, App.
+    # "Latent mappings"): decided over the read samples only. no_answer (the practitioner's
+    # outputs, experiment=score): an outcome of its own, the space's "no answer" latent (the
+    # empty set for sets and graphs, the no-answer class for classes), so 2 read samples of 20
+    # cannot make a confident answer (docs/score.md, "Samples that could not be read").
+    unreadable: str = "discard"
+    # A sample cut by the token limit (finish_reason "length"): read (the paper) or unreadable.
+    truncated: str = "read"
+
+
+@dataclass
 class WandbConfig:
     enabled: bool = True
     mode: str = "offline"  # offline | online | disabled (WANDB_MODE overrides)
@@ -246,6 +258,7 @@ class Config:
     uq: UQConfig = field(default_factory=UQConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    reading: ReadingConfig = field(default_factory=ReadingConfig)
     # Settings of the g_T mappers, by mapper name, defaults from each mapper's own dataclass
     # (Mapper.Config, pipeline/tasks/), e.g. mappers.sphere.embedder=embeddinggemma. Only the
     # cell's task.mapper reads its entry, so an overlay may set several.
@@ -335,6 +348,8 @@ CHOICES = [
     ("evaluation.match_judge", JUDGES),
     ("generation.beam_backend", ("transformers", "vllm")),
     ("generation.ptrue_asks", ("prompt", "question")),
+    ("reading.unreadable", ("discard", "no_answer")),
+    ("reading.truncated", ("read", "unreadable")),
 ]
 
 

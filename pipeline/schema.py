@@ -24,7 +24,13 @@ SAMPLES = {
     "text": "str",
     "token_logprobs": "list<float>",  # log p of each generated token, EOS included when generated
     "logprob": "float",  # == sum(token_logprobs)
+    # "stop", "length" (cut by the token limit), another reason the server gave; "" unknown
+    "finish_reason": "str",
 }
+
+# Columns added after artifacts were first written, with the value a writer that predates them
+# means (pipeline.store.to_table fills it; a reader of an older artifact takes the same).
+ADDED_COLUMNS = {"samples": {"finish_reason": ""}}
 
 DECODES = {
     "prompt_id": "str",
@@ -45,7 +51,10 @@ LATENTS = {
     "source": "str",  # "sample" or a decode strategy (greedy | beam | contrastive | ar)
     "sample_idx": "int",  # 0..M-1 for samples, -1 for decodes
     "latent": "json",  # pipeline.latent.codec encoding; "null" when parse_ok is False
+    # True: decided over (read by g_T, or an unread sample counted as the space's no-answer
+    # latent under reading.unreadable=no_answer)
     "parse_ok": "bool",
+    "read": "bool",  # g_T read the response (False: unreadable, or cut by the token limit)
 }
 
 DECISIONS = {

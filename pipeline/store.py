@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DISK_FULL_ERRNOS, DiskFullError, PipelineError, disk_full_message
-from pipeline.schema import ARTIFACTS, PRODUCER
+from pipeline.schema import ADDED_COLUMNS, ARTIFACTS, PRODUCER
 
 log = logging.getLogger("pipeline")
 
@@ -188,6 +188,8 @@ def to_table(name: str, df):
     if name not in ARTIFACTS:
         raise ArtifactError(f"unknown artifact {name!r}; known: {sorted(ARTIFACTS)}")
     expected = list(ARTIFACTS[name])
+    if added := {c: v for c, v in ADDED_COLUMNS.get(name, {}).items() if c not in df.columns}:
+        df = df.assign(**added)
     missing = [c for c in expected if c not in df.columns]
     extra = [c for c in df.columns if c not in expected]
     if missing or extra:

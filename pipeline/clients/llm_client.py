@@ -304,7 +304,9 @@ def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(content, str) or not content.strip():
                 raise EmptyReplyError(f"200 with a choice whose content is {content!r}")
             entries = (choice.get("logprobs") or {}).get("content") or []
-            out.append({"text": content, "tokens": [str(e["token"]) for e in entries],
+            reason = choice.get("finish_reason")
+            out.append({"text": content, "finish_reason": reason if isinstance(reason, str) else None,
+                        "tokens": [str(e["token"]) for e in entries],
                         "logprobs": [_logprob(e["logprob"], sampled=True) for e in entries],
                         "top_logprobs": [{str(t["token"]): _logprob(t["logprob"], sampled=False)
                                           for t in (e.get("top_logprobs") or [])}

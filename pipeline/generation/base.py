@@ -14,7 +14,7 @@ Conventions shared by all backends:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,11 +63,20 @@ class Generation:
     text: str
     token_ids: list[int] = field(default_factory=list)
     token_logprobs: list[float] = field(default_factory=list)
+    # "stop" (an end token or a stop string), "length" (cut by the token limit: not an answer,
+    # reading.truncated), another reason a server gives, or None when unknown
+    finish_reason: str | None = None
 
     @property
     def logprob(self) -> float:
         """Sequence log-probability: the sum of the per-token log-probs."""
         return float(sum(self.token_logprobs))
+
+
+def eos_finish(token_ids: Sequence[int], eos_ids: Collection[int]) -> str:
+    """The finish reason of an in-process decode: "stop" when it ends in an end token, else
+    "length" (the loop stops only at an end token or at the token limit)."""
+    return "stop" if token_ids and int(token_ids[-1]) in eos_ids else "length"
 
 
 @runtime_checkable

@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.generation.base import Generation, SamplingConfig
+from pipeline.generation.base import Generation, SamplingConfig, eos_finish
 from pipeline.generation.contrastive import contrastive_search
 
 log = logging.getLogger(__name__)
@@ -401,7 +401,8 @@ class TransformersBackend:
         for row, n, lps in zip(generated, lengths, token_logprobs):
             ids = [int(t) for t in row[:n].tolist()]
             text = self.tokenizer.decode(ids, skip_special_tokens=True).strip()
-            out.append(Generation(text=text, token_ids=ids, token_logprobs=[float(x) for x in lps]))
+            out.append(Generation(text=text, token_ids=ids, token_logprobs=[float(x) for x in lps],
+                                  finish_reason=eos_finish(ids, self.eos_ids)))
         return out
 
     def _batches(self, items: Sequence[Any], size: int | None = None) -> list[Sequence[Any]]:
@@ -567,7 +568,8 @@ class TransformersBackend:
         out = []
         for ids_row, lps in zip(tokens, logprobs):
             text = self.tokenizer.decode(ids_row, skip_special_tokens=True).strip()
-            out.append(Generation(text=text, token_ids=ids_row, token_logprobs=lps))
+            out.append(Generation(text=text, token_ids=ids_row, token_logprobs=lps,
+                                  finish_reason=eos_finish(ids_row, self.eos_ids)))
         return out
 
     def _prefix_cache(self, enc: dict[str, Any], repeats: int) -> Any:
@@ -656,7 +658,8 @@ class TransformersBackend:
             )
             for row_ids, row_lps in zip(ids, lps):
                 text = self.tokenizer.decode(row_ids, skip_special_tokens=True).strip()
-                results.append(Generation(text=text, token_ids=row_ids, token_logprobs=row_lps))
+                results.append(Generation(text=text, token_ids=row_ids, token_logprobs=row_lps,
+                                          finish_reason=eos_finish(row_ids, self.eos_ids)))
         return results
 
     def token_logprobs(

@@ -119,8 +119,10 @@ class OpenAIBackend:
 
     @staticmethod
     def _generation(choice: dict[str, Any]) -> Generation:
+        reason = choice.get("finish_reason")  # None in a reply cached before it was kept
         return Generation(text=choice["text"].strip(), token_ids=[],
-                          token_logprobs=[float(x) for x in choice.get("logprobs", [])])
+                          token_logprobs=[float(x) for x in choice.get("logprobs", [])],
+                          finish_reason=reason if isinstance(reason, str) else None)
 
     def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
         messages = [messages_of(p) for p in prompts]

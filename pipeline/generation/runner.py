@@ -40,7 +40,8 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> Any:
 def _row(generation: Generation) -> dict[str, Any]:
     lps = [float(x) for x in generation.token_logprobs]
     # logprob is the Python sum of exactly the stored floats, so the identity holds bit for bit.
-    return {"text": generation.text, "token_logprobs": lps, "logprob": float(sum(lps))}
+    return {"text": generation.text, "token_logprobs": lps, "logprob": float(sum(lps)),
+            "finish_reason": generation.finish_reason or ""}
 
 
 def generate_records(

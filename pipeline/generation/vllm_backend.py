@@ -186,7 +186,9 @@ class VllmBackend:
                 f"vLLM returned {len(completion.logprobs)} logprob entries for {len(token_ids)} tokens"
             )
         token_logprobs = [float(pos[tok].logprob) for tok, pos in zip(token_ids, completion.logprobs)]
-        return Generation(text=self._decode(token_ids), token_ids=token_ids, token_logprobs=token_logprobs)
+        reason = getattr(completion, "finish_reason", None)
+        return Generation(text=self._decode(token_ids), token_ids=token_ids, token_logprobs=token_logprobs,
+                          finish_reason=reason if isinstance(reason, str) else None)
 
     def resolve_sampling(self, cfg: SamplingConfig) -> dict[str, Any]:
         """The sampling fields actually used: cfg where set, else the model's generation_config."""

@@ -45,11 +45,13 @@ def default_vllm_python() -> Path:
 
 
 def generation_to_dict(gen: Generation) -> dict[str, Any]:
-    return {"text": gen.text, "token_ids": list(gen.token_ids), "token_logprobs": list(gen.token_logprobs), "logprob": gen.logprob}
+    return {"text": gen.text, "token_ids": list(gen.token_ids), "token_logprobs": list(gen.token_logprobs), "logprob": gen.logprob,
+            "finish_reason": gen.finish_reason}
 
 
 def generation_from_dict(row: dict[str, Any]) -> Generation:
-    return Generation(text=row["text"], token_ids=list(row["token_ids"]), token_logprobs=list(row["token_logprobs"]))
+    return Generation(text=row["text"], token_ids=list(row["token_ids"]), token_logprobs=list(row["token_logprobs"]),
+                      finish_reason=row.get("finish_reason"))
 
 
 def _run_call(backend: Any, call: dict[str, Any]) -> Any:

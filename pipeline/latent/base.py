@@ -320,6 +320,12 @@ class LatentSpace(abc.ABC, Generic[L]):
             return 1.0
         return float(min(1.0, max(0.0, 1.0 - risk / bound)))
 
+    def no_answer(self) -> Any:
+        """The latent of "no answer": what a sample g_T could not read counts as under
+        reading.unreadable=no_answer (docs/score.md), and the action that abstains. None: the
+        space has no such outcome (sphere, simplex, reals), so unread samples are dropped."""
+        return None
+
     def answer_text(self, action: Any, texts: Sequence[str]) -> str | None:
         """The answer a decision names, as the samples write it, where it differs from the text
         `render` gives (a class's label "Paris" beside its member's sentence "The capital of

@@ -28,12 +28,23 @@ from pipeline.scorer.report import (
 from pipeline.scorer.run import ScoreWarning, score, summaries, summary_paths
 
 
+def sample_counts_line(df) -> str:
+    """How the samples counted and how many prompts abstain, in one line."""
+    counts = {name: int(df[name].sum()) if name in df else 0
+              for name in ("n_truncated", "n_no_answer", "n_discarded")}
+    abstained = int((df["abstention"] != "").sum()) if "abstention" in df else 0
+    return (f"samples not read: {counts['n_no_answer']} counted as 'no answer', "
+            f"{counts['n_discarded']} discarded ({counts['n_truncated']} cut by the token limit); "
+            f"{abstained} of {len(df)} prompts abstain (column abstention)")
+
+
 def format_summary(df) -> str:
     """The short stdout table: counts, mean quality per method, PRR/AUC of the uncertainties."""
     head = (f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
             f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
             f"{df[RISK_COLUMN].mean():.4g}"
             + "".join(f", mean {e.replace('_', ' ')} {df[e].mean():.4g}" for e in ENTROPY_COLUMNS))
+    head += "\n" + sample_counts_line(df)
     if df.attrs.get("skipped"):
         head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
                  "(see the warning)")
@@ -158,7 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, CONFIDENCE_COLUMN,
                 *ENTROPY_COLUMNS]
-        print("\n" + df[cols].to_string(index=False, max_colwidth=40))
+        shown = df[cols].copy()
+        if "abstention" in df:  # an empty answer said in words
+            text = f"{OURS_COLUMN}_text"
+            shown[text] = [t if not a else f"({a.split(':')[0]})"
+                           for t, a in zip(df[text], df["abstention"])]
+        print("\n" + shown.to_string(index=False, max_colwidth=40))
     return 0
 
 

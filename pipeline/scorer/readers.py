@@ -125,6 +125,8 @@ class ScorePrompt:
     responses: list[str]
     logprobs: list[float] | None = None
     reference: Any = None  # raw reference value; None when the input gives none
+    # each response's finish reason ("stop", "length": cut by the token limit); None: unknown
+    finish_reasons: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     line: int | None = None  # where it was read: JSONL line (1-based) or parquet row (0-based)
     row: int | None = None
@@ -557,6 +559,27 @@ def _logprobs(value: Any, n: int, name: str) -> list[float] | None:
     return out
 
 
+FINISH_REASON_FIELDS = ("finish_reasons", "finish_reason")
+
+
+def _finish_reasons(row: Any, n: int) -> list[str] | None:
+    """The responses' finish reasons (`finish_reasons`: one string or null per response, as the
+    OpenAI API's choices give them; "length" = cut by the token limit); None when absent."""
+    name = next((f for f in FINISH_REASON_FIELDS if isinstance(row, dict) and f in row), None)
+    value = None if name is None else row[name]
+    if value is None:
+        return None
+    fix = 'give one finish reason per response ("stop", "length" or null), in the same order'
+    if not isinstance(value, list) or len(value) != n:
+        got = f"{len(value)} entries" if isinstance(value, list) else f"a {_json_type(value)}"
+        raise ScoreRowError(name, f"field {name!r} has {got} for {n} responses", fix)
+    bad = next((j for j, v in enumerate(value) if v is not None and not isinstance(v, str)), None)
+    if bad is not None:
+        raise ScoreRowError(name, f"field {name!r} holds {_short(value[bad])} at position {bad}, "
+                            "not a string", fix)
+    return ["" if v is None else v.strip().lower()[:32] for v in value]
+
+
 def _short(value: Any, n: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= n else text[:n] + "..."
@@ -648,11 +671,13 @@ def prompts_from_rows(rows: Sequence[_Raw], fields: FieldNames, path: Path,
                                         fields.question is not None))
             reference = _value(row, ref_f, "reference", "--reference-field",
                                fields.reference is not None)
+            finish_reasons = _finish_reasons(row, len(responses))
         except ScoreRowError as exc:
             problems.append(_problem(raw, exc, _peek_id(row, id_f)))
             continue
         out.append(ScorePrompt(prompt_id=pid, question=question, responses=responses,
-                               logprobs=logprobs, reference=reference, line=raw.line, row=raw.row))
+                               logprobs=logprobs, reference=reference, line=raw.line, row=raw.row,
+                               finish_reasons=finish_reasons))
     return out
 
 

@@ -157,7 +157,17 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
     lines.append(f"  question: {' '.join(str(row.question).split())[:300]}")
     if isinstance(getattr(row, "reference_labels", None), list):
         lines.append(f"  reference: {'; '.join(row.reference_labels) or '(none)'}")
-    lines.append(f"  Bayes answer: {getattr(row, f'{OURS_COLUMN}_text') or '(none)'}")
+    said = getattr(row, "abstention", "") or ""
+    lines.append(f"  Bayes answer: {getattr(row, f'{OURS_COLUMN}_text') or '(none)'}"
+                 + (f" - {said}" if said else ""))
+    counts = [(getattr(row, name, 0) or 0, what) for name, what in (
+        ("n_no_answer", "counted as 'no answer'"), ("n_discarded", "discarded"),
+        ("n_truncated", "cut by the token limit"))]
+    if any(k for k, _ in counts):
+        lines.append(f"  samples: {getattr(row, 'n_parsed')} of {getattr(row, 'n_samples')} read; "
+                     + ", ".join(f"{k} {what}" for k, what in counts if k))
+    if isinstance(sampling := getattr(row, "sampling", None), str):
+        lines.append(f"  sampled with: {sampling}")
     if (shown := distribution_line(getattr(row, "latent_distribution", None))) is not None:
         lines.append(f"  latent distribution: {shown}")
     labels = getattr(row, "response_labels", None)
@@ -168,6 +178,9 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
         counts = Counter("(unparseable)" if x is None else "{" + ", ".join(x) + "}"
                          for x in labels)
         lines.append("  responses read as: " + "; ".join(f"{n}x {k}" for k, n in counts.most_common()))
+        if len(labels) >= 5 and getattr(row, "n_distinct_texts", 0) == 1:
+            lines.append(f"  warning: all {len(labels)} samples are the same text: the "
+                         "confidence reflects the sampling settings, not the model's uncertainty")
     matches = getattr(row, "label_matches", None)
     if isinstance(matches, str):
         from pipeline.tracking.prompts import readable_matches

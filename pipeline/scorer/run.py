@@ -141,7 +141,8 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
             # given) is kept in `logprob`, token_logprobs stays empty; NaN = unknown.
             lp = p.logprobs[i] if p.logprobs is not None else math.nan
             sample_rows.append({"prompt_id": p.prompt_id, "sample_idx": i, "text": text,
-                                "token_logprobs": [], "logprob": float(lp)})
+                                "token_logprobs": [], "logprob": float(lp),
+                                "finish_reason": p.finish_reasons[i] if p.finish_reasons else ""})
 
     def frame(name, rows):
         return pd.DataFrame(rows, columns=list(ARTIFACTS[name]))
@@ -260,6 +261,46 @@ def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
             **{name: store.read(name) for name in names}}
 
 
+def _sample_counts(out, samples, latents) -> None:
+    """How each prompt's samples counted (docs/score.md): `n_samples` drawn, `n_parsed` read by
+    g_T, `n_truncated` cut by the token limit, `n_no_answer` not read and counted as the outcome
+    "no answer" (reading.unreadable=no_answer), `n_discarded` not read and dropped (the
+    paper's rule, or a space without a no-answer latent); n_samples = n_parsed + n_no_answer +
+    n_discarded."""
+    rows = latents[latents["source"] == "sample"]
+    ok = rows["parse_ok"].astype(bool)
+    read = rows["read"].astype(bool) if "read" in rows else ok
+    flags = rows[["prompt_id"]].assign(read=read, no_answer=ok & ~read).groupby("prompt_id")
+    cut = (samples["finish_reason"] == "length") if "finish_reason" in samples else False
+    counts = {"n_samples": samples.groupby("prompt_id").size(),
+              "n_parsed": flags["read"].sum(),
+              "n_truncated": samples[["prompt_id"]].assign(cut=cut).groupby("prompt_id")["cut"].sum(),
+              "n_no_answer": flags["no_answer"].sum()}
+    # texts compared without case and spacing: 1 of 20 says the sampler, not the model, decided
+    counts["n_distinct_texts"] = samples.assign(
+        norm=[" ".join(str(t).split()).lower() for t in samples["text"]]
+    ).groupby("prompt_id")["norm"].nunique()
+    for name, values in counts.items():
+        out[name] = out["prompt_id"].map(values).fillna(0).astype(int)
+    out["n_discarded"] = out["n_samples"] - out["n_parsed"] - out["n_no_answer"]
+
+
+def abstention(space, action_json: str, n_samples: int, n_parsed: int, n_truncated: int) -> str:
+    """The abstention in words where the Bayes answer gives none ("" where it answers): what a
+    person reads instead of an empty answer (the report, the CLI, serve's refusal)."""
+    unread = n_samples - n_parsed
+    cut = f", {n_truncated} cut by the token limit" if n_truncated else ""
+    why = f" ({unread} of {n_samples} samples could not be read{cut})" if unread else ""
+    if action_json == "null":
+        return f"abstains: no sample could be read{why}" if n_samples else "abstains: no samples"
+    no_answer = space.no_answer()
+    if no_answer is None or space.from_json(action_json) != no_answer:
+        return ""
+    if isinstance(no_answer, frozenset):  # sets, graphs: the paper's abstention
+        return f"abstains: no answer is named by at least half of the samples{why}"
+    return f"abstains: the samples' most frequent outcome is no readable answer{why}"
+
+
 def _short_vector(action: str) -> str:
     """A long numeric vector (an embedding) as "<384-d vector>": unreadable in a table cell."""
     if action == "null" or not action.startswith("["):
@@ -279,11 +320,7 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     dataset = frames["dataset"]
     out = pd.DataFrame({"prompt_id": dataset["prompt_id"], "question": dataset["question"]})
     samples, latents = frames["samples"], frames["latents"]
-    n_samples = samples.groupby("prompt_id").size()
-    sample_latents = latents[latents["source"] == "sample"]
-    n_parsed = sample_latents.groupby("prompt_id")["parse_ok"].sum()
-    out["n_samples"] = out["prompt_id"].map(n_samples).fillna(0).astype(int)
-    out["n_parsed"] = out["prompt_id"].map(n_parsed).fillna(0).astype(int)
+    _sample_counts(out, samples, latents)
     decisions = frames["decisions"]
     for method, col in METHOD_COLUMNS.items():
         d = decisions[decisions["method"] == method].set_index("prompt_id")
@@ -318,6 +355,10 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
             out[name] = out["prompt_id"].map(values)
         out[CONFIDENCE_COLUMN] = out[CONFIDENCE_COLUMN].astype(float)
         _answer_texts(out, space, samples, ours)
+        column = f"{OURS_COLUMN}_text"
+        out.insert(out.columns.get_loc(column) + 1, "abstention", [
+            abstention(space, ours.get(pid, "null"), n, k, t) for pid, n, k, t in zip(
+                out["prompt_id"], out["n_samples"], out["n_parsed"], out["n_truncated"])])
     audit = frames.get("audit")
     if audit is not None and len(audit):
         a = audit.set_index("prompt_id")
@@ -401,17 +442,18 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
         "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS)}
     # each prompt's (latent JSON, parse_ok, sample_idx) as plain lists: a DataFrame per prompt
     # cost more than the readings themselves
-    per_prompt: dict[str, list[tuple[str, bool, int]]] = {}
-    for pid, x, ok, i in zip(rows["prompt_id"], rows["latent"], rows["parse_ok"],
-                             rows["sample_idx"]):
-        per_prompt.setdefault(pid, []).append((x, ok, i))
+    per_prompt: dict[str, list[tuple[str, bool, int, bool]]] = {}
+    read = rows["read"] if "read" in rows else rows["parse_ok"]
+    for pid, x, ok, i, was_read in zip(rows["prompt_id"], rows["latent"], rows["parse_ok"],
+                                       rows["sample_idx"], read):
+        per_prompt.setdefault(pid, []).append((x, ok, i, was_read))
     for pid, group in per_prompt.items():
-        decoded = [space.from_json(x) if ok else None for x, ok, _ in group]
-        if has_labels:
+        decoded = [space.from_json(x) if ok else None for x, ok, _, _ in group]
+        if has_labels:  # null for a sample not read (also where it counts as "no answer")
             columns["response_labels"][pid] = json.dumps(
-                [space.labels(x) if ok else None for x, (_, ok, _) in zip(decoded, group)],
-                ensure_ascii=False)
-        parsed = [(x, i) for x, (_, ok, i) in zip(decoded, group) if ok]
+                [space.labels(x) if was_read else None
+                 for x, (_, _, _, was_read) in zip(decoded, group)], ensure_ascii=False)
+        parsed = [(x, i) for x, (_, ok, i, _) in zip(decoded, group) if ok]
         if not parsed:
             continue
         items = [x for x, _ in parsed]

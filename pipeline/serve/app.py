@@ -150,6 +150,30 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
         task_prompt=task_prompt)
 
 
+def sampling_record(req: ChatRequest) -> dict[str, Any]:
+    """The sampling settings sent upstream, "server default" for those left to the server (the
+    paper's rule: a setting nobody set is not sent)."""
+    default = "server default"
+    return {"n": req.n, "temperature": default if req.temperature is None else req.temperature,
+            "top_p": default if req.top_p is None else req.top_p, "max_tokens": req.max_tokens,
+            "seed": default if req.seed is None else req.seed}
+
+
+def answer_message(ext: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message: the Bayes answer, or, where it abstains, no content and the
+    abstention in OpenAI's `refusal` field (the official client's `message.refusal`, LangChain's
+    `additional_kwargs["refusal"]`), never an unexplained empty reply."""
+    if ext.get("abstention"):
+        return {"role": "assistant", "content": None, "refusal": ext["abstention"]}
+    return {"role": "assistant", "content": ext["answer"] or "", "refusal": None}
+
+
+def finish_reason(ext: dict[str, Any]) -> str:
+    """"length" when the reply abstains and samples were cut by the token limit (raise
+    max_tokens), else "stop"."""
+    return "length" if ext.get("abstention") and ext.get("n_truncated") else "stop"
+
+
 class Service:
     """What the routes share: the settings, the upstream, the task scorers, the slots."""
 
@@ -189,9 +213,11 @@ class Service:
                                     req.top_p, req.max_tokens, req.seed)
         texts = [g.text for g in gens]
         logprobs = [g.logprob for g in gens] if all(g.token_logprobs for g in gens) else None
+        reasons = [g.finish_reason for g in gens]
         try:
-            row, latents = scorer.score(req.question, texts, logprobs)
-            ext = extension(scorer, row, latents, texts, logprobs)
+            row, latents = scorer.score(req.question, texts, logprobs, reasons)
+            ext = extension(scorer, row, latents, texts, logprobs, reasons,
+                            sampling=sampling_record(req))
         except Exception as exc:  # noqa: BLE001 - the mapper's own failure, said in one line
             raise ServeError(500, f"scoring the {len(texts)} samples as task {req.task!r} "
                              f"failed: {type(exc).__name__}: {exc}", code="scoring_failed") from None
@@ -199,8 +225,8 @@ class Service:
         completion_tokens = sum(len(g.token_logprobs) for g in gens)
         return {"id": f"chatcmpl-ta-{uuid.uuid4().hex}", "object": "chat.completion",
                 "created": int(time.time()), "model": req.model,
-                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                             "message": {"role": "assistant", "content": ext["answer"] or ""}}],
+                "choices": [{"index": 0, "finish_reason": finish_reason(ext), "logprobs": None,
+                             "message": answer_message(ext)}],
                 "usage": {"prompt_tokens": 0, "completion_tokens": completion_tokens,
                           "total_tokens": completion_tokens},
                 "system_fingerprint": None, "task_aware": ext}

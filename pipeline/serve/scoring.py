@@ -45,12 +45,13 @@ class TaskScorer:
         self.space, self.extra = task_spaces(self.cfg)
         # what map_cell and the uq stage derive from the config on every call (omegaconf:
         # ~60 ms a request), derived once
-        from pipeline.stages.map import map_context
+        from pipeline.stages.map import ReadingRule, map_context
         from pipeline.stages.uq import group_settings
         from pipeline.tasks.contract import REFERENCES, mapper_config
 
         self.mapper_settings = mapper_config(self.cfg)
         self.map_context = map_context(self.cfg, self.space)
+        self.reading = ReadingRule.of(self.cfg)
         self.uq_settings = group_settings(self.cfg)
         self.maps_reference = REFERENCES[self.cfg.task.reference].mapped
 
@@ -59,26 +60,34 @@ class TaskScorer:
         samples only (no decodes, no reference), with the mapper's settings derived once."""
         import pandas as pd
 
-        from pipeline.stages.map import check_call_failures, prompt_rows
+        from pipeline.stages.map import (
+            LATENT_COLUMNS,
+            check_call_failures,
+            prompt_rows,
+            truncated_positions,
+        )
         from pipeline.tasks.contract import MAPPERS
         from pipeline.text import clean_text
 
         question = clean_text(dataset["question"].iloc[0])
         ordered = samples.sort_values("sample_idx")
+        cut = truncated_positions(list(ordered["finish_reason"]))
         item = (PROMPT_ID, question, [("sample", int(i)) for i in ordered["sample_idx"]],
-                [clean_text(t) for t in ordered["text"]], ())
+                [clean_text(t) for t in ordered["text"]], (), cut)
         mapper = MAPPERS[self.cfg.task.mapper].build(self.mapper_settings, self.map_context)
         try:
             if hasattr(mapper, "prefetch"):
-                mapper.prefetch([(question, item[3], [])])
-            rows = prompt_rows(mapper, self.space, item)
+                skip = set(cut) if self.reading.truncated == "unreadable" else set()
+                mapper.prefetch([(question, [t for i, t in enumerate(item[3]) if i not in skip],
+                                  [])])
+            rows = prompt_rows(mapper, self.space, item, self.reading)
             check_call_failures(self.cfg, mapper)
         finally:
             getattr(mapper, "close", lambda: None)()
-        return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent",
-                                           "parse_ok"])
+        return pd.DataFrame(rows, columns=LATENT_COLUMNS)
 
-    def score(self, question: str, responses: list[str], logprobs: list[float] | None = None):
+    def score(self, question: str, responses: list[str], logprobs: list[float] | None = None,
+              finish_reasons: list[str | None] | None = None):
         from pipeline import aux_models
         from pipeline.stages.decide import decide_all
         from pipeline.uncertainty.estimators import UQContext, artifacts_read, uncertainty_rows
@@ -86,6 +95,8 @@ class TaskScorer:
         row: dict[str, Any] = {"id": PROMPT_ID, "question": question, "responses": responses}
         if logprobs is not None:
             row["logprobs"] = logprobs
+        if finish_reasons is not None:
+            row["finish_reasons"] = finish_reasons
         got = read_input([row], "auto", FieldNames(), strict=True,
                          validate=lambda p: reference_columns(self.cfg.task.reference,
                                                               p.reference, p.prompt_id))
@@ -155,8 +166,19 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def sampler_warning(texts: list[str]) -> str:
+    """A warning when the samples are so alike that the confidence reflects the sampler more than
+    the model's uncertainty ("" otherwise): every sample the same text, at M >= 5."""
+    if len(texts) >= 5 and len({" ".join(t.split()).lower() for t in texts}) == 1:
+        return (f"all {len(texts)} samples are the same text: the sampling settings (see "
+                "`sampling`) may be near-greedy, so the confidence reflects the sampler, not the "
+                "model's uncertainty; raise the temperature to measure it")
+    return ""
+
+
 def extension(scorer: TaskScorer, row, latents, texts: list[str],
-              logprobs: list[float] | None) -> dict[str, Any]:
+              logprobs: list[float] | None, finish_reasons: list[str | None] | None = None,
+              sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `task_aware` field of a served answer (docs/serve.md): the Bayes answer, its risk and
     confidence, the latent distribution, the other decisions, and how each sample was read."""
     from pipeline.scorer.run import METHOD_COLUMNS, action_column
@@ -164,9 +186,11 @@ def extension(scorer: TaskScorer, row, latents, texts: list[str],
     reading = latents[latents["source"] == "sample"].sort_values("sample_idx")
     labels = row.get("response_labels")
     samples = []
-    for i, (text, payload, ok) in enumerate(zip(texts, reading["latent"], reading["parse_ok"])):
-        sample: dict[str, Any] = {"text": text, "parsed": bool(ok),
-                                  "latent": json.loads(payload) if ok else None}
+    for i, (text, payload, was_read) in enumerate(zip(texts, reading["latent"], reading["read"])):
+        sample: dict[str, Any] = {"text": text, "parsed": bool(was_read),
+                                  "latent": json.loads(payload) if was_read else None}
+        if finish_reasons is not None:
+            sample["finish_reason"] = finish_reasons[i]
         if isinstance(labels, list) and i < len(labels):
             sample["labels"] = labels[i]
         if logprobs is not None:
@@ -180,12 +204,17 @@ def extension(scorer: TaskScorer, row, latents, texts: list[str],
                               "risk": _number(row.get(f"{col}_risk"))}
     ours = decisions.get("bayes", {})
     out = {"task": scorer.task, "mapper": scorer.mapper, "n": int(row["n_samples"]),
-           "n_parsed": int(row["n_parsed"]), "answer": row.get("bayes_text", ""),
+           "n_parsed": int(row["n_parsed"]), "n_truncated": int(row["n_truncated"]),
+           "n_no_answer": int(row["n_no_answer"]), "n_discarded": int(row["n_discarded"]),
+           "answer": row.get("bayes_text", ""), "abstention": row.get("abstention", ""),
            "latent": ours.get("latent"), "bayes_risk": ours.get("risk"),
            "confidence": _number(row.get("confidence")),
            "latent_entropy": _number(row.get("latent_entropy")),
            "latent_distribution": _plain(row.get("latent_distribution")),
-           "decisions": decisions, "samples": samples}
+           "decisions": decisions, "samples": samples,
+           "sampling": sampling or {}}
+    if warning := sampler_warning(texts):
+        out["warning"] = warning
     for name in ("whitebox_msp", "whitebox_semantic_entropy"):
         if name in row.index:
             out[name] = _number(row[name])

@@ -131,9 +131,12 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
     rows = latents_df.assign(_order=order).sort_values(["_order", "sample_idx"], kind="stable")
     prompt_ids: list[str] = []
     prompts: list[tuple[list, dict]] = []
-    for prompt_id, source, idx, ok, payload in zip(
+    # a sample counted as "no answer" (parse_ok, not read) has no text: a decision that lands on
+    # it is an abstention, not its unreadable text (frames of old caches: read = parse_ok)
+    read = rows["read"] if "read" in rows else rows["parse_ok"]
+    for prompt_id, source, idx, ok, was_read, payload in zip(
             rows["prompt_id"], rows["source"], rows["sample_idx"].astype(int), rows["parse_ok"],
-            rows["latent"]):
+            read, rows["latent"]):
         if not prompt_ids or prompt_ids[-1] != prompt_id:
             prompt_ids.append(prompt_id)
             prompts.append(([], {}))
@@ -141,7 +144,7 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
             continue
         latent = space.from_json(payload) if ok else None
         if source == "sample":
-            prompts[-1][0].append((latent, texts.get((prompt_id, idx), "")))
+            prompts[-1][0].append((latent, texts.get((prompt_id, idx), "") if was_read else ""))
         else:
             prompts[-1][1][source] = (latent, decode_texts.get((prompt_id, source), ""))
     out = [{"prompt_id": prompt_id, **row}

@@ -12,6 +12,7 @@ wrong is stored.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -39,6 +40,24 @@ class ExtractionCallsFailed(PipelineError, RuntimeError):
     """More of the map stage's model calls failed than task.extractor.max_failed_share allows."""
 
 
+@dataclass(frozen=True)
+class ReadingRule:
+    """What a sample that g_T could not read counts as (`reading`, pipeline.config.ReadingConfig):
+    `unreadable` discard (the paper) or no_answer (the space's `no_answer` latent, an outcome of
+    its own); `truncated` read (the paper) or unreadable (a sample cut by the token limit)."""
+
+    unreadable: str = "discard"
+    truncated: str = "read"
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> ReadingRule:
+        reading = cfg.get("reading") or {}
+        return cls(str(reading.get("unreadable", "discard")), str(reading.get("truncated", "read")))
+
+
+PAPER_READING = ReadingRule()
+
+
 def check_call_failures(cfg: DictConfig, mapper) -> None:
     """Fail the stage (so nothing is stored) when outside calls failed beyond the allowed share;
     parse failures of answers that did arrive are not call failures and stay counted."""
@@ -64,6 +83,8 @@ def map_slice(cfg: DictConfig) -> dict:
                  if k in space_options}
     out = {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
            "canonical_form": with_file_digests(canonical), "reference_mapped": REFERENCES[cfg.task.reference].mapped}
+    if (rule := ReadingRule.of(cfg)) != PAPER_READING:  # the paper's rule keeps its keys
+        out["reading"] = {"unreadable": rule.unreadable, "truncated": rule.truncated}
     if options := task_options(cfg):  # the mapper sees the space, which may read any of them
         out["task_options"] = with_file_digests(options)
     return out
@@ -83,9 +104,9 @@ def map_context(cfg: DictConfig, space=None) -> MapContext:
 # what makes a name that name (pipeline.text.canonical_label: "C++", "Vitamin A"), options the
 # question lists are answers, a class is named by its most frequent member's answer.
 # v6: the local triple prompt asks for "none" when a text states no fact (an empty reply is a
-# failed call now, retried and never cached).
+# failed call now, retried and never cached). v8: each row says whether g_T read it (`read`).
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
-       version=7)
+       version=8)
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
                                 store.read("decodes"))}
@@ -96,7 +117,7 @@ PARALLEL_MIN_PROMPTS = 512
 _FORKED: tuple[Any, Any] | None = None  # (mapper, space) a forked worker inherits
 
 
-def map_prompts(mapper, space, work: list[tuple]):
+def map_prompts(mapper, space, work: list[tuple], rule: ReadingRule = PAPER_READING):
     """Each prompt's latent rows, in order: in this process, or, for a `parallel_safe` mapper
     over many prompts, split over forked worker processes (`pipeline.devices.cpu_threads()`), each
     with the parent's mapper; the rows are the same either way."""
@@ -105,9 +126,9 @@ def map_prompts(mapper, space, work: list[tuple]):
     workers = forked_workers(len(work) // (PARALLEL_MIN_PROMPTS // 2))
     if not (getattr(mapper, "parallel_safe", False) and workers > 1
             and len(work) >= PARALLEL_MIN_PROMPTS):
-        return [prompt_rows(mapper, space, item) for item in work]
+        return [prompt_rows(mapper, space, item, rule) for item in work]
     global _FORKED
-    _FORKED = (mapper, space)
+    _FORKED = (mapper, space, rule)
     try:
         step = -(-len(work) // (4 * workers))  # a few chunks per worker: an even finish
         chunks = [work[i:i + step] for i in range(0, len(work), step)]
@@ -118,22 +139,52 @@ def map_prompts(mapper, space, work: list[tuple]):
 
 
 def _forked_chunk(chunk: list[tuple]) -> list[list[dict]]:
-    mapper, space = _FORKED
-    return [prompt_rows(mapper, space, item) for item in chunk]
+    mapper, space, rule = _FORKED
+    return [prompt_rows(mapper, space, item, rule) for item in chunk]
 
 
-def prompt_rows(mapper, space, item: tuple) -> list[dict]:
-    """One prompt's rows of latents.parquet: its samples', decodes' and attached reference's."""
-    prompt_id, question, sources, texts, attached = item
+
+
+def prompt_rows(mapper, space, item: tuple, rule: ReadingRule = PAPER_READING) -> list[dict]:
+    """One prompt's rows of latents.parquet: its samples', decodes' and attached reference's.
+
+    `item`: (prompt id, question, sources, texts, attached reference texts, the positions of
+    `sources` cut by the token limit). A sample `rule` makes unreadable (truncated) is not
+    mapped, so it names no cluster; every sample not read (`read` False) is the space's
+    no-answer latent under `rule.unreadable == "no_answer"` (parse_ok True: it is decided
+    over), else null (parse_ok False: dropped, the paper's rule)."""
+    prompt_id, question, sources, texts, attached, truncated = item
+    cut = set(truncated) if rule.truncated == "unreadable" else set()
+    keep = [i for i in range(len(texts)) if i not in cut]
+    kept = [texts[i] for i in keep]
     if attached:  # the reference is placed into the responses' clusters
-        latents = mapper(question, texts, attached=list(attached))
-        sources = [*sources, ("reference", -1)]
+        mapped = mapper(question, kept, attached=list(attached))
     else:
-        latents = mapper(question, texts) if texts else []
-    return [{"prompt_id": prompt_id, "source": source, "sample_idx": idx,
-             "latent": space.to_json(latent) if latent is not None else "null",
-             "parse_ok": latent is not None}
-            for (source, idx), latent in zip(sources, latents)]
+        mapped = mapper(question, kept) if kept else []
+    latents: list[Any] = [None] * len(texts)
+    for i, latent in zip(keep, mapped):
+        latents[i] = latent
+    if attached:
+        sources = [*sources, ("reference", -1)]
+        latents.append(mapped[len(kept)] if len(mapped) > len(kept) else None)
+    no_answer = space.no_answer() if rule.unreadable == "no_answer" else None
+    rows = []
+    for (source, idx), latent in zip(sources, latents):
+        read = latent is not None
+        if not read and source == "sample":
+            latent = no_answer
+        rows.append({"prompt_id": prompt_id, "source": source, "sample_idx": idx,
+                     "latent": space.to_json(latent) if latent is not None else "null",
+                     "parse_ok": latent is not None, "read": read})
+    return rows
+
+
+LATENT_COLUMNS = ["prompt_id", "source", "sample_idx", "latent", "parse_ok", "read"]
+
+
+def truncated_positions(finish_reasons: list[str]) -> tuple[int, ...]:
+    """The positions of responses cut by the token limit (finish reason "length")."""
+    return tuple(i for i, reason in enumerate(finish_reasons) if reason == "length")
 
 
 def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
@@ -146,40 +197,51 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
     samples = samples.assign(text=samples["text"].map(clean_text))
     decodes = decodes.assign(text=decodes["text"].map(clean_text))
     space = task_space(cfg)
+    rule = ReadingRule.of(cfg)
     maps_reference = REFERENCES[cfg.task.reference].mapped
     mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg, space))
     # Each prompt's (sources, texts): samples by sample_idx, then decodes in artifact order.
     # Plain lists in one pass (a DataFrame per prompt cost ~0.6 ms each).
-    per_prompt: dict[str, tuple[list, list]] = {}
+    per_prompt: dict[str, tuple[list, list, list]] = {}
     ordered = samples.sort_values(["prompt_id", "sample_idx"], kind="stable")
-    for pid, idx, text in zip(ordered["prompt_id"], ordered["sample_idx"], ordered["text"]):
-        sources, texts = per_prompt.setdefault(pid, ([], []))
+    # samples of a cache written before finish reasons were kept: unknown ("")
+    reasons = ordered["finish_reason"] if "finish_reason" in ordered else [""] * len(ordered)
+    for pid, idx, text, reason in zip(ordered["prompt_id"], ordered["sample_idx"],
+                                      ordered["text"], reasons):
+        sources, texts, finish = per_prompt.setdefault(pid, ([], [], []))
         sources.append(("sample", int(idx)))
         texts.append(text)
+        finish.append(reason)
     for pid, strategy, text in zip(decodes["prompt_id"], decodes["strategy"], decodes["text"]):
-        sources, texts = per_prompt.setdefault(pid, ([], []))
+        sources, texts, finish = per_prompt.setdefault(pid, ([], [], []))
         sources.append((str(strategy), -1))
         texts.append(text)
+        finish.append("")
     rows: list[dict] = []
     try:  # the mapper is closed (KGGen's worker stopped) however this ends
         work = []
         for rec in dataset.itertuples():
-            sources, texts = per_prompt.get(rec.prompt_id, ([], []))
+            sources, texts, finish = per_prompt.get(rec.prompt_id, ([], [], []))
             attached = (rec.reference_text,) if maps_reference and rec.reference_text else ()
-            work.append((rec.prompt_id, rec.question, sources, texts, attached))
+            work.append((rec.prompt_id, rec.question, sources, texts, attached,
+                         truncated_positions(finish)))
+        cut = sum(len(item[5]) for item in work)
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
-            mapper.prefetch([(question, list(texts), list(attached))
-                             for _, question, _, texts, attached in work])
-        for prompt_rows in map_prompts(mapper, space, work):
+            mapper.prefetch([(question, [t for i, t in enumerate(texts) if rule.truncated ==
+                                         "read" or i not in truncated], list(attached))
+                             for _, question, _, texts, attached, truncated in work])
+        for prompt_rows in map_prompts(mapper, space, work, rule):
             rows += prompt_rows
         total = len(rows)
-        failures = sum(not row["parse_ok"] for row in rows)
+        failures = sum(not row["read"] for row in rows)
         check_call_failures(cfg, mapper)
     finally:
         getattr(mapper, "close", lambda: None)()
     level = logging.WARNING if total and failures / total > 0.5 else logging.INFO
-    log.log(level, "[map] %s: %d of %d responses unparseable (dropped from the latent "
-            "distribution)%s", cfg.task.mapper, failures, total,
+    fate = ("counted as 'no answer'" if rule.unreadable == "no_answer" and space.no_answer()
+            is not None else "dropped from the latent distribution")
+    log.log(level, "[map] %s: %d of %d responses unreadable (%s%s)%s", cfg.task.mapper, failures,
+            total, fate, f"; {cut} cut by the token limit" if cut else "",
             ": most answers did not parse, check the model's outputs" if level > logging.INFO
             else "")
-    return pd.DataFrame(rows, columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"])
+    return pd.DataFrame(rows, columns=LATENT_COLUMNS)

@@ -19,7 +19,7 @@ def _work(n: int) -> list[tuple]:
     for p in range(n):
         texts = [f"{COUNTRIES[p % 6]} and {COUNTRIES[(p + k) % 6]}" for k in range(5)] + ["no idea"]
         out.append((f"p{p}", f"Which countries ({p})?", [("sample", k) for k in range(6)], texts,
-                    ()))
+                    (), (4,) if p % 2 else ()))  # odd prompts: sample 4 cut by the token limit
     return out
 
 
@@ -39,6 +39,14 @@ def test_rule_reading_in_workers_gives_the_rows_of_one_process(two_workers):
     assert parallel == serial
     assert {rows[5]["latent"] for rows in parallel} == {"[]"}  # "no idea": no answer named
     assert parallel[3][1]["latent"] == '["germany", "portugal"]'  # "Germany and Portugal"
+    assert all(row["read"] for rows in parallel for row in rows)  # the paper's rule reads all
+    # the practitioner's rule reaches the workers: a cut sample is "no answer" (the empty set)
+    rule = map_module.ReadingRule(unreadable="no_answer", truncated="unreadable")
+    serial = [map_module.prompt_rows(mapper, space, item, rule) for item in work]
+    parallel = map_module.map_prompts(mapper, space, work, rule)
+    assert parallel == serial
+    assert [rows[4]["read"] for rows in parallel[:4]] == [True, False, True, False]
+    assert parallel[1][4]["latent"] == "[]" and parallel[1][4]["parse_ok"]
 
 
 def _pid_mapper(safe: bool):

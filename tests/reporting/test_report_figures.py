@@ -79,7 +79,7 @@ def _write_cell(root, model: str, canonical: str, rng) -> None:
             for method in METHODS[2:]:
                 quality.append({"prompt_id": p, "method": method, "metric": "hamming",
                                 "value": float(rng.uniform(0, 2)), "higher_is_better": False})
-        store.write("latents", pd.DataFrame(latents), key="k")
+        store.write("latents", pd.DataFrame(latents).assign(read=lambda d: d["parse_ok"]), key="k")
         store.write("decisions", pd.DataFrame({"prompt_id": pids, "method": "bayes",
                                                "action": "[]", "risk": 0.0, "text": ""}),
                     key="k", config={"space": "sets"})

@@ -234,10 +234,11 @@ def test_lone_surrogates_are_replaced_and_counted_through_the_whole_scorer(tmp_p
     assert df["prompt_id"].tolist() == ["p1\ufffd", "p2"]
     # "\ufffd" alone (all that is left of a truncated answer) holds no label: not parsed. Of the
     # 4 others, red is in all; "blue", "blue\ufffd" and "blue \U0001F600" are one label (symbols
-    # are not part of a name's identity): {blue, red}, risk min(3/4, 1/4) = 1/4
-    assert df.loc[0, "n_parsed"] == 4
+    # are not part of a name's identity). The unread one counts as "no answer" (the empty set,
+    # reading.unreadable=no_answer): p(red) = 4/5, p(blue) = 3/5, {blue, red}, risk 1/5 + 2/5
+    assert df.loc[0, "n_parsed"] == 4 and df.loc[0, "n_no_answer"] == 1
     assert df.loc[0, "bayes_action"] == {"blue", "red"}
-    assert df.loc[0, "bayes_risk"] == pytest.approx(1 / 4)
+    assert df.loc[0, "bayes_risk"] == pytest.approx(3 / 5)
     back = pd.read_parquet(tmp_path / "s.parquet")
     assert back["prompt_id"].tolist() == ["p1\ufffd", "p2"]
     assert back["question"].tolist() == ["Primary colours?\ufffd", "Ocean?"]

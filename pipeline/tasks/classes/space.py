@@ -54,12 +54,20 @@ class ClassBatch(LatentBatch):
         return out
 
 
+# The class of the samples that could not be read (reading.unreadable=no_answer): one class, so
+# when most samples give no answer the mode abstains. Not a canonical label (they have no "<").
+NO_ANSWER_CLASS = "<no answer>"
+
+
 @register("classes")
 class ClassSpace(LatentSpace[Hashable]):
     """Any hashable label (cluster id or canonical string); d(a, b) = 1[a != b].
 
     Bayes action = the mode (ties: first seen), risk = 1 - max_k p_k.  O(M).
     """
+
+    def no_answer(self) -> Hashable:
+        return NO_ANSWER_CLASS
 
     def canonical(self, latent: Any) -> Hashable:
         reject_none(latent, "classes")
@@ -83,7 +91,7 @@ class ClassSpace(LatentSpace[Hashable]):
 
     def answer_text(self, action: Any, texts: Sequence[str]) -> str | None:
         # a label is a canonical answer ("paris"): written as the samples write it ("Paris")
-        if not isinstance(action, str):
+        if not isinstance(action, str) or action == NO_ANSWER_CLASS:
             return None
         from pipeline.tasks.sets.space import surface_form
 

@@ -359,6 +359,9 @@ class SetSpace(LatentSpace[frozenset]):
         items = [self.canonical(x) for x in latents]
         return len(frozenset().union(*items)) / 2.0
 
+    def no_answer(self) -> frozenset:
+        return frozenset()  # names nothing: the paper's abstention (graphs: no edge)
+
     def agreement(self, action: Any, latent: Any) -> float:
         # F1 of the answer against a sample (F(empty, empty) = 1): confidence is the answer's
         # expected F1, so an empty answer from samples that each name something is 0, not the

@@ -195,6 +195,9 @@ class FBetaSetSpace(LatentSpace[frozenset]):
     def max_risk(self, latents: Sequence[Any]) -> float:
         return 1.0  # 1 - E[F_beta]
 
+    def no_answer(self) -> frozenset:
+        return frozenset()
+
     def agreement(self, action: Any, latent: Any) -> float:
         return f_beta(latent, action, self.beta)  # confidence = E[F_beta] = 1 - risk
 
