@@ -145,11 +145,13 @@ class PerRowSampler:
             warped = warper(input_ids, warped)
         probs = torch.softmax(warped, dim=-1).double()
         cdf = probs.cumsum(dim=-1)
-        # One uniform per row per step from the row's own stream (greedy rows draw nothing).
+        # One uniform per row per step from the row's own stream (greedy rows draw nothing),
+        # drawn on the CPU (the generators are CPU ones: the same draws on any device), then
+        # moved to the scores' device (a CPU tensor times a CUDA one is an error)
         uniforms = torch.cat(
             [torch.rand(1, generator=g, dtype=torch.float64) if g is not None
              else torch.zeros(1, dtype=torch.float64) for g in self.generators]
-        )
+        ).to(cdf.device)
         targets = (uniforms * cdf[:, -1]).unsqueeze(1)
         chosen = torch.searchsorted(cdf, targets, right=True)
         # If rounding puts the target at the very top of the CDF, take the last token with
