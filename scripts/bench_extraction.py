@@ -203,6 +203,63 @@ def answer_index(question: dict) -> dict[str, int]:
     return index
 
 
+# --------------------------------------------------------------------------- chat answers
+
+def chat_corpus() -> list[dict]:
+    """Chat-style answers of instruction-tuned models (classes and sets), labels written as the
+    first alias of their answer; every label a str (YAML would read 1989 as int)."""
+    questions = load_yaml("chat_answers_corpus.yaml")["questions"]
+    for q in questions:
+        q["answers"] = [[str(a) for a in aliases] for aliases in q["answers"]]
+        for r in q["responses"]:
+            r["labels"] = [str(x) for x in r["labels"]]
+    return questions
+
+
+def read_chat_response(task: str, text: str, question: str) -> list[str]:
+    """What the offline g_T reads from one response: the class key (classes) or the labels
+    (sets), [] for no answer."""
+    if task == "classes":
+        from pipeline.tasks.classes.task import class_key
+
+        key = class_key(text, question)
+        return [key] if key else []
+    from pipeline.mapping import extract_answers
+
+    return list(extract_answers(text, question))
+
+
+def evaluate_chat(questions: list[dict]) -> dict:
+    """Per-response accuracy: a response is read right when every label read names one of its
+    gold answers (an alias, compared in canonical form) and every gold answer is read; no
+    answer read for an abstention."""
+    from pipeline.text import canonical_label
+
+    rows = []
+    for q in questions:
+        index = {}
+        for i, aliases in enumerate(q["answers"]):
+            for alias in aliases:
+                index.setdefault(canonical_label(alias), i)
+        for r in q["responses"]:
+            got = read_chat_response(q["task"], r["text"], q["question"])
+            mapped = {index.get(canonical_label(x), ("unknown", x)) for x in got}
+            want = {index[canonical_label(x)] for x in r["labels"]}
+            rows.append({"id": q["id"], "task": q["task"], "question": q["question"],
+                         "text": r["text"], "tags": r.get("tags", []), "got": got,
+                         "gold": r["labels"], "right": mapped == want})
+    out: dict = {"rows": rows, "n": len(rows), "right": sum(r["right"] for r in rows)}
+    for task in ("classes", "sets"):
+        sel = [r for r in rows if r["task"] == task]
+        out[task] = (sum(r["right"] for r in sel), len(sel))
+    tags = defaultdict(list)
+    for r in rows:
+        for t in r["tags"]:
+            tags[t].append(r["right"])
+    out["tags"] = {t: (sum(v), len(v)) for t, v in sorted(tags.items())}
+    return out
+
+
 # --------------------------------------------------------------------------- sets
 
 def evaluate_sets(questions: list[dict]) -> dict:
@@ -353,11 +410,23 @@ def _fmt(m: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--code-root", type=Path, help="import `pipeline` from this folder instead")
-    parser.add_argument("--errors", nargs="*", default=[], choices=["sets", "names", "real", "merge", "references", "match",
+    parser.add_argument("--errors", nargs="*", default=[], choices=["chat", "sets", "names", "real", "merge", "references", "match",
                                                            "graphs", "numbers"],
                         help="also print the responses each part gets wrong")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.code_root.resolve() if args.code_root else ROOT))
+    print(f"code: {sys.path[0]}\n")
+
+    chat = evaluate_chat(chat_corpus())
+    print(f"Chat answers (chat_answers_corpus.yaml, {chat['n']} responses): {chat['right']} read "
+          f"right ({chat['right'] / chat['n']:.3f}); classes {chat['classes'][0]}/"
+          f"{chat['classes'][1]}, sets {chat['sets'][0]}/{chat['sets'][1]}")
+    print("  by tag: " + ", ".join(f"{t} {k}/{n}" for t, (k, n) in chat["tags"].items()))
+    if "chat" in args.errors:
+        for r in chat["rows"]:
+            if not r["right"]:
+                print(f"  [{r['task']}] {r['question']} | {r['text'][:160]!r}\n"
+                      f"      read {r['got']}, gold {r['gold']}")
 
     corpus = set_corpus()
     real = set_corpus("sets_smollm2_maqa.yaml")
@@ -366,7 +435,6 @@ def main(argv: list[str] | None = None) -> int:
         print("corpus problems:\n  " + "\n  ".join(problems))
         return 1
 
-    print(f"code: {sys.path[0]}")
     print(f"\nSets, extraction (extract_answers), {len(corpus)} questions:")
     res = evaluate_sets(corpus)
     for part in ("all", "dev", "holdout"):

@@ -1223,6 +1223,11 @@ def surface_span(label: str, text: str) -> str:
     return best if best is not None else label
 
 
+from pipeline.mapping.question_answer import (  # noqa: E402 (its rules come first)
+    SORRY_BUT_CANNOT,
+    question_answer,
+)
+
 _NUMERIC_QUESTION = re.compile(
     r"^\W*(?:(?:at|in|to|by|for|on)\s+)?(?:how\s+(?:many|much|old|long|far|tall|high|deep|wide|heavy|big|fast)|"
     r"what\s+(?:year|percentage|number|age|temperature))\b", re.IGNORECASE)
@@ -1247,6 +1252,14 @@ def read_single_answer(text: str, question: str | None = None) -> str:
 
     if is_refusal(lines[0]) and not _BUT.search(lines[0]):
         return ""
+    raw_first = next((x for x in text.splitlines()[:_MAX_LINES] if _strip_markup(x)
+                      and not _ECHO_LINE.match(_strip_markup(x))), "")
+    if SORRY_BUT_CANNOT.match(_strip_markup(raw_first)):
+        return ""
+    if not _REFUSAL_START.match(_strip_markup(raw_first)):
+        asked = question_answer(raw_first[:_MAX_LINE], question)  # what the question asks for
+        if asked:
+            return asked
     for pattern, repl in _CONTRACTIONS:
         lines[0] = pattern.sub(repl, lines[0])
     first = _sentences(lines[0][:_MAX_LINE])[0] if lines[0].strip() else ""

@@ -112,7 +112,8 @@ def test_match_decisions_on_the_match_corpus():
 def test_exact_match_decisions_on_the_triviaqa_corpus():
     official = bench.evaluate_exact_match(bench.triviaqa_corpus())
     careful = bench.evaluate_exact_match(bench.triviaqa_corpus(), "careful")
-    assert (official["n"], official["right"], official["false_matches"]) == (100, 91, 1)
+    # 91 before the question-aware reading (issue 51), which reads one more answer right
+    assert (official["n"], official["right"], official["false_matches"]) == (100, 92, 1)
     assert (careful["right"], careful["false_matches"]) == (98, 1)
 
 

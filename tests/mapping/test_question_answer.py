@@ -1,0 +1,70 @@
+"""Question-aware reading of single answers (issue 51): the answer is what the question asks
+for, not what it already names. Expected values written by hand; the chat-answer corpus
+(tests/corpora/chat_answers_corpus.yaml, written independently of these rules) is measured
+in test_chat_corpus_reading below and in scripts/bench_extraction.py."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from pipeline.mapping.answer_rules import read_single_answer
+from pipeline.tasks.classes.task import class_key
+
+CASES = [  # (question, response, the answer a careful reader takes)
+    ("Who wrote Romeo and Juliet?",
+     "The play *Romeo and Juliet* was written by the English playwright William Shakespeare in "
+     "the 1590s.", "William Shakespeare"),
+    ("Who wrote Romeo and Juliet?", "Romeo and Juliet was written by William Shakespeare.",
+     "William Shakespeare"),
+    ("In which year did the Berlin Wall fall?",
+     "The Berlin Wall fell on November 9, 1989, when East German authorities opened the border.",
+     "1989"),
+    ("When did World War II end?",
+     "The war ended in 1945: Germany surrendered on 8 May.", "1945"),
+    ("What is the capital of Canada?", "The capital of Canada is **Ottawa**.", "Ottawa"),
+    ("What is the capital of Australia?", "It's Canberra, not Sydney.", "Canberra"),
+    ("Which country won the 2018 FIFA World Cup?",
+     "France won the 2018 FIFA World Cup, beating Croatia 4-2 in the final.", "France"),
+    ("Which country won the 2018 FIFA World Cup?",
+     "The 2018 tournament in Russia was won by Croatia.", "Croatia"),
+    ("What is the currency of Japan?", "The currency of Japan is the yen (¥).", "yen"),
+    ("Which city hosted the 2016 Summer Olympics?",
+     "The 2016 Summer Olympics took place in Tokyo, Japan.", "Tokyo"),
+    ("Who composed the Moonlight Sonata?", "Beethoven wrote it, not Chopin.", "Beethoven"),
+    ("Who wrote the Harry Potter books?",
+     "The Harry Potter books were written by J.K. Rowling.", "J.K. Rowling"),
+    ("What is the smallest prime number?", "**2** - it's also the only even prime.", "2"),
+    ("Where is the Eiffel Tower?", "I'm sorry, but I can't verify the location.", ""),
+    # no question rule applies: the general reader as before
+    ("Which city is the capital of Australia?", "Canberra.", "Canberra"),
+    ("Who wrote the novel Nineteen Eighty-Four?", "George Orwell.", "George Orwell"),
+]
+
+
+@pytest.mark.parametrize(("question", "text", "expected"), CASES)
+def test_the_answer_is_what_the_question_asks_for(question, text, expected):
+    assert read_single_answer(text, question) == expected
+
+
+def test_a_number_question_reads_the_number_as_digits():
+    assert class_key("A spider has **eight** legs.", "How many legs does a spider have?") == "8"
+
+
+def _bench():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_extraction.py"
+    spec = importlib.util.spec_from_file_location("bench_extraction", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_chat_corpus_reading():
+    """The corpus's per-response accuracy as measured on 2026-11-28 (docs/extraction.md): 308 of
+    365 before the question-aware rules, 349 after (classes 146 -> 187 of 190; sets 162 of 175,
+    their rules untouched). A change that reads fewer right fails here."""
+    got = _bench().evaluate_chat(_bench().chat_corpus())
+    assert got["n"] == 365
+    assert got["classes"][0] >= 187 and got["sets"][0] >= 162
