@@ -128,7 +128,7 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
         seed = 0 if seed is None else seed
     system = [] if system_prompt is None else [{"role": "system", "content": str(system_prompt)}]
     messages = [system + ([{"role": "user", "content": p}] if raw_prompts
-                          else build_messages(cfg.task.prompt, {"question": p}))
+                          else build_messages(cfg.task.prompt, {"question": p}, written=True))
                 for p in prompts]
     rendered = [backend.render_chat(m) for m in messages]
     sampling = SamplingConfig(

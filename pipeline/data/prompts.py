@@ -159,9 +159,23 @@ def _require_str(value: Any, what: str) -> str:
     return value
 
 
-def fill_prompt(template: str, question: str) -> str:
-    """Fill a generation template's {question} / {article} slot with `question`."""
+# a slot followed by the template's own full stop ("{question}. Only provide ...")
+_SLOT_STOP = re.compile(r"(\{(?:question|article)\})\.")
+_ENDS_SENTENCE = re.compile(r"[.?!\u2026\u3002\uff1f\uff01\u061f]['\")\]\u201d\u2019]*\s*$")
+
+
+def fill_prompt(template: str, question: str, written: bool = False) -> str:
+    """Fill a generation template's {question} / {article} slot with `question`.
+
+    `written`: as written text, where the question's own end mark ("?", ".", "!", and their
+    CJK and Arabic forms) stands in for the template's full stop after the slot ("Which oceans
+    border the USA? List all ...", not "USA?. List"). The paper's runs fill the template
+    verbatim (False: `experiment=paper` and the default run, docs/fidelity.md); the
+    practitioner's paths (generate_and_score, serve's task_prompt) fill it as written text."""
     _require_str(question, "question")
+    if written and _ENDS_SENTENCE.search(question):
+        question = question.rstrip()
+        template = _SLOT_STOP.sub(lambda m: m.group(1), template)
     return _GENERATION_SLOT.sub(lambda _m: question, template)
 
 
@@ -170,26 +184,28 @@ def is_prompt(prompt: str) -> bool:
     return prompt in TASK_PROMPTS or bool(_GENERATION_SLOT.search(prompt or ""))
 
 
-def task_prompt(prompt: str, question: str) -> str:
+def task_prompt(prompt: str, question: str, written: bool = False) -> str:
     """The generation prompt: `prompt` names a template of TASK_PROMPTS (the paper's, by what
     they ask for) or is a template with a {question} slot (a task config can carry its own)."""
     if prompt in TASK_PROMPTS:
-        return fill_prompt(TASK_PROMPTS[prompt], question)
+        return fill_prompt(TASK_PROMPTS[prompt], question, written)
     if not is_prompt(prompt):
         raise ValueError(f"unknown prompt {prompt!r}: name one of {sorted(TASK_PROMPTS)} or give "
                          "a template with a {question} slot")
-    return fill_prompt(prompt, question)
+    return fill_prompt(prompt, question, written)
 
 
-def build_messages(task: str, record: Mapping[str, Any]) -> list[dict[str, str]]:
+def build_messages(task: str, record: Mapping[str, Any], written: bool = False
+                   ) -> list[dict[str, str]]:
     """Chat messages for one dataset record (a row of the DATASET artifact).
 
-    The paper uses no system prompt, so this is a single user turn holding the task prompt.
+    The paper uses no system prompt, so this is a single user turn holding the task prompt
+    (`written`: filled as written text, `fill_prompt`).
     """
     if "question" not in record:
         raise KeyError(f"record has no 'question' field (fields: {sorted(record)})")
     question = _require_str(record["question"], "record['question']")
-    return [{"role": "user", "content": task_prompt(task, question)}]
+    return [{"role": "user", "content": task_prompt(task, question, written)}]
 
 
 def render_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str:

@@ -207,7 +207,7 @@ class Service:
 
             last = max(i for i, m in enumerate(messages) if m["role"] == "user")
             messages = (messages[:last] + build_messages(scorer.cfg.task.prompt,
-                                                         {"question": req.question})
+                                                         {"question": req.question}, written=True)
                         + messages[last + 1:])
         gens = self.upstream.sample(req.upstream_model, messages, req.n, req.temperature,
                                     req.top_p, req.max_tokens, req.seed)

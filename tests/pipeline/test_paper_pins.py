@@ -377,6 +377,10 @@ _F1 = 'App. B.3: "compute the geometric mean of precision and recall"'
 _DECODERS = 'Sec. 4.2: "beam search, ..., contrastive search, ... (AR), greedy decoding"'
 PAPER_VALUES = {
     "generation.n_samples": (20, 'Sec. 4.1: "We draw M=20 samples"; App. B.3, B.4'),
+    # unparseable answers are "extremely rare" and discarded; truncation is not mentioned, so a
+    # sample is read as it came (docs/fidelity.md; the practitioner's outputs count them)
+    "reading.unreadable": ("discard", 'App. "Latent mappings": unparseable answers discarded'),
+    "reading.truncated": ("read", "(not stated): every sample read as generated"),
     # self-consistency, l_MAP, l_Sample (and Bayes) come from the samples (decide stage)
     "generation.strategies": (["greedy", "beam", "contrastive", "ar"], _DECODERS),
     "generation.ptrue": (True, "App. A.2 UQ tables: the P(True) rows"),
