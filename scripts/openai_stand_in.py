@@ -116,7 +116,7 @@ def answer_prompt(prompt: str) -> str:
 
 def _choice(index: int, c: dict, request: dict) -> dict:
     """One chat-completion choice in OpenAI's wire format, with token log-probs when asked."""
-    out = {"index": index, "finish_reason": "stop",
+    out = {"index": index, "finish_reason": c.get("finish_reason", "stop"),
            "message": {"role": "assistant", "content": c["text"]}}
     if request.get("logprobs"):
         top = c.get("top", {})

@@ -37,7 +37,11 @@ SAMPLES = {
                                     "Paris and Nice"],
     "What is the capital of France?": ["Paris", "paris", "Lyon", "Paris.", "Marseille"],
     "How many moons has Mars?": ["2", "two", "2.5", "I don't know", "3"],
+    # 2 read, 3 cut by the token limit (finish_reason "length"): the answer abstains
+    "Which planets have rings?": ["Saturn and Jupiter", "Saturn", "Saturn, Jup", "The planets",
+                                  "Saturn,"],
 }
+CUT = {"Which planets have rings?": {2, 3, 4}}
 QUESTION = {"sets": "Which cities are in France?", "classes": "What is the capital of France?",
             "reals": "How many moons has Mars?"}
 
@@ -46,7 +50,8 @@ def sampler(request: dict) -> list[dict]:
     question = request["messages"][-1]["content"]
     texts = SAMPLES.get(question, [question.upper()] * 64)
     n = request.get("n", 1)
-    return [{"text": texts[i % len(texts)], "tokens": [("a", -0.5 - i), ("b", -0.25)]}
+    return [{"text": texts[i % len(texts)], "tokens": [("a", -0.5 - i), ("b", -0.25)],
+             "finish_reason": "length" if i in CUT.get(question, ()) else "stop"}
             for i in range(n)]
 
 
@@ -260,3 +265,41 @@ def test_a_dead_upstream_is_an_openai_error_in_one_call(tmp_path):
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+def test_an_answer_resting_on_truncated_samples_abstains_in_words(client, stand_in):
+    """3 of 5 samples cut by the token limit: they are not answers, the reply abstains with
+    OpenAI's refusal field (content null), finish_reason "length", and says how the samples
+    counted and what was sent."""
+    resp = client.chat.completions.create(
+        model="stand-in:sets", messages=[{"role": "user", "content": "Which planets have rings?"}],
+        n=5, max_tokens=8)
+    choice, ext = resp.choices[0], resp.model_extra["task_aware"]
+    assert choice.message.content is None and choice.finish_reason == "length"
+    assert choice.message.refusal.startswith("abstains: no answer is named by at least half")
+    assert "3 of 5 samples could not be read, 3 cut by the token limit" in choice.message.refusal
+    assert (ext["n_parsed"], ext["n_truncated"], ext["n_no_answer"]) == (2, 3, 3)
+    assert [s["finish_reason"] for s in ext["samples"]] == ["stop", "stop"] + ["length"] * 3
+    assert ext["sampling"] == {"n": 5, "temperature": "server default",
+                               "top_p": "server default", "max_tokens": 8,
+                               "seed": "server default"}
+    assert "temperature" not in stand_in.state.bodies[-1]  # not set: not sent (the paper's rule)
+    # the paper's rule would have read "Saturn" 3 times of 5 and answered it
+
+
+def test_identical_samples_are_warned_about(client):
+    resp = client.chat.completions.create(
+        model="stand-in:classes", messages=[{"role": "user", "content": "Name a colour"}], n=5)
+    assert "same text" in resp.model_extra["task_aware"]["warning"]
+
+
+def test_langchain_reads_the_abstention(served):
+    """LangChain's ChatOpenAI surfaces OpenAI's refusal as additional_kwargs["refusal"]
+    (langchain-openai is not a dependency yet: skipped where it is not installed)."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    url, _, _ = served
+    chat = langchain_openai.ChatOpenAI(model="stand-in:sets", base_url=url + "/v1", api_key=KEY,
+                                       n=5, max_retries=0, timeout=60)
+    message = chat.invoke("Which planets have rings?")
+    assert message.content == ""
+    assert message.additional_kwargs["refusal"].startswith("abstains")
