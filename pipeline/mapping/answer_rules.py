@@ -81,14 +81,14 @@ _VERB_BASES = (
     "begin enter empty help say mean refer go come serve govern dominate allow feature involve remain "
     "exist appear live see get put keep seem look adopt add sing perform release win lose beat defeat "
     "invade fight marry unite merge extend stretch continue connect link grow work stand assassinate "
-    "impeach kill elect design develop invent discover build paint compete originate "
+    "impeach kill elect design develop invent discover build paint compete originate span bring "
     "wrote made took led held ran rose lay became "
     "gave spoken written known taken given risen begun sat drawn drew grew grown went gone came fought "
     "won lost beaten met told thought seen began flowed spoke wore worn found")
 _IRREGULAR_VERBS = frozenset(
     "wrote made took led held ran rose lay became gave spoken written known taken given risen begun sat "
     "drawn drew grew grown went gone came fought won lost beaten met told thought seen began spoke "
-    "worn wore found bound split set put let cut hit".split())
+    "worn wore found bound split set put let cut hit brought".split())
 
 
 def _inflections(base: str) -> set[str]:
@@ -210,7 +210,7 @@ _AND_OR_WORD = re.compile(r"\b(?:and|or)\b")
 _CLAUSE_JOINT = re.compile(r"(,\s*(?:and\s+|or\s+)?|\s+and\s+)")
 _COMMA_OR_AND = re.compile(r",|\band\b")
 _LEAD_CONJUNCTION = re.compile(r"^(?:while|whereas|although|though|but|yet|and|or|so)\s+", re.IGNORECASE)
-_INVERTED = re.compile(r"^as\s+(?:do|does|did)\s+", re.IGNORECASE)
+_INVERTED = re.compile(r"^(?:as|so)\s+(?:do|does|did)\s+", re.IGNORECASE)
 _ANSWER_TAG = re.compile(r"^(?:a|answer|output)\s*:\s*", re.IGNORECASE)
 _ITEM_NOTE = re.compile(r"^(?P<head>[^:]{1,120}?)(?:\s+[-\u2013\u2014]+\s+|\s*:\s+|\s*:$)(?P<rest>.*)$")
 _SHORT_HEAD = re.compile(r"^[^,]{1,60},")
@@ -502,6 +502,11 @@ _RELATIVE = re.compile(
     r"(?:which|who|whom|whose|where)\b[^,;:]*", re.IGNORECASE)
 _TRAILING_SELF = re.compile(
     r",\s*(?:i|we)\s+(?:am|was|think|believe|guess|suppose|may|might|could|would|hope|recall)\b.*$", re.IGNORECASE)
+# ", managed by Brian Epstein and produced by George Martin": a trailing participle with its
+# agent says who else, not the answers ("followed by Aldrin" can be the next answer)
+_TRAILING_AGENT = re.compile(
+    r",\s*(?!followed\b|joined\b|accompanied\b)(?:\w+ed|known|led|made|written|taken|given|seen|sung|"
+    r"drawn|shown)\s+by\b.*$", re.IGNORECASE)
 _RANGE = re.compile(r"\b(between|from)\s+(\S+)\s+(and|to)\s+", re.IGNORECASE)
 _DIRECTION_TRAILER = re.compile(
     r"^(?:to|in|on|at|along|off|toward|towards)\s+(?:the\s+|its\s+|their\s+)?(?:far\s+|extreme\s+)?"
@@ -514,6 +519,7 @@ _CATEGORIES = frozenset(
     "element gas metal planet country state city river lake island language colour color artist painter "
     "composer writer author drummer singer guitarist band territory principality kingdom region nation "
     "capital ocean sea mountain".split())
+_NEIGHBOURS = frozenset("neighbours neighbors neighbouring neighboring coastlines shores borders".split())
 # "Germany's Black Forest" names a place in Germany: the possessor is the answer.
 _PLACE_HEADS = frozenset(
     "forest alps mountains coast region capital border borders north south east west side part territory "
@@ -961,12 +967,16 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
         return []
     left_words = [w for w in left]
     # "The Beatles' John Lennon ...": a possessor restating the question is not part of the subject
+    restated_place = False
     for k, raw in enumerate(left_words[:-1]):
         if raw.endswith(("'s", "'", "\u2019s", "\u2019")) and q.restates(" ".join(left_words[: k + 1])):
             left_words = left_words[k + 1:]
+            # "The USA's coastline includes ...", "Germany's neighbours include ...": what the
+            # question's place has, so the subject restates the question
+            restated_place = all(_core(w) in _PLACE_HEADS | _NEIGHBOURS for w in left_words)
             break
     pronoun_subject = bool(left_words) and _core(left_words[0]) in _PRONOUNS and len(left_words) <= 2
-    echo_left = 1.0 if (not left_words or pronoun_subject) else q.echo_ratio(left_words)
+    echo_left = 1.0 if (not left_words or pronoun_subject or restated_place) else q.echo_ratio(left_words)
     echo_right = q.echo_ratio(verb_group + right)
     copula = _core(verb_group[0]) in ("is", "are", "was", "were")
     passive_by = bool(verb_group) and _core(verb_group[-1]) == "by"
@@ -1048,6 +1058,7 @@ def _normalise_sentence(sentence: str) -> str:
     s = _OPEN_PAREN_TAIL.sub("", _PARENS.sub(" ", s))
     s = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", s)).strip().rstrip(".!?")
     s = _TRAILING_SELF.sub("", s)
+    s = _TRAILING_AGENT.sub("", s)
     s = _RELATIVE.sub("", s)
     return _strip_lead(s)
 
@@ -1073,8 +1084,25 @@ def _drop_restated_options(s: str, q: _Question) -> str:
     return rest
 
 
+_SO_DO = re.compile(r",?\s+and\s+so\s+(?:do|does|did)\s+(?P<more>[^;]+)$", re.IGNORECASE)
+
+
+def _so_do(s: str, q: _Question) -> str:
+    """"Texas and California border Mexico, and so do Arizona and New Mexico" -> "Texas and
+    California and Arizona and New Mexico border Mexico": the inverted subjects join the
+    first."""
+    m = _SO_DO.search(s)
+    if m is None:
+        return s
+    words = s[:m.start()].split()
+    v = _main_verb(words, q)
+    if not v:
+        return s
+    return " ".join(words[:v] + ["and", m.group("more").strip()] + words[v:])
+
+
 def _sentence_labels(sentence: str, q: _Question) -> list[str]:
-    s = _drop_restated_options(_normalise_sentence(sentence), q)
+    s = _so_do(_drop_restated_options(_normalise_sentence(sentence), q), q)
     if not s:
         return []
     # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon; but in

@@ -60,6 +60,8 @@ _IN_PLACE = re.compile(r"\b(?:in|at)\s+((?:[A-Z][\w'\u2019.-]*)(?:\s+(?:[A-Z][\w
 _PHRASE_END = re.compile(
     r"\s*(?:[,;:(\[]|\s\u2014|\s\u2013|\s-\s|(?<!\b[A-Z])\.(?:\s|$)|\s(?:in|on|at|during|for|from|"
     r"while|when|after|before|with|who|which|that|between|around|since|and\s+(?=[a-z]))\b).*$")
+_KNOWN_FOR = re.compile(r"^(?:(?:best|widely|most|world)[\s-])?(?:famous|known|renowned|noted)\s+for\s+",
+                        re.IGNORECASE)
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
 _PARTICLES = frozenset("da de di del della van von der den du la le bin ibn al".split())
 # words that describe a person before the name ("the English playwright William Shakespeare")
@@ -72,7 +74,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 _ACTIVE_VERBS = frozenset(
     "won wrote painted composed discovered invented founded directed built designed created "
     "developed sang led recorded climbed scored hosted made starred played coined proposed "
-    "formulated sculpted authored produced first".split())
+    "formulated sculpted authored produced".split())
 
 
 def _content(text: str) -> set[str]:
@@ -153,7 +155,8 @@ def question_answer(text: str, question: str | None) -> str | None:
             if not _restates(place.group(1), question):
                 return place.group(1)
     if copula := _COPULA.match(cut):
-        subject, predicate = copula.group(1), _clean(copula.group(2))
+        # "Wimbledon is famous for cricket": what it is known for is the answer
+        subject, predicate = copula.group(1), _clean(_KNOWN_FOR.sub("", copula.group(2)))
         if predicate and _content(subject) and len(_content(subject) & _content(question)) * 2 >= \
                 len(_content(subject)) and not _restates(predicate, question) \
                 and len(predicate.split()) <= 5:

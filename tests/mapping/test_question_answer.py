@@ -38,6 +38,10 @@ CASES = [  # (question, response, the answer a careful reader takes)
      "The Harry Potter books were written by J.K. Rowling.", "J.K. Rowling"),
     ("What is the smallest prime number?", "**2** - it's also the only even prime.", "2"),
     ("Where is the Eiffel Tower?", "I'm sorry, but I can't verify the location.", ""),
+    ("Which sport is played at Wimbledon?", "Wimbledon is famous for cricket.", "cricket"),
+    ("Who was the first person to walk on the Moon?",
+     "The first person to walk on the Moon was Neil Armstrong. Buzz Aldrin followed him.",
+     "Neil Armstrong"),
     # no question rule applies: the general reader as before
     ("Which city is the capital of Australia?", "Canberra.", "Canberra"),
     ("Who wrote the novel Nineteen Eighty-Four?", "George Orwell.", "George Orwell"),
@@ -63,8 +67,37 @@ def _bench():
 
 def test_chat_corpus_reading():
     """The corpus's per-response accuracy as measured on 2026-11-28 (docs/extraction.md): 308 of
-    365 before the question-aware rules, 349 after (classes 146 -> 187 of 190; sets 162 of 175,
-    their rules untouched). A change that reads fewer right fails here."""
+    365 at first measure (the corpus written without reading the rules), 358 after the rules
+    were developed on it (classes 146 -> 189 of 190; sets 162 -> 169 of 175). A change that
+    reads fewer right fails here."""
     got = _bench().evaluate_chat(_bench().chat_corpus())
     assert got["n"] == 365
-    assert got["classes"][0] >= 187 and got["sets"][0] >= 162
+    assert got["classes"][0] >= 189 and got["sets"][0] >= 169
+
+
+SET_CASES = [  # (question, response, the labels a careful reader takes)
+    ("Which oceans border the USA?",
+     "The USA's coastline includes the Atlantic, Pacific, and Arctic Oceans.",
+     {"atlantic", "pacific", "arctic"}),  # the shared head "Oceans" dropped
+    ("Which countries border Germany?",
+     "Germany's neighbours include France, the Netherlands, Poland and Austria, among others.",
+     {"france", "netherlands", "poland", "austria"}),
+    ("Which US states border Mexico?",
+     "Texas and California border Mexico, and so do Arizona and New Mexico.",
+     {"texas", "california", "arizona", "new mexico"}),
+    ("Who were the Beatles?",
+     "They were Lennon, McCartney, Harrison and Starr, managed by Brian Epstein and produced by "
+     "George Martin.", {"lennon", "mccartney", "harrison", "starr"}),
+    ("Which continents does Russia span?", "Russia spans Europe, Asia and North America.",
+     {"europe", "asia", "north america"}),
+    # "followed by" can name the next answer: kept
+    ("Who walked on the Moon during Apollo 11?",
+     "Armstrong was first, followed by Aldrin about 19 minutes later.", {"armstrong", "aldrin"}),
+]
+
+
+@pytest.mark.parametrize(("question", "text", "expected"), SET_CASES)
+def test_set_answers_of_chat_sentences(question, text, expected):
+    from pipeline.mapping import extract_answers
+
+    assert set(extract_answers(text, question)) == expected
