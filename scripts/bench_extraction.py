@@ -205,10 +205,11 @@ def answer_index(question: dict) -> dict[str, int]:
 
 # --------------------------------------------------------------------------- chat answers
 
-def chat_corpus() -> list[dict]:
+def chat_corpus(name: str = "chat_answers_corpus.yaml") -> list[dict]:
     """Chat-style answers of instruction-tuned models (classes and sets), labels written as the
-    first alias of their answer; every label a str (YAML would read 1989 as int)."""
-    questions = load_yaml("chat_answers_corpus.yaml")["questions"]
+    first alias of their answer; every label a str (YAML would read 1989 as int).
+    chat_answers_holdout.yaml: written after the rules were developed, kept out of it."""
+    questions = load_yaml(name)["questions"]
     for q in questions:
         q["answers"] = [[str(a) for a in aliases] for aliases in q["answers"]]
         for r in q["responses"]:
@@ -422,8 +423,12 @@ def main(argv: list[str] | None = None) -> int:
           f"right ({chat['right'] / chat['n']:.3f}); classes {chat['classes'][0]}/"
           f"{chat['classes'][1]}, sets {chat['sets'][0]}/{chat['sets'][1]}")
     print("  by tag: " + ", ".join(f"{t} {k}/{n}" for t, (k, n) in chat["tags"].items()))
+    held = evaluate_chat(chat_corpus("chat_answers_holdout.yaml"))
+    print(f"  held out (chat_answers_holdout.yaml, {held['n']} responses): {held['right']} read "
+          f"right ({held['right'] / held['n']:.3f}); classes {held['classes'][0]}/"
+          f"{held['classes'][1]}, sets {held['sets'][0]}/{held['sets'][1]}")
     if "chat" in args.errors:
-        for r in chat["rows"]:
+        for r in chat["rows"] + held["rows"]:
             if not r["right"]:
                 print(f"  [{r['task']}] {r['question']} | {r['text'][:160]!r}\n"
                       f"      read {r['got']}, gold {r['gold']}")

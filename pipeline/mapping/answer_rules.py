@@ -505,8 +505,9 @@ _TRAILING_SELF = re.compile(
 # ", managed by Brian Epstein and produced by George Martin": a trailing participle with its
 # agent says who else, not the answers ("followed by Aldrin" can be the next answer)
 _TRAILING_AGENT = re.compile(
-    r",\s*(?!followed\b|joined\b|accompanied\b)(?:\w+ed|known|led|made|written|taken|given|seen|sung|"
-    r"drawn|shown)\s+by\b.*$", re.IGNORECASE)
+    r",\s*(?:(?!followed\b|joined\b|accompanied\b)(?:\w+ed|known|led|made|written|taken|given|seen|"
+    r"sung|drawn|shown)\s+by\b|with\s+the\s+[^,;]{1,60}?\s+(?:\w+ly\s+)?(?:taken|seen|considered|"
+    r"regarded|lying|being|forming|marking|serving|acting)\b).*$", re.IGNORECASE)
 _RANGE = re.compile(r"\b(between|from)\s+(\S+)\s+(and|to)\s+", re.IGNORECASE)
 _DIRECTION_TRAILER = re.compile(
     r"^(?:to|in|on|at|along|off|toward|towards)\s+(?:the\s+|its\s+|their\s+)?(?:far\s+|extreme\s+)?"

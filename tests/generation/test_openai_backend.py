@@ -252,4 +252,12 @@ def test_generate_and_score_in_process_with_the_packaged_model():
     records = df.attrs["generations"]
     assert [len(r["responses"]) for r in records] == [3, 3]
     assert all(lp < 0 for r in records for lp in r["logprobs"])  # token log-probs summed
-    assert df["confidence"].between(0, 1).all() and df["bayes_text"].str.len().gt(0).all()
+    assert df["confidence"].between(0, 1).all()
+    # 6 tokens cut most answers: each is counted as cut (finish reason "length", not an answer)
+    # and the prompt either answers or says why it abstains
+    cut = [sum(reason == "length" for reason in r["finish_reasons"]) for r in records]
+    assert df["n_truncated"].tolist() == cut and sum(cut) > 0
+    assert ((df["bayes_text"] != "") ^ (df["abstention"] != "")).all()
+    assert json.loads(df["sampling"].iloc[0]) == {
+        "n": 3, "temperature": 0.2, "top_p": 0.9, "top_k": "model default", "seed": 1,
+        "max_tokens": 6}

@@ -11,6 +11,7 @@ from typing import Any
 from pipeline.evaluation import exact_match, match_label
 from pipeline.mapping.answer_rules import _NUMERIC_QUESTION, read_single_answer
 from pipeline.mapping.numbers import parse_number
+from pipeline.mapping.question_answer import YEAR_QUESTION as _YEAR_QUESTION
 from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.parts import one_of
 from pipeline.tasks.contract import (
@@ -55,6 +56,8 @@ def class_key(text: str, question: str) -> str:
     answer = read_single_answer(text, question)
     if not answer:
         return ""
+    if answer.isdigit() and len(answer) == 4 and _YEAR_QUESTION.match(question or ""):
+        return answer  # the year the response states, not its first number ("26 April 1986")
     value = None
     if _NUMERIC_QUESTION.match(question or ""):  # the first number the response states
         value = parse_number(next((line for line in text.splitlines() if line.strip()), "")[:500])
