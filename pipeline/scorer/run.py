@@ -454,6 +454,7 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
                 [space.labels(x) if was_read else None
                  for x, (_, _, _, was_read) in zip(decoded, group)], ensure_ascii=False)
         parsed = [(x, i) for x, (_, ok, i, _) in zip(decoded, group) if ok]
+        read = [x for x, (_, _, _, was_read) in zip(decoded, group) if was_read]
         if not parsed:
             continue
         items = [x for x, _ in parsed]
@@ -464,7 +465,7 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
         action = actions.get(pid)
         action = None if action is None or action == "null" else space.from_json(action)
         columns[CONFIDENCE_COLUMN][pid] = (math.nan if action is None
-                                           else space.confidence(items, action))
+                                           else read_confidence(space, items, action, read))
         lps = [float(logprobs.get((pid, i), math.nan)) for _, i in parsed]
         if action is not None and all(math.isfinite(lp) for lp in lps):
             canon = [space.canonical(x) for x in items]
@@ -473,6 +474,19 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
             columns["whitebox_msp"][pid] = msp_of_answer(
                 lps, [space.distance(x, action) for x in canon])
     return columns
+
+
+def read_confidence(space, items: list, action, read: list) -> float:
+    """`LatentSpace.confidence` of `action` where a sample counted as "no answer" (in `items`,
+    not in `read`) agrees with no answer, the abstention included: sum over the read samples of
+    agreement(action, l) / len(items). So a confidence never rests on samples that were not
+    read (2 read of 20: at most 0.1); equal to `space.confidence(items, action)` when every
+    sample was read (docs/score.md)."""
+    if len(read) == len(items):
+        return space.confidence(items, action)
+    if not read:
+        return 0.0
+    return space.confidence(read, action) * len(read) / len(items)
 
 
 def summary_frames(frames: dict[str, Any]):

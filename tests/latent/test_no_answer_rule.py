@@ -64,11 +64,16 @@ def test_two_read_samples_of_twenty_abstain_through_score():
     assert (sets["n_parsed"], sets["n_no_answer"], sets["n_discarded"]) == (2, 18, 0)
     assert sets["bayes_text"] == "" and sets["abstention"].startswith("abstains")
     assert "18 of 20 samples could not be read" in sets["abstention"]
-    # p(saturn) = p(jupiter) = 2/20: risk 2 x 0.1, the empty answer agrees with 18 of 20
-    assert sets["bayes_risk"] == pytest.approx(0.2) and sets["confidence"] == pytest.approx(0.9)
+    # p(saturn) = p(jupiter) = 2/20: risk 2 x 0.1; an unread sample agrees with no answer, the
+    # abstention included, and the 2 read ones F1(empty, {saturn, jupiter}) = 0: confidence 0
+    assert sets["bayes_risk"] == pytest.approx(0.2) and sets["confidence"] == 0.0
     classes = pipeline.score(rows, task="classes").iloc[0]
     assert classes["bayes_action"] == NO_ANSWER_CLASS and classes["bayes_text"] == ""
-    assert classes["bayes_risk"] == pytest.approx(0.1)
+    assert classes["bayes_risk"] == pytest.approx(0.1) and classes["confidence"] == 0.0
+    # 17 read "Saturn, Jupiter" and 3 unread: the answer, at 17/20
+    more = pipeline.score([{**rows[0], "responses": ["Saturn, Jupiter"] * 17 + ["##"] * 3}],
+                          task="classes").iloc[0]
+    assert more["bayes_text"] != "" and more["confidence"] == pytest.approx(17 / 20)
     # the paper's rule decides over the 2 read samples: a confident answer
     paper = pipeline.score(rows, task="classes", overrides=["reading.unreadable=discard"]).iloc[0]
     assert paper["bayes_risk"] == 0.0 and paper["n_discarded"] == 18 and paper["abstention"] == ""
@@ -86,3 +91,22 @@ def test_a_truncated_sample_is_not_an_answer():
     read = pipeline.score(rows, task="classes", overrides=["reading.truncated=read",
                                                           "reading.unreadable=discard"]).iloc[0]
     assert read["n_parsed"] == 5  # the paper's rule reads them
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_read_confidence_against_brute_force(seed):
+    """confidence = sum over read samples of agreement(action, l) / (read + no-answer samples),
+    by hand from the space's agreement, for sets and classes."""
+    from pipeline.scorer.run import read_confidence
+
+    rng = random.Random(seed)
+    for name in ("sets", "classes"):
+        space = get_space(name)
+        read = [frozenset(rng.sample("abc", rng.randint(0, 2))) if name == "sets"
+                else rng.choice("abc") for _ in range(rng.randint(0, 6))]
+        items = read + [space.no_answer()] * rng.randint(0, 6)
+        if not items:
+            continue
+        action = space.bayes(items).action
+        want = sum(space.agreement(action, x) for x in read) / len(items)
+        assert read_confidence(space, items, action, read) == pytest.approx(want, abs=1e-12)
