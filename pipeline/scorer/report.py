@@ -164,7 +164,7 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
         ("n_no_answer", "counted as 'no answer'"), ("n_discarded", "discarded"),
         ("n_truncated", "cut by the token limit"))]
     if any(k for k, _ in counts):
-        lines.append(f"  samples: {getattr(row, 'n_parsed')} of {getattr(row, 'n_samples')} read; "
+        lines.append(f"  samples: {row.n_parsed} of {row.n_samples} read; "
                      + ", ".join(f"{k} {what}" for k, what in counts if k))
     if isinstance(sampling := getattr(row, "sampling", None), str):
         lines.append(f"  sampled with: {sampling}")

@@ -295,8 +295,8 @@ def test_identical_samples_are_warned_about(client):
 
 def test_langchain_reads_the_abstention(served):
     """LangChain's ChatOpenAI surfaces OpenAI's refusal as additional_kwargs["refusal"]
-    (langchain-openai is not a dependency yet: skipped where it is not installed)."""
-    langchain_openai = pytest.importorskip("langchain_openai")
+    (langchain-openai: the dev extra)."""
+    import langchain_openai
     url, _, _ = served
     chat = langchain_openai.ChatOpenAI(model="stand-in:sets", base_url=url + "/v1", api_key=KEY,
                                        n=5, max_retries=0, timeout=60)

@@ -36,7 +36,7 @@ def proxy(vllm, tmp_path_factory):
     from pipeline.serve.settings import ServeSettings
 
     port = free_port()
-    settings = ServeSettings(upstream=vllm[0], port=port, n=8, max_tokens=32, timeout=300,
+    settings = ServeSettings(upstream=vllm[0], port=port, n=8, max_tokens=96, timeout=300,
                              access_log=str(tmp_path_factory.mktemp("serve") / "access.jsonl"))
     server = uvicorn.Server(uvicorn.Config(build_app(settings, proxy_key=""), port=port,
                                            log_level="warning", access_log=False))
@@ -64,7 +64,7 @@ def test_a_bayes_answer_through_serve_from_vllm(proxy, vllm, task, question):
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
     resp = client.chat.completions.create(
         model=f"{HUB_ID}:{task}", messages=[{"role": "user", "content": question}], n=8,
-        max_tokens=32, extra_body={"task_prompt": True})
+        max_tokens=96, extra_body={"task_prompt": True})
     ext = resp.model_extra["task_aware"]
     assert resp.choices[0].finish_reason == "stop" and ext["task"] == task
     assert ext["n"] == 8 and ext["n_parsed"] > 0
@@ -74,6 +74,30 @@ def test_a_bayes_answer_through_serve_from_vllm(proxy, vllm, task, question):
     assert not server_errors(vllm[1])
     REPORT[f"{task}: answer, risk, confidence"] = (ext["answer"], ext["bayes_risk"],
                                                    ext["confidence"])
+
+
+@needs_vllm_venv
+def test_truncated_samples_abstain_with_a_low_confidence(proxy, vllm):
+    """max_tokens=2 cuts every list of colours: vLLM says finish_reason "length" for each, the
+    samples are not answers, and the abstention is visible through the official client (content
+    null, `refusal`, finish_reason "length") and LangChain (additional_kwargs["refusal"])."""
+    client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
+    resp = client.chat.completions.create(
+        model=f"{HUB_ID}:sets", messages=[{"role": "user", "content": "Name the primary colors."}],
+        n=8, max_tokens=2, extra_body={"task_prompt": True})
+    ext, choice = resp.model_extra["task_aware"], resp.choices[0]
+    assert ext["n_truncated"] >= 6, ext["samples"]
+    assert choice.message.content is None and choice.message.refusal.startswith("abstains")
+    assert choice.finish_reason == "length" and ext["confidence"] <= 0.25
+    REPORT["truncated (max_tokens=2): refusal, confidence"] = (choice.message.refusal,
+                                                               ext["confidence"])
+    import langchain_openai  # the dev extra
+
+    chat = langchain_openai.ChatOpenAI(model=f"{HUB_ID}:sets", base_url=proxy + "/v1",
+                                       api_key="unused", n=8, max_tokens=2, max_retries=0,
+                                       timeout=300, extra_body={"task_prompt": True})
+    message = chat.invoke("Name the primary colors.")
+    assert message.content == "" and message.additional_kwargs["refusal"].startswith("abstains")
 
 
 @needs_vllm_venv
