@@ -69,7 +69,7 @@ def main() -> None:
                 for name, call in (("upstream", lambda: direct.chat.completions.create(
                         model="m", messages=msg, n=args.n, logprobs=True)),
                                    ("serve", lambda: proxy.chat.completions.create(
-                        model=f"m:{task}", messages=msg, n=args.n))):
+                        model=f"m:{task}", messages=msg))):  # --n samples, 1 choice
                     started = time.perf_counter()
                     call()
                     if i >= 2:  # two warm-up rounds (the task's config is composed once)

@@ -292,6 +292,9 @@ def _usable_choices(reply: Any) -> bool:
     return True
 
 
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
 def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
     """Every choice as {"text", "tokens", "logprobs", "top_logprobs"} (token log-probs as the
     server reports them; empty lists when it gives none). A reply with no choice, a blank
@@ -315,6 +318,10 @@ def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
         raise EmptyReplyError(f"200 with malformed choices ({type(exc).__name__}: {exc})") from None
     if not out:
         raise EmptyReplyError("200 with no choices")
+    usage = completion.get("usage")
+    if isinstance(usage, dict):  # the request's usage, on its first choice (Generation.usage)
+        out[0]["usage"] = {k: int(v) for k, v in usage.items()
+                           if k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
     return out
 
 

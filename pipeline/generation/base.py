@@ -36,6 +36,9 @@ class SamplingConfig:
     # which draw this is, where no seed tells two draws of one prompt apart (the samples, `ar`):
     # part of an endpoint request's cache key, never sent
     stream: str = "samples"
+    # more request fields an endpoint passes on as given (`taskaware serve`: stop,
+    # response_format, presence/frequency_penalty, logit_bias); in-process backends refuse them
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -66,6 +69,9 @@ class Generation:
     # "stop" (an end token or a stop string), "length" (cut by the token limit: not an answer,
     # reading.truncated), another reason a server gives, or None when unknown
     finish_reason: str | None = None
+    # an endpoint's `usage` of the request this sample came from, on its first sample only (so
+    # summing over samples sums the requests); None in process or from an older cache
+    usage: dict[str, int] | None = None
 
     @property
     def logprob(self) -> float:

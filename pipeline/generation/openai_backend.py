@@ -120,21 +120,23 @@ class OpenAIBackend:
     @staticmethod
     def _generation(choice: dict[str, Any]) -> Generation:
         reason = choice.get("finish_reason")  # None in a reply cached before it was kept
+        usage = choice.get("usage")
         return Generation(text=choice["text"].strip(), token_ids=[],
                           token_logprobs=[float(x) for x in choice.get("logprobs", [])],
-                          finish_reason=reason if isinstance(reason, str) else None)
+                          finish_reason=reason if isinstance(reason, str) else None,
+                          usage=usage if isinstance(usage, dict) else None)
 
     def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
         messages = [messages_of(p) for p in prompts]
-        first = self._run([(m, self._params(cfg.temperature, cfg.max_new_tokens, cfg.seed, cfg.n,
-                                            cfg.top_p, cfg.top_k, draw=cfg.stream))
-                           for m in messages])
+        first = self._run([(m, {**cfg.extra, **self._params(
+            cfg.temperature, cfg.max_new_tokens, cfg.seed, cfg.n, cfg.top_p, cfg.top_k,
+            draw=cfg.stream)}) for m in messages])
         out = [[self._generation(c) for c in choices[:cfg.n]] for choices in first]
         # a server that ignores `n`: the missing samples one request each, seeds seed+1, ...
         missing = [(i, j) for i, gens in enumerate(out) for j in range(len(gens), cfg.n)]
-        rest = self._run([(messages[i], self._params(
+        rest = self._run([(messages[i], {**cfg.extra, **self._params(
             cfg.temperature, cfg.max_new_tokens, None if cfg.seed is None else cfg.seed + j, 1,
-            cfg.top_p, cfg.top_k, draw=f"{cfg.stream}:{j}")) for i, j in missing])
+            cfg.top_p, cfg.top_k, draw=f"{cfg.stream}:{j}")}) for i, j in missing])
         for (i, _), choices in zip(missing, rest):
             out[i].append(self._generation(choices[0]))
         return out

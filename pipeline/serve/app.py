@@ -53,6 +53,10 @@ class ChatRequest:
     max_tokens: int
     seed: int | None
     task_prompt: bool
+    choices: int = 1  # OpenAI's `n`: the Bayes answer, then the next best answers by risk
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
+    extra: dict[str, Any] | None = None  # fields passed on to the upstream as given
 
 
 def _text(content: Any) -> str:
@@ -111,14 +115,70 @@ def resolve_task(model: str, task: Any, default: str | None, tasks: list[str]) -
                      code="task_not_named")
 
 
+# fields a decision over samples cannot honour: refused with the reason (docs/serve.md)
+REFUSED_FIELDS = {
+    "tools": "tool calls cannot be decided over: a task-aware answer is the Bayes answer over "
+             "sampled texts; send requests with tools to the upstream directly",
+    "tool_choice": "tool calls cannot be decided over (see 'tools')",
+    "functions": "function calls cannot be decided over (see 'tools')",
+    "function_call": "function calls cannot be decided over (see 'tools')",
+    "logprobs": "the answer is decided over samples, not generated token by token, so it has no "
+                "token log-probs; each sample's sequence log-prob is in "
+                "task_aware.samples[].logprob",
+    "top_logprobs": "the answer has no token log-probs (see 'logprobs')",
+}
+# fields passed on to the upstream as given (checked for their OpenAI type)
+PASSED_NUMBERS = {"presence_penalty": (-2.0, 2.0), "frequency_penalty": (-2.0, 2.0)}
+
+
+def _passed_on(body: dict) -> dict[str, Any]:
+    """stop, response_format, presence/frequency_penalty and logit_bias as the upstream gets
+    them (a 400 naming the field when it has the wrong type)."""
+    out: dict[str, Any] = {}
+    stop = body.get("stop")
+    if stop is not None:
+        if isinstance(stop, str):
+            stop = [stop]
+        if not (isinstance(stop, list) and 0 < len(stop) <= 4
+                and all(isinstance(s, str) and 0 < len(s) <= 256 for s in stop)):
+            raise ServeError(400, "'stop' must be a string or a list of 1 to 4 strings",
+                             param="stop")
+        out["stop"] = stop
+    fmt = body.get("response_format")
+    if fmt is not None:
+        if not (isinstance(fmt, dict) and fmt.get("type") in ("text", "json_object",
+                                                                "json_schema")):
+            raise ServeError(400, "'response_format' must be an object whose type is text, "
+                             "json_object or json_schema", param="response_format")
+        out["response_format"] = fmt
+    for name, (low, high) in PASSED_NUMBERS.items():
+        value = _number(body, name, float, low, high)
+        if value is not None:
+            out[name] = value
+    bias = body.get("logit_bias")
+    if bias is not None:
+        if not (isinstance(bias, dict) and len(bias) <= 300 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and -100 <= v <= 100
+                for v in bias.values())):
+            raise ServeError(400, "'logit_bias' must map token ids to numbers in [-100, 100]",
+                             param="logit_bias")
+        out["logit_bias"] = bias
+    return out
+
+
 def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatRequest:
     """The request's fields checked (an OpenAI-style 400 naming the field otherwise)."""
     if not isinstance(body, dict):
         raise ServeError(400, "the body must be a JSON object")
-    if body.get("stream"):
-        raise ServeError(400, "stream=true is not supported: the answer is decided over all "
-                         "samples, so it comes whole; send stream=false", param="stream",
-                         code="stream_unsupported")
+    for name, why in REFUSED_FIELDS.items():
+        if body.get(name) not in (None, False, [], "none"):
+            raise ServeError(400, f"'{name}' is not supported: {why}", param=name,
+                             code="unsupported_parameter")
+    stream = body.get("stream", False)
+    options = body.get("stream_options") or {}
+    if not isinstance(stream, bool) or not isinstance(options, dict):
+        raise ServeError(400, "'stream' must be true or false (and 'stream_options' an object)",
+                         param="stream")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ServeError(400, "'model' is required: <upstream model>:<task>, e.g. "
@@ -133,7 +193,8 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
     if not users:
         raise ServeError(400, "'messages' holds no user message", param="messages")
     upstream, task = resolve_task(model, body.get("task"), settings.default_task, tasks)
-    n = _number(body, "n", int, 1, settings.max_n)
+    choices = _number(body, "n", int, 1, settings.max_n) or 1
+    samples = _number(body, "samples", int, 1, settings.max_n)
     max_tokens = _number(body, "max_completion_tokens", int, 1) or _number(
         body, "max_tokens", int, 1)
     task_prompt = body.get("task_prompt", False)
@@ -142,12 +203,66 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
     temperature = _number(body, "temperature", float, 0, 2)
     top_p = _number(body, "top_p", float, 0, 1)
     return ChatRequest(
-        model=model, upstream_model=upstream, task=task, n=n or settings.n,
+        model=model, upstream_model=upstream, task=task, n=samples or settings.n,
         messages=[dict(m) for m in messages], question=_text(users[-1]["content"]),
         temperature=settings.temperature if temperature is None else temperature,
         top_p=settings.top_p if top_p is None else top_p,
         max_tokens=max_tokens or settings.max_tokens, seed=_number(body, "seed", int),
-        task_prompt=task_prompt)
+        task_prompt=task_prompt, choices=choices, stream=stream,
+        include_usage=bool(options.get("include_usage")), extra=_passed_on(body))
+
+
+def upstream_usage(gens: list) -> dict[str, int]:
+    """The upstream's usage summed over the requests the samples came from (each request's on
+    its first sample); completion tokens counted from the log-probs where it gave none."""
+    reported = [g.usage for g in gens if g.usage]
+    if reported:
+        prompt = sum(u.get("prompt_tokens", 0) for u in reported)
+        completion = sum(u.get("completion_tokens", 0) for u in reported)
+    else:
+        prompt, completion = 0, sum(len(g.token_logprobs) for g in gens)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def stream_chunks(out: dict[str, Any], include_usage: bool):
+    """The decided answer as OpenAI's server-sent events (as vLLM's chunks look): a role chunk,
+    the content (or the refusal) of each choice, a last chunk with each finish_reason and the
+    task_aware fields, the usage when asked, then [DONE]."""
+    head = {"id": out["id"], "object": "chat.completion.chunk", "created": out["created"],
+            "model": out["model"], "system_fingerprint": None}
+
+    def event(choices: list[dict], **more: Any) -> str:
+        return "data: " + json.dumps({**head, "choices": choices, **more},
+                                     ensure_ascii=False) + "\n\n"
+
+    yield event([{"index": c["index"], "delta": {"role": "assistant", "content": ""},
+                  "logprobs": None, "finish_reason": None} for c in out["choices"]])
+    for c in out["choices"]:
+        message = c["message"]
+        delta = ({"refusal": message["refusal"]} if message.get("refusal")
+                 else {"content": message["content"]})
+        yield event([{"index": c["index"], "delta": delta, "logprobs": None,
+                      "finish_reason": None}])
+    yield event([{"index": c["index"], "delta": {}, "logprobs": None,
+                  "finish_reason": c["finish_reason"]} for c in out["choices"]],
+                task_aware=out["task_aware"])
+    if include_usage:
+        yield event([], usage=out["usage"])
+    yield "data: [DONE]\n\n"
+
+
+def risk_headers(ext: dict[str, Any]) -> dict[str, str]:
+    """The task-aware numbers as response headers, for clients that show headers and not the
+    body's extra fields (LangChain's ChatOpenAI(include_response_headers=True))."""
+    def number(value: Any) -> str:
+        return "null" if value is None else repr(float(value))
+
+    return {"x-taskaware-bayes-risk": number(ext.get("bayes_risk")),
+            "x-taskaware-confidence": number(ext.get("confidence")),
+            "x-taskaware-task": str(ext.get("task")),
+            "x-taskaware-abstained": "true" if ext.get("abstention") else "false",
+            "x-taskaware-n-parsed": f"{ext.get('n_parsed')}/{ext.get('n')}"}
 
 
 def sampling_record(req: ChatRequest) -> dict[str, Any]:
@@ -156,7 +271,7 @@ def sampling_record(req: ChatRequest) -> dict[str, Any]:
     default = "server default"
     return {"n": req.n, "temperature": default if req.temperature is None else req.temperature,
             "top_p": default if req.top_p is None else req.top_p, "max_tokens": req.max_tokens,
-            "seed": default if req.seed is None else req.seed}
+            "seed": default if req.seed is None else req.seed, **(req.extra or {})}
 
 
 def answer_message(ext: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +313,7 @@ class Service:
     # -- one request -----------------------------------------------------------------------
     def work(self, req: ChatRequest) -> dict[str, Any]:
         """Sample, map, decide: the chat.completion object (in a worker thread)."""
-        from pipeline.serve.scoring import extension
+        from pipeline.serve.scoring import extension, ranked_answers
 
         scorer = self.scorers.get(req.task)
         messages = req.messages
@@ -210,7 +325,7 @@ class Service:
                                                          {"question": req.question}, written=True)
                         + messages[last + 1:])
         gens = self.upstream.sample(req.upstream_model, messages, req.n, req.temperature,
-                                    req.top_p, req.max_tokens, req.seed)
+                                    req.top_p, req.max_tokens, req.seed, req.extra)
         texts = [g.text for g in gens]
         logprobs = [g.logprob for g in gens] if all(g.token_logprobs for g in gens) else None
         reasons = [g.finish_reason for g in gens]
@@ -218,18 +333,20 @@ class Service:
             row, latents = scorer.score(req.question, texts, logprobs, reasons)
             ext = extension(scorer, row, latents, texts, logprobs, reasons,
                             sampling=sampling_record(req))
+            others = ranked_answers(scorer, row, latents, texts, req.choices - 1)
         except Exception as exc:  # noqa: BLE001 - the mapper's own failure, said in one line
             raise ServeError(500, f"scoring the {len(texts)} samples as task {req.task!r} "
                              f"failed: {type(exc).__name__}: {exc}", code="scoring_failed") from None
         ext["upstream_model"] = req.upstream_model
-        completion_tokens = sum(len(g.token_logprobs) for g in gens)
+        ext["alternatives"] = others
+        choices = [{"index": 0, "finish_reason": finish_reason(ext), "logprobs": None,
+                    "message": answer_message(ext)}]
+        choices += [{"index": i, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": other["text"], "refusal": None}}
+                    for i, other in enumerate(others, start=1)]
         return {"id": f"chatcmpl-ta-{uuid.uuid4().hex}", "object": "chat.completion",
-                "created": int(time.time()), "model": req.model,
-                "choices": [{"index": 0, "finish_reason": finish_reason(ext), "logprobs": None,
-                             "message": answer_message(ext)}],
-                "usage": {"prompt_tokens": 0, "completion_tokens": completion_tokens,
-                          "total_tokens": completion_tokens},
-                "system_fingerprint": None, "task_aware": ext}
+                "created": int(time.time()), "model": req.model, "choices": choices,
+                "usage": upstream_usage(gens), "system_fingerprint": None, "task_aware": ext}
 
     async def answer(self, req: ChatRequest) -> dict[str, Any]:
         """`work` in a slot, within the request timeout (queue wait included)."""
@@ -313,7 +430,7 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
     require("fastapi", "uvicorn", needed_for="taskaware serve")
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, StreamingResponse
     from starlette.exceptions import HTTPException
 
     if proxy_key is None:
@@ -387,7 +504,11 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
             request.state.log["prompt"] = req.question
         out = await service.answer(req)
         request.state.log["n_parsed"] = out["task_aware"]["n_parsed"]
-        return out
+        headers = risk_headers(out["task_aware"])
+        if req.stream:
+            return StreamingResponse(stream_chunks(out, req.include_usage),
+                                     media_type="text/event-stream", headers=headers)
+        return JSONResponse(out, headers=headers)
 
     @app.get("/v1/models")
     async def models():

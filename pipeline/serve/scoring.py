@@ -166,6 +166,46 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def ranked_answers(scorer: TaskScorer, row, latents, texts: list[str], k: int
+                   ) -> list[dict[str, Any]]:
+    """The next `k` best answers after the Bayes answer (OpenAI's `n` > 1): the distinct read
+    samples' latents and the other decisions' actions, by their Bayes risk under the samples
+    (ties: the more frequent, then first seen), the Bayes action and "no answer" left out;
+    fewer when fewer distinct answers exist. Each {text, latent, risk}."""
+    if k <= 0:
+        return []
+    from pipeline.scorer.run import METHOD_COLUMNS, action_column
+
+    space = scorer.space
+    rows = latents[latents["source"] == "sample"].sort_values("sample_idx")
+    decided, samples = [], []  # decided over (read or "no answer"); (latent, text) to render
+    for payload, ok, was_read, text in zip(rows["latent"], rows["parse_ok"], rows["read"], texts):
+        if ok:
+            latent = space.from_json(payload)
+            decided.append(latent)
+            samples.append((latent, text if was_read else ""))
+    if not decided:
+        return []
+    skip = {space.key(space.canonical(x)) for x in (row.get("bayes_action"), space.no_answer())
+            if x is not None}
+    counts: dict[Any, list] = {}  # key -> [count, first index, latent]
+    for i, latent in enumerate([x for x, (_, t) in zip(decided, samples) if t]
+                               + [row.get(action_column(m)) for m in METHOD_COLUMNS]):
+        if latent is None:
+            continue
+        key = space.key(space.canonical(latent))
+        if key not in skip:
+            counts.setdefault(key, [0, i, latent])[0] += 1
+    ranked = sorted(counts.values(), key=lambda c: (space.risk(c[2], decided), -c[0], c[1]))
+    out = []
+    for _, _, latent in ranked[:k]:
+        text = space.render(latent, samples)
+        answer = space.answer_text(latent, [t for _, t in samples if t])
+        out.append({"text": answer or text, "latent": _plain(latent),
+                    "risk": _number(space.risk(latent, decided))})
+    return out
+
+
 def sampler_warning(texts: list[str]) -> str:
     """A warning when the samples are so alike that the confidence reflects the sampler more than
     the model's uncertainty ("" otherwise): every sample the same text, at M >= 5."""

@@ -98,7 +98,8 @@ class Upstream:
             return self._backends[model]
 
     def sample(self, model: str, messages: list[dict], n: int, temperature: float | None,
-               top_p: float | None, max_tokens: int, seed: int | None):
+               top_p: float | None, max_tokens: int, seed: int | None,
+               extra: dict[str, Any] | None = None):
         """The n samples (pipeline.generation.base.Generation) of one chat; ServeError on
         failure. Without the cache, identical concurrent requests are told apart (each is its
         own draw); with it, a repeated unseeded request is answered from it."""
@@ -109,7 +110,8 @@ class Upstream:
         backend = self.backend(model)
         stream = "serve" if self.settings.cache_dir else f"serve-{uuid.uuid4().hex}"
         sampling = SamplingConfig(n=n, temperature=temperature, top_p=top_p, top_k=None,
-                                  max_new_tokens=max_tokens, seed=seed, stream=stream)
+                                  max_new_tokens=max_tokens, seed=seed, stream=stream,
+                                  extra=dict(extra or {}))
         try:
             return backend.sample([backend.render_chat(messages)], sampling)[0]
         except LLMCallError as exc:

@@ -125,7 +125,8 @@ def expected(task: str, n: int = 5):
 @pytest.mark.parametrize("task", ["sets", "classes", "reals"])
 def test_the_answer_is_pipeline_scores_bayes_answer(client, task):
     resp = client.chat.completions.create(
-        model=f"stand-in:{task}", messages=[{"role": "user", "content": QUESTION[task]}], n=5)
+        model=f"stand-in:{task}", messages=[{"role": "user", "content": QUESTION[task]}],
+        extra_body={"samples": 5})
     ref, responses = expected(task)
     ext = resp.model_extra["task_aware"]
     assert resp.object == "chat.completion" and resp.model == f"stand-in:{task}"
@@ -141,7 +142,9 @@ def test_the_answer_is_pipeline_scores_bayes_answer(client, task):
         lab is not None for lab in (ref["response_labels"] or [True] * 5)] or task == "reals"
     if ref["latent_distribution"] is not None:
         assert ext["latent_distribution"] == ref["latent_distribution"]
-    assert 0 <= ext["confidence"] <= 1 and resp.usage.completion_tokens == 10
+    assert 0 <= ext["confidence"] <= 1 and len(resp.choices) == 1
+    # the upstream's usage (the stand-in: 1 prompt and 1 completion token per request)
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (1, 1)
 
 
 def test_hand_computed_answers():
@@ -155,15 +158,16 @@ def test_hand_computed_answers():
 
 def test_the_task_in_the_body_and_its_prompt_template(client, stand_in):
     resp = client.chat.completions.create(
-        model="stand-in", messages=[{"role": "user", "content": QUESTION["classes"]}], n=3,
-        extra_body={"task": "classes"}, temperature=0.7, top_p=0.9, max_tokens=12, seed=5)
+        model="stand-in", messages=[{"role": "user", "content": QUESTION["classes"]}],
+        extra_body={"task": "classes", "samples": 3}, temperature=0.7, top_p=0.9, max_tokens=12,
+        seed=5)
     assert resp.model_extra["task_aware"]["task"] == "classes"
     sent = stand_in.state.bodies[-1]
     assert sent["model"] == "stand-in" and sent["n"] == 3 and sent["seed"] == 5
     assert (sent["temperature"], sent["top_p"], sent["max_tokens"]) == (0.7, 0.9, 12)
     client.chat.completions.create(
-        model="stand-in:sets", messages=[{"role": "user", "content": "Name two oceans"}], n=2,
-        extra_body={"task_prompt": True})
+        model="stand-in:sets", messages=[{"role": "user", "content": "Name two oceans"}],
+        extra_body={"task_prompt": True, "samples": 2})
     wrapped = stand_in.state.bodies[-1]["messages"][-1]["content"]
     assert "Name two oceans" in wrapped and wrapped != "Name two oceans"
 
@@ -176,7 +180,7 @@ def test_32_concurrent_requests_with_4_slots(client, stand_in):
         with ThreadPoolExecutor(32) as pool:
             answers = list(pool.map(lambda _: client.chat.completions.create(
                 model="stand-in:classes",
-                messages=[{"role": "user", "content": QUESTION["classes"]}], n=5), range(32)))
+                messages=[{"role": "user", "content": QUESTION["classes"]}]), range(32)))
     finally:
         stand_in.state.delay = 0.0
     assert all(a.choices[0].message.content == ref["bayes_text"] for a in answers)
@@ -193,7 +197,7 @@ def test_errors_are_openai_error_objects(client, served):
     assert "classes" in error["message"] and "sets" in error["message"]
     assert error["code"] == "task_not_found" and {"type", "param"} <= set(error)
     with pytest.raises(openai.BadRequestError, match="stream"):
-        client.chat.completions.create(model="stand-in:sets", stream=True,
+        client.chat.completions.create(model="stand-in:sets", extra_body={"stream": "yes"},
                                        messages=[{"role": "user", "content": "q"}])
     with pytest.raises(openai.BadRequestError) as excinfo:
         client.chat.completions.create(model="stand-in:sets", n=17,
@@ -303,3 +307,69 @@ def test_langchain_reads_the_abstention(served):
     message = chat.invoke("Which planets have rings?")
     assert message.content == ""
     assert message.additional_kwargs["refusal"].startswith("abstains")
+
+
+def test_n_is_choices_the_bayes_answer_then_the_next_best_by_risk(client, stand_in):
+    """n=3 of the classes question (5 samples: Paris x3, Lyon, Marseille): Paris (0-1 risk
+    2/5), then Lyon and Marseille (risk 4/5 each, Lyon first seen); the samples stay 5."""
+    resp = client.chat.completions.create(
+        model="stand-in:classes", messages=[{"role": "user", "content": QUESTION["classes"]}], n=3)
+    assert [c.message.content for c in resp.choices] == ["Paris", "Lyon", "Marseille"]
+    assert [c.index for c in resp.choices] == [0, 1, 2]
+    alternatives = resp.model_extra["task_aware"]["alternatives"]
+    assert [a["risk"] for a in alternatives] == [pytest.approx(0.8), pytest.approx(0.8)]
+    assert stand_in.state.bodies[-1]["n"] == 5  # the server's --n samples
+    # more choices than distinct answers: as many as there are
+    resp = client.chat.completions.create(
+        model="stand-in:classes", messages=[{"role": "user", "content": QUESTION["classes"]}], n=9)
+    assert len(resp.choices) == 3
+
+
+def test_stream_is_server_sent_events_of_the_decided_answer(client):
+    stream = client.chat.completions.create(
+        model="stand-in:classes", messages=[{"role": "user", "content": QUESTION["classes"]}],
+        stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Paris"
+    last = [c for c in chunks if c.choices][-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert last.model_extra["task_aware"]["answer"] == "Paris"
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 2
+
+
+def test_openai_fields_reach_the_upstream_or_are_refused_with_the_reason(client, stand_in):
+    client.chat.completions.create(
+        model="stand-in:classes", messages=[{"role": "user", "content": QUESTION["classes"]}],
+        stop=["\n"], response_format={"type": "json_object"}, presence_penalty=0.5,
+        frequency_penalty=-0.5, seed=3)
+    sent = stand_in.state.bodies[-1]
+    assert sent["stop"] == ["\n"] and sent["response_format"] == {"type": "json_object"}
+    assert (sent["presence_penalty"], sent["frequency_penalty"], sent["seed"]) == (0.5, -0.5, 3)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    for fields, param in (({"tools": tools}, "tools"), ({"logprobs": True}, "logprobs"),
+                          ({"stop": [""] * 5}, "stop"), ({"presence_penalty": 3}, "presence_penalty")):
+        with pytest.raises(openai.BadRequestError) as excinfo:
+            client.chat.completions.create(
+                model="stand-in:classes", messages=[{"role": "user", "content": "x"}], **fields)
+        assert excinfo.value.body["param"] == param
+        if param in ("tools", "logprobs"):
+            assert excinfo.value.body["code"] == "unsupported_parameter"
+
+
+def test_the_risk_reaches_a_langchain_user(served):
+    """ChatOpenAI(include_response_headers=True) shows the x-taskaware-* headers in
+    response_metadata; its stream ends with the decided answer."""
+    import langchain_openai
+
+    url, _, _ = served
+    chat = langchain_openai.ChatOpenAI(model="stand-in:classes", base_url=url + "/v1",
+                                       api_key=KEY, max_retries=0, timeout=60,
+                                       include_response_headers=True)
+    message = chat.invoke(QUESTION["classes"])
+    headers = message.response_metadata["headers"]
+    assert message.content == "Paris"
+    assert float(headers["x-taskaware-bayes-risk"]) == pytest.approx(0.4)
+    assert float(headers["x-taskaware-confidence"]) == pytest.approx(0.6)
+    assert "".join(chunk.content for chunk in chat.stream(QUESTION["classes"])) == "Paris"
+    assert [m.content for m in chat.batch([QUESTION["classes"]] * 3)] == ["Paris"] * 3

@@ -63,8 +63,8 @@ def proxy(vllm, tmp_path_factory):
 def test_a_bayes_answer_through_serve_from_vllm(proxy, vllm, task, question):
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
     resp = client.chat.completions.create(
-        model=f"{HUB_ID}:{task}", messages=[{"role": "user", "content": question}], n=8,
-        max_tokens=96, extra_body={"task_prompt": True})
+        model=f"{HUB_ID}:{task}", messages=[{"role": "user", "content": question}],
+        max_tokens=96, extra_body={"task_prompt": True, "samples": 8})
     ext = resp.model_extra["task_aware"]
     assert resp.choices[0].finish_reason == "stop" and ext["task"] == task
     assert ext["n"] == 8 and ext["n_parsed"] > 0
@@ -84,7 +84,7 @@ def test_truncated_samples_abstain_with_a_low_confidence(proxy, vllm):
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
     resp = client.chat.completions.create(
         model=f"{HUB_ID}:sets", messages=[{"role": "user", "content": "Name the primary colors."}],
-        n=8, max_tokens=2, extra_body={"task_prompt": True})
+        max_tokens=2, extra_body={"task_prompt": True, "samples": 8})
     ext, choice = resp.model_extra["task_aware"], resp.choices[0]
     assert ext["n_truncated"] >= 6, ext["samples"]
     assert choice.message.content is None and choice.message.refusal.startswith("abstains")
@@ -94,8 +94,9 @@ def test_truncated_samples_abstain_with_a_low_confidence(proxy, vllm):
     import langchain_openai  # the dev extra
 
     chat = langchain_openai.ChatOpenAI(model=f"{HUB_ID}:sets", base_url=proxy + "/v1",
-                                       api_key="unused", n=8, max_tokens=2, max_retries=0,
-                                       timeout=300, extra_body={"task_prompt": True})
+                                       api_key="unused", max_tokens=2, max_retries=0,
+                                       timeout=300,
+                                       extra_body={"task_prompt": True, "samples": 8})
     message = chat.invoke("Name the primary colors.")
     assert message.content == "" and message.additional_kwargs["refusal"].startswith("abstains")
 
@@ -112,7 +113,8 @@ def test_the_proxy_overhead_over_vllm_alone(proxy, vllm):
         for name, call in (("vllm", lambda s: direct.chat.completions.create(
                 model=HUB_ID, messages=message, n=8, max_tokens=16, seed=s, logprobs=True)),
                            ("serve", lambda s: served.chat.completions.create(
-                model=f"{HUB_ID}:classes", messages=message, n=8, max_tokens=16, seed=s))):
+                model=f"{HUB_ID}:classes", messages=message, max_tokens=16, seed=s,
+                extra_body={"samples": 8}))):
             started = time.perf_counter()
             call(100 + i)
             if i:  # the first round warms both up
