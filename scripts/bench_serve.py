@@ -56,7 +56,7 @@ def main() -> None:
         threading.Thread(target=server.run, daemon=True).start()
         for _ in range(100):
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health").close()
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health/live").close()
                 break
             except OSError:
                 time.sleep(0.1)

@@ -1,9 +1,10 @@
 """The FastAPI app of `taskaware serve` (docs/serve.md): OpenAI-compatible chat completions whose
 answer is the task-aware Bayes answer over `n` samples of an upstream endpoint.
 
-    POST /v1/chat/completions  {"model": "qwen3-4b:sets", "messages": [...], "n": 20}
-    GET  /v1/models            upstream models x tasks, and the plain upstream names
-    GET  /health, /v1/health   ok + upstream reachability
+    POST /v1/chat/completions  {"model": "qwen3-4b:sets", "messages": [...], "samples": 20}
+    GET  /v1/models            upstream models x tasks (the plain names with --default-task)
+    GET  /health, /health/ready  readiness: 200 when the upstream answers, else 503
+    GET  /health/live          liveness: 200 while the process serves
 
 Each request waits for one of `max_concurrency` slots (beyond `max_queue` waiting: 429), then
 samples through the endpoint client and scores in a worker thread (the event loop stays free);
@@ -29,7 +30,10 @@ from typing import Any
 from pipeline.serve.settings import ServeSettings
 from pipeline.serve.upstream import ServeError, Upstream
 
-OPEN_PATHS = ("/health", "/v1/health")  # answered without the proxy's key (load balancers)
+# answered without the proxy's key (load balancers): readiness and liveness
+OPEN_PATHS = ("/health", "/v1/health", "/health/ready", "/health/live")
+ROUTES = ("POST /v1/chat/completions", "GET /v1/models", "GET /health (ready)",
+          "GET /health/live")
 ACCESS_LOGGER = "pipeline.serve.access"
 
 
@@ -385,10 +389,13 @@ class Service:
 
     # -- models and health -----------------------------------------------------------------
     def models(self) -> list[dict[str, Any]]:
+        """Only names that work: each upstream model with each task, and the plain names when
+        --default-task names the task of a request that names none."""
         listed = self.upstream.models() or []
         made = int(time.time())
-        out = [{"id": m, "object": "model", "created": made, "owned_by": "upstream"}
-               for m in listed]
+        out = [{"id": m, "object": "model", "created": made, "owned_by": "upstream",
+                "task": self.settings.default_task}
+               for m in listed] if self.settings.default_task else []
         out += [{"id": f"{m}:{t}", "object": "model", "created": made, "owned_by": "taskaware",
                  "task": t} for m in listed for t in self.tasks]
         return out
@@ -399,7 +406,9 @@ class Service:
             upstream = {"reachable": True, "models": listed}
         except ServeError as exc:
             upstream = {"reachable": exc.code != "upstream_unreachable", "error": exc.message}
-        return {"status": "ok", "upstream": {"url": self.settings.upstream, **upstream},
+        ready = bool(upstream["reachable"]) and "error" not in upstream
+        return {"status": "ok" if ready else "unavailable",
+                "upstream": {"url": self.settings.upstream, **upstream},
                 "tasks": self.tasks, "in_flight": self.in_flight, "waiting": self.waiting}
 
     def close(self) -> None:
@@ -460,6 +469,11 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
 
     @app.exception_handler(HTTPException)
     async def on_http_error(request: Request, exc: HTTPException):
+        if exc.status_code in (404, 405):  # /v1/completions, /v1/embeddings, /v1/responses...
+            return error(ServeError(exc.status_code, f"{request.method} {request.url.path[:200]} "
+                                    f"is not served here: this server serves {', '.join(ROUTES)} "
+                                    "(task-aware chat completions; docs/serve.md)",
+                                    code="unsupported_route"))
         return error(ServeError(exc.status_code, str(exc.detail)))
 
     @app.exception_handler(RequestValidationError)
@@ -517,8 +531,15 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
 
     @app.get("/health")
     @app.get("/v1/health")
+    @app.get("/health/ready")
     async def health():
-        return await asyncio.to_thread(service.health)
+        """Readiness: 503 while the upstream cannot be reached or refuses the key."""
+        state = await asyncio.to_thread(service.health)
+        return JSONResponse(state, status_code=200 if state["status"] == "ok" else 503)
+
+    @app.get("/health/live")
+    async def live():
+        return {"status": "ok"}
 
     return app
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -67,7 +68,7 @@ def wait_listening(url: str, process: subprocess.Popen | None = None, limit: flo
         if process is not None and process.poll() is not None:
             raise AssertionError(f"taskaware serve exited with {process.returncode}")
         try:
-            with urllib.request.urlopen(url + "/health", timeout=5):
+            with urllib.request.urlopen(url + "/health/live", timeout=5):
                 return
         except OSError:
             time.sleep(0.2)
@@ -235,9 +236,31 @@ def test_the_proxy_key_is_asked_and_never_logged(served):
     assert not any(q in text for q in QUESTION.values())  # no prompts by default
 
 
-def test_models_lists_model_by_task(client):
+def test_models_lists_only_names_that_work(client):
+    """Each upstream model with each task; the plain name needs --default-task (a request
+    naming no task is a 400 without it), so it is not listed here."""
     ids = [m.id for m in client.models.list()]
-    assert "stand-in" in ids and {"stand-in:sets", "stand-in:classes", "stand-in:reals"} <= set(ids)
+    assert "stand-in" not in ids and {"stand-in:sets", "stand-in:classes", "stand-in:reals"} <= set(ids)
+    for name in ids:  # every listed name answers
+        resp = client.chat.completions.create(model=name, extra_body={"samples": 2},
+                                              messages=[{"role": "user", "content": "Name a colour"}])
+        assert resp.choices[0].message.content is not None or resp.choices[0].message.refusal
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/embeddings", "/v1/responses"])
+def test_other_routes_say_what_is_served(client, path):
+    with pytest.raises(openai.NotFoundError) as excinfo:
+        client.post(path, body={"model": "stand-in:sets", "input": "x"}, cast_to=object)
+    assert excinfo.value.body["code"] == "unsupported_route"
+    assert "POST /v1/chat/completions" in excinfo.value.body["message"]
+
+
+def test_a_key_in_the_upstream_url_is_refused_without_echoing_it():
+    code = subprocess.run([sys.executable, "-m", "pipeline.serve", "--upstream",
+                           "http://127.0.0.1:9/v1?api_key=sk-live-123456"], capture_output=True,
+                          text=True, timeout=120)
+    assert code.returncode == 2 and "credentials" in code.stderr
+    assert "sk-live-123456" not in code.stderr + code.stdout
 
 
 def test_a_dead_upstream_is_an_openai_error_in_one_call(tmp_path):
@@ -264,8 +287,13 @@ def test_a_dead_upstream_is_an_openai_error_in_one_call(tmp_path):
         assert excinfo.value.status_code == 502
         assert excinfo.value.body["code"] == "upstream_unreachable"
         assert "cannot connect" in excinfo.value.body["message"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
-            assert json.load(response)["upstream"]["reachable"] is False
+        # readiness fails while the upstream is unreachable; liveness does not
+        with pytest.raises(urllib.error.HTTPError) as not_ready:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10)
+        assert not_ready.value.code == 503
+        assert json.load(not_ready.value)["upstream"]["reachable"] is False
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/live", timeout=10) as live:
+            assert json.load(live) == {"status": "ok"}
     finally:
         server.should_exit = True
         thread.join(timeout=20)

@@ -45,7 +45,7 @@ def proxy(vllm, tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
-            urllib.request.urlopen(url + "/health", timeout=5).close()
+            urllib.request.urlopen(url + "/health/live", timeout=5).close()
             break
         except OSError:
             time.sleep(0.2)
