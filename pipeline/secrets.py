@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["url_secrets", "argv_problem", "config_problem", "redact_files", "REDACTED"]
+__all__ = ["url_secrets", "argv_problem", "config_problem", "redact_files", "redact_text",
+           "REDACTED"]
 
 REDACTED = "***"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"\],}]+")
@@ -37,6 +38,23 @@ def url_secrets(text: str) -> list[str]:
         found += [value for name, value in parse_qsl(url.query, keep_blank_values=False)
                   if _SECRET_PARAM.match(name)]
     return [s for s in found if s]
+
+
+# key-like strings in free text (an upstream's error message that echoes what it was sent)
+_TEXT_SECRETS = re.compile(
+    r"(?i)(?:\bbearer\s+[A-Za-z0-9._~+/=-]{6,}|\b(?:sk|pk|rk|hf|gsk|xai)[-_][A-Za-z0-9._-]{8,}|"
+    r"\b(?:api[-_]?key|x-api-key|access[-_]?token|auth[-_]?token|token|secret|password)"
+    r"[\"']?\s*[:=]\s*[\"']?[^\s\"',;&}]{4,})")
+
+
+def redact_text(text: str, known: Iterable[str] = ()) -> str:
+    """`text` with bearer tokens, key-like strings (sk-..., api_key=...), URL credentials and
+    every `known` secret (the keys this process holds) replaced by ***."""
+    for secret in sorted({k for k in known if k and len(k) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for secret in url_secrets(text):
+        text = text.replace(secret, REDACTED)
+    return _TEXT_SECRETS.sub(REDACTED, text)
 
 
 def _where(url_text: str) -> str:

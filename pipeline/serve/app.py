@@ -18,6 +18,7 @@ import concurrent.futures
 import hmac
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -78,15 +79,23 @@ def _number(body: dict, name: str, kind: type, low: float | None = None,
     value = body.get(name)
     if value is None:
         return None
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN / Infinity
+        raise ServeError(400, f"'{name}' must be a finite number (got {value})", param=name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             kind is int and not float(value).is_integer()):
         raise ServeError(400, f"'{name}' must be {'an integer' if kind is int else 'a number'} "
-                         f"(got {value!r})", param=name)
+                         f"(got {_echo(value)})", param=name)
     value = kind(value)
     if (low is not None and value < low) or (high is not None and value > high):
         raise ServeError(400, f"'{name}' must be between {low} and {high} (got {value})",
                          param=name)
     return value
+
+
+def _echo(value: Any, limit: int = 80) -> str:
+    """A caller's value as an error message repeats it: its repr, at most `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def resolve_task(model: str, task: Any, default: str | None, tasks: list[str]) -> tuple[str, str]:
@@ -97,13 +106,13 @@ def resolve_task(model: str, task: Any, default: str | None, tasks: list[str]) -
     if task is not None and not isinstance(task, str):
         raise ServeError(400, "'task' must be a string naming a task", param="task")
     if task is not None and task.replace("-", "_") not in tasks:
-        raise ServeError(404, f"task {task!r} is not known; tasks available: {listed}",
+        raise ServeError(404, f"task {_echo(task)} is not known; tasks available: {listed}",
                          param="task", code="task_not_found")
     task = None if task is None else task.replace("-", "_")
     if upstream and suffix.replace("-", "_") in tasks:
         named = suffix.replace("-", "_")
         if task is not None and task != named:
-            raise ServeError(400, f"the model name says task {named!r}, 'task' says {task!r}: "
+            raise ServeError(400, f"the model name says task {named!r}, 'task' says {_echo(task)}: "
                              "name one", param="task")
         return upstream, named
     if task is not None:
@@ -111,10 +120,10 @@ def resolve_task(model: str, task: Any, default: str | None, tasks: list[str]) -
     if default is not None:
         return model, default
     if upstream:
-        raise ServeError(404, f"task {suffix!r} (model {model!r}) is not known; tasks "
+        raise ServeError(404, f"task {_echo(suffix)} (model {_echo(model)}) is not known; tasks "
                          f"available: {listed} (name the model as <upstream model>:<task>)",
                          param="model", code="task_not_found")
-    raise ServeError(400, f"model {model!r} names no task: name it as {model}:<task> or give "
+    raise ServeError(400, f"model {_echo(model)} names no task: name it as <model>:<task> or give "
                      f"'task' in the body; tasks available: {listed}", param="model",
                      code="task_not_named")
 
@@ -495,7 +504,12 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
                                         f"${settings.api_key_env} of the server)",
                                         code="invalid_api_key"))
         else:
-            response = await call_next(request)
+            try:
+                response = await call_next(request)
+            except Exception as exc:  # noqa: BLE001 - a real bug: its traceback, once, and logged
+                logging.getLogger("pipeline.serve").exception("unexpected error")
+                response = error(ServeError(500, f"internal error ({type(exc).__name__}); the "
+                                            "server log has the traceback"))
         log.info(json.dumps({
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "method": request.method, "path": request.url.path,
@@ -506,10 +520,7 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ServeError(400, "the body is not JSON") from None
+        body = await read_body(request, settings.max_body_bytes)
         if isinstance(body, dict):
             request.state.log.update(model=body.get("model"), n=body.get("n"))
         req = parse_request(body, settings, service.tasks)
@@ -542,6 +553,26 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
         return {"status": "ok"}
 
     return app
+
+
+async def read_body(request, limit: int) -> Any:
+    """The JSON body: 413 past `limit` bytes (told by Content-Length or counted while read),
+    400 for what is not JSON or nests deeper than Python can parse."""
+    raw, size = bytearray(), 0
+    async for chunk in request.stream():  # read to the end (a client cut off mid-send sees a
+        size += len(chunk)                 # reset, not the 413), kept only up to the limit
+        if size <= limit:
+            raw += chunk
+    if size > limit:
+        raw.clear()
+        raise ServeError(413, f"the body has {size} bytes, more than --max-body-bytes {limit}",
+                         code="body_too_large")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ServeError(400, "the body nests too deeply to be a chat request") from None
+    except ValueError:
+        raise ServeError(400, "the body is not JSON") from None
 
 
 def _bears(header: str, key: str) -> bool:

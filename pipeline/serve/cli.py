@@ -51,6 +51,8 @@ def parser() -> argparse.ArgumentParser:
                    help="write the JSON access log here (default: stderr)")
     p.add_argument("--log-prompts", action="store_true",
                    help="put each request's last user message into the access log")
+    p.add_argument("--max-body-bytes", type=int, default=4 * 2**20,
+                   help="a larger request body is refused with 413 (default 4 MiB)")
     p.add_argument("--no-logprobs", dest="logprobs", action="store_false",
                    help="do not ask the upstream for token log-probs (servers that refuse them)")
     p.add_argument("--log-level", default="info", help="uvicorn's log level")

@@ -29,6 +29,7 @@ class ServeSettings:
     log_prompts: bool = False  # the access log holds the last user message too
     access_log: str | None = None  # a file for the JSON access log (default: stderr)
     logprobs: bool = True  # ask the upstream for token log-probs (white-box scores)
+    max_body_bytes: int = 4 * 2**20  # a larger request body is refused (413)
 
     def __post_init__(self) -> None:
         from pipeline.secrets import url_secrets
@@ -40,7 +41,7 @@ class ServeSettings:
         if not self.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream {self.upstream[:200]!r}: give the upstream's base URL, "
                              "e.g. http://127.0.0.1:8000/v1")
-        for name in ("n", "max_n", "max_concurrency", "max_tokens"):
+        for name in ("n", "max_n", "max_concurrency", "max_tokens", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         if self.n > self.max_n:

@@ -12,6 +12,7 @@ from typing import Any
 from pipeline.serve.settings import ServeSettings
 
 PROBE_TIMEOUT_S = 5.0  # GET /models for /health and /v1/models
+MAX_BACKENDS = 16  # upstream model clients kept (least recently used idle ones closed beyond)
 
 # OpenAI's error types by status
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
@@ -46,7 +47,15 @@ class _Forgetful(dict):
         pass
 
 
-def upstream_error(exc: BaseException) -> ServeError:
+def _said(text: str, known: tuple[str, ...] = ()) -> str:
+    """Upstream text as it may reach a caller or a log: keys redacted, at most 500 characters."""
+    from pipeline.secrets import redact_text
+
+    text = redact_text(text, known)
+    return text if len(text) <= 500 else text[:500] + "..."
+
+
+def upstream_error(exc: BaseException, known: tuple[str, ...] = ()) -> ServeError:
     """The endpoint client's final error as the OpenAI-style error to answer: the upstream's own
     status and message where it answered one (found on the error's context: the client raises
     its one-line error from the last attempt's), 502 where it could not be reached, 504 where it
@@ -58,9 +67,10 @@ def upstream_error(exc: BaseException) -> ServeError:
     while cause is not None and seen < 8 and not isinstance(cause, (APIStatusError,
                                                                     ConnectError, TimeoutError)):
         cause, seen = cause.__context__, seen + 1
-    text = str(exc)
+    text = _said(str(exc), known)
     if isinstance(cause, APIStatusError):
-        message = str(cause).split(" ", 1)[1] if " " in str(cause) else str(cause)
+        said = _said(str(cause), known)
+        message = said.split(" ", 1)[1] if " " in said else said
         status = cause.status_code if 400 <= cause.status_code < 600 else 502
         return ServeError(status, f"upstream: {message}", code=f"upstream_{cause.status_code}")
     if isinstance(cause, TimeoutError):
@@ -76,14 +86,39 @@ class Upstream:
     """The upstream endpoint: a backend per model name (made on first use), /models, health."""
 
     def __init__(self, settings: ServeSettings) -> None:
+        from collections import Counter, OrderedDict
+
         self.settings = settings
         self._lock = threading.Lock()
-        self._backends: dict[str, Any] = {}
+        self._backends: OrderedDict[str, Any] = OrderedDict()  # least recently used first
+        self._in_use: Counter = Counter()
         self._probe: Any = None
+
+    def known_secrets(self) -> tuple[str, ...]:
+        """The upstream key this process holds (redacted from what the upstream says)."""
+        import os
+
+        key = os.environ.get(self.settings.upstream_api_key_env, "")
+        return (key,) if key else ()
+
+    def _evict(self) -> list[Any]:
+        """Least recently used idle backends beyond MAX_BACKENDS, out of the table (closed by
+        the caller, outside the lock): a client thread per model name stays bounded however
+        many names callers invent."""
+        out = []
+        for model in list(self._backends):
+            if len(self._backends) <= MAX_BACKENDS:
+                break
+            if not self._in_use[model]:
+                out.append(self._backends.pop(model))
+                del self._in_use[model]
+        return out
 
     def backend(self, model: str):
         with self._lock:
-            if model not in self._backends:
+            if model in self._backends:
+                self._backends.move_to_end(model)
+            else:
                 from pipeline.generation.base import get_backend
 
                 s = self.settings
@@ -97,6 +132,22 @@ class Upstream:
                 self._backends[model] = backend
             return self._backends[model]
 
+    def _acquire(self, model: str):
+        backend = self.backend(model)
+        with self._lock:
+            self._in_use[model] += 1
+            evicted = self._evict()
+        for old in evicted:
+            old.client.close()
+        return backend
+
+    def _release(self, model: str) -> None:
+        with self._lock:
+            self._in_use[model] -= 1
+            evicted = self._evict()
+        for old in evicted:
+            old.client.close()
+
     def sample(self, model: str, messages: list[dict], n: int, temperature: float | None,
                top_p: float | None, max_tokens: int, seed: int | None,
                extra: dict[str, Any] | None = None):
@@ -107,7 +158,7 @@ class Upstream:
         from pipeline.errors import PipelineError
         from pipeline.generation.base import SamplingConfig
 
-        backend = self.backend(model)
+        backend = self._acquire(model)
         stream = "serve" if self.settings.cache_dir else f"serve-{uuid.uuid4().hex}"
         sampling = SamplingConfig(n=n, temperature=temperature, top_p=top_p, top_k=None,
                                   max_new_tokens=max_tokens, seed=seed, stream=stream,
@@ -115,9 +166,12 @@ class Upstream:
         try:
             return backend.sample([backend.render_chat(messages)], sampling)[0]
         except LLMCallError as exc:
-            raise upstream_error(exc) from None
+            raise upstream_error(exc, self.known_secrets()) from None
         except (PipelineError, ValueError) as exc:  # e.g. no upstream key in the environment
-            raise ServeError(500, str(exc), code="upstream_configuration") from None
+            raise ServeError(500, _said(str(exc), self.known_secrets()),
+                             code="upstream_configuration") from None
+        finally:
+            self._release(model)
 
     def _probe_client(self):
         """A client for GET /models with a short timeout (health checks answer in seconds)."""
@@ -141,10 +195,10 @@ class Upstream:
         try:
             return client._run(client.served_models())
         except APIStatusError as exc:
-            raise ServeError(exc.status_code, f"upstream: {exc}",
+            raise ServeError(exc.status_code, f"upstream: {_said(str(exc), self.known_secrets())}",
                              code=f"upstream_{exc.status_code}") from None
         except Exception as exc:  # noqa: BLE001 - ConnectError, a timeout, a missing key
-            said = str(exc) or f"no answer in {client.timeout:g} s"
+            said = _said(str(exc), self.known_secrets()) or f"no answer in {client.timeout:g} s"
             raise ServeError(502, f"upstream unreachable: {said}", type="upstream_error",
                              code="upstream_unreachable") from None
 

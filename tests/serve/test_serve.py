@@ -401,3 +401,76 @@ def test_the_risk_reaches_a_langchain_user(served):
     assert float(headers["x-taskaware-confidence"]) == pytest.approx(0.6)
     assert "".join(chunk.content for chunk in chat.stream(QUESTION["classes"])) == "Paris"
     assert [m.content for m in chat.batch([QUESTION["classes"]] * 3)] == ["Paris"] * 3
+
+
+@pytest.mark.parametrize(("body", "status", "param"), [
+    ({"temperature": float("nan")}, 400, "temperature"),
+    ({"top_p": float("inf")}, 400, "top_p"),
+    ({"samples": 1e400}, 400, "samples"),
+])
+def test_invalid_numbers_are_400s_naming_the_parameter(served, body, status, param):
+    url, _, _ = served
+    payload = json.dumps({"model": "stand-in:sets", "messages": [{"role": "user", "content": "q"}],
+                          **body})  # json.dumps writes NaN / Infinity as Python's json reads them
+    request = urllib.request.Request(url + "/v1/chat/completions", data=payload.encode(),
+                                     headers={"Authorization": f"Bearer {KEY}",
+                                              "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as excinfo:
+        urllib.request.urlopen(request, timeout=30)
+    assert excinfo.value.code == status
+    assert json.load(excinfo.value)["error"]["param"] == param
+
+
+def test_malformed_and_oversized_bodies(served):
+    url, log_path, process = served
+
+    def post(data: bytes) -> tuple[int, dict]:
+        request = urllib.request.Request(url + "/v1/chat/completions", data=data,
+                                         headers={"Authorization": f"Bearer {KEY}"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.load(exc)
+
+    assert post(b"[" * 100_000 + b"]" * 100_000)[0] == 400  # nested past any parser
+    status, body = post(b'{"model": "' + b"m" * (5 * 2**20) + b'"}')  # past 4 MiB
+    assert status == 413 and body["error"]["code"] == "body_too_large"
+    status, body = post(json.dumps({"model": "x" * 100_000 + ":poems",
+                                    "messages": [{"role": "user", "content": "q"}]}).encode())
+    assert status == 404 and len(body["error"]["message"]) < 600  # the name echoed, bounded
+    logged = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert {400, 413, 404} <= {entry["status"] for entry in logged}  # every request logged
+    assert process.poll() is None
+
+
+def test_upstream_text_is_redacted_before_a_caller_sees_it():
+    from pipeline.secrets import redact_text
+
+    said = ("401: invalid key sk-live-abcdef123456 sent as Authorization: Bearer abc.def-123456 "
+            "to http://u:pw-998877@h/v1?api_key=zz-9988776655 (api_key=qq1122334455)")
+    out = redact_text(said, known=("my-own-key-000",))
+    for secret in ("sk-live-abcdef123456", "abc.def-123456", "pw-998877", "zz-9988776655",
+                   "qq1122334455"):
+        assert secret not in out, out
+    assert redact_text("upstream says my-own-key-000", ("my-own-key-000",)) == "upstream says ***"
+
+
+def test_model_names_do_not_grow_client_threads(client, stand_in, served):
+    """Each new upstream model name made a client (a thread) that was never freed (300 names:
+    +300 threads): now at most MAX_BACKENDS idle ones are kept."""
+    import psutil
+
+    from pipeline.serve.upstream import MAX_BACKENDS
+
+    server = psutil.Process(served[2].pid)
+    before = server.num_threads()
+    stand_in.state.served_models = None  # the stand-in then answers any model name
+    try:
+        for i in range(MAX_BACKENDS + 12):
+            client.chat.completions.create(model=f"model-{i}:classes", extra_body={"samples": 1},
+                                           messages=[{"role": "user", "content": "Name a colour"}])
+    finally:
+        stand_in.state.served_models = ["stand-in"]
+    # 16 clients (MAX_BACKENDS) and the /models probe; 28 without the bound
+    assert MAX_BACKENDS == 16 and server.num_threads() - before <= 18, (before, server.num_threads())
