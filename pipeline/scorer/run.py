@@ -433,8 +433,6 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
     sequence log-prob (`logprobs`: (prompt_id, sample_idx) -> log-prob, NaN unknown),
     `whitebox_msp` and `whitebox_semantic_entropy` over the task's latents. Each sample's latent
     is decoded once."""
-    from pipeline.uncertainty.whitebox import msp_of_answer, semantic_entropy
-
     has_labels = type(space).labels is not LatentSpace.labels
     rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
                                                               kind="stable")
@@ -448,32 +446,43 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
                                        rows["sample_idx"], read):
         per_prompt.setdefault(pid, []).append((x, ok, i, was_read))
     for pid, group in per_prompt.items():
-        decoded = [space.from_json(x) if ok else None for x, ok, _, _ in group]
-        if has_labels:  # null for a sample not read (also where it counts as "no answer")
-            columns["response_labels"][pid] = json.dumps(
-                [space.labels(x) if was_read else None
-                 for x, (_, _, _, was_read) in zip(decoded, group)], ensure_ascii=False)
-        parsed = [(x, i) for x, (_, ok, i, _) in zip(decoded, group) if ok]
-        read = [x for x, (_, _, _, was_read) in zip(decoded, group) if was_read]
-        if not parsed:
-            continue
-        items = [x for x, _ in parsed]
-        dist = space.distribution(items)
-        columns["latent_distribution"][pid] = json.dumps(
-            None if dist is None else {k: round(v, 6) for k, v in dist.items()},
-            ensure_ascii=False)
-        action = actions.get(pid)
-        action = None if action is None or action == "null" else space.from_json(action)
-        columns[CONFIDENCE_COLUMN][pid] = (math.nan if action is None
-                                           else read_confidence(space, items, action, read))
-        lps = [float(logprobs.get((pid, i), math.nan)) for _, i in parsed]
-        if action is not None and all(math.isfinite(lp) for lp in lps):
-            canon = [space.canonical(x) for x in items]
-            columns["whitebox_semantic_entropy"][pid] = semantic_entropy(
-                lps, [space.key(x) for x in canon])
-            columns["whitebox_msp"][pid] = msp_of_answer(
-                lps, [space.distance(x, action) for x in canon])
+        lps = {i: logprobs.get((pid, i), math.nan) for _, _, i, _ in group}
+        for name, value in prompt_readings(space, group, actions.get(pid), lps,
+                                           has_labels).items():
+            columns[name][pid] = value
     return columns
+
+
+def prompt_readings(space, group: list[tuple[str, bool, int, bool]], action_json: str | None,
+                    logprobs: dict[int, float], has_labels: bool) -> dict[str, Any]:
+    """One prompt's reading columns (`_readings`): `group` holds each sample's (latent JSON,
+    parse_ok, sample_idx, read) in sample order, `action_json` the Bayes action's JSON,
+    `logprobs` sample_idx -> sequence log-prob (NaN unknown). Absent keys: no value."""
+    from pipeline.uncertainty.whitebox import msp_of_answer, semantic_entropy
+
+    out: dict[str, Any] = {}
+    decoded = [space.from_json(x) if ok else None for x, ok, _, _ in group]
+    if has_labels:  # null for a sample not read (also where it counts as "no answer")
+        out["response_labels"] = json.dumps(
+            [space.labels(x) if was_read else None
+             for x, (_, _, _, was_read) in zip(decoded, group)], ensure_ascii=False)
+    parsed = [(x, i) for x, (_, ok, i, _) in zip(decoded, group) if ok]
+    read = [x for x, (_, _, _, was_read) in zip(decoded, group) if was_read]
+    if not parsed:
+        return out
+    items = [x for x, _ in parsed]
+    dist = space.distribution(items)
+    out["latent_distribution"] = json.dumps(
+        None if dist is None else {k: round(v, 6) for k, v in dist.items()}, ensure_ascii=False)
+    action = None if action_json is None or action_json == "null" else space.from_json(action_json)
+    out[CONFIDENCE_COLUMN] = (math.nan if action is None
+                              else read_confidence(space, items, action, read))
+    lps = [float(logprobs.get(i, math.nan)) for _, i in parsed]
+    if action is not None and all(math.isfinite(lp) for lp in lps):
+        canon = [space.canonical(x) for x in items]
+        out["whitebox_semantic_entropy"] = semantic_entropy(lps, [space.key(x) for x in canon])
+        out["whitebox_msp"] = msp_of_answer(lps, [space.distance(x, action) for x in canon])
+    return out
 
 
 def read_confidence(space, items: list, action, read: list) -> float:
