@@ -1284,11 +1284,155 @@ def attack_smollm2_wandb(ctx: Chaos) -> Row:
 # ----------------------------------------------------------------------------------------------
 
 
+def attack_serve(ctx: Chaos) -> Row:
+    """`taskaware serve` (a subprocess) in front of the stand-in, attacked over loopback (issue
+    52): invented model names (threads stay bounded), an upstream that echoes its key (never
+    passed on), NaN / infinite / out-of-range numbers, a body nested 100,000 deep, a 50 MB body
+    and a 20 MB model name (4xx naming the problem, memory bounded, the name's echo bounded), a
+    key inside --upstream (refused, not echoed); then every request access-logged and no
+    traceback in the server's stderr."""
+    import psutil
+    import urllib.error
+    import urllib.request
+    from openai_stand_in import FakeOpenAIServer
+
+    row = Row("serve attacks")
+    key = "sk-upstream-chaos-7f3e91c2d4"
+    folder = ctx.root("serve")
+    log_path, err_path = folder / "access.jsonl", folder / "stderr.txt"
+
+    def sampler(request: dict) -> list[dict]:
+        return [{"text": "Paris", "tokens": [("Paris", -0.1)]}] * request.get("n", 1)
+
+    with FakeOpenAIServer() as upstream, open(err_path, "w") as err:
+        upstream.state.sampler = sampler
+        upstream.state.served_models = None  # any model name is answered
+        port = _free_port()
+        env = {**os.environ, "OPENAI_API_KEY": key, "TASKAWARE_API_KEY": ""}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.serve", "--upstream", upstream.base_url,
+             "--port", str(port), "--n", "3", "--access-log", str(log_path),
+             "--upstream-retries", "0", "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=err, stderr=err)
+        ctx.procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "/health/live", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        server = psutil.Process(proc.pid)
+        sent = 0
+
+        def post(body: bytes) -> tuple[int, str]:
+            nonlocal sent
+            sent += 1
+            request = urllib.request.Request(url + "/v1/chat/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=120) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode()
+
+        def chat(**fields) -> bytes:
+            return json.dumps({"model": "m:classes", "messages": [
+                {"role": "user", "content": "capital of France?"}], **fields}).encode()
+
+        def expect(label: str, status: int, body: bytes, named: str) -> None:
+            def attack():
+                got, text = post(body)
+                if got != status or named not in text or key in text:
+                    return WRONG, f"HTTP {got}: {text[:160]}"
+                return REFUSED, f"HTTP {got}"
+            row.record(label, *outcome_of(attack, refusals=()))
+
+        threads_before = server.num_threads()
+        names = 40 if ctx.quick else 300
+
+        def invented_names():
+            for i in range(names):
+                got, text = post(json.dumps({"model": f"model-{i}:classes", "samples": 1,
+                                             "messages": [{"role": "user", "content": "q"}]}
+                                            ).encode())
+                if got != 200:
+                    return WRONG, f"HTTP {got}: {text[:120]}"
+            grown = server.num_threads() - threads_before
+            return (IDENTICAL, f"+{grown} threads") if grown <= 18 else (
+                WRONG, f"+{grown} threads after {names} model names")
+        row.record(f"{names} invented model names", *outcome_of(invented_names, refusals=()))
+
+        def echoed_key():
+            upstream.state.faults = [("message", 401, f"bad key {key} (Authorization: "
+                                      f"Bearer {key})")]
+            got, text = post(chat())
+            upstream.state.faults = []
+            if key in text or got != 401:
+                return WRONG, f"HTTP {got}: {text[:160]}"
+            return REFUSED, "401, key redacted"
+        row.record("an upstream that echoes its key", *outcome_of(echoed_key, refusals=()))
+        for label, fields, named in (("NaN temperature", {"temperature": float("nan")},
+                                      "temperature"),
+                                     ("infinite top_p", {"top_p": float("inf")}, "top_p"),
+                                     ("top_p=0", {"top_p": 0}, "top_p"),
+                                     ("samples=1e9", {"samples": 10**9}, "samples"),
+                                     ("tools", {"tools": [{"type": "function"}]}, "tools")):
+            expect(label, 400, chat(**fields), named)
+        expect("a body nested 100,000 deep", 400, b"[" * 100_000 + b"]" * 100_000, "nests")
+        memory_before = server.memory_info().rss
+        expect("a 50 MB body", 413, b'{"model": "' + b"m" * (50 * 2**20) + b'"}',
+               "max-body-bytes")
+
+        def memory_bounded():
+            grown = (server.memory_info().rss - memory_before) / 2**20
+            return (IDENTICAL, f"+{grown:.0f} MiB") if grown < 64 else (
+                WRONG, f"+{grown:.0f} MiB after a 50 MB body")
+        row.record("memory after the 50 MB body", *outcome_of(memory_bounded, refusals=()))
+        expect("a 20 MB model name", 413, b'{"model": "' + b"m" * (20 * 2**20) + b'"}',
+               "max-body-bytes")
+        expect("a 1 MB model name", 404, json.dumps(
+            {"model": "m" * 2**20 + ":poems", "messages": [{"role": "user", "content": "q"}]}
+        ).encode(), "characters)")
+        proc.terminate()
+        proc.wait(timeout=60)
+
+    def key_in_url():
+        done = subprocess.run([sys.executable, "-m", "pipeline.serve", "--upstream",
+                               f"http://127.0.0.1:9/v1?api_key={key}"], capture_output=True,
+                              text=True, timeout=120, cwd=REPO)
+        said = done.stdout + done.stderr
+        if done.returncode != 2 or key in said or "Traceback" in said:
+            return WRONG, f"exit {done.returncode}: {said[:160]}"
+        return REFUSED, "exit 2, not echoed"
+    row.record("a key inside --upstream", *outcome_of(key_in_url, refusals=()))
+
+    def logged_and_quiet():
+        logged = [json.loads(line) for line in log_path.read_text().splitlines()]
+        chats = [e for e in logged if e["path"] == "/v1/chat/completions"]
+        stderr = err_path.read_text()
+        if len(chats) != sent:
+            return WRONG, f"{len(chats)} of {sent} requests access-logged"
+        if "Traceback" in stderr or key in stderr + log_path.read_text():
+            return WRONG, f"server stderr: {stderr[-300:]}"
+        return IDENTICAL, f"{sent} requests logged, 0 tracebacks"
+    row.record("every request logged, no traceback", *outcome_of(logged_and_quiet, refusals=()))
+    return row
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 ATTACKS = [attack_sigkill, attack_shards, attack_damaged, attack_foreign, attack_config,
            attack_scorer, attack_outside_calls, attack_pair_cache, attack_report,
            attack_concurrent, attack_scorer_folder, attack_cache_records, attack_secrets,
            attack_disk_full, attack_endpoint_faults, attack_sigterm, attack_invisible,
-           attack_smollm2_wandb]
+           attack_smollm2_wandb, attack_serve]
 
 
 def table(rows: list[Row], wall: float) -> str:

@@ -216,6 +216,9 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 elif isinstance(fault, int):
                     self._send(fault, {"error": {"message": f"injected {fault}", "type": "injected"}})
                     return
+                elif isinstance(fault, tuple) and fault[0] == "message":  # (_, status, text)
+                    self._send(fault[1], {"error": {"message": fault[2]}})
+                    return
                 elif isinstance(fault, tuple):  # (status, Retry-After seconds)
                     self._send(fault[0], {"error": {"message": f"injected {fault[0]}"}},
                                {"Retry-After": str(fault[1])})

@@ -215,6 +215,8 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
         raise ServeError(400, "'task_prompt' must be true or false", param="task_prompt")
     temperature = _number(body, "temperature", float, 0, 2)
     top_p = _number(body, "top_p", float, 0, 1)
+    if top_p == 0:  # nucleus sampling over no token
+        raise ServeError(400, "'top_p' must be in (0, 1] (got 0)", param="top_p")
     return ChatRequest(
         model=model, upstream_model=upstream, task=task, n=samples or settings.n,
         messages=[dict(m) for m in messages], question=_text(users[-1]["content"]),

@@ -20,8 +20,13 @@ def parser() -> argparse.ArgumentParser:
                    help="the upstream's base URL, ending in /v1 (vLLM, TGI, SGLang, a hosted API)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--n", type=int, default=20, help="samples when a request gives no n")
-    p.add_argument("--max-n", type=int, default=64, help="the largest n a request may ask")
+    p.add_argument("--n", type=int, default=20,
+                   help="samples drawn when a request gives no 'samples' (its 'n' is choices)")
+    p.add_argument("--max-n", type=int, default=64,
+                   help="the most samples (and choices) a request may ask")
+    p.add_argument("--workers", type=int, default=1,
+                   help="server processes (uvicorn workers), each with its own slots and "
+                        "scorers: scoring runs on more than one core")
     p.add_argument("--max-concurrency", type=int, default=8,
                    help="requests sampled and scored at once; more wait")
     p.add_argument("--max-queue", type=int, default=256,
@@ -64,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.errors import PipelineError
     from pipeline.extras import MissingExtraError, require
 
-    options = {k: v for k, v in vars(args).items() if k != "log_level"}
+    options = {k: v for k, v in vars(args).items() if k not in ("log_level", "workers")}
+    if args.workers < 1:
+        print("[taskaware serve] --workers must be >= 1", file=sys.stderr)
+        return 2
     try:
         require("fastapi", "uvicorn", needed_for="taskaware serve")
         settings = ServeSettings(**options)
@@ -77,13 +85,37 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     print(f"[taskaware serve] http://{settings.host}:{settings.port}/v1 in front of "
-          f"{settings.upstream} (n={settings.n}, max concurrency {settings.max_concurrency}, "
+          f"{settings.upstream} ({settings.n} samples a request, max concurrency "
+          f"{settings.max_concurrency}{f' per worker, {args.workers} workers' if args.workers > 1 else ''}, "
           f"proxy key {'required' if app.state.service.proxy_key else 'not required'})",
           file=sys.stderr, flush=True)
     # uvicorn's own access log is off: ours is one JSON line a request
+    if args.workers > 1:  # each worker process builds the app from the settings in its env
+        import dataclasses
+        import json
+        import os
+
+        os.environ[SETTINGS_ENV] = json.dumps(dataclasses.asdict(settings))
+        uvicorn.run("pipeline.serve.cli:worker_app", factory=True, workers=args.workers,
+                    host=settings.host, port=settings.port, log_level=args.log_level,
+                    access_log=False, timeout_graceful_shutdown=settings.timeout)
+        return 0
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
                 access_log=False, timeout_graceful_shutdown=settings.timeout)
     return 0
+
+
+SETTINGS_ENV = "TASKAWARE_SERVE_SETTINGS"  # the settings a --workers process builds its app from
+
+
+def worker_app():
+    """The app of one --workers process (uvicorn's factory), from the parent's settings."""
+    import json
+    import os
+
+    from pipeline.serve.app import build_app
+
+    return build_app(ServeSettings(**json.loads(os.environ[SETTINGS_ENV])))
 
 
 if __name__ == "__main__":
