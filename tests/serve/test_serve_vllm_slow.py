@@ -102,6 +102,44 @@ def test_truncated_samples_abstain_with_a_low_confidence(proxy, vllm):
 
 
 @needs_vllm_venv
+def test_every_client_reads_the_risk(proxy, vllm):
+    """The official client async and streaming, LangChain's invoke (headers), batch and stream,
+    each in front of vLLM's own server, each reading the Bayes answer and its risk."""
+    import asyncio
+
+    import langchain_openai
+
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    fields = {"max_tokens": 64, "seed": 3, "extra_body": {"task_prompt": True, "samples": 6}}
+
+    async def ask():
+        client = openai.AsyncOpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0,
+                                    timeout=300)
+        return await asyncio.gather(*(client.chat.completions.create(
+            model=f"{HUB_ID}:classes", messages=question, **fields) for _ in range(2)))
+
+    for resp in asyncio.run(ask()):
+        assert resp.model_extra["task_aware"]["bayes_risk"] is not None
+    client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
+    chunks = list(client.chat.completions.create(model=f"{HUB_ID}:classes", messages=question,
+                                                 stream=True, **fields))
+    last = [c for c in chunks if c.choices][-1]
+    risk = last.model_extra["task_aware"]["bayes_risk"]
+    assert risk is not None and last.choices[0].finish_reason in ("stop", "length")
+    chat = langchain_openai.ChatOpenAI(model=f"{HUB_ID}:classes", base_url=proxy + "/v1",
+                                       api_key="unused", max_retries=0, timeout=300,
+                                       max_tokens=64, seed=3, include_response_headers=True,
+                                       extra_body={"task_prompt": True, "samples": 6})
+    message = chat.invoke("What is the capital of France?")
+    assert float(message.response_metadata["headers"]["x-taskaware-bayes-risk"]) >= 0
+    assert len(chat.batch(["What is the capital of France?"] * 2)) == 2
+    assert "".join(c.content for c in chat.stream("What is the capital of France?")) \
+        == message.content
+    REPORT["clients: streamed answer, risk"] = ("".join(
+        c.choices[0].delta.content or "" for c in chunks if c.choices), risk)
+
+
+@needs_vllm_venv
 def test_the_proxy_overhead_over_vllm_alone(proxy, vllm):
     """The same request (n=8, 16 tokens, seeded: the same work for vLLM) to vLLM and through
     the proxy, alternately; the difference of the medians is the proxy's overhead."""
