@@ -439,23 +439,16 @@ def _exercise_backend(ctx: Context, rec: Recorder, backend: Any, dtype: str) -> 
             # informative: different batch shapes may pick other kernels on a GPU
             rec.numbers["batch_size_1_identical_share"] = round(sum(pairs) / len(pairs), 4)
 
-    with rec.step("greedy (generate)"):
-        greedy_a, _ = ctx.timed(lambda: backend.greedy(prompts, s.new_tokens))
-        greedy_b, seconds = ctx.timed(lambda: backend.greedy(prompts, s.new_tokens))
-        rec.expect(len(greedy_b) == s.prompts, f"greedy: {len(greedy_b)} outputs")
-        tokens = _check_generations(rec, "greedy", greedy_b, s.new_tokens, eos)
-        rec.rate("greedy_tokens_per_s", tokens, seconds)
-        rec.expect([g.token_ids for g in greedy_a] == [g.token_ids for g in greedy_b],
-                   "greedy: rerun differs")
-
-    with rec.step("beam (generate)"):
-        beam_a, _ = ctx.timed(lambda: backend.beam(prompts, s.beams, s.new_tokens))
-        beam_b, seconds = ctx.timed(lambda: backend.beam(prompts, s.beams, s.new_tokens))
-        rec.expect(len(beam_b) == s.prompts, f"beam: {len(beam_b)} outputs")
-        tokens = _check_generations(rec, "beam", beam_b, s.new_tokens, eos)
-        rec.rate("beam_tokens_per_s", tokens, seconds)
-        rec.expect([g.token_ids for g in beam_a] == [g.token_ids for g in beam_b],
-                   "beam: rerun differs")
+    for name, decode in (("greedy", lambda: backend.greedy(prompts, s.new_tokens)),
+                         ("beam", lambda: backend.beam(prompts, s.beams, s.new_tokens))):
+        with rec.step(f"{name} (generate)"):  # twice: the rerun must be the same
+            first, _ = ctx.timed(decode)
+            again, seconds = ctx.timed(decode)
+            rec.expect(len(again) == s.prompts, f"{name}: {len(again)} outputs")
+            tokens = _check_generations(rec, name, again, s.new_tokens, eos)
+            rec.rate(f"{name}_tokens_per_s", tokens, seconds)
+            rec.expect([g.token_ids for g in first] == [g.token_ids for g in again],
+                       f"{name}: rerun differs")
 
     with rec.step("contrastive"):
         out, seconds = ctx.timed(lambda: backend.contrastive(prompts, s.new_tokens))

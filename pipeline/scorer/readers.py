@@ -535,13 +535,18 @@ def _responses(value: Any, name: str) -> list[str]:
             for v in value]
 
 
+def _one_per_response(value: Any, n: int, name: str, fix: str) -> None:
+    """A field that holds one entry per response: a list of `n`, else the row's error."""
+    if not isinstance(value, list) or len(value) != n:
+        got = f"{len(value)} entries" if isinstance(value, list) else f"a {_json_type(value)}"
+        raise ScoreRowError(name, f"field {name!r} has {got} for {n} responses", fix)
+
+
 def _logprobs(value: Any, n: int, name: str) -> list[float] | None:
     if value is None:
         return None
     fix = "give one sequence log-probability (a number <= 0) per response, in the same order"
-    if not isinstance(value, list) or len(value) != n:
-        got = f"{len(value)} entries" if isinstance(value, list) else f"a {_json_type(value)}"
-        raise ScoreRowError(name, f"field {name!r} has {got} for {n} responses", fix)
+    _one_per_response(value, n, name, fix)
     out = []
     for j, v in enumerate(value):
         try:
@@ -570,9 +575,7 @@ def _finish_reasons(row: Any, n: int) -> list[str] | None:
     if value is None:
         return None
     fix = 'give one finish reason per response ("stop", "length" or null), in the same order'
-    if not isinstance(value, list) or len(value) != n:
-        got = f"{len(value)} entries" if isinstance(value, list) else f"a {_json_type(value)}"
-        raise ScoreRowError(name, f"field {name!r} has {got} for {n} responses", fix)
+    _one_per_response(value, n, name, fix)
     bad = next((j for j, v in enumerate(value) if v is not None and not isinstance(v, str)), None)
     if bad is not None:
         raise ScoreRowError(name, f"field {name!r} holds {_short(value[bad])} at position {bad}, "
