@@ -37,7 +37,19 @@ YEAR_QUESTION = re.compile(r"^\W*(?:(?:in|by|since)\s+)?(?:(?:what|which)\s+year
                             re.IGNORECASE)
 _NUMBER_QUESTION = re.compile(
     r"^\W*(?:how\s+(?:many|much)\b|(?:what|which)\b[^?]*\bnumber\b)", re.IGNORECASE)
-_PERSON_QUESTION = re.compile(r"^\W*who\b", re.IGNORECASE)
+_PERSON_QUESTION = re.compile(
+    r"^\W*(?:who\b|(?:which|what)\s+(?:\w+\s+)?(?:writer|author|artist|painter|composer|"
+    r"physicist|scientist|poet|playwright|novelist|inventor|explorer|philosopher|president|"
+    r"person|actor|actress|director|singer|musician|mathematician|chemist|astronomer|sculptor|"
+    r"architect|emperor|king|queen)\b)", re.IGNORECASE)
+# "The novel "Nineteen Eighty-Four" by George Orwell is ...": a work named with its maker
+_BY_NAME = re.compile(r"\bby\s+((?:Sir\s+)?[A-Z][\w.'\u2019-]*(?:\s+(?:[A-Z][\w.'\u2019-]*|da|de|di|van|"
+                      r"von|del|la|le)){0,4})")
+_POSSESSOR = re.compile(r"^((?:[A-Z][\w.-]*\s+){0,3}[A-Z][\w.-]*)['\u2019]s\s+(.+)$")
+# a predicate that describes how, not what: "is based on", "is typically made from"
+_NOT_A_NAME = re.compile(r"^(?:not|never|no|\w+ly|\w+ed)\b", re.IGNORECASE)
+_KIND_OF = re.compile(r"^(?:(?:a|an|the)\s+)?(?:type|kind|form|variety|sort|species)\s+of\s+(?:\w+\s+"
+                      r"called\s+)?|^(?:none\s+other\s+than|called)\s+", re.IGNORECASE)
 _PLACE_QUESTION = re.compile(
     r"^\W*(?:where\b|(?:in\s+)?(?:what|which)\s+(?:city|country|town|place|state|continent)\b|"
     r"(?:what|which)\s+(?:is|was)\s+the\s+capital\b)",
@@ -78,10 +90,24 @@ _ACTIVE_VERBS = frozenset(
     "formulated sculpted authored produced".split())
 
 
+_STOP = frozenset("the a an of in on at is was are were what which who when where how did does "
+                  "do to and by for as known called that often usually".split())
+
+
 def _content(text: str) -> set[str]:
-    stop = {"the", "a", "an", "of", "in", "on", "at", "is", "was", "are", "were", "what", "which",
-            "who", "when", "where", "how", "did", "does", "do", "to", "and", "by", "for"}
-    return {w for w in _WORD.findall(text.lower()) if w not in stop}
+    text = re.sub(r"['\u2019]s\b", "", text.lower())  # "Brazil's" names Brazil
+    return {w for w in _WORD.findall(text) if w not in _STOP}
+
+
+def _restates_mostly(span: str, question: str) -> bool:
+    """At least half of the span's content words are the question's, and what it adds names
+    nobody: no capitalised word past the first ("The main language spoken in Brazil" for
+    "What is the official language of Brazil?"; not "The novel 1984 by George Orwell")."""
+    words, asked = _content(span), _content(question)
+    if not words or 2 * len(words & asked) < len(words):
+        return False
+    added = [w for w in span.split()[1:] if _content(w) and not _content(w) <= asked]
+    return not any(w[:1].isupper() for w in added)
 
 
 def _restates(span: str, question: str) -> bool:
@@ -146,10 +172,18 @@ def question_answer(text: str, question: str | None) -> str | None:
         return _clean(cut)
     if dash := _DASH_LEAD.match(cut):  # "Chile - the desert covers ..."
         return _clean(dash.group(1))
+    person = _PERSON_QUESTION.match(question) is not None
+    if person:  # a work "by <Name>" in the sentence: the maker asked for
+        for maker in _BY_NAME.finditer(cut):
+            if not _restates(maker.group(1), question):
+                return maker.group(1)
+        if (owner := _POSSESSOR.match(cut)) and _restates_mostly(
+                _COPULA.sub(r"\1", owner.group(2)), question):  # "Einstein's theory of ... is"
+            return owner.group(1)
     if agent := _PASSIVE_BY.search(cut):
         phrase = _clean(agent.group(1))
         if phrase and not _restates(phrase, question):
-            return _name_of_person(phrase) if _PERSON_QUESTION.match(question) else phrase
+            return _name_of_person(phrase) if person else phrase
     words = cut.split()
     for i in range(1, min(6, len(words) - 1)):  # "France won the 2018 FIFA World Cup, ..."
         if words[i] in _ACTIVE_VERBS and words[i - 1][:1].isupper():
@@ -163,9 +197,9 @@ def question_answer(text: str, question: str | None) -> str | None:
                 return place.group(1)
     if copula := _COPULA.match(cut):
         # "Wimbledon is famous for cricket": what it is known for is the answer
-        subject, predicate = copula.group(1), _clean(_KNOWN_FOR.sub("", copula.group(2)))
-        if predicate and _content(subject) and len(_content(subject) & _content(question)) * 2 >= \
-                len(_content(subject)) and not _restates(predicate, question) \
-                and len(predicate.split()) <= 5:
-            return _name_of_person(predicate) if _PERSON_QUESTION.match(question) else predicate
+        subject, said = copula.group(1), _KNOWN_FOR.sub("", copula.group(2))
+        predicate = _clean(_KIND_OF.sub("", _ARTICLE.sub("", said.strip())))
+        if (predicate and _restates_mostly(subject, question) and not _NOT_A_NAME.match(said)
+                and not _restates(predicate, question) and len(predicate.split()) <= 5):
+            return _name_of_person(predicate) if person else predicate
     return None

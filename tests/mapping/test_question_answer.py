@@ -44,6 +44,21 @@ CASES = [  # (question, response, the answer a careful reader takes)
     ("In which country is most of the Atacama Desert located?",
      "Chile \u2014 the desert covers much of the north of the country.", "Chile"),
     ("What is the capital of France?", "Paris, France", "Paris, France"),  # kept whole
+    # the packaged SmolLM2's own TriviaQA answers (default run): the maker named with the work,
+    # a possessor, "a type of X", and a subject that names the answer (not its predicate)
+    ("Who wrote the novel Nineteen Eighty-Four?",
+     'The novel "Nineteen Eighty-Four" by George Orwell is a dystopian', "George Orwell"),
+    ("Who wrote the play Romeo and Juliet?",
+     "The play Romeo and Juliet by William Shakespeare was written by the 18th",
+     "William Shakespeare"),
+    ("Which physicist developed the theory of general relativity?",
+     "Einstein's theory of general relativity is a cornerstone of modern physics.", "Einstein"),
+    ("Which fruit is the main ingredient of guacamole?",
+     "The main ingredient of guacamole is a type of avocado.", "avocado"),
+    ("Which musical instrument usually has 88 keys?",
+     "The instrument that has 88 keys is the piano.", "piano"),
+    ("What is the official language of Brazil?",
+     "The main language spoken in Brazil is Spanish.", "Spanish"),
     ("Who was the first person to walk on the Moon?",
      "The first person to walk on the Moon was Neil Armstrong. Buzz Aldrin followed him.",
      "Neil Armstrong"),
@@ -74,14 +89,14 @@ def test_chat_corpus_reading():
     """The corpus's per-response accuracy as measured on 2026-11-28 (docs/extraction.md): 308 of
     365 at first measure (the corpus written without reading the rules), 358 after the rules
     were developed on it (classes 146 -> 188 of 190; sets 162 -> 170 of 175); the held-out
-    corpus 122 -> 125 of 150 at its first measure, 131 after its errors were looked at. A change
+    corpus 122 -> 125 of 150 at its first measure, 132 after its errors were looked at. A change
     that reads fewer right fails here."""
     bench = _bench()
     got = bench.evaluate_chat(bench.chat_corpus())
     assert got["n"] == 365
     assert got["classes"][0] >= 188 and got["sets"][0] >= 170
     held = bench.evaluate_chat(bench.chat_corpus("chat_answers_holdout.yaml"))
-    assert held["n"] == 150 and held["right"] >= 131
+    assert held["n"] == 150 and held["right"] >= 132
 
 
 SET_CASES = [  # (question, response, the labels a careful reader takes)
