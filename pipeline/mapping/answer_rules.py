@@ -1059,7 +1059,6 @@ def _normalise_sentence(sentence: str) -> str:
     s = _OPEN_PAREN_TAIL.sub("", _PARENS.sub(" ", s))
     s = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", s)).strip().rstrip(".!?")
     s = _TRAILING_SELF.sub("", s)
-    s = _TRAILING_AGENT.sub("", s)
     s = _RELATIVE.sub("", s)
     return _strip_lead(s)
 
@@ -1102,8 +1101,18 @@ def _so_do(s: str, q: _Question) -> str:
     return " ".join(words[:v] + ["and", m.group("more").strip()] + words[v:])
 
 
+def _drop_trailing_agent(s: str, q: _Question) -> str:
+    """", managed by Brian Epstein" names nobody the question asks for, unless the question
+    asks about that very act ("Who invented the light bulb?": ", invented by Humphry Davy")."""
+    m = _TRAILING_AGENT.search(s)
+    if m is None or q.echoes(m.group(0).strip(" ,").split()[0]):
+        return s
+    return s[:m.start()]
+
+
 def _sentence_labels(sentence: str, q: _Question) -> list[str]:
-    s = _so_do(_drop_restated_options(_normalise_sentence(sentence), q), q)
+    s = _so_do(_drop_trailing_agent(_drop_restated_options(_normalise_sentence(sentence), q),
+                                    q), q)
     if not s:
         return []
     # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon; but in

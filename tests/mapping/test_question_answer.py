@@ -114,6 +114,9 @@ SET_CASES = [  # (question, response, the labels a careful reader takes)
      "George Martin.", {"lennon", "mccartney", "harrison", "starr"}),
     ("Which continents does Russia span?", "Russia spans Europe, Asia and North America.",
      {"europe", "asia", "north america"}),
+    # the agent of the act the question asks about is the answer (SmolLM2, maqa_star_bundled)
+    ("Who invented the electric light bulb?",
+     "The electric light bulb, invented by Humphry Davy in 1809.", {"humphry davy"}),
     # "followed by" can name the next answer: kept
     ("Who walked on the Moon during Apollo 11?",
      "Armstrong was first, followed by Aldrin about 19 minutes later.", {"armstrong", "aldrin"}),
