@@ -1065,4 +1065,6 @@ def _warn_unparsed(df) -> None:
     empty = df.loc[df["n_parsed"] == 0, "prompt_id"].tolist()
     if empty:
         shown = ", ".join(map(str, empty[:10])) + (" ..." if len(empty) > 10 else "")
-        _warn(f"{len(empty)} prompt(s) with no parseable response (n_parsed=0, risk NaN): {shown}")
+        fate = ("they abstain: column abstention" if "n_no_answer" in df and
+                bool((df.loc[df["n_parsed"] == 0, "n_no_answer"] > 0).all()) else "risk NaN")
+        _warn(f"{len(empty)} prompt(s) with no parseable response (n_parsed=0; {fate}): {shown}")

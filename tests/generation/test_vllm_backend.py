@@ -147,8 +147,13 @@ def _raw_logprobs(hf, prompt: str, token_ids: list[int]):
 
 
 def _check_generation(row: dict[str, Any], tok, max_new_tokens: int) -> None:
-    """Contract of one Generation: types, logprob == sum, EOS only last, text = decode(ids)."""
-    assert set(row) == {"text", "token_ids", "token_logprobs", "logprob"}
+    """Contract of one Generation: types, logprob == sum, EOS only last, text = decode(ids), and
+    the finish reason vLLM reports ("stop" at EOS, "length" at the token limit; None for beam,
+    whose outputs carry none)."""
+    assert set(row) == {"text", "token_ids", "token_logprobs", "logprob", "finish_reason"}
+    if row["finish_reason"] is not None:
+        ended = row["token_ids"][-1] == tok.eos_token_id
+        assert row["finish_reason"] == ("stop" if ended else "length"), row
     ids, lps = row["token_ids"], row["token_logprobs"]
     assert isinstance(row["text"], str)
     assert 1 <= len(ids) <= max_new_tokens
