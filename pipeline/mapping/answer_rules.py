@@ -1091,7 +1091,7 @@ def _so_do(s: str, q: _Question) -> str:
     """"Texas and California border Mexico, and so do Arizona and New Mexico" -> "Texas and
     California and Arizona and New Mexico border Mexico": the inverted subjects join the
     first."""
-    m = _SO_DO.search(s)
+    m = _SO_DO.search(s) if " so " in s else None
     if m is None:
         return s
     words = s[:m.start()].split()
@@ -1104,6 +1104,8 @@ def _so_do(s: str, q: _Question) -> str:
 def _drop_trailing_agent(s: str, q: _Question) -> str:
     """", managed by Brian Epstein" names nobody the question asks for, unless the question
     asks about that very act ("Who invented the light bulb?": ", invented by Humphry Davy")."""
+    if " by " not in s and " with the " not in s:  # the regex's cost only where it can match
+        return s
     m = _TRAILING_AGENT.search(s)
     if m is None or q.echoes(m.group(0).strip(" ,").split()[0]):
         return s
