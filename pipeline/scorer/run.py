@@ -276,13 +276,17 @@ def _sample_counts(out, samples, latents) -> None:
               "n_parsed": flags["read"].sum(),
               "n_truncated": samples[["prompt_id"]].assign(cut=cut).groupby("prompt_id")["cut"].sum(),
               "n_no_answer": flags["no_answer"].sum()}
-    # texts compared without case and spacing: 1 of 20 says the sampler, not the model, decided
+    # 1 distinct text of 20 says the sampler, not the model, decided
     counts["n_distinct_texts"] = samples.assign(
-        norm=[" ".join(str(t).split()).lower() for t in samples["text"]]
-    ).groupby("prompt_id")["norm"].nunique()
+        norm=[text_key(t) for t in samples["text"]]).groupby("prompt_id")["norm"].nunique()
     for name, values in counts.items():
         out[name] = out["prompt_id"].map(values).fillna(0).astype(int)
     out["n_discarded"] = out["n_samples"] - out["n_parsed"] - out["n_no_answer"]
+
+
+def text_key(text: Any) -> str:
+    """A sample's text compared without case and spacing (`n_distinct_texts`)."""
+    return " ".join(str(text).split()).lower()
 
 
 def abstention(space, action_json: str, n_samples: int, n_parsed: int, n_truncated: int) -> str:

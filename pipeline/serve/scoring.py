@@ -69,9 +69,15 @@ class TaskScorer:
             abstention,
             action_column,
             prompt_readings,
+            text_key,
         )
         from pipeline.stages.decide import decide_many
-        from pipeline.stages.map import check_call_failures, prompt_rows, truncated_positions
+        from pipeline.stages.map import (
+            check_call_failures,
+            mapped_texts,
+            prompt_rows,
+            truncated_positions,
+        )
         from pipeline.tasks.contract import MAPPERS
         from pipeline.text import clean_text
         from pipeline.uncertainty.latent_entropy import latent_entropy
@@ -94,9 +100,7 @@ class TaskScorer:
         mapper = MAPPERS[self.cfg.task.mapper].build(self.mapper_settings, self.map_context)
         try:
             if hasattr(mapper, "prefetch"):
-                skip = set(item[5]) if self.reading.truncated == "unreadable" else set()
-                mapper.prefetch([(clean, [t for i, t in enumerate(cleaned) if i not in skip],
-                                  [])])
+                mapper.prefetch([(clean, mapped_texts(item, self.reading), [])])
             latents = prompt_rows(mapper, self.space, item, self.reading)
             check_call_failures(self.cfg, mapper)
         finally:
@@ -111,7 +115,7 @@ class TaskScorer:
         out.update(n_samples=len(texts), n_parsed=n_parsed,
                    n_truncated=sum(reason == "length" for reason in reasons),
                    n_no_answer=n_no_answer, n_discarded=len(texts) - n_parsed - n_no_answer,
-                   n_distinct_texts=len({" ".join(str(t).split()).lower() for t in texts}))
+                   n_distinct_texts=len(set(map(text_key, texts))))
         for method, col in METHOD_COLUMNS.items():
             d = decided.get(method)
             if d is None:
@@ -205,39 +209,41 @@ def ranked_answers(scorer: TaskScorer, row, latents, texts: list[str], k: int
     from pipeline.scorer.run import METHOD_COLUMNS, action_column
 
     space = scorer.space
-    decided, samples = [], []  # decided over (read or "no answer"); (latent, text) to render
+    decided, samples, read = [], [], []  # decided over; (latent, text) to render; read ones
     for r, text in zip(latents, texts):
-        payload, ok, was_read = r["latent"], r["parse_ok"], r["read"]
-        if ok:
-            latent = space.from_json(payload)
+        if r["parse_ok"]:
+            latent = space.from_json(r["latent"])
             decided.append(latent)
-            samples.append((latent, text if was_read else ""))
+            samples.append((latent, text if r["read"] else ""))
+            if r["read"]:
+                read.append(latent)
     if not decided:
         return []
     skip = {space.key(space.canonical(x)) for x in (row.get("bayes_action"), space.no_answer())
             if x is not None}
     counts: dict[Any, list] = {}  # key -> [count, first index, latent]
-    for i, latent in enumerate([x for x, (_, t) in zip(decided, samples) if t]
-                               + [row.get(action_column(m)) for m in METHOD_COLUMNS]):
+    for i, latent in enumerate(read + [row.get(action_column(m)) for m in METHOD_COLUMNS]):
         if latent is None:
             continue
         key = space.key(space.canonical(latent))
         if key not in skip:
             counts.setdefault(key, [0, i, latent])[0] += 1
-    ranked = sorted(counts.values(), key=lambda c: (space.risk(c[2], decided), -c[0], c[1]))
+    risked = [(space.risk(latent, decided), -count, first, latent)
+              for count, first, latent in counts.values()]
     out = []
-    for _, _, latent in ranked[:k]:
-        text = space.render(latent, samples)
+    for risk, _, _, latent in sorted(risked, key=lambda c: c[:3])[:k]:
         answer = space.answer_text(latent, [t for _, t in samples if t])
-        out.append({"text": answer or text, "latent": _plain(latent),
-                    "risk": _number(space.risk(latent, decided))})
+        out.append({"text": answer or space.render(latent, samples), "latent": _plain(latent),
+                    "risk": _number(risk)})
     return out
 
 
 def sampler_warning(texts: list[str]) -> str:
     """A warning when the samples are so alike that the confidence reflects the sampler more than
     the model's uncertainty ("" otherwise): every sample the same text, at M >= 5."""
-    if len(texts) >= 5 and len({" ".join(t.split()).lower() for t in texts}) == 1:
+    from pipeline.scorer.run import text_key
+
+    if len(texts) >= 5 and len(set(map(text_key, texts))) == 1:
         return (f"all {len(texts)} samples are the same text: the sampling settings (see "
                 "`sampling`) may be near-greedy, so the confidence reflects the sampler, not the "
                 "model's uncertainty; raise the temperature to measure it")

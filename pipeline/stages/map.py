@@ -143,6 +143,17 @@ def _forked_chunk(chunk: list[tuple]) -> list[list[dict]]:
     return [prompt_rows(mapper, space, item, rule) for item in chunk]
 
 
+def mapped_positions(item: tuple, rule: ReadingRule) -> list[int]:
+    """The positions of a prompt's texts (`prompt_rows`' item) the mapper reads: all but those
+    `rule` makes unreadable (cut by the token limit)."""
+    texts, truncated = item[3], item[5]
+    cut = set(truncated) if rule.truncated == "unreadable" else set()
+    return [i for i in range(len(texts)) if i not in cut]
+
+
+def mapped_texts(item: tuple, rule: ReadingRule) -> list[str]:
+    """The texts the mapper reads (what a prefetch must ask for)."""
+    return [item[3][i] for i in mapped_positions(item, rule)]
 
 
 def prompt_rows(mapper, space, item: tuple, rule: ReadingRule = PAPER_READING) -> list[dict]:
@@ -153,9 +164,8 @@ def prompt_rows(mapper, space, item: tuple, rule: ReadingRule = PAPER_READING) -
     mapped, so it names no cluster; every sample not read (`read` False) is the space's
     no-answer latent under `rule.unreadable == "no_answer"` (parse_ok True: it is decided
     over), else null (parse_ok False: dropped, the paper's rule)."""
-    prompt_id, question, sources, texts, attached, truncated = item
-    cut = set(truncated) if rule.truncated == "unreadable" else set()
-    keep = [i for i in range(len(texts)) if i not in cut]
+    prompt_id, question, sources, texts, attached, _ = item
+    keep = mapped_positions(item, rule)
     kept = [texts[i] for i in keep]
     if attached:  # the reference is placed into the responses' clusters
         mapped = mapper(question, kept, attached=list(attached))
@@ -227,9 +237,8 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
                          truncated_positions(finish)))
         cut = sum(len(item[5]) for item in work)
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
-            mapper.prefetch([(question, [t for i, t in enumerate(texts) if rule.truncated ==
-                                         "read" or i not in truncated], list(attached))
-                             for _, question, _, texts, attached, truncated in work])
+            mapper.prefetch([(item[1], mapped_texts(item, rule), list(item[4]))
+                             for item in work])
         for prompt_rows in map_prompts(mapper, space, work, rule):
             rows += prompt_rows
         total = len(rows)
