@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import ast
 import gzip
+import hashlib
+import io
 import json
+import os
 import logging
 import math
 import re
@@ -264,18 +267,46 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     return "lm-eval" if _looks_lm_eval(_read_jsonl(Path(path), [], {}, limit=1)) else "jsonl"
 
 
-def _open_binary(path: Path):
+class _HashingFile(io.RawIOBase):
+    """A file read through: every byte it hands out goes into `digest` (the scorer's key is the
+    hash of what was read, not of the file as it is before or after: docs/score.md)."""
+
+    def __init__(self, path: Path, digest) -> None:
+        self._fh, self.digest = path.open("rb", buffering=0), digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._fh.readinto(buffer)
+        if n:
+            self.digest.update(memoryview(buffer)[:n])
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def _open_binary(path: Path, digest=None):
+    """`path` for reading bytes (a gzip file decompressed); with `digest`, every byte read from
+    the disk also goes into it."""
     with path.open("rb") as fh:
         magic = fh.read(4)
+
+    def raw():
+        return path.open("rb") if digest is None else io.BufferedReader(
+            _HashingFile(path, digest), 1 << 20)
+
     if magic[:2] == b"\x1f\x8b":
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=raw(), mode="rb") if digest is not None else gzip.open(path, "rb")
     if magic == b"PAR1":
         raise ScoreInputError(f"{path}: this is a parquet file (it starts with PAR1), not JSON "
                               "Lines; pass --format parquet (or name it .parquet)")
     if magic[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise ScoreInputError(f"{path}: this is UTF-16 text (it starts with a UTF-16 byte-order "
                               "mark); save it as UTF-8, e.g. iconv -f utf-16 -t utf-8 IN > OUT")
-    return path.open("rb")
+    return raw()
 
 
 def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int],
@@ -289,14 +320,14 @@ def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int]
 
 def _jsonl_chunks(path: Path, problems: list[RowProblem], replaced: dict[str, int],
                   chunk_rows: int | None = None, limit: int | None = None,
-                  counted: list[int] | None = None):
+                  counted: list[int] | None = None, digest=None):
     """The good rows of a JSON Lines file, a list per `chunk_rows` non-blank lines (None: one
     list); each bad line becomes a RowProblem; `limit` stops after that many good rows;
-    `counted[0]` is kept at the non-blank lines read so far."""
+    `counted[0]` is kept at the non-blank lines read so far; `digest` takes every byte read."""
     rows: list[_Raw] = []
     index = 0
     try:
-        with _open_binary(path) as fh:
+        with _open_binary(path, digest) as fh:
             for lineno, raw in enumerate(fh, start=1):
                 raw = raw.removeprefix(_UTF8_BOM)  # the file's first line, or a joined file's
                 if not raw.strip():
@@ -1131,6 +1162,9 @@ class InputChunks:
         self.format: str | None = None
         self.unit: str | None = None
         self.prompts: list[ScorePrompt] | None = None  # all of them, when read whole
+        # a file's SHA-256 and (size, mtime) before the read; finish() checks the read saw them
+        self.file_hash: str | None = None
+        self._stat: tuple[int, int] | None = None
         self._finished: Any = None
 
     def again(self) -> InputChunks:
@@ -1141,15 +1175,18 @@ class InputChunks:
     def __iter__(self):
         path = Path(self.source) if is_path(self.source) else None
         kind = _format_from_name(path, self.fmt) if path is not None else None
+        if path is not None:
+            read_rows_check(path)
+            self._stat, self.file_hash = _file_stat(path), file_sha256(path)
         if self.whole or kind in (None, "parquet"):
             yield from self._whole()
             return
-        read_rows_check(path)
         problems: list[RowProblem] = []
         replaced: dict[str, int] = {}
         counted = [0]
+        digest = hashlib.sha256()
         chunks = _jsonl_chunks(path, problems, replaced, chunk_rows=self.chunk_rows,
-                               counted=counted)
+                               counted=counted, digest=digest)
         with _collector_paused():
             first = next(chunks, [])
             if first and kind == "json":
@@ -1177,6 +1214,7 @@ class InputChunks:
             yield prompts
 
         def finish() -> ScoreInput:
+            self._check_unchanged(path, digest.hexdigest())
             if not reading.exact():
                 raise ReadAgain(f"{path}: later rows decide the fields otherwise than the first "
                                 f"{self.chunk_rows}")
@@ -1188,10 +1226,29 @@ class InputChunks:
         got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
                          validate=self.validate)
         self.format, self.unit, self.prompts = got.format, "prompts", got.prompts
-        self._finished = lambda: got
+
+        def finish() -> ScoreInput:
+            if is_path(self.source):  # read by a library: the file after the read must match
+                self._check_unchanged(Path(self.source), None)
+            return got
+
+        self._finished = finish
         size = self.chunk_rows
         for start in range(0, len(got.prompts), size):
             yield got.prompts[start:start + size]
+
+    def _check_unchanged(self, path: Path, read_hash: str | None) -> None:
+        """ScoreInputError when the file changed while it was read: the bytes read (`read_hash`,
+        None where a library read it: the file's hash now) differ from the file's hash before
+        the read, or its size or modification time moved (a change restored byte for byte)."""
+        if read_hash is None:
+            read_hash = file_sha256(path) if path.exists() else ""
+        now = _file_stat(path) if path.exists() else None
+        if read_hash != self.file_hash or now != self._stat:
+            raise ScoreInputError(
+                f"{path} changed while it was read (what was read is not the file as it was "
+                "when the read began); nothing was kept from this read: score it again once "
+                "nothing writes to it, or score a copy")
 
     def finish(self) -> ScoreInput:
         """After the last chunk: what was read (ScoreInput without its prompts, which were the
@@ -1202,6 +1259,20 @@ class InputChunks:
         got = self._finished()
         return ScoreInput(prompts=[], format=got.format, skipped=got.skipped, n_rows=got.n_rows,
                           replaced_surrogates=got.replaced_surrogates)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_stat(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
 
 
 def _raise_first(path: Path, problems: list[RowProblem]) -> None:

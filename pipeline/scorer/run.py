@@ -152,19 +152,13 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
 
 
 def _prompts_hash(prompts: Sequence[ScorePrompt]) -> str:
-    """In-memory input: the hash of what was read (ids, questions, responses, log-probs,
-    references), so the same data scores from the store's cache."""
-    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference] for p in prompts]
+    """The hash of what was read (ids, questions, responses, log-probs, references, finish
+    reasons): the key of in-memory input, and of each part of a large input (a part is scored
+    from its own content, so a file that changed while read cannot leave a stale part)."""
+    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference, p.finish_reasons]
+               for p in prompts]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=repr,
                                      ensure_ascii=False).encode()).hexdigest()
-
-
-def _file_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -738,8 +732,9 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
     chunks = iter(reader)
     with _reading_errors(out_path):
         first = next(chunks)
+    # a file: its hash before the read (the reader checks at the end that it read those bytes)
     input_key = hashlib.sha256(json.dumps({
-        "file": _file_hash(path) if from_file else _prompts_hash(reader.prompts),
+        "file": reader.file_hash if from_file else _prompts_hash(reader.prompts),
         "format": reader.format, "task": task, "fields": fields.as_dict(),
         "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
     source = str(path) if from_file else reader.format
@@ -875,11 +870,12 @@ def _part(index: int):
 
     job = _PARTS
     # a part is chunk `index` of `size` rows (or prompts, `unit`) of the input
-    key = hashlib.sha256(f"{job['key']}/{index}/{job['size']}/{job['unit']}".encode()
-                         ).hexdigest()[:20]
     store = ArtifactStore(_part_dir(job["store"], index))
     with (store.root / PART_INPUT).open("rb") as fh:
         prompts = pickle.load(fh)
+    # and keyed by its own content: a part read while the file changed is never reused
+    key = hashlib.sha256(f"{job['key']}/{index}/{job['size']}/{job['unit']}/"
+                         f"{_prompts_hash(prompts)}".encode()).hexdigest()[:20]
     frames, with_reference = _run_part(job["cfg"], store, key, prompts, job["source"],
                                        job["format"])
     written = output_frame(frames, with_reference, job["space"])
