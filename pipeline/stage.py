@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.registry import Registry
 from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER, producer_of
+from pipeline.stopping import check_stop
 from pipeline.store import ArtifactError, ArtifactStore, cache_key
 
 log = logging.getLogger("pipeline")
@@ -88,6 +89,7 @@ def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[s
 
 def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any]:
     """Run one stage unless its outputs are current. Returns {"skipped", "wall_time_s", "rows"}."""
+    check_stop()  # a stop asked for whose exception was swallowed (a finaliser) ends here
     spec = STAGES[name]
     key, slice_, input_keys = stage_key(spec, cfg, store)
     if outputs_current(spec, cfg, store, key):
@@ -112,6 +114,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
                     extra={**fields, "cell": cell_name(cfg), "producer": producer_of(cfg)})
         rows[out] = len(frames[out])
     store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
+    check_stop()  # the work done is kept; the next stage does not start
     log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 

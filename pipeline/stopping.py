@@ -21,9 +21,15 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-__all__ = ["REQUEUE_EXIT", "StopRequested", "stopping_cleanly"]
+__all__ = ["REQUEUE_EXIT", "StopRequested", "check_stop", "stop_requested", "stopping_cleanly"]
 
 REQUEUE_EXIT = 75  # EX_TEMPFAIL
+
+# The stop asked for, kept until the `with` ends: the exception a signal raises can be swallowed
+# (raised inside a finaliser, `__del__`, Python prints "Exception ignored" and goes on), the
+# request cannot. Safe points (`check_stop`: each stage, each generation batch, each scorer
+# part) raise it again, and so does the end of the `with` body.
+_requested: StopRequested | None = None
 
 
 class StopRequested(BaseException):
@@ -31,20 +37,37 @@ class StopRequested(BaseException):
     no `except Exception` on the way up may take it for a failed item and carry on."""
 
     def __init__(self, signum: int) -> None:
+        self.signum = signum
         self.signal_name = signal.Signals(signum).name
         super().__init__(f"stopped by {self.signal_name}")
+
+
+def stop_requested() -> StopRequested | None:
+    """The stop asked for by a signal inside `stopping_cleanly`, or None."""
+    return _requested
+
+
+def check_stop() -> None:
+    """A safe point: raise the stop asked for, if any (a fresh exception of the same signal)."""
+    if _requested is not None:
+        raise StopRequested(_requested.signum)
 
 
 @contextlib.contextmanager
 def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
     """Within the `with` body, each of `signals` whose handler is still Python's default raises
-    StopRequested; a second signal while stopping is left to the default (a kill)."""
+    StopRequested and is remembered: a body that ends normally after a stop was asked for (its
+    exception swallowed in a finaliser) raises it at the end, so a stopped run never exits 0.
+    Every signal while stopping raises again (a stop, never a kill: SLURM needs exit 75, not a
+    death mid-write; SIGKILL remains for a kill)."""
+    global _requested
     defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
     previous: dict[int, object] = {}
 
     def stop(signum: int, frame: object) -> None:
-        for sig, handler in previous.items():  # the next one kills, as the user expects
-            signal.signal(sig, handler)
+        global _requested
+        if _requested is None:
+            _requested = StopRequested(signum)
         raise StopRequested(signum)
 
     for sig in signals:
@@ -54,6 +77,9 @@ def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT))
             signal.signal(sig, stop)
     try:
         yield
+        check_stop()  # asked for, and swallowed on the way
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if previous:
+            _requested = None

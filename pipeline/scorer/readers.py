@@ -28,9 +28,9 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager

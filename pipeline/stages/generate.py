@@ -54,6 +54,7 @@ from pipeline.generation.hf_backend import TransformersBackend
 from pipeline.generation.runner import decode_records, generate_records
 from pipeline.progress import progress
 from pipeline.stage import MANIFEST_FIELDS, plain, stage
+from pipeline.stopping import check_stop
 from pipeline.store import ArtifactStore, canonical_json
 
 log = logging.getLogger("pipeline")
@@ -175,6 +176,7 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
             for name, frame in zip(SHARDED, frames):
                 store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
             log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
+            check_stop()  # a swallowed stop ends the run at the next shard
     return getattr(backend, "commit_hash", None)
 
 
@@ -247,6 +249,7 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
             store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes",
                               prompt_ids=shard.prompt_ids)
             bar.update(len(shard.prompts))
+            check_stop()
     del backend
 
 

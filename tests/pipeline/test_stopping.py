@@ -14,7 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
+from pipeline.stopping import (
+    REQUEUE_EXIT,
+    StopRequested,
+    check_stop,
+    stop_requested,
+    stopping_cleanly,
+)
 from pipeline.store import ArtifactStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,16 +40,55 @@ def default_handlers():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_raises_stop_requested_once_then_the_default_handler_is_back(sig,
-                                                                              default_handlers):
-    with stopping_cleanly():
-        with pytest.raises(StopRequested, match=f"stopped by {signal.Signals(sig).name}"):
-            os.kill(os.getpid(), sig)
-            time.sleep(1)  # the handler runs between bytecodes of the main thread
-        # a second one kills (SIGTERM) or raises KeyboardInterrupt (SIGINT), as without us
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def test_every_signal_raises_stop_requested_until_the_with_ends(sig, default_handlers):
+    with pytest.raises(StopRequested), stopping_cleanly():  # caught in the body: raised at its end
+        for _ in range(2):  # a second signal stops too: never a kill mid-write (exit 75 for SLURM)
+            with pytest.raises(StopRequested, match=f"stopped by {signal.Signals(sig).name}"):
+                os.kill(os.getpid(), sig)
+                time.sleep(1)  # the handler runs between bytecodes of the main thread
+        with pytest.raises(StopRequested):  # remembered: every safe point raises it again
+            check_stop()
+        assert stop_requested() is not None
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert stop_requested() is None
+
+
+class _SignalsWhenCollected:
+    """An object whose finaliser receives the signal: Python prints "Exception ignored in
+    __del__" and goes on, so the StopRequested raised there never reaches the caller."""
+
+    def __init__(self, sig):
+        self.sig = sig
+
+    def __del__(self):
+        os.kill(os.getpid(), self.sig)
+        time.sleep(0.05)  # the handler runs here, inside the finaliser
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_swallowed_in_a_finaliser_is_not_lost_at_any_of_40_points(sig, default_handlers,
+                                                                       monkeypatch):
+    """The signal lands in a finaliser at step k of 40 steps of work (each step a safe point
+    or not): the stop surfaces at the next safe point, or at the end of the `with`; never does
+    the body end as if nothing happened."""
+    swallowed = []  # what Python reports as "Exception ignored in ... __del__"
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: swallowed.append(u.exc_type))
+    for k in range(40):
+        done = []
+        with pytest.raises(StopRequested, match=signal.Signals(sig).name):
+            with stopping_cleanly():
+                for step in range(40):
+                    if step == k:
+                        obj = _SignalsWhenCollected(sig)
+                        del obj  # the finaliser runs now, and swallows the exception
+                    done.append(step)
+                    if step % 7 == 6:
+                        check_stop()
+        assert swallowed.pop() is StopRequested and not swallowed
+        safe = next((s for s in range(k, 40) if s % 7 == 6), None)
+        assert done == list(range((safe if safe is not None else 39) + 1))
+        assert stop_requested() is None
 
 
 def test_a_handler_someone_else_installed_is_left_alone(default_handlers):
