@@ -3,7 +3,6 @@ script; `python -m pipeline ...` is the same command)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 
@@ -40,27 +39,9 @@ def refuse_config_secrets(cfg: DictConfig) -> None:
     sys.exit(2)
 
 
-@contextlib.contextmanager
-def naming_a_full_disk(output_root: str):
-    """A full disk anywhere (a cache record, a lock, a library's file, sqlite; the store's own
-    writes say more) as a DiskFullError: one line, not a library's traceback."""
-    import sqlite3
-
-    from pipeline.errors import DISK_FULL_ERRNOS, DiskFullError, disk_full_message
-
-    try:
-        yield
-    except (OSError, sqlite3.OperationalError) as exc:
-        if isinstance(exc, PipelineError) or not (
-                getattr(exc, "errno", None) in DISK_FULL_ERRNOS or "disk is full" in str(exc)):
-            raise
-        where = getattr(exc, "filename", None)
-        raise DiskFullError(f"writing {where or 'under ' + output_root}: "
-                            f"{disk_full_message(where or output_root)}") from None
-
-
 @hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
+    from pipeline.errors import naming_a_full_disk
     from pipeline.extras import naming_the_extra
     from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
 

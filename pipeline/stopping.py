@@ -41,6 +41,9 @@ class StopRequested(BaseException):
         self.signal_name = signal.Signals(signum).name
         super().__init__(f"stopped by {self.signal_name}")
 
+    def __reduce__(self):  # raised in a forked worker, re-raised in its parent
+        return (StopRequested, (self.signum,))
+
 
 def stop_requested() -> StopRequested | None:
     """The stop asked for by a signal inside `stopping_cleanly`, or None."""

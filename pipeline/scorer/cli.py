@@ -111,6 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _score(args: argparse.Namespace):
+    return score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
+                 id_field=args.id_field, question_field=args.question_field,
+                 responses_field=args.responses_field, reference_field=args.reference_field,
+                 logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
+                 overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
+                 config_dirs=args.config_dirs, plugins=args.plugins,
+                 # rows written to --out and not printed: no per-sample objects in memory
+                 lean=bool(args.out) and not args.audit and not args.report)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # odd bytes in paths or ids must not crash a print
         if hasattr(stream, "reconfigure"):
@@ -133,18 +144,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # at once, not after the run: the skipped rows are known before the long part starts
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
+    from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
+
     with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)
         warnings.showwarning = show
         try:
-            df = score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
-                       id_field=args.id_field, question_field=args.question_field,
-                       responses_field=args.responses_field, reference_field=args.reference_field,
-                       logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
-                       overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
-                       config_dirs=args.config_dirs, plugins=args.plugins,
-                       # rows written to --out and not printed: no per-sample objects in memory
-                       lean=bool(args.out) and not args.audit and not args.report)
+            with stopping_cleanly():
+                df = _score(args)
+        except StopRequested as stop:
+            # every write is atomic: the part in flight is dropped whole, finished parts kept
+            print(f"error: {stop}: stopped cleanly (finished parts are kept; --out is untouched); "
+                  "rerun the same command to resume", file=sys.stderr)
+            return REQUEUE_EXIT
         except (ScoreInputError, FileNotFoundError, PipelineError, LLMCallError) as exc:
             # bad input, or an outside service that failed (no key, endpoint down, calls failed
             # beyond task.extractor.max_failed_share): what and how to fix, no traceback

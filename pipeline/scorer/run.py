@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import is_disk_full, naming_a_full_disk
 from pipeline.latent.base import LatentSpace
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
@@ -63,7 +64,8 @@ from pipeline.scorer.report import (
     ENTROPY_COLUMNS,
     OURS_COLUMN,
 )
-from pipeline.store import ArtifactStore
+from pipeline.stopping import check_stop
+from pipeline.store import ArtifactStore, cell_lock
 from pipeline.tasks.contract import REFERENCES
 from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
 
@@ -575,30 +577,37 @@ def check_output_path(out: Path, input_path: Path | None = None) -> None:
                                   f"({exc.strerror or exc}); choose another name") from None
 
 
-def write_output(df, out: Path) -> None:
-    """The rows to `out` (its suffix says the format). `df` is a DataFrame, or the PartRows of
-    an input scored in parts: written part after part, never all in memory at once."""
+def write_output(df, out: Path, to: Path | None = None) -> None:
+    """The rows to `out` (its suffix says the format; `to`: the file written instead, e.g. a
+    temporary name renamed to `out` later). `df` is a DataFrame, or the PartRows of an input
+    scored in parts: written part after part, never all in memory at once."""
     if out.suffix not in OUT_SUFFIXES:
         raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
                               "or .csv")
+    if to is None:
+        with _atomic(out) as tmp:
+            write_output(df, out, to=tmp)
+        return
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(df, PartRows):
-            _write_parts(df, out)
+            _write_parts(df, out, to)
             return
         df = df.copy()
         df.attrs = {}  # the summaries are written beside it, not into the parquet metadata
         if out.suffix == ".parquet":
-            df.to_parquet(out, index=False)
+            df.to_parquet(to, index=False)
         elif out.suffix in (".jsonl", ".json"):
-            df.to_json(out, orient="records", lines=True, force_ascii=False)
+            df.to_json(to, orient="records", lines=True, force_ascii=False)
         else:
-            df.to_csv(out, index=False)
+            df.to_csv(to, index=False)
     except OSError as exc:
+        if is_disk_full(exc):
+            raise  # naming_a_full_disk says it in one line
         raise ScoreInputError(f"--out {out}: cannot write it ({exc.strerror or exc})") from None
 
 
-def _write_parts(parts: PartRows, out: Path) -> None:
+def _write_parts(parts: PartRows, out: Path, to: Path) -> None:
     """Each part's rows appended to `out`: parquet as one row group per part under the schema
     that unifies the parts' (a column all-null in one part takes another part's type)."""
     import pyarrow as pa
@@ -611,11 +620,11 @@ def _write_parts(parts: PartRows, out: Path) -> None:
 
         # the types of object columns are inferred from their values: a first pass for them
         schema = pa.unify_schemas([t.schema for t in tables()], promote_options="permissive")
-        with pq.ParquetWriter(out, schema) as writer:
+        with pq.ParquetWriter(to, schema) as writer:
             for table in tables():
                 writer.write_table(table.cast(schema))
         return
-    with out.open("w", encoding="utf-8", newline="") as fh:
+    with to.open("w", encoding="utf-8", newline="") as fh:
         for i, frame in enumerate(parts.frames()):
             if out.suffix == ".csv":
                 frame.to_csv(fh, index=False, header=i == 0)
@@ -631,6 +640,8 @@ def write_skipped(problems: Sequence[RowProblem], path: Path) -> None:
             for p in problems:
                 fh.write(json.dumps(p.as_dict(), ensure_ascii=False) + "\n")
     except OSError as exc:
+        if is_disk_full(exc):
+            raise
         raise ScoreInputError(f"cannot write {path} ({exc.strerror or exc})") from None
 
 
@@ -738,13 +749,17 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
         "format": reader.format, "task": task, "fields": fields.as_dict(),
         "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
     source = str(path) if from_file else reader.format
-    with _work_root(work_dir, out_path) as (root, temporary):
+    with _work_root(work_dir, out_path) as (root, temporary), \
+            naming_a_full_disk(str(root), settings="--out / --work-dir"):
         store = ArtifactStore(root / input_key)
-        written, df, uq_summary, quality_summary, (got, listed) = _score_in_store(
-            cfg, store, input_key, reader, first, chunks, source, part_prompts,
-            keep_rows=out_path is not None, lean=lean, out_path=out_path)
-        if out_path is not None:  # while the parts' rows files exist (a temporary store)
-            _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped, listed)
+        # a second scorer of the same input in this folder waits, then finds it current
+        with cell_lock(store.root):
+            written, df, uq_summary, quality_summary, (got, listed) = _score_in_store(
+                cfg, store, input_key, reader, first, chunks, source, part_prompts,
+                keep_rows=out_path is not None, lean=lean, out_path=out_path)
+            if out_path is not None:  # while the parts' rows files exist (a temporary store)
+                _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped,
+                               listed)
     reading = _warn_about_the_reading(df)
     # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
     # (printing a wide frame does), which a DataFrame value cannot answer
@@ -764,7 +779,8 @@ def _reading_errors(out_path: Path | None):
     except ScoreInputError as exc:
         problems = getattr(exc, "problems", None)
         if problems and out_path is not None:  # no good row: keep the list of what is wrong
-            write_skipped(problems, skipped_path(out_path))
+            with _atomic(skipped_path(out_path)) as tmp:
+                write_skipped(problems, tmp)
             raise ScoreInputError(f"{exc} (all {len(problems)} problems in "
                                   f"{skipped_path(out_path)})") from None
         raise
@@ -898,13 +914,28 @@ PART_INPUT = "prompts.pkl"  # a part's input prompts, read by the worker that sc
 
 
 def _atomic_pickle(obj, path: Path) -> None:
-    import os
     import pickle
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
+    with _atomic(path) as tmp, tmp.open("wb") as fh:
         pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
+
+
+@contextmanager
+def _atomic(*paths: Path):
+    """Temporary names for `paths` (beside each, hidden), renamed into place when the `with`
+    body ends well, removed when it does not: a kill or a full disk while writing leaves the
+    previous files whole (a reader never sees half a file)."""
+    import os
+
+    temps = [p.with_name(f".{p.name}.{os.getpid()}.tmp") for p in paths]
+    try:
+        yield temps[0] if len(temps) == 1 else temps
+        for tmp, path in zip(temps, paths):
+            if tmp.exists():
+                os.replace(tmp, path)
+    finally:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
 
 
 def _column_order(column_lists: Sequence[Sequence[str]]) -> list[str]:
@@ -972,6 +1003,7 @@ def _score_parts(cfg, store: ArtifactStore, key: str, chunks, source: str, fmt: 
             futures.append(pool.submit(_part, n_parts) if pool is not None else n_parts)
             n_parts += 1
             del prompts
+            check_stop()
         read = finish()  # the whole input's checks: duplicate ids, no good row, ...
         log.info("scoring %d prompts in %d parts of %d %s on %d worker(s)", n_prompts, n_parts,
                  size, unit, workers)
@@ -1007,6 +1039,13 @@ def _score_parts(cfg, store: ArtifactStore, key: str, chunks, source: str, fmt: 
                 store.write("uq_scores", frames["uq_scores"], key=scores_key,
                             config={"parts": n_parts, "part_prompts": size},
                             extra={"producer": SCORER_PRODUCER})
+    except BaseException as exc:
+        if pool is not None and not isinstance(exc, Exception):
+            # a stop (SIGTERM, Ctrl-C): the parts in flight are dropped whole, now (their
+            # artifacts are atomic; a rerun resumes part by part)
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()
+        raise
     finally:
         try:
             if pool is not None:  # after an error: the parts not started yet are dropped
@@ -1031,16 +1070,23 @@ def _warn_about_the_reading(df) -> dict[str, int] | None:
 
 
 def _write_outputs(written, out_path: Path, uq_summary, quality_summary, skipped, listed) -> None:
-    """The rows to --out, the summaries next to it, and the skipped rows' list (or no list)."""
-    write_output(written, out_path)
+    """The rows to --out, the summaries next to it, and the skipped rows' list (or no list):
+    each written under a temporary name and all renamed once all are written, so a kill or a
+    full disk leaves the previous run's files as they were."""
     summary_path, quality_path = summary_paths(out_path)
-    if uq_summary is not None:
-        uq_summary.to_csv(summary_path, index=False)
-        quality_summary.to_csv(quality_path, index=False)
-    if listed is not None:
-        write_skipped(skipped, listed)
-    else:  # a list from an earlier run of a since-fixed file would mislead
+    with _atomic(out_path, summary_path, quality_path, skipped_path(out_path)) as (
+            rows_tmp, summary_tmp, quality_tmp, skipped_tmp):
+        write_output(written, out_path, to=rows_tmp)
+        if uq_summary is not None:
+            uq_summary.to_csv(summary_tmp, index=False)
+            quality_summary.to_csv(quality_tmp, index=False)
+        if listed is not None:
+            write_skipped(skipped, skipped_tmp)
+    if listed is None:  # a list from an earlier run of a since-fixed file would mislead
         skipped_path(out_path).unlink(missing_ok=True)
+    if uq_summary is None:  # nor summaries of an earlier input with references
+        for path in (summary_path, quality_path):
+            path.unlink(missing_ok=True)
 
 
 def _records(frame) -> list[dict] | None:

@@ -68,3 +68,130 @@ def test_no_stale_part_after_a_refused_read(tmp_path, monkeypatch):
     cols = ["prompt_id", "bayes_text", "bayes_risk", "quality_bayes_exact_match_error"]
     pd.testing.assert_frame_equal(again[cols], fresh[cols])
     assert again.set_index("prompt_id").loc["q5", "quality_bayes_exact_match_error"] == 0.0
+
+
+def _small(path, n=4, label="Paris"):
+    rows = [{"id": f"q{i}", "question": "Capital of France?", "reference": "Paris",
+             "responses": [label, label, "Lyon"]} for i in range(n)]
+    return _write(path, rows)
+
+
+def test_a_kill_while_out_is_written_leaves_the_previous_output_whole(tmp_path, monkeypatch):
+    out = tmp_path / "res.parquet"
+    score(_small(tmp_path / "a.jsonl"), task="classes", out=out)
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("res*") if p.is_file()}
+    real = pd.DataFrame.to_parquet
+
+    def killed_halfway(self, path, *args, **kwargs):
+        real(self.head(1), path, *args, **kwargs)  # part of the rows are on disk ...
+        raise KeyboardInterrupt("killed while writing --out")  # ... when the process dies
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", killed_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        score(_small(tmp_path / "b.jsonl", n=3, label="Lyon"), task="classes", out=out)
+    after = {p.name: p.read_bytes() for p in tmp_path.glob("res*") if p.is_file()}
+    assert after == before and len(pd.read_parquet(out)) == 4
+    assert list(tmp_path.rglob("*.tmp")) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 3 MiB tmpfs (root only, as in CI; scripts/chaos.py mounts the same)."""
+    import subprocess
+
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {done.stderr.strip()}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_full_disk_at_any_write_of_the_scorer_is_one_line_and_exit_2(tmp_path, small_disk,
+                                                                     monkeypatch, capsys):
+    """--out and the work folder on a real tmpfs filled to leave 0 B ... 400 kB, so that each
+    of the scorer's writes (input artifacts, parts, stages, rows, summaries, lock) is the one
+    that fails: one `error:` line naming the full disk, exit 2, no temporary file left; with
+    the space back the rerun gives the rows of a run that never failed."""
+    import shutil
+
+    from pipeline.scorer import cli, run
+
+    monkeypatch.setattr(run, "PART_PROMPTS", 3)  # parts: their pickles are written too
+    data = _small(tmp_path / "in.jsonl", n=7)
+    clean = tmp_path / "clean.parquet"
+    assert cli.main([str(data), "--task", "classes", "--out", str(clean), "-q"]) == 0
+    capsys.readouterr()
+    refused = 0
+    for leave in (0, 3_000, 12_000, 40_000, 90_000, 150_000, 250_000, 400_000):
+        out = small_disk / f"left{leave}" / "res.parquet"
+        out.parent.mkdir()
+        filler = small_disk / "filler"
+        filler.write_bytes(b"\0" * max(0, shutil.disk_usage(small_disk).free - leave))
+        rc = cli.main([str(data), "--task", "classes", "--out", str(out), "-q"])
+        err = capsys.readouterr().err
+        filler.unlink()
+        if rc != 0:
+            refused += 1
+            assert rc == 2, err
+            lines = [line for line in err.splitlines() if line.startswith("error:")]
+            assert len(lines) == 1 and "no space left" in lines[0], err
+            assert "Traceback" not in err
+            assert list(out.parent.rglob("*.tmp")) == [], leave
+            assert cli.main([str(data), "--task", "classes", "--out", str(out), "-q"]) == 0
+            capsys.readouterr()
+        pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(clean))
+        shutil.rmtree(out.parent)
+    assert refused >= 4, "too few writes hit the full disk: is the attack reaching them?"
+
+
+def _scorer(*args):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "pipeline.score", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_three_scorers_on_one_work_folder_all_succeed_with_the_same_rows(tmp_path):
+    """The others wait for the first's lock, then find its artifacts current."""
+    data = _small(tmp_path / "in.jsonl", n=300)
+    work = tmp_path / "work"
+    procs = [_scorer(data, "--task", "sets", "--work-dir", work, "--out",
+                     tmp_path / f"out{i}.parquet") for i in range(3)]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], logs
+    for i in (1, 2):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out0.parquet"),
+                                      pd.read_parquet(tmp_path / f"out{i}.parquet"))
+
+
+def test_sigterm_stops_the_scorer_in_one_line_with_exit_75_and_the_rerun_resumes(tmp_path):
+    import signal
+    import time
+
+    from pipeline.stopping import REQUEUE_EXIT
+
+    data = _small(tmp_path / "in.jsonl", n=6)
+    work, out = tmp_path / "work", tmp_path / "out.parquet"
+    proc = _scorer(data, "--task", "classes", "--work-dir", work, "--out", out)
+    deadline = time.monotonic() + 120
+    while not list(work.rglob("samples.parquet")):  # the input is in the store: map runs next
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    logs = proc.communicate(timeout=120)[0]
+    assert proc.returncode == REQUEUE_EXIT, logs
+    assert "Traceback" not in logs
+    assert [line for line in logs.splitlines() if "stopped cleanly" in line] == [
+        "error: stopped by SIGTERM: stopped cleanly (finished parts are kept; --out is "
+        "untouched); rerun the same command to resume"]
+    assert not out.exists() and list(work.rglob("*.tmp")) == []
+    again = _scorer(data, "--task", "classes", "--work-dir", work, "--out", out)
+    assert again.wait(timeout=300) == 0
+    fresh = tmp_path / "fresh.parquet"
+    assert _scorer(data, "--task", "classes", "--out", fresh).wait(timeout=300) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(fresh))
