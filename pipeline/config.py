@@ -18,6 +18,7 @@ from pipeline.latent import available_spaces
 from pipeline.mapping.judges import JUDGES
 from pipeline.mapping.settings import EXTRACTOR_KINDS, EquivalenceConfig, ExtractorConfig
 from pipeline.methods import METHODS, methods
+from pipeline.registry import load_plugins  # noqa: F401  (also pipeline.config.load_plugins)
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,
@@ -404,19 +405,6 @@ def task_option_problems(cfg) -> list[str]:
             if not parts]
 
 
-def load_plugins(cfg) -> None:
-    """Import the modules of `plugins` (their registrations become selectable by name)."""
-    import importlib
-
-    for module in cfg.get("plugins", None) or []:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"plugins: cannot import {module!r} ({exc}); it must be importable "
-                              "from where you run (the working directory or an installed "
-                              "package)") from None
-
-
 def validate(cfg) -> None:
     """Every value Hydra's types cannot check (ranges, enumerations), before any work is done;
     one ConfigError lists all problems in config terms."""
@@ -467,8 +455,8 @@ def validate(cfg) -> None:
 def served_backend_problems(cfg) -> list[str]:
     """backend=openai: an endpoint without credentials in it, and only the decoding strategies
     a chat-completions endpoint can run."""
-    from pipeline.generation.openai_backend import CHAT_STRATEGIES, OpenAIBackend
     from pipeline.clients.llm_client import check_base_url
+    from pipeline.generation.openai_backend import CHAT_STRATEGIES, OpenAIBackend
 
     b = cfg.backend
     if b.name != OpenAIBackend.name:

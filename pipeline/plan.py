@@ -260,7 +260,9 @@ def sweep_overrides(cfg: DictConfig) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     hc = HydraConfig.get()
-    base = [o for o in hc.overrides.task if not o.startswith("stage=")]
+    # the config folders given on the command line: the cells' configs may come from them
+    searchpath = [o for o in hc.overrides.hydra if o.startswith("hydra.searchpath=")]
+    base = [*searchpath, *(o for o in hc.overrides.task if not o.startswith("stage="))]
     params = dict(hc.sweeper.params or {})
     parser = OverridesParser.create()
     for override in parser.parse_overrides(base):  # the command line wins over the config's sweep

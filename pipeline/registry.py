@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -32,6 +33,23 @@ def _expand(where: str) -> list[str]:
             if not info.name.startswith("_")]
 
 
+def _registering_module() -> tuple[str, str | None]:
+    """(module name, file) of the code registering an entry: the innermost caller outside this
+    file that is a module's body or lies outside the `pipeline` package (a plugin calling one
+    of the project's helpers is the plugin; a built-in task's module body is itself)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name != __name__ and (frame.f_code.co_name == "<module>"
+                                 or not name.startswith("pipeline")):
+            return name, frame.f_globals.get("__file__")
+        frame = frame.f_back
+    return "", None
+
+
+REGISTRIES: list[Registry] = []  # every registry made, in order (plugin code keys, pipeline.config)
+
+
 class Registry(Generic[T]):
     """Named entries of one family. `discover` names where entries are registered, imported on
     first use (so `import pipeline` stays cheap): a package (its modules), a module, or a pattern
@@ -41,6 +59,8 @@ class Registry(Generic[T]):
     def __init__(self, family: str, discover: tuple[str, ...] = ()) -> None:
         self.family = family
         self._entries: dict[str, T] = {}
+        self._origins: dict[str, tuple[str, str | None]] = {}  # name -> (module, file)
+        REGISTRIES.append(self)
         self._discover = discover
         self._discovered = not discover
 
@@ -62,10 +82,22 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T, *, replace: bool = False) -> T:
         if not isinstance(name, str) or not name:
             raise ValueError(f"{self.family} names are non-empty strings, got {name!r}")
+        origin = _registering_module()
         if name in self._entries and not replace and self._entries[name] is not obj:
-            raise ValueError(f"{self.family} {name!r} is already registered (pass replace=True)")
+            # one file imported twice under two module names (pytest's rootdir-relative names
+            # for a plugin folder without a parent __init__.py) replaces its own entry
+            again = origin[1] is not None and origin[1] == self._origins.get(name, ("", None))[1]
+            if not again:
+                raise ValueError(f"{self.family} {name!r} is already registered (pass "
+                                 "replace=True)")
         self._entries[name] = obj
+        self._origins[name] = origin
         return obj
+
+    def origin(self, name: str) -> str | None:
+        """The module that registered `name` (None if it is not registered)."""
+        found = self._origins.get(name)
+        return None if found is None else found[0]
 
     def __getitem__(self, name: str) -> T:
         self._load()
@@ -101,3 +133,118 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.family!r}: {', '.join(self.names())})"
+
+
+# ---------------------------------------------------------------------------------------------
+# plugins: modules a config names (`plugins=[...]`) whose registrations it then uses
+
+
+def load_plugins(cfg) -> None:
+    """Import the modules of `plugins` (their registrations become selectable by name), from
+    the working directory too: as `python -m` finds them, so do the console scripts."""
+    import importlib
+    import os
+    import sys
+
+    plugins = cfg.get("plugins", None) or []
+    if plugins and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    for module in plugins:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"plugins: cannot import {module!r} ({exc}); it must be importable "
+                              f"from the working directory ({os.getcwd()}) or an installed "
+                              "package (or add its folder to PYTHONPATH)") from None
+
+
+_SOURCE_DIGESTS: dict[tuple[str, int], str] = {}  # (module, id) -> digest of its file as loaded
+
+
+def _file_digest(name: str) -> str:
+    """SHA-256 of module `name`'s file as first asked for in this process (the code that runs:
+    a file edited after the import is not what this process executes)."""
+    import hashlib
+    from pathlib import Path
+
+    module = sys.modules[name]
+    cached = (name, id(module))
+    if cached not in _SOURCE_DIGESTS:
+        _SOURCE_DIGESTS[cached] = hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()
+    return _SOURCE_DIGESTS[cached]
+
+
+def _local_imports(name: str, folder) -> set[str]:
+    """The loaded modules in `folder` that module `name` imports (its own source read: `import
+    x`, `from . import y`, `from .z import w`)."""
+    import ast
+    from pathlib import Path
+
+    module = sys.modules[name]
+    package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(Path(module.__file__).read_bytes())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                   package) if node.level else node.module
+            except (ImportError, ValueError):
+                continue
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for target in targets:
+            file = getattr(sys.modules.get(target), "__file__", None)
+            if file is not None and Path(file).resolve().is_relative_to(folder):
+                found.add(target)
+    return found
+
+
+def _source_digest(name: str, folder) -> str:
+    """SHA-256 over module `name` and every module of `folder` it imports, transitively."""
+    import hashlib
+    from pathlib import Path
+
+    todo, seen = [name], {name}
+    while todo:
+        for child in _local_imports(todo.pop(), folder) - seen:
+            seen.add(child)
+            todo.append(child)
+    digest = hashlib.sha256()
+    for module in sorted(seen):
+        rel = Path(sys.modules[module].__file__).resolve().relative_to(folder).as_posix()
+        digest.update(f"{rel}:{_file_digest(module)}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+def plugin_code(cfg, names: set[str]) -> dict[str, str]:
+    """{module: SHA-256 of its source} for each module of a plugin (`plugins`) that registered
+    one of `names` (the parts a stage uses), over the module and the modules it imports from
+    its plugin's folder. In the stage's cache key: editing a plugin's code reruns the stages
+    that use the parts it defines, and only those. {} without plugins (keys as before)."""
+    from pathlib import Path
+
+    plugins = list(cfg.get("plugins", None) or [])
+    if not plugins or not names:
+        return {}
+    load_plugins(cfg)
+    folders = {}
+    for plugin in plugins:
+        file = getattr(sys.modules.get(plugin), "__file__", None)
+        if file is not None:
+            folders[plugin] = Path(file).resolve().parent
+    out = {}
+    for origin in sorted({registry.origin(name) for registry in REGISTRIES for name in names
+                          if registry.registered_so_far(name) is not None} - {None, ""}):
+        file = getattr(sys.modules.get(origin), "__file__", None)
+        if file is None:
+            continue
+        where = Path(file).resolve()
+        folder = next((f for p, f in folders.items()
+                       if origin == p or origin.startswith(p + ".") or where.is_relative_to(f)),
+                      None)
+        if folder is not None:
+            out[origin] = _source_digest(origin, folder)
+    return out

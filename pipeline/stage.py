@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.registry import Registry
+from pipeline.registry import Registry, plugin_code
 from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER, producer_of
 from pipeline.stopping import check_stop
 from pipeline.store import ArtifactError, ArtifactStore, cache_key
@@ -42,17 +42,22 @@ class StageSpec:
     config_slice: Callable[[DictConfig], dict]
     fn: Callable[..., dict[str, Any]]
     version: int = 1
+    # config paths naming the parts the stage uses beyond those its slice names (a plugin's
+    # code in them enters the key: `pipeline.config.plugin_code`)
+    parts: tuple[str, ...] = ()
 
 
 STAGES: Registry[StageSpec] = Registry("stage", discover=("pipeline.stages",))
 
 
 def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
-          config: Callable[[DictConfig], dict], version: int = 1):
+          config: Callable[[DictConfig], dict], version: int = 1, parts: tuple[str, ...] = ()):
     """Register a stage. `version` is part of its cache key: bump it when a code change alters
-    what the stage writes, so stored artifacts of the old code are recomputed, not reused."""
+    what the stage writes, so stored artifacts of the old code are recomputed, not reused.
+    `parts`: the config paths that name the parts (space, mapper, metrics) it uses."""
     def wrap(fn):
-        STAGES.add(name, StageSpec(name, inputs, outputs, config, fn, version), replace=True)
+        STAGES.add(name, StageSpec(name, inputs, outputs, config, fn, version, parts),
+                   replace=True)
         return fn
 
     return wrap
@@ -84,7 +89,22 @@ def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[s
                 f"run the upstream stage first (stage=all runs everything in order)")
         input_keys[name] = key
     slice_ = spec.config_slice(cfg)
+    if cfg.get("plugins", None):  # a plugin's code, where the stage uses its parts
+        names = _strings(slice_) | _strings([plain(OmegaConf.select(cfg, p)) for p in spec.parts])
+        if code := plugin_code(cfg, names):
+            slice_ = {**slice_, "plugin_code": code}
     return cache_key(slice_, input_keys, spec.version), slice_, input_keys
+
+
+def _strings(node: Any) -> set[str]:
+    """Every string in a plain config value (keys and values)."""
+    if isinstance(node, str):
+        return {node}
+    if isinstance(node, dict):
+        return set().union(*(_strings(k) | _strings(v) for k, v in node.items()))
+    if isinstance(node, (list, tuple)):
+        return set().union(*map(_strings, node))
+    return set()
 
 
 def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any]:

@@ -163,7 +163,7 @@ def decide_slice(cfg: DictConfig) -> dict:
 # v2: a cluster decision's text is the most frequent text of its members (LatentSpace.render).
 # v3: decided a cell at a time in the spaces' array form (risks exact in integer counts).
 @stage("decide", inputs=("latents", "samples", "decodes"), outputs=("decisions",),
-       config=decide_slice, version=3)
+       config=decide_slice, version=3, parts=("task.space",))
 def decide_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     space, extra = task_spaces(cfg)
     return {"decisions": decide_all(space, store.read("latents"), store.read("samples"),

@@ -246,7 +246,8 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 # and metric scored on one prompt set (n_dropped).
 # v4: a decision without a latent is not scored (the paper discards unparseable answers).
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
-       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=4)
+       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=4,
+       parts=("task.space", "task.metrics", "task.reference"))
 def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     ev = cfg.evaluation
     space, _ = task_spaces(cfg)

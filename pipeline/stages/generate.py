@@ -255,7 +255,7 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
 
 # v2: the packaged SmolLM2 under vLLM (transformers 5) had lost whitespace in tokenization.
 @stage("generate", inputs=(), outputs=("dataset", "samples", "decodes", "ptrue"),
-       config=generate_slice, version=2)
+       config=generate_slice, version=2, parts=("task.reference",))
 def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     import pandas as pd
 

@@ -106,7 +106,7 @@ def map_context(cfg: DictConfig, space=None) -> MapContext:
 # v6: the local triple prompt asks for "none" when a text states no fact (an empty reply is a
 # failed call now, retried and never cached). v8: each row says whether g_T read it (`read`).
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
-       version=8)
+       version=8, parts=("task.space", "task.mapper", "task.reference"))
 def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
                                 store.read("decodes"))}

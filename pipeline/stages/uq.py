@@ -30,7 +30,8 @@ def uq_slice(cfg: DictConfig) -> dict:
 
 # v2: SAR's similarity strings shorten a long question instead of losing the text to truncation.
 # v3: SAR's relevance per token of the generating model's tokenizer (was per word).
-@stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3)
+@stage("uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3,
+       parts=("task.space",))
 def uq_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     from pipeline import aux_models
     from pipeline.generation.cell import model_tokenizer, served

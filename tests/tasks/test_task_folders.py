@@ -207,3 +207,116 @@ def test_a_plugin_task_is_one_folder_like_a_built_in_one(tmp_path, monkeypatch):
     finally:
         for name in [m for m in sys.modules if m.startswith("my_tasks")]:
             sys.modules.pop(name)
+
+
+def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, monkeypatch):
+    """my_tasks/ticks/ with the space (space.py), the mapper (task.py) and the metric
+    (metric.py) in three files: each edit reruns the stages using what it defines (plus those
+    fed by their outputs), the others stay current; the new code's numbers come out."""
+    from pipeline.scorer.run import score
+    from pipeline.store import ArtifactStore
+
+    folder = tmp_path / "my_tasks" / "ticks"
+    folder.mkdir(parents=True)
+    (tmp_path / "my_tasks" / "__init__.py").write_text("")
+    source = textwrap.dedent(PLUGIN)
+    split, metric = source.index("@dataclass\nclass Period"), source.index("def ticks_off")
+    head = "from dataclasses import dataclass\n\nfrom pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n"
+    (folder / "space.py").write_text(source[:split])
+    (folder / "task.py").write_text(head + source[split:metric] + "\nseen = []\n"
+                                    "MAPPERS.add('ticks', Mapper(build, Period), replace=True)\n")
+    metric_src = (head + "from .task import Period\n\n\n" + source[metric:source.index("\n\nseen")]
+                  + "\n\n\nMETRICS.add('ticks_off', Metric('Ticks off', higher_is_better=False, "
+                  "fn=ticks_off, Config=Period), replace=True)\n")
+    (folder / "metric.py").write_text(metric_src)
+    (folder / "__init__.py").write_text("from . import metric, space, task  # noqa: F401\n")
+    (folder / "task.yaml").write_text(
+        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
+             "reference": "23"}]
+    names = ("dataset", "latents", "decisions", "uncertainty", "quality")
+
+    def run():
+        for name in [m for m in sys.modules if m.startswith("my_tasks")]:
+            sys.modules.pop(name)  # as a new process would: the edited files are imported
+        out = score(rows, task="ticks", plugins=["my_tasks.ticks"],
+                    config_dirs=[tmp_path / "my_tasks"], work_dir=tmp_path / "work")
+        store = ArtifactStore(out.attrs["store"])
+        return out, {name: store.key(name) for name in names}
+
+    def changed(before, after):
+        return {name for name in names if before[name] != after[name]}
+
+    try:
+        out, keys = run()
+        assert out["quality_bayes_ticks_off"].tolist() == [circular(1, 23 % 12, 12)]
+        assert changed(keys, run()[1]) == set()  # nothing edited: all current
+        # the metric's code: evaluate only (its distance now doubled)
+        (folder / "metric.py").write_text(metric_src.replace("return ref.space", "return 2 * ref.space"))
+        out, after = run()
+        assert changed(keys, after) == {"quality"}
+        assert out["quality_bayes_ticks_off"].tolist() == [2 * circular(1, 23 % 12, 12)]
+        keys = after
+        # the mapper's reader (what the issue's user fixed): map and all it feeds
+        (folder / "task.py").write_text((folder / "task.py").read_text().replace(
+            "int(t) % settings.period", "(int(t) + 1) % settings.period"))
+        out, after = run()
+        assert changed(keys, after) == {"latents", "decisions", "uncertainty", "quality"}
+        # latents [2, 2, 0]: the Bayes action 2, risk 2/3
+        assert out["bayes_risk"].tolist() == [pytest.approx(2 / 3)]
+    finally:
+        for name in [m for m in sys.modules if m.startswith("my_tasks")]:
+            sys.modules.pop(name)
+
+
+def test_the_console_scripts_import_plugins_from_the_working_directory(tmp_path):
+    """`taskaware-score --plugin ticksplugin` and `taskaware plugins=[ticksplugin]` run from the
+    folder holding it, as `python -m` does (console scripts do not put it on sys.path)."""
+    import os
+    from pathlib import Path
+
+    (tmp_path / "ticksplugin.py").write_text(textwrap.dedent(PLUGIN))
+    (tmp_path / "conf" / "task").mkdir(parents=True)
+    (tmp_path / "conf" / "task" / "ticks.yaml").write_text(
+        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+    (tmp_path / "in.jsonl").write_text('{"responses": ["13", "1", "11"], "reference": "23"}\n')
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(bin_dir / "taskaware-score"), "in.jsonl", "--task", "ticks",
+                           "--config-dir", "conf", "--plugin", "ticksplugin", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "scored 1 prompts" in done.stdout
+    done = subprocess.run([str(bin_dir / "taskaware"), "stage=plan", "plugins=[ticksplugin]",
+                           "task=ticks", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+                           f"output_root={tmp_path / 'out'}", "wandb.enabled=false",
+                           f"hydra.run.dir={tmp_path / 'hydra'}"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_one_file_imported_under_two_names_registers_once_a_second_file_is_refused(tmp_path):
+    """pytest imports a plugin folder without a parent __init__.py under its rootdir-relative
+    name as well as the plugin's: the same file's second registration replaces its own."""
+    import importlib.util
+
+    from pipeline.latent import SPACES
+
+    (tmp_path / "twice.py").write_text("from pipeline.latent import register\n"
+                                       "from pipeline.tasks.reals.space import RealSpace\n\n"
+                                       "@register('twice_reals')\nclass Twice(RealSpace):\n"
+                                       "    pass\n")
+    (tmp_path / "other.py").write_text((tmp_path / "twice.py").read_text())
+    try:
+        for name in ("twice", "pkg.twice"):
+            spec = importlib.util.spec_from_file_location(name, tmp_path / "twice.py")
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        assert SPACES["twice_reals"].__module__ == "pkg.twice"
+        spec = importlib.util.spec_from_file_location("other", tmp_path / "other.py")
+        with pytest.raises(ValueError, match="'twice_reals' is already registered"):
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    finally:
+        SPACES._entries.pop("twice_reals", None)
