@@ -20,13 +20,22 @@ __all__ = ["url_secrets", "argv_problem", "config_problem", "redact_files", "red
 
 REDACTED = "***"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"\],}]+")
-# query parameters that carry a credential (Azure's api-key, Google's key, signed URLs' sig)
-_SECRET_PARAM = re.compile(r"(?i)^(?:api[-_]?key|key|token|access[-_]?token|secret|password|"
-                           r"passwd|sig|signature|auth|authorization)$")
+# parameter names that carry a credential: the name, or its last word after - _ . (Azure's
+# api-key and subscription-key, Google's key, x-api-key, client_secret, hf_token, GitLab's
+# private_token, auth_token, AWS's X-Amz-Signature and X-Amz-Security-Token, signed URLs' sig)
+_SECRET_PARAM = re.compile(r"(?i)(?:^|[-_.])(?:api[-_]?key|key|token|secret|password|passwd|pwd|"
+                           r"sig|signature|auth|authorization|credential|credentials)$")
+
+
+def _parameters(part: str) -> list[tuple[str, str]]:
+    """name=value pairs of a query, a fragment or path parameters, split at & and ;."""
+    return [pair for chunk in re.split(r"[&;]", part) if chunk
+            for pair in parse_qsl(chunk, keep_blank_values=False)]
 
 
 def url_secrets(text: str) -> list[str]:
-    """The credentials inside the URLs of `text`: user:password@ parts and key-like query values."""
+    """The credentials inside the URLs of `text`: user:password@ parts and key-like parameter
+    values, in the query (?api_key=), the fragment (#api_key=) or path parameters (;api_key=)."""
     found: list[str] = []
     for match in _URL.finditer(text):
         try:
@@ -35,9 +44,28 @@ def url_secrets(text: str) -> list[str]:
             continue
         if "@" in url.netloc:
             found.append(url.netloc.rsplit("@", 1)[0])
-        found += [value for name, value in parse_qsl(url.query, keep_blank_values=False)
-                  if _SECRET_PARAM.match(name)]
+        path_params = url.path.split(";", 1)[1] if ";" in url.path else ""
+        for part in (url.query, url.fragment, path_params):
+            found += [value for name, value in _parameters(part) if _SECRET_PARAM.search(name)]
     return [s for s in found if s]
+
+
+# a setting that names an environment variable holding a key (backend.api_key_env, ...)
+_KEY_ENV_SETTING = re.compile(r"(?:^|\.)api_key_env$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def key_in_env_setting(value: str) -> bool:
+    """Whether the value of an `*api_key_env` setting looks like a key rather than the name of
+    the variable holding one: not a variable name (sk-..., a dot, a slash), a known key form,
+    or a long name mixing lower case and digits (OPENAI_API_KEY is upper case)."""
+    if not value:
+        return False
+    if not _ENV_NAME.match(value):
+        return True
+    if any(c.islower() for c in value) and _TEXT_SECRETS.search(value):  # sk_live_..., hf_...
+        return True
+    return len(value) >= 20 and any(c.islower() for c in value) and any(c.isdigit() for c in value)
 
 
 # key-like strings in free text (an upstream's error message that echoes what it was sent)
@@ -72,12 +100,32 @@ def _message(setting: str, value: str) -> str:
             "the variable named by backend.api_key_env / task.extractor.api_key_env")
 
 
+def _env_message(setting: str) -> str:
+    return (f"{setting} looks like a key, not the name of the environment variable holding one: "
+            "Hydra would save it with the run's configs. Export the key (e.g. export "
+            f"OPENAI_API_KEY=...) and set {setting}=OPENAI_API_KEY (the variable's name)")
+
+
+def setting_secrets(setting: str, value: str) -> list[str]:
+    """The credentials a setting's value holds: inside its URLs, or the whole value of an
+    `*api_key_env` setting that holds a key instead of a variable name."""
+    if _KEY_ENV_SETTING.search(setting) and key_in_env_setting(value):
+        return [value]
+    return url_secrets(value)
+
+
+def _problem(setting: str, value: str) -> str:
+    return _env_message(setting) if _KEY_ENV_SETTING.search(setting) and \
+        key_in_env_setting(value) else _message(setting, value)
+
+
 def argv_problem(argv: list[str]) -> str | None:
-    """A command-line override whose value holds a URL credential, in one line (or None)."""
+    """A command-line override whose value holds a credential, in one line (or None)."""
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and url_secrets(value):
-            return _message(key.lstrip("+~"), value)
+        key = key.lstrip("+~")
+        if sep and setting_secrets(key, value):
+            return _problem(key, value)
     return None
 
 
@@ -101,8 +149,8 @@ def config_problem(cfg: Any) -> tuple[str, list[str]] | None:
     container = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else cfg
     problem, secrets = None, []
     for path, value in _leaves(container):
-        if found := url_secrets(value):
-            problem = problem or _message(path, value)
+        if found := setting_secrets(path, value):
+            problem = problem or _problem(path, value)
             secrets += found
     return (problem, secrets) if problem else None
 

@@ -26,6 +26,13 @@ KEY = "sk-chaos-0123456789abcdef"
     ("http://127.0.0.1:8000/v1", []),
     ("https://api.example.com/v1?api-version=2024", []),
     ("not a url: user:pass@host", []),
+    # issue 53: a fragment, path parameters and the names other services use
+    (f"http://h:9/v1#api_key={KEY}", [KEY]),
+    (f"http://h:9/v1;api_key={KEY}", [KEY]),
+    *[(f"https://h/v1?api-version=2024&{name}={KEY}", [KEY]) for name in (
+        "x-api-key", "client_secret", "hf_token", "private_token", "X-Amz-Signature",
+        "subscription-key", "auth_token", "X-Amz-Security-Token")],
+    ("https://h/v1?sort=asc&monkey=1&api-version=2", []),
 ])
 def test_url_secrets_finds_userinfo_and_key_like_query_values(text, secrets):
     assert url_secrets(text) == secrets
@@ -36,6 +43,19 @@ def test_argv_problem_names_the_setting_and_host_never_the_key():
     assert problem.startswith("backend.base_url holds credentials inside a URL (for host gpu-7)")
     assert KEY not in problem
     assert argv_problem(["backend.base_url=http://gpu-7:8000/v1", "stage=plan"]) is None
+
+
+@pytest.mark.parametrize("value, is_key", [
+    ("OPENAI_API_KEY", False), ("HF_TOKEN", False), ("MY_ENDPOINT_KEY_2", False),
+    ("XAI_API_KEY", False), (KEY, True), ("sk_live_0123456789abcdefABCD", True),
+    ("abcdef0123456789abcdef01", True), ("hf_AbCdEfGhIjKlMnOpQrSt", True),
+])
+def test_a_key_given_as_api_key_env_is_refused_a_variable_name_is_not(value, is_key):
+    problem = argv_problem([f"backend.api_key_env={value}"])
+    assert (problem is not None) == is_key
+    if is_key:
+        assert problem.startswith("backend.api_key_env looks like a key") and value not in problem
+    assert (argv_problem([f"task.extractor.api_key_env={value}"]) is not None) == is_key
 
 
 def test_redact_files_replaces_every_copy(tmp_path):
@@ -59,6 +79,8 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("override", [
     f"backend.base_url=http://user:{KEY}@127.0.0.1:9/v1",
+    f"backend.base_url=http://127.0.0.1:9/v1#api_key={KEY}",
+    f"backend.api_key_env={KEY}",
     f"task.extractor.base_url=https://api.example.com/v1?api_key={KEY}",
     f"+backend.base_url=http://{KEY}@127.0.0.1:9/v1",
 ])
@@ -66,19 +88,25 @@ def test_a_key_in_a_url_override_is_refused_before_hydra_writes_anything(tmp_pat
     done = _cli(tmp_path, override)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    assert "holds credentials inside a URL" in done.stderr and KEY not in done.stderr + done.stdout
+    assert ("holds credentials inside a URL" in done.stderr or "looks like a key" in done.stderr)
+    assert KEY not in done.stderr + done.stdout
     assert _files_holding(tmp_path, KEY) == []
 
 
-def test_a_key_in_a_url_in_a_config_file_is_refused_and_the_saved_configs_redacted(tmp_path):
+@pytest.mark.parametrize("setting, said", [
+    (f"base_url: http://u:{KEY}@h:9/v1", "backend.base_url holds credentials inside a URL (for host h)"),
+    (f"base_url: http://h:9/v1;api_key={KEY}", "backend.base_url holds credentials inside a URL"),
+    (f"api_key_env: {KEY}", "backend.api_key_env looks like a key"),
+])
+def test_a_key_in_a_config_file_is_refused_and_the_saved_configs_redacted(tmp_path, setting, said):
     """Hydra saves the composed config before the app runs: the copies are redacted."""
     mine = tmp_path / "mine" / "experiment"
     mine.mkdir(parents=True)
     (mine / "leaky.yaml").write_text(
-        f"# @package _global_\nexperiment: leaky\nbackend:\n  base_url: http://u:{KEY}@h:9/v1\n")
+        f"# @package _global_\nexperiment: leaky\nbackend:\n  {setting}\n")
     done = _cli(tmp_path, f"hydra.searchpath=[file://{tmp_path / 'mine'}]", "experiment=leaky")
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "backend.base_url holds credentials inside a URL (for host h)" in done.stdout + done.stderr
+    assert said in done.stdout + done.stderr
     assert KEY not in done.stderr + done.stdout
     written = [p for p in (tmp_path / "out").rglob("*.yaml")]
     assert written, "Hydra wrote its run folder"  # so the redaction below was tested
