@@ -5,6 +5,7 @@ key fails at composition time, before any work, naming the key. Unknown option n
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -441,8 +442,8 @@ def validate(cfg) -> None:
                         "pipeline reads them; remove them or check the spelling")
     for key, ok, what in VALUE_RULES:
         value = OmegaConf.select(cfg, key)
-        try:
-            good = ok(value)
+        try:  # nan and inf pass the comparisons (inf > 0) and mean nothing here
+            good = ok(value) and not (isinstance(value, float) and not math.isfinite(value))
         except TypeError:
             good = False
         if not good:

@@ -178,3 +178,73 @@ def unknown_key_problem(argv: list[str]) -> str | None:
             hint = "no config key or group has that name; `python -m pipeline --cfg job` lists them"
         return f"unknown key {key!r}; {hint}"
     return None
+
+
+def _scalar_type(key: str) -> type | None:
+    """The type of the schema's scalar field `key` (int, float, bool or str; Optional
+    unwrapped), or None where the key is no typed scalar field."""
+    import types
+
+    from pipeline.config import Config
+
+    tp: Any = Config
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(tp):
+            return None
+        hints = typing.get_type_hints(tp)
+        if part not in hints:
+            return None
+        tp = hints[part]
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            tp = args[0] if len(args) == 1 else None
+    return tp if tp in (int, float, bool, str) else None
+
+
+def _type_problem(key: str, value: Any, tp: type) -> str | None:
+    """What OmegaConf would refuse for a field of type `tp` (its own nodes decide: yes/no for a
+    bool, "3" for an int), plus a float that is not finite; None where `value` fits."""
+    import math
+
+    from omegaconf.errors import ValidationError
+    from omegaconf.nodes import BooleanNode, FloatNode, IntegerNode, StringNode
+
+    node = {int: IntegerNode, float: FloatNode, bool: BooleanNode, str: StringNode}[tp]
+    try:
+        got = node(value)._value()
+    except ValidationError:
+        if tp is int and isinstance(value, float) and math.isfinite(value) \
+                and value.is_integer():
+            return f"{key}={value!r}: an integer is expected; write {int(value)}"
+        what = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+        return f"{key}={value!r}: {what[tp]} is expected"
+    if tp is float and got is not None and not math.isfinite(got):
+        return f"{key}={value!r}: a finite number is expected"
+    return None
+
+
+def value_type_problem(argv: list[str]) -> str | None:
+    """The first override whose value does not fit its field's type (generation.n_samples=2.0,
+    dataset.limit=1e9, dataset.max_new_tokens=nan, model.temperature=inf), in one line with
+    the fix; None when all fit. Hydra would say it with a traceback-like page and exit 1."""
+    candidates = [a for a in argv if not a.startswith("-") and "=" in a]
+    if not candidates:
+        return None
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(candidates)
+    except Exception:  # a syntax error: Hydra says where
+        return None
+    for override in parsed:
+        key = override.key_or_group
+        if key.startswith("hydra") or override.is_delete() or (tp := _scalar_type(key)) is None:
+            continue
+        if override.is_sweep_override():
+            values = [v for v in override.sweep_iterator()]
+        else:
+            values = [override.value()]
+        for value in values:
+            if (problem := _type_problem(key, value, tp)) is not None:
+                return problem
+    return None

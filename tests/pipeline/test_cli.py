@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.offline import OFFLINE_VARS, go_offline_if_unreachable, hub_reachable
-from pipeline.overrides import unknown_key_problem
+from pipeline.overrides import unknown_key_problem, value_type_problem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,6 +63,31 @@ def test_an_unknown_key_is_one_line_with_the_closest_keys_and_exit_2(tmp_path, o
 def test_which_keys_are_known(override, closest):
     problem = unknown_key_problem([override])
     assert (problem is None) if closest is None else (closest in problem)
+
+
+@pytest.mark.parametrize("override, problem", [
+    ("generation.n_samples=2.0", "generation.n_samples=2.0: an integer is expected; write 2"),
+    ("dataset.limit=1e9", "dataset.limit=1000000000.0: an integer is expected; write 1000000000"),
+    ("dataset.max_new_tokens=nan", "dataset.max_new_tokens=nan: an integer is expected"),
+    ("model.temperature=inf", "model.temperature=inf: a finite number is expected"),
+    ("model.top_p=nan", "model.top_p=nan: a finite number is expected"),
+    ("generation.n_samples=2,3.5", "generation.n_samples=3.5: an integer is expected"),
+    ("wandb.enabled=maybe", "wandb.enabled='maybe': true or false is expected"),
+    ("generation.n_samples=3", None), ("generation.n_samples='4'", None),
+    ("model.temperature=0.7", None), ("model.top_p=1", None), ("dataset.limit=null", None),
+    ("wandb.enabled=yes", None), ("~dataset.limit", None), ("dataset=maqa_bundled", None),
+    ("mappers.sphere.dim=3", None),  # not a typed field of the schema: validate() checks it
+])
+def test_a_value_of_the_wrong_type_is_one_line_before_hydra(override, problem):
+    assert value_type_problem([override]) == problem
+
+
+def test_a_type_error_on_the_command_line_is_exit_2_and_one_line(tmp_path):
+    done = cli("stage=plan", f"output_root={tmp_path}", "generation.n_samples=2.0")
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.strip().splitlines() == [
+        "[pipeline] invalid configuration: generation.n_samples=2.0: an integer is expected; "
+        "write 2"]
 
 
 def test_a_key_nothing_resembles_points_to_the_key_listing():

@@ -4,6 +4,7 @@ maps. Real mappers, real composed configs; no mocks."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -279,3 +280,17 @@ def test_the_uq_key_holds_the_settings_of_the_asked_estimators_groups_only(compo
         assert uq_slice(compose_cfg(change)) != uq_slice(compose_cfg()), change
     # ... and in no key of estimators that do not read them
     assert uq_slice(compose_cfg(ours, *polygraph)) == uq_slice(compose_cfg(ours))
+
+
+@pytest.mark.parametrize("override, said", [
+    ("model.temperature=inf", "model.temperature=inf: must be null (the model's default) or > 0"),
+    ("model.top_p=nan", "model.top_p=nan: must be null"),
+    ("backend.timeout=inf", "backend.timeout=inf: must be seconds > 0"),
+])
+def test_a_value_that_is_not_finite_is_refused_by_validate(compose_cfg, override, said):
+    """From a config file (the command line's are refused before Hydra: test_cli): nan and inf
+    pass the range comparisons (inf > 0) and mean nothing for these settings."""
+    from pipeline.config import validate
+
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        validate(compose_cfg(override))
