@@ -19,7 +19,7 @@ from pipeline.latent import available_spaces
 from pipeline.mapping.judges import JUDGES
 from pipeline.mapping.settings import EXTRACTOR_KINDS, EquivalenceConfig, ExtractorConfig
 from pipeline.methods import METHODS, methods
-from pipeline.registry import load_plugins  # noqa: F401  (also pipeline.config.load_plugins)
+from pipeline.registry import load_plugins  # re-exported: pipeline.config.load_plugins
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,

@@ -161,7 +161,7 @@ def unknown_key_problem(argv: list[str]) -> str | None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_overrides(candidates)
-    except Exception:  # a syntax error: Hydra says where
+    except Exception:  # noqa: BLE001  a syntax error: Hydra says where
         return None
     tree, groups = schema()
     for override in parsed:
@@ -234,7 +234,7 @@ def value_type_problem(argv: list[str]) -> str | None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_overrides(candidates)
-    except Exception:  # a syntax error: Hydra says where
+    except Exception:  # noqa: BLE001  a syntax error: Hydra says where
         return None
     for override in parsed:
         key = override.key_or_group

@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["url_secrets", "argv_problem", "config_problem", "redact_files", "redact_text",
-           "REDACTED"]
+__all__ = [
+    "REDACTED",
+    "argv_problem",
+    "config_problem",
+    "redact_files",
+    "redact_text",
+    "url_secrets",
+]
 
 REDACTED = "***"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"\],}]+")
