@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator
 
 __all__ = ["REQUEUE_EXIT", "StopRequested", "check_stop", "stop_requested", "stopping_cleanly"]
@@ -78,6 +79,16 @@ def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT))
         if current is defaults.get(sig, signal.SIG_DFL):
             previous[sig] = current
             signal.signal(sig, stop)
+    hook = sys.unraisablehook
+
+    def quiet_stop(unraisable) -> None:
+        # a stop raised inside a finaliser: kept in _requested, so no "Exception ignored ...
+        # Traceback" page for the user (the one-line stop message comes at the next safe point)
+        if not isinstance(unraisable.exc_value, StopRequested):
+            hook(unraisable)
+
+    if previous:
+        sys.unraisablehook = quiet_stop
     try:
         yield
         check_stop()  # asked for, and swallowed on the way
@@ -85,4 +96,5 @@ def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT))
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if previous:
+            sys.unraisablehook = hook
             _requested = None
