@@ -927,6 +927,11 @@ def _atomic(*paths: Path):
     previous files whole (a reader never sees half a file)."""
     import os
 
+    for path in paths:  # a killed run's leftovers (its pid is gone): nothing reads them
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            pid = stale.name[len(path.name) + 2:-4]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                stale.unlink(missing_ok=True)
     temps = [p.with_name(f".{p.name}.{os.getpid()}.tmp") for p in paths]
     try:
         yield temps[0] if len(temps) == 1 else temps
@@ -936,6 +941,18 @@ def _atomic(*paths: Path):
     finally:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _column_order(column_lists: Sequence[Sequence[str]]) -> list[str]:

@@ -195,3 +195,20 @@ def test_sigterm_stops_the_scorer_in_one_line_with_exit_75_and_the_rerun_resumes
     fresh = tmp_path / "fresh.parquet"
     assert _scorer(data, "--task", "classes", "--out", fresh).wait(timeout=300) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(fresh))
+
+
+def test_a_killed_runs_temporary_files_are_dropped_by_the_next_run(tmp_path):
+    """A SIGKILL leaves `.res.parquet.<pid>.tmp` behind (no code runs); the next write of the
+    same file removes the leftovers of processes that are gone, not those of live ones."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "res.parquet"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f".res.parquet.{gone}.tmp"
+    live = tmp_path / f".res.parquet.{os.getppid()}.tmp"
+    stale.write_bytes(b"half a file")
+    live.write_bytes(b"another run, still writing")
+    score(_small(tmp_path / "a.jsonl"), task="classes", out=out)
+    assert not stale.exists() and live.exists() and len(pd.read_parquet(out)) == 4
