@@ -531,8 +531,14 @@ BAD_VALUES = [
     # Hydra refuses these while composing (in-process only: its own exit status is 1)
     ("generation.n_samples=many", "plan"), ("model=gpt-5", "plan"),
     ("generation.n_sampels=5", "plan"), ("dataset=nope", "plan"), ("experiment=../x", "plan"),
+    # round 3 (issue 53): Hydra's type errors (its exit 1) and values that are not finite
+    ("generation.n_samples=2.0", "plan"), ("dataset.limit=1e9", "plan"),
+    ("dataset.max_new_tokens=nan", "plan"), ("model.temperature=inf", "plan"),
+    ("model.top_p=nan", "plan"),
 ]
-CLI_VALUES = ["generation.n_samples=0", "output_root=/proc/x", "backend.device=quantum",
+CLI_VALUES = ["generation.n_samples=0", "generation.n_samples=2.0", "dataset.limit=1e9",
+              "dataset.max_new_tokens=nan", "model.temperature=inf",
+              "output_root=/proc/x", "backend.device=quantum",
               "+foo=bar", "model.name=../../../x", "dataset.limit=-1",
               "model.path=/nonexistent", "report_models=[nobody]"]
 
@@ -543,11 +549,13 @@ def config_in_process(args: list[str]) -> tuple[str, str]:
     from pipeline.__main__ import check_output_root
     from pipeline.assets import check_assets
     from pipeline.config import validate
+    from pipeline.overrides import value_type_problem
     from pipeline.reporting import build_report
     from pipeline.stage import stages_to_run
 
-    if (problem := check_output_root(args)) is not None:
-        return REFUSED, problem
+    for check in (check_output_root, value_type_problem):
+        if (problem := check(args)) is not None:
+            return REFUSED, problem
     try:
         cfg = compose_cfg(args)
     except (HydraException, OmegaConfBaseException) as exc:
@@ -586,7 +594,7 @@ def attack_config(ctx: Chaos) -> Row:
         outcome, detail = config_in_process(ctx.overrides(root, f"stage={stage}", value))
         row.record(f"{value} (in-process)", *names_the_value(outcome, detail, value))
     stage_of = dict(BAD_VALUES)
-    for value in CLI_VALUES[:2] if ctx.quick else CLI_VALUES:
+    for value in CLI_VALUES[:3] if ctx.quick else CLI_VALUES:
         root = ctx.root("config-cli")
         rc, logs = ctx.cli(root, ctx.overrides(root, f"stage={stage_of[value]}", value),
                            timeout=300)
@@ -1043,8 +1051,18 @@ def attack_secrets(ctx: Chaos) -> Row:
     tries = [("backend.base_url with user:key@", [f"backend.base_url=http://u:{SECRET}@h:9/v1"]),
              ("task.extractor.base_url with ?api_key=",
               [f"task.extractor.base_url=https://h/v1?api_key={SECRET}"]),
-             ("+backend.base_url with key@", [f"+backend.base_url=http://{SECRET}@h:9/v1"])]
+             ("+backend.base_url with key@", [f"+backend.base_url=http://{SECRET}@h:9/v1"]),
+             # round 3 (issue 53): a fragment, path parameters, other names, a key as a name
+             ("backend.base_url with #api_key=", [f"backend.base_url=http://h:9/v1#api_key={SECRET}"]),
+             ("backend.base_url with ;api_key=", [f"backend.base_url=http://h:9/v1;api_key={SECRET}"]),
+             ("backend.base_url with ?x-api-key=",
+              [f"backend.base_url=http://h:9/v1?x-api-key={SECRET}"]),
+             ("a key given as backend.api_key_env", [f"backend.api_key_env={SECRET}"])]
     if not ctx.quick:
+        tries += [(f"task.extractor.base_url with ?{name}=",
+                   [f"task.extractor.base_url=https://h/v1?api-version=1&{name}={SECRET}"])
+                  for name in ("client_secret", "hf_token", "private_token", "X-Amz-Signature",
+                               "subscription-key", "auth_token")]
         tries.append(("a sweep over base URLs",
                       ["-m", f"backend.base_url=http://a:9/v1,http://u:{SECRET}@b:9/v1"]))
     mine = ctx.work / "leaky-configs" / "experiment"
@@ -1053,6 +1071,10 @@ def attack_secrets(ctx: Chaos) -> Row:
                                      f"  base_url: http://u:{SECRET}@h:9/v1\n")
     tries.append(("a config file's base_url", [f"hydra.searchpath=[file://{mine.parent}]",
                                                "experiment=leaky"]))
+    (mine / "leaky_env.yaml").write_text("# @package _global_\nexperiment: leaky_env\nbackend:\n"
+                                         f"  api_key_env: {SECRET}\n")
+    tries.append(("a config file's api_key_env holding a key",
+                  [f"hydra.searchpath=[file://{mine.parent}]", "experiment=leaky_env"]))
     for label, extra in tries:
         root = ctx.root("secrets")
         rc, logs = ctx.cli(root, [*ctx.overrides(root, "stage=plan"), *extra])
@@ -1428,11 +1450,456 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# ----------------------------------------------------------------------------------------------
+# 20-25. round 3 (issue 53): the scorer at scale, signals in finalisers, plugins, --out, disks
+
+
+def _rows_file(path: Path, n: int, label: str = "Paris", pad: int = 0) -> Path:
+    """n prompts of three answers with a reference; `pad` characters of ballast per row (a
+    reader holds 1 MiB at a time: a change must land beyond it)."""
+    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "reference": "Paris",
+             "responses": [label, label, "Lyon"], **({"note": "x" * pad} if pad else {})}
+            for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _scorer_proc(args: list, cwd: Path = REPO, env: dict | None = None,
+                 log: Path | None = None) -> subprocess.Popen:
+    out = open(log, "w") if log is not None else subprocess.DEVNULL
+    try:
+        return subprocess.Popen([sys.executable, "-m", "pipeline.score", *map(str, args)],
+                                cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    finally:
+        if log is not None:
+            out.close()
+
+
+def _same_rows(a: Path, b: Path) -> str | None:
+    """None when the two outputs hold the same rows, else what differs."""
+    read = pd.read_parquet if a.suffix == ".parquet" else (
+        lambda p: pd.read_json(p, lines=True))
+    try:
+        pd.testing.assert_frame_equal(read(a), read(b))
+    except AssertionError as exc:
+        return " ".join(str(exc).split())[:200]
+    return None
+
+
+def attack_changed_input(ctx: Chaos) -> Row:
+    """The input file rewritten while the scorer reads it in parts (a row's reference, a row
+    appended, the file cut), then restored byte for byte with its modification time, or left
+    changed: refused in one line, and the rerun in the same work folder scores what the file
+    says (no stale part)."""
+    from pipeline.scorer import readers
+    from pipeline.scorer.readers import ScoreInputError
+    from pipeline.scorer.run import score
+
+    row = Row("input changed while read")
+
+    def edit_reference(rows):
+        rows[5]["reference"] = "Lyon"
+
+    def append(rows):
+        rows.append({**rows[0], "id": "extra"})
+
+    def cut(rows):
+        del rows[3:]
+
+    tries = [("a reference changed after part 1, restored", edit_reference, 1, True),
+             ("a reference changed after part 1, left changed", edit_reference, 1, False),
+             ("a row appended after part 2, restored", append, 2, True)]
+    if not ctx.quick:
+        tries += [("the file cut after part 1, restored", cut, 1, True),
+                  ("a reference changed after part 2, restored", edit_reference, 2, True)]
+    real = readers._jsonl_chunks
+    for label, edit, after, restore in tries:
+        root = ctx.root("changed-input")
+        path = _rows_file(root / "in.jsonl", 6, pad=400_000)
+        original, stat = path.read_bytes(), os.stat(path)
+        rows = [json.loads(line) for line in original.splitlines()]
+        edit(rows)
+        changed = "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+        def chunks(*args, path=path, changed=changed, original=original, stat=stat,
+                   after=after, restore=restore, **kwargs):
+            gen = real(*args, **kwargs)
+            for _ in range(after):
+                yield next(gen)
+            path.write_bytes(changed)
+            yield from gen
+            if restore:
+                path.write_bytes(original)
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+        def attack(root=root, path=path, chunks=chunks):
+            overrides = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
+            kwargs = {"task": "classes", "part_prompts": 2, "overrides": overrides}
+            readers._jsonl_chunks = chunks
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    score(path, work_dir=root / "work", **kwargs)
+                outcome, detail = WRONG, "the read was taken"
+            except ScoreInputError as exc:
+                if "changed while it was read" not in str(exc):
+                    return WRONG, f"refused for another reason: {one_line(exc)}"
+                outcome, detail = REFUSED, one_line(exc)[:160]
+            finally:
+                readers._jsonl_chunks = real
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                again = score(path, work_dir=root / "work", **kwargs)
+                fresh = score(path, work_dir=root / "fresh", **kwargs)
+            try:
+                pd.testing.assert_frame_equal(again, fresh)
+            except AssertionError as exc:
+                return WRONG, f"the rerun kept a stale part: {one_line(exc)[:200]}"
+            if outcome == WRONG:  # taken: right only if what was read is the file
+                return IDENTICAL, "the change fell inside what was already read"
+            return outcome, detail
+
+        row.record(label, *outcome_of(attack))
+    return row
+
+
+FINALISER_PLUGIN = '''"""chaos: a finaliser that receives SIGTERM (issue 53)."""
+import os
+import signal
+import time
+
+AT = int(os.environ.get("CHAOS_FINALISER_AT", "0"))
+
+
+class Bomb:
+    freed = 0
+
+    def __init__(self):
+        self.cycle = self  # freed by the cyclic collector, at a moment of its choosing
+
+    def __del__(self):
+        Bomb.freed += 1
+        if Bomb.freed == AT:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, inside the finaliser
+        elif Bomb.freed < AT:
+            Bomb()  # the next one: finalisers run all through the run
+
+
+if AT:
+    Bomb()
+'''
+
+
+def attack_finaliser_signal(ctx: Chaos) -> Row:
+    """SIGTERM delivered inside a finaliser (`__del__` of an object the garbage collector
+    frees), at the n-th of a chain of such finalisers running all through `stage=all`: Python
+    swallows the exception there; the run must still stop at once with exit 75 and one line
+    (never go on to exit 0), with no traceback, and the rerun gives the clean cell."""
+    from pipeline.stopping import REQUEUE_EXIT
+
+    row = Row("SIGTERM inside a finaliser")
+    plugins = ctx.work / "finaliser-plugin"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "chaos_finaliser.py").write_text(FINALISER_PLUGIN)
+    points = [1, 400] if ctx.quick else [1, 30, 150, 400, 1000, 3000, 10000, 30000]
+    saved = dict(os.environ)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins),
+                                                           saved.get("PYTHONPATH")]))
+    try:
+        for at in points:
+            root = ctx.root("finaliser")
+
+            def attack(root=root, at=at):
+                os.environ["CHAOS_FINALISER_AT"] = str(at)
+                args = ctx.overrides(root, "stage=all", "plugins=[chaos_finaliser]")
+                rc, logs = ctx.cli(root, args)
+                if "Traceback" in logs:
+                    return WRONG, f"a traceback: {logs[logs.find('Traceback'):][:200]!r}"
+                stopped = [line for line in logs.splitlines() if "stopped cleanly" in line]
+                if rc == 0 and not stopped:
+                    detail = "ran to the end before the n-th finaliser"
+                elif rc != REQUEUE_EXIT or len(stopped) != 1:
+                    return WRONG, f"exit {rc}, {len(stopped)} 'stopped cleanly' line(s)"
+                else:
+                    detail = stopped[0].split("]")[-1].strip()[:120]
+                os.environ["CHAOS_FINALISER_AT"] = "0"
+                rc, logs = ctx.cli(root, args, tag="rerun")
+                if rc != 0:
+                    return WRONG, f"the rerun: exit {rc}"
+                outcome, problem = ctx.verdict(ctx.cell(root))
+                return (outcome, problem) if outcome == WRONG else (
+                    (IDENTICAL if rc == 0 and "ran to the end" in detail else REFUSED), detail)
+
+            row.record(f"signal at finaliser {at}", *outcome_of(attack))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return row
+
+
+PLUGIN_METRIC = '''from pipeline.tasks import METRICS, Metric
+
+from .helper import SCALE
+
+
+def chaos_len(action, reference, settings):
+    return SCALE * len(str(action))
+
+
+METRICS.add("chaos_len", Metric("Chaos length", higher_is_better=False, fn=chaos_len),
+            replace=True)
+'''
+
+
+def attack_edited_plugin(ctx: Chaos) -> Row:
+    """A plugin metric (`chaosplug/metric.py`, importing `chaosplug/helper.py`) used by
+    `taskaware-score --plugin chaosplug` run from the plugin's folder: after an edit of either
+    file, the rerun in the same work folder gives what a fresh work folder gives with the
+    edited code (never the old numbers as "up to date, skipped")."""
+    row = Row("edited plugin")
+    root = ctx.root("plugin")
+    package = root / "chaosplug"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import metric  # noqa: F401\n")
+    (package / "helper.py").write_text("SCALE = 1.0\n")
+    (package / "metric.py").write_text(PLUGIN_METRIC)
+    data = _rows_file(root / "in.jsonl", 4)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(out: Path, work: Path) -> tuple[int, str]:
+        log = out.with_suffix(".log")
+        proc = _scorer_proc([data, "--task", "classes", "--plugin", "chaosplug", "--out", out,
+                             "--work-dir", work, "task.metrics=[exact_match_error,chaos_len]",
+                             f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"],
+                            cwd=root, env=env, log=log)
+        return proc.wait(timeout=600), log.read_text(errors="replace")
+
+    rc, logs = run(root / "first.parquet", root / "work")
+    if rc != 0:
+        row.record("the plugin from the working directory", WRONG, f"exit {rc}: {logs[-300:]}")
+        return row
+    edits = [("metric.py's formula", "metric.py", "SCALE * len", "SCALE * 2 * len"),
+             ("helper.py, which metric.py imports", "helper.py", "SCALE = 1.0", "SCALE = 10.0")]
+    before = root / "first.parquet"
+    for n, (label, file, old, new) in enumerate(edits):
+        def attack(n=n, file=file, old=old, new=new, before=before):
+            (package / file).write_text((package / file).read_text().replace(old, new))
+            out, fresh = root / f"edit{n}.parquet", root / f"fresh{n}.parquet"
+            for target, work in ((out, root / "work"), (fresh, root / f"fresh-work{n}")):
+                rc, logs = run(target, work)
+                if rc != 0:
+                    return WRONG, f"exit {rc}: {logs[-300:]}"
+            if (problem := _same_rows(out, fresh)) is not None:
+                return WRONG, f"the rerun kept the old code's numbers: {problem}"
+            if _same_rows(out, before) is None:
+                return WRONG, "the edit changed nothing: the attack did not reach the metric"
+            return IDENTICAL, ""
+
+        row.record(f"an edit of {label}", *outcome_of(attack))
+        before = root / f"edit{n}.parquet"
+    return row
+
+
+def attack_scorer_out_kill(ctx: Chaos) -> Row:
+    """`taskaware-score --out res.jsonl` SIGKILLed at points of a run over 3,000 prompts (as
+    its output is being written, and at fractions of its run time) while a previous run's
+    output is there: res.jsonl is always whole (the previous rows or the new ones), and the
+    rerun gives the rows of a run never killed."""
+    row = Row("kill while --out is written")
+    root = ctx.root("out-kill")
+    old_in, new_in = _rows_file(root / "old.jsonl", 3000), _rows_file(root / "new.jsonl", 3000,
+                                                                     label="Lyon")
+    common = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
+    started = time.monotonic()
+    clean = root / "clean" / "res.jsonl"
+    clean.parent.mkdir()
+    if _scorer_proc([new_in, "--task", "classes", "--out", clean, *common]).wait(600) != 0:
+        row.record("a clean run", WRONG, "failed")
+        return row
+    took = time.monotonic() - started
+    points = ["as the output is written", 0.5] if ctx.quick else [
+        "as the output is written", 0.2, 0.5, 0.8, 0.95]
+    for point in points:
+        folder = ctx.root("out-kill")
+
+        def attack(folder=folder, point=point):
+            out = folder / "res.jsonl"
+            if _scorer_proc([old_in, "--task", "classes", "--out", out, *common]).wait(600):
+                return WRONG, "the previous run failed"
+            previous = out.read_bytes()
+            proc = _scorer_proc([new_in, "--task", "classes", "--out", out, *common])
+            deadline = time.monotonic() + (took * point if isinstance(point, float) else 600)
+            while proc.poll() is None and time.monotonic() < deadline:
+                if not isinstance(point, float) and list(folder.glob(".res.jsonl.*.tmp")):
+                    break
+                time.sleep(0.002)
+            killed = proc.poll() is None
+            kill(proc)
+            now = out.read_bytes()
+            if now != previous and _same_rows(out, clean) is not None:
+                return WRONG, "res.jsonl is neither the previous output nor a whole new one"
+            if _scorer_proc([new_in, "--task", "classes", "--out", out, *common]).wait(600):
+                return WRONG, "the rerun failed"
+            if (problem := _same_rows(out, clean)) is not None:
+                return WRONG, f"the rerun: {problem}"
+            if list(folder.glob(".res.jsonl.*.tmp")):
+                return WRONG, "the killed run's temporary file outlived the rerun"
+            return IDENTICAL, "" if killed else "the run ended before the kill"
+
+        row.record(f"SIGKILL {point if isinstance(point, str) else f'at {point:.0%} of the run'}",
+                   *outcome_of(attack))
+    return row
+
+
+def attack_scorer_disk_full(ctx: Chaos) -> Row:
+    """--out and the work folder on a real tmpfs filled to leave 0 B to 600 kB, the input in
+    parts (so every kind of the scorer's writes is hit in turn: input artifacts, part pickles,
+    stages, the lock, rows, summaries): exit 2 with one line naming the full disk, no
+    temporary file; with the space back, the rerun gives the clean rows."""
+    import io
+    import shutil as sh
+
+    from pipeline.scorer import cli, run
+
+    row = Row("scorer on a full disk")
+    root = ctx.root("scorer-disk")
+    data = _rows_file(root / "in.jsonl", 7)
+    common = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20", "-q"]
+    real_parts = run.PART_PROMPTS
+    run.PART_PROMPTS = 3
+
+    def scorer(out: Path) -> tuple[int, str]:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rc = cli.main([str(data), "--task", "classes", "--out", str(out), *common])
+        return rc, err.getvalue()
+
+    try:
+        clean = root / "clean.parquet"
+        if scorer(clean)[0] != 0:
+            row.record("a clean run", WRONG, "failed")
+            return row
+        leaves = [0, 12_000, 90_000, 250_000] if ctx.quick else [
+            0, 3_000, 12_000, 25_000, 40_000, 60_000, 90_000, 150_000, 250_000, 400_000, 600_000]
+        with small_disk(root / "disk", "3m") as disk:
+            for leave in leaves:
+                def attack(leave=leave):
+                    out = disk / f"left{leave}" / "res.parquet"
+                    out.parent.mkdir()
+                    filler = disk / "filler"
+                    filler.write_bytes(b"\0" * max(0, sh.disk_usage(disk).free - leave))
+                    try:
+                        rc, err = scorer(out)
+                    finally:
+                        filler.unlink()
+                    try:
+                        if rc == 0:
+                            problem = _same_rows(out, clean)
+                            return (IDENTICAL, "it fitted") if problem is None else (
+                                WRONG, f"exit 0 but {problem}")
+                        lines = [line for line in err.splitlines() if line.startswith("error:")]
+                        if rc != 2 or len(lines) != 1 or "no space left" not in lines[0] \
+                                or "Traceback" in err:
+                            return WRONG, f"exit {rc}: {err.strip()[-300:]!r}"
+                        if stray := list(out.parent.rglob("*.tmp")):
+                            return WRONG, f"left {stray[0].name}"
+                        if scorer(out)[0] != 0:
+                            return WRONG, "the rerun with space failed"
+                        if (problem := _same_rows(out, clean)) is not None:
+                            return WRONG, f"the rerun: {problem}"
+                        return REFUSED, lines[0][:160]
+                    finally:
+                        sh.rmtree(out.parent, ignore_errors=True)
+
+                row.record(f"{leave} bytes left", *outcome_of(attack))
+    finally:
+        run.PART_PROMPTS = real_parts
+    return row
+
+
+def attack_scorers_at_once(ctx: Chaos) -> Row:
+    """Three `taskaware-score` runs of one input in one work folder at the same time: each
+    waits for the folder's lock, all exit 0 with the same rows."""
+    row = Row("three scorers at once")
+    tasks = ["sets"] if ctx.quick else ["sets", "classes", "reals"]
+    for task in tasks:
+        root = ctx.root("scorers")
+        data = _rows_file(root / "in.jsonl", 300, label="1" if task == "reals" else "Paris")
+
+        def attack(root=root, data=data, task=task):
+            procs = [_scorer_proc([data, "--task", task, "--work-dir", root / "work", "--out",
+                                   root / f"out{i}.parquet", f"cache_dir={root / 'cache'}",
+                                   "evaluation.n_bootstrap=20"], log=root / f"log{i}")
+                     for i in range(3)]
+            codes = [p.wait(timeout=600) for p in procs]
+            if codes != [0, 0, 0]:
+                return WRONG, f"exits {codes}: {(root / 'log1').read_text()[-200:]!r}"
+            for i in (1, 2):
+                if (problem := _same_rows(root / "out0.parquet", root / f"out{i}.parquet")):
+                    return WRONG, problem
+            return IDENTICAL, ""
+
+        row.record(f"task {task}", *outcome_of(attack))
+    return row
+
+
+def attack_scorer_sigterm(ctx: Chaos) -> Row:
+    """SIGTERM / SIGINT to `taskaware-score` once its input is in the store, or in the middle
+    of a 4,000-prompt run in parts: exit 75, one `stopped cleanly` line, --out untouched, and
+    the rerun gives the rows of a run never stopped."""
+    from pipeline.stopping import REQUEUE_EXIT
+
+    row = Row("scorer SIGTERM / SIGINT")
+    root = ctx.root("scorer-signal")
+    small, large = _rows_file(root / "small.jsonl", 6), _rows_file(root / "large.jsonl", 4000)
+    common = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
+    tries = [("SIGTERM once the input is stored", signal.SIGTERM, small, None),
+             ("SIGINT once the input is stored", signal.SIGINT, small, None)]
+    if not ctx.quick:
+        tries += [("SIGTERM after 3 s of 4,000 prompts in parts", signal.SIGTERM, large, 3.0),
+                  ("SIGTERM after 6 s of 4,000 prompts in parts", signal.SIGTERM, large, 6.0)]
+    for label, sig, data, delay in tries:
+        folder = ctx.root("scorer-signal")
+
+        def attack(folder=folder, sig=sig, data=data, delay=delay):
+            out, work, log = folder / "res.parquet", folder / "work", folder / "log"
+            args = [data, "--task", "classes", "--work-dir", work, "--out", out, *common]
+            proc = _scorer_proc(args, log=log)
+            deadline = time.monotonic() + (delay or 300)
+            while proc.poll() is None and time.monotonic() < deadline:
+                if delay is None and list(work.rglob("samples.parquet")):
+                    break
+                time.sleep(0.01)
+            if proc.poll() is not None:
+                return WRONG, f"the run ended (exit {proc.returncode}) before the signal"
+            proc.send_signal(sig)
+            rc, logs = proc.wait(timeout=120), log.read_text(errors="replace")
+            stopped = [line for line in logs.splitlines() if "stopped cleanly" in line]
+            if "Traceback" in logs or rc != REQUEUE_EXIT or len(stopped) != 1 or out.exists():
+                return WRONG, f"exit {rc}, {len(stopped)} line(s), out written: {out.exists()}"
+            if _scorer_proc(args).wait(600) != 0:
+                return WRONG, "the rerun failed"
+            fresh = folder / "fresh.parquet"
+            if _scorer_proc([data, "--task", "classes", "--out", fresh, *common]).wait(600):
+                return WRONG, "a fresh run failed"
+            problem = _same_rows(out, fresh)
+            return (REFUSED, stopped[0][:120]) if problem is None else (WRONG, problem)
+
+        row.record(label, *outcome_of(attack))
+    return row
+
+
 ATTACKS = [attack_sigkill, attack_shards, attack_damaged, attack_foreign, attack_config,
            attack_scorer, attack_outside_calls, attack_pair_cache, attack_report,
            attack_concurrent, attack_scorer_folder, attack_cache_records, attack_secrets,
            attack_disk_full, attack_endpoint_faults, attack_sigterm, attack_invisible,
-           attack_smollm2_wandb, attack_serve]
+           attack_smollm2_wandb, attack_serve, attack_changed_input, attack_finaliser_signal,
+           attack_edited_plugin, attack_scorer_out_kill, attack_scorer_disk_full,
+           attack_scorers_at_once, attack_scorer_sigterm]
 
 
 def table(rows: list[Row], wall: float) -> str:

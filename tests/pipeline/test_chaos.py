@@ -3,8 +3,10 @@ foreign artifacts, bad config values, hostile scorer rows, broken outside calls,
 cache, a killed report, two runs of one cell at once) and of issue 38 (a scorer folder in a
 pipeline cell, cache records that must not be kept or served, keys in URL settings, a full disk,
 hung / oversized / failing endpoints, SIGTERM and SIGINT, invisible characters and reals past
-float range, a packaged-SmolLM2 cell with W&B offline) and of issue 52 (`taskaware serve` under
-attack over loopback) tried a few times; no try may end in
+float range, a packaged-SmolLM2 cell with W&B offline), of issue 52 (`taskaware serve` under
+attack over loopback) and of issue 53 (an input changed while read, SIGTERM inside a finaliser,
+an edited plugin, a kill while --out is written, the scorer on a full disk, three scorers at
+once, the scorer stopped by a signal) tried a few times; no try may end in
 other artifacts without an error, a traceback or a crash."""
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ATTACKS = 19
+ATTACKS = 26
 
 
 def parse_table(stdout: str) -> dict[str, dict[str, int]]:
