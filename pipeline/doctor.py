@@ -319,6 +319,72 @@ def check_config(ctx: Context) -> Check:
     return Check("config", OK, found)
 
 
+OWN_PACKAGE = Path(__file__).resolve().parent  # this project's pipeline/ (the doctor's own)
+MARKER = f'__distribution__ = "{DISTRIBUTION}"'
+
+
+def _foreign_owners(relative: str) -> list[str]:
+    """Installed distributions other than this project's that list `relative` (a path inside
+    site-packages, e.g. pipeline/__init__.py) among their files."""
+    import importlib.metadata
+
+    owners = []
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] or "?"
+        if name.lower().replace("_", "-") == DISTRIBUTION:
+            continue
+        if any(str(f) == relative for f in dist.files or ()):
+            owners.append(f"{name} {dist.version}")
+    return sorted(set(owners))
+
+
+def check_import_name(ctx: Context) -> list[Check]:
+    """The top-level name `pipeline` is shared: PyPI's `pipeline` installed after this project
+    overwrites pipeline/__init__.py (pip check says nothing), and a pipeline.py (or pipeline/)
+    in the working directory shadows the package for `python` run there. Either gives
+    "module 'pipeline' has no attribute 'score'"; this names the foreign file and the fix."""
+    checks = []
+    init = OWN_PACKAGE / "__init__.py"
+    try:
+        ours = MARKER in init.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        ours = False
+    if ours:
+        checks.append(Check("import name pipeline", OK, f"{_short(str(OWN_PACKAGE))} is "
+                            f"{DISTRIBUTION}'s"))
+    else:
+        owners = _foreign_owners("pipeline/__init__.py")
+        by = f" by {', '.join(owners)}" if owners else ""
+        fix = (f"pip uninstall -y {' '.join(o.split()[0] for o in owners)} && " if owners
+               else "") + f"pip install --force-reinstall --no-deps {DISTRIBUTION}"
+        checks.append(Check("import name pipeline", MISSING,
+                            f"{_short(str(init))} was overwritten{by}: `import pipeline` is not "
+                            f"this project ({DISTRIBUTION} and the other share the name)", fix))
+    # what `python` run in this folder imports (sys.path[0] is the folder there)
+    probe = ("import importlib.util, sys; sys.path.insert(0, ''); "
+             "spec = importlib.util.find_spec('pipeline'); "
+             "print(spec.origin if spec.origin not in (None, 'namespace') "
+             "else list(spec.submodule_search_locations)[0])")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              timeout=30, cwd=os.getcwd(), check=False)
+        found = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        found = ""
+    if found:
+        where = Path(found).resolve()
+        if where != init and where.parent != OWN_PACKAGE and where != OWN_PACKAGE:
+            checks.append(Check(
+                "pipeline in this folder", MISSING,
+                f"python run in {_short(os.getcwd())} imports {_short(str(where))}, not this "
+                "project: it shadows the package for scripts and notebooks here",
+                f"rename {_short(str(where))} (or run from another folder)"))
+        else:
+            checks.append(Check("pipeline in this folder", OK,
+                                f"python run here imports {DISTRIBUTION}"))
+    return checks
+
+
 def check_python(ctx: Context) -> Check:
     import importlib.metadata
 
@@ -1029,7 +1095,7 @@ def check_slurm(ctx: Context) -> Check | None:
 
 CheckFn = Callable[[Context], "Check | list[Check] | None"]
 CHECKS: list[CheckFn] = [
-    check_config, check_python, check_packages, check_torch, check_gpus, check_vllm, check_hub,
+    check_config, check_python, check_import_name, check_packages, check_torch, check_gpus, check_vllm, check_hub,
     check_weights, check_aux_models, check_data, check_extraction, check_kggen,
     check_model_endpoint, check_wandb, check_slurm,
 ]

@@ -142,3 +142,79 @@ def test_a_package_without_its_configs_says_how_to_fix_it(monkeypatch, tmp_path)
     (tmp_path / "checkout").mkdir()
     (tmp_path / "checkout" / "config.yaml").write_text("{}\n")
     assert resources.conf_dir() == tmp_path / "checkout"
+
+
+def _foreign_pipeline_wheel(folder: Path) -> tuple[Path, str]:
+    """PyPI's `pipeline` 0.1.0 (an unrelated project with a top-level pipeline/ package), from
+    the package index; where the index cannot be reached, a wheel of the same files built here
+    (stated in the returned label)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d",
+                           str(folder), "pipeline==0.1.0"], capture_output=True, text=True,
+                          timeout=120, env=PIP_ENV, check=False)
+    found = list(folder.glob("pipeline-0.1.0-*.whl"))
+    if done.returncode == 0 and found:
+        return found[0], "PyPI's pipeline 0.1.0"
+    wheel = folder / "pipeline-0.1.0-py3-none-any.whl"  # the same layout as PyPI's
+    info = "pipeline-0.1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pipeline/__init__.py", "")
+        z.writestr("pipeline/pipeline.py", "")
+        z.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: pipeline\nVersion: 0.1.0\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/top_level.txt", "pipeline\n")
+        z.writestr(f"{info}/RECORD", "")
+    return wheel, "a stand-in with PyPI's pipeline 0.1.0 files (the index was not reachable)"
+
+
+def test_doctor_names_a_pipeline_overwritten_by_pypis_or_shadowed_by_the_working_dir(wheel,
+                                                                                   tmp_path):
+    """`pip install pipeline` after this project replaces pipeline/__init__.py without a word
+    from pip; a pipeline.py in the working folder shadows the package for `python` there:
+    `taskaware doctor` (a console script, itself not shadowed) names each and the fix."""
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+          "--no-index", "-q", str(wheel)], env=PIP_ENV)
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                      "['purelib'])"]).stdout.strip())
+    deps = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (site / "zz_dependencies.pth").write_text("".join(f"{d}\n" for d in deps))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    here = tmp_path / "work"
+    here.mkdir()
+
+    def doctor() -> subprocess.CompletedProcess:
+        return subprocess.run([str(venv / "bin" / "taskaware"), "doctor"], cwd=here, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    clean = doctor()
+    assert "import name pipeline     ok" in clean.stdout, clean.stdout + clean.stderr
+    assert "pipeline in this folder  ok" in clean.stdout
+
+    foreign, label = _foreign_pipeline_wheel(tmp_path / "foreign")
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+          "--no-index", "-q", str(foreign)], env=PIP_ENV)
+    broken = subprocess.run([str(python), "-c", "import pipeline; pipeline.score"], cwd=here,
+                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert "has no attribute 'score'" in broken.stderr, (label, broken.stderr)  # what users met
+    out = doctor()
+    assert out.returncode == 1, (label, out.stdout, out.stderr)
+    said = " ".join(out.stdout.split())
+    assert "import name pipeline MISSING" in said and "was overwritten by pipeline 0.1.0" in said, (
+        label, out.stdout)
+    assert "pip uninstall -y pipeline && pip install --force-reinstall --no-deps " \
+           "task-aware-pipeline" in said
+
+    # the fix it prints, then a pipeline.py in the working folder
+    _run([sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "-q",
+          "pipeline"], env=PIP_ENV)
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+          "--no-index", "--force-reinstall", "-q", str(wheel)], env=PIP_ENV)
+    (here / "pipeline.py").write_text("print('my own pipeline script')\n")
+    out = doctor()
+    said = " ".join(out.stdout.split())
+    assert out.returncode == 1 and "import name pipeline ok" in said, out.stdout
+    assert "pipeline in this folder MISSING" in said and "pipeline.py, not this project" in said
+    assert "rename" in said
