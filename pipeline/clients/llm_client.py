@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat client with an on-disk cache (DESIGN.md s6).
+"""OpenAI-compatible chat client with an on-disk cache (docs/design.md s6).
 
 Used for the paper's extractors (gpt-4.1-mini for sets and distributions) or any
 OpenAI-compatible server (`vllm serve`, a local loopback server in tests). Properties:

@@ -1,6 +1,6 @@
 """How well an uncertainty score ranks generations by quality: PRR and concordance AUC.
 
-Conventions (DESIGN.md s4): ``uncertainty`` higher = less confident; ``quality`` higher = better
+Conventions (docs/design.md s4): ``uncertainty`` higher = less confident; ``quality`` higher = better
 (pass ``-loss`` for distances such as Hamming or KL). numpy only.
 
 PRR follows lm-polygraph 0.7.0 (``ue_metrics.PredictionRejectionArea`` normalised as in

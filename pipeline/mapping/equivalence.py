@@ -1,6 +1,6 @@
 """Semantic equivalence of free-form answers: NLI (DeBERTa-MNLI) or embedding similarity.
 
-Both backends share one interface (DESIGN.md s6, s7):
+Both backends share one interface (docs/design.md s6, s7):
 
 - ``pair_probs(question, texts) -> (entail, contra)``: (N, N) float64 matrices; row i is the
   premise, column j the hypothesis.
@@ -60,7 +60,7 @@ ENTAIL, NEUTRAL, CONTRA = 0, 1, 2
 DEFAULT_NLI_MODEL = "microsoft/deberta-large-mnli"
 # Chosen from the documented 20-pair check in tests/mapping/test_equivalence_embedding.py
 # (MiniLM, "question answer" strings): thresholds in (0.929, 0.945] and (0.947, 0.968] both
-# classify 17/20 pairs right; 0.935 sits inside the lower range (NOTES.md saw ~0.92 on another set): a
+# classify 17/20 pairs right; 0.935 sits inside the lower range (docs/notes.md saw ~0.92 on another set): a
 # split answer costs less than two different answers merged into one cluster.
 DEFAULT_EMBEDDING_THRESHOLD = 0.935
 DEFAULT_EMBEDDING_SCALE = 0.02

@@ -431,7 +431,7 @@ def extract_answers(text: object, question: object = None) -> frozenset[str]:
     B"), each part cut to the name it gives ("Germany to the north" -> "germany"); preambles,
     explanations, hedges, parentheticals and restatements of the question are not answers;
     "I don't know" and refusals give the empty set. `question` (optional) helps recognise
-    restatements. Every label is a span of the response in canonical form (DESIGN.md s6).
+    restatements. Every label is a span of the response in canonical form (docs/design.md s6).
     """
     try:
         s = strip_prompt_echo(clean_text(to_text(text)[:MAX_CHARS]))

@@ -1,6 +1,6 @@
 """Build lm-polygraph statistics from the cached artifacts (no LLM, no lm-polygraph import).
 
-Keys and shapes follow lm-polygraph 0.7.0's stat calculators (NOTES.md):
+Keys and shapes follow lm-polygraph 0.7.0's stat calculators (docs/notes.md):
 
 | key | per prompt | built from |
 |---|---|---|

@@ -1,7 +1,7 @@
 """The "local" extractors through the real transformers backend and the packaged SmolLM2.
 
 Slow (model load ~3-30 s, greedy decoding on CPU): run with `make test-slow`. The 135M model
-follows the extraction prompts poorly (NOTES.md), so this checks the plumbing and the failure
+follows the extraction prompts poorly (docs/notes.md), so this checks the plumbing and the failure
 accounting (every output is parsed or counted), not extraction quality.
 """
 

@@ -173,3 +173,18 @@ def test_make_reproduce_still_writes_the_repositorys_results():
                           capture_output=True, text=True, check=False)
     line = [x for x in done.stdout.splitlines() if "-m pipeline" in x]
     assert line and f"results_dir={REPO}/results" in line[-1], done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_is_a_short_usage_page_that_writes_nothing(tmp_path, flag):
+    env = {**os.environ}
+    env.pop("HF_HUB_OFFLINE", None)  # a probe of the hub would go offline and say so
+    done = subprocess.run([sys.executable, "-m", "pipeline", flag], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("usage: taskaware") and len(lines) < 40
+    for named in ("taskaware doctor", "taskaware serve", "taskaware-score", "experiment=",
+                  "--hydra-help", "--cfg job"):
+        assert named in done.stdout, named
+    assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no log

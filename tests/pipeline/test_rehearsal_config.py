@@ -1,7 +1,7 @@
 """The rehearsal cannot drift from the paper configuration: composed side by side for every cell
 of its sweep, `experiment=paper` and `experiment=paper +rehearsal=local` differ only in keys
 that say where a component comes from (weights, data files, checkpoints, endpoint, cluster,
-hardware, output folders), never in what the pipeline computes (DESIGN.md s8)."""
+hardware, output folders), never in what the pipeline computes (docs/design.md s8)."""
 
 from __future__ import annotations
 

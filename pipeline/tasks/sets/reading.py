@@ -1,6 +1,6 @@
 """Set g_T (multi-answer QA): each response -> frozenset of canonical answer labels.
 
-Three extractors (DESIGN.md s6, s7; paper appendix "Mapping Language Outputs to Latent
+Three extractors (docs/design.md s6, s7; paper appendix "Mapping Language Outputs to Latent
 Structures"):
 - ``"llm"``: the paper's set-extraction prompt through an OpenAI-compatible server
   (`LLMClient`; gpt-4.1-mini in the paper configuration);
