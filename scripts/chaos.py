@@ -1728,11 +1728,17 @@ def attack_scorer_out_kill(ctx: Chaos) -> Row:
             out = folder / "res.jsonl"
             if _scorer_proc([old_in, "--task", "classes", "--out", out, *common]).wait(600):
                 return WRONG, "the previous run failed"
-            previous = out.read_bytes()
+            previous, stat = out.read_bytes(), out.stat()
             proc = _scorer_proc([new_in, "--task", "classes", "--out", out, *common])
             deadline = time.monotonic() + (took * point if isinstance(point, float) else 600)
+
+            def writing() -> bool:  # its temporary file, or res.jsonl itself, being written
+                now = out.stat() if out.exists() else None
+                return bool(list(folder.glob(".res.jsonl.*.tmp"))) or now is None or (
+                    now.st_size, now.st_mtime_ns) != (stat.st_size, stat.st_mtime_ns)
+
             while proc.poll() is None and time.monotonic() < deadline:
-                if not isinstance(point, float) and list(folder.glob(".res.jsonl.*.tmp")):
+                if not isinstance(point, float) and writing():
                     break
                 time.sleep(0.002)
             killed = proc.poll() is None
