@@ -10,6 +10,7 @@ simply recomputed, and a file damaged or replaced later is recomputed too instea
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import logging
@@ -141,16 +142,26 @@ def cache_key(config_slice: Mapping[str, Any], input_keys: Mapping[str, str] | N
 
 
 def package_versions() -> dict[str, str]:
+    """The versions of the packages that shape an artifact (in every manifest); read once a
+    process: importlib.metadata costs ~1.5 ms a package, 18 ms an artifact."""
+    return dict(_package_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> tuple[tuple[str, str], ...]:
     out = {}
     for name in _VERSIONED:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out.items())
 
 
+@functools.lru_cache(maxsize=8)
 def git_revision(cwd: Path | None = None) -> str:
+    """The checkout's commit (+ "-dirty"), asked once a process: the code that runs is the code
+    imported at its start."""
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or Path(__file__).parent,
                              capture_output=True, text=True, timeout=5)

@@ -107,6 +107,31 @@ def compare(before: Path, after: Path) -> str:
     return f"numbers within {gap:.1e}"
 
 
+ONE_PROMPT_TARGET_S = 0.2  # issue 54: a notebook scoring one prompt at a time
+
+
+def one_prompt_at_a_time(score, calls: int = 20) -> None:
+    """The fixed cost of a call: `score` on one prompt, the first call of the process (Hydra
+    and the libraries load) and the median of the next `calls` (each a new prompt)."""
+    import statistics
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        score([["Paris", "Paris", "Lyon"]], "classes")
+        first = time.perf_counter() - t0
+        times = []
+        for i in range(calls):
+            t0 = time.perf_counter()
+            score([[f"Paris {i}", "Paris", "Lyon"]], "classes")
+            times.append(time.perf_counter() - t0)
+    median = statistics.median(times)
+    print(f"  one prompt a call (classes, M = 3): first call {first:.2f} s, then median "
+          f"{median:.3f} s (max {max(times):.3f} s) over {calls} calls; target <= "
+          f"{ONE_PROMPT_TARGET_S} s after the first: {'met' if median <= ONE_PROMPT_TARGET_S else 'NOT met'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--prompts", type=int, nargs="+", default=[1000, 10_000])
@@ -160,6 +185,7 @@ def main() -> None:
               f"{warm:.1f} s; mean Bayes risk {df['bayes_risk'].mean():.3f}, mean F1 of the "
               f"Bayes set {df['quality_bayes_f1'].mean():.3f}", flush=True)
         del df
+    one_prompt_at_a_time(score)
     n, cold, gib = max(rows)
     measured = n >= TARGET_PROMPTS
     scale = TARGET_PROMPTS / n

@@ -208,8 +208,8 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
             f"uq.estimators=[{','.join(reversed(UQ_ESTIMATORS))}]", f"dataset.name={dataset_name}",
             "wandb.enabled=false", "experiment=score"]  # conf/experiment/score.yaml
     try:
-        with _hydra_context():
-            cfg = compose("config", overrides=base + list(overrides))
+        folders = [conf_dir(), *map(Path, config_dirs)]
+        cfg = _composed(tuple(base + list(overrides)), _fingerprint(folders))
     except (HydraException, OmegaConfBaseException) as exc:
         raise ScoreInputError(f"bad override in {list(overrides)}: {exc}") from None
     try:
@@ -220,6 +220,33 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
         raise ScoreInputError(f"override task.name={cfg.task.name} contradicts --task {task}; "
                               "choose the task with --task only")
     return cfg
+
+
+_COMPOSED: dict[tuple, Any] = {}  # overrides -> config: a notebook's 2nd call is fast
+
+
+def _fingerprint(folders: Sequence[Path]) -> tuple:
+    """(path, size, mtime) of every config file under `folders`: an edited config is composed
+    again."""
+    return tuple((str(p), st.st_size, st.st_mtime_ns) for folder in folders if folder.is_dir()
+                 for p in sorted(folder.rglob("*.yaml")) for st in [p.stat()])
+
+
+def _composed(overrides: tuple[str, ...], fingerprint: tuple = ()):
+    """Hydra's config for `overrides`, composed once while the config files stay as they are
+    (`fingerprint`; ~0.2 s a composition: a notebook's second call is fast). A copy each call:
+    a caller may change its own."""
+    import copy
+
+    from hydra import compose
+
+    key = (overrides, fingerprint)
+    if key not in _COMPOSED:
+        with _hydra_context():
+            _COMPOSED[key] = compose("config", overrides=list(overrides))
+        if len(_COMPOSED) > 64:
+            _COMPOSED.pop(next(iter(_COMPOSED)))
+    return copy.deepcopy(_COMPOSED[key])
 
 
 def check_task(task: str, config_dirs: Sequence[str | Path] = (), python: bool = False) -> str:
