@@ -628,7 +628,8 @@ def check_config_paper(ctx: Context, rec: Recorder) -> None:
     rec.numbers["device"] = device
     rec.expect(device == ctx.device, f"cfg.device={paper.device} resolves to {device!r}, "
                                      f"expected {ctx.device!r}")
-    want = ("bfloat16" if torch.cuda.is_bf16_supported() else "float16") if ctx.cuda else "float32"
+    # experiment=paper pins float32 (lm-polygraph 0.5.0's DeBERTa); `auto` would pick half on a GPU
+    want = "float32"
     got = resolve_dtype(str(eq.nli_dtype), device)
     rec.numbers["nli_dtype_resolved"] = got
     rec.expect(eq.backend == "nli", f"task.equivalence.backend={eq.backend}, the paper uses nli")

@@ -46,7 +46,7 @@ def test_every_auxiliary_model_goes_to_the_gpu_when_one_is_visible(fake_gpu, cfg
                  "metrics.alignscore.ckpt=/x.ckpt", "task.metrics=[hamming,alignscore]")
     nli = aux_models.build_equivalence(cfg)
     assert nli.device == "cuda" and nli.batch_size == 64  # a GPU takes larger NLI batches
-    assert nli.dtype == "bfloat16"  # nli_dtype: auto
+    assert nli.dtype == "float32"  # experiment=paper pins float32 (lm-polygraph's), GPU or not
     assert aux_models.build_embedder("minilm", cfg).device == "cuda"
     # the evaluate stage's metric context carries cfg.device ("auto") to the text metrics
     context = MetricContext(cfg.device, cfg.cache_dir)
@@ -62,11 +62,13 @@ def test_the_nli_precision_follows_the_gpu_unless_pinned(fake_gpu, cfg_of, monke
 
     from pipeline.devices import resolve_dtype
 
+    cfg = cfg_of("experiment=paper", "dataset=triviaqa", "task.equivalence.nli_dtype=auto")
+    assert aux_models.build_equivalence(cfg).dtype == "bfloat16"  # the half-precision option
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert resolve_dtype("auto", "cuda") == "float16"  # a GPU without bfloat16 (V100, T4)
     assert resolve_dtype("auto", "cpu") == "float32"
-    cfg = cfg_of("experiment=paper", "dataset=triviaqa", "task.equivalence.nli_dtype=float32")
-    assert aux_models.build_equivalence(cfg).dtype == "float32"
+    assert aux_models.build_equivalence(cfg_of("experiment=paper", "dataset=triviaqa")
+                                        ).dtype == "float32"
 
 
 def test_an_explicit_device_overrides_auto(fake_gpu, cfg_of):

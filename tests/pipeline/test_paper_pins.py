@@ -363,6 +363,29 @@ def test_the_ablation_subsamples_m_in_1_2_5_10_15_20_with_10_repeats(monkeypatch
     assert "ms=" not in call and "repeats=" not in call
 
 
+# --------------------------------------------------------------------------- 9. NLI precision
+
+
+def test_the_paper_nli_judge_runs_in_float32_on_a_gpu_too(hydra_ctx, monkeypatch):
+    """docs/fidelity.md "NLI precision": the judge `experiment=paper` builds (g_T's clusters and
+    the SE/KLE matrices) runs DeBERTa in float32, lm-polygraph 0.5.0's precision, also where a
+    GPU with bfloat16 is visible (where `auto` would pick bfloat16)."""
+    import torch
+
+    from pipeline import aux_models
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    cfg = compose("config", overrides=["experiment=paper", "dataset=triviaqa"])
+    aux_models._nli.cache_clear()
+    try:
+        judge = aux_models.build_equivalence(cfg)
+        assert (judge.device, judge.dtype) == ("cuda", "float32")
+    finally:
+        aux_models._nli.cache_clear()
+
+
 # --------------------------------------------------------------------------- B. paper values
 
 PAPER_DATASETS = ("triviaqa", "maqa", "maqa_star", "wmt19_fien", "cnn_dm")
@@ -396,6 +419,8 @@ PAPER_VALUES = {
     # the checkpoint is lm-polygraph's default NLI model
     "task.equivalence.nli_model": ("microsoft/deberta-large-mnli", 'App. B.1: "DeBERTa"'),
     "task.equivalence.strict": (True, '(not stated) App. B.1: "Similar to Kuhn et al."'),
+    # lm-polygraph 0.5.0 loads its DeBERTa with no dtype: float32
+    "task.equivalence.nli_dtype": ("float32", _POLYGRAPH),
     "task.extractor.kind": ("llm", 'App. B.1: "gpt-4.1-mini" (sets, simplex), KGGen (graphs)'),
     "task.extractor.model": ("gpt-4.1-mini", 'App. B.1: "implemented using gpt-4.1-mini"'),
     "mappers.sphere.embedder": ("embeddinggemma", 'App. B.1: "feeding it into an EmbeddingGemma"'),
