@@ -386,6 +386,121 @@ def test_the_paper_nli_judge_runs_in_float32_on_a_gpu_too(hydra_ctx, monkeypatch
         aux_models._nli.cache_clear()
 
 
+# --------------------------------------------------------------------------- 10. open choices
+
+
+def _paper(*overrides):
+    return compose("config", overrides=["experiment=paper", *overrides])
+
+
+@pytest.mark.parametrize("model, hub_id", [("qwen3-4b", "Qwen/Qwen3-4B"),
+                                           ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B")])
+def test_qwen3_is_the_hybrid_checkpoint_unthinking_with_the_cards_sampling(hydra_ctx, model,
+                                                                           hub_id):
+    """docs/fidelity.md "Qwen3 checkpoints": the hybrid `Qwen/Qwen3-*` checkpoints (not the
+    `-Instruct-2507` ones), `enable_thinking: false`, and the card's non-thinking values in the
+    generate stage's SamplingConfig (T 0.7, top-p 0.8, top-k 20)."""
+    from pipeline.stages.generate import _sampling
+
+    cfg = _paper("dataset=triviaqa", f"model={model}")
+    assert cfg.model.path == hub_id
+    assert dict(cfg.model.chat_template_kwargs) == {"enable_thinking": False}
+    sampling = _sampling(cfg)
+    assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0.7, 0.8, 20)
+
+
+def test_qwen2_5_72b_is_the_instruct_model_with_its_hub_sampling(hydra_ctx):
+    """docs/fidelity.md "Qwen-2.5-72B": the paper's "Qwen-2.5-72B" (App. A.4) is run as
+    `Qwen/Qwen2.5-72B-Instruct`, sampled with its hub generation config (no values set)."""
+    from pipeline.stages.generate import _sampling
+
+    cfg = _paper("dataset=triviaqa", "model=qwen2.5-72b-instruct")
+    assert cfg.model.path == "Qwen/Qwen2.5-72B-Instruct"
+    assert dict(cfg.model.chat_template_kwargs) == {}
+    sampling = _sampling(cfg)
+    assert (sampling.temperature, sampling.top_p, sampling.top_k) == (None, None, None)
+
+
+class _RecordingTokenizer:
+    chat_template = "(recorded)"
+
+    def __init__(self):
+        self.calls = []
+
+    def apply_chat_template(self, messages, **kwargs):
+        self.calls.append((messages, kwargs))
+        return "RENDERED"
+
+
+@pytest.mark.parametrize("model, template_kwargs", [("qwen3-4b", {"enable_thinking": False}),
+                                                    ("gemma-3-4b-it", {})])
+def test_the_prompt_is_one_user_turn_without_a_system_prompt(hydra_ctx, monkeypatch, model,
+                                                             template_kwargs):
+    """docs/fidelity.md "Chat template": the generate stage renders each task prompt as a single
+    user turn, no system message, in the model's own chat template with the generation prompt
+    (and Qwen3's `enable_thinking: false`)."""
+    from pipeline.data.prompts import task_prompt
+    from pipeline.generation import cell
+
+    tokenizer = _RecordingTokenizer()
+    monkeypatch.setattr(cell, "model_tokenizer", lambda cfg: tokenizer)
+    cfg = _paper("dataset=triviaqa", f"model={model}")
+    question = "Who wrote Hamlet?"
+    dataset = pd.DataFrame({"prompt_id": ["p"], "question": [question]})
+    assert cell.render_prompts(cfg, dataset) == ["RENDERED"]
+    [(messages, kwargs)] = tokenizer.calls
+    assert messages == [{"role": "user", "content": task_prompt(cfg.task.prompt, question)}]
+    assert kwargs == {"tokenize": False, "add_generation_prompt": True, **template_kwargs}
+
+
+def test_latent_entropy_counts_distinct_latents_on_the_sphere_and_simplex():
+    """docs/fidelity.md "Latent entropy on R^d and the simplex": the uq stage's latent_entropy is
+    the plug-in entropy of the samples' distinct latents (equal canonical JSON), no density
+    estimate: on the sphere M distinct embeddings give log M; on the simplex a distribution
+    is one latent whatever its key order, but one stated at half the mass is another."""
+    from pipeline.latent.codec import to_json
+    from pipeline.uncertainty.estimators import uncertainty_rows
+
+    def entropy(space, latents):
+        frame = pd.DataFrame({"prompt_id": "p", "source": "sample", "parse_ok": True,
+                              "latent": [to_json(space, x) for x in latents]})
+        return uncertainty_rows(["latent_entropy"], {"latents": frame})["value"].item()
+
+    a, b, near_a = [0.6, 0.8], [0.8, 0.6], [0.6, 0.8000001]
+    assert entropy("sphere", [a, a, b, b]) == pytest.approx(np.log(2))
+    assert entropy("sphere", [a, near_a, b, b]) == pytest.approx(1.5 * np.log(2))  # 1/4 1/4 1/2
+    same = [{"atlantic": 0.6, "pacific": 0.4}, {"pacific": 0.4, "atlantic": 0.6}]
+    assert entropy("simplex", same) == 0.0
+    halved = {"atlantic": 0.3, "pacific": 0.2}  # the same after the space's renormalisation
+    assert entropy("simplex", [*same, halved, halved]) == pytest.approx(np.log(2))
+
+
+def test_prr_ties_are_averaged_as_set_in_the_paper_configuration(hydra_ctx):
+    """docs/fidelity.md "PRR ties": `experiment=paper` sets `evaluation.ties: average` itself (not
+    through the schema default), and the PRR the evaluate stage computes with it does not depend
+    on the order of tied uncertainties (lm-polygraph's argsort order, `polygraph`, does)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from pipeline.evaluation import prr
+
+    paper_yaml = Path(__file__).resolve().parents[2] / "conf" / "experiment" / "paper.yaml"
+    assert OmegaConf.load(paper_yaml).evaluation.ties == "average"
+    ev = _paper("dataset=triviaqa").evaluation
+    assert ev.ties == "average"
+    u = [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]  # a discrete estimator: two tie groups
+    q = [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    order = [1, 0, 5, 4, 3, 2]
+    score = prr(u, q, max_rejection=ev.max_rejection, ties=ev.ties)
+    assert score == prr([u[i] for i in order], [q[i] for i in order],
+                        max_rejection=ev.max_rejection, ties=ev.ties)
+    polygraph = {prr(u, q, max_rejection=1.0, ties="polygraph"),
+                 prr([u[i] for i in order], [q[i] for i in order], max_rejection=1.0,
+                     ties="polygraph")}
+    assert len(polygraph) == 2  # the row order decides lm-polygraph's number
+
+
 # --------------------------------------------------------------------------- B. paper values
 
 PAPER_DATASETS = ("triviaqa", "maqa", "maqa_star", "wmt19_fien", "cnn_dm")
