@@ -30,8 +30,9 @@ PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a whee
 # v5: no best where intervals overlap; bayes_vs_beam (paired bootstrap) per dataset.
 # v6: paper rows keep the paper's own best / runner-up marks (a merged cell marked once);
 # Fig. 2a's paper panel titled as derived from Table 3; Fig. 2b over the compared models.
+# v7: the beam-target tables (5-6) note that P(True) reads the greedy text.
 # (Figure numbers: the paper's figure environments in order, pipeline.reporting.paper.)
-REPORT_VERSION = 6
+REPORT_VERSION = 7
 
 
 def figure_options(cfg) -> dict[str, Any]:

@@ -54,10 +54,15 @@ TABLES = {
                "prr"),
 }
 
+# The beam-target tables (5-6) score P(True) on another answer than MSP and CoCoA wherever greedy
+# and beam differ; they say so (docs/fidelity.md "P(True) answer; MSP / CoCoA target").
+PTRUE_GREEDY_NOTE = ("P(True) is computed on the greedy text, as lm-polygraph 0.5.0's default "
+                     "does; MSP and CoCoA on the beam output (App. B.4).")
 # The paper's Table 5 (PRR, beam response) repeats Table 3's body number for number; our
 # transcription keeps it as printed (results/paper/README.md).
 NOTES = {"uq_prr_beam": "Paper rows: the paper's Table 5 body is identical to its Table 3 "
-                        "(a defect of the paper), transcribed as printed."}
+                        "(a defect of the paper), transcribed as printed. " + PTRUE_GREEDY_NOTE,
+         "uq_auc_beam": PTRUE_GREEDY_NOTE}
 
 # --- figures ----------------------------------------------------------------------------------
 # Numbered as the paper's figure environments, in order (main text, then appendix): Fig. 1 the

@@ -161,6 +161,30 @@ def test_msp_and_cocoa_read_the_beam_decode():
     assert value["cocoa_msp"] == pytest.approx(1.0)
 
 
+def test_the_beam_target_tables_say_ptrue_reads_the_greedy_text(tmp_path):
+    """docs/fidelity.md "P(True) answer; MSP / CoCoA target": Tables 5-6 (the report's tables
+    whose target is the beam response) say in their notes, in markdown and LaTeX, that P(True)
+    is computed on the greedy text (lm-polygraph 0.5.0's default) and MSP / CoCoA on the beam
+    output; the Bayes-target tables do not."""
+    from pipeline.reporting import PAPER_DIR
+    from pipeline.reporting.tables import TABLES, build_tables
+
+    quality = pd.DataFrame(columns=["model", "dataset", "method", "metric", "value", "low",
+                                    "high", "n"])
+    scores = pd.DataFrame(columns=["model", "dataset", "target", "estimator", "metric", "prr",
+                                   "auc"])
+    build_tables(quality, scores, pd.read_csv(PAPER_DIR / "generation.csv"),
+                 pd.read_csv(PAPER_DIR / "uq.csv"), tmp_path)
+    beam = [name for name, (_, _, _, target, _) in TABLES.items() if target == "beam"]
+    assert beam == ["uq_prr_beam", "uq_auc_beam"]
+    said = ("P(True) is computed on the greedy text, as lm-polygraph 0.5.0's default does; MSP "
+            "and CoCoA on the beam output (App. B.4).")
+    for name in beam:
+        for ext in ("md", "tex"):
+            assert said in (tmp_path / f"{name}.{ext}").read_text(encoding="utf-8"), (name, ext)
+    assert said not in (tmp_path / "uq_prr_bayes.md").read_text(encoding="utf-8")
+
+
 # --------------------------------------------------------------------------- 4. g_T's NLI input
 
 
