@@ -28,21 +28,41 @@ def _names_the_extra(func):
 
 
 @_names_the_extra
-def score(data: Any, task: str = "sets", **options: Any):
+def _checked(task: Any, options: dict[str, Any], call: str) -> str:
+    """The task, required (as --task is on the command line), and `options` checked against
+    what `pipeline.scorer.run.score` takes: both before any work or request."""
+    import inspect
+
+    from pipeline.scorer.readers import ScoreInputError
+    from pipeline.scorer.run import check_task, task_names
+    from pipeline.scorer.run import score as score_data
+
+    config_dirs = options.get("config_dirs", ())
+    if task is None:
+        raise ScoreInputError(f"{call}: task= is required, e.g. task='classes' (tasks: "
+                              f"{', '.join(task_names(config_dirs))})")
+    known = [n for n in inspect.signature(score_data).parameters if n not in ("input", "task")]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"{call}: unknown option(s) {', '.join(unknown)}; the options are "
+                        f"{', '.join(known)}")
+    return check_task(task, config_dirs, python=True)
+
+
+def score(data: Any, task: str | None = None, **options: Any):
     """Task-aware Bayes answers and uncertainty for sampled responses: one row per prompt.
 
     `data`: a path (JSONL, parquet, lm-evaluation-harness samples file), a pandas DataFrame, a
     list of dicts (`responses`, optional `question`, `reference`, `logprobs`, `id`) or a list of
-    lists of response strings. `task`: a task config (classes, sets, sets_fbeta, graphs, sphere,
-    simplex, reals or your own). `options`: those of `pipeline.scorer.run.score` (mapper, out,
-    overrides, work_dir, strict, ...). Returns the per-prompt DataFrame (docs/score.md); the
-    summaries are in `.attrs`.
+    lists of response strings. `task` (required): a task config (classes, sets, sets_fbeta,
+    graphs, sphere, simplex, reals or your own). `options`: those of `pipeline.scorer.run.score`
+    (mapper, out, overrides, work_dir, strict, answers, ...); `answers=` rates answers you
+    already have (their risk and confidence under the samples). Returns the per-prompt
+    DataFrame (docs/score.md); `pipeline.summaries(df)` gives the PRR / AUC summary.
     """
-    from pipeline.scorer.run import check_task
     from pipeline.scorer.run import score as score_data
 
-    return score_data(data, check_task(task, options.get("config_dirs", ()), python=True),
-                      **options)
+    return score_data(data, _checked(task, options, "score"), **options)
 
 
 @_names_the_extra
@@ -57,7 +77,7 @@ def report(df: Any, directory: Any, n: int = 10) -> dict:
 
 
 @_names_the_extra
-def generate_and_score(prompts: Any, task: str = "sets", model: str | None = None,
+def generate_and_score(prompts: Any, task: str | None = None, model: str | None = None,
                        base_url: str | None = None, n_samples: int = 20, *,
                        references: Any = None, ids: Any = None, raw_prompts: bool = False,
                        system_prompt: str | None = None, temperature: float | None = None,
@@ -102,10 +122,10 @@ def generate_and_score(prompts: Any, task: str = "sets", model: str | None = Non
     from pipeline.data.prompts import build_messages
     from pipeline.generation.base import SamplingConfig, get_backend
     from pipeline.clients.llm_client import LLMCallError
-    from pipeline.scorer.run import check_task, compose_config
+    from pipeline.scorer.run import compose_config
 
+    task = _checked(task, options, "generate_and_score")  # before any request
     prompts, references, ids = read_prompts(prompts, references, ids)
-    task = check_task(task, options.get("config_dirs", ()), python=True)
     cfg = compose_config(task, options.get("mapper", "rule"), options.get("overrides", ()),
                          config_dirs=options.get("config_dirs", ()))
     cache_root = Path(cache_dir or Path(cfg.cache_dir).expanduser())
@@ -169,7 +189,7 @@ def sampling_record(sampling: Any, served: bool) -> dict[str, Any]:
             "max_tokens": sampling.max_new_tokens}
 
 
-async def agenerate_and_score(prompts: Any, task: str = "sets", **kwargs: Any):
+async def agenerate_and_score(prompts: Any, task: str | None = None, **kwargs: Any):
     """`generate_and_score` for async code (`await pipeline.agenerate_and_score(...)`): the
     requests run on the endpoint client's own event loop and the mapping on a worker thread, so
     the caller's loop stays free; same arguments, same frame."""

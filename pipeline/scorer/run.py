@@ -85,6 +85,9 @@ def action_column(method: str) -> str:
 
 
 SCORE_FORMAT_VERSION = 4  # bump when the input -> artifacts conversion changes
+# A given answer to rate (`score(..., answers=...)`): a decode of this name, so the decide stage
+# computes its risk under the samples as it does a greedy answer's
+ANSWER_METHOD = "answer"
 
 
 def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
@@ -131,8 +134,11 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
     prompt ids that carry a reference."""
     import pandas as pd
 
-    dataset_rows, sample_rows, with_reference = [], [], set()
+    dataset_rows, sample_rows, answer_rows, with_reference = [], [], [], set()
     for p in prompts:
+        if (answer := p.extra.get("answer")) is not None:  # rated as a decode of its own
+            answer_rows.append({"prompt_id": p.prompt_id, "strategy": ANSWER_METHOD,
+                                "text": answer, "token_logprobs": [], "logprob": math.nan})
         cols = reference_columns(reference_kind, p.reference, p.prompt_id)
         if cols.pop("has_reference"):
             with_reference.add(p.prompt_id)
@@ -149,16 +155,16 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
     def frame(name, rows):
         return pd.DataFrame(rows, columns=list(ARTIFACTS[name]))
 
-    return (frame("dataset", dataset_rows), frame("samples", sample_rows), frame("decodes", []),
-            frame("ptrue", []), with_reference)
+    return (frame("dataset", dataset_rows), frame("samples", sample_rows),
+            frame("decodes", answer_rows), frame("ptrue", []), with_reference)
 
 
 def _prompts_hash(prompts: Sequence[ScorePrompt]) -> str:
     """The hash of what was read (ids, questions, responses, log-probs, references, finish
     reasons): the key of in-memory input, and of each part of a large input (a part is scored
     from its own content, so a file that changed while read cannot leave a stale part)."""
-    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference, p.finish_reasons]
-               for p in prompts]
+    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference, p.finish_reasons,
+                *([p.extra["answer"]] if "answer" in p.extra else [])] for p in prompts]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=repr,
                                      ensure_ascii=False).encode()).hexdigest()
 
@@ -278,7 +284,7 @@ def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
 
     for name in ("map", "decide", "uq") + (("evaluate",) if with_reference else ()):
         run_stage(name, cfg, store)
-    names = ("dataset", "samples", "latents", "decisions", "uncertainty") + (
+    names = ("dataset", "samples", "decodes", "latents", "decisions", "uncertainty") + (
         ("quality", "uq_scores", "audit") if with_reference else ())
     return {"quality": None, "uq_scores": None, "audit": None,
             **{name: store.read(name) for name in names}}
@@ -356,6 +362,12 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         out[action_column(method)] = out["prompt_id"].map(d["action"]).fillna("null")
         out[f"{col}_text"] = out["prompt_id"].map(d["text"]).fillna("")
         out[f"{col}_risk"] = out["prompt_id"].map(d["risk"]).astype(float)
+    given = decisions[decisions["method"] == ANSWER_METHOD].set_index("prompt_id")
+    if len(given):  # answers to rate: the text given and its risk under the samples
+        texts = frames["decodes"].set_index("prompt_id")
+        texts = texts[texts["strategy"] == ANSWER_METHOD]["text"]
+        out["answer"] = out["prompt_id"].map(texts)
+        out["answer_risk"] = out["prompt_id"].map(given["risk"]).astype(float)
     unc = frames["uncertainty"]
     for est in UQ_ESTIMATORS:
         if ESTIMATORS[est].decision is not None:
@@ -366,21 +378,23 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     quality = frames.get("quality")
     if quality is not None and len(quality):
         for (method, metric), q in quality.groupby(["method", "metric"], sort=False):
-            if method not in METHOD_COLUMNS:
+            if method not in METHOD_COLUMNS and method != ANSWER_METHOD:
                 continue
-            out[f"quality_{METHOD_COLUMNS[method]}_{metric}"] = out["prompt_id"].map(
+            out[f"quality_{METHOD_COLUMNS.get(method, method)}_{metric}"] = out["prompt_id"].map(
                 q.set_index("prompt_id")["value"]).astype(float)
     for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
         ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
         logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
-        columns = _readings(space, latents, ours, logprobs)
+        columns = _readings(space, latents, ours, logprobs, given.get("action"))
         for name, values in columns.items():
             if name in WHITEBOX_COLUMNS and not values:
                 continue  # no log-probs in the input: no white-box column
             out[name] = out["prompt_id"].map(values)
         out[CONFIDENCE_COLUMN] = out[CONFIDENCE_COLUMN].astype(float)
+        if "answer_confidence" in out:
+            out["answer_confidence"] = out["answer_confidence"].astype(float)
         _answer_texts(out, space, samples, ours)
         column = f"{OURS_COLUMN}_text"
         out.insert(out.columns.get_loc(column) + 1, "abstention", [
@@ -421,7 +435,7 @@ def python_objects(df, frames: dict[str, Any], space):
         actions = decisions[decisions["method"] == method].set_index("prompt_id")["action"]
         decoded = {pid: space.from_json(a) for pid, a in actions.items() if a != "null"}
         out[col] = [decoded.get(pid) for pid in out["prompt_id"]]
-    for col in ("latent_distribution", "response_labels"):
+    for col in ("latent_distribution", "response_labels", "answer_labels"):
         if col in out:
             out[col] = [json.loads(v) if isinstance(v, str) else None for v in out[col]]
     return out
@@ -451,7 +465,7 @@ def _answer_texts(out, space, samples, actions) -> None:
 WHITEBOX_COLUMNS = ("whitebox_msp", "whitebox_semantic_entropy")
 
 
-def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
+def _readings(space, latents, actions, logprobs, answers=None) -> dict[str, dict[str, Any]]:
     """Column -> {prompt_id: value}: `response_labels` (each sample's labels as a JSON list,
     null where it did not parse; none for spaces without labels), `latent_distribution` (JSON
     {label: frequency}, most frequent first; "null" without labels), `confidence` (the Bayes
@@ -459,12 +473,14 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
     LatentSpace.confidence, docs/score.md) and, for prompts whose parsed samples all have a
     sequence log-prob (`logprobs`: (prompt_id, sample_idx) -> log-prob, NaN unknown),
     `whitebox_msp` and `whitebox_semantic_entropy` over the task's latents. Each sample's latent
-    is decoded once."""
+    is decoded once. `answers` (prompt_id -> the JSON of a given answer's latent, "null" where
+    it was not read): `answer_confidence` and `answer_labels` of each."""
     has_labels = type(space).labels is not LatentSpace.labels
     rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
                                                               kind="stable")
     columns: dict[str, dict[str, Any]] = {name: {} for name in (
-        "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS)}
+        "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS,
+        *(ANSWER_COLUMNS if answers is not None else ()))}
     # each prompt's (latent JSON, parse_ok, sample_idx) as plain lists: a DataFrame per prompt
     # cost more than the readings themselves
     per_prompt: dict[str, list[tuple[str, bool, int, bool]]] = {}
@@ -477,7 +493,30 @@ def _readings(space, latents, actions, logprobs) -> dict[str, dict[str, Any]]:
         for name, value in prompt_readings(space, group, actions.get(pid), lps,
                                            has_labels).items():
             columns[name][pid] = value
+        if answers is not None and pid in answers:
+            for name, value in answer_readings(space, group, answers[pid], has_labels).items():
+                columns[name][pid] = value
     return columns
+
+
+ANSWER_COLUMNS = ("answer_confidence", "answer_labels")
+
+
+def answer_readings(space, group: list[tuple[str, bool, int, bool]], answer_json: str,
+                    has_labels: bool) -> dict[str, Any]:
+    """A given answer's `answer_confidence` (its expected task quality under the samples, as
+    `confidence` is the Bayes answer's: a sample not read agrees with no answer) and
+    `answer_labels` (its labels as read, JSON; null where the answer could not be read)."""
+    if answer_json is None or answer_json == "null":
+        return {"answer_confidence": math.nan, "answer_labels": "null"}
+    answer = space.from_json(answer_json)
+    items = [space.from_json(x) for x, ok, _, _ in group if ok]
+    read = [space.from_json(x) for x, ok, _, was_read in group if ok and was_read]
+    out: dict[str, Any] = {"answer_confidence": read_confidence(space, items, answer, read)
+                           if items else math.nan}
+    if has_labels:
+        out["answer_labels"] = json.dumps(space.labels(answer), ensure_ascii=False)
+    return out
 
 
 def prompt_readings(space, group: list[tuple[str, bool, int, bool]], action_json: str | None,
@@ -691,7 +730,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
           work_dir: str | Path | None = None, strict: bool = False,
           config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = (),
-          part_prompts: int | None = None, lean: bool = False):
+          part_prompts: int | None = None, lean: bool = False, answers: Any = None):
     """Score sampled responses: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -722,6 +761,12 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
             distribution, the reference's labels and matches); every column still goes to
             `out`. The full frame costs ~9 KiB of memory per prompt (M = 20): ~0.9 GiB at 100k
             prompts; the CLI scores lean when it prints no --audit or --report.
+        answers: answers to rate (uqlm's question: how sure is THIS answer, given the sampled
+            responses?): a dict prompt id -> answer text, or for data in memory one answer per
+            input row (None: no answer for that row). Each is read by the task's g_T like a
+            response and gets `answer_risk` (its Bayes risk under the samples: the expected
+            task loss), `answer_confidence` (its expected task quality, LatentSpace.confidence)
+            and `answer_labels`; with references, `quality_answer_<metric>`.
 
     Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
     `.attrs["quality_summary"]` hold the summaries as records (None without references;
@@ -750,21 +795,52 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
                          config_dirs=config_dirs, plugins=plugins)
     reference_kind = cfg.task.reference  # read once: a config lookup costs ~10 us a prompt
     part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
+    answer_of = _answer_lookup(answers, input, from_file)
+
+    def prepare(p: ScorePrompt) -> None:  # each good row: its reference checked, its answer
+        reference_columns(reference_kind, p.reference, p.prompt_id)
+        if (answer := answer_of(p)) is not None:
+            p.extra["answer"] = answer
+
     reader = InputChunks(path if from_file else input, fmt, fields, strict=strict,
-                         validate=lambda p: reference_columns(reference_kind, p.reference,
-                                                              p.prompt_id),
-                         chunk_rows=part_prompts)
+                         validate=prepare, chunk_rows=part_prompts)
+    answers_key = None if answers is None else hashlib.sha256(json.dumps(
+        answers if isinstance(answers, dict) else list(answers), sort_keys=True,
+        default=str).encode()).hexdigest()
     try:
         return _score_input(reader, cfg, task, fields, path, from_file, out_path, work_dir,
-                            part_prompts, lean)
+                            part_prompts, lean, answers_key)
     except ReadAgain as again:  # rare: a usual field or an lm-eval filter first in later rows
         log.info("[score] %s; reading the input again, whole", again)
         return _score_input(reader.again(), cfg, task, fields, path, from_file, out_path,
-                            work_dir, part_prompts, lean)
+                            work_dir, part_prompts, lean, answers_key)
+
+
+def _answer_lookup(answers: Any, data: Any, from_file: bool):
+    """prompt -> the answer to rate (or None): `answers` by prompt id (a dict) or by input row
+    (a sequence, data in memory: one per row). Checked here, before any work."""
+    if answers is None:
+        return lambda p: None
+    if isinstance(answers, dict):
+        given = {str(k): v for k, v in answers.items()}
+        return lambda p: None if given.get(p.prompt_id) is None else str(given[p.prompt_id])
+    if isinstance(answers, str) or not hasattr(answers, "__len__"):
+        raise ScoreInputError("answers= takes a dict {prompt id: answer} or one answer per "
+                              f"input row (a list), not {type(answers).__name__}")
+    if from_file:
+        raise ScoreInputError("answers= for a file: give a dict {prompt id: answer} (the rows "
+                              "of a file are matched by id)")
+    rows = len(data) if hasattr(data, "__len__") else None
+    if rows is not None and len(answers) != rows:
+        raise ScoreInputError(f"answers= has {len(answers)} answers for {rows} input rows; give "
+                              "one per row (None where there is none) or a dict by prompt id")
+    listed = list(answers)
+    return lambda p: None if p.row is None or listed[p.row] is None else str(listed[p.row])
 
 
 def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: Path,
-                 from_file: bool, out_path: Path | None, work_dir, part_prompts: int, lean: bool):
+                 from_file: bool, out_path: Path | None, work_dir, part_prompts: int, lean: bool,
+                 answers_key: str | None = None):
     """`score` of the input `reader` reads: its rows as a DataFrame with the attrs `score`
     documents."""
     chunks = iter(reader)
@@ -774,7 +850,9 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
     input_key = hashlib.sha256(json.dumps({
         "file": reader.file_hash if from_file else _prompts_hash(reader.prompts),
         "format": reader.format, "task": task, "fields": fields.as_dict(),
-        "version": SCORE_FORMAT_VERSION}, sort_keys=True).encode()).hexdigest()[:20]
+        "version": SCORE_FORMAT_VERSION,
+        **({"answers": answers_key} if answers_key else {})}, sort_keys=True).encode()
+    ).hexdigest()[:20]
     source = str(path) if from_file else reader.format
     with _work_root(work_dir, out_path) as (root, temporary), \
             naming_a_full_disk(str(root), settings="--out / --work-dir"):

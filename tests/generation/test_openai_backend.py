@@ -82,7 +82,7 @@ def test_generate_and_score_through_a_loopback_endpoint(server, tmp_path):
 def test_a_server_ignoring_n_gets_one_request_per_missing_sample(server, tmp_path):
     server.state.sampler = lambda request: sampler({**request, "n": 1})
     server.state.delay = 0.1  # requests overlap even on a busy machine (the peak below)
-    df = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
+    df = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets", model="m",
                                      base_url=server.base_url, cache_dir=tmp_path,
                                      raw_prompts=True, max_concurrency=4, seed=0)
     check_oceans(df)
@@ -99,13 +99,13 @@ def test_unseeded_requests_to_a_server_ignoring_n_are_distinct_draws(server, tmp
     draws = iter(range(100))
     server.state.sampler = lambda request: [{"text": MIX[next(draws) % 20],
                                              "tokens": [("x", TOKEN_LP)]}]
-    df = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
+    df = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets", model="m",
                                      base_url=server.base_url, cache_dir=tmp_path)
     check_oceans(df)
     assert server.state.requests == 20
     assert all("seed" not in b and not any(k.startswith("_") for k in b)
                for b in server.state.bodies)
-    again = pipeline.generate_and_score(["Which oceans border the USA?"], model="m",
+    again = pipeline.generate_and_score(["Which oceans border the USA?"], task="sets", model="m",
                                         base_url=server.base_url, cache_dir=tmp_path)
     assert server.state.requests == 20  # the rerun reads the 20 draws back from the cache
     assert list(again["bayes_text"]) == list(df["bayes_text"])
@@ -114,11 +114,11 @@ def test_unseeded_requests_to_a_server_ignoring_n_are_distinct_draws(server, tmp
 def test_settings_the_user_did_not_give_are_not_sent(server, tmp_path):
     """An unset temperature/top_p/seed is the server's (vLLM applies the model's own generation
     config); an explicit 0.0 is sent as 0.0, an explicit seed as given."""
-    pipeline.generate_and_score(["q"], model="m", base_url=server.base_url, cache_dir=tmp_path)
+    pipeline.generate_and_score(["q"], task="sets", model="m", base_url=server.base_url, cache_dir=tmp_path)
     body = server.state.bodies[-1]
     assert not {"temperature", "top_p", "seed", "top_k"} & set(body), body
     sent = len(server.state.bodies)
-    pipeline.generate_and_score(["q"], model="m", base_url=server.base_url, cache_dir=tmp_path,
+    pipeline.generate_and_score(["q"], task="sets", model="m", base_url=server.base_url, cache_dir=tmp_path,
                                 temperature=0.0, top_p=0.5, seed=3)
     body = server.state.bodies[sent]  # the n=20 request (the stand-in answers T=0 with one)
     assert (body["temperature"], body["top_p"], body["seed"]) == (0.0, 0.5, 3)

@@ -98,9 +98,9 @@ def test_the_first_errors_a_user_meets_against_vllms_server(vllm_server, tmp_pat
 
     base_url, _ = vllm_server
     with pytest.raises(FatalLLMCallError, match=f"it serves '{HUB_ID}'"):
-        pipeline.generate_and_score(["q"], model="smollm2", base_url=base_url, cache_dir=tmp_path)
+        pipeline.generate_and_score(["q"], task="sets", model="smollm2", base_url=base_url, cache_dir=tmp_path)
     with pytest.raises(FatalLLMCallError, match="add /v1 to the base URL"):
-        pipeline.generate_and_score(["q"], model=HUB_ID, base_url=base_url.removesuffix("/v1"),
+        pipeline.generate_and_score(["q"], task="sets", model=HUB_ID, base_url=base_url.removesuffix("/v1"),
                                     cache_dir=tmp_path)
 
 

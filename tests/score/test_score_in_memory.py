@@ -96,3 +96,23 @@ def test_a_config_edited_between_two_calls_is_composed_again(tmp_path):
     os.utime(task, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later edit, same second
     second = score_rows(rows, task="mine", config_dirs=[tmp_path / "conf"])
     assert not [c for c in second.columns if c.startswith("quality_")]
+
+
+def test_the_api_requires_the_task_and_checks_options_before_any_request():
+    """`pipeline.score(data)` scored as `sets` without a word (risk 0.667 where classes gives
+    0.333); an option misspelt surfaced only after sampling."""
+    import pipeline
+    from pipeline.scorer.readers import ScoreInputError
+
+    with pytest.raises(ScoreInputError, match=r"score: task= is required, e.g. task='classes' "
+                                              r"\(tasks: classes, graphs, reals, sets"):
+        pipeline.score([["Paris", "Paris", "Lyon"]])
+    with pytest.raises(TypeError, match=r"score: unknown option\(s\) mapperr; the options are "
+                                        r"mapper, fmt"):
+        pipeline.score([["Paris"]], task="classes", mapperr="rule")
+    # nothing listens on port 9: a request would fail with a connection error, not these
+    with pytest.raises(ScoreInputError, match="generate_and_score: task= is required"):
+        pipeline.generate_and_score(["q"], model="m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(TypeError, match=r"generate_and_score: unknown option\(s\) overides"):
+        pipeline.generate_and_score(["q"], task="sets", model="m",
+                                    base_url="http://127.0.0.1:9/v1", overides=["x=1"])
