@@ -8,7 +8,9 @@ Sources (paper appendix "Prompts", shared/paper/task_awareness.tex):
   lst:set_prompt_gt         -> SET_EXTRACTION_PROMPT  (g_T of answer sets)
   lst:simplex_prompt_gt     -> SIMPLEX_EXTRACTION_PROMPT (g_T of answer distributions)
 The listings are reproduced character for character, line breaks included (the paper's
-lstlisting text is the prompt; we do not re-wrap it). The paper gives no generation prompt for
+lstlisting text is the prompt; we do not re-wrap it). One line is cut in the source: the simplex
+g_T's example answer, which SIMPLEX_EXTRACTION_PROMPT_RESTORED completes (the one sent by
+default; docs/fidelity.md "Simplex g_T example"). The paper gives no generation prompt for
 the MAQA set task: SET_QA_PROMPT is our choice, written in the style of the single-answer one.
 
 Placeholders are filled by one regex pass (never `str.format`), so braces inside a question or
@@ -98,7 +100,7 @@ A: {answer}
 Task: List all explicit, distinct answers from the model answer, one per line."""
 
 # Verbatim, defects included: the example line "A: Atlantic (55%" is cut where the paper's LaTeX
-# source starts a '%' comment (most likely "Atlantic (55%), Pacific (45%)" originally), the
+# source starts a '%' comment (restored below: SIMPLEX_EXTRACTION_PROMPT_RESTORED), the
 # example JSON lacks a closing quote after "Atlantic,"/"Pacific,", and the example is written with
 # doubled braces (str.format escaping) while the schema lines use single ones. We keep the text
 # as published; `fill_extraction_prompt` renders "{{"/"}}" as "{"/"}" so the model sees single
@@ -129,9 +131,23 @@ A: {answer}
 
 Task: Extract answer probability pairs."""
 
+# The example answer before the cut, read off the JSON line after it (Atlantic 0.55, Pacific
+# 0.45) in the form the line starts with, "<answer> (<percent>%)": what the paper's g_T most
+# likely sent, since outside LaTeX a "%" starts no comment. The two answers and their
+# percentages are the JSON's; the separator ", " is our reading.
+SIMPLEX_EXAMPLE_AS_PUBLISHED = "A: Atlantic (55%\n"
+SIMPLEX_EXAMPLE_RESTORED = "A: Atlantic (55%), Pacific (45%)\n"
+SIMPLEX_EXTRACTION_PROMPT_RESTORED = SIMPLEX_EXTRACTION_PROMPT.replace(
+    SIMPLEX_EXAMPLE_AS_PUBLISHED, SIMPLEX_EXAMPLE_RESTORED)
+# mappers.simplex.prompt_example -> the simplex g_T template
+SIMPLEX_EXTRACTION_PROMPTS: dict[str, str] = {
+    "restored": SIMPLEX_EXTRACTION_PROMPT_RESTORED,  # experiment=paper (docs/fidelity.md)
+    "verbatim": SIMPLEX_EXTRACTION_PROMPT,  # the listing as published, example cut at "%"
+}
+
 EXTRACTION_PROMPTS: dict[str, str] = {
     "answer_set": SET_EXTRACTION_PROMPT,
-    "answer_distribution": SIMPLEX_EXTRACTION_PROMPT,
+    "answer_distribution": SIMPLEX_EXTRACTION_PROMPT_RESTORED,
 }
 
 # --- P(True) (lm-polygraph's wording) ---------------------------------------------------------
@@ -248,9 +264,13 @@ def set_extraction_prompt(question: str, answer: str) -> str:
     return fill_extraction_prompt(SET_EXTRACTION_PROMPT, question, answer)
 
 
-def simplex_extraction_prompt(question: str, answer: str) -> str:
-    """lst:simplex_prompt_gt filled for one (question, model answer) pair."""
-    return fill_extraction_prompt(SIMPLEX_EXTRACTION_PROMPT, question, answer)
+def simplex_extraction_prompt(question: str, answer: str, example: str = "restored") -> str:
+    """lst:simplex_prompt_gt filled for one (question, model answer) pair; `example`: its example
+    answer "restored" (SIMPLEX_EXAMPLE_RESTORED) or "verbatim" (cut at "%", as published)."""
+    if example not in SIMPLEX_EXTRACTION_PROMPTS:
+        raise ValueError(f"example={example!r}: choose one of "
+                         f"{', '.join(SIMPLEX_EXTRACTION_PROMPTS)}")
+    return fill_extraction_prompt(SIMPLEX_EXTRACTION_PROMPTS[example], question, answer)
 
 
 def ptrue_prompt(question: str, greedy_answer: str, samples: Sequence[str] | None = None) -> str:

@@ -126,8 +126,31 @@ def test_extraction_prompts_render_single_brace_json():
     assert s == P.SET_EXTRACTION_PROMPT.replace("{question}", "Q1").replace("{answer}", "A1")
     assert P.EXTRACTION_PROMPTS == {
         "answer_set": P.SET_EXTRACTION_PROMPT,
-        "answer_distribution": P.SIMPLEX_EXTRACTION_PROMPT,
+        "answer_distribution": P.SIMPLEX_EXTRACTION_PROMPT_RESTORED,
     }
+
+
+def test_the_simplex_example_is_restored_to_what_its_output_line_says():
+    """The listing's example answer is cut at "%" (a LaTeX comment in the paper's source); the
+    restored one states exactly the answers and probabilities of the example's JSON line, and
+    differs from the published listing in that line only."""
+    from pipeline.mapping.parsing import parse_distribution
+
+    published = P.SIMPLEX_EXTRACTION_PROMPT.splitlines()
+    restored = P.SIMPLEX_EXTRACTION_PROMPT_RESTORED.splitlines()
+    [line] = [i for i, (a, b) in enumerate(zip(published, restored, strict=True)) if a != b]
+    assert published[line] == "A: Atlantic (55%"
+    assert restored[line] == "A: Atlantic (55%), Pacific (45%)"
+    output = published[published.index("Output:", line) + 1]  # the JSON (its quotes unclosed)
+    stated = {a: float(p) for a, p in re.findall(r'"answer":"(\w+),"p":([\d.]+)', output)}
+    assert stated == {"Atlantic": 0.55, "Pacific": 0.45}
+    assert parse_distribution(restored[line].removeprefix("A: ")) == stated
+    assert P.simplex_extraction_prompt("q", "a") == P.fill_extraction_prompt(
+        P.SIMPLEX_EXTRACTION_PROMPT_RESTORED, "q", "a")
+    assert P.simplex_extraction_prompt("q", "a", example="verbatim") == P.fill_extraction_prompt(
+        P.SIMPLEX_EXTRACTION_PROMPT, "q", "a")
+    with pytest.raises(ValueError, match="example='cut'"):
+        P.simplex_extraction_prompt("q", "a", example="cut")
 
 
 def _polygraph_prompts() -> dict[str, str]:

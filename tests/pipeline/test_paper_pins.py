@@ -349,6 +349,46 @@ def test_stated_probabilities_are_kept_by_g_t_and_renormalised_by_the_simplex():
     assert risk[0] == pytest.approx(h - (-(0.6 * np.log(0.6) + 0.4 * np.log(0.4))) / 2)
 
 
+def test_the_simplex_g_t_example_is_restored_and_the_cut_one_an_option(hydra_ctx, monkeypatch,
+                                                                         tmp_path):
+    """docs/fidelity.md "Simplex g_T example": under `experiment=paper` the simplex g_T sends
+    gpt-4.1-mini the listing with its example answer completed from the JSON line after it
+    ("A: Atlantic (55%), Pacific (45%)"); `mappers.simplex.prompt_example=verbatim` sends the
+    listing as published, cut at "%"."""
+    import pipeline.clients.llm_client
+    from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPT
+    from pipeline.tasks.contract import MAPPERS, mapper_config
+
+    sent = []
+
+    class Client:
+        stats = None
+
+        def complete(self, prompts):
+            sent.extend(prompts)
+            return ['{"items":[{"answer":"Pacific","p":0.6}]}' for _ in prompts]
+
+    monkeypatch.setattr(pipeline.clients.llm_client, "build_llm_client", lambda *a: Client())
+    context = types.SimpleNamespace(device="cpu", cache_dir=str(tmp_path))
+    example = "Q: Which oceans border the USA?\nA: Atlantic (55%), Pacific (45%)\nOutput:\n"
+    answer = "Pacific (60%), Atlantic (40%)"
+    for overrides, want in (([], example),
+                            (["mappers.simplex.prompt_example=verbatim"],
+                             "Q: Which oceans border the USA?\nA: Atlantic (55%\nOutput:\n")):
+        cfg = _paper("dataset=maqa_star", "mappers.simplex.merge_by=canonical", *overrides)
+        assert cfg.task.extractor.kind == "llm"
+        sent.clear()
+        g_t = MAPPERS["simplex"].build(mapper_config(cfg, "simplex"), context)
+        assert g_t("Which oceans border Canada?", [answer]) == [{"pacific": 0.6}]
+        [prompt] = sent
+        assert want in prompt
+        assert prompt.endswith(f"Q: Which oceans border Canada?\nA: {answer}\n\n"
+                               "Task: Extract answer probability pairs.")
+    # the option's text is the published listing (compared with the .tex in tests/data)
+    assert prompt.replace("Which oceans border Canada?", "{question}").replace(
+        answer, "{answer}") == SIMPLEX_EXTRACTION_PROMPT.replace("{{", "{").replace("}}", "}")
+
+
 # --------------------------------------------------------------------------- 8. ablation
 
 

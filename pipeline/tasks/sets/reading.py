@@ -42,9 +42,9 @@ __all__ = [
 METHODS = ("rule", "llm", "local")
 
 
-def extraction_prompt(kind: str, question: object, answer: object) -> str:
+def extraction_prompt(kind: str, question: object, answer: object, **options: str) -> str:
     """The paper's g_T extraction prompt ("answer_set" or "answer_distribution") filled with
-    question and answer.
+    question and answer; `options` go to its filler (the simplex one's `example`).
 
     The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
     """
@@ -53,7 +53,7 @@ def extraction_prompt(kind: str, question: object, answer: object) -> str:
     if fill is None:
         raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
                          "'answer_distribution'")
-    return fill(clean_text(question).strip(), clean_text(answer).strip())
+    return fill(clean_text(question).strip(), clean_text(answer).strip(), **options)
 
 
 def _read_once(questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:

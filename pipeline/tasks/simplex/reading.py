@@ -82,11 +82,14 @@ class SimplexMapper(ResponseExtractor):
         client: an `LLMClient` (method "llm").
         equivalence: optional `(question, labels) -> cluster ids` for merging across samples.
         renormalise: scale each merged distribution to sum to 1.
+        prompt_example: the extraction prompt's example answer, "restored" or "verbatim"
+            (`pipeline.data.prompts.SIMPLEX_EXTRACTION_PROMPTS`).
     """
 
     METHODS = METHODS
 
     renormalise: bool = False
+    prompt_example: str = "restored"
 
     def parse(self, questions: Sequence[object], texts: Sequence[object]) -> list[Distribution | None]:
         """One distribution per (question, response) pair, or None for a parse failure."""
@@ -94,7 +97,9 @@ class SimplexMapper(ResponseExtractor):
         if self.method == "rule":
             out = [parse_distribution(t) for t in texts]
         else:
-            raw = self._complete([extraction_prompt("answer_distribution", q, t) for q, t in zip(questions, texts)])
+            raw = self._complete([extraction_prompt("answer_distribution", q, t,
+                                                    example=self.prompt_example)
+                                  for q, t in zip(questions, texts)])
             out = [None if r is None else parse_distribution(r) for r in raw]
         return self._counted(out)
 

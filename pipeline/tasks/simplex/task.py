@@ -7,12 +7,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPTS
 from pipeline.data.records import normalise_probabilities
 from pipeline.errors import ConfigError
 from pipeline.evaluation import kl_divergence
 from pipeline.evaluation.matching import answer_names, remap_distribution
 from pipeline.mapping.settings import ExtractionSettings
-from pipeline.parts import SettingError
+from pipeline.parts import SettingError, one_of
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,
@@ -32,6 +33,13 @@ class SimplexSettings(ExtractionSettings):
     # the paper: such responses are unparseable and dropped). The default experiment turns it on:
     # SmolLM2-135M never writes the answer/probability format.
     answers_fallback: bool = False
+    # The LLM extraction prompt's example answer: "restored" (the paper's line cut at "%" in its
+    # LaTeX source, completed from the JSON after it) or "verbatim" (as published, cut)
+    prompt_example: str = "restored"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        one_of(self, "prompt_example", tuple(SIMPLEX_EXTRACTION_PROMPTS))
 
 
 def build_simplex(settings: SimplexSettings, context) -> Any:
@@ -47,7 +55,8 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
     client = build_llm_client(settings.extractor, context.cache_dir) if kind == "llm" else None
     merge = label_merge(settings, context)
     mapper = SimplexMapper(method=kind, equivalence=merge, client=client,
-                           renormalise=settings.renormalize)
+                           renormalise=settings.renormalize,
+                           prompt_example=settings.prompt_example)
 
     def simplex(question: str, texts: list[str]) -> list[Any]:
         if not settings.answers_fallback:
@@ -62,7 +71,8 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
         if client is not None:
             from pipeline.tasks.sets.reading import extraction_prompt
 
-            client.complete(list(dict.fromkeys(extraction_prompt("answer_distribution", q, t)
+            client.complete(list(dict.fromkeys(extraction_prompt("answer_distribution", q, t,
+                                                                 example=settings.prompt_example)
                                                for q, texts, attached in items
                                                for t in (*texts, *attached))))
 
