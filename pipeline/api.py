@@ -65,6 +65,17 @@ def score(data: Any, task: str | None = None, **options: Any):
     return score_data(data, _checked(task, options, "score"), **options)
 
 
+def summaries(df: Any, **evaluation: Any):
+    """(UQ summary, mean quality per method and metric) of a scored frame as DataFrames: PRR
+    and concordance AUC of the Bayes risk and the latent entropy against the Bayes answer's
+    quality, with bootstrap intervals; (None, None) without references. From the frame's
+    columns: a slice, `pd.concat` of scored frames or a frame read back from parquet gets its
+    own. `evaluation`: n_bootstrap, ci_alpha, seed, max_rejection, ties."""
+    from pipeline.scorer.run import summaries as summaries_of
+
+    return summaries_of(df, **evaluation)
+
+
 @_names_the_extra
 def report(df: Any, directory: Any, n: int = 10) -> dict:
     """Write why the answers were chosen and how far to trust them into `directory`:

@@ -40,12 +40,14 @@ def uncertainty_columns(df) -> list[str]:
 def quality_target(df) -> tuple[str, str, bool] | None:
     """(column, metric, higher_is_better) of the Bayes answer's first quality metric, or None
     without references."""
-    quality = df.attrs.get("quality_summary")
-    if not quality:
+    from pipeline.tasks.contract import METRICS
+
+    prefix = f"quality_{OURS_COLUMN}_"  # from the columns: a slice or concat keeps them
+    metrics = sorted(c[len(prefix):] for c in df.columns
+                     if c.startswith(prefix) and c[len(prefix):] in METRICS and df[c].notna().any())
+    if not metrics:
         return None
-    metric, higher = quality[0]["metric"], quality[0]["higher_is_better"]
-    col = f"quality_{OURS_COLUMN}_{metric}"
-    return (col, str(metric), bool(higher)) if col in df else None
+    return f"{prefix}{metrics[0]}", metrics[0], bool(METRICS[metrics[0]].higher_is_better)
 
 
 def risk_coverage(df, target: tuple[str, str, bool]):

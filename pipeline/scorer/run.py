@@ -387,7 +387,8 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
     if space is not None:
         ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
         logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
-        columns = _readings(space, latents, ours, logprobs, given.get("action"))
+        columns = _readings(space, latents, ours, logprobs,
+                            given["action"] if len(given) else None)
         for name, values in columns.items():
             if name in WHITEBOX_COLUMNS and not values:
                 continue  # no log-probs in the input: no white-box column
@@ -424,8 +425,8 @@ def lean_frame(written):
 def python_objects(df, frames: dict[str, Any], space):
     """The scored frame as Python objects where files hold JSON: each decision's action as its
     latent (a frozenset of answers or edges, a class's str, a float, a dict of probabilities, a
-    numpy vector; None where undecided), `latent_distribution` as a dict, `response_labels` as
-    lists (None for an unparsed response)."""
+    numpy vector; None where undecided), `response_labels` as lists (None for an unparsed
+    response); `latent_distribution` stays JSON text ({label: share}, `json.loads` reads it)."""
     out = df.copy()
     decisions = frames["decisions"]
     for method in METHOD_COLUMNS:
@@ -435,7 +436,9 @@ def python_objects(df, frames: dict[str, Any], space):
         actions = decisions[decisions["method"] == method].set_index("prompt_id")["action"]
         decoded = {pid: space.from_json(a) for pid, a in actions.items() if a != "null"}
         out[col] = [decoded.get(pid) for pid in out["prompt_id"]]
-    for col in ("latent_distribution", "response_labels", "answer_labels"):
+    # latent_distribution stays JSON text, in memory as in every file: a dict per row made
+    # to_parquet write a struct with one field per label (1,000 prompts: 2,000 fields)
+    for col in ("response_labels", "answer_labels"):
         if col in out:
             out[col] = [json.loads(v) if isinstance(v, str) else None for v in out[col]]
     return out
@@ -564,12 +567,22 @@ def read_confidence(space, items: list, action, read: list) -> float:
     return space.confidence(read, action) * len(read) / len(items)
 
 
-def summary_frames(frames: dict[str, Any]):
+def summary_frames(frames: dict[str, Any], **evaluation: Any):
     """(UQ summary: bayes_risk / latent_entropy vs the Bayes decision's quality, mean quality per
-    method and metric) or (None, None) without references."""
+    method and metric) or (None, None) without references. Without `uq_scores` in `frames`
+    they are computed from its quality and uncertainty (`evaluation`: settings over the
+    scorer's, experiment=score)."""
     quality, scores = frames.get("quality"), frames.get("uq_scores")
-    if quality is None or scores is None or not len(quality):
+    if quality is None or not len(quality):
         return None, None
+    if scores is None:
+        from pipeline.stages.evaluate import uq_score_rows
+
+        ev = {**_scorer_evaluation(), **evaluation}
+        scores = uq_score_rows(quality, frames["uncertainty"], targets=[OURS],
+                               max_rejection=ev["max_rejection"], ties=ev["ties"],
+                               n_bootstrap=ev["n_bootstrap"], ci_alpha=ev["ci_alpha"],
+                               seed=ev["seed"])
     uq = scores[(scores["target"] == OURS) & scores["estimator"].isin(UQ_ESTIMATORS)]
     uq = uq.sort_values(["metric", "estimator"]).reset_index(drop=True)
     q = quality[quality["method"].isin(METHOD_COLUMNS)]
@@ -578,6 +591,14 @@ def summary_frames(frames: dict[str, Any]):
                  higher_is_better=("higher_is_better", "first")).reset_index())
     mean["method"] = mean["method"].map(METHOD_COLUMNS)
     return uq, mean
+
+
+def _scorer_evaluation() -> dict[str, Any]:
+    """The evaluation settings `score` uses by default (experiment=score)."""
+    from omegaconf import OmegaConf
+
+    ev = OmegaConf.to_container(compose_config("classes").evaluation, resolve=True)
+    return {k: ev[k] for k in ("max_rejection", "ties", "n_bootstrap", "ci_alpha", "seed")}
 
 
 OUT_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
@@ -869,6 +890,7 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
     # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
     # (printing a wide frame does), which a DataFrame value cannot answer
     df.attrs.update(summary=_records(uq_summary), quality_summary=_records(quality_summary),
+                    summary_key=frame_key(df),
                     reading_warnings=reading, store=None if temporary else str(store.root),
                     task=task, skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
                     replaced_surrogates=sum(got.replaced_surrogates.values()),
@@ -1215,14 +1237,60 @@ def _records(frame) -> list[dict] | None:
     return None if frame is None else frame.to_dict(orient="records")
 
 
-def summaries(df):
-    """(UQ summary, mean quality per method and metric) of a scored frame as DataFrames (None
-    without references): `df.attrs["summary"]` and `df.attrs["quality_summary"]` hold them as
-    records."""
+def frame_key(df) -> str:
+    """What a summary was computed over: the rows' prompt ids, risks and qualities."""
+    cols = ["prompt_id", RISK_OF_OURS, *sorted(c for c in df.columns if c.startswith("quality_"))]
+    payload = df[[c for c in cols if c in df]].to_json(orient="values", double_precision=15)
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+RISK_OF_OURS = f"{METHOD_COLUMNS[OURS]}_risk"
+
+
+def summaries(df, **evaluation: Any):
+    """(UQ summary: PRR and AUC of the Bayes risk and the latent entropy against the Bayes
+    answer's quality, mean quality per method and metric) of a scored frame as DataFrames, or
+    (None, None) without references. Computed from the frame's columns, so a slice, a
+    concatenation of scored frames or a frame read back from parquet gets its own summary; the
+    one `score` computed (`df.attrs`) is reused while the rows are those it was computed over.
+    `evaluation`: the evaluation settings (n_bootstrap, ci_alpha, seed, max_rejection, ties;
+    default those `score` uses)."""
     import pandas as pd
 
-    return tuple(None if df.attrs.get(k) is None else pd.DataFrame(df.attrs[k])
-                 for k in ("summary", "quality_summary"))
+    if not evaluation and df.attrs.get("summary_key") == frame_key(df) and \
+            df.attrs.get("summary") is not None:
+        return tuple(pd.DataFrame(df.attrs[k]) for k in ("summary", "quality_summary"))
+    return summary_frames(frames_from_columns(df), **evaluation)
+
+
+def frames_from_columns(df) -> dict[str, Any]:
+    """The quality and uncertainty rows `summary_frames` reads, rebuilt from a scored frame's
+    columns (`quality_<method>_<metric>`, the risk and entropy columns); rows keyed by position
+    (a concatenation may repeat prompt ids)."""
+    import pandas as pd
+
+    from pipeline.tasks.contract import METRICS
+
+    ids = [str(i) for i in range(len(df))]
+    quality = []
+    for method, col in METHOD_COLUMNS.items():
+        prefix = f"quality_{col}_"
+        for column in (c for c in df.columns if c.startswith(prefix)):
+            metric = column[len(prefix):]
+            if metric not in METRICS:
+                continue
+            values = pd.to_numeric(df[column], errors="coerce").to_numpy(float)
+            quality += [{"prompt_id": i, "method": method, "metric": metric, "value": v,
+                         "higher_is_better": METRICS[metric].higher_is_better}
+                        for i, v in zip(ids, values) if v == v]
+    if not quality:
+        return {"quality": None, "uq_scores": None}
+    columns = {risk_estimator(OURS): RISK_OF_OURS, **{e: e for e in ENTROPY_COLUMNS}}
+    uncertainty = [{"prompt_id": i, "estimator": est, "value": float(v)}
+                   for est, col in columns.items() if col in df
+                   for i, v in zip(ids, pd.to_numeric(df[col], errors="coerce"))]
+    return {"quality": pd.DataFrame(quality), "uncertainty": pd.DataFrame(uncertainty),
+            "uq_scores": None}
 
 
 def _warn(message: str) -> None:

@@ -132,9 +132,9 @@ class TaskScorer:
         group = [(r["latent"], r["parse_ok"], r["sample_idx"], r["read"]) for r in latents]
         readings = prompt_readings(space, group, bayes, lps, type(space).labels
                                    is not LatentSpace.labels)
-        for name in ("response_labels", "latent_distribution"):  # None where absent
-            value = readings.get(name)
-            out[name] = json.loads(value) if isinstance(value, str) else None
+        value = readings.get("response_labels")  # None where absent
+        out["response_labels"] = json.loads(value) if isinstance(value, str) else None
+        out["latent_distribution"] = readings.get("latent_distribution")  # JSON, as score's
         out["confidence"] = float(readings.get("confidence", math.nan))
         for name in ("whitebox_msp", "whitebox_semantic_entropy"):
             if name in readings:
@@ -177,6 +177,11 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+def _distribution(value: Any) -> Any:
+    """The row's latent_distribution (JSON text, as `pipeline.score` keeps it) as data."""
+    return json.loads(value) if isinstance(value, str) else _plain(value)
 
 
 def _plain(value: Any) -> Any:
@@ -284,7 +289,7 @@ def extension(scorer: TaskScorer, row, latents, texts: list[str],
            "latent": ours.get("latent"), "bayes_risk": ours.get("risk"),
            "confidence": _number(row.get("confidence")),
            "latent_entropy": _number(row.get("latent_entropy")),
-           "latent_distribution": _plain(row.get("latent_distribution")),
+           "latent_distribution": _distribution(row.get("latent_distribution")),
            "decisions": decisions, "samples": samples,
            "sampling": sampling or {}}
     if warning := sampler_warning(texts):

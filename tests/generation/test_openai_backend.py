@@ -47,7 +47,7 @@ def check_oceans(df):
     assert row["bayes_action"] == {"atlantic", "pacific"}
     assert row["bayes_risk"] == pytest.approx(0.7)
     assert row["confidence"] == pytest.approx(0.8)
-    assert row["latent_distribution"] == {"pacific": 0.8, "atlantic": 0.7,
+    assert json.loads(row["latent_distribution"]) == {"pacific": 0.8, "atlantic": 0.7,
                                                       "arctic": 0.2}
     assert row["n_samples"] == 20 and row["n_parsed"] == 20
 

@@ -1,6 +1,7 @@
 """`pipeline.report`: the riskiest prompts explained, risk-coverage and calibration data checked
 by direct computation on the bundled example sets."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -94,5 +95,58 @@ def test_numbers_are_one_class_as_digits_or_words_and_the_answer_is_the_label():
         task="classes")
     row = df.iloc[0]
     assert row["bayes_action"] == "8" and row["bayes_risk"] == pytest.approx(0.2)
-    assert row["latent_distribution"] == {"8": 0.8, "6": 0.2}
+    assert json.loads(row["latent_distribution"]) == {"8": 0.8, "6": 0.2}
     assert row["bayes_text"] == "8" and row["bayes_member_text"] == "eight"  # 2 of the 4
+
+
+def _scored(rows, **kwargs):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pipeline.score(rows, task="classes", **kwargs)
+
+
+def _rows(n, offset=0):
+    cities = ["Paris", "Lyon", "Nice"]
+    return [{"responses": [cities[(i + k) % 3] for k in range((i % 4) + 2)] + ["Paris"],
+             "reference": "Paris"} for i in range(offset, offset + n)]
+
+
+def test_summaries_and_the_report_survive_concat_slices_and_a_parquet_round_trip(tmp_path):
+    """Everything rests on the frame's columns, not on `df.attrs`: after `pd.concat` of two
+    scored frames the summary is the one of scoring both inputs at once; a slice gets its
+    own; a frame read back from parquet the same as before; and the report keeps its figures."""
+    from pipeline.scorer.run import summaries
+
+    a, b = _scored(_rows(12)), _scored(_rows(12, offset=12))
+    both = _scored(_rows(24))
+    joined = pd.concat([a, b], ignore_index=True)
+    pd.testing.assert_frame_equal(summaries(joined)[0], summaries(both)[0])
+    pd.testing.assert_frame_equal(summaries(joined)[1], summaries(both)[1])
+    assert summaries(a)[0]["n"].tolist() == [12, 12]  # attrs of its own rows: reused
+    part = both.iloc[:10]
+    assert summaries(part)[0]["n"].tolist() == [10, 10]
+    pd.testing.assert_frame_equal(summaries(part)[0], summaries(_scored(_rows(10)))[0])
+    path = tmp_path / "scored.parquet"
+    both.to_parquet(path)
+    back = pd.read_parquet(path)
+    pd.testing.assert_frame_equal(summaries(back)[0], summaries(both)[0])
+    for frame in (joined, back):
+        written = pipeline.report(frame, tmp_path / "report")
+        assert {"risk_coverage", "calibration"} <= set(written), written
+
+
+def test_a_scored_frame_writes_to_parquet_with_flat_columns(tmp_path):
+    """latent_distribution is JSON text in memory as on disk: a dict per row became a struct
+    with one field per label."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    df = _scored(_rows(30))
+    df.to_parquet(tmp_path / "s.parquet")
+    schema = pq.read_schema(tmp_path / "s.parquet")
+    assert str(schema.field("latent_distribution").type) == "string"
+    # the first prompt's samples: Paris, Lyon, Paris
+    assert json.loads(df["latent_distribution"].iloc[0]) == {"paris": 0.666667, "lyon": 0.333333}
