@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.progress import heartbeat
 from pipeline.registry import Registry, plugin_code
 from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER, producer_of
 from pipeline.stopping import check_stop
@@ -122,7 +123,8 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
         if store.key(out) == key and problem is not None:
             log.warning("[%s] %s has this run's key but %s: recomputing", name, out, problem)
     t0 = time.perf_counter()
-    frames = dict(spec.fn(cfg, store, key))
+    with heartbeat(f"[{name}]"):  # a line at least every 30 s while the stage runs
+        frames = dict(spec.fn(cfg, store, key))
     fields = dict(frames.pop(MANIFEST_FIELDS, None) or {})
     wall = time.perf_counter() - t0
     missing = set(spec.outputs) - set(frames)

@@ -22,6 +22,7 @@ from pipeline.errors import PipelineError
 from pipeline.generation.cell import make_backend
 from pipeline.latent import space_class
 from pipeline.parts import cache_slice, task_options
+from pipeline.progress import progress
 from pipeline.stage import stage
 from pipeline.store import ArtifactStore, with_file_digests
 from pipeline.tasks.contract import (
@@ -239,8 +240,10 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
             mapper.prefetch([(item[1], mapped_texts(item, rule), list(item[4]))
                              for item in work])
-        for prompt_rows in map_prompts(mapper, space, work, rule):
-            rows += prompt_rows
+        with progress(len(work), f"[map] {cfg.task.mapper}", unit="prompt", lines=False) as bar:
+            for prompt_rows in map_prompts(mapper, space, work, rule):
+                rows += prompt_rows
+                bar.update()
         total = len(rows)
         failures = sum(not row["read"] for row in rows)
         check_call_failures(cfg, mapper)

@@ -207,10 +207,17 @@ def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame],
     groups: dict[str, list[str]] = {}
     for name in dict.fromkeys(names):
         groups.setdefault(ESTIMATORS[name].group, []).append(name)
+    from pipeline.progress import progress
+
     settings, context = settings or {}, context or UQContext()
-    frames = [GROUPS[group].fn(members, {a: artifacts[a] for a in GROUPS[group].reads},
-                               settings.get(group) or GROUPS[group].Config(), context)
-              for group, members in groups.items()]
+    frames = []
+    with progress(len(names), "[uq] estimators", unit="estimator", lines=False) as bar:
+        for group, members in groups.items():  # the heartbeat shows which group runs
+            bar.desc = f"[uq] estimators ({group}: {', '.join(members)})"
+            frames.append(GROUPS[group].fn(members, {a: artifacts[a] for a in GROUPS[group].reads},
+                                           settings.get(group) or GROUPS[group].Config(),
+                                           context))
+            bar.update(len(members))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["prompt_id", "estimator", "value"])
     return out[["prompt_id", "estimator", "value"]].astype({"value": "float64"})

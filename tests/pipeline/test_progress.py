@@ -108,3 +108,45 @@ def test_generate_records_updates_a_bar_of_the_caller_over_several_calls():
         generate_records(FakeBackend(), ids, ids, SamplingConfig(n=1, max_new_tokens=4),
                          strategies=("greedy",), ptrue=False, progress=bar)
     assert bar.done == 4 and lines[-1].startswith("generate (cell): 4/4 prompts (100 %)")
+
+
+def test_a_heartbeat_says_a_silent_stage_is_alive_with_the_open_progress_and_its_eta():
+    """A timer, not an update: nothing happens in the body for 1.2 s and the heartbeat says so
+    every 0.2 s; with a progress open, its count and ETA come with it."""
+    import time
+
+    from pipeline.progress import heartbeat
+
+    lines: list[str] = []
+    with heartbeat("[uq]", every_s=0.2, emit=lines.append):
+        time.sleep(1.2)
+    assert len(lines) >= 2 and all(re.fullmatch(r"\[uq\] still running, \d+ s", x) for x in lines)
+    lines.clear()
+    with heartbeat("[map]", every_s=0.2, emit=lines.append):
+        with Progress(10, "[map] sets", unit="prompt", stream=Pipe(), lines=False) as bar:
+            bar.update(4)
+            time.sleep(0.6)
+    assert lines and "; [map] sets: 4/10 prompts (40 %), " in lines[0] and "ETA" in lines[0]
+    after = len(lines)
+    time.sleep(0.5)
+    assert len(lines) == after  # stopped with the body
+
+
+def test_a_heartbeat_stays_quiet_while_the_pipeline_logs():
+    import logging
+    import time
+
+    from pipeline.progress import heartbeat
+
+    lines: list[str] = []
+    logger = logging.getLogger("pipeline")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with heartbeat("[generate]", every_s=0.3, emit=lines.append):
+            for _ in range(8):  # a line every 0.1 s: the stage is visibly alive
+                logger.info("shard written")
+                time.sleep(0.1)
+    finally:
+        logger.setLevel(level)
+    assert lines == []
