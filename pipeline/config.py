@@ -220,6 +220,9 @@ class WandbConfig:
     # Stage artifacts hold references (file://) to the parquet files and manifests; true copies
     # the files into W&B (uploaded by `wandb sync` / online runs).
     upload_artifacts: bool = False
+    # wandb's own console lines (banners, sync hints, adverts): off, the pipeline says in one
+    # line per cell where the runs are and how to upload them
+    verbose: bool = False
 
 
 @dataclass

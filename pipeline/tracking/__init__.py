@@ -51,17 +51,26 @@ CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "qual
               "audit")
 
 
-def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: list[str]):
+def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: list[str],
+              group: str | None = None):
+    """A run, quiet unless wandb.verbose; `group`: the cell's runs (its stages' lineage runs and
+    its own) share one, which W&B's runs table shows as one row per cell (default: the
+    experiment)."""
     import wandb
 
+    if not cfg.wandb.get("verbose", False):  # its adverts (Weave) and banners too
+        os.environ.setdefault("WANDB_SILENT", "true")
+        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
     os.makedirs(cfg.wandb.dir, exist_ok=True)
     return wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, mode=_mode(cfg),
-                      dir=cfg.wandb.dir, name=name, group=cfg.experiment, job_type=job_type,
-                      tags=tags, config=config, reinit="finish_previous")
+                      dir=cfg.wandb.dir, name=name, group=group or cfg.experiment,
+                      job_type=job_type, tags=tags, config=config, reinit="finish_previous",
+                      settings=wandb.Settings(silent=not cfg.wandb.get("verbose", False)))
 
 
 class WandbTracker(NullTracker):
-    def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None):
+    def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None,
+                 group: str | None = None):
         import wandb
 
         # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
@@ -73,7 +82,7 @@ class WandbTracker(NullTracker):
         self.cfg = cfg
         self.wandb = wandb
         self.run = _init_run(cfg, name=name, job_type=job_type, config=config,
-                             tags=tags or [f"experiment:{cfg.experiment}"])
+                             tags=tags or [f"experiment:{cfg.experiment}"], group=group)
 
     @property
     def upload(self) -> bool:
@@ -179,7 +188,7 @@ def make_tracker(cfg: DictConfig, *, report: bool = False) -> NullTracker:
                             tags=[f"experiment:{cfg.experiment}", "report"])
 
     cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
-    return WandbTracker(cfg, cell.run_name, "cell", tags=cell.tags)
+    return WandbTracker(cfg, cell.run_name, "cell", tags=cell.tags, group=cell.run_name)
 
 
 def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
@@ -189,7 +198,8 @@ def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
 
     cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
     run = _init_run(cfg, name=f"{cell.run_name}/{stage}", job_type=stage,
-                    config=stage_run_config(stage, result, store), tags=cell.tags)
+                    config=stage_run_config(stage, result, store), tags=cell.tags,
+                    group=cell.run_name)
     try:
         log_stage_lineage(wandb, run, stage, cell, store, upload=bool(cfg.wandb.upload_artifacts))
         run.summary.update({"wall_time_s": result["wall_time_s"], "skipped": result["skipped"],
@@ -233,6 +243,14 @@ def track_cell(cfg: DictConfig, results: dict[str, dict], store) -> None:
         for stage, result in results.items():
             tracker.log_stage(stage, result, store)
         tracker.log_cell(store)
+        where = getattr(tracker.run, "url", None) if not tracker.run.offline else None
     finally:
         tracker.finish()
     atomic_write_text(store.root / LOGGED, json.dumps(_artifact_keys(store), sort_keys=True))
+    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name).run_name
+    if where:
+        log.info("[wandb] %s: %d runs (group %s) at %s", cell, len(results) + 1, cell, where)
+    else:
+        log.info("[wandb] %s: %d runs (group %s) written offline under %s; upload them with "
+                 "`make sync` (wandb sync --sync-all in that folder)", cell, len(results) + 1,
+                 cell, os.path.join(str(cfg.wandb.dir), "wandb"))

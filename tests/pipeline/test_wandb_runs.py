@@ -4,6 +4,9 @@ use/log lineage, the headline summary, grouping and tags, and no secret anywhere
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +42,8 @@ class Cell:
     model: Path
     first: list  # the runs of the first pipeline run (every stage did work)
     second: list = None  # of the rerun (four stages skipped as cached)
+    console: str = ""  # what the first run printed (wandb's own lines would be here)
+    log: list = None  # the pipeline's log lines of the first run
 
     def cfg(self, *overrides: str):
         GlobalHydra.instance().clear()
@@ -62,7 +67,20 @@ def cell(tmp_path_factory, tiny_chat_model):
     mp.setenv("OPENAI_API_KEY", ENV_SECRET)
     mp.setenv("WANDB_MODE", "offline")
     c = Cell(tmp_path_factory.mktemp("wandb_runs"), tiny_chat_model, [])
-    run(c.cfg())
+    console, records = io.StringIO(), []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("pipeline")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+            run(c.cfg())
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    c.console, c.log = console.getvalue(), [r.getMessage() for r in records]
     c.first = read_runs(c.tmp / "wandb")
     run(c.cfg("evaluation.n_bootstrap=21"))
     c.second = read_runs(c.tmp / "wandb")[len(c.first):]
@@ -78,13 +96,23 @@ def test_runs_are_grouped_and_tagged(cell):
     first = cell.first
     names = [r.name for r in first]
     assert names == [f"{CELL}/{s}" for s in CELL_STAGES] + [CELL, "default/report"]
-    for r in first:
-        assert r.group == "default"
+    for r in first:  # a cell's runs (its stages' lineage runs and its own) are one group
+        assert r.group == (CELL if r.name.startswith(CELL) else "default"), r.name
         assert "experiment:default" in r.tags
     cell_run = by_name(first, CELL)
     assert cell_run.job_type == "cell"
     assert {"model:tiny", "dataset:maqa_bundled"} <= set(cell_run.tags)
     assert [by_name(first, f"{CELL}/{s}").job_type for s in CELL_STAGES] == list(CELL_STAGES)
+
+
+def test_wandb_is_quiet_and_the_pipeline_says_where_the_runs_are_in_one_line(cell):
+    """114 of 144 console lines of a cell were wandb's (banners, a Weave advert); now none, and
+    one line of the pipeline's per cell says where its runs are and how to upload them."""
+    assert "wandb:" not in cell.console and "Weave" not in cell.console, cell.console[:2000]
+    said = [line for line in cell.log if line.startswith("[wandb]")]
+    assert said == [f"[wandb] {CELL}: 6 runs (group {CELL}) written offline under "
+                    f"{cell.tmp / 'wandb'}; upload them with `make sync` (wandb sync --sync-all "
+                    "in that folder)"]
 
 
 def test_per_prompt_table_has_one_row_per_prompt_and_every_column(cell):
