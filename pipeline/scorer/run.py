@@ -597,7 +597,10 @@ def _scorer_evaluation() -> dict[str, Any]:
     """The evaluation settings `score` uses by default (experiment=score)."""
     from omegaconf import OmegaConf
 
-    ev = OmegaConf.to_container(compose_config("classes").evaluation, resolve=True)
+    from pipeline.tasks import task_folders
+
+    # any task: the evaluation settings are the experiment's, not a task's
+    ev = OmegaConf.to_container(compose_config(min(task_folders())).evaluation, resolve=True)
     return {k: ev[k] for k in ("max_rejection", "ties", "n_bootstrap", "ci_alpha", "seed")}
 
 

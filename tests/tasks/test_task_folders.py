@@ -300,23 +300,25 @@ def test_the_console_scripts_import_plugins_from_the_working_directory(tmp_path)
 
 def test_one_file_imported_under_two_names_registers_once_a_second_file_is_refused(tmp_path):
     """pytest imports a plugin folder without a parent __init__.py under its rootdir-relative
-    name as well as the plugin's: the same file's second registration replaces its own."""
+    name as well as the plugin's: the same file's second registration replaces its own (it
+    raised "already registered (pass replace=True)"); another file taking the name is refused."""
     import importlib.util
 
-    from pipeline.latent import SPACES
+    from pipeline.tasks import METRICS
 
-    (tmp_path / "twice.py").write_text("from pipeline.latent import register\n"
-                                       "from pipeline.tasks.reals.space import RealSpace\n\n"
-                                       "@register('twice_reals')\nclass Twice(RealSpace):\n"
-                                       "    pass\n")
+    (tmp_path / "twice.py").write_text(
+        "from pipeline.tasks import METRICS, Metric\n\n"
+        "def off(action, reference, settings):\n    return 0.0\n\n"
+        "METRICS.add('twice_off', Metric('Twice', higher_is_better=False, fn=off))\n")
     (tmp_path / "other.py").write_text((tmp_path / "twice.py").read_text())
     try:
         for name in ("twice", "pkg.twice"):
             spec = importlib.util.spec_from_file_location(name, tmp_path / "twice.py")
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
-        assert SPACES["twice_reals"].__module__ == "pkg.twice"
+        assert METRICS["twice_off"].fn.__module__ == "pkg.twice"
+        assert METRICS.origin("twice_off") == "pkg.twice"
         spec = importlib.util.spec_from_file_location("other", tmp_path / "other.py")
-        with pytest.raises(ValueError, match="'twice_reals' is already registered"):
+        with pytest.raises(ValueError, match="'twice_off' is already registered"):
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
     finally:
-        SPACES._entries.pop("twice_reals", None)
+        METRICS._entries.pop("twice_off", None)
