@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_generation.py
 	$(PY) scripts/bench_paper_scale.py
 	$(PY) scripts/bench_serve.py --rounds 10
+	$(PY) scripts/bench_client.py
 
 chaos: $(STAMP)
 	$(PY) scripts/chaos.py
