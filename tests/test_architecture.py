@@ -31,7 +31,7 @@ def test_no_upward_imports():
 def test_the_components_are_ordered_sub_layers():
     assert import_graph.ORDER == ["base", "latent", "clients", "data", "evaluation", "mapping",
                                   "generation", "uncertainty", "aux_models", "tasks", "stages",
-                                  "app", "api"]
+                                  "app", "api", "harness"]
     # the endpoint client is shared from below: generation and the task readers use it
     assert import_graph.layer("pipeline.clients.llm_client") == "clients"
     assert import_graph.layer("pipeline.tasks.builders") == "tasks"

@@ -33,11 +33,12 @@ def test_the_core_has_no_torch_and_the_extras_are_by_use():
     core = _names(PROJECT["dependencies"])
     assert {"aiohttp", "matplotlib", "numpy", "pandas", "pyarrow", "hydra-core"} <= core
     assert not core & {"torch", "transformers", "lm-polygraph", "unbabel-comet", "submitit"}
-    assert set(EXTRAS_DECLARED) == {"local", "paper", "serve", "all", "dev"}
+    assert set(EXTRAS_DECLARED) == {"local", "paper", "serve", "lm-eval", "all", "dev"}
     assert {"torch", "transformers"} <= _names(EXTRAS_DECLARED["local"])
     assert {"lm-polygraph", "unbabel-comet", "sentence-transformers", "wandb", "submitit",
             "hydra-submitit-launcher"} <= _names(EXTRAS_DECLARED["paper"])
-    assert EXTRAS_DECLARED["all"] == ["task-aware-pipeline[local,paper,serve]"]
+    assert EXTRAS_DECLARED["all"] == ["task-aware-pipeline[local,paper,serve,lm-eval]"]
+    assert _names(EXTRAS_DECLARED["lm-eval"]) == {"lm-eval"}
     # caps of one dependency live in its extra, not in the core
     for req in map(Requirement, PROJECT["dependencies"]):
         assert not any(s.operator in ("<", "<=", "==") for s in req.specifier), req
