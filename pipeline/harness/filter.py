@@ -30,7 +30,7 @@ import logging
 import math
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Self
 
 from lm_eval.api.filter import Filter
 from lm_eval.api.registry import register_filter
@@ -53,7 +53,7 @@ class ScoredAnswer(str):
     quality: dict[str, tuple[float, bool]]
     abstention: str
 
-    def __new__(cls, text: str, **fields: Any) -> ScoredAnswer:
+    def __new__(cls, text: str, **fields: Any) -> Self:
         answer = super().__new__(cls, text)
         for name, value in fields.items():
             setattr(answer, name, value)

@@ -16,8 +16,8 @@ import pytest
 
 lm_eval = pytest.importorskip("lm_eval", reason="the lm-eval extra (pip install '.[lm-eval]')")
 
-import pipeline  # noqa: E402
-from pipeline.harness import TASKS  # noqa: E402
+import pipeline
+from pipeline.harness import TASKS
 
 
 def _task(name: str, limit: int):
