@@ -191,9 +191,10 @@ def _hydra_context():
 
 def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
                    dataset_name: str = "byo", config_dirs: Sequence[str | Path] = (),
-                   plugins: Sequence[str] = ()):
+                   plugins: Sequence[str] = (), estimators: Sequence[str] = ()):
     """The pipeline config for scoring: task group set to `task`, uq reduced to the estimators
-    that need no LLM, plus the user's Hydra-style overrides (e.g. task.equivalence.threshold=0.9)."""
+    that need no LLM (plus `estimators`, baselines asked for), then the user's Hydra-style
+    overrides (e.g. task.equivalence.threshold=0.9)."""
     from hydra import compose
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -211,7 +212,8 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     if plugins:
         extra.append(f"plugins=[{','.join(plugins)}]")
     base = [*extra, f"task={task}", f"task.extractor.kind={mapper}",
-            f"uq.estimators=[{','.join(reversed(UQ_ESTIMATORS))}]", f"dataset.name={dataset_name}",
+            f"uq.estimators=[{','.join([*reversed(UQ_ESTIMATORS), *estimators])}]",
+            f"dataset.name={dataset_name}",
             "wandb.enabled=false", "experiment=score"]  # conf/experiment/score.yaml
     try:
         folders = [conf_dir(), *map(Path, config_dirs)]
@@ -287,7 +289,7 @@ def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
     names = ("dataset", "samples", "decodes", "latents", "decisions", "uncertainty") + (
         ("quality", "uq_scores", "audit") if with_reference else ())
     return {"quality": None, "uq_scores": None, "audit": None,
-            **{name: store.read(name) for name in names}}
+            "estimators": list(cfg.uq.estimators), **{name: store.read(name) for name in names}}
 
 
 def _sample_counts(out, samples, latents) -> None:
@@ -369,7 +371,9 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         out["answer"] = out["prompt_id"].map(texts)
         out["answer_risk"] = out["prompt_id"].map(given["risk"]).astype(float)
     unc = frames["uncertainty"]
-    for est in UQ_ESTIMATORS:
+    asked = [e for e in dict.fromkeys([*frames.get("estimators", ()), *unc["estimator"]])
+             if e not in UQ_ESTIMATORS]  # baselines asked for: a column each, NaN where none
+    for est in (*UQ_ESTIMATORS, *asked):
         if ESTIMATORS[est].decision is not None:
             continue  # = that decision's <column>_risk above (same number, from the decide stage)
         u = unc[unc["estimator"] == est].set_index("prompt_id")["value"]
@@ -583,7 +587,7 @@ def summary_frames(frames: dict[str, Any], **evaluation: Any):
                                max_rejection=ev["max_rejection"], ties=ev["ties"],
                                n_bootstrap=ev["n_bootstrap"], ci_alpha=ev["ci_alpha"],
                                seed=ev["seed"])
-    uq = scores[(scores["target"] == OURS) & scores["estimator"].isin(UQ_ESTIMATORS)]
+    uq = scores[scores["target"] == OURS]  # the scorer's estimators and baselines asked for
     uq = uq.sort_values(["metric", "estimator"]).reset_index(drop=True)
     q = quality[quality["method"].isin(METHOD_COLUMNS)]
     mean = (q.groupby(["metric", "method"], sort=True)
@@ -754,7 +758,8 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
           lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
           work_dir: str | Path | None = None, strict: bool = False,
           config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = (),
-          part_prompts: int | None = None, lean: bool = False, answers: Any = None):
+          part_prompts: int | None = None, lean: bool = False, answers: Any = None,
+          estimators: Sequence[str] = ()):
     """Score sampled responses: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -791,6 +796,11 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
             response and gets `answer_risk` (its Bayes risk under the samples: the expected
             task loss), `answer_confidence` (its expected task quality, LatentSpace.confidence)
             and `answer_labels`; with references, `quality_answer_<metric>`.
+        estimators: baseline UQ estimators to compute beside the Bayes risk and the latent
+            entropy (pipeline.uncertainty: kle from the texts alone; semantic_entropy and sar
+            need each sample's log-probs, msp / cocoa_msp a greedy decode, ptrue P(True),
+            which outside generations usually lack: those get no value, with a warning).
+            A column each, and rows of the PRR / AUC summary.
 
     Returns the per-prompt DataFrame of the good rows; `.attrs["summary"]` and
     `.attrs["quality_summary"]` hold the summaries as records (None without references;
@@ -802,6 +812,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     Raises ScoreInputError for bad files or options (the message names the problem and the fix).
     """
     task = check_task(task, config_dirs)
+    estimators = _checked_estimators(estimators)
     if fmt not in FORMATS:
         raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
     from_file = is_path(input)
@@ -816,7 +827,7 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
                         lm_eval_filter=lm_eval_filter)
     cfg = compose_config(task, mapper, overrides,
                          dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
-                         config_dirs=config_dirs, plugins=plugins)
+                         config_dirs=config_dirs, plugins=plugins, estimators=estimators)
     reference_kind = cfg.task.reference  # read once: a config lookup costs ~10 us a prompt
     part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
     answer_of = _answer_lookup(answers, input, from_file)
@@ -838,6 +849,36 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         log.info("[score] %s; reading the input again, whole", again)
         return _score_input(reader.again(), cfg, task, fields, path, from_file, out_path,
                             work_dir, part_prompts, lean, answers_key)
+
+
+def _checked_estimators(names: Sequence[str]) -> list[str]:
+    """The baselines asked for, known ones only (before any work)."""
+    if isinstance(names, str):
+        names = [names]
+    unknown = [n for n in names if n not in ESTIMATORS]
+    if unknown:
+        raise ScoreInputError(f"estimators={list(names)}: unknown {', '.join(unknown)}; "
+                              f"choose from {', '.join(ESTIMATORS.names())}")
+    return [n for n in dict.fromkeys(names) if n not in UQ_ESTIMATORS]
+
+
+def _warn_missing_estimates(df, estimators: Sequence[str]) -> None:
+    """A baseline asked for that got no value for some prompts: which, and what it reads."""
+    for name in estimators:
+        if name not in df or ESTIMATORS[name].decision is not None:
+            continue  # a lean frame keeps the column; a decision's risk is always there
+        missing = int(df[name].isna().sum())
+        if missing:
+            _warn(f"{name}: no value for {missing} of {len(df)} prompts: it reads "
+                  f"{ESTIMATOR_NEEDS.get(name, 'what the input lacks')}")
+
+
+# what a baseline reads beyond the samples' texts (lm-polygraph's stats_dependencies)
+ESTIMATOR_NEEDS = {"semantic_entropy": "each sample's log-prob (the input's `logprobs` and "
+                   "token log-probs: generate_and_score from a server that returns them)",
+                   "sar": "each sample's token log-probs", "msp": "a greedy decode's log-probs",
+                   "cocoa_msp": "a greedy decode's log-probs", "ptrue": "P(True) of a greedy "
+                   "decode"}
 
 
 def _answer_lookup(answers: Any, data: Any, from_file: bool):
@@ -979,6 +1020,7 @@ def _score_in_store(cfg, store: ArtifactStore, input_key: str, reader: InputChun
             reader.format, reader.unit, part_prompts, space, keep_rows, lean,
             finish=lambda: _finish_reading(reader, out_path))
     _warn_unparsed(df)
+    _warn_missing_estimates(df, [e for e in cfg.uq.estimators if e not in UQ_ESTIMATORS])
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
@@ -1288,7 +1330,9 @@ def frames_from_columns(df) -> dict[str, Any]:
                         for i, v in zip(ids, values) if v == v]
     if not quality:
         return {"quality": None, "uq_scores": None}
-    columns = {risk_estimator(OURS): RISK_OF_OURS, **{e: e for e in ENTROPY_COLUMNS}}
+    columns = {risk_estimator(OURS): RISK_OF_OURS, **{e: e for e in ENTROPY_COLUMNS},
+               **{e: e for e in df.columns if e in ESTIMATORS and ESTIMATORS[e].decision is None
+                  and df[e].notna().any()}}
     uncertainty = [{"prompt_id": i, "estimator": est, "value": float(v)}
                    for est, col in columns.items() if col in df
                    for i, v in zip(ids, pd.to_numeric(df[col], errors="coerce"))]

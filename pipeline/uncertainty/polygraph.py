@@ -129,6 +129,7 @@ def collect_prompts(
     ):
         prompts.setdefault(pid, PromptArtifacts(prompt_id=pid, question=to_text(question)))
     ordered = samples_df.sort_values(["prompt_id", "sample_idx"], kind="stable")
+    texts_of: dict[str, list[str]] = defaultdict(list)  # every sample's text, valid or not
     for pid, text, tl, lp in zip(
         ordered["prompt_id"].astype(str),
         ordered["text"],
@@ -136,6 +137,7 @@ def collect_prompts(
         ordered["logprob"],
         strict=True,
     ):
+        texts_of[pid].append(to_text(text))
         tokens = _finite_list(tl)
         if tokens is None or lp is None or not math.isfinite(float(lp)):
             skipped["invalid_samples"] += 1
@@ -144,6 +146,11 @@ def collect_prompts(
         p.sample_texts.append(to_text(text))
         p.sample_log_probs.append(float(lp))
         p.sample_log_likelihoods.append(tokens)
+    for pid, texts in texts_of.items():  # no sample with log-probs: the texts alone
+        p = prompts[pid]
+        if p.n_samples == 0:
+            p.sample_texts, p.text_only = list(texts), True
+            skipped["text_only_prompts"] = skipped.get("text_only_prompts", 0) + 1
     target = decodes_df[decodes_df["strategy"] == target_strategy]
     for pid, text, tl in zip(
         target["prompt_id"].astype(str), target["text"], target["token_logprobs"], strict=True
@@ -163,7 +170,12 @@ def collect_prompts(
     return list(prompts.values()), skipped
 
 
+LOGPROB_STATS = ("sample_log_probs", "sample_log_likelihoods")
+
+
 def _eligible(p: PromptArtifacts, deps: Sequence[str]) -> bool:
+    if p.text_only and any(d in LOGPROB_STATS for d in deps):
+        return False
     if any(d.startswith("greedy_") for d in deps) and p.target_log_likelihoods is None:
         return False
     if "p_true" in deps and p.logprob_true is None:

@@ -51,6 +51,9 @@ class PromptArtifacts:
     target_text: str | None = None
     target_log_likelihoods: np.ndarray | None = None
     logprob_true: float | None = None
+    # samples given as texts only (outside generations without token log-probs): the
+    # estimators that read texts alone (KLE) use them, those that read log-probs skip the prompt
+    text_only: bool = False
 
     @property
     def n_samples(self) -> int:

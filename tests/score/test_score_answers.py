@@ -84,3 +84,22 @@ def test_answers_by_prompt_id_for_a_file_and_none_where_not_given(tmp_path):
 def test_answers_that_cannot_be_matched_are_refused_before_any_work(answers, said):
     with pytest.raises(ScoreInputError, match=said):
         _score([["Paris", "Lyon"]], "classes", answers)
+
+
+def test_baseline_estimators_from_the_api_kle_from_texts_and_a_warning_for_the_rest():
+    """`estimators=` adds lm-polygraph's baselines: KLE reads the texts alone and gets a column
+    and summary rows; semantic entropy needs log-probs the input lacks: NaN, and a warning
+    saying what it reads. Unknown names are refused before any work."""
+    rows = [{"question": f"Capital {i}?", "reference": "Paris",
+             "responses": ["Paris", "Paris", "Lyon", "Nice"][: 2 + i % 3] + ["Paris"]}
+            for i in range(6)]
+    with pytest.warns(UserWarning, match=r"semantic_entropy: no value for 6 of 6 prompts: it "
+                                         r"reads each sample's log-prob"):
+        df = score(rows, task="classes", estimators=["kle", "semantic_entropy"])
+    assert df["kle"].notna().all() and df["semantic_entropy"].isna().all()
+    import pipeline
+
+    uq, _ = pipeline.summaries(df)
+    assert set(uq["estimator"]) == {"bayes_risk", "latent_entropy", "kle"}
+    with pytest.raises(ScoreInputError, match=r"estimators=\['kel'\]: unknown kel; choose from"):
+        score(rows, task="classes", estimators=["kel"])

@@ -294,3 +294,23 @@ def test_semantic_entropy_without_kle_reads_fewer_pairs_and_gives_the_same_value
             _values(result, "semantic_entropy"), rel=1e-12, abs=1e-12)
     assert judges[("semantic_entropy", "kle")].n_pairs_scored == 24  # U (U - 1) per prompt
     assert judges[("semantic_entropy",)].n_pairs_scored == 18
+
+
+def test_samples_given_as_texts_alone_feed_the_estimators_that_read_texts_alone(setup):
+    """Outside generations without token log-probs (the scorer's input): KLE reads the texts
+    alone and gets the value it has with log-probs present; those that read log-probs (SE, SAR)
+    skip the prompt instead of computing on nothing."""
+    _, equivalence = setup
+    samples, decodes, ptrue, dataset = _frames()
+    embedder = equivalence.embedder if hasattr(equivalence, "embedder") else Embedder("minilm")
+    full = compute_uncertainty(samples, decodes, ptrue, dataset, equivalence, embedder,
+                               estimators=["kle", "semantic_entropy"])
+    texts_only = samples.assign(token_logprobs=[[] for _ in range(len(samples))],
+                                logprob=float("nan"))
+    bare = compute_uncertainty(texts_only, decodes.iloc[0:0], None, dataset, equivalence,
+                               embedder, estimators=["kle", "semantic_entropy"])
+    kle = lambda df: df[df["estimator"] == "kle"].set_index("prompt_id")["value"]  # noqa: E731
+    # the prompts whose samples all had log-probs: the same texts, the same KLE
+    whole = [pid for pid, rows in SAMPLES.items() if all(lps is not None for _, lps in rows)]
+    pd.testing.assert_series_equal(kle(bare).loc[whole], kle(full).loc[whole])
+    assert set(bare["estimator"]) == {"kle"}  # semantic_entropy: no prompt had its inputs
