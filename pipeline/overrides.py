@@ -150,19 +150,26 @@ def known(key: str, tree: dict | None = None, groups: frozenset | None = None) -
     return True
 
 
+def _parsed(argv: list[str], deletions: bool) -> list:
+    """Hydra's parse of the command line's overrides (with `~key` deletions or not); [] for
+    none, or for a syntax error (Hydra says where)."""
+    candidates = [a for a in argv if not a.startswith("-")
+                  and ("=" in a or (deletions and a.startswith("~")))]
+    if not candidates:
+        return []
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        return OverridesParser.create().parse_overrides(candidates)
+    except Exception:  # noqa: BLE001  a syntax error: Hydra says where
+        return []
+
+
 def unknown_key_problem(argv: list[str]) -> str | None:
     """The first override of the command line whose key is neither a config key nor a config
     group, in one line with the closest valid keys; None when every key is known (or the line
     is left to Hydra: its flags, its own keys, a syntax it reports itself)."""
-    candidates = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
-    if not candidates:
-        return None
-    try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        parsed = OverridesParser.create().parse_overrides(candidates)
-    except Exception:  # noqa: BLE001  a syntax error: Hydra says where
-        return None
+    parsed = _parsed(argv, deletions=True)
     tree, groups = schema()
     for override in parsed:
         key = override.key_or_group
@@ -227,16 +234,7 @@ def value_type_problem(argv: list[str]) -> str | None:
     """The first override whose value does not fit its field's type (generation.n_samples=2.0,
     dataset.limit=1e9, dataset.max_new_tokens=nan, model.temperature=inf), in one line with
     the fix; None when all fit. Hydra would say it with a traceback-like page and exit 1."""
-    candidates = [a for a in argv if not a.startswith("-") and "=" in a]
-    if not candidates:
-        return None
-    try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        parsed = OverridesParser.create().parse_overrides(candidates)
-    except Exception:  # noqa: BLE001  a syntax error: Hydra says where
-        return None
-    for override in parsed:
+    for override in _parsed(argv, deletions=False):
         key = override.key_or_group
         if key.startswith("hydra") or override.is_delete() or (tp := _scalar_type(key)) is None:
             continue

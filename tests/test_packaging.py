@@ -72,17 +72,24 @@ def test_the_wheel_carries_configs_paper_numbers_and_bundled_data(wheel):
                   {"pipeline", "hydra_plugins"} and ".dist-info/" not in n) == []
 
 
-def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp_path):
-    venv = tmp_path / "venv"
+def _venv_with(wheel: Path, venv: Path) -> tuple[Path, Path]:
+    """A fresh venv with the wheel installed and the running environment's packages lent
+    through a .pth file (installed first, then lent: pip sees no other copy of the package):
+    (its python, its site-packages)."""
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
-    # install first, then lend the dependencies: pip sees no other copy of the package
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
           "--no-index", "-q", str(wheel)], env=PIP_ENV)
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
                       "['purelib'])"]).stdout.strip())
     deps = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
     (site / "zz_dependencies.pth").write_text("".join(f"{d}\n" for d in deps))
+    return python, site
+
+
+def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    python, site = _venv_with(wheel, venv)
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -173,14 +180,7 @@ def test_doctor_names_a_pipeline_overwritten_by_pypis_or_shadowed_by_the_working
     from pip; a pipeline.py in the working folder shadows the package for `python` there:
     `taskaware doctor` (a console script, itself not shadowed) names each and the fix."""
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    python = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-          "--no-index", "-q", str(wheel)], env=PIP_ENV)
-    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
-                      "['purelib'])"]).stdout.strip())
-    deps = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
-    (site / "zz_dependencies.pth").write_text("".join(f"{d}\n" for d in deps))
+    python, _ = _venv_with(wheel, venv)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     here = tmp_path / "work"
     here.mkdir()

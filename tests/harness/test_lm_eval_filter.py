@@ -62,6 +62,15 @@ def _samples_file(task, path) -> None:
                                      "filter": key}) + "\n")
 
 
+def _taskaware_score(task, path, space_task: str):
+    """taskaware-score on the samples file of the run: (rows, UQ summary, quality summary)."""
+    _samples_file(task, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scored = pipeline.score(path, task=space_task, fmt="lm-eval", lm_eval_filter="task_aware")
+    return (scored, *pipeline.summaries(scored))
+
+
 def _triviaqa_answer(doc, rng):
     alias = doc["aliases"][0]
     return rng.choice([alias, f"It is {alias}.", alias.lower(), "Paris", "London", "I am not sure"])
@@ -83,11 +92,7 @@ def test_the_filter_gives_the_bayes_answer_and_lm_eval_aggregates_prr_and_auc(tm
 
     # the numbers of taskaware-score on the samples file of the same run
     path = tmp_path / "samples_taskaware_triviaqa_bundled.jsonl"
-    _samples_file(task, path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        scored = pipeline.score(path, task="classes", fmt="lm-eval", lm_eval_filter="task_aware")
-    uq, quality = pipeline.summaries(scored)
+    scored, uq, quality = _taskaware_score(task, path, "classes")
     risk = uq[(uq["estimator"] == "bayes_risk") & (uq["metric"] == "exact_match_error")].iloc[0]
     assert ours["prr_bayes_risk"] == pytest.approx(risk["prr"], abs=1e-12)
     assert ours["prr_low_bayes_risk"] == pytest.approx(risk["prr_low"], abs=1e-12)
@@ -113,12 +118,7 @@ def test_a_set_task_reads_each_response_as_a_set_and_scores_f1(tmp_path):
     _respond(task, answer, seed=3)
     ours = _results(task)["task_aware"]
     assert 0 < ours["bayes_f1"] <= 1 and ours["bayes_hamming"] >= 0
-    path = tmp_path / "samples.jsonl"
-    _samples_file(task, path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        scored = pipeline.score(path, task="sets", fmt="lm-eval", lm_eval_filter="task_aware")
-    uq, _ = pipeline.summaries(scored)
+    scored, uq, _ = _taskaware_score(task, tmp_path / "samples.jsonl", "sets")
     first = uq[(uq["estimator"] == "bayes_risk") & (uq["metric"] == "hamming")].iloc[0]  # the first metric
     assert ours["prr_bayes_risk"] == pytest.approx(first["prr"], abs=1e-12)
     assert ours["bayes_f1"] == pytest.approx(scored["quality_bayes_f1"].mean(), abs=1e-12)
