@@ -121,3 +121,20 @@ def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
 @pytest.mark.parametrize("entry", [*GENERIC, PAPER_VOCABULARY, *COMPONENTS])
 def test_every_generic_entry_exists(entry):
     assert (ROOT / entry).exists()
+
+
+def test_the_generic_layers_import_no_task_folder():
+    """A generic module reaches a task's code through the registries, never by importing a
+    task folder (`pipeline.tasks.<name>`): the stages, the scorer, tracking and reporting."""
+    folders = set(task_folders())
+    found = []
+    for path in (p for g in GENERIC for p in ([ROOT / g] if g.endswith(".py")
+                                              else sorted((ROOT / g).rglob("*.py")))):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["pipeline", "tasks"] and len(parts) > 2 and parts[2] in folders:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    assert found == []

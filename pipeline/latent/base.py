@@ -36,6 +36,16 @@ class LatentTypeError(ValueError, TypeError):
     """A latent (or weight) of the wrong type; a ValueError like every other bad-input error."""
 
 
+class RiskOverflowError(ValueError):
+    """A risk whose true value exceeds the largest float (reals far past float range); `rows`:
+    the prompts (positions in the batch, [0] for one prompt) it happened in. Any space may
+    raise it; the decide stage gives those prompts no decision instead of an infinite risk."""
+
+    def __init__(self, message: str, rows: Sequence[int] = (0,)) -> None:
+        super().__init__(message)
+        self.rows = [int(r) for r in rows]
+
+
 @dataclass(frozen=True)
 class BayesResult:
     """A decision and its empirical Bayes risk ``E_l[d(l, action)]`` under the samples."""

@@ -870,15 +870,7 @@ def _warn_missing_estimates(df, estimators: Sequence[str]) -> None:
         missing = int(df[name].isna().sum())
         if missing:
             _warn(f"{name}: no value for {missing} of {len(df)} prompts: it reads "
-                  f"{ESTIMATOR_NEEDS.get(name, 'what the input lacks')}")
-
-
-# what a baseline reads beyond the samples' texts (lm-polygraph's stats_dependencies)
-ESTIMATOR_NEEDS = {"semantic_entropy": "each sample's log-prob (the input's `logprobs` and "
-                   "token log-probs: generate_and_score from a server that returns them)",
-                   "sar": "each sample's token log-probs", "msp": "a greedy decode's log-probs",
-                   "cocoa_msp": "a greedy decode's log-probs", "ptrue": "P(True) of a greedy "
-                   "decode"}
+                  f"{ESTIMATORS[name].reads or 'what the input lacks'}")
 
 
 def _answer_lookup(answers: Any, data: Any, from_file: bool):

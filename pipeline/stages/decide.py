@@ -17,12 +17,12 @@ import numpy as np
 from omegaconf import DictConfig
 
 from pipeline.latent import get_space
+from pipeline.latent.base import RiskOverflowError
 from pipeline.latent.decision_rules import DECISION_RULES
 from pipeline.methods import methods
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
 from pipeline.tasks.contract import space_settings, task_space
-from pipeline.tasks.reals.space import RiskOverflowError
 
 log = logging.getLogger("pipeline")
 

@@ -20,11 +20,11 @@ import pandas as pd
 
 from pipeline.errors import ConfigError
 from pipeline.mapping.settings import EquivalenceConfig
-from pipeline.parts import NoSettings, one_of, option_defaults, settings_from
+from pipeline.parts import NoSettings, one_of, option_defaults, pin, settings_from
 from pipeline.registry import Registry
 from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 from pipeline.uncertainty.latent_entropy import latent_entropy_frame
-from pipeline.uncertainty.polygraph import POLYGRAPH_ESTIMATORS, compute_uncertainty
+from pipeline.uncertainty.polygraph import EXTRA_INPUTS, POLYGRAPH_ESTIMATORS, compute_uncertainty
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class Estimator:
     # one of the paper's compared estimators; False: an extra of ours (own rows, never ranked
     # or marked best against the paper's)
     in_paper: bool = True
+    # what it reads beyond the samples' texts, in words ("" for nothing more)
+    reads: str = ""
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def artifacts_read(names: list[str]) -> tuple[str, ...]:
 # lm-polygraph's, declared once in pipeline.uncertainty.polygraph (class, label, description)
 for _name, (_class, _label, _order, _what) in POLYGRAPH_ESTIMATORS.items():
     ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph {_class}: {_what}",
-                                    label=_label, table_order=_order))
+                                    label=_label, table_order=_order,
+                                    reads=EXTRA_INPUTS.get(_name, "")))
 ESTIMATORS.add("latent_entropy", Estimator(
     "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True,
     label="Latent Entropy", table_order=6))
@@ -150,6 +153,8 @@ class PolygraphSettings:
     # task.equivalence.embedder (the offline stand-in)
     similarity: str = "embedder"
     cross_encoder: str = "cross-encoder/stsb-roberta-large"
+    # its hub revision (branch, tag or commit); null: the latest commit (recorded)
+    cross_encoder_revision: str | None = pin()
     # SE/KLE NLI premises: question + answer (true) or the bare answers (false, lm-polygraph's)
     nli_with_question: bool = True
     kwargs: dict[str, Any] = field(default_factory=dict)  # estimator name -> constructor args
@@ -167,7 +172,8 @@ def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame],
                           "UQContext(models=pipeline.aux_models) (the uq stage does)")
     build_embedder, cross_encoder = context.models.build_embedder, context.models.cross_encoder
     equivalence_judge = context.models.equivalence_judge
-    similarity = (cross_encoder(settings.cross_encoder, context.device)
+    similarity = (cross_encoder(settings.cross_encoder, context.device,
+                                settings.cross_encoder_revision)
                   if settings.similarity == "cross_encoder"
                   else build_embedder(settings.equivalence.embedder, device=context.device))
     return compute_uncertainty(

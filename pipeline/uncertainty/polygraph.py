@@ -51,6 +51,17 @@ POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, int, str]] = {
     "cocoa_msp": ("CocoaMSP", "CoCoA", 2, "CoCoA with MSP, of the beam decode"),
     "ptrue": ("PTrue", "P(True)", 0, "P(True) of the greedy answer"),
 }
+# what each reads beyond the samples' texts (its stats_dependencies, in words): outside
+# generations usually lack it, and the scorer says so where an estimator got no value
+EXTRA_INPUTS: dict[str, str] = {
+    "msp": "a greedy decode's token log-probs",
+    "semantic_entropy": "each sample's log-prob (token log-probs: generate_and_score from a "
+                        "server that returns them)",
+    "kle": "",
+    "sar": "each sample's token log-probs",
+    "cocoa_msp": "a greedy decode's token log-probs",
+    "ptrue": "P(True) of a greedy decode",
+}
 ESTIMATOR_CLASSES: dict[str, str] = {n: spec[0] for n, spec in POLYGRAPH_ESTIMATORS.items()}
 DEFAULT_ESTIMATORS: tuple[str, ...] = tuple(ESTIMATOR_CLASSES)
 UNCERTAINTY_COLUMNS = ["prompt_id", "estimator", "value"]

@@ -31,6 +31,7 @@ from pipeline.latent.base import (
     LatentBatch,
     LatentSpace,
     LatentTypeError,
+    RiskOverflowError,  # defined beside LatentSpace; re-exported here (its first raiser)
     first_min_index,
     json_scalar,
     padded_chunks,
@@ -39,15 +40,6 @@ from pipeline.latent.base import (
 )
 
 _LOSSES = ("l1", "l2")
-
-
-class RiskOverflowError(ValueError):
-    """A reals risk whose true value exceeds the largest float; `rows`: the prompts (positions in
-    the batch, [0] for one prompt) it happened in."""
-
-    def __init__(self, message: str, rows: Sequence[int] = (0,)) -> None:
-        super().__init__(message)
-        self.rows = [int(r) for r in rows]
 
 
 def _overflow_message(loss: str, what: str, lows: Sequence[float], highs: Sequence[float],
