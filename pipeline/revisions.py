@@ -12,12 +12,19 @@ cache (`<hub cache>/<type>s--<org>--<name>/refs/<revision>`, or the `snapshots/<
 a pinned commit: what an offline load reads) and, online only, from the hub
 (`HfApi().repo_info(...).sha`). None when none of them says. A packaged or bundled source has no
 hub commit: its entry says `{"source": "bundled", ...}` instead of inventing one.
+
+The auxiliary models the later stages load (the embedder, the NLI model, the cross-encoder,
+COMET, AlignScore's base) are recorded the same way in their stage's manifests
+(`recording_models`, `model_revisions`), by role: {"embedder": {...}, "nli_model": {...}}.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +143,62 @@ def package_entry(module: str) -> dict[str, Any]:
 def unpinned(entry: dict[str, Any] | None) -> bool:
     """Whether a manifest entry is a hub load at the moving default (requested null)."""
     return bool(entry) and "repo" in entry and entry.get("requested") is None
+
+
+def loaded_commit(model: Any) -> str | None:
+    """The commit a loaded transformers or sentence-transformers model came from (the
+    `_commit_hash` transformers sets on a config it read from a hub cache), None when none says."""
+    configs = [getattr(model, "config", None)]
+    modules = getattr(model, "modules", None)
+    if callable(modules):  # a sentence-transformers model: its transformer module's config
+        configs += [getattr(m, "config", None) for m in modules()]
+    return next((c._commit_hash for c in configs if is_commit(getattr(c, "_commit_hash", None))),
+                None)
+
+
+def checkpoint_entry(source: str, requested: str | None = None, *,
+                     loaded: str | None = None) -> dict[str, Any]:
+    """The manifest entry of an auxiliary checkpoint: a hub id as hub_entry (`loaded`: the
+    commit the loader reported), a local folder or file as {"source": "local", "path"} (with
+    `resolved` when it lies in a hub cache's snapshot)."""
+    if is_hub_id(source):
+        return hub_entry(source, requested, "model", loaded=loaded)
+    commit = snapshot_commit(source) or (loaded if is_commit(loaded) else None)
+    return {"source": "local", "path": str(source), **({"resolved": commit} if commit else {})}
+
+
+# role -> the models noted in it, while a stage runs (None: nobody records)
+_MODELS: ContextVar[dict[str, list[Any]] | None] = ContextVar("auxiliary_models", default=None)
+
+
+@contextmanager
+def recording_models() -> Iterator[dict[str, list[Any]]]:
+    """The auxiliary models handed out inside the `with` body, by role ({"nli_model": [judge]});
+    `model_revisions` reads their entries once the body is done (a model loads lazily)."""
+    seen: dict[str, list[Any]] = {}
+    token = _MODELS.set(seen)
+    try:
+        yield seen
+    finally:
+        _MODELS.reset(token)
+
+
+def note_model(role: str, model: Any) -> Any:
+    """Note that `model` (it has `revision_entry()`) serves as `role`; returns `model`."""
+    seen = _MODELS.get()
+    if seen is not None and not any(m is model for m in seen.setdefault(role, [])):
+        seen[role].append(model)
+    return model
+
+
+def model_revisions(seen: dict[str, list[Any]]) -> dict[str, Any]:
+    """{role: the entry of the checkpoint it loaded} (several distinct ones: a list)."""
+    out: dict[str, Any] = {}
+    for role, models in seen.items():
+        entries = []
+        for model in models:
+            if (entry := model.revision_entry()) not in entries:
+                entries.append(entry)
+        if entries:
+            out[role] = entries[0] if len(entries) == 1 else entries
+    return out

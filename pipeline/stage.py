@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.progress import heartbeat
 from pipeline.registry import Registry, plugin_code
+from pipeline.revisions import model_revisions, recording_models
 from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER, producer_of
 from pipeline.stopping import check_stop
 from pipeline.store import ArtifactError, ArtifactStore, cache_key
@@ -31,7 +32,7 @@ log = logging.getLogger("pipeline")
 CELL_STAGES = ("generate", "map", "decide", "uq", "evaluate")
 # A stage's result may carry, under this key, fields for its outputs' manifests beside the frames
 # (e.g. generate's {"revisions": ...}: which hub commits it read); they are metadata, never part
-# of the cache key.
+# of the cache key. The auxiliary models a stage asked for join its "revisions" (run_stage).
 MANIFEST_FIELDS = "manifest_fields"
 
 
@@ -123,10 +124,13 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
         if store.key(out) == key and problem is not None:
             log.warning("[%s] %s has this run's key but %s: recomputing", name, out, problem)
     t0 = time.perf_counter()
-    with heartbeat(f"[{name}]"):  # a line at least every 30 s while the stage runs
+    # a line at least every 30 s while the stage runs; the auxiliary models it is handed noted
+    with heartbeat(f"[{name}]"), recording_models() as used:
         frames = dict(spec.fn(cfg, store, key))
-    fields = dict(frames.pop(MANIFEST_FIELDS, None) or {})
     wall = time.perf_counter() - t0
+    fields = dict(frames.pop(MANIFEST_FIELDS, None) or {})
+    if auxiliary := model_revisions(used):  # the checkpoints they loaded: metadata, no key
+        fields["revisions"] = {**fields.get("revisions", {}), **auxiliary}
     missing = set(spec.outputs) - set(frames)
     if missing:
         raise RuntimeError(f"stage {name!r} did not produce {sorted(missing)}")

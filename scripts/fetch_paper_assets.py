@@ -7,12 +7,12 @@ compute nodes often have no internet. Everything lands in the pipeline's cache
 configuration looks for it:
 
 - MAQA: the official repository's JSON (https://github.com/YangYongJin/MAQA-Official-Repo, 2,042
-  questions; no hub copy exists) at `MAQA_COMMIT`, checked against `MAQA_SHA256`, -> <cache>/data/
-  maqa/MAQA.json (conf/dataset/maqa.yaml), with MAQA.json.source.json recording the repository,
+  questions; no hub copy exists) at the pinned commit, checked against the pinned SHA-256 (both
+  `overrides.commit` / `overrides.sha256` of conf/dataset/maqa.yaml, which the loader checks
+  too), -> <cache>/data/maqa/MAQA.json, with MAQA.json.source.json recording the repository,
   commit, file and SHA-256 it came from. The pin is empty until someone with the network reads
-  it (this project's machines cannot reach GitHub): unpinned, the default branch's head is taken
-  and the script prints the commit and hash to pin; `dataset.overrides.sha256` makes the loader
-  refuse any other file;
+  it (this project's machines cannot reach GitHub): unpinned, the default branch's head is
+  taken and its commit and hash are written into conf/dataset/maqa.yaml (commit that change);
 - the CNN/DM-based summarisation benchmark of Zhang et al. 2023: writer_summaries.json of
   https://github.com/Tiiiger/benchmark_llm_summarization at a pinned commit (302 freelance-writer
   summaries of 109 articles, checked by SHA-256) -> <cache>/data/cnn_dm/writer_summaries.json
@@ -22,7 +22,11 @@ configuration looks for it:
 - COMET Unbabel/wmt22-comet-da (and its xlm-roberta-large encoder) into the HF cache;
 - NLTK's Punkt data (punkt_tab), AlignScore's sentence splitter;
 - with --models: every hub model of the paper sweep (LLMs, DeBERTa-large-MNLI, EmbeddingGemma,
-  lm-polygraph's cross-encoder) and the hub datasets, into the HF caches (hundreds of GB).
+  lm-polygraph's cross-encoder) and the hub datasets, into the HF caches (hundreds of GB);
+- last, the revisions to pin: the commit each auxiliary checkpoint of `experiment=paper` (NLI
+  model, EmbeddingGemma, cross-encoder, COMET, AlignScore's base) resolves to, from the HF cache
+  (what an offline run reads) or else the hub, printed as the settings to write into
+  conf/experiment/paper.yaml (docs/revisions.md).
 
 spaCy's en_core_web_sm is not fetched: AlignScore needs it only for its SMART modes, which the
 pipeline does not use (pipeline/evaluation/text_metrics.py builds the inferencer without it).
@@ -39,11 +43,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 MAQA_REPO = "https://github.com/YangYongJin/MAQA-Official-Repo"
-# Not yet read (no machine of this project reaches GitHub): fill both from the first fetch's
-# MAQA.json.source.json, then every later fetch takes that commit and checks that hash.
-MAQA_COMMIT: str | None = None
-MAQA_SHA256: str | None = None
+# The MAQA pin (overrides.commit and overrides.sha256): read by the loader and by this script,
+# written by this script's first fetch (no machine of this project reaches GitHub).
+MAQA_CONFIG = ROOT / "conf" / "dataset" / "maqa.yaml"
 # The benchmark's last commit ("update data.", 2023-03-20); the file is unchanged since the first.
 CNN_DM_COMMIT = "4e87890ed070c7db3dd5c1125adb5bde0ccd2eb1"
 CNN_DM_URL = ("https://raw.githubusercontent.com/Tiiiger/benchmark_llm_summarization/"
@@ -55,6 +59,13 @@ PAPER_MODELS = ["google/gemma-3-4b-it", "google/gemma-3-12b-it", "Qwen/Qwen3-4B"
                 "google/embeddinggemma-300m", "roberta-large"]
 HUB_DATASETS = [("mandarjoshi/trivia_qa", "rc.nocontext", "validation"),
                 ("ttomov/maqa_star", None, "train"), ("wmt/wmt19", "fi-en", "validation")]
+# The auxiliary checkpoints of experiment=paper and the setting that pins each
+# (conf/experiment/paper.yaml; tests/pipeline/test_paper_pins.py checks both against it).
+AUX_PINS = [("task.equivalence.nli_revision", "microsoft/deberta-large-mnli"),
+            ("mappers.sphere.embedder_revision", "google/embeddinggemma-300m"),
+            ("uq.groups.lm_polygraph.cross_encoder_revision", "cross-encoder/stsb-roberta-large"),
+            ("metrics.comet.revision", "Unbabel/wmt22-comet-da"),
+            ("metrics.alignscore.model_revision", "roberta-large")]
 
 
 def cache_dir() -> Path:
@@ -82,8 +93,8 @@ def find_maqa_json(repo_dir: Path) -> Path:
     return scored[0][1]
 
 
-def fetch_maqa(target: Path, repo: str = MAQA_REPO, commit: str | None = MAQA_COMMIT,
-               sha256: str | None = MAQA_SHA256) -> str:
+def fetch_maqa(target: Path, repo: str = MAQA_REPO, commit: str | None = None,
+               sha256: str | None = None) -> str:
     """The MAQA JSON of `repo` at `commit` (None: the default branch's head), checked against
     `sha256` before it replaces `target`; its provenance goes to <target>.source.json."""
     import hashlib
@@ -112,10 +123,66 @@ def fetch_maqa(target: Path, repo: str = MAQA_REPO, commit: str | None = MAQA_CO
         part.replace(target)
         Path(f"{target}.source.json").write_text(json.dumps(provenance, indent=1) + "\n",
                                                  encoding="utf-8")
-    pin = ("" if commit is not None else
-           f" [UNPINNED: set MAQA_COMMIT={head!r} and MAQA_SHA256={digest!r} in this script]")
+    pin = "" if commit is not None else " [UNPINNED: the default branch's head]"
     return (f"{looks_like_maqa(target)} questions from {provenance['file']} at {head[:12]}, "
             f"sha256 {digest[:12]} -> {target}{pin}")
+
+
+def maqa_pin(config: Path = MAQA_CONFIG) -> tuple[str | None, str | None]:
+    """(commit, sha256) of the MAQA pin in `config` (None where not yet filled)."""
+    import yaml
+
+    overrides = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("overrides") or {}
+    return overrides.get("commit"), overrides.get("sha256")
+
+
+def fill_maqa_pin(config: Path, commit: str, sha256: str) -> list[str]:
+    """Write `commit` and `sha256` into the `null` pin lines of `config` (its comments and other
+    lines kept); returns the keys filled."""
+    import re
+
+    text, filled = config.read_text(encoding="utf-8"), []
+    for key, value in (("commit", commit), ("sha256", sha256)):
+        text, n = re.subn(rf"^([ \t]+{key}:)[ \t]*null[ \t]*$", rf'\g<1> "{value}"', text,
+                          count=1, flags=re.MULTILINE)  # quoted: a hash stays a string
+        filled += [key] * n
+    part = config.with_suffix(".part")
+    part.write_text(text, encoding="utf-8")
+    part.replace(config)
+    return filled
+
+
+def fetch_and_pin_maqa(target: Path, config: Path = MAQA_CONFIG, repo: str = MAQA_REPO) -> str:
+    """MAQA at the pin of `config`; unpinned, the default branch's head, whose commit and
+    SHA-256 then fill the pin (the first fetch pins what every later one reads)."""
+    commit, sha256 = maqa_pin(config)
+    said = fetch_maqa(target, repo, commit, sha256)
+    if commit is not None and sha256 is not None:
+        return said
+    got = json.loads(Path(f"{target}.source.json").read_text(encoding="utf-8"))
+    filled = fill_maqa_pin(config, got["commit"], got["sha256"])
+    return (f"{said}; pinned in {config} ({', '.join(filled) or 'nothing: no null pin line'}): "
+            f"commit {got['commit']}, sha256 {got['sha256']} (commit that file)")
+
+
+def revisions_to_pin(pins: list[tuple[str, str]] = AUX_PINS) -> str:
+    """The commit each auxiliary checkpoint resolves to now (the HF cache's, as an offline run
+    reads it, else the hub's), as the lines to write into conf/experiment/paper.yaml; raises,
+    naming them, when some resolve to nothing (not cached, hub unreachable)."""
+    from pipeline.revisions import cached_commit, online_commit
+
+    lines, unresolved = [], []
+    for key, repo in pins:
+        commit = cached_commit(repo) or online_commit(repo)
+        lines.append(f"  {key}={commit or '<unresolved>'}  # {repo}")
+        if commit is None:
+            unresolved.append(repo)
+    said = ("the values to pin in conf/experiment/paper.yaml (docs/revisions.md):\n"
+            + "\n".join(lines))
+    if unresolved:
+        raise RuntimeError(f"{said}\n  not in the HF cache and the hub unreachable: "
+                           f"{', '.join(unresolved)} (run with MODELS=1 where the hub is)")
+    return said
 
 
 def fetch_cnn_dm_benchmark(target: Path, url: str = CNN_DM_URL,
@@ -184,13 +251,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also download every hub model and dataset of the paper sweep")
     args = parser.parse_args(argv)
     cache = cache_dir()
-    steps = [("MAQA JSON", lambda: fetch_maqa(cache / "data" / "maqa" / "MAQA.json")),
+    steps = [("MAQA JSON", lambda: fetch_and_pin_maqa(cache / "data" / "maqa" / "MAQA.json")),
              ("CNN/DM benchmark", lambda: fetch_cnn_dm_benchmark(
                  cache / "data" / "cnn_dm" / "writer_summaries.json")),
              ("AlignScore checkpoint", lambda: fetch_alignscore(cache / "alignscore")),
              ("COMET wmt22-comet-da", fetch_comet), ("NLTK punkt_tab", fetch_punkt)]
     if args.models:
         steps.append(("hub models and datasets", fetch_models))
+    steps.append(("revisions to pin", revisions_to_pin))
     failed = 0
     for name, step in steps:
         try:

@@ -12,7 +12,9 @@ code; only the hub download is skipped.
 
 Sources: inside `recording_sources()`, every loader notes where its rows came from (a hub
 dataset: its repo, config, split, the revision asked for and the commit used; local files; a
-bundled file), which the generate stage records in its manifests (pipeline/revisions.py).
+bundled file; a released file, MAQA's JSON or the CNN/DM benchmark's, with its SHA-256 and
+origin: `file_provenance`), which the generate stage records in its manifests
+(pipeline/revisions.py) and the report names under the tables that use it.
 """
 
 from __future__ import annotations
@@ -147,8 +149,10 @@ def load_hf_split(
     cache_dir: str | None = None,
     revision: str | None = None,
     field: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> Any:
-    """One split as a `datasets.Dataset`: from the hub, or from local `data_files`."""
+    """One split as a `datasets.Dataset`: from the hub, or from local `data_files` (whose noted
+    source gets `provenance`, e.g. a released file's SHA-256)."""
     import datasets  # heavy: imported only when a real dataset is loaded
 
     kwargs: dict[str, Any] = {"cache_dir": cache_dir}
@@ -166,7 +170,7 @@ def load_hf_split(
             ds = datasets.load_dataset(builder, data_files=dict(files), split=split, **kwargs)
         except FileNotFoundError as exc:
             raise _unavailable(spec, source, exc, local=True) from exc
-        note_source({"source": "files", "data_files": files, "split": split})
+        note_source({"source": "files", "data_files": files, "split": split, **(provenance or {})})
         return ds
     source = f"the hub ({path!r}, config={config!r}, split={split!r})"
     try:
@@ -225,11 +229,14 @@ def load_maqa(
     data_files: Any = None,
     cache_dir: str | None = None,
     sha256: str | None = None,
+    commit: str | None = None,
 ) -> list[dict[str, Any]]:
     """MAQA from the official repository's JSON file (a local path or a URL, via `path=`).
 
     The JSON may be a list of objects, JSON lines, or an object whose `field` holds the list.
-    With `sha256`, a local file with any other content is refused (the pinned release).
+    With `sha256`, a local file with any other content is refused (the pinned release);
+    `commit`: the repository commit the pinned file came from (recorded, not checked: the
+    SHA-256 is).
     """
     source = data_files if data_files is not None else path
     if source is None:
@@ -248,11 +255,39 @@ def load_maqa(
         data_files=source,
         cache_dir=cache_dir,
         field=field,
+        provenance=file_provenance(source, sha256, commit) if recording() else None,
     )
     return [
         R.maqa_record(row, spec.name, i, question_field, answers_field)
         for i, row in _rows(ds, select)
     ]
+
+
+def file_provenance(source: Any, pinned: str | None = None, commit: str | None = None
+                    ) -> dict[str, Any]:
+    """What traces a released data file: its SHA-256, whether a pin checked it (`pinned`: the
+    pinned hash, None: unpinned), and where it came from: the `<file>.source.json` that
+    `make paper-assets` writes beside it (repository, commit, file) when it describes these very
+    bytes, else the pin's `commit`. Empty for a URL or several files (nothing local to hash)."""
+    from pipeline.store import file_sha256
+
+    if not isinstance(source, (str, os.PathLike)) or str(source).startswith(("http://",
+                                                                            "https://")):
+        return {}
+    path = Path(os.fspath(source)).expanduser()
+    if not path.is_file():
+        return {}
+    digest = file_sha256(path)
+    out: dict[str, Any] = {"sha256": digest, "pinned": pinned is not None}
+    try:
+        origin = json.loads(Path(f"{path}.source.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        origin = None
+    if isinstance(origin, dict) and origin.get("sha256") == digest:
+        out.update({k: origin[k] for k in ("repository", "commit", "file") if k in origin})
+    elif commit is not None:
+        out["commit"] = commit
+    return out
 
 
 def check_sha256(name: str, source: Any, expected: str) -> None:
@@ -400,7 +435,9 @@ def load_writer_summaries(
         raise R.DatasetFormatError(
             f"{path}: expected a JSON list of {list(R.WRITER_SUMMARY_COLUMNS)} objects (the "
             f"benchmark's {BENCHMARK_FILE}), got a JSON {type(rows).__name__}")
-    note_source({"source": "file", "path": str(path)})
+    if recording():  # the benchmark is pinned at its fetch (make paper-assets), not here
+        note_source({"source": "file", "path": str(path),
+                     **{k: v for k, v in file_provenance(path).items() if k != "pinned"}})
     articles = R.group_writer_summaries(rows, str(path))
     if not articles:
         raise R.DatasetFormatError(f"{path}: no entries")

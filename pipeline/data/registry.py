@@ -153,7 +153,8 @@ register_dataset(
             "answers_field": "answers",
             "data_files": None,
             "cache_dir": None,
-            "sha256": None,  # the pinned file's hash (scripts/fetch_paper_assets.py MAQA_SHA256)
+            "sha256": None,  # the pinned file's hash (conf/dataset/maqa.yaml; make paper-assets)
+            "commit": None,  # the repository commit that file came from (recorded)
         },
         offline_alternative="maqa_bundled",
         description="MAQA multi-answer QA (official repository JSON, 2,042 questions)",

@@ -4,12 +4,12 @@ Both wrap the reference implementations; heavy libraries are imported inside the
 
 * ``comet_scores`` runs unbabel-comet 2.2.7 (``download_model`` + ``load_from_checkpoint`` +
   ``predict``). ``model`` is a hub name (``Unbabel/wmt22-comet-da``, needs the hub or its HF
-  cache) or a local checkpoint: a ``.ckpt`` file or a folder holding
-  ``checkpoints/model.ckpt`` and ``hparams.yaml``.
+  cache; at ``revision``, None: the latest commit) or a local checkpoint: a ``.ckpt`` file or
+  a folder holding ``checkpoints/model.ckpt`` and ``hparams.yaml``.
 * ``alignscore_scores`` runs lm-polygraph 0.7.0's port of AlignScore
   (``lm_polygraph.generation_metrics.alignscore_utils``: ``BERTAlignModel`` and
   ``Inferencer``) on a local AlignScore checkpoint (``AlignScore-large.ckpt`` with
-  ``model="roberta-large"`` in the paper).
+  ``model="roberta-large"`` in the paper; its config and tokenizer at ``revision``).
 
 Why lm-polygraph's port rather than ``alignscore-speedofmagic``: it is already in the main
 environment (the latter pins protobuf<=3.20.3 against unbabel-comet's protobuf>=4.24.4 and
@@ -79,10 +79,12 @@ def _check_texts(name: str, texts: Sequence[str], n: int | None) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def resolve_comet_checkpoint(model: str | os.PathLike) -> Path:
+def resolve_comet_checkpoint(model: str | os.PathLike, revision: str | None = None) -> Path:
     """Local ``model.ckpt`` of ``model``: a .ckpt file, a COMET folder, or a hub name.
 
-    Hub names go through ``comet.download_model`` (HF cache first when ``HF_HUB_OFFLINE=1``).
+    Hub names go through ``comet.download_model`` (HF cache first when ``HF_HUB_OFFLINE=1``);
+    one at a pinned ``revision`` through ``snapshot_download(revision=)``, which COMET's
+    ``download_model`` does not take (the same call otherwise).
     """
     path = Path(model).expanduser()
     if path.is_file():
@@ -104,6 +106,12 @@ def resolve_comet_checkpoint(model: str | os.PathLike) -> Path:
     from comet import download_model
 
     try:
+        if revision is not None:
+            from huggingface_hub import snapshot_download
+
+            folder = snapshot_download(repo_id=str(model), revision=str(revision),
+                                       local_files_only=_hub_offline())
+            return (Path(folder) / "checkpoints" / "model.ckpt").resolve()
         return Path(download_model(str(model), local_files_only=_hub_offline())).resolve()
     except Exception as error:  # comet turns every hub failure into KeyError
         raise FileNotFoundError(
@@ -114,9 +122,10 @@ def resolve_comet_checkpoint(model: str | os.PathLike) -> Path:
             "checkpoint folder") from error
 
 
-def load_comet_model(model: str | os.PathLike = "Unbabel/wmt22-comet-da") -> Any:
+def load_comet_model(model: str | os.PathLike = "Unbabel/wmt22-comet-da",
+                     revision: str | None = None) -> Any:
     """Load (once per checkpoint path) and return the COMET model in eval mode."""
-    ckpt = resolve_comet_checkpoint(model)
+    ckpt = resolve_comet_checkpoint(model, revision)
     key = str(ckpt)
     with _CACHE_LOCK:
         if key not in _COMET_CACHE:
@@ -143,10 +152,12 @@ def comet_scores(
     model: str | os.PathLike = "Unbabel/wmt22-comet-da",
     batch_size: int = 16,
     gpus: int = 0,
+    revision: str | None = None,
 ) -> list[float]:
     """Segment-level COMET scores (higher = better), one per (source, hypothesis, reference).
 
-    ``model``: hub name or local checkpoint (see module doc); loaded once per path.
+    ``model``: hub name (at ``revision``) or local checkpoint (see module doc); loaded once per
+    path.
     ``gpus=0`` runs on CPU. Empty input gives ``[]``.
     """
     sources = _check_texts("sources", sources, None)
@@ -156,7 +167,7 @@ def comet_scores(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if gpus < 0:
         raise ValueError(f"gpus must be >= 0, got {gpus}")
-    comet_model = load_comet_model(model)
+    comet_model = load_comet_model(model, revision)
     if not sources:
         return []
     samples = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(sources, hypotheses, references)]
@@ -266,8 +277,10 @@ def _build_alignscore_inferencer(ckpt_path: Path, model: str, batch_size: int, d
 
 
 def load_alignscore_model(ckpt_path: str | os.PathLike, model: str = "roberta-large",
-                          batch_size: int = 16, device: str = "cpu") -> Any:
-    """Load (once per checkpoint, base model, batch size, device) the AlignScore inferencer."""
+                          batch_size: int = 16, device: str = "cpu",
+                          revision: str | None = None) -> Any:
+    """Load (once per checkpoint, base model, revision, batch size, device) the AlignScore
+    inferencer."""
     if ckpt_path is None or str(ckpt_path) == "":
         raise FileNotFoundError(
             f"no AlignScore checkpoint configured; set {ALIGNSCORE_CKPT_KEY} to a local "
@@ -285,12 +298,24 @@ def load_alignscore_model(ckpt_path: str | os.PathLike, model: str = "roberta-la
                          "name contains 'roberta'")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    key = (str(path.resolve()), str(model), batch_size, device)
+    key = (str(path.resolve()), str(model), revision, batch_size, device)
     with _CACHE_LOCK:
         if key not in _ALIGNSCORE_CACHE:
-            _ALIGNSCORE_CACHE[key] = _build_alignscore_inferencer(path.resolve(), str(model),
+            base = str(model) if revision is None else alignscore_base_folder(model, revision)
+            _ALIGNSCORE_CACHE[key] = _build_alignscore_inferencer(path.resolve(), base,
                                                                   batch_size, device)
         return _ALIGNSCORE_CACHE[key]
+
+
+def alignscore_base_folder(model: str, revision: str) -> str:
+    """The local folder of AlignScore's base model (its config and tokenizer: the weights come
+    from the checkpoint) at `revision`: lm-polygraph's BERTAlignModel loads the config by name
+    alone, so a pinned revision reaches it as the snapshot folder (whose path keeps the name's
+    "roberta", which picks the architecture)."""
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(repo_id=str(model), revision=str(revision),
+                             allow_patterns=["*.json", "*.txt"], local_files_only=_hub_offline())
 
 
 def _sentence_chunks(split: Callable[[str], list[str]], premise: str) -> list[str]:
@@ -328,12 +353,14 @@ def alignscore_scores(
     batch_size: int = 16,
     device: str = "cpu",
     sentence_splitter: str = "auto",
+    revision: str | None = None,
 ) -> list[float]:
     """AlignScore of each claim given its context (higher = more consistent), in [0, 1].
 
     ``evaluation_mode``: ``nli_sp`` (paper, AlignScore's default), ``bin_sp``, ``reg_sp``
     (split into sentences) or ``nli``/``bin``/``reg`` (whole texts). Empty context or claim
-    strings are scored as the text ``"(empty)"``, as lm-polygraph does.
+    strings are scored as the text ``"(empty)"``, as lm-polygraph does. ``revision``: the base
+    model's hub revision (None: its latest commit).
     """
     contexts = _check_texts("contexts", contexts, None)
     claims = _check_texts("claims", claims, len(contexts))
@@ -342,7 +369,7 @@ def alignscore_scores(
                          f"spaCy's en_core_web_sm and are not supported), got {evaluation_mode!r}")
     split, _ = make_sentence_splitter(sentence_splitter)
     inferencer = load_alignscore_model(ckpt_path, model=model, batch_size=batch_size,
-                                       device=device)
+                                       device=device, revision=revision)
     if not contexts:
         return []
     contexts = [c if c.strip() else "(empty)" for c in contexts]

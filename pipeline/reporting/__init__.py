@@ -31,8 +31,10 @@ PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a whee
 # v6: paper rows keep the paper's own best / runner-up marks (a merged cell marked once);
 # Fig. 2a's paper panel titled as derived from Table 3; Fig. 2b over the compared models.
 # v7: the beam-target tables (5-6) note that P(True) reads the greedy text.
+# v8: a table using a dataset read from a released file (MAQA's JSON) names the file's SHA-256,
+# origin and pin (tables.data_note).
 # (Figure numbers: the paper's figure environments in order, pipeline.reporting.paper.)
-REPORT_VERSION = 7
+REPORT_VERSION = 8
 
 
 def figure_options(cfg) -> dict[str, Any]:
@@ -60,13 +62,14 @@ def build_report(cfg) -> dict[str, Any]:
     from pipeline.reporting.collect import (
         bayes_vs_beam,
         bayes_vs_beam_lines,
+        data_files,
         find_cells,
         input_keys,
         per_prompt,
         quality_means,
         uq_scores,
     )
-    from pipeline.reporting.tables import build_tables
+    from pipeline.reporting.tables import build_tables, data_note
 
     results = Path(cfg.results_dir)
     tables_dir, figures_dir = results / "tables", results / "figures"
@@ -108,15 +111,20 @@ def build_report(cfg) -> dict[str, Any]:
     paper_rank = pd.read_csv(PAPER_DIR / "prr_rank.csv")
     quality = quality_means(cells, **intervals)
     scores = uq_scores(cells)
+    # which released file each such dataset's rows came from (its SHA-256, origin, pin)
+    data_notes = {d: data_note(d, sources) for d, sources in data_files(cells).items()}
     tables = build_tables(quality, scores, paper_gen, paper_uq, tables_dir,
-                          min_n=options["min_n_best"])
+                          min_n=options["min_n_best"], data_notes=data_notes)
     # does the Bayes answer beat beam search? one line per (model, dataset, metric)
     quality_rows = per_prompt(cells, "quality")  # read once: here, and the figures below
     versus = bayes_vs_beam(quality_rows, **intervals)
     versus.to_csv(tables_dir / "bayes_vs_beam.csv", index=False)
     verdicts = bayes_vs_beam_lines(versus, intervals["alpha"])
+    used = [data_notes[d] for d in dict.fromkeys(versus["dataset"]) if d in data_notes] if len(
+        versus) else []
     (tables_dir / "bayes_vs_beam.md").write_text(
         "## Bayes answer vs beam search\n\n" + "".join(f"- {line}\n" for line in verdicts)
+        + "".join(f"\n{note}\n" for note in used)
         if verdicts else "## Bayes answer vs beam search\n\n(no data)\n", encoding="utf-8")
 
     unc = per_prompt(cells, "uncertainty")

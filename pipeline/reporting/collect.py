@@ -184,6 +184,18 @@ def per_prompt(cells: list[Cell], artifact: str) -> pd.DataFrame:
     return _tagged(cells, artifact)
 
 
+def data_files(cells: list[Cell]) -> dict[str, list[tuple[str, dict]]]:
+    """{dataset: [(model, its source)]} of the cells whose data came from a released file
+    (their generate manifests' record with its SHA-256: not a bundled set, not a hub split), so
+    that every table using such a dataset can say which file it was."""
+    out: dict[str, list[tuple[str, dict]]] = {}
+    for cell in cells:
+        entry = ((cell.store.manifest("dataset") or {}).get("revisions") or {}).get("dataset")
+        if isinstance(entry, dict) and entry.get("sha256") and entry.get("source") != "bundled":
+            out.setdefault(cell.canonical, []).append((cell.model, entry))
+    return out
+
+
 def input_keys(cells: list[Cell], artifacts=("quality", "uq_scores", "uncertainty", "latents",
                                              "decisions", "dataset")) -> dict[str, str]:
     """Cache keys of everything the report reads (for the report's own cache key)."""

@@ -300,6 +300,33 @@ def _merged_rows(table: Table | None, row_label: dict[str, str]) -> list[str]:
     return [row_label.get(r, r) for r in sorted(into)]
 
 
+def data_note(dataset: str, sources: list[tuple[str, dict]]) -> str:
+    """Which released file a dataset's rows of ours came from (pipeline.reporting.collect
+    .data_files): its SHA-256, origin and whether a pin checked it, per distinct file (with the
+    models that read it when they differ)."""
+    files: dict[str, list[str]] = {}
+    for model, entry in sources:
+        name = Path(str(entry.get("path") or _one_file(entry.get("data_files")))).name
+        origin = (f", from {entry['repository']}" if entry.get("repository") else "") + (
+            f" at commit {entry['commit']}" if entry.get("commit") else "") + (
+            f" ({entry['file']})" if entry.get("file") and entry["file"] != name else "")
+        pin = {True: " (pinned)", False: " [UNPINNED: no SHA-256 pinned in its dataset config; "
+               "make paper-assets fills the pin]"}.get(entry.get("pinned"), "")
+        files.setdefault(f"{name}, SHA-256 {entry['sha256']}{origin}{pin}", []).append(model)
+    said = "; ".join(text + (f" (read by {', '.join(models)})" if len(files) > 1 else "")
+                     for text, models in files.items())
+    return f"Data of {DATASET_LABEL.get(dataset, dataset)}: {said}."
+
+
+def _one_file(data_files) -> str:
+    """The file of a single-file `data_files` record ({split: path} or a path)."""
+    if isinstance(data_files, dict):
+        data_files = next(iter(data_files.values()), "")
+    if isinstance(data_files, list):
+        data_files = data_files[0] if len(data_files) == 1 else ""
+    return str(data_files or "")
+
+
 def table_notes(table: Table | None, extras_shown: bool, min_n: int,
                 merged_rows: list[str] | None = None) -> list[str]:
     notes = []
@@ -436,10 +463,21 @@ def write_table(wide: pd.DataFrame | Table, out_dir: Path, name: str, title: str
     return paths
 
 
+def _note(name: str, table: Table, data_notes: dict[str, str]) -> str:
+    """Table `name`'s own note, then the data note of each dataset its rows of ours read."""
+    values = table.values
+    ours = values[values.index.get_level_values("source") == "ours"] if len(values) else values
+    used = [d for d in dict.fromkeys(d for d, _ in ours.columns)
+            if d in data_notes and ours[d].notna().to_numpy().any()] if len(ours) else []
+    return " ".join(([NOTES[name]] if name in NOTES else []) + [data_notes[d] for d in used])
+
+
 def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.DataFrame,
-                 paper_uq: pd.DataFrame, out_dir: Path, min_n: int = MIN_N_BEST
-                 ) -> dict[str, pd.DataFrame]:
-    """Write every table; returns the wide frames of values by name."""
+                 paper_uq: pd.DataFrame, out_dir: Path, min_n: int = MIN_N_BEST,
+                 data_notes: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """Write every table; returns the wide frames of values by name. `data_notes`: {dataset:
+    its `data_note`}, said above each table whose rows of ours read that dataset."""
+    data_notes = data_notes or {}
     built = {}
     for name, (kind, paper_id, title, target, score) in TABLES.items():
         is_72b = name.endswith("72b")
@@ -452,11 +490,11 @@ def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.Data
         if kind == "generation":
             table = Table.from_long(generation_long(ours_q, paper_gen, paper_id), "method", METHODS)
             write_table(table, out_dir, name, title, METHOD_LABEL, lower_better=None,
-                        min_n=min_n, note=NOTES.get(name, ""))
+                        min_n=min_n, note=_note(name, table, data_notes))
         else:
             long = uq_long(ours_s, paper_uq, paper_id, target, score)
             table = Table.from_long(long, "estimator", ESTIMATORS)
             write_table(table, out_dir, name, title, ESTIMATOR_LABEL, lower_better=False,
-                        min_n=min_n, note=NOTES.get(name, ""))
+                        min_n=min_n, note=_note(name, table, data_notes))
         built[name] = table.values
     return built

@@ -16,7 +16,7 @@ import os
 
 from omegaconf import DictConfig
 
-from pipeline.stage import CELL_STAGES, plain
+from pipeline.stage import CELL_STAGES, STAGES, plain
 from pipeline.stages.decide import task_spaces
 from pipeline.store import atomic_write_text
 from pipeline.tasks.contract import describe_reference
@@ -68,6 +68,18 @@ def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: 
                       settings=wandb.Settings(silent=not cfg.wandb.get("verbose", False)))
 
 
+def cell_revisions(store) -> dict:
+    """{part: entry} of every stage's manifest `revisions`, in stage order; a part two stages
+    recorded differently is kept per stage ("nli_model (uq)")."""
+    merged: dict = {}
+    for stage in CELL_STAGES:
+        manifest = store.manifest(STAGES[stage].outputs[0]) or {}
+        for part, entry in (manifest.get("revisions") or {}).items():
+            if merged.setdefault(part, entry) != entry:
+                merged[f"{part} ({stage})"] = entry
+    return merged
+
+
 class WandbTracker(NullTracker):
     def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None,
                  group: str | None = None):
@@ -117,9 +129,10 @@ class WandbTracker(NullTracker):
                 self.run.summary[f"audit/{kind}"] = n  # prompts with that reading warning
 
     def _log_revisions(self, store) -> None:
-        """The hub revisions the cell's generations used (the generate manifests' record): in
-        the run's config as `revisions`, and flat in its summary (revisions/model/resolved)."""
-        revisions = (store.manifest("samples") or {}).get("revisions")
+        """The hub revisions the cell used (its stages' manifests' record: generate's model and
+        dataset, the auxiliary models of map, uq and evaluate): in the run's config as
+        `revisions`, and flat in its summary (revisions/model/resolved, revisions/nli_model/...)."""
+        revisions = cell_revisions(store)
         if not revisions:
             return
         revisions = redact(revisions)

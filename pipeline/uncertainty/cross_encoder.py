@@ -13,8 +13,10 @@ import numpy as np
 class CrossEncoderSimilarity:
     """`score_pairs([(a, b), ...])` -> similarity per pair; each distinct pair scored once."""
 
-    def __init__(self, model: str, device: str = "cpu", batch_size: int = 32) -> None:
+    def __init__(self, model: str, device: str = "cpu", batch_size: int = 32,
+                 revision: str | None = None) -> None:
         self.model_name, self.device, self.batch_size = model, device, batch_size
+        self.revision = revision  # a hub revision (None: the latest commit)
         self._model = None
         self._cache: dict[tuple[str, str], float] = {}
 
@@ -22,8 +24,16 @@ class CrossEncoderSimilarity:
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
-            self._model = CrossEncoder(self.model_name, device=self.device)
+            pinned = {} if self.revision is None else {"revision": self.revision}
+            self._model = CrossEncoder(self.model_name, device=self.device, **pinned)
         return self._model
+
+    def revision_entry(self) -> dict:
+        """The checkpoint for the manifests: the hub commit loaded, or the local folder."""
+        from pipeline.revisions import checkpoint_entry, loaded_commit
+
+        loaded = loaded_commit(self._model) if self._model is not None else None
+        return checkpoint_entry(self.model_name, self.revision, loaded=loaded)
 
     @property
     def max_tokens(self) -> int:

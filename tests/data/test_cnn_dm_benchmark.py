@@ -82,6 +82,19 @@ def test_one_record_per_article_with_its_first_writer_summary(tmp_path):
     assert len(json.loads(f.read_text())) == N_ROWS  # 6 entries, 3 articles
 
 
+def test_the_generations_record_the_benchmark_file_by_its_sha256(tmp_path):
+    """The report names the file under the CNN/DM tables (docs/fidelity.md "MAQA source")."""
+    import hashlib
+
+    from pipeline.data.loaders import recording_sources
+
+    f = write_benchmark(tmp_path / "writer_summaries.json")
+    with recording_sources() as seen:
+        load_dataset("cnn_dm", source="benchmark", benchmark_file=str(f))
+    assert seen == [{"source": "file", "path": str(f),
+                     "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}]
+
+
 def test_json_lines_and_subsets_select_articles_not_summaries(tmp_path):
     f = write_benchmark(tmp_path / "writer_summaries.jsonl", jsonl=True)
     df = load_dataset("cnn_dm", source="benchmark", benchmark_file=str(f), limit=2)

@@ -51,10 +51,10 @@ def test_every_auxiliary_model_goes_to_the_gpu_when_one_is_visible(fake_gpu, cfg
     # the evaluate stage's metric context carries cfg.device ("auto") to the text metrics
     context = MetricContext(cfg.device, cfg.cache_dir)
     alignscore = METRICS["alignscore"].scorer(metric_config(cfg, "alignscore"), context)
-    assert alignscore.keywords["device"] == "cuda"
+    assert alignscore.score.keywords["device"] == "cuda"
     cfg = cfg_of("experiment=paper", "dataset=wmt19_fien", "metrics.comet.model=/c")
     comet = METRICS["comet"].scorer(metric_config(cfg, "comet"), context)
-    assert isinstance(comet, partial) and comet.keywords["gpus"] == 1
+    assert isinstance(comet.score, partial) and comet.score.keywords["gpus"] == 1
 
 
 def test_the_nli_precision_follows_the_gpu_unless_pinned(fake_gpu, cfg_of, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -127,7 +128,7 @@ class _FakeModels:
         def score_pairs(pairs):
             return np.array([float(a == b) for a, b in pairs])
 
-    def cross_encoder(self, model, device):
+    def cross_encoder(self, model, device, revision=None):
         return self._CrossEncoder()
 
     def build_embedder(self, name, device=None):
@@ -543,8 +544,6 @@ def test_prr_ties_are_averaged_as_set_in_the_paper_configuration(hydra_ctx):
     """docs/fidelity.md "PRR ties": `experiment=paper` sets `evaluation.ties: average` itself (not
     through the schema default), and the PRR the evaluate stage computes with it does not depend
     on the order of tied uncertainties (lm-polygraph's argsort order, `polygraph`, does)."""
-    from pathlib import Path
-
     from omegaconf import OmegaConf
 
     from pipeline.evaluation import prr
@@ -651,3 +650,137 @@ def test_experiment_paper_pins_every_value_the_paper_states(hydra_ctx, dataset):
     assert sweep.model.split(",") == ["gemma-3-4b-it", "gemma-3-12b-it", "qwen3-4b",
                                       "qwen3-30b-a3b", "qwen2.5-72b-instruct"]
     assert tuple(sweep.dataset.split(",")) == PAPER_DATASETS
+
+
+# --------------------------------------------------------------------------- C. what was read
+
+PAPER_YAML = Path(__file__).resolve().parents[2] / "conf" / "experiment" / "paper.yaml"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+# revision setting -> the setting naming the checkpoint it pins
+PINNED_BY = {"task.equivalence.nli_revision": "task.equivalence.nli_model",
+             "mappers.sphere.embedder_revision": "mappers.sphere.embedder",
+             "uq.groups.lm_polygraph.cross_encoder_revision":
+                 "uq.groups.lm_polygraph.cross_encoder",
+             "metrics.comet.revision": "metrics.comet.model",
+             "metrics.alignscore.model_revision": "metrics.alignscore.model"}
+
+
+def _fetch_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "fetch_paper_assets.py"
+    spec = importlib.util.spec_from_file_location("fetch_paper_assets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_auxiliary_checkpoint_has_a_revision_pin_that_paper_assets_prints(
+        hydra_ctx, tmp_path, monkeypatch):
+    """docs/fidelity.md "Auxiliary checkpoints' revisions": `experiment=paper` names a revision
+    setting for each auxiliary checkpoint it loads (null, the latest commit, until pinned; the
+    commit used is recorded either way), and `make paper-assets` prints, for each, the commit to
+    pin: the HF cache's (what an offline run reads); one it cannot resolve fails the step."""
+    from omegaconf import OmegaConf
+
+    from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
+
+    fetch = _fetch_script()
+    paper_yaml = OmegaConf.load(PAPER_YAML)
+    aliases = {"embeddinggemma": EMBEDDINGGEMMA_ID}
+    for dataset in ("triviaqa", "wmt19_fien", "cnn_dm"):
+        cfg = _paper(f"dataset={dataset}")
+        for key, repo in fetch.AUX_PINS:
+            assert OmegaConf.select(paper_yaml, key, default="absent") is None, key  # stated
+            assert OmegaConf.select(cfg, key, default="absent") is None, key
+            loads = OmegaConf.select(cfg, PINNED_BY[key])
+            assert aliases.get(loads, loads) == repo, (key, loads)
+    assert [key for key, _ in fetch.AUX_PINS] == list(PINNED_BY)
+    assert {repo for _, repo in fetch.AUX_PINS} == {
+        "microsoft/deberta-large-mnli", "google/embeddinggemma-300m",
+        "cross-encoder/stsb-roberta-large", "Unbabel/wmt22-comet-da", "roberta-large"}
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for _, repo in fetch.AUX_PINS[1:]:
+        refs = tmp_path / f"models--{repo.replace('/', '--')}" / "refs"
+        refs.mkdir(parents=True)
+        (refs / "main").write_text(COMMIT)
+    with pytest.raises(RuntimeError) as missing:
+        fetch.revisions_to_pin()
+    assert "not in the HF cache and the hub unreachable: microsoft/deberta-large-mnli" in str(
+        missing.value)
+    assert "task.equivalence.nli_revision=<unresolved>" in str(missing.value)
+    refs = tmp_path / "models--microsoft--deberta-large-mnli" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text(COMMIT)
+    said = fetch.revisions_to_pin()
+    for key, repo in fetch.AUX_PINS:
+        assert f"  {key}={COMMIT}  # {repo}" in said
+
+
+def test_the_tables_name_the_maqa_file_they_read(tmp_path):
+    """docs/fidelity.md "MAQA source": the MAQA JSON's SHA-256 and origin (the provenance
+    `make paper-assets` writes beside it) are recorded with the generations and named in every
+    table whose rows of ours read MAQA, in markdown and LaTeX, with its pin state; a table
+    without MAQA rows of ours says nothing of it."""
+    import hashlib
+
+    from pipeline.data import load_dataset
+    from pipeline.data.loaders import recording_sources
+    from pipeline.reporting import PAPER_DIR
+    from pipeline.reporting.collect import Cell, data_files
+    from pipeline.reporting.tables import build_tables, data_note
+    from pipeline.store import ArtifactStore
+
+    data = tmp_path / "MAQA.json"
+    data.write_bytes(json.dumps([{"question": "Which oceans?",
+                                  "answers": ["Pacific", "Atlantic"]}]).encode())
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    repository = "https://github.com/YangYongJin/MAQA-Official-Repo"
+    Path(f"{data}.source.json").write_text(json.dumps(
+        {"repository": repository, "commit": COMMIT, "file": "data/MAQA.json", "sha256": digest}))
+
+    def recorded(**pin):
+        with recording_sources() as seen:
+            load_dataset("maqa", path=str(data), **pin)
+        return seen[0]
+
+    unpinned, pinned = recorded(), recorded(sha256=digest)
+    assert unpinned == {"source": "files", "data_files": {"train": str(data)}, "split": "train",
+                        "sha256": digest, "pinned": False, "repository": repository,
+                        "commit": COMMIT, "file": "data/MAQA.json"}
+    assert pinned == {**unpinned, "pinned": True}
+
+    cell_dir = tmp_path / "outputs" / "paper" / "qwen3-4b" / "maqa"
+    cell_dir.mkdir(parents=True)
+    (cell_dir / "dataset.manifest.json").write_text(json.dumps(
+        {"revisions": {"model": {"repo": "Qwen/Qwen3-4B"}, "dataset": unpinned}}))
+    bundled = tmp_path / "outputs" / "paper" / "qwen3-4b" / "triviaqa_bundled"
+    bundled.mkdir(parents=True)
+    (bundled / "dataset.manifest.json").write_text(json.dumps(
+        {"revisions": {"dataset": {"source": "bundled", "file": "x.jsonl", "sha256": "0" * 64}}}))
+    cells = [Cell("qwen3-4b", "maqa", ArtifactStore(cell_dir)),
+             Cell("qwen3-4b", "triviaqa_bundled", ArtifactStore(bundled))]
+    files = data_files(cells)
+    assert list(files) == ["maqa"]  # a bundled set traces by the package version
+    note = data_note("maqa", files["maqa"])
+    assert note == (f"Data of MAQA {{0,1}}^K: MAQA.json, SHA-256 {digest}, from {repository} "
+                    f"at commit {COMMIT} (data/MAQA.json) [UNPINNED: no SHA-256 pinned in its "
+                    "dataset config; make paper-assets fills the pin].")
+    assert data_note("maqa", [("m", pinned)]).endswith("(data/MAQA.json) (pinned).")
+
+    quality = pd.DataFrame([{"model": "qwen3-4b", "dataset": "maqa", "method": "bayes",
+                             "metric": "hamming", "value": 0.5, "low": 0.4, "high": 0.6,
+                             "n": 40}])
+    scores = pd.DataFrame(columns=["model", "dataset", "target", "estimator", "metric", "prr",
+                                   "auc"])
+    build_tables(quality, scores, pd.read_csv(PAPER_DIR / "generation.csv"),
+                 pd.read_csv(PAPER_DIR / "uq.csv"), tmp_path / "tables",
+                 data_notes={"maqa": note})
+    for ext in ("md", "tex"):
+        assert note in (tmp_path / "tables" / f"generation.{ext}").read_text(encoding="utf-8")
+    # Table 3's rows of ours: none here (no UQ scores), so the file is not its data
+    assert digest not in (tmp_path / "tables" / "uq_prr_bayes.md").read_text(encoding="utf-8")

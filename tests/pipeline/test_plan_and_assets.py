@@ -242,3 +242,41 @@ def test_a_pinned_maqa_hash_refuses_another_file(tmp_path):
     assert len(load_dataset("maqa", path=str(data), sha256=good)) == 1
     with pytest.raises(DatasetUnavailableError, match="not the pinned .*sha256=null"):
         load_dataset("maqa", path=str(data), sha256="f" * 64)
+
+
+def test_the_first_maqa_fetch_fills_the_pin_every_later_fetch_reads(tmp_path):
+    """make paper-assets, unpinned, takes the default branch's head and writes its commit and
+    SHA-256 into the dataset config (comments and other lines kept; quoted, a hash stays a
+    string); the next fetch takes that commit, though the repository moved on."""
+    import hashlib
+
+    from omegaconf import OmegaConf
+
+    fetch = _fetch_module()
+    config = tmp_path / "maqa.yaml"
+    config.write_text((ROOT / "conf" / "dataset" / "maqa.yaml").read_text())
+    assert fetch.maqa_pin(config) == (None, None)  # the checkout's pin: not yet read
+    repo = tmp_path / "maqa-repo"
+    repo.mkdir()
+    _git("init", "-q", "-b", "main", cwd=repo)
+    first = json.dumps([{"question": f"q{i}", "answers": ["a", "b"]} for i in range(3)])
+    (repo / "MAQA.json").write_text(first)
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "v1", cwd=repo)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    digest = hashlib.sha256(first.encode()).hexdigest()
+
+    target = tmp_path / "cache" / "MAQA.json"
+    said = fetch.fetch_and_pin_maqa(target, config, str(repo))
+    assert f"pinned in {config} (commit, sha256)" in said
+    assert fetch.maqa_pin(config) == (head, digest)
+    text = config.read_text()
+    assert f'  sha256: "{digest}"\n  commit: "{head}"\n' in text and "# The pin:" in text
+    assert OmegaConf.load(config).overrides.sha256 == digest
+
+    (repo / "MAQA.json").write_text(json.dumps([{"question": "q", "answers": ["a"]}]))
+    _git("commit", "-q", "-am", "v2", cwd=repo)
+    said = fetch.fetch_and_pin_maqa(target, config, str(repo))
+    assert "UNPINNED" not in said and "pinned in" not in said
+    assert target.read_text() == first  # the pinned release, not the head

