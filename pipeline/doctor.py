@@ -338,28 +338,24 @@ def _foreign_owners(relative: str) -> list[str]:
     return sorted(set(owners))
 
 
-def check_import_name(ctx: Context) -> list[Check]:
+def check_import_name(ctx: Context) -> Check:
     """The top-level name `pipeline` is shared: PyPI's `pipeline` installed after this project
     overwrites pipeline/__init__.py (pip check says nothing), and a pipeline.py (or pipeline/)
     in the working directory shadows the package for `python` run there. Either gives
     "module 'pipeline' has no attribute 'score'"; this names the foreign file and the fix."""
-    checks = []
+    problems, fixes = [], []
     init = OWN_PACKAGE / "__init__.py"
     try:
         ours = MARKER in init.read_text(encoding="utf-8", errors="replace")
     except OSError:
         ours = False
-    if ours:
-        checks.append(Check("import name pipeline", OK, f"{_short(str(OWN_PACKAGE))} is "
-                            f"{DISTRIBUTION}'s"))
-    else:
+    if not ours:
         owners = _foreign_owners("pipeline/__init__.py")
         by = f" by {', '.join(owners)}" if owners else ""
-        fix = (f"pip uninstall -y {' '.join(o.split()[0] for o in owners)} && " if owners
-               else "") + f"pip install --force-reinstall --no-deps {DISTRIBUTION}"
-        checks.append(Check("import name pipeline", MISSING,
-                            f"{_short(str(init))} was overwritten{by}: `import pipeline` is not "
-                            f"this project ({DISTRIBUTION} and the other share the name)", fix))
+        problems.append(f"{_short(str(init))} was overwritten{by}: `import pipeline` is not this "
+                        f"project ({DISTRIBUTION} and the other share the name)")
+        fixes.append((f"pip uninstall -y {' '.join(o.split()[0] for o in owners)} && " if owners
+                      else "") + f"pip install --force-reinstall --no-deps {DISTRIBUTION}")
     # what `python` run in this folder imports (sys.path[0] is the folder there)
     probe = ("import importlib.util, sys; sys.path.insert(0, ''); "
              "spec = importlib.util.find_spec('pipeline'); "
@@ -371,18 +367,15 @@ def check_import_name(ctx: Context) -> list[Check]:
         found = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     except (OSError, subprocess.SubprocessError):
         found = ""
-    if found:
-        where = Path(found).resolve()
-        if where != init and where.parent != OWN_PACKAGE and where != OWN_PACKAGE:
-            checks.append(Check(
-                "pipeline in this folder", MISSING,
-                f"python run in {_short(os.getcwd())} imports {_short(str(where))}, not this "
-                "project: it shadows the package for scripts and notebooks here",
-                f"rename {_short(str(where))} (or run from another folder)"))
-        else:
-            checks.append(Check("pipeline in this folder", OK,
-                                f"python run here imports {DISTRIBUTION}"))
-    return checks
+    where = Path(found).resolve() if found else None
+    if where is not None and where != init and OWN_PACKAGE not in (where, where.parent):
+        problems.append(f"python run in {_short(os.getcwd())} imports {_short(str(where))}, not "
+                        "this project: it shadows the package for scripts and notebooks here")
+        fixes.append(f"rename {_short(str(where))} (or run from another folder)")
+    if problems:
+        return Check("import name", MISSING, "; ".join(problems), "; ".join(fixes))
+    return Check("import name", OK, f"`import pipeline` is {DISTRIBUTION}, here and in this "
+                                    "folder")
 
 
 def check_python(ctx: Context) -> Check:
