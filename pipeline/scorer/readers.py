@@ -288,18 +288,38 @@ class _HashingFile(io.RawIOBase):
         super().close()
 
 
+# path -> its bytes, read once: a whole read (parquet, or a file read whole) parses these, so
+# what is parsed is exactly what was hashed (`InputChunks._whole`), however the file changes
+_SNAPSHOTS: dict[Path, bytes] = {}
+
+
+@contextmanager
+def _snapshot(path: Path, data: bytes):
+    _SNAPSHOTS[path] = data
+    try:
+        yield
+    finally:
+        _SNAPSHOTS.pop(path, None)
+
+
 def _open_binary(path: Path, digest=None):
     """`path` for reading bytes (a gzip file decompressed); with `digest`, every byte read from
-    the disk also goes into it."""
-    with path.open("rb") as fh:
-        magic = fh.read(4)
+    the disk also goes into it. A path with a snapshot is read from the snapshot."""
+    snapshot = _SNAPSHOTS.get(path)
+    if snapshot is not None:
+        magic = snapshot[:4]
+    else:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
 
     def raw():
+        if snapshot is not None:
+            return io.BytesIO(snapshot)
         return path.open("rb") if digest is None else io.BufferedReader(
             _HashingFile(path, digest), 1 << 20)
 
     if magic[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw(), mode="rb") if digest is not None else gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=raw(), mode="rb")
     if magic == b"PAR1":
         raise ScoreInputError(f"{path}: this is a parquet file (it starts with PAR1), not JSON "
                               "Lines; pass --format parquet (or name it .parquet)")
@@ -437,7 +457,8 @@ def _read_parquet(path: Path, problems: list[RowProblem], replaced: dict[str, in
     import pyarrow as pa
 
     try:
-        df = pd.read_parquet(path)
+        snapshot = _SNAPSHOTS.get(path)
+        df = pd.read_parquet(io.BytesIO(snapshot) if snapshot is not None else path)
     except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise ScoreInputError(f"input file {path} does not exist; check the path") from None
@@ -1223,26 +1244,28 @@ class InputChunks:
         self._finished = finish
 
     def _whole(self):
-        got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
-                         validate=self.validate)
+        if is_path(self.source):  # parsed from one snapshot of its bytes, keyed by their hash
+            path = Path(self.source)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise ScoreInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+            self.file_hash = hashlib.sha256(data).hexdigest()
+            with _snapshot(path, data):
+                got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
+                                 validate=self.validate)
+        else:
+            got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
+                             validate=self.validate)
         self.format, self.unit, self.prompts = got.format, "prompts", got.prompts
-
-        def finish() -> ScoreInput:
-            if is_path(self.source):  # read by a library: the file after the read must match
-                self._check_unchanged(Path(self.source), None)
-            return got
-
-        self._finished = finish
+        self._finished = lambda: got
         size = self.chunk_rows
         for start in range(0, len(got.prompts), size):
             yield got.prompts[start:start + size]
 
-    def _check_unchanged(self, path: Path, read_hash: str | None) -> None:
-        """ScoreInputError when the file changed while it was read: the bytes read (`read_hash`,
-        None where a library read it: the file's hash now) differ from the file's hash before
-        the read, or its size or modification time moved (a change restored byte for byte)."""
-        if read_hash is None:
-            read_hash = file_sha256(path) if path.exists() else ""
+    def _check_unchanged(self, path: Path, read_hash: str) -> None:
+        """ScoreInputError when the file changed while it was streamed: the bytes read differ
+        from the file's hash before the read, or its size or modification time moved."""
         now = _file_stat(path) if path.exists() else None
         if read_hash != self.file_hash or now != self._stat:
             raise ScoreInputError(

@@ -212,3 +212,36 @@ def test_a_killed_runs_temporary_files_are_dropped_by_the_next_run(tmp_path):
     live.write_bytes(b"another run, still writing")
     score(_small(tmp_path / "a.jsonl"), task="classes", out=out)
     assert not stale.exists() and live.exists() and len(pd.read_parquet(out)) == 4
+
+
+def test_a_parquet_changed_while_the_library_reads_it_is_scored_from_one_snapshot(tmp_path,
+                                                                                 monkeypatch):
+    """A parquet input (read whole) changed in place while pyarrow reads it, then restored
+    with its modification time: the rows scored are those of the bytes the key was made from,
+    so the run and a rerun agree with a fresh scoring of the file."""
+    rows = _rows(6)
+    for r in rows:
+        r.pop("note")
+    path = tmp_path / "in.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    changed = [dict(r) for r in rows]
+    changed[5]["reference"] = "Lyon"
+    original, stat = path.read_bytes(), os.stat(path)
+    real = pd.read_parquet
+
+    def read_while_changed(source, *args, **kwargs):
+        pd.DataFrame(changed).to_parquet(path)  # the file changes as the library opens it ...
+        try:
+            return real(source, *args, **kwargs)
+        finally:  # ... and is restored, modification time included
+            path.write_bytes(original)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    with monkeypatch.context() as m:
+        m.setattr(pd, "read_parquet", read_while_changed)
+        attacked = score(path, task="classes", work_dir=tmp_path / "w")
+    again = score(path, task="classes", work_dir=tmp_path / "w")
+    fresh = score(path, task="classes", work_dir=tmp_path / "fresh")
+    cols = ["prompt_id", "bayes_text", "quality_bayes_exact_match_error"]
+    pd.testing.assert_frame_equal(attacked[cols], fresh[cols])
+    pd.testing.assert_frame_equal(again[cols], fresh[cols])
