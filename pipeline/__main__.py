@@ -47,7 +47,8 @@ def main(cfg: DictConfig) -> None:
 
     refuse_config_secrets(cfg)
     try:
-        with stopping_cleanly(), naming_the_extra(), naming_a_full_disk(str(cfg.output_root)):
+        with stopping_cleanly(exiting=not in_sweep()), naming_the_extra(), \
+                naming_a_full_disk(str(cfg.output_root)):
             run(cfg)
     except StopRequested as stop:
         # every write is atomic: the shard in flight is dropped whole, the rest is kept
@@ -136,6 +137,9 @@ def cli() -> None:
     Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
     what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run;
     `taskaware serve --upstream URL ...` serves task-aware answers (pipeline/serve/cli.py)."""
+    from pipeline.stopping import install_early_stop
+
+    install_early_stop("[pipeline] ")
     if sys.argv[1:] in (["--help"], ["-h"], ["help"]):  # Hydra's page dumps the whole config
         print(usage())
         sys.exit(0)

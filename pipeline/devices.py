@@ -85,7 +85,24 @@ def forked_pool(workers: int):
                 gc.unfreeze()
 
     gc.freeze()
-    return _ForkedPool(workers, mp_context=multiprocessing.get_context("fork"))
+    return _ForkedPool(workers, mp_context=multiprocessing.get_context("fork"),
+                       initializer=_worker_signals)
+
+
+def _worker_signals() -> None:
+    """A forked worker: dies with its parent (a SIGKILLed parent left workers running, holding
+    the input and its store's lock), leaves Ctrl-C to the parent (which stops the pool), and
+    dies quietly on SIGTERM (the parent's stop handler it inherited printed tracebacks)."""
+    import ctypes
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's shutdown stops them
+        pass
 
 
 def configure_torch_threads(num_threads: int | None = None) -> int:

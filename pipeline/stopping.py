@@ -18,11 +18,13 @@ someone else installed alone.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Iterator
 
-__all__ = ["REQUEUE_EXIT", "StopRequested", "check_stop", "stop_requested", "stopping_cleanly"]
+__all__ = ["REQUEUE_EXIT", "StopRequested", "check_stop", "install_early_stop", "stop_requested",
+           "stopping_cleanly"]
 
 REQUEUE_EXIT = 75  # EX_TEMPFAIL
 
@@ -57,13 +59,37 @@ def check_stop() -> None:
         raise StopRequested(_requested.signum)
 
 
+def install_early_stop(prefix: str) -> None:
+    """At a command's very start (before its imports, long on a busy node): SIGTERM / SIGINT
+    end it with exit 75 and one line, not a silent death by the signal (exit 143), so SLURM
+    requeues a job stopped while it starts. `stopping_cleanly` takes over once work begins."""
+    def early(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        sys.stderr.write(f"{prefix}stopped by {name} before any work began; rerun the same "
+                         f"command. Exit {REQUEUE_EXIT} asks SLURM to requeue\n")
+        sys.stderr.flush()
+        os._exit(REQUEUE_EXIT)
+
+    early.taskaware_early = True  # type: ignore[attr-defined]
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, early)
+
+
+def _replaceable(handler: object, default: object) -> bool:
+    return handler is default or getattr(handler, "taskaware_early", False)
+
+
 @contextlib.contextmanager
-def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT),
+                     exiting: bool = False) -> Iterator[None]:
     """Within the `with` body, each of `signals` whose handler is still Python's default raises
     StopRequested and is remembered: a body that ends normally after a stop was asked for (its
     exception swallowed in a finaliser) raises it at the end, so a stopped run never exits 0.
     Every signal while stopping raises again (a stop, never a kill: SLURM needs exit 75, not a
-    death mid-write; SIGKILL remains for a kill)."""
+    death mid-write; SIGKILL remains for a kill). `exiting`: the process ends after a stop (a
+    command line): further signals are then ignored until it exits 75, instead of the default
+    handlers killing it after its "stopped cleanly" line."""
     global _requested
     defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
     previous: dict[int, object] = {}
@@ -76,7 +102,7 @@ def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT))
 
     for sig in signals:
         current = signal.getsignal(sig)
-        if current is defaults.get(sig, signal.SIG_DFL):
+        if _replaceable(current, defaults.get(sig, signal.SIG_DFL)):
             previous[sig] = current
             signal.signal(sig, stop)
     hook = sys.unraisablehook
@@ -93,8 +119,9 @@ def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT))
         yield
         check_stop()  # asked for, and swallowed on the way
     finally:
+        stopped = _requested is not None
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if exiting and stopped else handler)
         if previous:
             sys.unraisablehook = hook
             _requested = None

@@ -123,6 +123,10 @@ def _score(args: argparse.Namespace):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pipeline.stopping import install_early_stop
+
+    if argv is None:  # the command line (not a caller's in-process main([...]))
+        install_early_stop("error: ")
     for stream in (sys.stdout, sys.stderr):  # odd bytes in paths or ids must not crash a print
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
@@ -150,12 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("always", ScoreWarning)
         warnings.showwarning = show
         try:
-            with stopping_cleanly():
+            with stopping_cleanly(exiting=True):
                 df = _score(args)
         except StopRequested as stop:
             # every write is atomic: the part in flight is dropped whole, finished parts kept
-            print(f"error: {stop}: stopped cleanly (finished parts are kept; --out is untouched); "
-                  "rerun the same command to resume", file=sys.stderr)
+            print(f"error: {stop}: stopped cleanly (finished parts are kept; --out is whole: the "
+                  "previous one or this run's); rerun the same command to resume",
+                  file=sys.stderr)
             return REQUEUE_EXIT
         except (ScoreInputError, FileNotFoundError, PipelineError, LLMCallError) as exc:
             # bad input, or an outside service that failed (no key, endpoint down, calls failed

@@ -153,7 +153,8 @@ def _scorer(*args):
 
     return subprocess.Popen([sys.executable, "-m", "pipeline.score", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                            start_new_session=True)  # its own group: a group signal stays there
 
 
 def test_three_scorers_on_one_work_folder_all_succeed_with_the_same_rows(tmp_path):
@@ -187,8 +188,8 @@ def test_sigterm_stops_the_scorer_in_one_line_with_exit_75_and_the_rerun_resumes
     assert proc.returncode == REQUEUE_EXIT, logs
     assert "Traceback" not in logs
     assert [line for line in logs.splitlines() if "stopped cleanly" in line] == [
-        "error: stopped by SIGTERM: stopped cleanly (finished parts are kept; --out is "
-        "untouched); rerun the same command to resume"]
+        "error: stopped by SIGTERM: stopped cleanly (finished parts are kept; --out is whole: "
+        "the previous one or this run's); rerun the same command to resume"]
     assert not out.exists() and list(work.rglob("*.tmp")) == []
     again = _scorer(data, "--task", "classes", "--work-dir", work, "--out", out)
     assert again.wait(timeout=300) == 0
@@ -245,3 +246,68 @@ def test_a_parquet_changed_while_the_library_reads_it_is_scored_from_one_snapsho
     cols = ["prompt_id", "bayes_text", "quality_bayes_exact_match_error"]
     pd.testing.assert_frame_equal(attacked[cols], fresh[cols])
     pd.testing.assert_frame_equal(again[cols], fresh[cols])
+
+
+def _parts_file(path, n=4500):
+    path.write_text("".join(json.dumps({"id": f"q{i}", "reference": "Paris",
+                                        "responses": ["Paris", "Lyon", "Paris"][: 2 + i % 2]})
+                            + "\n" for i in range(n)))
+    return path
+
+
+def _wait_for(proc, ready, timeout=120):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-2000:]
+        time.sleep(0.02)
+
+
+def test_a_stopped_scorer_in_parts_exits_75_without_tracebacks_a_second_signal_too(tmp_path):
+    """Ctrl-C reaches the whole process group (the workers too) and SLURM's scancel sends
+    SIGTERM twice: one line, exit 75, no worker traceback, never a death by the signal."""
+    import signal
+    import time
+
+    from pipeline.stopping import REQUEUE_EXIT
+
+    data = _parts_file(tmp_path / "in.jsonl")
+    for sig, twice in ((signal.SIGINT, False), (signal.SIGTERM, True)):
+        work = tmp_path / f"work-{sig}"
+        proc = _scorer(data, "--task", "classes", "--work-dir", work, "--out",
+                       tmp_path / f"out-{sig}.parquet")
+        proc_group = os.getpgid(proc.pid)
+        _wait_for(proc, lambda w=work: list(w.rglob("part-00000/prompts.pkl")))
+        if sig == signal.SIGINT:
+            os.killpg(proc_group, sig)  # a terminal's Ctrl-C: the workers get it too
+        else:
+            proc.send_signal(sig)
+            time.sleep(0.05)
+            if proc.poll() is None:
+                proc.send_signal(sig)  # scancel's second
+        logs = proc.communicate(timeout=120)[0]
+        assert proc.returncode == REQUEUE_EXIT, (sig, logs[-2000:])
+        assert "Traceback" not in logs, logs[-3000:]
+        assert len([x for x in logs.splitlines() if "stopped cleanly" in x]) == 1, logs[-2000:]
+
+
+def test_a_killed_scorers_workers_die_with_it(tmp_path):
+    """SIGKILL to the scorer left its forked workers running (~170 MB each, the input and the
+    store's lock held); they now die with their parent."""
+    import signal
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    data = _parts_file(tmp_path / "in.jsonl")
+    proc = _scorer(data, "--task", "classes", "--work-dir", tmp_path / "w", "--out",
+                   tmp_path / "out.parquet")
+    parent = psutil.Process(proc.pid)
+    _wait_for(proc, lambda: len(parent.children()) >= 1)
+    workers = parent.children()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers):
+        assert time.monotonic() < deadline, [w.pid for w in workers if w.is_running()]
+        time.sleep(0.1)
