@@ -161,13 +161,29 @@ def load_plugins(cfg) -> None:
 _SOURCE_DIGESTS: dict[tuple[str, int], str] = {}  # (module, id) -> digest of its file as loaded
 
 
+def _module_file(name: str) -> str | None:
+    """Module `name`'s source file: the loaded module's, else where importing it would find it
+    (a module a plugin loads later, inside a function); None for neither."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__file__", None)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    return spec.origin if spec is not None and spec.has_location else None
+
+
 def _file_digest(name: str) -> str:
-    """SHA-256 of module `name`'s file as first asked for in this process (the code that runs:
-    a file edited after the import is not what this process executes)."""
+    """SHA-256 of module `name`'s file: as first asked for in this process while it is loaded
+    (the code that runs: a file edited after the import is not what this process executes),
+    the file as it is now while it is not (it is what a later import will run)."""
     import hashlib
     from pathlib import Path
 
-    module = sys.modules[name]
+    module = sys.modules.get(name)
+    if module is None:
+        return hashlib.sha256(Path(_module_file(name)).read_bytes()).hexdigest()
     cached = (name, id(module))
     if cached not in _SOURCE_DIGESTS:
         _SOURCE_DIGESTS[cached] = hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()
@@ -175,15 +191,16 @@ def _file_digest(name: str) -> str:
 
 
 def _local_imports(name: str, folder) -> set[str]:
-    """The loaded modules in `folder` that module `name` imports (its own source read: `import
-    x`, `from . import y`, `from .z import w`)."""
+    """The loaded modules under `folder` that module `name` imports (its own source read:
+    `import x`, `from . import y`, `from .z import w`, `importlib.import_module("x")` with a
+    literal name)."""
     import ast
     from pathlib import Path
 
-    module = sys.modules[name]
-    package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
+    file = Path(_module_file(name))
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(Path(module.__file__).read_bytes())):
+    for node in ast.walk(ast.parse(file.read_bytes())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -193,11 +210,20 @@ def _local_imports(name: str, folder) -> set[str]:
             except (ImportError, ValueError):
                 continue
             targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            try:
+                targets = [importlib.util.resolve_name(node.args[0].value, package)]
+            except (ImportError, ValueError):
+                continue
         else:
             continue
         for target in targets:
-            file = getattr(sys.modules.get(target), "__file__", None)
-            if file is not None and Path(file).resolve().is_relative_to(folder):
+            if target == "pipeline" or target.startswith("pipeline."):
+                continue  # the project's own code: versioned by the stages' code versions
+            where = _module_file(target)
+            if where is not None and Path(where).resolve().is_relative_to(folder):
                 found.add(target)
     return found
 
@@ -214,7 +240,7 @@ def _source_digest(name: str, folder) -> str:
             todo.append(child)
     digest = hashlib.sha256()
     for module in sorted(seen):
-        rel = Path(sys.modules[module].__file__).resolve().relative_to(folder).as_posix()
+        rel = Path(_module_file(module)).resolve().relative_to(folder).as_posix()
         digest.update(f"{rel}:{_file_digest(module)}\n".encode())
     return digest.hexdigest()[:20]
 
@@ -242,9 +268,18 @@ def plugin_code(cfg, names: set[str]) -> dict[str, str]:
         if file is None:
             continue
         where = Path(file).resolve()
-        folder = next((f for p, f in folders.items()
+        plugin = next((p for p, f in folders.items()
                        if origin == p or origin.startswith(p + ".") or where.is_relative_to(f)),
                       None)
-        if folder is not None:
-            out[origin] = _source_digest(origin, folder)
+        if plugin is not None:  # its imports followed anywhere under the folder it was found
+            out[origin] = _source_digest(origin, _import_root(plugin, folders[plugin]))
     return out
+
+
+def _import_root(plugin: str, folder):
+    """The sys.path folder `plugin` was imported from (the working directory for `my_tasks.x`
+    in it): the user's code beside the plugin (a sibling package it imports) is followed too."""
+    root = folder
+    for _ in range(plugin.count(".") + (1 if folder.name == plugin.rpartition(".")[2] else 0)):
+        root = root.parent
+    return root

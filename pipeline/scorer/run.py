@@ -43,6 +43,7 @@ from pipeline.errors import is_disk_full, naming_a_full_disk
 from pipeline.latent.base import LatentSpace
 from pipeline.mapping.settings import EXTRACTOR_KINDS
 from pipeline.methods import METHODS, OURS, method_column, methods
+from pipeline.registry import plugin_code
 from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
 from pipeline.schema import ARTIFACTS, SCORER_PRODUCER
 from pipeline.scorer.readers import (
@@ -195,7 +196,6 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     """The pipeline config for scoring: task group set to `task`, uq reduced to the estimators
     that need no LLM (plus `estimators`, baselines asked for), then the user's Hydra-style
     overrides (e.g. task.equivalence.threshold=0.9)."""
-    from hydra import compose
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -908,8 +908,10 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
         "file": reader.file_hash if from_file else _prompts_hash(reader.prompts),
         "format": reader.format, "task": task, "fields": fields.as_dict(),
         "version": SCORE_FORMAT_VERSION,
-        **({"answers": answers_key} if answers_key else {})}, sort_keys=True).encode()
-    ).hexdigest()[:20]
+        **({"answers": answers_key} if answers_key else {}),
+        # a plugin's reference kind turns the file's references into the dataset artifact
+        **({"plugin_code": code} if (code := plugin_code(cfg, {cfg.task.reference})) else {})},
+        sort_keys=True).encode()).hexdigest()[:20]
     source = str(path) if from_file else reader.format
     with _work_root(work_dir, out_path) as (root, temporary), \
             naming_a_full_disk(str(root), settings="--out / --work-dir"):

@@ -322,3 +322,51 @@ def test_one_file_imported_under_two_names_registers_once_a_second_file_is_refus
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
     finally:
         METRICS._entries.pop("twice_off", None)
+
+
+def test_a_plugins_helpers_beside_it_and_loaded_by_name_are_in_its_key(tmp_path, monkeypatch):
+    """The metric reads a factor from a sibling package of the plugin (`mylib/`, beside
+    `my_tasks/` in the working folder) and an offset from a module it loads with
+    importlib.import_module: editing either gives the new numbers on a rerun (they were
+    "up to date, skipped")."""
+    from pipeline.scorer.run import score
+
+    folder = tmp_path / "my_tasks" / "ticks"
+    folder.mkdir(parents=True)
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text("")
+    (tmp_path / "mylib" / "scale.py").write_text("FACTOR = 1\n")
+    (folder / "offset.py").write_text("OFFSET = 0\n")
+    source = textwrap.dedent(PLUGIN)
+    (folder / "space.py").write_text(source[:source.index("@dataclass\nclass Period")])
+    task = source[source.index("@dataclass\nclass Period"):].replace(
+        "    return ref.space.distance(", "    offset = importlib.import_module("
+        "'my_tasks.ticks.offset').OFFSET\n    return offset + FACTOR * ref.space.distance(")
+    (folder / "task.py").write_text(
+        "import importlib\nfrom dataclasses import dataclass\n\nfrom mylib.scale import FACTOR\n"
+        "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n" + task)
+    (folder / "__init__.py").write_text("from . import space, task  # noqa: F401\n")
+    (folder / "task.yaml").write_text(
+        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
+             "reference": "23"}]
+
+    def off():
+        for name in [m for m in sys.modules if m.startswith(("my_tasks", "mylib"))]:
+            sys.modules.pop(name)  # as a new process would
+        out = score(rows, task="ticks", plugins=["my_tasks.ticks"],
+                    config_dirs=[tmp_path / "my_tasks"], work_dir=tmp_path / "work")
+        return out["quality_bayes_ticks_off"].tolist()
+
+    try:
+        base = circular(1, 23 % 12, 12)
+        assert off() == [base]
+        (tmp_path / "mylib" / "scale.py").write_text("FACTOR = 3\n")
+        assert off() == [3 * base]
+        (folder / "offset.py").write_text("OFFSET = 100\n")
+        assert off() == [100 + 3 * base]
+    finally:
+        for name in [m for m in sys.modules if m.startswith(("my_tasks", "mylib"))]:
+            sys.modules.pop(name)
