@@ -30,7 +30,19 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"\],}]+")
 # api-key and subscription-key, Google's key, x-api-key, client_secret, hf_token, GitLab's
 # private_token, auth_token, AWS's X-Amz-Signature and X-Amz-Security-Token, signed URLs' sig)
 _SECRET_PARAM = re.compile(r"(?i)(?:^|[-_.])(?:api[-_]?key|key|token|secret|password|passwd|pwd|"
-                           r"sig|signature|auth|authorization|credential|credentials)$")
+                           r"passphrase|sig|signature|auth|authorization|credential|credentials|"
+                           r"jwt|bearer)$")
+# run-together names (apikey, accesstoken, clientsecret): the word glued to a known prefix
+_GLUED_SECRET = re.compile(r"(?i)^(?:api|access|auth|client|private|session|secret|refresh|id|"
+                           r"app|user|account|bearer)(?:key|token|secret|password)$")
+
+
+def secret_parameter(name: str) -> bool:
+    """Whether a URL parameter named `name` carries a credential: the name or its last word
+    (camelCase, kebab-, snake_ or dotted) is key, token, secret, signature, ...; or a known
+    run-together name (apitoken, clientsecret)."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)  # accessToken -> access_Token
+    return bool(_SECRET_PARAM.search(words) or _GLUED_SECRET.match(name))
 
 
 def _parameters(part: str) -> list[tuple[str, str]]:
@@ -52,9 +64,12 @@ def url_secrets(text: str) -> list[str]:
             found.append(url.netloc.rsplit("@", 1)[0])
         path_params = url.path.split(";", 1)[1] if ";" in url.path else ""
         for part in (url.query, url.fragment, path_params):
-            found += [value for name, value in _parameters(part) if _SECRET_PARAM.search(name)]
+            found += [value for name, value in _parameters(part) if secret_parameter(name)]
     return [s for s in found if s]
 
+
+# keys of a fixed form, upper case included (AWS access key ids, GitHub and Slack tokens)
+_KNOWN_KEY = re.compile(r"^(?:AKIA|ASIA)[0-9A-Z]{16}$|^gh[pousr]_[A-Za-z0-9]{30,}$|^xox[abprs]-")
 
 # a setting that names an environment variable holding a key (backend.api_key_env, ...)
 _KEY_ENV_SETTING = re.compile(r"(?:^|\.)api_key_env$")
@@ -67,7 +82,7 @@ def key_in_env_setting(value: str) -> bool:
     or a long name mixing lower case and digits (OPENAI_API_KEY is upper case)."""
     if not value:
         return False
-    if not _ENV_NAME.match(value):
+    if not _ENV_NAME.match(value) or _KNOWN_KEY.match(value):
         return True
     if any(c.islower() for c in value) and _TEXT_SECRETS.search(value):  # sk_live_..., hf_...
         return True
@@ -112,17 +127,26 @@ def _env_message(setting: str) -> str:
             f"OPENAI_API_KEY=...) and set {setting}=OPENAI_API_KEY (the variable's name)")
 
 
+_URL_SETTING = re.compile(r"(?i)(?:url|uri|api_base|endpoint|host)$")
+
+
 def setting_secrets(setting: str, value: str) -> list[str]:
-    """The credentials a setting's value holds: inside its URLs, or the whole value of an
-    `*api_key_env` setting that holds a key instead of a variable name."""
+    """The credentials a setting's value holds: inside its URLs (a URL setting written without
+    its scheme, `h:8000/v1?api_key=...` or `//h/v1?...`, read as http://), or the whole value
+    of an `*api_key_env` setting that holds a key instead of a variable name."""
     if _KEY_ENV_SETTING.search(setting) and key_in_env_setting(value):
         return [value]
+    if _URL_SETTING.search(setting.rsplit(".", 1)[-1]) and "://" not in value and value:
+        return url_secrets("http://" + value.lstrip("/"))
     return url_secrets(value)
 
 
 def _problem(setting: str, value: str) -> str:
-    return _env_message(setting) if _KEY_ENV_SETTING.search(setting) and \
-        key_in_env_setting(value) else _message(setting, value)
+    if _KEY_ENV_SETTING.search(setting) and key_in_env_setting(value):
+        return _env_message(setting)
+    if _URL_SETTING.search(setting.rsplit(".", 1)[-1]) and "://" not in value:
+        value = "http://" + value.lstrip("/")  # written without its scheme
+    return _message(setting, value)
 
 
 def argv_problem(argv: list[str]) -> str | None:

@@ -138,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(message)s")
     for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from pipeline.secrets import argv_problem
+
+    if (problem := argv_problem(args.overrides)) is not None:  # before anything quotes a value
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",

@@ -33,6 +33,10 @@ KEY = "sk-chaos-0123456789abcdef"
         "x-api-key", "client_secret", "hf_token", "private_token", "X-Amz-Signature",
         "subscription-key", "auth_token", "X-Amz-Security-Token")],
     ("https://h/v1?sort=asc&monkey=1&api-version=2", []),
+    # round 3b (the independent attack run): camelCase, run-together and other names
+    *[(f"https://h/v1?{name}={KEY}", [KEY]) for name in (
+        "accessToken", "authToken", "clientSecret", "apitoken", "passphrase", "jwt")],
+    ("https://h/v1?keyword=x&tokens=3", []),
 ])
 def test_url_secrets_finds_userinfo_and_key_like_query_values(text, secrets):
     assert url_secrets(text) == secrets
@@ -48,6 +52,7 @@ def test_argv_problem_names_the_setting_and_host_never_the_key():
 @pytest.mark.parametrize("value, is_key", [
     ("OPENAI_API_KEY", False), ("HF_TOKEN", False), ("MY_ENDPOINT_KEY_2", False),
     ("XAI_API_KEY", False), (KEY, True), ("sk_live_0123456789abcdefABCD", True),
+    ("AKIAIOSFODNN7EXAMPLE", True),  # an AWS access key id: upper case, a name's shape
     ("abcdef0123456789abcdef01", True), ("hf_AbCdEfGhIjKlMnOpQrSt", True),
 ])
 def test_a_key_given_as_api_key_env_is_refused_a_variable_name_is_not(value, is_key):
@@ -112,3 +117,25 @@ def test_a_key_in_a_config_file_is_refused_and_the_saved_configs_redacted(tmp_pa
     assert written, "Hydra wrote its run folder"  # so the redaction below was tested
     assert _files_holding(tmp_path / "out", KEY) == []
     assert any(REDACTED in p.read_text() for p in written)
+
+
+@pytest.mark.parametrize("value", [f"h:8000/v1?api_key={KEY}", f"//h:8000/v1?api_key={KEY}"])
+def test_a_url_setting_written_without_its_scheme_is_read_as_a_url(value):
+    problem = argv_problem([f"backend.base_url={value}"])
+    assert problem.startswith("backend.base_url holds credentials inside a URL (for host h)")
+    assert KEY not in problem
+
+
+def test_the_scorer_refuses_a_key_in_an_override_without_echoing_it(tmp_path, capsys):
+    from pipeline.scorer import cli
+
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"responses": ["Paris"]}\n')
+    rc = cli.main([str(data), "--task", "classes",
+                   f"task.extractor.base_url=http://h:8000/v1?api_key={KEY}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and KEY not in err
+    assert err.strip() == ("error: task.extractor.base_url holds credentials inside a URL (for "
+                           "host h): Hydra would save them with the run's configs. Remove them "
+                           "from the URL and export the key in the variable named by "
+                           "backend.api_key_env / task.extractor.api_key_env")
