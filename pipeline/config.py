@@ -411,7 +411,20 @@ def task_option_problems(cfg) -> list[str]:
 
 def validate(cfg) -> None:
     """Every value Hydra's types cannot check (ranges, enumerations), before any work is done;
-    one ConfigError lists all problems in config terms."""
+    one ConfigError lists all problems in config terms. A value that cannot be resolved (an
+    interpolation of a missing environment variable or key) is one ConfigError too."""
+    from omegaconf.errors import InterpolationResolutionError, UnsupportedInterpolationType
+
+    try:
+        _validate(cfg)
+    except (InterpolationResolutionError, UnsupportedInterpolationType) as exc:
+        key = getattr(exc, "full_key", None) or "a setting"
+        reason = " ".join(str(exc).split("\n")[0].split())
+        raise ConfigError(f"invalid configuration: {key} cannot be resolved ({reason}); give it "
+                          "a value, or export the variable it reads") from None
+
+
+def _validate(cfg) -> None:
     from omegaconf import OmegaConf
 
     load_plugins(cfg)

@@ -187,25 +187,38 @@ def unknown_key_problem(argv: list[str]) -> str | None:
     return None
 
 
-def _scalar_type(key: str) -> type | None:
-    """The type of the schema's scalar field `key` (int, float, bool or str; Optional
-    unwrapped), or None where the key is no typed scalar field."""
+def _field(key: str) -> tuple[Any, bool] | None:
+    """(the schema's type of `key`, whether it may be null), Optional unwrapped; None where the
+    key is no field of the schema (a group choice, a free-form mapping's key, a plugin's)."""
     import types
 
     from pipeline.config import Config
 
     tp: Any = Config
+    optional = False
     for part in key.split("."):
         if not dataclasses.is_dataclass(tp):
             return None
         hints = typing.get_type_hints(tp)
         if part not in hints:
             return None
-        tp = hints[part]
+        tp, optional = hints[part], False
         if typing.get_origin(tp) in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(tp) if a is not type(None)]
-            tp = args[0] if len(args) == 1 else None
-    return tp if tp in (int, float, bool, str) else None
+            optional = len(args) < len(typing.get_args(tp))
+            tp = args[0] if len(args) == 1 else Any
+    return tp, optional
+
+
+def _scalar_type(key: str) -> type | None:
+    """The type of the schema's scalar field `key` (int, float, bool or str; Optional
+    unwrapped), or None where the key is no typed scalar field."""
+    found = _field(key)
+    return found[0] if found is not None and found[0] in (int, float, bool, str) else None
+
+
+def _article(tp: type) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
 
 
 def _type_problem(key: str, value: Any, tp: type) -> str | None:
@@ -234,15 +247,30 @@ def value_type_problem(argv: list[str]) -> str | None:
     """The first override whose value does not fit its field's type (generation.n_samples=2.0,
     dataset.limit=1e9, dataset.max_new_tokens=nan, model.temperature=inf), in one line with
     the fix; None when all fit. Hydra would say it with a traceback-like page and exit 1."""
-    for override in _parsed(argv, deletions=False):
+    _, groups = schema()
+    for override in _parsed(argv, deletions=True):
         key = override.key_or_group
-        if key.startswith("hydra") or override.is_delete() or (tp := _scalar_type(key)) is None:
+        if key.startswith("hydra") or key in groups or (found := _field(key)) is None:
+            continue
+        tp, optional = found
+        if override.is_delete():  # a value that must be there (a list, an Optional may go)
+            if tp in (int, float, bool, str) and not optional:
+                return f"~{key} removes a setting the pipeline reads; set it instead ({key}=...)"
+            continue
+        if dataclasses.is_dataclass(tp):
+            if override.is_sweep_override() or not isinstance(override.value(), dict):
+                return (f"{key} is a group of settings, not a value: set one of them, e.g. "
+                        f"{key}.{dataclasses.fields(tp)[0].name}=...")
+            continue
+        if tp not in (int, float, bool, str):
             continue
         if override.is_sweep_override():
             values = [v for v in override.sweep_iterator()]
         else:
             values = [override.value()]
         for value in values:
+            if value is None and not optional:
+                return f"{key}=null: this setting cannot be null; give {_article(tp)}"
             if (problem := _type_problem(key, value, tp)) is not None:
                 return problem
     return None

@@ -75,8 +75,19 @@ def test_which_keys_are_known(override, closest):
     ("wandb.enabled=maybe", "wandb.enabled='maybe': true or false is expected"),
     ("generation.n_samples=3", None), ("generation.n_samples='4'", None),
     ("model.temperature=0.7", None), ("model.top_p=1", None), ("dataset.limit=null", None),
-    ("wandb.enabled=yes", None), ("~dataset.limit", None), ("dataset=maqa_bundled", None),
+    ("wandb.enabled=yes", None), ("dataset=maqa_bundled", None),
+    ("~dataset.limit", None), ("~report_models", None),
     ("mappers.sphere.dim=3", None),  # not a typed field of the schema: validate() checks it
+    # round 3b (the independent attack run): null where a setting cannot be null, a deletion,
+    # a scalar for a group of settings
+    ("generation.n_samples=null", "generation.n_samples=null: this setting cannot be null; "
+                                  "give an integer"),
+    ("wandb.enabled=null", "wandb.enabled=null: this setting cannot be null; give true or false"),
+    ("~generation.n_samples", "~generation.n_samples removes a setting the pipeline reads; set "
+                              "it instead (generation.n_samples=...)"),
+    ("generation=5", "generation is a group of settings, not a value: set one of them, e.g. "
+                     "generation.n_samples=..."),
+    ("dataset.limit=null", None), ("model.temperature=null", None), ("dataset=maqa_bundled", None),
 ])
 def test_a_value_of_the_wrong_type_is_one_line_before_hydra(override, problem):
     assert value_type_problem([override]) == problem
@@ -188,3 +199,13 @@ def test_help_is_a_short_usage_page_that_writes_nothing(tmp_path, flag):
                   "--hydra-help", "--cfg job"):
         assert named in done.stdout, named
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no log
+
+
+def test_an_interpolation_that_cannot_be_resolved_is_one_line_and_exit_2(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NOPE_TASKAWARE_X"}
+    env.update(HF_HUB_OFFLINE="1", WANDB_MODE="offline")
+    done = cli("stage=plan", f"output_root={tmp_path}", "generation.n_samples=${oc.env:NOPE_TASKAWARE_X}",
+               env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in said, said[-2000:]
+    assert "generation.n_samples cannot be resolved" in said
