@@ -152,10 +152,25 @@ def load_plugins(cfg) -> None:
     for module in plugins:
         try:
             importlib.import_module(module)
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name != module and not module.startswith(exc.name + "."):
+                raise ConfigError(f"plugins: {module!r} imports {exc.name!r}, which is not "
+                                  f"installed: pip install it (or fix the import)") from None
             raise ConfigError(f"plugins: cannot import {module!r} ({exc}); it must be importable "
                               f"from the working directory ({os.getcwd()}) or an installed "
                               "package (or add its folder to PYTHONPATH)") from None
+        except Exception as exc:  # noqa: BLE001  the plugin's own error, said in one line
+            where = ""
+            if isinstance(exc, SyntaxError):
+                where = f" at {exc.filename}:{exc.lineno}"
+            else:
+                tb = exc.__traceback__
+                while tb is not None and tb.tb_next is not None:
+                    tb = tb.tb_next
+                if tb is not None:
+                    where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+            raise ConfigError(f"plugins: importing {module!r} failed with "
+                              f"{type(exc).__name__}{where}: {exc}; fix the plugin") from None
 
 
 _SOURCE_DIGESTS: dict[tuple[str, int], str] = {}  # (module, id) -> digest of its file as loaded

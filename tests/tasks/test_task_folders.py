@@ -370,3 +370,26 @@ def test_a_plugins_helpers_beside_it_and_loaded_by_name_are_in_its_key(tmp_path,
     finally:
         for name in [m for m in sys.modules if m.startswith(("my_tasks", "mylib"))]:
             sys.modules.pop(name)
+
+
+@pytest.mark.parametrize("source, said", [
+    ("x = (\n", r"plugins: importing 'brokenplug' failed with SyntaxError at .*brokenplug.py:1"),
+    ("raise RuntimeError('boom')\n",
+     r"plugins: importing 'brokenplug' failed with RuntimeError at .*brokenplug.py:1: boom"),
+    ("import not_installed_pkg_xyz\n",
+     r"plugins: 'brokenplug' imports 'not_installed_pkg_xyz', which is not installed"),
+])
+def test_a_plugin_that_fails_to_import_is_one_error_naming_it(tmp_path, monkeypatch, source,
+                                                               said):
+    """A plugin's own SyntaxError or exception at import was a traceback and exit 1; a missing
+    dependency of the plugin was reported as the plugin itself not being importable."""
+    from pipeline.scorer.readers import ScoreInputError
+    from pipeline.scorer.run import score
+
+    (tmp_path / "brokenplug.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(ScoreInputError, match=said):
+            score([["Paris"]], task="classes", plugins=["brokenplug"])
+    finally:
+        sys.modules.pop("brokenplug", None)
