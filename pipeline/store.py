@@ -233,6 +233,10 @@ def _atomic_write_bytes(path: Path, write, needed_bytes: int | None = None) -> N
             os.unlink(tmp)
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    _atomic_write_bytes(path, lambda tmp: Path(tmp).write_bytes(data), len(data))
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     _atomic_write_bytes(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"),
                         len(text.encode("utf-8", "surrogatepass")))

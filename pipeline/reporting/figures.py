@@ -85,11 +85,21 @@ def _plt():
 
 
 def _save(fig, out_dir: Path, name: str) -> Path:
+    """The figure as png and pdf: drawn in memory, then each file written whole (a full disk
+    is one DiskFullError, never a truncated pdf)."""
+    import io
+
+    from pipeline.store import atomic_write_bytes
+
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{name}.png"
-    fig.savefig(png, dpi=130, bbox_inches="tight")
-    fig.savefig(out_dir / f"{name}.pdf", bbox_inches="tight")
-    _plt().close(fig)
+    try:
+        for path, options in ((png, {"dpi": 130}), (out_dir / f"{name}.pdf", {})):
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=path.suffix[1:], bbox_inches="tight", **options)
+            atomic_write_bytes(path, buffer.getvalue())
+    finally:
+        _plt().close(fig)
     return png
 
 

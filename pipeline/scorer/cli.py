@@ -180,7 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.audit > 0:
         print("\n" + audit_report(df, args.audit))
     if args.report:
-        written = write_report(df, args.report, n=max(args.audit, 10))
+        try:
+            written = write_report(df, args.report, n=max(args.audit, 10))
+        except (PipelineError, OSError) as exc:  # a full disk: one line (the rows are written)
+            print(f"error: --report {args.report}: {exc}", file=sys.stderr)
+            return 2
         print("\nreport: " + ", ".join(map(str, written.values())))
     if args.out:
         summary, quality = summary_paths(Path(args.out))

@@ -239,6 +239,7 @@ def write_report(df, directory: str | Path, n: int = 10) -> dict[str, Path]:
     """riskiest.md and (with references) risk_coverage and calibration figures in `directory`;
     returns name -> path of what was written."""
     from pipeline.reporting.figures import _save
+    from pipeline.store import atomic_write_text
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -251,17 +252,17 @@ def write_report(df, directory: str | Path, n: int = 10) -> dict[str, Path]:
     if target is None:
         head += ["No references were given: no quality, risk-coverage or calibration figure.", ""]
     text = "\n".join(head) + "```\n" + audit_report(df, n) + "\n```\n"
-    (directory / "riskiest.md").write_text(text, encoding="utf-8")
+    atomic_write_text(directory / "riskiest.md", text)
     written["riskiest"] = directory / "riskiest.md"
     if target is not None:
         curves = risk_coverage(df, target)
         if len(curves):
-            curves.to_csv(directory / "risk_coverage.csv", index=False)
+            atomic_write_text(directory / "risk_coverage.csv", curves.to_csv(index=False))
             written["risk_coverage"] = _save(draw_risk_coverage(curves, target), directory,
                                              "risk_coverage")
         bins = calibration_bins(df, target)
         if bins is not None and len(bins):
-            bins.to_csv(directory / "calibration.csv", index=False)
+            atomic_write_text(directory / "calibration.csv", bins.to_csv(index=False))
             written["calibration"] = _save(draw_calibration(bins, target), directory,
                                            "calibration")
     return written

@@ -922,8 +922,9 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
                 cfg, store, input_key, reader, first, chunks, source, part_prompts,
                 keep_rows=out_path is not None, lean=lean, out_path=out_path)
             if out_path is not None:  # while the parts' rows files exist (a temporary store)
-                _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped,
-                               listed)
+                with naming_a_full_disk(str(out_path.parent), settings="--out"):
+                    _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped,
+                                   listed)
     reading = _warn_about_the_reading(df)
     # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
     # (printing a wide frame does), which a DataFrame value cannot answer

@@ -311,3 +311,33 @@ def test_a_killed_scorers_workers_die_with_it(tmp_path):
     while any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers):
         assert time.monotonic() < deadline, [w.pid for w in workers if w.is_running()]
         time.sleep(0.1)
+
+
+def test_a_full_disk_while_the_report_is_written_is_one_line_and_no_truncated_figure(
+        tmp_path, small_disk, capsys):
+    """--report on a full disk: matplotlib's pdf writer failed with a 2-traceback page (exit 1)
+    and left a truncated pdf; the figures are now drawn in memory and written whole."""
+    import shutil
+
+    from pipeline.scorer import cli
+
+    data = _small(tmp_path / "in.jsonl", n=30)
+    refused = 0
+    for leave in (2_000, 20_000, 60_000, 120_000):
+        report = small_disk / f"rep{leave}"
+        filler = small_disk / "filler"
+        filler.write_bytes(b"\0" * max(0, shutil.disk_usage(small_disk).free - leave))
+        rc = cli.main([str(data), "--task", "classes", "--report", str(report), "-q"])
+        err = capsys.readouterr().err
+        filler.unlink()
+        assert rc in (0, 2) and "Traceback" not in err, err[-2000:]
+        if rc == 2:
+            refused += 1
+            assert [x for x in err.splitlines() if x.startswith("error:")][0].startswith(
+                f"error: --report {report}: writing"), err
+            assert "no space left" in err
+        for pdf in report.glob("*.pdf"):  # every figure written is whole
+            assert pdf.read_bytes().rstrip().endswith(b"%%EOF"), pdf
+        assert list(report.glob(".*.tmp")) == []
+        shutil.rmtree(report, ignore_errors=True)
+    assert refused >= 1
