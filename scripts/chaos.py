@@ -535,9 +535,14 @@ BAD_VALUES = [
     ("generation.n_samples=2.0", "plan"), ("dataset.limit=1e9", "plan"),
     ("dataset.max_new_tokens=nan", "plan"), ("model.temperature=inf", "plan"),
     ("model.top_p=nan", "plan"),
+    # round 3b (the independent attack run)
+    ("generation.n_samples=null", "plan"), ("~generation.n_samples", "plan"),
+    ("generation=5", "plan"), ("generation.n_samples=${oc.env:CHAOS_NO_SUCH_VARIABLE}", "plan"),
 ]
 CLI_VALUES = ["generation.n_samples=0", "generation.n_samples=2.0", "dataset.limit=1e9",
-              "dataset.max_new_tokens=nan", "model.temperature=inf",
+              "dataset.max_new_tokens=nan", "model.temperature=inf", "generation.n_samples=null",
+              "~generation.n_samples", "generation=5",
+              "generation.n_samples=${oc.env:CHAOS_NO_SUCH_VARIABLE}",
               "output_root=/proc/x", "backend.device=quantum",
               "+foo=bar", "model.name=../../../x", "dataset.limit=-1",
               "model.path=/nonexistent", "report_models=[nobody]"]
@@ -1062,7 +1067,12 @@ def attack_secrets(ctx: Chaos) -> Row:
         tries += [(f"task.extractor.base_url with ?{name}=",
                    [f"task.extractor.base_url=https://h/v1?api-version=1&{name}={SECRET}"])
                   for name in ("client_secret", "hf_token", "private_token", "X-Amz-Signature",
-                               "subscription-key", "auth_token")]
+                               "subscription-key", "auth_token", "accessToken", "clientSecret",
+                               "apitoken", "passphrase", "jwt")]
+        tries += [("a scheme-less base_url with ?api_key=",
+                   [f"backend.base_url=h:9/v1?api_key={SECRET}"]),
+                  ("an AWS key id as backend.api_key_env",
+                   ["backend.api_key_env=AKIA" + "ABCDEFGHIJKLMNOP"])]
         tries.append(("a sweep over base URLs",
                       ["-m", f"backend.base_url=http://a:9/v1,http://u:{SECRET}@b:9/v1"]))
     mine = ctx.work / "leaky-configs" / "experiment"
@@ -1561,7 +1571,52 @@ def attack_changed_input(ctx: Chaos) -> Row:
             return outcome, detail
 
         row.record(label, *outcome_of(attack))
+    for size in (100,) if ctx.quick else (100, 2500):
+        row.record(f"a parquet of {size} rows changed while pyarrow reads it, restored",
+                   *outcome_of(lambda size=size: _parquet_changed_while_read(ctx, size)))
     return row
+
+
+def _parquet_changed_while_read(ctx: Chaos, size: int) -> tuple[str, str]:
+    """A parquet input rewritten as the library opens it and restored (mtime too) after: the
+    run must score one consistent snapshot and the rerun what the file says."""
+    from pipeline.scorer.run import score
+
+    root = ctx.root("changed-parquet")
+    rows = [json.loads(x) for x in _rows_file(root / "rows.jsonl", size).read_text().splitlines()]
+    path = root / "in.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    changed = [dict(r) for r in rows]
+    changed[-1]["reference"] = "Lyon"
+    original, stat = path.read_bytes(), os.stat(path)
+    real = pd.read_parquet
+
+    def read_while_changed(source, *args, **kwargs):
+        pd.DataFrame(changed).to_parquet(path)
+        try:
+            return real(source, *args, **kwargs)
+        finally:
+            path.write_bytes(original)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    kwargs = {"task": "classes", "overrides": [f"cache_dir={root / 'cache'}",
+                                               "evaluation.n_bootstrap=20"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pd.read_parquet = read_while_changed
+        try:
+            attacked = score(path, work_dir=root / "work", **kwargs)
+        finally:
+            pd.read_parquet = real
+        again = score(path, work_dir=root / "work", **kwargs)
+        fresh = score(path, work_dir=root / "fresh", **kwargs)
+    cols = ["prompt_id", "bayes_text", "quality_bayes_exact_match_error"]
+    for name, frame in (("the attacked run", attacked), ("the rerun", again)):
+        try:
+            pd.testing.assert_frame_equal(frame[cols], fresh[cols])
+        except AssertionError as exc:
+            return WRONG, f"{name} scored other rows than the file's: {one_line(exc)[:160]}"
+    return IDENTICAL, ""
 
 
 FINALISER_PLUGIN = '''"""chaos: a finaliser that receives SIGTERM (issue 53)."""
@@ -1863,26 +1918,40 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
     root = ctx.root("scorer-signal")
     small, large = _rows_file(root / "small.jsonl", 6), _rows_file(root / "large.jsonl", 4000)
     common = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
-    tries = [("SIGTERM once the input is stored", signal.SIGTERM, small, None),
-             ("SIGINT once the input is stored", signal.SIGINT, small, None)]
+    # (label, signal, input, delay or None: once the input is stored, how it is sent)
+    tries = [("SIGTERM once the input is stored", signal.SIGTERM, small, None, "once"),
+             ("SIGINT once the input is stored", signal.SIGINT, small, None, "once"),
+             ("SIGTERM twice, 0.05 s apart (scancel)", signal.SIGTERM, small, None, "twice"),
+             ("Ctrl-C to the process group of a run in parts", signal.SIGINT, large, None,
+              "group")]
     if not ctx.quick:
-        tries += [("SIGTERM after 3 s of 4,000 prompts in parts", signal.SIGTERM, large, 3.0),
-                  ("SIGTERM after 6 s of 4,000 prompts in parts", signal.SIGTERM, large, 6.0)]
-    for label, sig, data, delay in tries:
+        tries += [("SIGTERM after 3 s of 4,000 prompts in parts", signal.SIGTERM, large, 3.0,
+                   "once"),
+                  ("SIGTERM after 6 s of 4,000 prompts in parts", signal.SIGTERM, large, 6.0,
+                   "once")]
+    for label, sig, data, delay, how in tries:
         folder = ctx.root("scorer-signal")
 
-        def attack(folder=folder, sig=sig, data=data, delay=delay):
+        def attack(folder=folder, sig=sig, data=data, delay=delay, how=how):
             out, work, log = folder / "res.parquet", folder / "work", folder / "log"
             args = [data, "--task", "classes", "--work-dir", work, "--out", out, *common]
             proc = _scorer_proc(args, log=log)
             deadline = time.monotonic() + (delay or 300)
+            started = "part-00000/prompts.pkl" if how == "group" else "samples.parquet"
             while proc.poll() is None and time.monotonic() < deadline:
-                if delay is None and list(work.rglob("samples.parquet")):
+                if delay is None and list(work.rglob(started)):
                     break
                 time.sleep(0.01)
             if proc.poll() is not None:
                 return WRONG, f"the run ended (exit {proc.returncode}) before the signal"
-            proc.send_signal(sig)
+            if how == "group":  # a terminal's Ctrl-C reaches the part workers too
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+                if how == "twice":
+                    time.sleep(0.05)
+                    if proc.poll() is None:
+                        proc.send_signal(sig)
             rc, logs = proc.wait(timeout=120), log.read_text(errors="replace")
             stopped = [line for line in logs.splitlines() if "stopped cleanly" in line]
             if "Traceback" in logs or rc != REQUEUE_EXIT or len(stopped) != 1 or out.exists():
@@ -1896,6 +1965,30 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
             return (REFUSED, stopped[0][:120]) if problem is None else (WRONG, problem)
 
         row.record(label, *outcome_of(attack))
+
+    def orphans():
+        """SIGKILL to a scorer scoring in parts: its forked workers must die with it."""
+        import psutil
+
+        folder = ctx.root("scorer-orphans")
+        proc = _scorer_proc([large, "--task", "classes", "--out", folder / "res.parquet",
+                             *common])
+        parent, deadline = psutil.Process(proc.pid), time.monotonic() + 120
+        while proc.poll() is None and not parent.children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        workers = parent.children()
+        kill(proc)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            alive = [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+            if not alive:
+                return IDENTICAL, f"{len(workers)} worker(s) gone with their parent"
+            time.sleep(0.1)
+        for w in alive:
+            w.kill()
+        return WRONG, f"{len(alive)} worker(s) still running 20 s after the parent's SIGKILL"
+
+    row.record("SIGKILL: the part workers die with the scorer", *outcome_of(orphans))
     return row
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -166,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {stop}: stopped cleanly (finished parts are kept; --out is whole: the "
                   "previous one or this run's); rerun the same command to resume",
                   file=sys.stderr)
+            if argv is None:  # the command line: exit now, not after the part pool's atexit
+                sys.stdout.flush()  # join (a worker killed mid-task can leave it waiting)
+                sys.stderr.flush()
+                os._exit(REQUEUE_EXIT)
             return REQUEUE_EXIT
         except (ScoreInputError, FileNotFoundError, PipelineError, LLMCallError) as exc:
             # bad input, or an outside service that failed (no key, endpoint down, calls failed

@@ -1228,7 +1228,9 @@ def _score_parts(cfg, store: ArtifactStore, key: str, chunks, source: str, fmt: 
             # a stop (SIGTERM, Ctrl-C): the parts in flight are dropped whole, now (their
             # artifacts are atomic; a rerun resumes part by part)
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.terminate()
+                proc.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            pool = None  # nothing to wait for: the finally below must not block on it
         raise
     finally:
         try:
