@@ -257,8 +257,9 @@ def value_type_problem(argv: list[str]) -> str | None:
             if tp in (int, float, bool, str) and not optional:
                 return f"~{key} removes a setting the pipeline reads; set it instead ({key}=...)"
             continue
-        if dataclasses.is_dataclass(tp):
-            if override.is_sweep_override() or not isinstance(override.value(), dict):
+        if dataclasses.is_dataclass(tp):  # a string may choose a config group (task=ticks)
+            if not override.is_sweep_override() and not isinstance(override.value(),
+                                                                    (dict, str)):
                 return (f"{key} is a group of settings, not a value: set one of them, e.g. "
                         f"{key}.{dataclasses.fields(tp)[0].name}=...")
             continue
