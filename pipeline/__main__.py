@@ -152,12 +152,12 @@ def cli() -> None:
 
         sys.exit(serve(sys.argv[2:]))
     from pipeline.offline import go_offline_if_unreachable
-    from pipeline.overrides import unknown_key_problem, value_type_problem
+    from pipeline.overrides import syntax_problem, unknown_key_problem, value_type_problem
     from pipeline.secrets import argv_problem
 
     # credentials first: the other checks' messages quote values
-    for check in (argv_problem, unknown_key_problem, value_type_problem, check_output_root,
-                  check_launcher):
+    for check in (argv_problem, syntax_problem, unknown_key_problem, value_type_problem,
+                  check_output_root, check_launcher):
         if (problem := check(sys.argv[1:])) is not None:
             print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
             sys.exit(2)

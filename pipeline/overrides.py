@@ -165,6 +165,25 @@ def _parsed(argv: list[str], deletions: bool) -> list:
         return []
 
 
+def syntax_problem(argv: list[str]) -> str | None:
+    """An override Hydra's grammar cannot read (`a=b=c`, `x=[1,`, a URL with `=` in its query
+    left unquoted), in one line with the fix; None when every one parses."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or not ("=" in arg or arg.startswith("~")):
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except Exception as exc:  # noqa: BLE001  Hydra's grammar error, said in one line
+            reason = " ".join(str(exc).split("\n")[0].split())[:160]
+            key = arg.split("=", 1)[0]
+            return (f"{arg!r} cannot be read as an override ({reason}); quote a value holding "
+                    f"= [ ] ( ) or spaces: {key}='...'")
+    return None
+
+
 def unknown_key_problem(argv: list[str]) -> str | None:
     """The first override of the command line whose key is neither a config key nor a config
     group, in one line with the closest valid keys; None when every key is known (or the line
@@ -250,12 +269,27 @@ def value_type_problem(argv: list[str]) -> str | None:
     _, groups = schema()
     for override in _parsed(argv, deletions=True):
         key = override.key_or_group
-        if key.startswith("hydra") or key in groups or (found := _field(key)) is None:
+        if key.startswith("hydra"):
+            continue
+        if key in groups:  # a config group: its choice can be neither removed nor null
+            if override.is_delete():
+                return f"~{key} removes the {key} choice the pipeline needs; choose one instead"
+            if not override.is_sweep_override() and override.value() is None:
+                return f"{key}=null: choose a {key} (e.g. the one of conf/{key}/)"
+            continue
+        if (found := _field(key)) is None:
             continue
         tp, optional = found
-        if override.is_delete():  # a value that must be there (a list, an Optional may go)
-            if tp in (int, float, bool, str) and not optional:
+        if override.is_delete():  # a nested setting that must be there (top-level lists may go)
+            if not optional and (tp in (int, float, bool, str) or "." in key):
                 return f"~{key} removes a setting the pipeline reads; set it instead ({key}=...)"
+            continue
+        if typing.get_origin(tp) is list and not override.is_sweep_override():
+            value = override.value()
+            if value is None and not optional:
+                return f"{key}=null: this setting cannot be null; give a list, e.g. {key}=[a,b]"
+            if value is not None and not isinstance(value, list):
+                return f"{key}={value!r}: a list is expected, e.g. {key}=[{value}]"
             continue
         if dataclasses.is_dataclass(tp):  # a string may choose a config group (task=ticks)
             if not override.is_sweep_override() and not isinstance(override.value(),

@@ -207,8 +207,8 @@ def _file_digest(name: str) -> str:
 
 def _local_imports(name: str, folder) -> set[str]:
     """The loaded modules under `folder` that module `name` imports (its own source read:
-    `import x`, `from . import y`, `from .z import w`, `importlib.import_module("x")` with a
-    literal name)."""
+    `import x`, `from . import y`, `from .z import w`, `importlib.import_module("x")` and
+    `__import__("x")` with a literal name; a name built at run time is not seen)."""
     import ast
     from pathlib import Path
 
@@ -225,9 +225,10 @@ def _local_imports(name: str, folder) -> set[str]:
             except (ImportError, ValueError):
                 continue
             targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)):
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and (getattr(node.func, "attr", None) == "import_module"
+                   or getattr(node.func, "id", None) == "__import__")):
             try:
                 targets = [importlib.util.resolve_name(node.args[0].value, package)]
             except (ImportError, ValueError):

@@ -88,9 +88,31 @@ def test_which_keys_are_known(override, closest):
     ("generation=5", "generation is a group of settings, not a value: set one of them, e.g. "
                      "generation.n_samples=..."),
     ("dataset.limit=null", None), ("model.temperature=null", None), ("dataset=maqa_bundled", None),
+    # the second attack run: lists and groups
+    ("uq.estimators=null", "uq.estimators=null: this setting cannot be null; give a list, e.g. "
+                           "uq.estimators=[a,b]"),
+    ("task.metrics=5", "task.metrics=5: a list is expected, e.g. task.metrics=[5]"),
+    ("~task.metrics", "~task.metrics removes a setting the pipeline reads; set it instead "
+                      "(task.metrics=...)"),
+    ("backend=null", "backend=null: choose a backend (e.g. the one of conf/backend/)"),
+    ("~dataset", "~dataset removes the dataset choice the pipeline needs; choose one instead"),
+    ("generation.strategies=[greedy]", None), ("task=ticks", None),
 ])
+
 def test_a_value_of_the_wrong_type_is_one_line_before_hydra(override, problem):
     assert value_type_problem([override]) == problem
+
+
+@pytest.mark.parametrize("override", ["dataset.limit=a=b", "generation.n_samples=[1,",
+                                      "backend.base_url=http://h/v1?code=X"])
+def test_an_override_hydra_cannot_parse_is_one_line_saying_to_quote_it(override):
+    from pipeline.overrides import syntax_problem
+
+    problem = syntax_problem(["stage=plan", override])
+    assert problem.startswith(f"{override!r} cannot be read as an override (")
+    assert problem.endswith(f"quote a value holding = [ ] ( ) or spaces: "
+                            f"{override.split('=')[0]}='...'")
+    assert syntax_problem(["stage=plan", "backend.base_url='http://h/v1?code=X'"]) is None
 
 
 def test_a_type_error_on_the_command_line_is_exit_2_and_one_line(tmp_path):
