@@ -137,9 +137,6 @@ def cli() -> None:
     Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
     what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run;
     `taskaware serve --upstream URL ...` serves task-aware answers (pipeline/serve/cli.py)."""
-    from pipeline.stopping import install_early_stop
-
-    install_early_stop("[pipeline] ")
     if sys.argv[1:] in (["--help"], ["-h"], ["help"]):  # Hydra's page dumps the whole config
         print(usage())
         sys.exit(0)
@@ -151,6 +148,9 @@ def cli() -> None:
         from pipeline.serve.cli import main as serve
 
         sys.exit(serve(sys.argv[2:]))
+    from pipeline.stopping import install_early_stop
+
+    install_early_stop("[pipeline] ")  # the Hydra app's runs (serve handles its own signals)
     from pipeline.offline import go_offline_if_unreachable
     from pipeline.overrides import syntax_problem, unknown_key_problem, value_type_problem
     from pipeline.secrets import argv_problem
