@@ -118,6 +118,14 @@ def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT),
     try:
         yield
         check_stop()  # asked for, and swallowed on the way
+    except StopRequested:
+        raise
+    except BaseException as exc:
+        # a library the stop interrupted failed in its own cleanup (matplotlib's pdf writer
+        # cut mid-file raises AttributeError): still the stop, not that library's traceback
+        if _requested is not None:
+            raise StopRequested(_requested.signum) from exc
+        raise
     finally:
         stopped = _requested is not None
         for sig, handler in previous.items():

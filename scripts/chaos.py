@@ -1201,7 +1201,10 @@ def attack_sigterm(ctx: Chaos) -> Row:
                 if delay is None and list(cell.glob("samples.shards/*/shard-00000.json")):
                     break
                 time.sleep(0.02)
-            if proc.poll() is not None:
+            if proc.poll() is not None:  # faster than the delay: then it must be the clean cell
+                if proc.returncode == 0 and delay is not None:
+                    outcome, detail = ctx.verdict(cell)
+                    return outcome, detail or "the run ended before the signal"
                 return WRONG, f"the run ended (exit {proc.returncode}) before the signal"
             proc.send_signal(sig)
             rc, logs = proc.wait(timeout=120), ctx.logs(root)

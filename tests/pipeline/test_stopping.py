@@ -151,3 +151,17 @@ def test_a_signal_mid_generate_stops_in_one_line_with_the_requeue_code_and_resum
     got = ArtifactStore(cell)
     for name in GENERATED:
         pd.testing.assert_frame_equal(got.read(name), want.read(name))
+
+
+def test_a_library_failing_in_its_cleanup_after_the_stop_is_still_the_stop(default_handlers):
+    """matplotlib's pdf writer, cut by the signal mid-file, raised AttributeError from its own
+    `finally`: the run printed that traceback instead of stopping cleanly with exit 75."""
+    with pytest.raises(StopRequested, match="SIGTERM") as caught, stopping_cleanly():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        finally:
+            raise AttributeError("'Stream' object has no attribute 'pos'")
+    assert isinstance(caught.value.__cause__, AttributeError)
+    with pytest.raises(AttributeError), stopping_cleanly():  # no stop asked: its own error
+        raise AttributeError("x")
