@@ -1211,6 +1211,11 @@ def attack_sigterm(ctx: Chaos) -> Row:
             if "Traceback" in logs:
                 return WRONG, f"a traceback: {logs[logs.find('Traceback'):][:200]!r}"
             lines = [line for line in logs.splitlines() if "stopped cleanly" in line]
+            if rc == -signal.SIGTERM and not lines and "[evaluate] done" in logs and \
+                    ctx.verdict(cell)[0] == IDENTICAL:
+                # the signal came as Python exited after the work (its own finalization puts
+                # the default handlers back): every artifact is there, a rerun does nothing
+                return IDENTICAL, "the signal came as the process exited, after the work"
             if rc != REQUEUE_EXIT or len(lines) != 1:
                 return WRONG, f"exit {rc}, {len(lines)} 'stopped cleanly' line(s)"
             run_cell(ctx.cfg(root))
@@ -1467,10 +1472,11 @@ def _free_port() -> int:
 # 20-25. round 3 (issue 53): the scorer at scale, signals in finalisers, plugins, --out, disks
 
 
-def _rows_file(path: Path, n: int, label: str = "Paris", pad: int = 0) -> Path:
+def _rows_file(path: Path, n: int, label: str = "Paris", pad: int = 0,
+               reference: str = "Paris") -> Path:
     """n prompts of three answers with a reference; `pad` characters of ballast per row (a
     reader holds 1 MiB at a time: a change must land beyond it)."""
-    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "reference": "Paris",
+    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "reference": reference,
              "responses": [label, label, "Lyon"], **({"note": "x" * pad} if pad else {})}
             for i in range(n)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -1892,7 +1898,8 @@ def attack_scorers_at_once(ctx: Chaos) -> Row:
     tasks = ["sets"] if ctx.quick else ["sets", "classes", "reals"]
     for task in tasks:
         root = ctx.root("scorers")
-        data = _rows_file(root / "in.jsonl", 300, label="1" if task == "reals" else "Paris")
+        data = _rows_file(root / "in.jsonl", 300, label="1" if task == "reals" else "Paris",
+                          reference="1" if task == "reals" else "Paris")
 
         def attack(root=root, data=data, task=task):
             procs = [_scorer_proc([data, "--task", task, "--work-dir", root / "work", "--out",
@@ -1927,11 +1934,11 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
              ("SIGTERM twice, 0.05 s apart (scancel)", signal.SIGTERM, small, None, "twice"),
              ("Ctrl-C to the process group of a run in parts", signal.SIGINT, large, None,
               "group")]
-    if not ctx.quick:
-        tries += [("SIGTERM after 3 s of 4,000 prompts in parts", signal.SIGTERM, large, 3.0,
-                   "once"),
-                  ("SIGTERM after 6 s of 4,000 prompts in parts", signal.SIGTERM, large, 6.0,
-                   "once")]
+    if not ctx.quick:  # in the middle of a run in parts: once part 1's, part 2's input is stored
+        tries += [("SIGTERM once part 1 of 4,000 prompts is stored", signal.SIGTERM, large,
+                   None, "part-00000"),
+                  ("SIGTERM once part 2 of 4,000 prompts is stored", signal.SIGTERM, large,
+                   None, "part-00001")]
     for label, sig, data, delay, how in tries:
         folder = ctx.root("scorer-signal")
 
@@ -1940,12 +1947,18 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
             args = [data, "--task", "classes", "--work-dir", work, "--out", out, *common]
             proc = _scorer_proc(args, log=log)
             deadline = time.monotonic() + (delay or 300)
-            started = "part-00000/prompts.pkl" if how == "group" else "samples.parquet"
+            started = ("part-00000/prompts.pkl" if how == "group" else
+                       f"{how}/prompts.pkl" if how.startswith("part-") else "samples.parquet")
             while proc.poll() is None and time.monotonic() < deadline:
                 if delay is None and list(work.rglob(started)):
                     break
                 time.sleep(0.01)
-            if proc.poll() is not None:
+            if proc.poll() is not None:  # faster than the trigger: then it must be a clean run
+                fresh = folder / "fresh.parquet"
+                if proc.returncode == 0 and not _scorer_proc(
+                        [data, "--task", "classes", "--out", fresh, *common]).wait(600) and \
+                        _same_rows(out, fresh) is None:
+                    return IDENTICAL, "the run ended before the signal"
                 return WRONG, f"the run ended (exit {proc.returncode}) before the signal"
             if how == "group":  # a terminal's Ctrl-C reaches the part workers too
                 os.killpg(proc.pid, sig)
