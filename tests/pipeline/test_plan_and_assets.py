@@ -199,12 +199,8 @@ def _git(*args, cwd):
                    check=True, capture_output=True)
 
 
-def test_fetch_takes_maqa_at_the_pinned_commit_checks_its_hash_and_records_it(tmp_path):
-    """A real git repository with two releases of the JSON: the pin selects the first, a wrong
-    hash is refused and leaves no file, the provenance names commit and hash."""
-    import hashlib
-
-    fetch = _fetch_module()
+def _maqa_repo(tmp_path):
+    """A git repository holding a first MAQA.json, committed: (the folder, the JSON text)."""
     repo = tmp_path / "maqa-repo"
     repo.mkdir()
     _git("init", "-q", "-b", "main", cwd=repo)
@@ -212,6 +208,16 @@ def test_fetch_takes_maqa_at_the_pinned_commit_checks_its_hash_and_records_it(tm
     (repo / "MAQA.json").write_text(first)
     _git("add", ".", cwd=repo)
     _git("commit", "-q", "-m", "v1", cwd=repo)
+    return repo, first
+
+
+def test_fetch_takes_maqa_at_the_pinned_commit_checks_its_hash_and_records_it(tmp_path):
+    """A real git repository with two releases of the JSON: the pin selects the first, a wrong
+    hash is refused and leaves no file, the provenance names commit and hash."""
+    import hashlib
+
+    fetch = _fetch_module()
+    repo, first = _maqa_repo(tmp_path)
     pinned = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
                             capture_output=True, text=True).stdout.strip()
     (repo / "MAQA.json").write_text(json.dumps([{"question": "q", "answers": ["a"]}] * 5))
@@ -256,13 +262,7 @@ def test_the_first_maqa_fetch_fills_the_pin_every_later_fetch_reads(tmp_path):
     config = tmp_path / "maqa.yaml"
     config.write_text((ROOT / "conf" / "dataset" / "maqa.yaml").read_text())
     assert fetch.maqa_pin(config) == (None, None)  # the checkout's pin: not yet read
-    repo = tmp_path / "maqa-repo"
-    repo.mkdir()
-    _git("init", "-q", "-b", "main", cwd=repo)
-    first = json.dumps([{"question": f"q{i}", "answers": ["a", "b"]} for i in range(3)])
-    (repo / "MAQA.json").write_text(first)
-    _git("add", ".", cwd=repo)
-    _git("commit", "-q", "-m", "v1", cwd=repo)
+    repo, first = _maqa_repo(tmp_path)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
                           capture_output=True, text=True).stdout.strip()
     digest = hashlib.sha256(first.encode()).hexdigest()

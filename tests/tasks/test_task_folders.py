@@ -209,6 +209,16 @@ def test_a_plugin_task_is_one_folder_like_a_built_in_one(tmp_path, monkeypatch):
             sys.modules.pop(name)
 
 
+def _ticks_folder(folder, tmp_path, monkeypatch) -> list[dict]:
+    """The ticks task's task.yaml in `folder`, `tmp_path` importable: the rows to score."""
+    (folder / "task.yaml").write_text(
+        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
+             "reference": "23"}]
+
+
 def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, monkeypatch):
     """my_tasks/ticks/ with the space (space.py), the mapper (task.py) and the metric
     (metric.py) in three files: each edit reruns the stages using what it defines (plus those
@@ -230,12 +240,7 @@ def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, 
                   "fn=ticks_off, Config=Period), replace=True)\n")
     (folder / "metric.py").write_text(metric_src)
     (folder / "__init__.py").write_text("from . import metric, space, task  # noqa: F401\n")
-    (folder / "task.yaml").write_text(
-        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
-        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
-             "reference": "23"}]
+    rows = _ticks_folder(folder, tmp_path, monkeypatch)
     names = ("dataset", "latents", "decisions", "uncertainty", "quality")
 
     def run():
@@ -346,12 +351,7 @@ def test_a_plugins_helpers_beside_it_and_loaded_by_name_are_in_its_key(tmp_path,
         "import importlib\nfrom dataclasses import dataclass\n\nfrom mylib.scale import FACTOR\n"
         "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n" + task)
     (folder / "__init__.py").write_text("from . import space, task  # noqa: F401\n")
-    (folder / "task.yaml").write_text(
-        "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
-        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
-             "reference": "23"}]
+    rows = _ticks_folder(folder, tmp_path, monkeypatch)
 
     def off():
         for name in [m for m in sys.modules if m.startswith(("my_tasks", "mylib"))]:
