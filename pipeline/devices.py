@@ -7,6 +7,8 @@ its GPU without a config change and a CPU machine keeps working.
 
 from __future__ import annotations
 
+import os
+
 
 def cuda_device_count() -> int:
     """Number of CUDA devices torch sees (0 without torch or without a GPU)."""
@@ -86,10 +88,10 @@ def forked_pool(workers: int):
 
     gc.freeze()
     return _ForkedPool(workers, mp_context=multiprocessing.get_context("fork"),
-                       initializer=_worker_signals)
+                       initializer=_worker_signals, initargs=(os.getpid(),))
 
 
-def _worker_signals() -> None:
+def _worker_signals(parent: int) -> None:
     """A forked worker: dies with its parent (a SIGKILLed parent left workers running, holding
     the input and its store's lock), leaves Ctrl-C to the parent (which stops the pool), and
     dies quietly on SIGTERM (the parent's stop handler it inherited printed tracebacks)."""
@@ -103,6 +105,8 @@ def _worker_signals() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the parent's shutdown stops them
         pass
+    if os.getppid() != parent:  # the parent died before the line above: no signal will come
+        os._exit(1)
 
 
 def configure_torch_threads(num_threads: int | None = None) -> int:
