@@ -59,6 +59,22 @@ def check_stop() -> None:
         raise StopRequested(_requested.signum)
 
 
+@contextlib.contextmanager
+def signals_held(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """SIGTERM / SIGINT held back for a few statements (a temporary file created and its name
+    kept; a temporary file removed): a stop raised between them would leave the file behind.
+    A held signal is delivered, and its handler runs, when the `with` ends."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    except (AttributeError, ValueError, OSError):  # no pthread_sigmask, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def install_early_stop(prefix: str) -> None:
     """At a command's very start (before its imports, long on a busy node): SIGTERM / SIGINT
     end it with exit 75 and one line, not a silent death by the signal (exit 143), so SLURM

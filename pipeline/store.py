@@ -27,6 +27,7 @@ from typing import Any
 
 from pipeline.errors import DISK_FULL_ERRNOS, DiskFullError, PipelineError, disk_full_message
 from pipeline.schema import ADDED_COLUMNS, ARTIFACTS, PRODUCER
+from pipeline.stopping import signals_held
 
 log = logging.getLogger("pipeline")
 
@@ -219,8 +220,9 @@ def _atomic_write_bytes(path: Path, write, needed_bytes: int | None = None) -> N
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
+        with signals_held():  # a stop between the file's creation and its name: a stray file
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
         write(tmp)
         os.replace(tmp, path)
     except OSError as exc:
@@ -229,8 +231,9 @@ def _atomic_write_bytes(path: Path, write, needed_bytes: int | None = None) -> N
                                 ) from None
         raise
     finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        with signals_held():
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

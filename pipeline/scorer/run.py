@@ -65,7 +65,7 @@ from pipeline.scorer.report import (
     ENTROPY_COLUMNS,
     OURS_COLUMN,
 )
-from pipeline.stopping import check_stop
+from pipeline.stopping import check_stop, signals_held
 from pipeline.store import ArtifactStore, cell_lock
 from pipeline.tasks.contract import REFERENCES
 from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
@@ -1106,8 +1106,9 @@ def _atomic(*paths: Path):
             if tmp.exists():
                 os.replace(tmp, path)
     finally:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
+        with signals_held():  # a stop here would leave the rest behind
+            for tmp in temps:
+                tmp.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
