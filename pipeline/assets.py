@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import PipelineError
 from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
+from pipeline.mapping.extractor import EXTRACTIONS
 from pipeline.tasks.contract import MAPPERS, mapper_config, metric_config
 
 FETCH = "make paper-assets"
@@ -177,12 +178,11 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
         out.append(Asset(f"API key for {task.extractor.model}", f"${key_env}", "map", ok,
                          f"export {key_env}=... (or task.extractor.base_url=<your server>)"))
-        if mapper.extraction == "kggen":
-            from pipeline.tasks.graphs.kggen import default_kggen_python
-
-            python = task.extractor.kggen_python or str(default_kggen_python())
-            out.append(Asset("KGGen environment", python, "map", Path(python).exists(),
-                             "make kggen-env"))
+        extraction = EXTRACTIONS[mapper.extraction]  # registered by the task
+        if extraction.environment is not None:  # the extractor runs in an environment of its own
+            python = extraction.environment(task.extractor)
+            out.append(Asset(f"{extraction.label} environment", python, "map",
+                             Path(python).exists(), extraction.environment_fix))
     comet = metric_config(cfg, "comet") if "comet" in task.metrics else None
     if comet:
         out.append(_libraries("COMET", "evaluate", "comet"))

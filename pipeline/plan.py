@@ -32,11 +32,11 @@ from pipeline.generation.cell import (
     tensor_parallel_size,
 )
 from pipeline.mapping.equivalence import PairCache
+from pipeline.mapping.extractor import EXTRACTIONS
 from pipeline.revisions import is_hub_id
 from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
 from pipeline.tasks.contract import MAPPERS
-from pipeline.tasks.sets.reading import extraction_prompt
 
 log = logging.getLogger("pipeline")
 
@@ -185,18 +185,20 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
     ex, extraction = cfg.task.extractor, MAPPERS[cfg.task.mapper].extraction
     if ex.kind != "llm" or extraction is None:
         return Count()
+    extraction = EXTRACTIONS[extraction]  # registered by the task beside its mapper
     per = int(cfg.generation.n_samples) + len(set(cfg.generation.strategies))
-    if extraction == "kggen":  # KGGen: entities + relations per response, then clustering
+    if extraction.prompt is None:  # its own prompts (KGGen: entities + relations, then clustering)
+        calls, label = extraction.calls * per, extraction.label
         if n_prompts is None:
-            return Count(f"~{2 * per}/prompt (KGGen)", 2 * per, per_prompt=True)
-        return Count(f"~{2 * per * n_prompts} (KGGen)", 2 * per * n_prompts)
+            return Count(f"~{calls}/prompt ({label})", calls, per_prompt=True)
+        return Count(f"~{calls * n_prompts} ({label})", calls * n_prompts)
     if texts is None:
         if n_prompts is None:
             return Count(f"<= {per}/prompt", per, per_prompt=True)
         return Count(f"<= {per * n_prompts}", per * n_prompts)
 
     client = build_llm_client(ex, cfg.cache_dir)
-    prompts = {extraction_prompt(extraction, q, t) for q, samples, decodes in texts.values()
+    prompts = {extraction.prompt(q, t) for q, samples, decodes in texts.values()
                for t in samples + decodes}
     hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)
     return Count(f"{len(prompts)} ({hits} cached)", len(prompts) - hits)

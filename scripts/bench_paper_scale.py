@@ -137,7 +137,7 @@ def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) ->
     from pathlib import Path
 
     from pipeline.clients.llm_client import LLMClient
-    from pipeline.tasks.sets.reading import extraction_prompt
+    from pipeline.mapping.extractor import extraction_prompt
 
     here = Path(__file__).resolve().parent
     with tempfile.TemporaryDirectory() as tmp:

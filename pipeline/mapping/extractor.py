@@ -5,6 +5,11 @@ counts of responses and parse failures, checks the method against the class's `M
 that "llm" has a client), and sends extraction prompts to the client. `LocalModelExtractor`
 adds the local generation backend ("local": greedy decoding, built on first use). What a
 response is read into, and how, stays with each task's reader.
+
+`extraction_prompt` fills the paper's extraction prompts (`pipeline.data.prompts`), and
+`EXTRACTIONS` says, by the name a Mapper declares as its `extraction`, what a g_T asks outside
+models with task.extractor.kind=llm: each task registers its own beside its mapper (task.py),
+and `stage=plan` and the doctor read it from there.
 """
 
 from __future__ import annotations
@@ -13,10 +18,48 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["EquivalenceFn", "LocalModelExtractor", "ResponseExtractor"]
+from pipeline.data import prompts
+from pipeline.mapping.labels import EquivalenceFn
+from pipeline.registry import Registry
+from pipeline.text import clean_text
 
-# (question, labels) -> one cluster id per label; the equivalence engineer's `cluster` fits.
-EquivalenceFn = Callable[[str, list[str]], Sequence[int]]
+__all__ = ["EXTRACTIONS", "EquivalenceFn", "Extraction", "LocalModelExtractor", "ResponseExtractor",
+           "extraction_prompt"]
+
+
+def extraction_prompt(kind: str, question: object, answer: object, **options: str) -> str:
+    """The paper's g_T extraction prompt ("answer_set" or "answer_distribution") filled with
+    question and answer; `options` go to its filler (the simplex one's `example`).
+
+    The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
+    """
+    fill = {"answer_set": prompts.set_extraction_prompt,
+            "answer_distribution": prompts.simplex_extraction_prompt}.get(kind)
+    if fill is None:
+        raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
+                         "'answer_distribution'")
+    return fill(clean_text(question).strip(), clean_text(answer).strip(), **options)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What a g_T asks outside models per response with task.extractor.kind=llm, registered in
+    `EXTRACTIONS` under the name its Mapper declares as `extraction`.
+
+    `prompt(question, response)` is the prompt it sends (the plan counts the distinct ones and
+    the cached ones); None where the extractor writes its own prompts, and then each response
+    costs about `calls` calls, counted as such under `label`. `environment(extractor)` (given
+    task.extractor) is the interpreter the extractor runs under, where it needs one of its own:
+    the doctor checks that it exists (`environment_fix` says how to make it)."""
+
+    prompt: Callable[[str, str], str] | None = None
+    calls: int = 1
+    label: str = ""
+    environment: Callable[[Any], str] | None = None
+    environment_fix: str = ""
+
+
+EXTRACTIONS: Registry[Extraction] = Registry("extraction", discover=("pipeline.tasks.*.task",))
 
 
 @dataclass

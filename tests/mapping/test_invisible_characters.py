@@ -14,11 +14,8 @@ from pipeline.mapping.labels import LabelMerger, labels_equivalent
 from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.parsing import parse_probability
 from pipeline.mapping.response_text import is_refusal, json_answer_strings
-from pipeline.tasks.sets.reading import (
-    extract_answer_set,
-    extraction_prompt,
-    parse_extractor_output,
-)
+from pipeline.mapping.extractor import extraction_prompt
+from pipeline.tasks.sets.reading import extract_answer_set, parse_extractor_output
 from pipeline.text import INVISIBLE, canonical_label, clean_text
 
 # zero-width space / non-joiner / joiner, word joiner, BOM, soft hyphen, bidi controls

@@ -3,6 +3,7 @@
 import pytest
 
 from pipeline.evaluation.matching import remap_distribution
+from pipeline.mapping.labels import representatives
 from pipeline.tasks.graphs.reading import (
     GraphExtractor,
     extract_triples,
@@ -10,12 +11,7 @@ from pipeline.tasks.graphs.reading import (
     merge_graphs,
     parse_triples_output,
 )
-from pipeline.tasks.sets.reading import (
-    SetExtractor,
-    merge_sets,
-    parse_extractor_output,
-    representatives,
-)
+from pipeline.tasks.sets.reading import SetExtractor, merge_sets, parse_extractor_output
 from pipeline.tasks.simplex.reading import SimplexMapper, merge_distributions, renormalise
 
 

@@ -3,8 +3,8 @@ without a reference, the samples' and decodes' latents are the same."""
 
 import pandas as pd
 
+from pipeline.mapping.labels import attach_labels, representatives
 from pipeline.tasks.graphs.reading import merge_graphs
-from pipeline.tasks.sets.reading import attach_labels, representatives
 
 
 def shared_word(question, labels):

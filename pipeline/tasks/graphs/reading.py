@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.mapping.extractor import LocalModelExtractor
+from pipeline.mapping.labels import EquivalenceFn, attach_labels, representatives
 from pipeline.mapping.response_text import strip_prompt_echo
 from pipeline.tasks.graphs.space import graph_to_text as _graph_to_text
-from pipeline.tasks.sets.reading import EquivalenceFn, attach_labels, representatives
 from pipeline.text import canonical_label, to_text
 
 __all__ = [

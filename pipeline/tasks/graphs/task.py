@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.mapping.extractor import EXTRACTIONS, Extraction
 from pipeline.mapping.settings import ExtractionSettings
 from pipeline.tasks.contract import MAPPERS, REFERENCES, Mapper, ReferenceKind
 from pipeline.tasks.graphs.reading import GraphExtractor
@@ -36,6 +37,20 @@ def build_graphs(settings: ExtractionSettings, context) -> Any:
 
 MAPPERS.add("graphs", Mapper(build_graphs, ExtractionSettings, extraction="kggen",
                              description="the relations a text states, as a set of triples"))
+
+
+def kggen_python(extractor: Any) -> str:
+    """The interpreter KGGen runs under: task.extractor.kggen_python, else $KGGEN_PYTHON or the
+    checkout's .venv-kggen (`kggen.default_kggen_python`)."""
+    from pipeline.tasks.graphs.kggen import default_kggen_python
+
+    return extractor.kggen_python or str(default_kggen_python())
+
+
+# with task.extractor.kind=llm: KGGen writes its own prompts (entities, then relations, per
+# response; then its clustering), in its own environment
+EXTRACTIONS.add("kggen", Extraction(calls=2, label="KGGen", environment=kggen_python,
+                                    environment_fix="make kggen-env"))
 
 
 def text_from_user(raw: Any) -> dict[str, Any]:

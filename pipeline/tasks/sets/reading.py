@@ -10,21 +10,19 @@ Structures"):
 Labels are then merged across the samples of one prompt: canonical form first, then, when an
 equivalence callable `(question, labels) -> cluster ids` is given (e.g.
 `pipeline.mapping.equivalence.EmbeddingEquivalence(...).cluster`), every cluster becomes one element represented by its
-most frequent label (ties: first seen). A response that cannot be parsed maps to None and is
-counted, never raised. Responses are read as `pipeline.text.clean_text` gives them (the
+most frequent label (ties: first seen; `pipeline.mapping.labels.representatives`, shared with
+the other readers). A response that cannot be parsed maps to None and is counted, never raised. Responses are read as `pipeline.text.clean_text` gives them (the
 extractors' prompts too): "Paris\u200b" is "Paris".
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from pipeline.data import prompts
-from pipeline.mapping.extractor import EquivalenceFn, LocalModelExtractor
+from pipeline.mapping.extractor import EquivalenceFn, LocalModelExtractor, extraction_prompt
+from pipeline.mapping.labels import representatives
 from pipeline.mapping.parsing import MAX_CHARS, clean_item, extract_answers
 from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
 from pipeline.text import canonical_label, clean_text, to_text
@@ -40,20 +38,6 @@ __all__ = [
 ]
 
 METHODS = ("rule", "llm", "local")
-
-
-def extraction_prompt(kind: str, question: object, answer: object, **options: str) -> str:
-    """The paper's g_T extraction prompt ("answer_set" or "answer_distribution") filled with
-    question and answer; `options` go to its filler (the simplex one's `example`).
-
-    The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
-    """
-    fill = {"answer_set": prompts.set_extraction_prompt,
-            "answer_distribution": prompts.simplex_extraction_prompt}.get(kind)
-    if fill is None:
-        raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
-                         "'answer_distribution'")
-    return fill(clean_text(question).strip(), clean_text(answer).strip(), **options)
 
 
 def _read_once(questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:
@@ -135,70 +119,6 @@ def parse_extractor_output(text: object) -> frozenset[str] | None:
     if items:
         return frozenset(items)
     return frozenset() if saw_idk else None
-
-
-def representatives(question: str, occurrences: Sequence[str], equivalence: EquivalenceFn | None = None,
-                    attached: Sequence[str] = ()) -> dict[str, str]:
-    """Map every canonical label to its cluster's representative.
-
-    `occurrences` lists labels with repetition (one entry per sample that contains it), so the
-    representative is the most frequent label of its cluster; ties go to the first seen. Without
-    `equivalence` each distinct label is its own cluster. `attached` labels (a reference's) are
-    placed into those clusters without changing them: each takes the representative of the
-    clusters it falls into when judged together with the samples' labels, or stands alone.
-    """
-    counts = Counter(occurrences)
-    unique = list(dict.fromkeys(occurrences))  # first-seen order
-    if equivalence is None or len(unique) < 2:
-        rep = {label: label for label in unique}
-    else:
-        rep = _representatives(unique, _cluster_ids(equivalence, question, unique), counts)
-    extra = [label for label in dict.fromkeys(attached) if label not in rep]
-    if not extra:
-        return rep
-    if equivalence is None:
-        return rep | {label: label for label in extra}
-    ids = _cluster_ids(equivalence, question, unique + extra)
-    return attach_labels(rep, dict(zip(unique + extra, ids)), unique, extra, counts)
-
-
-def attach_labels(own_of: dict[str, str], joint_of: dict[str, Any], own: Sequence[str],
-                  attached: Sequence[str], counts: Counter | None = None) -> dict[str, str]:
-    """`own_of` (the samples' label -> representative) extended to the attached labels (a
-    reference's) without changing it. `joint_of` clusters samples' and attached labels judged
-    together (label -> cluster key; absent: its own cluster). An attached label takes the
-    representative of the sample labels in its joint cluster (the most frequent by `counts`,
-    else the first seen); with none, the first attached label of that cluster."""
-    out = dict(own_of)
-    best: dict[Any, str] = {}
-    for label in own:  # first-seen order keeps ties on the first
-        key = joint_of.get(label, label)
-        if key not in best or (counts is not None and counts[label] > counts[best[key]]):
-            best[key] = label
-    alone: dict[Any, str] = {}
-    for label in attached:
-        if label not in out:
-            key = joint_of.get(label, label)
-            out[label] = (own_of.get(best[key], best[key]) if key in best
-                          else alone.setdefault(key, label))
-    return out
-
-
-def _cluster_ids(equivalence: EquivalenceFn, question: str, labels: list[str]) -> list[Any]:
-    ids = list(equivalence(question, labels))
-    if len(ids) != len(labels):
-        raise ValueError(
-            f"equivalence callable returned {len(ids)} cluster ids for {len(labels)} labels; it must return one per label"
-        )
-    return ids
-
-
-def _representatives(unique: list[str], ids: list[Any], counts: Counter) -> dict[str, str]:
-    best: dict[Any, str] = {}
-    for label, cid in zip(unique, ids):  # iterating in first-seen order keeps ties on the first
-        if cid not in best or counts[label] > counts[best[cid]]:
-            best[cid] = label
-    return {label: best[cid] for label, cid in zip(unique, ids)}
 
 
 def merge_sets(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
+from pipeline.mapping.extractor import EXTRACTIONS, Extraction, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
 from pipeline.parts import one_of
 from pipeline.tasks.classes.task import _aliases
@@ -18,7 +20,7 @@ from pipeline.tasks.contract import (
     Reference,
     ReferenceKind,
 )
-from pipeline.tasks.sets.reading import SetExtractor, extraction_prompt
+from pipeline.tasks.sets.reading import SetExtractor
 from pipeline.text import split_names
 
 
@@ -56,6 +58,8 @@ def build_sets(settings: ExtractionSettings, context) -> Any:
 
 MAPPERS.add("sets", Mapper(build_sets, ExtractionSettings, extraction="answer_set",
                            description="the answers a response states, as a set of labels"))
+# with task.extractor.kind=llm: the paper's set-extraction prompt, one per response
+EXTRACTIONS.add("answer_set", Extraction(prompt=partial(extraction_prompt, "answer_set")))
 
 
 def answer_set_from_user(raw: Any) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.mapping.extractor import ResponseExtractor
+from pipeline.mapping.extractor import ResponseExtractor, extraction_prompt
+from pipeline.mapping.labels import EquivalenceFn, representatives
 from pipeline.mapping.parsing import parse_distribution
-from pipeline.tasks.sets.reading import EquivalenceFn, extraction_prompt, representatives
 from pipeline.text import canonical_label, to_text
 
 __all__ = ["SimplexMapper", "merge_distributions", "renormalise"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPTS
@@ -12,6 +13,7 @@ from pipeline.data.records import normalise_probabilities
 from pipeline.errors import ConfigError
 from pipeline.evaluation import kl_divergence
 from pipeline.evaluation.matching import answer_names, remap_distribution
+from pipeline.mapping.extractor import EXTRACTIONS, Extraction, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
 from pipeline.parts import SettingError, one_of
 from pipeline.tasks.contract import (
@@ -69,8 +71,6 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
     def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         """Every extraction call of the cell through one pool (see the sets mapper)."""
         if client is not None:
-            from pipeline.tasks.sets.reading import extraction_prompt
-
             client.complete(list(dict.fromkeys(extraction_prompt("answer_distribution", q, t,
                                                                  example=settings.prompt_example)
                                                for q, texts, attached in items
@@ -84,6 +84,9 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
 MAPPERS.add("simplex", Mapper(
     build_simplex, SimplexSettings, extraction="answer_distribution",
     description="the answers a response states with their probabilities"))
+# with task.extractor.kind=llm: the paper's simplex extraction prompt, one per response
+EXTRACTIONS.add("answer_distribution", Extraction(prompt=partial(extraction_prompt,
+                                                                 "answer_distribution")))
 
 
 def distribution_from_user(raw: Any) -> dict[str, Any]:
