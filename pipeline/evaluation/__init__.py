@@ -16,7 +16,6 @@ from pipeline.evaluation.matching import Alignment, Match, align_labels, match_l
 from pipeline.evaluation.quality import (
     align_to_aliases,
     cosine_distance,
-    exact_match,
     f1_score,
     hamming_graph,
     kl_divergence,
@@ -46,7 +45,6 @@ __all__ = [
     "concordance_counts",
     "cosine_distance",
     "count_ascending_pairs",
-    "exact_match",
     "f1_score",
     "hamming_graph",
     "kl_divergence",

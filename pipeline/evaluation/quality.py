@@ -14,7 +14,6 @@ from typing import Literal
 import numpy as np
 
 from pipeline.evaluation.matching import Judge, align_labels
-from pipeline.text import squad_normalize
 
 
 def _as_set(items: Iterable[Hashable] | None, name: str) -> frozenset:
@@ -76,22 +75,6 @@ def f1_score(
     if mean == "harmonic":
         return 2.0 * precision * recall / (precision + recall)
     return math.sqrt(precision * recall)
-
-
-def exact_match(pred_label: object, aliases: str | Iterable[object]) -> bool:
-    """TriviaQA's exact match: the prediction equals any alias after the official evaluation's
-    normalisation (`pipeline.text.squad_normalize`: case, punctuation, articles, whitespace).
-
-    ``aliases`` is one string or an iterable of strings (bytes and None are accepted as model
-    output is). A prediction that normalises to "" (empty, only punctuation or articles)
-    never matches.
-    """
-    pred = squad_normalize(pred_label)
-    if not pred:
-        return False
-    if isinstance(aliases, str | bytes | bytearray):
-        aliases = [aliases]
-    return any(pred == squad_normalize(alias) for alias in aliases)
 
 
 def align_to_aliases(

@@ -10,7 +10,6 @@ import pytest
 from pipeline.evaluation import (
     align_to_aliases,
     cosine_distance,
-    exact_match,
     f1_score,
     hamming_graph,
     kl_divergence,
@@ -59,18 +58,6 @@ def test_set_metrics_reject_a_bare_string() -> None:
         normalized_hamming("paris", {"paris"})
     with pytest.raises(TypeError, match="hashable"):
         f1_score([["a"]], {"a"})
-
-
-def test_exact_match_uses_canonical_labels() -> None:
-    aliases = ["Pacific Ocean", "the Pacific"]
-    assert exact_match("The Pacific Ocean.", aliases) is True
-    assert exact_match("pacific", aliases) is True
-    assert exact_match("Atlantic Ocean", aliases) is False
-    assert exact_match("Pacific Ocean", "PACIFIC OCEAN!") is True  # a single alias string
-    assert exact_match(b"pacific ocean", aliases) is True  # bytes as model output
-    assert exact_match("", ["", "the"]) is False  # empty prediction never matches
-    assert exact_match(None, ["x"]) is False
-    assert exact_match("x", []) is False
 
 
 def test_align_to_aliases() -> None:

@@ -10,11 +10,11 @@ import pytest
 from pipeline.evaluation import (
     align_labels,
     align_to_aliases,
-    exact_match,
     match_label,
     names_match,
 )
 from pipeline.evaluation.matching import remap_distribution, spelling_form
+from pipeline.tasks.classes.metrics import exact_match
 from pipeline.text import canonical_label, split_names, squad_normalize
 
 

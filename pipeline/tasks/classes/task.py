@@ -8,12 +8,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.evaluation import exact_match, match_label
-from pipeline.mapping.answer_rules import _NUMERIC_QUESTION, read_single_answer
+from pipeline.evaluation import match_label
 from pipeline.mapping.numbers import parse_number
-from pipeline.mapping.question_answer import YEAR_QUESTION as _YEAR_QUESTION
 from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.parts import one_of
+from pipeline.tasks.classes.metrics import exact_match
+from pipeline.tasks.classes.question_answer import YEAR_QUESTION as _YEAR_QUESTION
+from pipeline.tasks.classes.reading import _NUMERIC_QUESTION, read_single_answer
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,

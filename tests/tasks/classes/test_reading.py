@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.mapping.answer_rules import read_single_answer
+from pipeline.tasks.classes.reading import read_single_answer
 from pipeline.tasks.classes.task import class_key
 
 CASES = [  # (question, response, the answer a careful reader takes)
@@ -78,7 +78,7 @@ def test_a_number_question_reads_the_number_as_digits():
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_extraction.py"
+    path = Path(__file__).resolve().parents[3] / "scripts" / "bench_extraction.py"
     spec = importlib.util.spec_from_file_location("bench_extraction", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

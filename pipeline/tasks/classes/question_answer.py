@@ -1,6 +1,6 @@
 """Question-aware reading of a single answer in a chat-style response (issue 51): the answer is
-what the question asks for, not what it already names. Tried before the general reader
-(`answer_rules.read_single_answer`), each rule answers or passes (None):
+what the question asks for, not what it already names. Tried first by `read_single_answer`
+(reading.py, beside this module), each rule answers or passes (None):
 
 - a year question (when / what or which year) -> the first year the response states;
 - a number question (how many, what ... number) -> the first number;
