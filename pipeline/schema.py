@@ -46,6 +46,16 @@ PTRUE = {
     "p_true": "float",  # exp(logprob_true)
 }
 
+# Columns an artifact holds only when a setting asks for them: absent otherwise, so that an
+# artifact written without the setting is column for column (and byte for byte) what it was
+# before the setting existed. pipeline.store.to_table writes them when the frame has them.
+OPTIONAL_COLUMNS = {"ptrue": {
+    # generation.ptrue_beam=true: P(True) asked about the beam decode's text (a sensitivity row
+    # of the beam-target tables; logprob_true asks about the greedy decode, lm-polygraph's default)
+    "logprob_true_beam": "float",
+    "p_true_beam": "float",  # exp(logprob_true_beam)
+}}
+
 LATENTS = {
     "prompt_id": "str",
     "source": "str",  # "sample" or a decode strategy (greedy | beam | contrastive | ar)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DISK_FULL_ERRNOS, DiskFullError, PipelineError, disk_full_message
-from pipeline.schema import ADDED_COLUMNS, ARTIFACTS, PRODUCER
+from pipeline.schema import ADDED_COLUMNS, ARTIFACTS, OPTIONAL_COLUMNS, PRODUCER
 from pipeline.stopping import signals_held
 
 log = logging.getLogger("pipeline")
@@ -179,8 +179,9 @@ def git_revision(cwd: Path | None = None) -> str:
 _ARROW_TYPES: dict[str, Any] = {}
 
 
-def arrow_schema(name: str):
-    """pyarrow schema of a named artifact (built lazily: pyarrow is not imported at package import)."""
+def arrow_schema(name: str, optional: Sequence[str] = ()):
+    """pyarrow schema of a named artifact (built lazily: pyarrow is not imported at package import),
+    with its optional columns `optional` (schema.OPTIONAL_COLUMNS) after its own."""
     import pyarrow as pa
 
     if not _ARROW_TYPES:
@@ -189,7 +190,7 @@ def arrow_schema(name: str):
             "bool": pa.bool_(), "list<float>": pa.list_(pa.float64()),
             "list<str>": pa.list_(pa.string()), "list<list<str>>": pa.list_(pa.list_(pa.string())),
         })
-    columns = ARTIFACTS[name]
+    columns = {**ARTIFACTS[name], **{c: OPTIONAL_COLUMNS[name][c] for c in optional}}
     return pa.schema([(col, _ARROW_TYPES[kind]) for col, kind in columns.items()])
 
 
@@ -199,7 +200,8 @@ def to_table(name: str, df):
 
     if name not in ARTIFACTS:
         raise ArtifactError(f"unknown artifact {name!r}; known: {sorted(ARTIFACTS)}")
-    expected = list(ARTIFACTS[name])
+    optional = [c for c in OPTIONAL_COLUMNS.get(name, {}) if c in df.columns]
+    expected = list(ARTIFACTS[name]) + optional
     if added := {c: v for c, v in ADDED_COLUMNS.get(name, {}).items() if c not in df.columns}:
         df = df.assign(**added)
     missing = [c for c in expected if c not in df.columns]
@@ -209,7 +211,8 @@ def to_table(name: str, df):
             f"artifact {name!r} columns do not match pipeline/schema.py: missing {missing}, "
             f"unexpected {extra}")
     try:
-        return pa.Table.from_pandas(df[expected], schema=arrow_schema(name), preserve_index=False)
+        return pa.Table.from_pandas(df[expected], schema=arrow_schema(name, optional),
+                                    preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
         raise ArtifactError(f"artifact {name!r} has a column of the wrong type: {exc}") from exc
 
