@@ -159,6 +159,9 @@ class GenerationConfig:
     # What P(True) asks about: "prompt", the model's input text (lm-polygraph's `input_texts`,
     # the paper's "default settings"), or "question", the dataset's bare question.
     ptrue_asks: str = "prompt"
+    # true: P(True) asked a second time, about the beam decode (ptrue.logprob_true_beam, the uq
+    # estimator ptrue_beam, a sensitivity row); off in the paper (docs/fidelity.md)
+    ptrue_beam: bool = False
     shard_size: int = 16  # prompts per shard: the unit of resume after a kill (the runner batches
     # the decodes of a shard together: 16 = 4 sampling batches of the default backend)
     # null (backend=openai only): no seed is sent, the server draws; reruns read the request cache

@@ -20,6 +20,12 @@ from pipeline.generation.base import GenerationBackend
 
 TRUE_TOKEN = "True"
 
+# generation.ptrue_beam=true: P(True) asked a second time, about the beam decode (a sensitivity
+# row of the beam-target tables; the default asks about the greedy decode, lm-polygraph's
+# `greedy_texts`). The setting's name, and the generate stage's shard group of its values.
+BEAM_SETTING = BEAM_SHARDS = "ptrue_beam"
+BEAM, GREEDY = "beam", "greedy"  # the decode strategies it reads
+
 
 def ptrue_prompts(
     backend: GenerationBackend,
@@ -55,3 +61,33 @@ def compute_ptrue(
 def to_probability(logprob: float) -> float:
     """exp(logprob), clipped into [0, 1] against rounding."""
     return min(1.0, max(0.0, math.exp(logprob)))
+
+
+def beam_setting_problems(ptrue: bool, strategies: Sequence[str]) -> list[str]:
+    """What generation.ptrue_beam=true needs that the generation settings lack."""
+    problems = []
+    if not ptrue:
+        problems.append("generation.ptrue_beam=true needs generation.ptrue=true (the beam "
+                        "decode's P(True) is a second pass beside the greedy one's)")
+    if BEAM not in strategies:
+        problems.append(f"generation.ptrue_beam=true needs {BEAM} among generation.strategies "
+                        f"(now {list(strategies)}): it asks P(True) about the {BEAM} decode")
+    return problems
+
+
+def beam_answers(decodes, ptrue, prompt_ids: Sequence[str]) -> tuple[list[str], dict[str, float]]:
+    """(the beam decode's text per prompt of `prompt_ids`, {prompt_id: greedy log p(True)} where
+    the beam text is the greedy text: the same P(True) prompt, its value taken as is) from the
+    `decodes` and `ptrue` rows of those prompts (DataFrames of pipeline.schema)."""
+    text = {s: dict(zip(d["prompt_id"].astype(str), d["text"]))
+            for s, d in decodes.groupby("strategy")}
+    beam, greedy = text.get(BEAM, {}), text.get(GREEDY, {})
+    ids = [str(p) for p in prompt_ids]
+    missing = [pid for pid in ids if pid not in beam]
+    if missing:
+        raise RuntimeError(f"no {BEAM} decode of {missing[:3]}: P(True) on the {BEAM} decode "
+                           "needs one per prompt")
+    asked = dict(zip(ptrue["prompt_id"].astype(str), ptrue["logprob_true"]))
+    known = {pid: float(asked[pid]) for pid in ids
+             if pid in asked and pid in greedy and greedy[pid] == beam[pid]}
+    return [str(beam[pid]) for pid in ids], known

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.generation.base import Generation, GenerationBackend, SamplingConfig
@@ -177,6 +177,35 @@ def generate_records(
     if progress is True:
         print(summary, file=sys.stderr)
     return _frame(sample_rows, SAMPLES), _frame(decode_rows, DECODES), _frame(ptrue_rows, PTRUE)
+
+
+def ptrue_of_answers(
+    backend: GenerationBackend,
+    prompt_ids: Sequence[str],
+    questions: Sequence[str],
+    answers: Sequence[str],
+    known: Mapping[str, float] | None = None,
+) -> Any:
+    """P(True) (lm-polygraph's plain prompt) asked about `answers`, one per prompt: a DataFrame
+    with the columns of `pipeline.schema.PTRUE`, in the order of `prompt_ids`.
+
+    `known`: {prompt_id: log p("True")} already computed for the same question and answer text
+    (the greedy pass's, where the beam decode's text equals the greedy one's), taken as is and
+    not asked again: the same prompt to the same model, so the same value, without the rounding
+    a batch of other lengths would add.
+    """
+    prompt_ids = [str(p) for p in prompt_ids]
+    if not len(prompt_ids) == len(questions) == len(answers):
+        raise ValueError(f"{len(prompt_ids)} prompt_ids, {len(questions)} questions and "
+                         f"{len(answers)} answers: pass one of each per prompt")
+    known = {str(k): float(v) for k, v in (known or {}).items()}
+    ask = [i for i, pid in enumerate(prompt_ids) if pid not in known]
+    asked = compute_ptrue(backend, [questions[i] for i in ask], [answers[i] for i in ask])
+    logprob = dict(known)
+    logprob.update({prompt_ids[i]: lp for i, lp in zip(ask, asked, strict=True)})
+    rows = [{"prompt_id": pid, "logprob_true": logprob[pid],
+             "p_true": to_probability(logprob[pid])} for pid in prompt_ids]
+    return _frame(rows, PTRUE)
 
 
 def decode_records(

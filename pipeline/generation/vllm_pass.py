@@ -15,6 +15,11 @@ library, pandas/pyarrow (through the store) and vLLM.
 Job JSON: {"store": dir, "key": cache key, "engine": {VllmBackend kwargs}, "sampling":
 {SamplingConfig fields}, "strategies": [...], "beam_width": int, "ptrue": bool,
 "shards": [{"index": i, "prompt_ids": [...], "prompts": [...], "questions": [...]}]}
+
+With "mode": "ptrue_beam" (generation.ptrue_beam=true, after every decode is written) the job
+asks P(True) about given answers instead, and writes the `ptrue_beam` shards (ptrue schema):
+{"mode": "ptrue_beam", "store", "key", "engine", "shards": [{"index", "prompt_ids", "questions",
+"answers": [beam text per prompt], "known": {prompt_id: log p(True) taken as is}}]}.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 log = logging.getLogger("pipeline")
 
 SHARDED = ("samples", "decodes", "ptrue")
+PTRUE_BEAM_MODE = "ptrue_beam"  # the job of generation.ptrue_beam=true
 
 
 def run_job(job: dict[str, Any]) -> int:
@@ -38,6 +44,8 @@ def run_job(job: dict[str, Any]) -> int:
     from pipeline.store import ArtifactStore
 
     store, key = ArtifactStore(Path(job["store"])), job["key"]
+    if job.get("mode") == PTRUE_BEAM_MODE:
+        return _run_ptrue_beam(job, store, key)
     todo = [s for s in job["shards"]
             if not store.shard_complete(SHARDED, key, int(s["index"]), s["prompt_ids"])]
     if not todo:
@@ -59,6 +67,29 @@ def run_job(job: dict[str, Any]) -> int:
             store.write_shard(name, key, int(shard["index"]), frame,
                               prompt_ids=shard["prompt_ids"])
         log.info("[generate] vLLM pass: shard %d written", int(shard["index"]) + 1)
+    return len(todo)
+
+
+def _run_ptrue_beam(job: dict[str, Any], store: Any, key: str) -> int:
+    """P(True) about each shard's answers (the beam decodes) -> `ptrue_beam` shards."""
+    from pipeline.generation.ptrue import BEAM_SHARDS as PTRUE_BEAM
+    from pipeline.generation.runner import ptrue_of_answers
+
+    todo = [s for s in job["shards"]
+            if not store.has_shard(PTRUE_BEAM, key, int(s["index"]), s["prompt_ids"])]
+    if not todo:
+        return 0
+    from pipeline.generation.vllm_backend import VllmBackend
+
+    started = time.perf_counter()
+    backend = VllmBackend(**job["engine"])
+    log.info("[generate] vLLM pass (P(True) of the beam decode): engine up in %.1f s, %d shards",
+             time.perf_counter() - started, len(todo))
+    for shard in todo:
+        frame = ptrue_of_answers(backend, shard["prompt_ids"], shard["questions"],
+                                 shard["answers"], shard.get("known") or {})
+        store.write_shard(PTRUE_BEAM, key, int(shard["index"]), frame, schema="ptrue",
+                          prompt_ids=shard["prompt_ids"])
     return len(todo)
 
 

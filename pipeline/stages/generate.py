@@ -15,6 +15,13 @@ Two paths, one set of shards:
   (`generation.beam_backend`, transformers by default: vLLM's beam score divides by a length
   that includes the prompt, and its step-by-step beam loop is slow). Prompts are chat-rendered
   once, here, for both passes.
+
+`generation.ptrue_beam=true` (off by default and in the paper) adds a second P(True) pass once
+every decode is written: P(True) asked about the beam decode's text, by the engine that asked
+about the greedy one (this process; under vLLM a second vLLM pass), into shards of its own
+(`ptrue_beam`, ptrue schema), merged into the `ptrue` artifact as `logprob_true_beam` and
+`p_true_beam`. Where the beam text equals the greedy text the greedy value is taken as is (the
+same prompt). Off, neither the generate key nor any artifact changes.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import math
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.data.loaders import recording_sources
 from pipeline.devices import cuda_device_count, resolve_device
+from pipeline.errors import ConfigError
 from pipeline.generation import vllm_pass
 from pipeline.generation.base import SamplingConfig, split_strategies
 from pipeline.generation.cell import (
@@ -51,7 +60,13 @@ from pipeline.generation.cell import (
     vllm_python,
 )
 from pipeline.generation.hf_backend import TransformersBackend
-from pipeline.generation.runner import decode_records, generate_records
+from pipeline.generation.ptrue import (
+    BEAM_SETTING,
+    BEAM_SHARDS,
+    beam_answers,
+    beam_setting_problems,
+)
+from pipeline.generation.runner import decode_records, generate_records, ptrue_of_answers
 from pipeline.progress import progress
 from pipeline.stage import MANIFEST_FIELDS, plain, stage
 from pipeline.stopping import check_stop
@@ -61,6 +76,7 @@ log = logging.getLogger("pipeline")
 
 SHARDED = vllm_pass.SHARDED  # the shard groups one generation pass writes
 TRANSFORMERS_DECODES = "decodes_transformers"  # shard group of the transformers pass (decodes schema)
+PTRUE_BEAM = BEAM_SHARDS  # shard group of P(True) on the beam decode (ptrue schema)
 
 
 @dataclass(frozen=True)
@@ -121,8 +137,22 @@ def generate_slice(cfg: DictConfig) -> dict:
         backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)
     generation = plain(cfg.generation)
     generation.pop("shard_size", None)  # how the work is cut, not what it computes
+    if not generation.get(BEAM_SETTING):  # off: the key of configs written before the setting
+        generation.pop(BEAM_SETTING, None)
     return {"data": data_fingerprint(cfg), "model": model, "backend": backend,
             "max_new_tokens": cfg.dataset.max_new_tokens, "generation": generation}
+
+
+def ptrue_beam_on(cfg: DictConfig) -> bool:
+    """Whether the cell asks P(True) about the beam decode too (generation.ptrue_beam)."""
+    return bool(OmegaConf.select(cfg, f"generation.{BEAM_SETTING}", default=False))
+
+
+def ptrue_beam_problems(cfg: DictConfig) -> list[str]:
+    """What generation.ptrue_beam=true needs and the cell lacks (empty when off)."""
+    if not ptrue_beam_on(cfg):
+        return []
+    return beam_setting_problems(bool(cfg.generation.ptrue), list(cfg.generation.strategies))
 
 
 def _shards(cfg: DictConfig, dataset, prompts: list[str]) -> list[Shard]:
@@ -149,6 +179,8 @@ def _todo(store: ArtifactStore, key: str, shards: list[Shard],
     (a killed job resumes at the first of them; a shard of another partition is redone). An
     incomplete shard's other groups are removed, so it is written again as one."""
     todo = [s for s in shards if not store.shard_complete(groups, key, s.index, s.prompt_ids)]
+    for s in todo:  # P(True) on a beam decode about to be made again is asked again
+        store.remove_shard(PTRUE_BEAM, key, s.index)
     if todo and len(todo) < len(shards):
         log.info("[generate] resuming: %d of %d shards already written",
                  len(shards) - len(todo), len(shards))
@@ -161,12 +193,12 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
     (None: a local or packaged model, an endpoint, or nothing left to do)."""
     g = cfg.generation
     todo = _todo(store, key, shards)
-    if not todo:
+    if not todo and not _ptrue_beam_todo(cfg, store, key, shards):
         return None
     backend = generation_backend(cfg)
     # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
     with progress(sum(len(s.prompts) for s in todo), f"generate ({cfg.model.name})",
-                  unit="prompt") as bar:
+                  unit="prompt") if todo else _NO_BAR as bar:
         for shard in todo:
             frames = generate_records(
                 backend, shard.prompts, shard.prompt_ids, _sampling(cfg),
@@ -177,7 +209,68 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
                 store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
             log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
             check_stop()  # a swallowed stop ends the run at the next shard
+    _ptrue_beam_pass(cfg, store, key, shards, backend)
     return getattr(backend, "commit_hash", None)
+
+
+_NO_BAR = nullcontext()
+
+
+def _ptrue_beam_todo(cfg: DictConfig, store: ArtifactStore, key: str,
+                     shards: list[Shard]) -> list[Shard]:
+    """The shards whose P(True) on the beam decode is still to ask ([] with ptrue_beam off)."""
+    if not ptrue_beam_on(cfg):
+        return []
+    return [s for s in shards if not store.has_shard(PTRUE_BEAM, key, s.index, s.prompt_ids)]
+
+
+def _ptrue_beam_inputs(cfg: DictConfig, store: ArtifactStore, key: str,
+                       shard: Shard) -> tuple[list[str], dict[str, float]]:
+    """(the beam decode's text per prompt of the shard, {prompt_id: greedy log p(True)} where
+    the beam text is the greedy text), read from the shard's written decodes and P(True)."""
+    import pandas as pd
+
+    part = [(shard.index, shard.prompt_ids)]
+    decodes = [store.read_shards("decodes", key, part)]
+    if cfg.backend.name == "vllm" and split_strategies(cfg.generation.strategies,
+                                                       cfg.generation.beam_backend)[1]:
+        decodes.append(store.read_shards(TRANSFORMERS_DECODES, key, part, schema="decodes"))
+    return beam_answers(pd.concat(decodes, ignore_index=True),
+                        store.read_shards("ptrue", key, part), shard.prompt_ids)
+
+
+def _ptrue_beam_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
+                     backend) -> None:
+    """P(True) about the beam decode of every shard that lacks it, with the in-process backend
+    that asked about the greedy one."""
+    todo = _ptrue_beam_todo(cfg, store, key, shards)
+    if not todo:
+        return
+    with progress(sum(len(s.prompts) for s in todo),
+                  f"P(True) of the beam decode ({cfg.model.name})", unit="prompt") as bar:
+        for shard in todo:
+            answers, known = _ptrue_beam_inputs(cfg, store, key, shard)
+            frame = ptrue_of_answers(backend, shard.prompt_ids, shard.questions, answers, known)
+            store.write_shard(PTRUE_BEAM, key, shard.index, frame, schema="ptrue",
+                              prompt_ids=shard.prompt_ids)
+            bar.update(len(shard.prompts))
+            check_stop()
+
+
+def _vllm_ptrue_beam_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+                          shards: list[Shard]) -> None:
+    """P(True) about the beam decode in a second vLLM pass (the engine that asked about the
+    greedy decode), once the beam decodes of every shard are written."""
+    todo = _ptrue_beam_todo(cfg, store, key, shards)
+    if not todo:
+        return
+    jobs = []
+    for shard in todo:
+        answers, known = _ptrue_beam_inputs(cfg, store, key, shard)
+        jobs.append({**vars(shard), "answers": answers, "known": known})
+    log.info("[generate] P(True) of the beam decode: a second vLLM pass (%d shards)", len(todo))
+    _run_vllm_job(cfg, {"mode": vllm_pass.PTRUE_BEAM_MODE, "store": str(Path(store.root).resolve()),
+                        "key": key, "engine": _vllm_engine(cfg), "shards": jobs})
 
 
 def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
@@ -186,12 +279,24 @@ def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Sha
     todo = _todo(store, key, shards)
     if not todo:
         return
-    python = vllm_python(cfg)
-    b, g = cfg.backend, cfg.generation
-    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    g = cfg.generation
     job = {
         "store": str(Path(store.root).resolve()), "key": key,
-        "engine": {
+        "engine": _vllm_engine(cfg),
+        "sampling": vars(_sampling(cfg)), "strategies": strategies,
+        "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
+        "shards": [vars(s) for s in todo],
+    }
+    log.info("[generate] vLLM pass (%d shards, tensor parallel %d) in %s", len(todo),
+             job["engine"]["tensor_parallel_size"], vllm_python(cfg))
+    _run_vllm_job(cfg, job)
+
+
+def _vllm_engine(cfg: DictConfig) -> dict[str, Any]:
+    """The VllmBackend arguments of the cell (the job file's "engine")."""
+    b, g = cfg.backend, cfg.generation
+    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    return {
             "model_path": model_path,
             "dtype": cfg.model.dtype, "max_model_len": vllm_max_model_len(cfg, model_path),
             "gpu_memory_utilization": b.gpu_memory_utilization,
@@ -203,17 +308,16 @@ def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Sha
             "chat_template_kwargs": dict(cfg.model.chat_template_kwargs),
             "name": f"vllm:{cfg.model.name}",
             **({} if model_revision(cfg) is None else {"revision": model_revision(cfg)}),
-        },
-        "sampling": vars(_sampling(cfg)), "strategies": strategies,
-        "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
-        "shards": [vars(s) for s in todo],
     }
+
+
+def _run_vllm_job(cfg: DictConfig, job: dict[str, Any]) -> None:
+    """`job` through pipeline.generation.vllm_pass in the vLLM env's interpreter."""
+    python = vllm_python(cfg)
     with tempfile.TemporaryDirectory(prefix="vllm-pass-") as tmp:
         path = Path(tmp) / "job.json"
         path.write_text(json.dumps(job), encoding="utf-8")
         cmd = [python, "-m", "pipeline.generation.vllm_pass", str(path)]
-        log.info("[generate] vLLM pass (%d shards, tensor parallel %d) in %s", len(todo),
-                 job["engine"]["tensor_parallel_size"], python)
         # Output goes straight to this job's log; the pass writes shards, nothing else.
         done = subprocess.run(cmd, cwd=REPO_ROOT, check=False)
     if done.returncode != 0:
@@ -259,6 +363,9 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
 def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
     import pandas as pd
 
+    problems = ptrue_beam_problems(cfg)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     with recording_sources() as sources:
         dataset = load_cell_dataset(cfg)
     prompts = render_prompts(cfg, dataset)
@@ -270,6 +377,7 @@ def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, 
     if cfg.backend.name == "vllm":
         _vllm_pass(cfg, store, key, shards, vllm_strategies)
         _transformers_decodes_pass(cfg, store, key, shards, hf_strategies)
+        _vllm_ptrue_beam_pass(cfg, store, key, shards)
     else:
         loaded = _transformers_pass(cfg, store, key, shards)
     parts = [(s.index, s.prompt_ids) for s in shards]
@@ -285,9 +393,25 @@ def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, 
                                          _s=decodes["strategy"].map(rank))
                           .sort_values(["_p", "_s"], kind="stable")
                           .drop(columns=["_p", "_s"]).reset_index(drop=True))
+    if ptrue_beam_on(cfg):
+        out["ptrue"] = with_beam_ptrue(out["ptrue"],
+                                       store.read_shards(PTRUE_BEAM, key, parts, schema="ptrue"))
     out["dataset"] = dataset
     out[MANIFEST_FIELDS] = {"revisions": revisions(cfg, sources, loaded)}
     return out
+
+
+def with_beam_ptrue(ptrue, beam):
+    """The ptrue artifact with the beam decode's P(True) (`beam`, ptrue schema) as its columns
+    logprob_true_beam and p_true_beam, by prompt."""
+    lp = dict(zip(beam["prompt_id"].astype(str), beam["logprob_true"]))
+    p = dict(zip(beam["prompt_id"].astype(str), beam["p_true"]))
+    ids = ptrue["prompt_id"].astype(str)
+    missing = [pid for pid in ids if pid not in lp]
+    if missing:
+        raise RuntimeError(f"generate: no P(True) of the beam decode for {missing[:3]}")
+    return ptrue.assign(logprob_true_beam=ids.map(lp).astype("float64"),
+                        p_true_beam=ids.map(p).astype("float64"))
 
 
 def revisions(cfg: DictConfig, sources: list[dict], loaded: str | None = None) -> dict:

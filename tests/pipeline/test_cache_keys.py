@@ -106,3 +106,20 @@ def test_the_served_backends_settings_stay_out_of_other_backends_keys(slices):
     served = slices("backend=openai", "backend.base_url=http://127.0.0.1:8000/v1",
                     "generation.strategies=[greedy,ar]")["generate"]["backend"]
     assert served["base_url"] == "http://127.0.0.1:8000/v1" and "max_concurrency" not in served
+
+
+def test_ptrue_on_the_beam_output_is_in_the_generate_key_only_when_on(slices, monkeypatch):
+    """generation.ptrue_beam (issue 57 item 5): off, the default and the paper's generate slices
+    do not hold the field (every generation cached before it stays current); on, only the
+    generate slice changes, and what follows reruns through its inputs' keys."""
+    import pipeline.stages.generate as generate
+
+    monkeypatch.setattr(generate, "data_fingerprint", lambda cfg: "data")  # the paper's data
+    for run in (("dataset=triviaqa_bundled",), ("experiment=paper", "dataset=triviaqa"),
+                ("experiment=paper", "model=qwen2.5-72b-instruct", "dataset=maqa")):
+        assert "ptrue_beam" not in slices(*run)["generate"]["generation"], run
+        assert "ptrue_beam" not in slices(*run, "generation.ptrue_beam=false")[
+            "generate"]["generation"], run
+        on = slices(*run, "generation.ptrue_beam=true")
+        assert changed(slices(*run), on) == ["generate"], run
+        assert on["generate"]["generation"]["ptrue_beam"] is True
