@@ -64,6 +64,7 @@ from pipeline.uncertainty.estimators import (
     entropy_estimators,
     extra_estimators,
     risk_estimator,
+    shown_for,
     table_estimators,
 )
 
@@ -201,7 +202,9 @@ def draw_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, models=PAPER_LLM
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     ours = scores[(scores["dataset"] == PRR_DATASET) & (scores["target"] == OURS)
-                  & (scores["metric"] == PRR_METRIC)] if len(scores) else scores
+                  & (scores["metric"] == PRR_METRIC)
+                  & scores["estimator"].map(lambda e: shown_for(e, OURS)).astype(bool)
+                  ] if len(scores) else scores
     models = rank_models(set(ours["model"]), models)[0] if len(ours) else []
     ours = ours[ours["model"].isin(models)] if len(ours) else ours
     paper = paper_uq[(paper_uq["table"] == PRR_PAPER_TABLE) & (paper_uq["dataset"] == PRR_DATASET)

@@ -24,7 +24,13 @@ import pandas as pd
 from pipeline.methods import extra_methods, method_label, table_methods
 from pipeline.reporting.paper import DATASET_LABEL, NOTES, PAPER_72B, TABLE_COLUMNS, TABLES
 from pipeline.tasks.contract import METRICS
-from pipeline.uncertainty.estimators import estimator_label, extra_estimators, table_estimators
+from pipeline.uncertainty.estimators import (
+    estimator_label,
+    estimator_note,
+    extra_estimators,
+    shown_for,
+    table_estimators,
+)
 
 # the paper's columns (dataset, metric) and their labels, its tables: pipeline.reporting.paper
 COLUMNS = TABLE_COLUMNS
@@ -463,13 +469,19 @@ def write_table(wide: pd.DataFrame | Table, out_dir: Path, name: str, title: str
     return paths
 
 
-def _note(name: str, table: Table, data_notes: dict[str, str]) -> str:
-    """Table `name`'s own note, then the data note of each dataset its rows of ours read."""
+def _note(name: str, table: Table, data_notes: dict[str, str], row_key: str = "") -> str:
+    """Table `name`'s own note, what it says of the rows it shows that carry a note of their own
+    (a sensitivity row's: estimator_note), then the data note of each dataset its rows of ours
+    read."""
     values = table.values
     ours = values[values.index.get_level_values("source") == "ours"] if len(values) else values
     used = [d for d in dict.fromkeys(d for d, _ in ours.columns)
             if d in data_notes and ours[d].notna().to_numpy().any()] if len(ours) else []
-    return " ".join(([NOTES[name]] if name in NOTES else []) + [data_notes[d] for d in used])
+    rows = (list(dict.fromkeys(ours.index.get_level_values(row_key)))
+            if row_key == "estimator" and len(ours) else [])
+    said = [n for n in dict.fromkeys(estimator_note(r) for r in rows) if n]
+    return " ".join(([NOTES[name]] if name in NOTES else []) + said
+                    + [data_notes[d] for d in used])
 
 
 def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.DataFrame,
@@ -492,9 +504,11 @@ def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.Data
             write_table(table, out_dir, name, title, METHOD_LABEL, lower_better=None,
                         min_n=min_n, note=_note(name, table, data_notes))
         else:
+            if not ours_s.empty:  # a sensitivity row only in the tables of its own target
+                ours_s = ours_s[ours_s["estimator"].map(lambda e: shown_for(e, target))]
             long = uq_long(ours_s, paper_uq, paper_id, target, score)
             table = Table.from_long(long, "estimator", ESTIMATORS)
             write_table(table, out_dir, name, title, ESTIMATOR_LABEL, lower_better=False,
-                        min_n=min_n, note=_note(name, table, data_notes))
+                        min_n=min_n, note=_note(name, table, data_notes, "estimator"))
         built[name] = table.values
     return built

@@ -54,6 +54,7 @@ def headline(uq_scores, quality, metrics: Sequence[str],
 
 
 def is_baseline_estimator(name: str) -> bool:
-    """A registered estimator not marked task-aware (unknown names count as baselines)."""
+    """A registered estimator of the paper's comparison not marked task-aware (unknown names
+    count as baselines; an extra of ours, e.g. a sensitivity row, is none)."""
     estimator = ESTIMATORS.get(name)
-    return not (estimator is not None and estimator.task_aware)
+    return not (estimator is not None and (estimator.task_aware or not estimator.in_paper))

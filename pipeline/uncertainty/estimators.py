@@ -20,11 +20,19 @@ import pandas as pd
 
 from pipeline.errors import ConfigError
 from pipeline.mapping.settings import EquivalenceConfig
+from pipeline.methods import BASELINE
 from pipeline.parts import NoSettings, one_of, option_defaults, pin, settings_from
 from pipeline.registry import Registry
 from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 from pipeline.uncertainty.latent_entropy import latent_entropy_frame
-from pipeline.uncertainty.polygraph import EXTRA_INPUTS, POLYGRAPH_ESTIMATORS, compute_uncertainty
+from pipeline.uncertainty.polygraph import (
+    EXTRA_INPUTS,
+    POLYGRAPH_ESTIMATORS,
+    PTRUE_BEAM,
+    PTRUE_BEAM_SPEC,
+    compute_uncertainty,
+    has_ptrue_beam,
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,10 @@ class Estimator:
     in_paper: bool = True
     # what it reads beyond the samples' texts, in words ("" for nothing more)
     reads: str = ""
+    # a sensitivity row: shown only in the UQ tables and figures whose target is this decision
+    # method (None: wherever it was scored), with `note` under each table that shows it
+    target: str | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,17 @@ for _name, (_class, _label, _order, _what) in POLYGRAPH_ESTIMATORS.items():
     ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph {_class}: {_what}",
                                     label=_label, table_order=_order,
                                     reads=EXTRA_INPUTS.get(_name, "")))
+# P(True) asked about the beam decode (generation.ptrue_beam=true): a sensitivity row beside
+# P(True) on the greedy decode, not in the paper's comparison (after every other row; its own
+# colour in the figures leaves theirs as they were). It comes with ptrue wherever the ptrue
+# artifact holds it (`_lm_polygraph`), so the one generation setting turns it on.
+ESTIMATORS.add(PTRUE_BEAM, Estimator(
+    "lm_polygraph", f"lm-polygraph {PTRUE_BEAM_SPEC[0]}: {PTRUE_BEAM_SPEC[2]}",
+    label=PTRUE_BEAM_SPEC[1], table_order=9, in_paper=False,
+    reads="P(True) of the beam decode (generation.ptrue_beam=true)", target=BASELINE,
+    note=f"{PTRUE_BEAM_SPEC[1]}: a sensitivity row (generation.ptrue_beam=true), P(True) asked "
+         "about the beam output, the answer MSP and CoCoA score; the P(True) row beside it "
+         "(lm-polygraph's default, the greedy text) is the one compared."))
 ESTIMATORS.add("latent_entropy", Estimator(
     "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True,
     label="Latent Entropy", table_order=6))
@@ -127,6 +150,18 @@ def entropy_estimators() -> list[str]:
     """Task-aware estimators that are not a decision's risk (the latent entropy)."""
     return [n for n in ESTIMATORS.names()
             if ESTIMATORS[n].task_aware and ESTIMATORS[n].decision is None]
+
+
+def shown_for(name: str, target: str) -> bool:
+    """Whether estimator `name`'s row belongs in the UQ tables and figures of `target` (a
+    sensitivity row only in those of its own target; unknown names everywhere)."""
+    own = ESTIMATORS[name].target if name in ESTIMATORS else None
+    return own is None or own == target
+
+
+def estimator_note(name: str) -> str:
+    """What a table that shows estimator `name`'s row says of it ("" for nothing)."""
+    return ESTIMATORS[name].note if name in ESTIMATORS else ""
 
 
 def estimator_label(name: str) -> str:
@@ -172,6 +207,8 @@ def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame],
                           "UQContext(models=pipeline.aux_models) (the uq stage does)")
     build_embedder, cross_encoder = context.models.build_embedder, context.models.cross_encoder
     equivalence_judge = context.models.equivalence_judge
+    if "ptrue" in names and PTRUE_BEAM not in names and has_ptrue_beam(artifacts["ptrue"]):
+        names = [*names, PTRUE_BEAM]  # generation.ptrue_beam=true: its sensitivity row too
     similarity = (cross_encoder(settings.cross_encoder, context.device,
                                 settings.cross_encoder_revision)
                   if settings.similarity == "cross_encoder"

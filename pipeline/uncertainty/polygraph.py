@@ -16,6 +16,9 @@ Choices where the paper or lm-polygraph leave it open:
   sample-based rows; prompts without a P(True) row get no ptrue row.
 - ``p_true`` is ptrue.logprob_true: lm-polygraph's stat is the log-probability of "True", so
   PTrue = -log p(True).
+- ``ptrue_beam`` (asked for by name; only where the ptrue artifact has ``logprob_true_beam``,
+  written with generation.ptrue_beam=true) is the same PTrue on P(True) asked about the beam
+  decode: a sensitivity row beside ``ptrue`` (which asks about the greedy decode).
 Counts of everything dropped are in ``result.attrs["skipped"]`` and logged.
 """
 
@@ -65,6 +68,11 @@ EXTRA_INPUTS: dict[str, str] = {
 ESTIMATOR_CLASSES: dict[str, str] = {n: spec[0] for n, spec in POLYGRAPH_ESTIMATORS.items()}
 DEFAULT_ESTIMATORS: tuple[str, ...] = tuple(ESTIMATOR_CLASSES)
 UNCERTAINTY_COLUMNS = ["prompt_id", "estimator", "value"]
+# P(True) asked about the beam decode (generation.ptrue_beam=true): lm-polygraph's PTrue on the
+# ptrue artifact's column logprob_true_beam; not among the defaults (it needs that column)
+PTRUE_BEAM, PTRUE_BEAM_COLUMN = "ptrue_beam", "logprob_true_beam"
+PTRUE_BEAM_SPEC = ("PTrue", "P(True) (beam output)",
+                   "P(True) of the beam decode (generation.ptrue_beam; a sensitivity row)")
 
 _REQUIRED = {
     "samples": ["prompt_id", "sample_idx", "text", "token_logprobs", "logprob"],
@@ -224,6 +232,10 @@ def compute_uncertainty(
             lm-polygraph's semantic matrix (False).
     """
     estimators = list(dict.fromkeys(estimators))
+    if PTRUE_BEAM in estimators:
+        return _with_ptrue_beam(
+            estimators, samples_df, decodes_df, ptrue_df, dataset_df, equivalence, embedder,
+            target_strategy, tokenizer, estimator_kwargs, nli_with_question)
     prompts, skipped = collect_prompts(
         samples_df, decodes_df, ptrue_df, dataset_df, target_strategy
     )
@@ -288,4 +300,43 @@ def compute_uncertainty(
         log.warning(
             "compute_uncertainty dropped/skipped: %s", {k: v for k, v in skipped.items() if v}
         )
+    return result
+
+
+def has_ptrue_beam(ptrue_df: pd.DataFrame | None) -> bool:
+    """Whether a ptrue artifact holds P(True) of the beam decode (generation.ptrue_beam=true)."""
+    return ptrue_df is not None and PTRUE_BEAM_COLUMN in ptrue_df.columns
+
+
+def _with_ptrue_beam(estimators, samples_df, decodes_df, ptrue_df, dataset_df, equivalence,
+                     embedder, target_strategy, tokenizer, estimator_kwargs, nli_with_question):
+    """compute_uncertainty of `estimators`, ptrue_beam among them: the others as asked, and
+    lm-polygraph's PTrue on logprob_true_beam by the very code path of ptrue, renamed."""
+    if not has_ptrue_beam(ptrue_df):
+        raise ValueError(
+            f"{PTRUE_BEAM} needs P(True) of the beam decode (the ptrue artifact's column "
+            f"{PTRUE_BEAM_COLUMN}): run the generate stage with generation.ptrue_beam=true")
+    kwargs = dict(estimator_kwargs or {})
+    common = dict(target_strategy=target_strategy, tokenizer=tokenizer,
+                  nli_with_question=nli_with_question)
+    parts, skipped = [], {}
+    rest = [e for e in estimators if e != PTRUE_BEAM]
+    if rest:
+        parts.append(compute_uncertainty(samples_df, decodes_df, ptrue_df, dataset_df, equivalence,
+                                         embedder, rest, estimator_kwargs=kwargs, **common))
+        skipped.update(parts[-1].attrs.get("skipped", {}))
+    beam_ptrue = pd.DataFrame({"prompt_id": ptrue_df["prompt_id"],
+                               "logprob_true": ptrue_df[PTRUE_BEAM_COLUMN]})
+    own = compute_uncertainty(
+        samples_df, decodes_df, beam_ptrue, dataset_df, None, None, ["ptrue"],
+        estimator_kwargs={"ptrue": kwargs[PTRUE_BEAM]} if PTRUE_BEAM in kwargs else None,
+        **common)
+    skipped[f"{PTRUE_BEAM}_prompts_without_inputs"] = own.attrs["skipped"].get(
+        "ptrue_prompts_without_inputs", 0)
+    parts.append(own.assign(estimator=PTRUE_BEAM))
+    rank = {n: i for i, n in enumerate(estimators)}
+    result = pd.concat(parts, ignore_index=True)
+    result = (result.assign(_rank=result["estimator"].map(rank))
+              .sort_values("_rank", kind="stable").drop(columns="_rank").reset_index(drop=True))
+    result.attrs["skipped"] = skipped
     return result

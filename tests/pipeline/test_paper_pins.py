@@ -186,6 +186,49 @@ def test_the_beam_target_tables_say_ptrue_reads_the_greedy_text(tmp_path):
     assert said not in (tmp_path / "uq_prr_bayes.md").read_text(encoding="utf-8")
 
 
+def test_ptrue_on_the_beam_output_is_off_in_the_paper(hydra_ctx):
+    """docs/fidelity.md "P(True) answer; MSP / CoCoA target": `experiment=paper` asks P(True)
+    about the greedy text only (lm-polygraph's default): generation.ptrue_beam stays off, set by
+    no paper config, and the paper's estimators do not name its sensitivity row."""
+    from omegaconf import OmegaConf
+
+    for dataset in PAPER_DATASETS:
+        cfg = _paper(f"dataset={dataset}")
+        assert cfg.generation.ptrue_beam is False, dataset
+        assert "ptrue_beam" not in cfg.uq.estimators, dataset
+    assert "ptrue_beam" not in (OmegaConf.load(PAPER_YAML).get("generation") or {})
+
+
+def test_with_ptrue_on_the_beam_output_tables_5_6_gain_a_marked_sensitivity_row(tmp_path):
+    """generation.ptrue_beam=true: Tables 5-6 (beam target) show "P(True) (beam output)" as an
+    extra row (marked, never best), after the P(True) row, which stays; their notes say what it
+    is. The Bayes-target tables do not show it."""
+    from pipeline.reporting import PAPER_DIR
+    from pipeline.reporting.tables import EXTRA_MARK, build_tables
+
+    quality = pd.DataFrame(columns=["model", "dataset", "method", "metric", "value", "low",
+                                    "high", "n"])
+    scores = pd.DataFrame([
+        {"model": "qwen3-4b", "dataset": "maqa", "target": target, "estimator": est,
+         "metric": "hamming", "prr": prr, "auc": 0.5, "n": 40}
+        for target in ("bayes", "beam")
+        for est, prr in (("ptrue", 0.1), ("msp", 0.2), ("ptrue_beam", 0.9))])
+    build_tables(quality, scores, pd.read_csv(PAPER_DIR / "generation.csv"),
+                 pd.read_csv(PAPER_DIR / "uq.csv"), tmp_path)
+    said = "P(True) (beam output): a sensitivity row (generation.ptrue_beam=true)"
+    for name in ("uq_prr_beam", "uq_auc_beam"):
+        md = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        ours = [line for line in md.splitlines() if "| qwen3-4b |" in line and "| ours |" in line]
+        labels = [line.split(" | ")[1] for line in ours]
+        assert labels.index("P(True)") < labels.index("P(True) (beam output)" + EXTRA_MARK)
+        beam_row = ours[labels.index("P(True) (beam output)" + EXTRA_MARK)]
+        assert "**" not in beam_row  # its 0.9 is the highest PRR, yet never marked best
+        assert said in md and said in (tmp_path / f"{name}.tex").read_text(encoding="utf-8")
+    for name in ("uq_prr_bayes", "uq_auc_bayes"):
+        md = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        assert "P(True) (beam output)" not in md and "| P(True) |" in md
+
+
 # --------------------------------------------------------------------------- 4. g_T's NLI input
 
 
