@@ -30,3 +30,15 @@ class ReferenceKind:
 
 
 REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipeline.tasks.*.task",))
+
+
+def answer_aliases(value: Any) -> list[str]:
+    """One answer's aliases from a user's reference: a name or a list of names (strings or
+    numbers); an object, or a list nested deeper, is refused (it would be read as its repr).
+    Shared by the kinds whose answers have aliases (one answer, a set of answers)."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for v in items:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, str | int | float)):
+            raise ValueError(f"holds {type(v).__name__} {v!r:.60} where an answer's name (or a "
+                             "list of its aliases) belongs")
+    return [str(v).strip() for v in items if v is not None and str(v).strip()]

@@ -14,12 +14,8 @@ Text metrics (COMET, AlignScore) are in ``pipeline.evaluation.text_metrics``.
 from pipeline.evaluation.bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis
 from pipeline.evaluation.matching import Alignment, Match, align_labels, match_label, names_match
 from pipeline.evaluation.quality import (
-    align_to_aliases,
     cosine_distance,
-    f1_score,
-    hamming_graph,
     kl_divergence,
-    normalized_hamming,
 )
 from pipeline.evaluation.uq_metrics import (
     ConcordanceCounts,
@@ -38,19 +34,15 @@ __all__ = [
     "Alignment",
     "Match",
     "align_labels",
-    "align_to_aliases",
     "bootstrap_ci",
     "bootstrap_cis",
     "concordance_auc",
     "concordance_counts",
     "cosine_distance",
     "count_ascending_pairs",
-    "f1_score",
-    "hamming_graph",
     "kl_divergence",
     "match_label",
     "names_match",
-    "normalized_hamming",
     "prr",
     "prr_components",
 ]

@@ -1,11 +1,13 @@
-"""Rule-based parsers of free-form model output (stdlib only): the two public g_T parsers.
+"""Rule-based parsers of free-form model output (stdlib only): the two public g_T parsers, which
+the tasks' readers (pipeline/tasks/<task>/reading.py) build on.
 
-- `parse_distribution(text)`: simplex g_T. Reads the paper's JSON answer/probability format
-  (`{"items":[{"answer":..., "p":...}]}`, appendix "Prompts") and the looser forms small models
-  write instead (plain JSON objects/lists, code fences, single quotes, "Atlantic: 55%" lines).
-- `extract_answers(text)`: rule-based set g_T, a stand-in for the paper's gpt-4.1-mini set
-  extractor following the same rules (split lists, drop hedges/articles/parentheticals, "I don't
-  know" -> no item).
+- `parse_distribution(text)`: the answers and probabilities a response states. Reads the paper's
+  JSON answer/probability format (`{"items":[{"answer":..., "p":...}]}`, appendix "Prompts") and
+  the looser forms small models write instead (plain JSON objects/lists, code fences, single
+  quotes, "Atlantic: 55%" lines).
+- `extract_answers(text)`: the answers a response states (`answer_rules`), a stand-in for the
+  paper's gpt-4.1-mini set extractor following the same rules (split lists, drop
+  hedges/articles/parentheticals, "I don't know" -> no item).
 
 Both accept anything (bytes are decoded with replacement, None is empty), read it as
 `pipeline.text.clean_text` gives it (invisible characters dropped, NFKC), and never raise on model
@@ -34,7 +36,6 @@ __all__ = [
     "MAX_CHARS",
     "parse_distribution",
     "extract_answers",
-    "clean_item",
     "is_refusal",
     "strip_prompt_echo",
     "parse_probability",
@@ -48,13 +49,6 @@ MAX_CHARS = 100_000
 _MAX_LINE = 1_000
 # Broken-JSON item scanning looks at this many leading characters (cost bound).
 _MAX_KEYED_SCAN = 20_000
-# Prompt echoes are looked for in this many leading characters.
-_MAX_ECHO_SCAN = 50_000
-# Items with more words than this are explanations, not answers (set extraction).
-MAX_ITEM_WORDS = 8
-MAX_ITEM_CHARS = 120
-
-# --------------------------------------------------------------------------- shared helpers
 
 # --------------------------------------------------------------------------- probabilities
 
@@ -330,98 +324,7 @@ def _parse_distribution(s: str) -> dict[str, float] | None:
     return None
 
 
-# --------------------------------------------------------------------------- set extraction
-
-_LEAD_PHRASES = re.compile(
-    r"^(?:"
-    r"(?:so\s*,?\s*|well\s*,?\s*|ok(?:ay)?\s*,?\s*|yes\s*,?\s*|sure\s*[,!]?\s*)"
-    r"|(?:the\s+)?(?:correct\s+|final\s+|right\s+|possible\s+|short\s+|best\s+)?answers?\s*(?:is|are|would\s+be|:|-)\s*:?"
-    r"|(?:my\s+)?(?:final\s+)?answers?\s*:"
-    r"|output\s*:|a\s*:|response\s*:|here\s+(?:is|are)\s+(?:the\s+)?(?:answers?|items?|list)\s*:?"
-    r"|(?:i\s+(?:think|believe|guess|would\s+say|'d\s+say|am\s+fairly\s+sure|am\s+pretty\s+sure)|i'm\s+(?:fairly|pretty)\s+sure)\s*(?:that\s+)?(?:it\s+is\s+|it's\s+|they\s+are\s+)?"
-    r"|(?:i'm\s+not\s+(?:sure|certain)|i\s+am\s+not\s+(?:sure|certain)|not\s+sure)\s*,?\s*but\s+(?:i\s+think\s+|maybe\s+|probably\s+)?"
-    r"|(?:it\s+is|it's|it\s+was|they\s+are|they're|these\s+are|those\s+are|that\s+is|that\s+would\s+be)\s+"
-    r"|(?:probably|possibly|perhaps|maybe|likely|most\s+likely|definitely|certainly|presumably|i\s+guess|both|either|only|just|namely)\b\s*,?\s*"
-    r")",
-    flags=re.IGNORECASE,
-)
-_TRAILING_CLAUSE = re.compile(
-    r"(?:,?\s+(?:because|since|as\s+(?:it|they|this)|which|who|where|due\s+to|according\s+to|but\s+i|i\s+think|i\s+believe)\b.*$"
-    r"|\s*(?:,\s*)?\b(?:etc|and\s+so\s+on|among\s+others|and\s+others)\b\.?\s*$)",
-    flags=re.IGNORECASE,
-)
-_DANGLING_CONNECTIVE = re.compile(r"^(?:and|or|&)\s+|\s+(?:and|or|&)$", flags=re.IGNORECASE)
-_PARENS = re.compile(r"\([^()]{0,200}\)|\[[^\[\]]{0,200}\]")
-_SPLIT_ITEMS = re.compile(
-    r"\s*(?:[,;/&\n\u2022]|\s(?:and|or|as\s+well\s+as|plus|and/or)\s)\s*(?:(?:and|or)\s+)?", flags=re.IGNORECASE
-)
-_COPULA = re.compile(r"\s(?:is|are|was|were|include|includes|including|would\s+be)\s", flags=re.IGNORECASE)
-_DESCRIPTIVE_START = re.compile(
-    r"^(?:the|a|an|these|those|this|that|there|it|they|which|what|who|its|their|his|her|some|all|one|two|three|four|five|several|many)\b",
-    flags=re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]\"'])[.!?](?:\s+|$)(?=[A-Z\"'(]|$)")
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def clean_item(item: str) -> str:
-    """One candidate answer in canonical form ("" when nothing answer-like is left)."""
-    s = item.strip()
-    s = _BULLET.sub("", s)
-    s = _PARENS.sub(" ", s)
-    for _ in range(3):  # hedges can stack: "I think probably the Pacific"
-        new = _LEAD_PHRASES.sub("", s.strip(" \t\"'`*_-")).strip(" \t\"'`*_:-")
-        if new == s:
-            break
-        s = new
-    s = _TRAILING_CLAUSE.sub("", s)
-    s = _DANGLING_CONNECTIVE.sub("", s.strip().rstrip(".!?;:,"))
-    if is_refusal(s):
-        return ""
-    canon = canonical_label(s)
-    if not has_alnum(canon) or len(canon) > MAX_ITEM_CHARS or len(canon.split()) > MAX_ITEM_WORDS:
-        return ""
-    return canon
-
-
-def _stem(word: str) -> str:
-    """Crude suffix stripping so "borders"/"border" and "painted"/"paint" compare equal."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def _answer_span(sentence: str, question_words: set[str]) -> str:
-    """The part of one sentence that holds the answer(s).
-
-    "The oceans bordering the USA are the Atlantic and the Pacific" -> the right side of the
-    copula; "German, French and Italian are the official languages" / "Paris is the capital"
-    -> the left side. With a question, words of the question trailing the answer are dropped
-    ("Both the Atlantic and Pacific border the USA" -> "Both the Atlantic and Pacific").
-    """
-    stripped = sentence.strip()
-    m = _COPULA.search(stripped)
-    if m is not None:
-        left, right = stripped[: m.start()], stripped[m.end() :]
-        left_words = set(_WORD.findall(left.lower()))
-        if question_words and left_words and len(left_words & question_words) / len(left_words) >= 0.5:
-            stripped = right  # the left side restates the question
-        elif _LEAD_PHRASES.match(left) and not re.search(r",|\sand\s|\sor\s", left):
-            stripped = right
-        elif _DESCRIPTIVE_START.match(left) and not re.search(r",|\sand\s|\sor\s", left):
-            stripped = right
-        else:
-            stripped = left
-    if question_words:
-        # Trailing words that restate the question ("... border the USA") or point back at it.
-        droppable = {_stem(w) for w in question_words} | {"the", "a", "an", "it", "them", "this", "that", "s"}
-        words = stripped.split()
-        while len(words) > 1 and {_stem(w) for w in _WORD.findall(words[-1].lower())} <= droppable:
-            words.pop()
-        stripped = " ".join(words)
-    return stripped
-
+# --------------------------------------------------------------------------- answers
 
 def extract_answers(text: object, question: object = None) -> frozenset[str]:
     """Rule-based set g_T: the distinct answers stated in `text`, as canonical labels.

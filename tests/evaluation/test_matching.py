@@ -7,14 +7,10 @@ import string
 
 import pytest
 
-from pipeline.evaluation import (
-    align_labels,
-    align_to_aliases,
-    match_label,
-    names_match,
-)
+from pipeline.evaluation import align_labels, match_label, names_match
 from pipeline.evaluation.matching import remap_distribution, spelling_form
 from pipeline.tasks.classes.metrics import exact_match
+from pipeline.tasks.sets.metrics import align_to_aliases
 from pipeline.text import canonical_label, split_names, squad_normalize
 
 

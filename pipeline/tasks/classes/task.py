@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.data.references import answer_aliases
 from pipeline.evaluation import match_label
 from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.settings import EquivalenceConfig
@@ -105,23 +106,12 @@ MAPPERS.add("classes", Mapper(build_classes, ClassesSettings, clusters_responses
                               description="clusters of whole responses (NLI) or of core answers"))
 
 
-def _aliases(value: Any) -> list[str]:
-    """One answer's aliases from a user's reference: a name or a list of names (strings or
-    numbers); an object, or a list nested deeper, is refused (it would be read as its repr)."""
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for v in items:
-        if v is not None and (isinstance(v, bool) or not isinstance(v, str | int | float)):
-            raise ValueError(f"holds {type(v).__name__} {v!r:.60} where an answer's name (or a "
-                             "list of its aliases) belongs")
-    return [str(v).strip() for v in items if v is not None and str(v).strip()]
-
-
 def one_answer_from_user(raw: Any) -> dict[str, Any]:
     """"Paris" | ["Paris", "City of Paris"] (aliases of one answer) | [[...]]."""
     if isinstance(raw, (list, tuple)) and any(isinstance(r, (list, tuple)) for r in raw):
-        answers = [a for a in (_aliases(r) for r in raw) if a]
+        answers = [a for a in (answer_aliases(r) for r in raw) if a]
     else:
-        answers = [a for a in [_aliases(raw)] if a]
+        answers = [a for a in [answer_aliases(raw)] if a]
     return {"answers": answers, "probabilities": [], "reference_text": ""}
 
 

@@ -23,13 +23,19 @@ from dataclasses import dataclass
 
 from pipeline.mapping.extractor import EquivalenceFn, LocalModelExtractor, extraction_prompt
 from pipeline.mapping.labels import representatives
-from pipeline.mapping.parsing import MAX_CHARS, clean_item, extract_answers
-from pipeline.mapping.response_text import is_refusal, json_answer_strings, strip_prompt_echo
+from pipeline.mapping.parsing import _BULLET, MAX_CHARS, extract_answers
+from pipeline.mapping.response_text import (
+    has_alnum,
+    is_refusal,
+    json_answer_strings,
+    strip_prompt_echo,
+)
 from pipeline.text import canonical_label, clean_text, to_text
 
 __all__ = [
     "EquivalenceFn",
     "SetExtractor",
+    "clean_item",
     "extraction_prompt",
     "extract_answer_set",
     "parse_extractor_output",
@@ -38,6 +44,53 @@ __all__ = [
 ]
 
 METHODS = ("rule", "llm", "local")
+
+# --------------------------------------------------------------------------- one extracted item
+
+# Items with more words than this are explanations, not answers (set extraction).
+MAX_ITEM_WORDS = 8
+MAX_ITEM_CHARS = 120
+
+_LEAD_PHRASES = re.compile(
+    r"^(?:"
+    r"(?:so\s*,?\s*|well\s*,?\s*|ok(?:ay)?\s*,?\s*|yes\s*,?\s*|sure\s*[,!]?\s*)"
+    r"|(?:the\s+)?(?:correct\s+|final\s+|right\s+|possible\s+|short\s+|best\s+)?answers?\s*(?:is|are|would\s+be|:|-)\s*:?"
+    r"|(?:my\s+)?(?:final\s+)?answers?\s*:"
+    r"|output\s*:|a\s*:|response\s*:|here\s+(?:is|are)\s+(?:the\s+)?(?:answers?|items?|list)\s*:?"
+    r"|(?:i\s+(?:think|believe|guess|would\s+say|'d\s+say|am\s+fairly\s+sure|am\s+pretty\s+sure)|i'm\s+(?:fairly|pretty)\s+sure)\s*(?:that\s+)?(?:it\s+is\s+|it's\s+|they\s+are\s+)?"
+    r"|(?:i'm\s+not\s+(?:sure|certain)|i\s+am\s+not\s+(?:sure|certain)|not\s+sure)\s*,?\s*but\s+(?:i\s+think\s+|maybe\s+|probably\s+)?"
+    r"|(?:it\s+is|it's|it\s+was|they\s+are|they're|these\s+are|those\s+are|that\s+is|that\s+would\s+be)\s+"
+    r"|(?:probably|possibly|perhaps|maybe|likely|most\s+likely|definitely|certainly|presumably|i\s+guess|both|either|only|just|namely)\b\s*,?\s*"
+    r")",
+    flags=re.IGNORECASE,
+)
+_TRAILING_CLAUSE = re.compile(
+    r"(?:,?\s+(?:because|since|as\s+(?:it|they|this)|which|who|where|due\s+to|according\s+to|but\s+i|i\s+think|i\s+believe)\b.*$"
+    r"|\s*(?:,\s*)?\b(?:etc|and\s+so\s+on|among\s+others|and\s+others)\b\.?\s*$)",
+    flags=re.IGNORECASE,
+)
+_DANGLING_CONNECTIVE = re.compile(r"^(?:and|or|&)\s+|\s+(?:and|or|&)$", flags=re.IGNORECASE)
+_PARENS = re.compile(r"\([^()]{0,200}\)|\[[^\[\]]{0,200}\]")
+
+
+def clean_item(item: str) -> str:
+    """One candidate answer in canonical form ("" when nothing answer-like is left)."""
+    s = item.strip()
+    s = _BULLET.sub("", s)
+    s = _PARENS.sub(" ", s)
+    for _ in range(3):  # hedges can stack: "I think probably the Pacific"
+        new = _LEAD_PHRASES.sub("", s.strip(" \t\"'`*_-")).strip(" \t\"'`*_:-")
+        if new == s:
+            break
+        s = new
+    s = _TRAILING_CLAUSE.sub("", s)
+    s = _DANGLING_CONNECTIVE.sub("", s.strip().rstrip(".!?;:,"))
+    if is_refusal(s):
+        return ""
+    canon = canonical_label(s)
+    if not has_alnum(canon) or len(canon) > MAX_ITEM_CHARS or len(canon.split()) > MAX_ITEM_WORDS:
+        return ""
+    return canon
 
 
 def _read_once(questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:

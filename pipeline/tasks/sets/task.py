@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pipeline.evaluation import align_to_aliases, f1_score, normalized_hamming
+from pipeline.data.references import answer_aliases
 from pipeline.mapping.extractor import EXTRACTIONS, Extraction, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
 from pipeline.parts import one_of
-from pipeline.tasks.classes.task import _aliases
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,
@@ -20,6 +19,7 @@ from pipeline.tasks.contract import (
     Reference,
     ReferenceKind,
 )
+from pipeline.tasks.sets.metrics import align_to_aliases, f1_score, normalized_hamming
 from pipeline.tasks.sets.reading import SetExtractor
 from pipeline.text import split_names
 
@@ -73,7 +73,7 @@ def answer_set_from_user(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, (list, tuple)):
         raise ValueError("must be a list of correct answers (each a string or a list of aliases), "
                          f"got {type(raw).__name__}")
-    return {"answers": [a for a in (_aliases(r) for r in raw) if a], "probabilities": [],
+    return {"answers": [a for a in (answer_aliases(r) for r in raw) if a], "probabilities": [],
             "reference_text": ""}
 
 

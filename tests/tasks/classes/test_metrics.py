@@ -1,4 +1,5 @@
-"""The single-answer task's metric maths on hand-computed values (pipeline/tasks/classes/metrics.py)."""
+"""The single-answer task's metric maths on hand-computed values
+(pipeline/tasks/classes/metrics.py)."""
 
 from __future__ import annotations
 
