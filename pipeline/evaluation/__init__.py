@@ -1,4 +1,6 @@
-"""Evaluation: quality metrics of decisions and how well uncertainty ranks quality (DESIGN s4, s6).
+"""Evaluation: how well uncertainty ranks quality (DESIGN s4), and what the tasks' quality
+metrics share: label matching (`matching`), the text metrics (`text_metrics`). Each task's own
+metric maths is in its folder (pipeline/tasks/<task>/metrics.py).
 
 numpy / scipy only at import. Conventions: uncertainty higher = less confident; quality higher =
 better (pass ``-loss`` for distances).
@@ -13,10 +15,6 @@ Text metrics (COMET, AlignScore) are in ``pipeline.evaluation.text_metrics``.
 
 from pipeline.evaluation.bootstrap import BootstrapCI, bootstrap_ci, bootstrap_cis
 from pipeline.evaluation.matching import Alignment, Match, align_labels, match_label, names_match
-from pipeline.evaluation.quality import (
-    cosine_distance,
-    kl_divergence,
-)
 from pipeline.evaluation.uq_metrics import (
     ConcordanceCounts,
     PRRComponents,
@@ -38,9 +36,7 @@ __all__ = [
     "bootstrap_cis",
     "concordance_auc",
     "concordance_counts",
-    "cosine_distance",
     "count_ascending_pairs",
-    "kl_divergence",
     "match_label",
     "names_match",
     "prr",

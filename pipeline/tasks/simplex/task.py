@@ -11,7 +11,6 @@ from typing import Any
 from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPTS
 from pipeline.data.records import normalise_probabilities
 from pipeline.errors import ConfigError
-from pipeline.evaluation import kl_divergence
 from pipeline.evaluation.matching import answer_names, remap_distribution
 from pipeline.mapping.extractor import EXTRACTIONS, Extraction, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
@@ -25,6 +24,7 @@ from pipeline.tasks.contract import (
     Reference,
     ReferenceKind,
 )
+from pipeline.tasks.simplex.metrics import kl_divergence
 from pipeline.tasks.simplex.reading import SimplexMapper, merge_distributions
 
 

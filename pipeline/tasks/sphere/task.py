@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.evaluation import cosine_distance
 from pipeline.parts import pin
 from pipeline.tasks.contract import MAPPERS, METRICS, Mapper, Metric, Reference
+from pipeline.tasks.sphere.metrics import cosine_distance
 
 
 @dataclass

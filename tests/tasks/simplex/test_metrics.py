@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.evaluation import kl_divergence
+from pipeline.tasks.simplex.metrics import kl_divergence
 
 
 def test_kl_divergence_with_smoothing() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.evaluation import cosine_distance
+from pipeline.tasks.sphere.metrics import cosine_distance
 
 
 def test_cosine_distance() -> None:

@@ -1,8 +1,6 @@
-"""Quality of one decision against its reference (paper appendix "Evaluation Metrics", DESIGN s6).
-
-Pure functions of plain Python / numpy values. Text metrics (COMET, AlignScore) live elsewhere;
-each task's own metric maths is in its folder (pipeline/tasks/<task>/metrics.py).
-"""
+"""The simplex task's metric maths (DESIGN s6): KL(p* || prediction) with the prediction smoothed
+over the union support (the `kl` metric in task.py scores a decision with it, after renaming its
+answers to the reference answers they name)."""
 
 from __future__ import annotations
 
@@ -11,24 +9,7 @@ from collections.abc import Hashable, Mapping
 
 import numpy as np
 
-
-def cosine_distance(a: object, b: object) -> float:
-    """``1 - <a, b> / (|a| |b|)`` of two vectors, in [0, 2] (lower is better).
-
-    Raises ValueError for vectors of different shapes, non-finite entries or zero norm (the
-    direction of a zero vector is undefined).
-    """
-    x = np.asarray(a, dtype=float).reshape(-1)
-    y = np.asarray(b, dtype=float).reshape(-1)
-    if x.shape != y.shape:
-        raise ValueError(f"vectors must have the same length, got {x.shape[0]} and {y.shape[0]}")
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("vectors must be finite (found NaN or inf)")
-    nx, ny = np.linalg.norm(x), np.linalg.norm(y)
-    if nx == 0 or ny == 0:
-        raise ValueError("cosine distance is undefined for a zero vector")
-    cos = float(np.dot(x, y) / (nx * ny))
-    return 1.0 - min(1.0, max(-1.0, cos))  # clip rounding just outside [-1, 1]
+__all__ = ["kl_divergence"]
 
 
 def _distribution(d: Mapping[Hashable, float], name: str) -> dict[Hashable, float]:

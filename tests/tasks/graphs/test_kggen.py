@@ -93,7 +93,7 @@ def test_the_default_kggen_interpreter_is_the_checkouts_venv(monkeypatch):
     from pipeline.tasks.graphs.kggen import default_kggen_python
 
     monkeypatch.delenv("KGGEN_PYTHON", raising=False)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     assert default_kggen_python() == root / ".venv-kggen" / "bin" / "python"
     monkeypatch.setenv("KGGEN_PYTHON", "/opt/kg/bin/python")
     assert default_kggen_python() == Path("/opt/kg/bin/python")

@@ -1,5 +1,5 @@
-"""Independent reference implementations for the latent tests (plain Python loops, no reuse of
-the package's formulas)."""
+"""Independent reference implementations for the simplex space tests (plain Python loops, no
+reuse of the package's formulas)."""
 
 from __future__ import annotations
 

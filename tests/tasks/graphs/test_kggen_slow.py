@@ -19,7 +19,7 @@ import pytest
 from pipeline.tasks.graphs.kggen import default_kggen_python
 from pipeline.tasks.graphs.reading import GraphExtractor, extract_triples
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 from openai_stand_in import FakeOpenAIServer  # noqa: E402
 
 KGGEN_PYTHON = default_kggen_python()
@@ -124,7 +124,7 @@ def test_map_stage_with_kggen_and_rerun_without_calls(server, tmp_path):
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[
             "dataset=cnn_dm_bundled", f"cache_dir={tmp_path / 'cache'}", "task.extractor.kind=llm",
             f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}"])
@@ -205,7 +205,7 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[
             "dataset=cnn_dm_bundled", f"cache_dir={tmp_path / 'cache'}", "task.extractor.kind=llm",
             f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}",
@@ -249,7 +249,7 @@ def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path,
 
     def config(cache, cluster):
         GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"),
+        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[3] / "conf"),
                                    version_base="1.3"):
             cfg = compose("config", overrides=[
                 "dataset=cnn_dm_bundled", f"cache_dir={cache}", "task.extractor.kind=llm",
