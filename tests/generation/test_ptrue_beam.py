@@ -211,3 +211,50 @@ def cfg_prompts(cfg, store):
     from pipeline.generation.cell import render_prompts
 
     return render_prompts(cfg, store.read("dataset"))
+
+
+# --------------------------------------------------------------------------- backend=vllm
+
+
+def _vllm_env_missing() -> bool:
+    from pipeline.generation.vllm_worker import default_vllm_python
+
+    return not default_vllm_python().exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_vllm_env_missing(), reason="vLLM env missing: run `make vllm-env`")
+def test_under_vllm_a_second_vllm_pass_asks_about_the_beam_output(tmp_path):
+    """backend=vllm with beam search through transformers (the paper's setting): once the beam
+    decodes are written, a second vLLM pass asks P(True) about them; the values are vLLM's
+    log p("True") for the beam text (checked against transformers on the same float32 model),
+    the greedy value where the texts agree."""
+    import subprocess
+    import sys
+
+    from pipeline.generation.cell import render_prompts
+    from pipeline.generation.hf_backend import TransformersBackend
+    from pipeline.stage import run_stage
+
+    model = tmp_path / "tiny-llama"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model)],
+                   check=True, capture_output=True)
+    cfg = _cfg(tmp_path, "backend=vllm", f"model.path={model}", "model.name=tiny",
+               "model.dtype=float32", "dataset=triviaqa_bundled", "dataset.limit=3",
+               "dataset.max_new_tokens=8", "generation.n_samples=2", "generation.shard_size=2",
+               "backend.enforce_eager=true", "backend.max_model_len=512",
+               "backend.kv_cache_memory_bytes=134217728", "generation.strategies=[greedy,beam]",
+               "generation.ptrue_beam=true")
+    store = ArtifactStore(tmp_path / "cell")
+    assert not run_stage("generate", cfg, store)["skipped"]
+    ptrue, decodes = store.read("ptrue"), store.read("decodes")
+    assert list(ptrue.columns) == [*PTRUE, "logprob_true_beam", "p_true_beam"]
+    text = {s: dict(zip(d["prompt_id"], d["text"])) for s, d in decodes.groupby("strategy")}
+    prompts = render_prompts(cfg, store.read("dataset"))
+    hf = compute_ptrue(TransformersBackend(model, dtype="float32"), prompts,
+                       [text["beam"][pid] for pid in ptrue["prompt_id"]])
+    for row, expected in zip(ptrue.itertuples(), hf):
+        if text["greedy"][row.prompt_id] == text["beam"][row.prompt_id]:
+            assert row.logprob_true_beam == row.logprob_true
+        assert row.logprob_true_beam == pytest.approx(expected, abs=1e-3)
+    assert run_stage("generate", cfg, store)["skipped"]  # same key: nothing rerun
