@@ -15,7 +15,9 @@ Layers, lowest first (a module may import its own layer and those below, never a
   data, evaluation, mapping (the g_T building blocks), generation, uncertainty, aux_models (the
   factories of the auxiliary models; the stages hand what they build to the parts above)
 3 tasks: the rest of each task folder (task.py binds its mapper, reference kind and metrics;
-  reading.py reads its responses) and the contract they are written against
+  reading.py reads its responses; metrics.py holds its metric maths) and the generic modules
+  they are written against (contract, builders, text_metrics), which import no task folder
+  (tests/test_generic_layers.py checks every module outside the task folders)
 4 stages: one function per stage
 5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting, the command
   line's key check: overrides), the scorer, the server (serve), __main__

@@ -7,7 +7,11 @@ stage or an artifact ("map", "ptrue") mean the stage or artifact there, and are 
 Nor does the reporting name a dataset (conf/dataset/*.yaml, with or without "_bundled") outside
 the paper's vocabulary, pipeline/reporting/paper.py (which dataset is which column, the labels,
 the figure sets). The components (clients, evaluation, mapping, generation, uncertainty, the
-auxiliary models) name no task, latent space or dataset."""
+auxiliary models) name no task, latent space or dataset.
+
+Every generic module (each module under pipeline/ outside a task folder pipeline/tasks/<task>/,
+the tasks package's own contract, builders and text metrics included) imports no task folder and
+names no task or latent space: it reaches a task's code through the registries."""
 
 from __future__ import annotations
 
@@ -123,18 +127,109 @@ def test_every_generic_entry_exists(entry):
     assert (ROOT / entry).exists()
 
 
-def test_the_generic_layers_import_no_task_folder():
-    """A generic module reaches a task's code through the registries, never by importing a
-    task folder (`pipeline.tasks.<name>`): the stages, the scorer, tracking and reporting."""
+def generic_modules() -> list[Path]:
+    """Every module under pipeline/ outside the task folders (pipeline/tasks/<task>/, a folder
+    holding a task.yaml): the generic layers, whatever their layer."""
     folders = set(task_folders())
+    return [path for path in sorted((ROOT / "pipeline").rglob("*.py"))
+            if not (path.relative_to(ROOT).parts[:2] == ("pipeline", "tasks")
+                    and len(path.relative_to(ROOT).parts) > 3
+                    and path.relative_to(ROOT).parts[2] in folders)]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def task_folder_imports(path: Path, folders: set[str]) -> list[str]:
+    """Where the module at `path` imports a task folder (`pipeline.tasks.<task>` or below):
+    `import`, `from ... import` (absolute or relative, `from pipeline.tasks import sets`
+    too), also under TYPE_CHECKING or inside a function, and `importlib.import_module` /
+    `__import__` with a literal name."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for path in (p for g in GENERIC for p in ([ROOT / g] if g.endswith(".py")
-                                              else sorted((ROOT / g).rglob("*.py")))):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            for name in names:
-                parts = name.split(".")
-                if parts[:2] == ["pipeline", "tasks"] and len(parts) > 2 and parts[2] in folders:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names = [base, *(f"{base}.{a.name}" for a in node.names)]
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and (getattr(node.func, "attr", None) == "import_module"
+                   or getattr(node.func, "id", None) == "__import__")):
+            names = [node.args[0].value]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["pipeline", "tasks"] and len(parts) > 2 and parts[2] in folders:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+                break
+    return found
+
+
+def test_every_generic_module_is_checked():
+    modules = {p.relative_to(ROOT).as_posix() for p in generic_modules()}
+    # the tasks package's generic modules are checked, a task folder's own are not
+    assert {"pipeline/tasks/__init__.py", "pipeline/tasks/contract.py",
+            "pipeline/tasks/builders.py", "pipeline/tasks/text_metrics.py", "pipeline/plan.py",
+            "pipeline/assets.py", "pipeline/mapping/answer_rules.py",
+            "pipeline/latent/__init__.py", "pipeline/stages/map.py"} <= modules
+    assert not any(m.startswith(("pipeline/tasks/sets/", "pipeline/tasks/graphs/"))
+                   for m in modules)
+    every = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pipeline").rglob("*.py")}
+    folders = {f"pipeline/tasks/{t}/" for t in task_folders()}
+    assert every - modules == {m for m in every if m.startswith(tuple(folders))}
+
+
+def test_the_generic_layers_import_no_task_folder():
+    """A generic module reaches a task's code through the registries (MAPPERS, METRICS,
+    REFERENCES, the spaces, EXTRACTIONS, ESTIMATORS), never by importing a task folder
+    (`pipeline.tasks.<name>`). pipeline.latent re-exports each space by its public name
+    (DESIGN s3) through the spaces' registry of folders, not an import statement."""
+    folders = set(task_folders())
+    found = [hit for path in generic_modules() for hit in task_folder_imports(path, folders)]
     assert found == []
+
+
+# Where a generic module names a task or latent space as data, on purpose
+NAMES_TASKS = {
+    # which task folder defines each public name pipeline.latent re-exports (DESIGN s3)
+    "pipeline/latent/__init__.py",
+    # lm-evaluation-harness filter's default `task` argument, as its docs' example writes it
+    "pipeline/harness/filter.py",
+}
+
+
+def test_every_generic_module_names_no_task_or_space():
+    names = {k: v for k, v in registered_names().items() if v in ("task", "latent space")}
+    assert {"sets", "sets-fbeta", "sets_fbeta", "graphs", "classes", "simplex"} <= set(names)
+    found = [hit for path in generic_modules() if path.relative_to(ROOT).as_posix()
+             not in NAMES_TASKS for hit in named_literals(path, names)]
+    assert found == []
+    for allowed in NAMES_TASKS:  # each exception is still needed
+        assert named_literals(ROOT / allowed, names), allowed
+
+
+def test_the_import_check_finds_every_form(tmp_path, monkeypatch):
+    planted = tmp_path / "pipeline" / "stages" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("import pipeline.tasks.sets.reading\n"
+                       "from pipeline.tasks import graphs\n"
+                       "from ..tasks.simplex import metrics\n"
+                       "from pipeline.tasks import contract, MAPPERS\n"
+                       "def f():\n"
+                       "    import importlib\n"
+                       "    importlib.import_module('pipeline.tasks.classes.task')\n",
+                       encoding="utf-8")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    hits = task_folder_imports(planted, {"sets", "graphs", "simplex", "classes"})
+    assert [h.split(": ")[1] for h in hits] == [
+        "pipeline.tasks.sets.reading", "pipeline.tasks.graphs", "pipeline.tasks.simplex",
+        "pipeline.tasks.classes.task"]

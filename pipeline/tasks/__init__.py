@@ -5,6 +5,11 @@
         space.py     the latent space (numpy only; `pipeline.latent` re-exports it by its public name)
         task.py      its g_T (MAPPERS), its reference kind (REFERENCES), its metrics (METRICS)
         reading.py   how a response is read (where the task has its own reader)
+        metrics.py   its metrics' maths (task.py registers them)
+
+Its tests mirror the folder: tests/tasks/<name>/. What several tasks share lives in the
+components (pipeline.mapping, pipeline.evaluation) and the generic modules here (contract,
+builders, text_metrics), none of which imports a task folder (tests/test_generic_layers.py).
 
 The contract every task is written against (the registries, `Mapper`, `Metric`, `Reference`, ...)
 is `pipeline.tasks.contract`, re-exported here on first use: this package imports nothing on its
