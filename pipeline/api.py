@@ -133,13 +133,13 @@ def generate_and_score(prompts: Any, task: str | None = None, model: str | None 
     from pipeline.data.prompts import build_messages
     from pipeline.generation.base import SamplingConfig, get_backend
     from pipeline.clients.llm_client import LLMCallError
-    from pipeline.scorer.run import compose_config
+    from pipeline.scorer.run import compose_cell
 
     task = _checked(task, options, "generate_and_score")  # before any request
     prompts, references, ids = read_prompts(prompts, references, ids)
-    cfg = compose_config(task, options.get("mapper", "rule"), options.get("overrides", ()),
-                         config_dirs=options.get("config_dirs", ()))
-    cache_root = Path(cache_dir or Path(cfg.cache_dir).expanduser())
+    cell = compose_cell(task, options.get("mapper", "rule"), options.get("overrides", ()),
+                        config_dirs=options.get("config_dirs", ()))
+    cache_root = Path(cache_dir or Path(cell.cache_dir).expanduser())
     if base_url is not None:
         if not model:
             raise ValueError("with base_url, model= must name the served model (as the server "
@@ -155,11 +155,11 @@ def generate_and_score(prompts: Any, task: str | None = None, model: str | None 
         if temperature == 0:
             raise ValueError("temperature=0 is greedy decoding: in-process sampling needs "
                              "temperature > 0 (or base_url= for a server that takes 0)")
-        backend, defaults = _local_backend(model, cfg, batch_size)
+        backend, defaults = _local_backend(model, cell.cache_dir, batch_size)
         seed = 0 if seed is None else seed
     system = [] if system_prompt is None else [{"role": "system", "content": str(system_prompt)}]
     messages = [system + ([{"role": "user", "content": p}] if raw_prompts
-                          else build_messages(cfg.task.prompt, {"question": p}, written=True))
+                          else build_messages(cell.task.prompt, {"question": p}, written=True))
                 for p in prompts]
     rendered = [backend.render_chat(m) for m in messages]
     sampling = SamplingConfig(
@@ -254,7 +254,7 @@ def read_prompts(prompts: Any, references: Any = None, ids: Any = None):
     return prompts, references, ids
 
 
-def _local_backend(model: str | None, cfg: Any, batch_size: int | None):
+def _local_backend(model: str | None, cache_dir: str, batch_size: int | None):
     """A transformers backend for a model config name, a local folder / hub id, or (None) the
     packaged SmolLM2; and the model config's sampling defaults."""
     from pipeline.devices import resolve_device
@@ -276,7 +276,7 @@ def _local_backend(model: str | None, cfg: Any, batch_size: int | None):
         trust = bool(mc.get("trust_remote_code", False))
         defaults = {k: mc.get(k) for k in ("temperature", "top_p", "top_k") if mc.get(k) is not None}
     try:
-        backend = get_backend("transformers", model_path=resolve_model_path(path, cfg.cache_dir),
+        backend = get_backend("transformers", model_path=resolve_model_path(path, cache_dir),
                               dtype=dtype, device=resolve_device("auto"),
                               batch_size=batch_size or 4, trust_remote_code=trust)
     except OSError as exc:  # no such folder, not a hub id, or the hub out of reach

@@ -15,7 +15,8 @@ from pipeline.assets import check_assets
 from pipeline.config import validate
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.reporting import build_report
-from pipeline.stage import CELL_STAGES, cell_dir, run_stage, stages_to_run
+from pipeline.config import Cell, resolve_cell
+from pipeline.stage import CELL_STAGES, run_stage, stages_to_run
 from pipeline.store import ArtifactStore, cell_lock
 from pipeline.tracking import cell_needs_logging, track_cell
 
@@ -26,35 +27,36 @@ def run(cfg: DictConfig) -> dict[str, dict]:
     """Entry point of the Hydra app for one cell (and the report when not part of a sweep)."""
 
     validate(cfg)
+    cell = resolve_cell(cfg)  # the one reading of the config: the stages take the cell
     if cfg.stage == "plan":
         from pipeline.plan import print_plan
 
-        return {"plan": print_plan(cfg)}
-    store = ArtifactStore(cell_dir(cfg))
+        return {"plan": print_plan(cell)}
+    store = ArtifactStore(cell.root)
     names = CELL_STAGES if cfg.stage == "all" else (() if cfg.stage == "report" else (cfg.stage,))
     # Every missing input of the stages that will run, named before any of them starts (the
     # libraries first: a stage's key may read the tokenizer).
-    check_assets(cfg, names, libraries_only=True)
-    todo = stages_to_run(cfg, store, names)
-    check_assets(cfg, todo)
+    check_assets(cell, names, libraries_only=True)
+    todo = stages_to_run(cell, store, names)
+    check_assets(cell, todo)
     if todo:
         from pipeline.devices import configure_torch_threads
 
-        configure_torch_threads(cfg.backend.num_threads)
+        configure_torch_threads(cell.backend.num_threads)
     results: dict[str, dict] = {}
     if names:
         try:
             store.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"output_root={cfg.output_root!r}: cannot create the cell folder "
+            raise ConfigError(f"output_root={cell.output_root!r}: cannot create the cell folder "
                               f"{store.root} ({exc.strerror}); choose a writable output_root") from None
         with cell_lock(store.root):  # a second run of this cell waits, then finds it current
             for name in names:
-                results[name] = run_stage(name, cfg, store)
-            if any(not r["skipped"] for r in results.values()) or cell_needs_logging(cfg, store):
+                results[name] = run_stage(name, cell, store)
+            if any(not r["skipped"] for r in results.values()) or cell_needs_logging(cell, store):
                 # W&B runs of a cell that did work, or whose logging a kill cut short, opened once
                 # the work is done: a rerun with nothing new to log leaves no run for `make sync`.
-                _track_cell(cfg, results, store)
+                _track_cell(cell, results, store)
     if cfg.stage == "report" or (cfg.stage == "all" and not in_sweep()):
         results["report"] = run_report(cfg)
     return results
@@ -70,8 +72,8 @@ def in_sweep() -> bool:
         return False
 
 
-def _track_cell(cfg: DictConfig, results: dict[str, dict], store: ArtifactStore) -> None:
-    track_cell(cfg, results, store)
+def _track_cell(cell: Cell, results: dict[str, dict], store: ArtifactStore) -> None:
+    track_cell(cell, results, store)
 
 
 def run_report(cfg: DictConfig) -> dict[str, Any]:
@@ -81,18 +83,21 @@ def run_report(cfg: DictConfig) -> dict[str, Any]:
     from pathlib import Path
 
     from pipeline.reporting.collect import find_cells
+    from pipeline.config import resolve_report
 
-    if not find_cells(cfg.output_root, cfg.experiment):
-        searched = Path(cfg.output_root) / cfg.experiment
+    settings = resolve_report(cfg)  # a sweep's primary config: the report's keys only
+    if not find_cells(settings.output_root, settings.experiment):
+        searched = Path(settings.output_root) / settings.experiment
         raise PipelineError(
-            f"report: no cells under {searched} (output_root={cfg.output_root}, "
-            f"experiment={cfg.experiment}): nothing to report; run the cells first, e.g. "
-            f"`python -m pipeline -m experiment={cfg.experiment} output_root={cfg.output_root}` "
+            f"report: no cells under {searched} (output_root={settings.output_root}, "
+            f"experiment={settings.experiment}): nothing to report; run the cells first, e.g. "
+            f"`python -m pipeline -m experiment={settings.experiment} output_root={settings.output_root}` "
             "(stage=all runs every stage and the report), or point output_root / experiment "
             "at where they ran"
-            + (f"; report_models={list(cfg.report_models)} then picks among them"
-               if cfg.get("report_models") else ""))
+            + (f"; report_models={list(settings.report_models)} then picks among them"
+               if settings.report_models else ""))
     t0 = time.perf_counter()
-    out = build_report(cfg)
-    log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0, cfg.results_dir)
+    out = build_report(settings)
+    log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0,
+             settings.results_dir)
     return out

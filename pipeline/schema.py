@@ -123,9 +123,9 @@ AUDIT = {
 PIPELINE_PRODUCER, SCORER_PRODUCER = "pipeline", "pipeline.score"
 
 
-def producer_of(cfg) -> str:
-    """The producer a run of `cfg` records (the scorer composes experiment=score)."""
-    return SCORER_PRODUCER if cfg.experiment == "score" else PIPELINE_PRODUCER
+def producer_of(experiment: str) -> str:
+    """The producer a run of `experiment` records (the scorer composes experiment=score)."""
+    return SCORER_PRODUCER if experiment == "score" else PIPELINE_PRODUCER
 
 
 # The stage that writes each artifact (named in errors that say how to rebuild one).

@@ -16,16 +16,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
-
+from pipeline.parts import thaw
 from pipeline.progress import heartbeat
 from pipeline.registry import Registry, plugin_code
 from pipeline.revisions import model_revisions, recording_models
-from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER, producer_of
+from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER
 from pipeline.stopping import check_stop
 from pipeline.store import ArtifactError, ArtifactStore, cache_key
+
+if TYPE_CHECKING:  # the resolved cell every stage gets (pipeline.config, built at the entry point)
+    from pipeline.config import Cell
 
 log = logging.getLogger("pipeline")
 
@@ -41,11 +43,11 @@ class StageSpec:
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    config_slice: Callable[[DictConfig], dict]
+    config_slice: Callable[[Cell], dict]
     fn: Callable[..., dict[str, Any]]
     version: int = 1
-    # config paths naming the parts the stage uses beyond those its slice names (a plugin's
-    # code in them enters the key: `pipeline.config.plugin_code`)
+    # the cell's attributes naming the parts the stage uses beyond those its slice names
+    # ("task.mapper"; a plugin's code in them enters the key: `pipeline.registry.plugin_code`)
     parts: tuple[str, ...] = ()
 
 
@@ -53,10 +55,11 @@ STAGES: Registry[StageSpec] = Registry("stage", discover=("pipeline.stages",))
 
 
 def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
-          config: Callable[[DictConfig], dict], version: int = 1, parts: tuple[str, ...] = ()):
-    """Register a stage. `version` is part of its cache key: bump it when a code change alters
-    what the stage writes, so stored artifacts of the old code are recomputed, not reused.
-    `parts`: the config paths that name the parts (space, mapper, metrics) it uses."""
+          config: Callable[[Cell], dict], version: int = 1, parts: tuple[str, ...] = ()):
+    """Register a stage: `fn(cell, store, key)` returns its output frames; `config(cell)` is its
+    config slice. `version` is part of its cache key: bump it when a code change alters what the
+    stage writes, so stored artifacts of the old code are recomputed, not reused. `parts`: the
+    cell's attributes that name the parts (space, mapper, metrics) it uses."""
     def wrap(fn):
         STAGES.add(name, StageSpec(name, inputs, outputs, config, fn, version, parts),
                    replace=True)
@@ -65,23 +68,25 @@ def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
     return wrap
 
 
-def plain(node) -> Any:
-    """A config node (mapping or list) as plain Python, resolved against its whole config."""
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+plain = thaw  # a resolved setting as plain Python (dicts, lists): what a slice holds
 
 
-def cell_dir(cfg: DictConfig) -> Path:
-    return Path(cfg.output_root) / cfg.experiment / cfg.model.name / cfg.dataset.name
+def cell_name(cell_or_root: Cell | Path) -> str:
+    """"experiment/model/dataset" of a cell (or of its folder): recorded in every manifest a
+    stage writes, so an artifact copied between cells says where it was made."""
+    if isinstance(cell_or_root, (str, Path)):
+        return "/".join(Path(cell_or_root).parts[-3:])
+    return cell_or_root.name
 
 
-def cell_name(cfg_or_root: DictConfig | Path) -> str:
-    """"experiment/model/dataset" of a cell (its config, or its folder): recorded in every
-    manifest a stage writes, so an artifact copied between cells says where it was made."""
-    root = cell_dir(cfg_or_root) if isinstance(cfg_or_root, DictConfig) else Path(cfg_or_root)
-    return "/".join(root.parts[-3:])
+def _attribute(cell: Cell, path: str) -> Any:
+    value: Any = cell
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
 
 
-def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[str, dict, dict]:
+def stage_key(spec: StageSpec, cell: Cell, store: ArtifactStore) -> tuple[str, dict, dict]:
     input_keys = {}
     for name in spec.inputs:
         key = store.key(name)
@@ -90,10 +95,10 @@ def stage_key(spec: StageSpec, cfg: DictConfig, store: ArtifactStore) -> tuple[s
                 f"stage {spec.name!r} needs artifact {name!r}, which is missing under {store.root}; "
                 f"run the upstream stage first (stage=all runs everything in order)")
         input_keys[name] = key
-    slice_ = spec.config_slice(cfg)
-    if cfg.get("plugins", None):  # a plugin's code, where the stage uses its parts
-        names = _strings(slice_) | _strings([plain(OmegaConf.select(cfg, p)) for p in spec.parts])
-        if code := plugin_code(cfg, names):
+    slice_ = spec.config_slice(cell)
+    if cell.plugins:  # a plugin's code, where the stage uses its parts
+        names = _strings(slice_) | _strings([thaw(_attribute(cell, p)) for p in spec.parts])
+        if code := plugin_code(cell.plugins, names):
             slice_ = {**slice_, "plugin_code": code}
     return cache_key(slice_, input_keys, spec.version), slice_, input_keys
 
@@ -109,16 +114,16 @@ def _strings(node: Any) -> set[str]:
     return set()
 
 
-def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any]:
+def run_stage(name: str, cell: Cell, store: ArtifactStore) -> dict[str, Any]:
     """Run one stage unless its outputs are current. Returns {"skipped", "wall_time_s", "rows"}."""
     check_stop()  # a stop asked for whose exception was swallowed (a finaliser) ends here
     spec = STAGES[name]
-    key, slice_, input_keys = stage_key(spec, cfg, store)
-    if outputs_current(spec, cfg, store, key):
+    key, slice_, input_keys = stage_key(spec, cell, store)
+    if outputs_current(spec, cell, store, key):
         log.info("[%s] up to date (key %s), skipped", name, key)
         store.drop_shards(key=key)  # left behind by a crash after the last output was written
         return {"skipped": True, "wall_time_s": 0.0, "key": key}
-    check_inputs_belong(spec, cfg, store, input_keys)
+    check_inputs_belong(spec, cell, store, input_keys)
     for out in spec.outputs:
         problem = store.damage(out)
         if store.key(out) == key and problem is not None:
@@ -126,7 +131,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     t0 = time.perf_counter()
     # a line at least every 30 s while the stage runs; the auxiliary models it is handed noted
     with heartbeat(f"[{name}]"), recording_models() as used:
-        frames = dict(spec.fn(cfg, store, key))
+        frames = dict(spec.fn(cell, store, key))
     wall = time.perf_counter() - t0
     fields = dict(frames.pop(MANIFEST_FIELDS, None) or {})
     if auxiliary := model_revisions(used):  # the checkpoints they loaded: metadata, no key
@@ -137,7 +142,7 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     rows = {}
     for out in spec.outputs:
         store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall,
-                    extra={**fields, "cell": cell_name(cfg), "producer": producer_of(cfg)})
+                    extra={**fields, "cell": cell.name, "producer": cell.producer})
         rows[out] = len(frames[out])
     store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
     check_stop()  # the work done is kept; the next stage does not start
@@ -145,18 +150,18 @@ def run_stage(name: str, cfg: DictConfig, store: ArtifactStore) -> dict[str, Any
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 
 
-def made_here(cfg: DictConfig, store: ArtifactStore, name: str) -> bool:
+def made_here(cell: Cell, store: ArtifactStore, name: str) -> bool:
     """Whether artifact `name`'s manifest says it was made for this cell by this program (the
     pipeline or the scorer): a key alone does not say it, a copied folder carries its keys."""
     manifest = store.manifest(name) or {}
-    return manifest.get("cell") == cell_name(cfg) and manifest.get("producer") == producer_of(cfg)
+    return manifest.get("cell") == cell.name and manifest.get("producer") == cell.producer
 
 
-def outputs_current(spec: StageSpec, cfg: DictConfig, store: ArtifactStore, key: str) -> bool:
-    return all(store.is_current(out, key) and made_here(cfg, store, out) for out in spec.outputs)
+def outputs_current(spec: StageSpec, cell: Cell, store: ArtifactStore, key: str) -> bool:
+    return all(store.is_current(out, key) and made_here(cell, store, out) for out in spec.outputs)
 
 
-def check_inputs_belong(spec: StageSpec, cfg: DictConfig, store: ArtifactStore,
+def check_inputs_belong(spec: StageSpec, cell: Cell, store: ArtifactStore,
                         input_keys: dict[str, str]) -> None:
     """Refuse inputs this configuration would not have made. Every manifest names the cell it
     was made for and who made it: this pipeline's stages, the scorer (`pipeline.score`), or
@@ -165,7 +170,7 @@ def check_inputs_belong(spec: StageSpec, cfg: DictConfig, store: ArtifactStore,
     reverse, is refused; one written by a stage of this program must also carry the key that
     stage computes for this cell now (another configuration's, e.g. task=sphere on a classes
     cell's samples, is named instead of being read)."""
-    here, runner = cell_name(cfg), producer_of(cfg)
+    here, runner = cell.name, cell.producer
     wanted: dict[str, str] = {}  # producer -> its key now (generate's renders every prompt)
     for name, have in input_keys.items():
         producer = PRODUCER.get(name)
@@ -186,7 +191,7 @@ def check_inputs_belong(spec: StageSpec, cfg: DictConfig, store: ArtifactStore,
         if not ours or (producer == "generate" and runner == SCORER_PRODUCER):
             continue  # another program's inputs (the scorer's: keyed by the file it read)
         if producer not in wanted:
-            wanted[producer] = stage_key(STAGES[producer], cfg, store)[0]
+            wanted[producer] = stage_key(STAGES[producer], cell, store)[0]
         want = wanted[producer]
         if have != want:
             raise ArtifactError(
@@ -201,7 +206,7 @@ def _who(maker: str, stage_name: str) -> str:
     return f"the pipeline's stage {stage_name}" if maker == PIPELINE_PRODUCER else repr(maker)
 
 
-def stages_to_run(cfg: DictConfig, store: ArtifactStore, names: tuple[str, ...]) -> list[str]:
+def stages_to_run(cell: Cell, store: ArtifactStore, names: tuple[str, ...]) -> list[str]:
     """The stages of `names` whose outputs are not current: a stage is current when its key
     (computable once its inputs are current) matches; everything after a stale stage reruns."""
     stale: list[str] = []
@@ -210,10 +215,10 @@ def stages_to_run(cfg: DictConfig, store: ArtifactStore, names: tuple[str, ...])
             stale.append(name)
             continue
         try:
-            key = stage_key(STAGES[name], cfg, store)[0]
+            key = stage_key(STAGES[name], cell, store)[0]
         except ArtifactError:
             stale.append(name)
             continue
-        if not outputs_current(STAGES[name], cfg, store, key):
+        if not outputs_current(STAGES[name], cell, store, key):
             stale.append(name)
     return stale

@@ -25,6 +25,7 @@ A warm-up call on one prompt precedes every timed pair so neither side pays firs
 
 from __future__ import annotations
 
+from pipeline.config import resolve_cell
 import argparse
 import time
 from pathlib import Path
@@ -44,8 +45,8 @@ def _cell_prompts(dataset: str, n: int, model: str) -> tuple[list[str], list[str
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"dataset={dataset}", f"dataset.limit={n}",
                                            f"model={model}"])
-    records = load_cell_dataset(cfg)
-    return (render_prompts(cfg, records), list(records["question"]), int(cfg.dataset.max_new_tokens),
+    records = load_cell_dataset(resolve_cell(cfg))
+    return (render_prompts(resolve_cell(cfg), records), list(records["question"]), int(cfg.dataset.max_new_tokens),
             {"temperature": cfg.model.temperature, "top_p": cfg.model.top_p,
              "top_k": cfg.model.top_k, "n": int(cfg.generation.n_samples), "cfg": cfg})
 

@@ -60,7 +60,7 @@ def slices() -> dict[str, dict]:
 
     try:  # the resolved cell, where the stages take one
         from pipeline.config import resolve_cell
-    except ImportError:
+    except ImportError:  # before: the stages took the config
         def resolve_cell(cfg):
             return cfg
 

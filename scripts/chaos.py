@@ -55,7 +55,8 @@ import pipeline.store as store_module  # noqa: E402
 from pipeline.config import register_configs  # noqa: E402
 from pipeline.errors import PipelineError  # noqa: E402
 from pipeline.schema import PRODUCER  # noqa: E402
-from pipeline.stage import CELL_STAGES, STAGES, cell_dir, run_stage, stage_key  # noqa: E402
+from pipeline.config import resolve_cell
+from pipeline.stage import CELL_STAGES, STAGES, run_stage, stage_key  # noqa: E402
 from pipeline.store import ArtifactStore, cell_lock  # noqa: E402
 
 IDENTICAL, REFUSED, WRONG = "identical", "refused", "wrong"
@@ -210,7 +211,7 @@ class Chaos:
 
             root = self.root("report-clean")
             self.copy_clean(root)
-            build_report(self.cfg(root))
+            build_report(resolve_cell(self.cfg(root)))
             self._clean_tables = read_tables(root / "results")
         return self._clean_tables
 
@@ -259,10 +260,10 @@ def compose_cfg(overrides: list[str]):
 
 def run_cell(cfg) -> dict[str, dict]:
     """`stage=all` of one cell in-process, as pipeline.app.run does it (without the report)."""
-    store = ArtifactStore(cell_dir(cfg))
+    store = ArtifactStore(resolve_cell(cfg).root)
     store.root.mkdir(parents=True, exist_ok=True)
     with cell_lock(store.root):
-        return {name: run_stage(name, cfg, store) for name in CELL_STAGES}
+        return {name: run_stage(name, resolve_cell(cfg), store) for name in CELL_STAGES}
 
 
 def cli_refused(rc: int, logs: str) -> tuple[str, str]:
@@ -388,17 +389,17 @@ def attack_shards(ctx: Chaos) -> Row:
         def attack(root=root, n=n, killed_with=killed_with, damage=damage,
                    resumed_with=resumed_with):
             cfg = ctx.cfg(root, *killed_with)
-            store = ArtifactStore(cell_dir(cfg))
+            store = ArtifactStore(resolve_cell(cfg).root)
             with crash_before(n):
                 try:
-                    run_stage("generate", cfg, store)
+                    run_stage("generate", resolve_cell(cfg), store)
                 except Crash:
                     pass
                 else:
                     return WRONG, f"the crash before commit {n} never came"
             if damage is not None:
                 kind, group = damage
-                key = stage_key(STAGES["generate"], cfg, store)[0]
+                key = stage_key(STAGES["generate"], resolve_cell(cfg), store)[0]
                 first, second = (store.shard_path(group, key, i) for i in (0, 1))
                 if kind == "swap":
                     a, b = first.read_bytes(), second.read_bytes()
@@ -482,13 +483,13 @@ def attack_foreign(ctx: Chaos) -> Row:
         def attack(root=root, cell=cell, name=name):
             cfg, store = ctx.cfg(root), ArtifactStore(cell)
             if name in REPORT_READS:  # first: the report changes nothing in the cell
-                build_report(cfg)
+                build_report(resolve_cell(cfg))
                 problem = compare_tables(read_tables(root / "results"), ctx.clean_tables())
                 if problem is not None:
                     return WRONG, f"stage=report read the maqa {name}, exit 0: {problem}"
             later = CELL_STAGES[CELL_STAGES.index(PRODUCER[name]) + 1:]
             for stage in later:
-                result = run_stage(stage, cfg, store)
+                result = run_stage(stage, resolve_cell(cfg), store)
                 if result["skipped"]:
                     continue
                 for out in STAGES[stage].outputs:
@@ -569,9 +570,9 @@ def config_in_process(args: list[str]) -> tuple[str, str]:
     def checks():
         validate(cfg)
         if cfg.stage in CELL_STAGES:
-            check_assets(cfg, stages_to_run(cfg, ArtifactStore(cell_dir(cfg)), (cfg.stage,)))
+            check_assets(resolve_cell(cfg), stages_to_run(resolve_cell(cfg), ArtifactStore(resolve_cell(cfg).root), (cfg.stage,)))
         elif cfg.stage == "report":
-            build_report(cfg)
+            build_report(resolve_cell(cfg))
         return WRONG, "taken without an error"
 
     return outcome_of(checks)
@@ -847,7 +848,7 @@ def attack_report(ctx: Chaos) -> Row:
     root = ctx.root("report")
     ctx.copy_clean(root)
     cfg = ctx.cfg(root)
-    build_report(cfg)
+    build_report(resolve_cell(cfg))
     clean = ctx.clean_tables()
     if (problem := compare_tables(read_tables(root / "results"), clean)) is not None:
         row.record("a second clean report (control)", WRONG, problem)
@@ -864,7 +865,7 @@ def attack_report(ctx: Chaos) -> Row:
         if isinstance(how, tuple):
             try:
                 with killed_at_call(*how):
-                    build_report(other)
+                    build_report(resolve_cell(other))
             except KeyboardInterrupt:
                 pass
             else:
@@ -881,7 +882,7 @@ def attack_report(ctx: Chaos) -> Row:
             note = wait_then_kill(proc, root, 0)
 
         def rerun():
-            result = build_report(cfg)
+            result = build_report(resolve_cell(cfg))
             problem = compare_tables(read_tables(root / "results"), clean)
             if problem is not None:
                 said = "up to date" if result["skipped"] else "redone"
@@ -958,13 +959,13 @@ def attack_scorer_folder(ctx: Chaos) -> Row:
     store = ArtifactStore(cell)
     for stage in CELL_STAGES[1:]:
         def attack(stage=stage):
-            run_stage(stage, cfg, store)
+            run_stage(stage, resolve_cell(cfg), store)
             return WRONG, f"stage={stage} ran on the scorer's artifacts, exit 0"
 
         row.record(f"stage={stage} on the scorer's folder", *outcome_of(attack))
 
     def report():
-        build_report(cfg)
+        build_report(resolve_cell(cfg))
         return WRONG, "the report read the scorer's quality as the model's, exit 0"
 
     row.record("the report over it", *outcome_of(report))

@@ -675,7 +675,7 @@ def check_config_paper(ctx: Context, rec: Recorder) -> None:
             _expect_placed(rec, ctx, ce._load().model, "cross_encoder")
 
         with rec.step("embedder"):
-            emb = aux_models.build_embedder(str(cfg.mappers.sphere.embedder), cfg)
+            emb = aux_models.build_embedder(str(cfg.mappers.sphere.embedder), device=cfg.device)
             rec.expect(emb.device == device, f"embedder on {emb.device}, expected {device}")
             rec.expect(_finite(emb.embed(texts)), "embedder: non-finite vectors")
             _expect_placed(rec, ctx, emb._load(), "embedder")

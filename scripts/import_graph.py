@@ -2,6 +2,7 @@
 
     python scripts/import_graph.py            # counts
     python scripts/import_graph.py --edges    # + every upward or function-level import
+    python scripts/import_graph.py --config   # + every function that takes the whole config
 
 Layers, lowest first (a module may import its own layer and those below, never above):
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
@@ -54,7 +55,8 @@ LAYERS = {
     "tasks": ("pipeline.tasks", "pipeline.tasks.contract", "pipeline.tasks.builders",
               "pipeline.tasks.text_metrics"),
     "stages": ("pipeline.stages",),
-    "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config", "pipeline.callbacks", "pipeline.overrides",
+    "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config",
+            "pipeline.callbacks", "pipeline.overrides",
             "pipeline.tracking", "pipeline.reporting", "pipeline.scorer",
             "pipeline.__main__", "pipeline.score", "pipeline.doctor", "pipeline.serve"),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
@@ -185,9 +187,49 @@ def upward(edges: list[Import]) -> list[Import]:
     return [e for e in edges if ORDER.index(layer(e.target)) > ORDER.index(layer(e.source))]
 
 
+# Where Hydra's config may be read: the resolving layer (pipeline.config: its schema, its checks
+# and its one reading into the typed cell) and the entry points that compose one. Anywhere else a
+# function takes the resolved objects (docs/design.md, s9b "Resolved once").
+CONFIG_READERS = ("pipeline.config", "pipeline.app", "pipeline.__main__",
+                  "pipeline.callbacks", "pipeline.overrides", "pipeline.secrets",
+                  "pipeline.doctor", "pipeline.scorer.run")
+
+
+@dataclass(frozen=True)
+class ConfigTaker:
+    module: str
+    function: str
+    line: int
+    parameter: str
+
+
+def config_takers(root: Path = ROOT) -> list[ConfigTaker]:
+    """Functions that take the whole Hydra config: a parameter named `cfg` (the project's name
+    for it) or annotated DictConfig."""
+    out = []
+    for module, path in modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                if "DictConfig" in note or arg.arg == "cfg":
+                    out.append(ConfigTaker(module, node.name, node.lineno, arg.arg))
+    return out
+
+
+def outside_readers(takers: list[ConfigTaker]) -> list[ConfigTaker]:
+    """The config takers outside the resolving layer and the entry points."""
+    return [t for t in takers if not any(t.module == r or t.module.startswith(r + ".")
+                                         for r in CONFIG_READERS)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--edges", action="store_true")
+    parser.add_argument("--config", action="store_true", help="list every function taking the config")
     parser.add_argument("--root", type=Path, default=ROOT, help="another checkout (before/after)")
     args = parser.parse_args()
     mods = modules(args.root)
@@ -203,6 +245,13 @@ def main() -> None:
           + "; ".join(" <-> ".join(c) for c in found))
     print(f"upward imports {len(up)}")
     print("lines per layer: " + ", ".join(f"{k} {lines[k]}" for k in ORDER))
+    takers = config_takers(args.root)
+    outside = outside_readers(takers)
+    print(f"functions taking the whole config {len(takers)} ({len(outside)} outside the "
+          f"resolving layer and the entry points: {', '.join(CONFIG_READERS)})")
+    if args.edges or args.config:
+        for t in (takers if args.config else outside):
+            print(f"  cfg  {t.module}:{t.line} {t.function}({t.parameter})")
     if args.edges:
         for e in up:
             print(f"  up   {e.source}:{e.line} -> {e.target} ({layer(e.source)} -> {layer(e.target)})")

@@ -72,3 +72,18 @@ def compose_cfg(hydra_ctx):
     from hydra import compose
 
     return lambda *overrides: compose("config", overrides=list(overrides))
+
+
+@pytest.fixture()
+def compose_cell(compose_cfg):
+    """compose_cell(*overrides) -> the resolved cell of conf/ (pipeline.config), as an entry
+    point builds it: composed, checked, resolved."""
+    from pipeline.config import validate
+    from pipeline.config import resolve_cell
+
+    def cell(*overrides):
+        cfg = compose_cfg(*overrides)
+        validate(cfg)
+        return resolve_cell(cfg)
+
+    return cell

@@ -71,3 +71,29 @@ def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
     assert [(e.source, e.target, e.in_function) for e in import_graph.upward(edges)] == [
         ("pipeline.latent.sets", "pipeline.stages", True),
         ("pipeline.tasks.clock.space", "pipeline.tasks.clock.task", False)]
+
+
+def test_only_the_resolving_layer_and_the_entry_points_take_the_config():
+    """Hydra's config is read once, into the typed cell (pipeline.config.resolve): every other
+    function takes the resolved objects. A function taking `cfg` (or a DictConfig) elsewhere
+    fails here, named with its line."""
+    takers = import_graph.config_takers()
+    assert [f"{t.module}:{t.line} {t.function}({t.parameter})"
+            for t in import_graph.outside_readers(takers)] == []
+    assert {t.module for t in takers} >= {"pipeline.config.resolve", "pipeline.app"}
+
+
+def test_the_config_check_finds_a_planted_config_taker(tmp_path):
+    pkg = tmp_path / "pipeline"
+    (pkg / "stages").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "stages" / "__init__.py").write_text("")
+    (pkg / "stages" / "x.py").write_text(
+        "def a(cfg):\n    pass\n\ndef b(cell, sampling):\n    pass\n\n"
+        "def c(node: 'DictConfig'):\n    pass\n")
+    (pkg / "app.py").write_text("def run(cfg):\n    pass\n")
+    takers = import_graph.config_takers(tmp_path)
+    assert sorted((t.module, t.function) for t in takers) == [
+        ("pipeline.app", "run"), ("pipeline.stages.x", "a"), ("pipeline.stages.x", "c")]
+    assert [(t.module, t.function) for t in import_graph.outside_readers(takers)] == [
+        ("pipeline.stages.x", "a"), ("pipeline.stages.x", "c")]

@@ -1,4 +1,4 @@
-"""The generic layers name no task, latent space, decision method or UQ estimator: config.py,
+"""The generic layers name no task, latent space, decision method or UQ estimator: pipeline/config,
 the stages, the scorer, tracking and reporting loop over what the registries and the task
 declare (pipeline.methods: OURS/BASELINE/F_BETA are the roles they compare; the estimators'
 registry: labels, table order, the risk of a decision). A string literal in their code (not a
@@ -28,7 +28,7 @@ from pipeline.tasks import task_folders
 from pipeline.uncertainty.estimators import ESTIMATORS
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERIC = ["pipeline/config.py", "pipeline/stages", "pipeline/scorer/run.py", "pipeline/scorer/readers.py",
+GENERIC = ["pipeline/config", "pipeline/stages", "pipeline/scorer/run.py", "pipeline/scorer/readers.py",
            "pipeline/tracking", "pipeline/reporting"]
 # the one reporting file that names the paper's datasets; the rest reads them from it
 PAPER_VOCABULARY = "pipeline/reporting/paper.py"

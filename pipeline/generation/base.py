@@ -91,8 +91,8 @@ class GenerationBackend(Protocol):
 
     name: str
 
-    def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
-        """`cfg.n` ancestral samples per prompt, in prompt order."""
+    def sample(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Generation]]:
+        """`sampling.n` ancestral samples per prompt, in prompt order."""
         ...
 
     def greedy(self, prompts: list[str], max_new_tokens: int) -> list[Generation]:
@@ -124,8 +124,8 @@ def register_backend(name: str, target: str | Callable[..., GenerationBackend]) 
     BACKENDS.add(name, target, replace=True)
 
 
-def get_backend(name: str, **cfg: Any) -> GenerationBackend:
-    """Build the backend registered under `name` with keyword config `cfg`."""
+def get_backend(name: str, **settings: Any) -> GenerationBackend:
+    """Build the backend registered under `name` with keyword settings `settings`."""
     target = BACKENDS[name]
     if isinstance(target, str):
         module_name, attr = target.split(":")
@@ -138,7 +138,7 @@ def get_backend(name: str, **cfg: Any) -> GenerationBackend:
         factory = getattr(module, attr)
     else:
         factory = target
-    return factory(**cfg)
+    return factory(**settings)
 
 
 # Decoding strategies vLLM cannot run (contrastive search), and beam search unless

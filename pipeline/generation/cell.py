@@ -1,4 +1,4 @@
-"""The cell's model and data, from its config: the model folder, tokenizer and in-process
+"""The cell's model and data, from the resolved cell (pipeline.config): the model folder, tokenizer and in-process
 backend, the dataset with its chat-rendered prompts, and the vLLM interpreter and limits. The
 generate stage, the local extractor, the UQ statistics and the planner all read a cell's model
 through these, so they agree on what "the cell's model" is.
@@ -16,16 +16,18 @@ import os
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING, Any
 
 from pipeline.data import build_messages, load_dataset
 from pipeline.data.registry import spec_for
 from pipeline.devices import resolve_device
 from pipeline.errors import ConfigError
 from pipeline.generation.base import get_backend
+from pipeline.parts import thaw
 from pipeline.revisions import hub_entry, is_hub_id, package_entry, snapshot_commit
+
+if TYPE_CHECKING:  # the resolved cell (pipeline.config)
+    from pipeline.config import Cell
 
 log = logging.getLogger("pipeline")
 
@@ -41,32 +43,33 @@ def resolve_model_path(path: str, cache_dir: str) -> str:
     return path
 
 
-def model_revision(cfg: DictConfig) -> str | None:
+def model_revision(cell: Cell) -> str | None:
     """model.revision: the hub revision the cell's model loads at (None: the latest)."""
-    value = OmegaConf.select(cfg, "model.revision", default=None)
+    value = cell.model.revision
     return None if value is None else str(value)
 
 
-def model_source(cfg: DictConfig, loaded: str | None = None) -> dict[str, Any]:
+def model_source(cell: Cell, loaded: str | None = None) -> dict[str, Any]:
     """Where the cell's model comes from, for the manifests: a hub id as {"repo", "requested",
     "resolved"} (the commit used: `loaded`, transformers' config._commit_hash, else the local
     cache's or the hub's); the packaged model as its package and version; a local folder as its
     path (with its commit when it is a hub cache snapshot); a served one as the name asked for."""
-    if served(cfg):
-        return {"source": "endpoint", "served_model": served_model_name(cfg)}
-    path = str(cfg.model.path)
+    if served(cell):
+        return {"source": "endpoint", "served_model": served_model_name(cell)}
+    path = str(cell.model.path)
     if path.startswith("package:"):
         entry = package_entry(path.split(":", 1)[1])
-        hub_id = OmegaConf.select(cfg, "model.hub_id", default=None)
+        hub_id = cell.model.hub_id
         return {**entry, **({"hub_id": str(hub_id)} if hub_id else {})}
     if not is_hub_id(path):
         commit = snapshot_commit(path)
         return {"source": "local", "path": path, **({"resolved": commit} if commit else {})}
-    return hub_entry(path, model_revision(cfg), "model", loaded=loaded)
+    return hub_entry(path, model_revision(cell), "model", loaded=loaded)
 
 
-def tensor_parallel_size(model: DictConfig) -> int:
-    """vLLM's tensor parallel size: the model config's, else one rank per GPU it asks for."""
+def tensor_parallel_size(model: Any) -> int:
+    """vLLM's tensor parallel size: the model settings' (a cell's `model`), else one rank per
+    GPU it asks for."""
     return int(model.tensor_parallel_size or max(1, int(model.gpus)))
 
 
@@ -83,68 +86,68 @@ def revision_kwargs(revision: str | None) -> dict[str, str]:
     return {} if revision is None else {"revision": str(revision)}
 
 
-def model_tokenizer(cfg: DictConfig) -> Any:
+def model_tokenizer(cell: Cell) -> Any:
     """The cell's generating model's tokenizer (loaded once per process)."""
-    path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    path = resolve_model_path(cell.model.path, cell.cache_dir)
     try:
-        return _tokenizer(path, bool(cfg.model.trust_remote_code), model_revision(cfg))
+        return _tokenizer(path, bool(cell.model.trust_remote_code), model_revision(cell))
     except (OSError, ValueError) as exc:  # no such folder, not a hub id, offline, no tokenizer
-        raise ConfigError(f"model.path={cfg.model.path!r}: no tokenizer could be loaded from it "
+        raise ConfigError(f"model.path={cell.model.path!r}: no tokenizer could be loaded from it "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); set "
                           "model.path to a local model folder or a hub id (org/name) reachable "
                           "from here (`make paper-assets MODELS=1` pre-downloads)") from None
 
 
-def served(cfg: DictConfig) -> bool:
+def served(cell: Cell) -> bool:
     """Whether an OpenAI-compatible endpoint serves the model under test (backend=openai)."""
     from pipeline.generation.openai_backend import OpenAIBackend
 
-    return OmegaConf.select(cfg, "backend.name") == OpenAIBackend.name
+    return cell.backend.name == OpenAIBackend.name
 
 
-def served_model_name(cfg: DictConfig) -> str:
+def served_model_name(cell: Cell) -> str:
     """The name backend=openai asks the server for: backend.served_model, else the model's hub id
     (model.hub_id, else model.path)."""
-    return str(cfg.backend.served_model or OmegaConf.select(cfg, "model.hub_id")
-               or cfg.model.path)
+    return str(cell.backend.served_model or cell.model.hub_id
+               or cell.model.path)
 
 
-def render_prompts(cfg: DictConfig, dataset) -> list[str]:
+def render_prompts(cell: Cell, dataset) -> list[str]:
     """The model input of every record: the task's prompt in the model's chat template (served
     models: the messages as JSON; the server applies its template)."""
-    if served(cfg):
+    if served(cell):
         import json
 
-        return [json.dumps(build_messages(cfg.task.prompt, rec), ensure_ascii=False)
+        return [json.dumps(build_messages(cell.task.prompt, rec), ensure_ascii=False)
                 for rec in dataset.to_dict("records")]
-    tokenizer = model_tokenizer(cfg)
+    tokenizer = model_tokenizer(cell)
     if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(f"model {cfg.model.name} ({cfg.model.path}) has no chat template; the "
+        raise ValueError(f"model {cell.model.name} ({cell.model.path}) has no chat template; the "
                          "paper prompts instruction-tuned chat models")
-    kwargs = dict(cfg.model.chat_template_kwargs)
-    return [tokenizer.apply_chat_template(build_messages(cfg.task.prompt, rec), tokenize=False,
+    kwargs = dict(cell.model.chat_template_kwargs)
+    return [tokenizer.apply_chat_template(build_messages(cell.task.prompt, rec), tokenize=False,
                                           add_generation_prompt=True, **kwargs)
             for rec in dataset.to_dict("records")]
 
 
-def dataset_options(cfg: DictConfig) -> dict[str, Any]:
+def dataset_options(cell: Cell) -> dict[str, Any]:
     """The keyword arguments of `load_dataset` for the cell's dataset: its limit, seed, loader,
     reference kind and loader options (dataset.overrides), with dataset.revision as the hub
     loaders' `revision` when set (null adds nothing: the call stays as it was)."""
-    options = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
-    revision = OmegaConf.select(cfg, "dataset.revision", default=None)
+    options = thaw(cell.dataset.overrides) or {}
+    revision = cell.dataset.revision
     if revision is not None:
         options["revision"] = str(revision)
-    return {"limit": cfg.dataset.limit, "seed": cfg.dataset.seed, "loader": cfg.dataset.loader,
-            "reference": cfg.task.reference, **options}
+    return {"limit": cell.dataset.limit, "seed": cell.dataset.seed, "loader": cell.dataset.loader,
+            "reference": cell.task.reference, **options}
 
 
-def dataset_hub_repo(cfg: DictConfig) -> str | None:
+def dataset_hub_repo(cell: Cell) -> str | None:
     """The hub repository the cell's dataset is read from (None: bundled, local files, a
     released file): the one dataset.revision pins."""
-    spec = spec_for(cfg.dataset.name, cfg.dataset.loader, cfg.task.reference)
+    spec = spec_for(cell.dataset.name, cell.dataset.loader, cell.task.reference)
     options = {**spec.defaults,
-               **(OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {})}
+               **(thaw(cell.dataset.overrides) or {})}
     if ("revision" not in spec.defaults or options.get("data_files") is not None
             or options.get("source", "hub") != "hub"):
         return None
@@ -152,9 +155,9 @@ def dataset_hub_repo(cfg: DictConfig) -> str | None:
     return str(path) if is_hub_id(path) else None
 
 
-def load_cell_dataset(cfg: DictConfig):
+def load_cell_dataset(cell: Cell):
     """The cell's DATASET frame (records checked for the task's reference kind)."""
-    return load_dataset(cfg.dataset.name, **dataset_options(cfg))
+    return load_dataset(cell.dataset.name, **dataset_options(cell))
 
 
 @lru_cache(maxsize=2)
@@ -166,32 +169,32 @@ def _cached_backend(name: str, model_path: str, dtype: str, device: str, batch_s
                        batch_size=batch_size, **kwargs)
 
 
-def make_backend(cfg: DictConfig):
+def make_backend(cell: Cell):
     """The cell's model on the in-process transformers backend (what backend=transformers
     generates with, and what a `local` extractor asks); kept loaded across the jobs of a local
     sweep."""
-    b = cfg.backend
-    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    b = cell.backend
+    model_path = resolve_model_path(cell.model.path, cell.cache_dir)
     extra = {"num_threads": b.num_threads,
-             "trust_remote_code": bool(cfg.model.trust_remote_code),
-             **revision_kwargs(model_revision(cfg)),
-             "chat_template_kwargs": tuple(sorted(dict(cfg.model.chat_template_kwargs).items()))}
-    return _cached_backend("transformers", model_path, cfg.model.dtype, resolve_device(b.device),
+             "trust_remote_code": bool(cell.model.trust_remote_code),
+             **revision_kwargs(model_revision(cell)),
+             "chat_template_kwargs": tuple(sorted(dict(cell.model.chat_template_kwargs).items()))}
+    return _cached_backend("transformers", model_path, cell.model.dtype, resolve_device(b.device),
                            b.batch_size, tuple(sorted(extra.items())))
 
 
-def generation_backend(cfg: DictConfig):
+def generation_backend(cell: Cell):
     """What the generate stage samples with: the endpoint of backend=openai, else the cell's
     model in process (`make_backend`)."""
-    if not served(cfg):
-        return make_backend(cfg)
-    b = cfg.backend
-    return get_backend("openai", model=served_model_name(cfg), base_url=b.base_url,
+    if not served(cell):
+        return make_backend(cell)
+    b = cell.backend
+    return get_backend("openai", model=served_model_name(cell), base_url=b.base_url,
                        api_key_env=b.api_key_env, max_concurrency=b.max_concurrency,
                        logprobs=b.logprobs, batch_size=b.batch_size, timeout=b.timeout,
                        deadline=b.deadline, requests_per_minute=b.requests_per_minute,
                        max_response_bytes=b.max_response_bytes,
-                       cache_dir=str(Path(cfg.cache_dir).expanduser() / "generate-openai"))
+                       cache_dir=str(Path(cell.cache_dir).expanduser() / "generate-openai"))
 
 
 def model_context_length(model_path: str, trust_remote_code: bool = False,
@@ -206,24 +209,24 @@ def model_context_length(model_path: str, trust_remote_code: bool = False,
     return int(value) if value else None
 
 
-def vllm_max_model_len(cfg: DictConfig, model_path: str) -> int | None:
+def vllm_max_model_len(cell: Cell, model_path: str) -> int | None:
     """backend.max_model_len (it bounds the KV cache), capped at the model's own context length:
     vLLM refuses a length beyond what the model was built for."""
-    configured = cfg.backend.max_model_len
-    own = model_context_length(model_path, bool(cfg.model.trust_remote_code),
-                               model_revision(cfg))
+    configured = cell.backend.max_model_len
+    own = model_context_length(model_path, bool(cell.model.trust_remote_code),
+                               model_revision(cell))
     if configured is None or own is None:
         return configured if configured is not None else own
     if configured > own:
         log.info("[generate] backend.max_model_len=%d exceeds %s's context of %d tokens: using %d",
-                 configured, cfg.model.name, own, own)
+                 configured, cell.model.name, own, own)
     return min(int(configured), own)
 
 
-def vllm_python(cfg: DictConfig) -> str:
+def vllm_python(cell: Cell) -> str:
     """Interpreter of the vLLM pass: backend.python, $VLLM_PYTHON, <repo>/.venv-vllm, or this
     interpreter when it has vLLM (a single-env install)."""
-    explicit = cfg.backend.python or os.environ.get("VLLM_PYTHON")
+    explicit = cell.backend.python or os.environ.get("VLLM_PYTHON")
     if explicit:
         if not Path(explicit).exists():
             raise FileNotFoundError(f"backend.python={explicit} does not exist; build the vLLM env "

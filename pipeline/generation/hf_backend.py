@@ -8,7 +8,7 @@ Sampling
 
 Seeding (what holds)
     The random draw of sample j of prompt x comes from its own `torch.Generator`, seeded with
-    a hash of (cfg.seed, x, j), through `PerRowSampler`, a logits processor that applies
+    a hash of (sampling.seed, x, j), through `PerRowSampler`, a logits processor that applies
     temperature / top-k / top-p (transformers' own warpers, in transformers' order) and draws
     the token by inverse CDF with that row's generator; it hands `generate` a one-hot score so
     transformers' own multinomial can only pick that token. Consequences:
@@ -21,7 +21,7 @@ Seeding (what holds)
       identical between batch_size 1 and 2, 63/80 between 1 and 4 (same distribution, other
       draws). Fix batch_size (and dtype) for bit-reproducible runs;
     - identical prompt strings get identical samples (the seed is a function of the text);
-    - a different cfg.seed gives independent streams (the runner's `ar` decode uses that).
+    - a different sampling.seed gives independent streams (the runner's `ar` decode uses that).
 
 Speed (scripts/bench_generation.py, SmolLM2 float32, 2 cores): a prompt is prefilled once
 for all its rows (its M samples, plus the greedy and `ar` rows through `sample_and_decode`, and
@@ -412,37 +412,37 @@ class TransformersBackend:
         size = size or self.batch_size
         return [items[i : i + size] for i in range(0, len(items), size)]
 
-    def resolve_sampling(self, cfg: SamplingConfig) -> tuple[float, int | None, float]:
-        """(temperature, top_k, top_p) actually used: cfg overrides, else the model's defaults."""
-        temperature = cfg.temperature if cfg.temperature is not None else self.default_temperature
-        top_k = cfg.top_k if cfg.top_k is not None else self.default_top_k
-        top_p = cfg.top_p if cfg.top_p is not None else self.default_top_p
+    def resolve_sampling(self, sampling: SamplingConfig) -> tuple[float, int | None, float]:
+        """(temperature, top_k, top_p) actually used: sampling overrides, else the model's defaults."""
+        temperature = sampling.temperature if sampling.temperature is not None else self.default_temperature
+        top_k = sampling.top_k if sampling.top_k is not None else self.default_top_k
+        top_p = sampling.top_p if sampling.top_p is not None else self.default_top_p
         if not temperature > 0:  # an endpoint takes 0 (greedy n times); sampling here cannot
             raise ValueError(f"temperature {temperature} is greedy decoding: in-process sampling "
                              "needs temperature > 0 (greedy is a decoding strategy of its own)")
-        if cfg.seed is None:
+        if sampling.seed is None:
             raise ValueError("in-process sampling needs a seed (seed=None leaves it to a server)")
         return float(temperature), top_k, float(top_p)
 
     # ----------------------------------------------------------------------- protocol
-    def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
-        """`cfg.n` ancestral samples per prompt (raw-model token log-probs)."""
-        return self.sample_and_decode(prompts, cfg)[0]
+    def sample(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Generation]]:
+        """`sampling.n` ancestral samples per prompt (raw-model token log-probs)."""
+        return self.sample_and_decode(prompts, sampling)[0]
 
     def sample_and_decode(
-        self, prompts: list[str], cfg: SamplingConfig, *, greedy: bool = False,
+        self, prompts: list[str], sampling: SamplingConfig, *, greedy: bool = False,
         extra_seed: int | None = None,
     ) -> tuple[list[list[Generation]], list[Generation] | None, list[Generation] | None]:
         """(samples, greedy decodes, one extra sample per prompt) from ONE `generate` per batch.
 
-        The rows of a prompt, its `cfg.n` samples, then its greedy row (`greedy=True`), then a
+        The rows of a prompt, its `sampling.n` samples, then its greedy row (`greedy=True`), then a
         sample seeded with `extra_seed` (the runner's `ar` decode: what `sample` gives with
         `seed=extra_seed, n=1`), share one prefill of the prompt: on CPU a prefill costs as
         much as a few dozen decode steps, and greedy and `ar` used to pay their own."""
         import torch
 
-        temperature, top_k, top_p = self.resolve_sampling(cfg)
-        per_prompt = cfg.n + int(greedy) + int(extra_seed is not None)
+        temperature, top_k, top_p = self.resolve_sampling(sampling)
+        per_prompt = sampling.n + int(greedy) + int(extra_seed is not None)
         samples: list[list[Generation]] = []
         greedy_out: list[Generation] | None = [] if greedy else None
         extra_out: list[Generation] | None = [] if extra_seed is not None else None
@@ -454,22 +454,22 @@ class TransformersBackend:
             single = self._encode(batch)
             generators: list[Any | None] = []
             for prompt in batch:
-                generators += [torch.Generator().manual_seed(row_seed(cfg.seed, prompt, j))
-                               for j in range(cfg.n)]
+                generators += [torch.Generator().manual_seed(row_seed(sampling.seed, prompt, j))
+                               for j in range(sampling.n)]
                 if greedy:
                     generators.append(None)
                 if extra_seed is not None:
                     generators.append(torch.Generator().manual_seed(row_seed(extra_seed, prompt, 0)))
             sampler = PerRowSampler(generators, temperature, top_k, top_p)
             if self._own_loop:
-                rows = self._decode_rows(single, per_prompt, sampler, cfg.max_new_tokens)
+                rows = self._decode_rows(single, per_prompt, sampler, sampling.max_new_tokens)
             else:
-                rows = self._generate_rows(single, per_prompt, sampler, cfg.max_new_tokens)
+                rows = self._generate_rows(single, per_prompt, sampler, sampling.max_new_tokens)
             for i in range(len(batch)):
                 own = rows[i * per_prompt : (i + 1) * per_prompt]
-                samples.append(own[: cfg.n])
+                samples.append(own[: sampling.n])
                 if greedy_out is not None:
-                    greedy_out.append(own[cfg.n])
+                    greedy_out.append(own[sampling.n])
                 if extra_out is not None:
                     extra_out.append(own[-1])
         return samples, greedy_out, extra_out

@@ -126,17 +126,17 @@ class OpenAIBackend:
                           finish_reason=reason if isinstance(reason, str) else None,
                           usage=usage if isinstance(usage, dict) else None)
 
-    def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
+    def sample(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Generation]]:
         messages = [messages_of(p) for p in prompts]
-        first = self._run([(m, {**cfg.extra, **self._params(
-            cfg.temperature, cfg.max_new_tokens, cfg.seed, cfg.n, cfg.top_p, cfg.top_k,
-            draw=cfg.stream)}) for m in messages])
-        out = [[self._generation(c) for c in choices[:cfg.n]] for choices in first]
+        first = self._run([(m, {**sampling.extra, **self._params(
+            sampling.temperature, sampling.max_new_tokens, sampling.seed, sampling.n, sampling.top_p, sampling.top_k,
+            draw=sampling.stream)}) for m in messages])
+        out = [[self._generation(c) for c in choices[:sampling.n]] for choices in first]
         # a server that ignores `n`: the missing samples one request each, seeds seed+1, ...
-        missing = [(i, j) for i, gens in enumerate(out) for j in range(len(gens), cfg.n)]
-        rest = self._run([(messages[i], {**cfg.extra, **self._params(
-            cfg.temperature, cfg.max_new_tokens, None if cfg.seed is None else cfg.seed + j, 1,
-            cfg.top_p, cfg.top_k, draw=f"{cfg.stream}:{j}")}) for i, j in missing])
+        missing = [(i, j) for i, gens in enumerate(out) for j in range(len(gens), sampling.n)]
+        rest = self._run([(messages[i], {**sampling.extra, **self._params(
+            sampling.temperature, sampling.max_new_tokens, None if sampling.seed is None else sampling.seed + j, 1,
+            sampling.top_p, sampling.top_k, draw=f"{sampling.stream}:{j}")}) for i, j in missing])
         for (i, _), choices in zip(missing, rest):
             out[i].append(self._generation(choices[0]))
         return out

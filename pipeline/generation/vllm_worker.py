@@ -11,7 +11,7 @@ which starts `<repo>/.venv-vllm/bin/python -m pipeline.generation.vllm_worker RE
 returns the parsed results. The same command line works by hand.
 
 Request JSON: {"engine": {VllmBackend kwargs}, "calls": [CALL, ...]} where CALL is one of
-  {"method": "sample", "prompts": [...], "cfg": {SamplingConfig fields}}
+  {"method": "sample", "prompts": [...], "sampling": {SamplingConfig fields}}
   {"method": "greedy", "prompts": [...], "max_new_tokens": N}
   {"method": "beam", "prompts": [...], "num_beams": K, "max_new_tokens": N}
   {"method": "logprob_of_next", "prompts": [...], "token": "True"}
@@ -63,8 +63,8 @@ def _run_call(backend: Any, call: dict[str, Any]) -> Any:
         return [backend.render_chat(messages) for messages in call["messages"]]
     prompts = call["prompts"]
     if method == "sample":
-        cfg = SamplingConfig(**call.get("cfg", {}))
-        return [[generation_to_dict(g) for g in row] for row in backend.sample(prompts, cfg)]
+        sampling = SamplingConfig(**call.get("sampling", {}))
+        return [[generation_to_dict(g) for g in row] for row in backend.sample(prompts, sampling)]
     if method == "greedy":
         return [generation_to_dict(g) for g in backend.greedy(prompts, int(call["max_new_tokens"]))]
     if method == "beam":

@@ -83,11 +83,11 @@ class TaskAwareFilter(Filter):
                  question_field: str = "question", reference_field: str | None = None,
                  overrides: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from pipeline.scorer.run import check_task, compose_config
+        from pipeline.scorer.run import check_task, compose_cell
 
         self.task = check_task(task, python=True)
         # the metric the PRR / AUC rank against: the task's first (as its report's headline)
-        self.primary = str(compose_config(self.task, mapper, overrides).task.metrics[0])
+        self.primary = str(compose_cell(self.task, mapper, overrides).task.metrics[0])
         self.mapper, self.overrides = mapper, list(overrides or ())
         self.question_field, self.reference_field = question_field, reference_field
 

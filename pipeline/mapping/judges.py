@@ -83,17 +83,18 @@ class LLMJudge:
         return self._verdicts[p]
 
 
-def judge_settings(cfg) -> dict[str, Any] | None:
-    """What the verdicts of `evaluation.match_judge` depend on (the evaluate stage's cache key):
-    the equivalence model's settings, the chat model and its endpoint, or None without a judge."""
-    from omegaconf import OmegaConf
+def judge_settings(cell) -> dict[str, Any] | None:
+    """What the verdicts of the cell's `evaluation.match_judge` depend on (the evaluate stage's
+    cache key): the equivalence model's settings, the chat model and its endpoint, or None
+    without a judge."""
+    from pipeline.parts import thaw
 
-    kind = cfg.evaluation.match_judge
+    kind = cell.evaluation.match_judge
     if kind == "equivalence":
-        equivalence = OmegaConf.to_container(cfg.task.equivalence, resolve=True)
+        equivalence = thaw(cell.task.equivalence)
         if equivalence.get("nli_revision") is None:  # null: the key written before the pin
             equivalence.pop("nli_revision", None)
         return {"equivalence": equivalence}
     if kind == "llm":
-        return {"model": cfg.task.extractor.model, "base_url": cfg.task.extractor.base_url}
+        return {"model": cell.task.extractor.model, "base_url": cell.task.extractor.base_url}
     return None

@@ -37,16 +37,14 @@ PAPER_DIR = paper_dir()  # results/paper in a checkout, pipeline/paper in a whee
 REPORT_VERSION = 8
 
 
-def figure_options(cfg) -> dict[str, Any]:
-    """report_figures.* with their defaults (a config composed before they existed has none)."""
-    from omegaconf import OmegaConf
-
+def figure_options(cell) -> dict[str, Any]:
+    """The cell's report_figures.* (defaults where unset)."""
+    from pipeline.parts import thaw
     from pipeline.reporting.paper import ENTROPY_DATASET, PAPER_LLMS
     from pipeline.reporting.tables import MIN_N_BEST
 
     def get(key, default):
-        value = OmegaConf.select(cfg, f"report_figures.{key}", default=default)
-        return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        return thaw(getattr(cell.report_figures, key, default))
 
     return {"entropy_model": get("entropy_model", "") or "",
             "entropy_dataset": get("entropy_dataset", ENTROPY_DATASET) or ENTROPY_DATASET,
@@ -55,7 +53,7 @@ def figure_options(cfg) -> dict[str, Any]:
             "min_n_best": int(get("min_n_best", MIN_N_BEST))}
 
 
-def build_report(cfg) -> dict[str, Any]:
+def build_report(cell) -> dict[str, Any]:
     import pandas as pd
 
     from pipeline.reporting.ablation import samples_ablation
@@ -71,24 +69,24 @@ def build_report(cfg) -> dict[str, Any]:
     )
     from pipeline.reporting.tables import build_tables, data_note
 
-    results = Path(cfg.results_dir)
+    results = Path(cell.results_dir)
     tables_dir, figures_dir = results / "tables", results / "figures"
-    cells = find_cells(cfg.output_root, cfg.experiment, list(cfg.report_models) or None)
-    if cfg.report_models:  # a misspelt model would silently drop out of every table
-        present = {c.model for c in find_cells(cfg.output_root, cfg.experiment)}
-        absent = sorted(set(cfg.report_models) - present)
+    cells = find_cells(cell.output_root, cell.experiment, list(cell.report_models) or None)
+    if cell.report_models:  # a misspelt model would silently drop out of every table
+        present = {c.model for c in find_cells(cell.output_root, cell.experiment)}
+        absent = sorted(set(cell.report_models) - present)
         if absent:
             from pipeline.errors import ConfigError
 
             raise ConfigError(f"report_models has {absent} with no outputs under "
-                              f"{Path(cfg.output_root) / cfg.experiment}; models with outputs: "
+                              f"{Path(cell.output_root) / cell.experiment}; models with outputs: "
                               f"{', '.join(sorted(present)) or 'none'}")
-    options = figure_options(cfg)
-    report_models = list(cfg.report_models or [])
-    ev = cfg.evaluation
+    options = figure_options(cell)
+    report_models = list(cell.report_models or [])
+    ev = cell.evaluation
     intervals = {"n_bootstrap": int(ev.n_bootstrap), "alpha": float(ev.ci_alpha),
                  "seed": int(ev.seed)}
-    key = cache_key({"experiment": cfg.experiment, "max_rejection": cfg.evaluation.max_rejection,
+    key = cache_key({"experiment": cell.experiment, "max_rejection": cell.evaluation.max_rejection,
                      "figures": options, "intervals": intervals, "report_models": report_models,
                      "version": REPORT_VERSION},
                     input_keys(cells))
@@ -166,8 +164,8 @@ def build_report(cfg) -> dict[str, Any]:
         ablation = samples_ablation(per_prompt(ablation_cells, "latents"),
                                     per_prompt(ablation_cells, "dataset"),
                                     per_prompt(ablation_cells, "quality"), ablation_cells[0].space,
-                                    max_rejection=cfg.evaluation.max_rejection,
-                                    seed=cfg.evaluation.seed)
+                                    max_rejection=cell.evaluation.max_rejection,
+                                    seed=cell.evaluation.seed)
     ablation.to_csv(tables_dir / "samples_ablation.csv", index=False)
     figs["samples_ablation"] = figures.fig_samples_ablation(ablation, figures_dir)
 
@@ -179,7 +177,7 @@ def build_report(cfg) -> dict[str, Any]:
                                                 indent=2))
     from pipeline.tracking import make_tracker
 
-    tracker = make_tracker(cfg, report=True)
+    tracker = make_tracker(cell, report=True)
     try:
         tracker.use_cells(cells)
         tracker.log_report({name: wide.reset_index() if len(wide) else wide

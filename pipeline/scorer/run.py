@@ -231,6 +231,25 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
 
 
 _COMPOSED: dict[tuple, Any] = {}  # overrides -> config: a notebook's 2nd call is fast
+_CELLS: dict[tuple, Any] = {}  # the same -> its resolved cell (read-only: shared, not copied)
+
+
+def compose_cell(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
+                 dataset_name: str = "byo", config_dirs: Sequence[str | Path] = (),
+                 plugins: Sequence[str] = (), estimators: Sequence[str] = ()):
+    """`compose_config` resolved once into the cell the stages take (`pipeline.config`): kept
+    while the config files stay as they are, so a notebook's second call costs nothing here."""
+    from pipeline.config import resolve_cell
+
+    folders = [conf_dir(), *map(Path, config_dirs)]
+    key = (task, mapper, tuple(overrides), dataset_name, tuple(map(str, config_dirs)),
+           tuple(plugins), tuple(estimators), _fingerprint(folders))
+    if key not in _CELLS:
+        _CELLS[key] = resolve_cell(compose_config(task, mapper, overrides, dataset_name,
+                                                  config_dirs, plugins, estimators))
+        if len(_CELLS) > 64:
+            _CELLS.pop(next(iter(_CELLS)))
+    return _CELLS[key]
 
 
 def _fingerprint(folders: Sequence[Path]) -> tuple:
@@ -279,17 +298,17 @@ def check_task(task: str, config_dirs: Sequence[str | Path] = (), python: bool =
 # the run
 
 
-def run_pipeline(store, cfg, with_reference: set[str]) -> dict[str, Any]:
+def run_pipeline(store, cell, with_reference: set[str]) -> dict[str, Any]:
     """map -> decide -> uq -> evaluate through the pipeline's stages (evaluate scores only the
     prompts with a reference; none: it does not run); returns the frames."""
     from pipeline.stage import run_stage
 
     for name in ("map", "decide", "uq") + (("evaluate",) if with_reference else ()):
-        run_stage(name, cfg, store)
+        run_stage(name, cell, store)
     names = ("dataset", "samples", "decodes", "latents", "decisions", "uncertainty") + (
         ("quality", "uq_scores", "audit") if with_reference else ())
     return {"quality": None, "uq_scores": None, "audit": None,
-            "estimators": list(cfg.uq.estimators), **{name: store.read(name) for name in names}}
+            "estimators": list(cell.uq.estimators), **{name: store.read(name) for name in names}}
 
 
 def _sample_counts(out, samples, latents) -> None:
@@ -599,13 +618,11 @@ def summary_frames(frames: dict[str, Any], **evaluation: Any):
 
 def _scorer_evaluation() -> dict[str, Any]:
     """The evaluation settings `score` uses by default (experiment=score)."""
-    from omegaconf import OmegaConf
-
     from pipeline.tasks import task_folders
 
     # any task: the evaluation settings are the experiment's, not a task's
-    ev = OmegaConf.to_container(compose_config(min(task_folders())).evaluation, resolve=True)
-    return {k: ev[k] for k in ("max_rejection", "ties", "n_bootstrap", "ci_alpha", "seed")}
+    ev = compose_cell(min(task_folders())).evaluation
+    return {k: getattr(ev, k) for k in ("max_rejection", "ties", "n_bootstrap", "ci_alpha", "seed")}
 
 
 OUT_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
@@ -825,10 +842,10 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
     fields = FieldNames(id=id_field, question=question_field, responses=responses_field,
                         reference=reference_field, logprobs=logprobs_field,
                         lm_eval_filter=lm_eval_filter)
-    cfg = compose_config(task, mapper, overrides,
-                         dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
-                         config_dirs=config_dirs, plugins=plugins, estimators=estimators)
-    reference_kind = cfg.task.reference  # read once: a config lookup costs ~10 us a prompt
+    cell = compose_cell(task, mapper, overrides,
+                        dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
+                        config_dirs=config_dirs, plugins=plugins, estimators=estimators)
+    reference_kind = cell.task.reference
     part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
     answer_of = _answer_lookup(answers, input, from_file)
 
@@ -843,11 +860,11 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         answers if isinstance(answers, dict) else list(answers), sort_keys=True,
         default=str).encode()).hexdigest()
     try:
-        return _score_input(reader, cfg, task, fields, path, from_file, out_path, work_dir,
+        return _score_input(reader, cell, task, fields, path, from_file, out_path, work_dir,
                             part_prompts, lean, answers_key)
     except ReadAgain as again:  # rare: a usual field or an lm-eval filter first in later rows
         log.info("[score] %s; reading the input again, whole", again)
-        return _score_input(reader.again(), cfg, task, fields, path, from_file, out_path,
+        return _score_input(reader.again(), cell, task, fields, path, from_file, out_path,
                             work_dir, part_prompts, lean, answers_key)
 
 
@@ -895,7 +912,7 @@ def _answer_lookup(answers: Any, data: Any, from_file: bool):
     return lambda p: None if p.row is None or listed[p.row] is None else str(listed[p.row])
 
 
-def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: Path,
+def _score_input(reader: InputChunks, cell, task: str, fields: FieldNames, path: Path,
                  from_file: bool, out_path: Path | None, work_dir, part_prompts: int, lean: bool,
                  answers_key: str | None = None):
     """`score` of the input `reader` reads: its rows as a DataFrame with the attrs `score`
@@ -910,7 +927,7 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
         "version": SCORE_FORMAT_VERSION,
         **({"answers": answers_key} if answers_key else {}),
         # a plugin's reference kind turns the file's references into the dataset artifact
-        **({"plugin_code": code} if (code := plugin_code(cfg, {cfg.task.reference})) else {})},
+        **({"plugin_code": code} if (code := plugin_code(cell.plugins, {cell.task.reference})) else {})},
         sort_keys=True).encode()).hexdigest()[:20]
     source = str(path) if from_file else reader.format
     with _work_root(work_dir, out_path) as (root, temporary), \
@@ -919,7 +936,7 @@ def _score_input(reader: InputChunks, cfg, task: str, fields: FieldNames, path: 
         # a second scorer of the same input in this folder waits, then finds it current
         with cell_lock(store.root):
             written, df, uq_summary, quality_summary, (got, listed) = _score_in_store(
-                cfg, store, input_key, reader, first, chunks, source, part_prompts,
+                cell, store, input_key, reader, first, chunks, source, part_prompts,
                 keep_rows=out_path is not None, lean=lean, out_path=out_path)
             if out_path is not None:  # while the parts' rows files exist (a temporary store)
                 with naming_a_full_disk(str(out_path.parent), settings="--out"):
@@ -985,7 +1002,7 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
             yield Path(temp), True
 
 
-def _score_in_store(cfg, store: ArtifactStore, input_key: str, reader: InputChunks, first,
+def _score_in_store(cell, store: ArtifactStore, input_key: str, reader: InputChunks, first,
                     chunks, source: str, part_prompts: int, keep_rows: bool = True,
                     lean: bool = False, out_path: Path | None = None):
     """The input's artifacts written (where the store does not hold them, made here, already),
@@ -998,24 +1015,22 @@ def _score_in_store(cfg, store: ArtifactStore, input_key: str, reader: InputChun
     (`pipeline.devices.cpu_threads()`: forked workers, a part each) while the next chunks are
     read; the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
     bootstraps spread over the same workers. The rows and summaries are those of one store."""
-    from pipeline.stages.decide import task_spaces
-
-    space = task_spaces(cfg)[0]
+    space = cell.task.latent_space()
     with _reading_errors(out_path):
         second = next(chunks, None)
     if second is None:
         read = _finish_reading(reader, out_path)
-        frames, with_reference = _run_part(cfg, store, input_key, first, source, reader.format)
+        frames, with_reference = _run_part(cell, store, input_key, first, source, reader.format)
         written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
         df = lean_frame(written) if lean else python_objects(written, frames, space)
         uq_summary, quality_summary = summary_frames(frames)
     else:
         written, df, uq_summary, quality_summary, with_reference, read = _score_parts(
-            cfg, store, input_key, itertools.chain([first, second], chunks), source,
+            cell, store, input_key, itertools.chain([first, second], chunks), source,
             reader.format, reader.unit, part_prompts, space, keep_rows, lean,
             finish=lambda: _finish_reading(reader, out_path))
     _warn_unparsed(df)
-    _warn_missing_estimates(df, [e for e in cfg.uq.estimators if e not in UQ_ESTIMATORS])
+    _warn_missing_estimates(df, [e for e in cell.uq.estimators if e not in UQ_ESTIMATORS])
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
         _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
@@ -1029,20 +1044,20 @@ PART_PROMPTS = 2000
 _PARTS: dict[str, Any] = {}  # what a forked part worker inherits (no pickling of the input)
 
 
-def _run_part(cfg, store: ArtifactStore, key: str, prompts, source: str, fmt: str):
+def _run_part(cell, store: ArtifactStore, key: str, prompts, source: str, fmt: str):
     """One store's input artifacts written (unless current and made here) and its stages run:
     (the frames, the ids of prompts with a reference)."""
-    from pipeline.stage import cell_name, made_here
+    from pipeline.stage import made_here
 
     dataset, samples, decodes, ptrue, with_reference = input_frames(
-        prompts, cfg.task.reference, cfg.dataset.name)
+        prompts, cell.task.reference, cell.dataset.name)
     for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
                         ("ptrue", ptrue)):
-        if not (store.is_current(name, key) and made_here(cfg, store, name)):
+        if not (store.is_current(name, key) and made_here(cell, store, name)):
             store.write(name, frame, key=key,
-                        config={"source": source, "format": fmt, "task": cfg.task.name},
-                        extra={"producer": SCORER_PRODUCER, "cell": cell_name(cfg)})
-    return run_pipeline(store, cfg, with_reference), with_reference
+                        config={"source": source, "format": fmt, "task": cell.task.name},
+                        extra={"producer": SCORER_PRODUCER, "cell": cell.name})
+    return run_pipeline(store, cell, with_reference), with_reference
 
 
 def _part(index: int):
@@ -1059,7 +1074,7 @@ def _part(index: int):
     # and keyed by its own content: a part read while the file changed is never reused
     key = hashlib.sha256(f"{job['key']}/{index}/{job['size']}/{job['unit']}/"
                          f"{_prompts_hash(prompts)}".encode()).hexdigest()[:20]
-    frames, with_reference = _run_part(job["cfg"], store, key, prompts, job["source"],
+    frames, with_reference = _run_part(job["cell"], store, key, prompts, job["source"],
                                        job["format"])
     written = output_frame(frames, with_reference, job["space"])
     df = lean_frame(written) if job["lean"] else python_objects(written, frames, job["space"])
@@ -1156,21 +1171,23 @@ class PartRows(list):
             yield frame[self.columns]
 
 
-def _score_parts(cfg, store: ArtifactStore, key: str, chunks, source: str, fmt: str, unit: str,
+def _score_parts(cell, store: ArtifactStore, key: str, chunks, source: str, fmt: str, unit: str,
                  size: int, space, keep_rows: bool, lean: bool, finish):
     """The parts of `_score_in_store`: each chunk of `chunks` goes to its part's folder and to a
     worker as it is read; `finish()` (what was read) after the last, before the parts' results
     are gathered."""
+    import dataclasses
+
     import pandas as pd
-    from omegaconf import OmegaConf, open_dict
 
     from pipeline.devices import forked_pool, forked_workers
+    from pipeline.parts import thaw
     from pipeline.stages.evaluate import uq_score_rows
 
-    part_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
-    with open_dict(part_cfg):
-        part_cfg.evaluation.n_bootstrap = 0
-    _PARTS.update(cfg=part_cfg, store=store, key=key, source=source,
+    # a part's own PRR / AUC are point values: the intervals are computed over all parts
+    part_cell = dataclasses.replace(cell, evaluation=dataclasses.replace(cell.evaluation,
+                                                                         n_bootstrap=0))
+    _PARTS.update(cell=part_cell, store=store, key=key, source=source,
                   format=fmt, size=size, unit=unit, space=space, keep_rows=keep_rows, lean=lean)
     workers = forked_workers(sys.maxsize)  # at least two parts; the cores bound it
     pool = forked_pool(workers) if workers > 1 else None
@@ -1204,14 +1221,14 @@ def _score_parts(cfg, store: ArtifactStore, key: str, chunks, source: str, fmt: 
         del parts
         frames: dict[str, Any] = {"quality": None, "uq_scores": None}
         if with_reference and qualities:
-            ev = cfg.evaluation
+            ev = cell.evaluation
             frames["quality"] = pd.concat(qualities, ignore_index=True)
             # the intervals over all parts, kept in the input's store: a rerun reads them
             # (their key: every part's quality and uncertainty, the evaluation settings)
             scores_key = hashlib.sha256(json.dumps([
                 [ArtifactStore(_part_dir(store, i)).key(name)
                  for i in range(n_parts) for name in ("quality", "uncertainty")],
-                OmegaConf.to_container(ev, resolve=True)], sort_keys=True).encode()
+                thaw(ev)], sort_keys=True).encode()
             ).hexdigest()[:20]
             if store.is_current("uq_scores", scores_key):
                 frames["uq_scores"] = store.read("uq_scores")

@@ -336,7 +336,7 @@ class Service:
             from pipeline.data.prompts import build_messages
 
             last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-            messages = (messages[:last] + build_messages(scorer.cfg.task.prompt,
+            messages = (messages[:last] + build_messages(scorer.cell.task.prompt,
                                                          {"question": req.question}, written=True)
                         + messages[last + 1:])
         gens = self.upstream.sample(req.upstream_model, messages, req.n, req.temperature,

@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline.latent.base import LatentSpace
 from pipeline.scorer.readers import FieldNames, read_input
-from pipeline.scorer.run import UQ_ESTIMATORS, compose_config, reference_columns
+from pipeline.scorer.run import UQ_ESTIMATORS, compose_cell, reference_columns
 
 PROMPT_ID = "0"
 
@@ -31,29 +31,21 @@ class TaskScorer:
     spaces are read only."""
 
     def __init__(self, task: str, mapper: str = "rule", overrides: tuple[str, ...] = ()) -> None:
-        from pipeline.stages.decide import task_spaces
+        from pipeline.stages.map import map_context
 
         self.task = task
         self.mapper = mapper
-        # in-memory input: the dataset name pipeline.score gives it ("byo-data")
-        self.cfg = compose_config(task, mapper, overrides, dataset_name="byo-data")
-        self.space, self.extra = task_spaces(self.cfg)
-        # what map_cell and the uq stage derive from the config on every call (omegaconf:
-        # ~60 ms a request), derived once
-        from pipeline.stages.map import ReadingRule, map_context
-        from pipeline.stages.uq import group_settings
-        from pipeline.tasks.contract import REFERENCES, mapper_config
-
-        self.mapper_settings = mapper_config(self.cfg)
-        self.map_context = map_context(self.cfg, self.space)
-        self.reading = ReadingRule.of(self.cfg)
-        self.uq_settings = group_settings(self.cfg)
-        self.maps_reference = REFERENCES[self.cfg.task.reference].mapped
+        # in-memory input: the dataset name pipeline.score gives it ("byo-data"); the cell's
+        # spaces and the mapper's context built once
+        self.cell = compose_cell(task, mapper, overrides, dataset_name="byo-data")
+        self.space, self.extra = self.cell.task.latent_space(), self.cell.task.decision_spaces()
+        self.map_context = map_context(self.cell)
+        self.reading = self.cell.reading
         # `score` computes these two itself (the Bayes risk is the decision's): a scorer
         # config with other estimators would need the uq stage
-        if sorted(self.cfg.uq.estimators) != sorted(UQ_ESTIMATORS):
+        if sorted(self.cell.uq.estimators) != sorted(UQ_ESTIMATORS):
             raise ValueError(f"serve scores with {sorted(UQ_ESTIMATORS)}, the config asks for "
-                             f"{list(self.cfg.uq.estimators)}")
+                             f"{list(self.cell.uq.estimators)}")
 
     def score(self, question: str, responses: list[str], logprobs: list[float] | None = None,
               finish_reasons: list[str | None] | None = None):
@@ -88,7 +80,7 @@ class TaskScorer:
         if finish_reasons is not None:
             row["finish_reasons"] = finish_reasons
         prompt = read_input([row], "auto", FieldNames(), strict=True,
-                            validate=lambda p: reference_columns(self.cfg.task.reference,
+                            validate=lambda p: reference_columns(self.cell.task.reference,
                                                                  p.reference, p.prompt_id)
                             ).prompts[0]
         texts = list(prompt.responses)
@@ -97,12 +89,13 @@ class TaskScorer:
         cleaned = [clean_text(t) for t in texts]
         item = (PROMPT_ID, clean, [("sample", i) for i in range(len(texts))], cleaned, (),
                 truncated_positions(reasons))
-        mapper = MAPPERS[self.cfg.task.mapper].build(self.mapper_settings, self.map_context)
+        task_ = self.cell.task
+        mapper = MAPPERS[task_.mapper].build(task_.mapper_settings, self.map_context)
         try:
             if hasattr(mapper, "prefetch"):
                 mapper.prefetch([(clean, mapped_texts(item, self.reading), [])])
             latents = prompt_rows(mapper, self.space, item, self.reading)
-            check_call_failures(self.cfg, mapper)
+            check_call_failures(task_.extractor, mapper)
         finally:
             getattr(mapper, "close", lambda: None)()
         space = self.space

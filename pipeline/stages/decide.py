@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from omegaconf import DictConfig
 
-from pipeline.latent import get_space
 from pipeline.latent.base import RiskOverflowError
 from pipeline.latent.decision_rules import DECISION_RULES
 from pipeline.methods import methods
 from pipeline.stage import plain, stage
 from pipeline.store import ArtifactStore
-from pipeline.tasks.contract import space_settings, task_space
+
+if TYPE_CHECKING:
+    from pipeline.config import Cell, Task
 
 log = logging.getLogger("pipeline")
 
@@ -110,12 +110,9 @@ def _decide_decidable(space, valid, decidable: list[int], prompts, extra: dict[s
     return decided, decode_risks
 
 
-def task_spaces(cfg: DictConfig):
+def task_spaces(task: Task):
     """(the task's latent space, {extra decision: its latent space})."""
-    space = task_space(cfg)
-    extra = {name: get_space(spec["space"], **spec.get("options", {}))
-             for name, spec in (plain(cfg.task.decisions) or {}).items()}
-    return space, extra
+    return task.latent_space(), task.decision_spaces()
 
 
 def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] | None = None):
@@ -153,18 +150,18 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def decide_slice(cfg: DictConfig) -> dict:
+def decide_slice(cell: Cell) -> dict:
     from pipeline.store import with_file_digests  # a space option naming a file: its content
 
-    return {"space": cfg.task.space, "space_options": with_file_digests(space_settings(cfg)),
-            "decisions": plain(cfg.task.decisions)}
+    return {"space": cell.task.space, "space_options": with_file_digests(cell.task.space_options),
+            "decisions": plain(cell.task.decisions)}
 
 
 # v2: a cluster decision's text is the most frequent text of its members (LatentSpace.render).
 # v3: decided a cell at a time in the spaces' array form (risks exact in integer counts).
 @stage("decide", inputs=("latents", "samples", "decodes"), outputs=("decisions",),
        config=decide_slice, version=3, parts=("task.space",))
-def decide_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    space, extra = task_spaces(cfg)
+def decide_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
+    space, extra = task_spaces(cell.task)
     return {"decisions": decide_all(space, store.read("latents"), store.read("samples"),
                                     store.read("decodes"), extra)}

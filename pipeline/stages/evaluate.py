@@ -16,9 +16,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING, Any
 
 from pipeline.aux_models import build_judge
 from pipeline.evaluation import bootstrap_cis, concordance_auc, prr
@@ -29,16 +27,11 @@ from pipeline.mapping.judges import judge_settings
 from pipeline.parts import cache_slice
 from pipeline.schema import AUDIT
 from pipeline.stage import plain, stage
-from pipeline.stages.decide import task_spaces
 from pipeline.store import ArtifactStore, with_file_digests
-from pipeline.tasks.contract import (
-    METRICS,
-    REFERENCES,
-    MetricContext,
-    metric_config,
-    reference_of,
-    space_settings,
-)
+from pipeline.tasks.contract import METRICS, REFERENCES, MetricContext, reference_of
+
+if TYPE_CHECKING:
+    from pipeline.config import Cell
 
 log = logging.getLogger("pipeline")
 QUALITY_COLUMNS = ["prompt_id", "method", "metric", "value", "higher_is_better"]
@@ -68,11 +61,6 @@ def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
             if match_label(label, answers, record["question"]).answer is None:
                 items.extend((record["question"], label, a) for a in answers if len(a))
     judge.prepare(items)
-
-
-def metric_settings(cfg: DictConfig) -> dict[str, Any]:
-    """{metric name: its typed settings (metrics.<name>)} for every metric the task declares."""
-    return {name: metric_config(cfg, name) for name in cfg.task.metrics}
 
 
 def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latents_df, *,
@@ -233,11 +221,12 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
     return pd.DataFrame(rows, columns=list(AUDIT))
 
 
-def evaluate_slice(cfg: DictConfig) -> dict:
-    return {"evaluation": plain(cfg.evaluation),
-            "metrics": {name: cache_slice(s) for name, s in metric_settings(cfg).items()},
-            "space": cfg.task.space, "space_options": with_file_digests(space_settings(cfg)),
-            "reference": cfg.task.reference, "judge": judge_settings(cfg)}
+def evaluate_slice(cell: Cell) -> dict:
+    task = cell.task
+    return {"evaluation": plain(cell.evaluation),
+            "metrics": {name: cache_slice(s) for name, s in task.metric_settings.items()},
+            "space": task.space, "space_options": with_file_digests(task.space_options),
+            "reference": task.reference, "judge": judge_settings(cell)}
 
 
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
@@ -248,19 +237,19 @@ def evaluate_slice(cfg: DictConfig) -> dict:
 @stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
        outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=4,
        parts=("task.space", "task.metrics", "task.reference"))
-def evaluate_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    ev = cfg.evaluation
-    space, _ = task_spaces(cfg)
+def evaluate_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
+    ev, task = cell.evaluation, cell.task
+    space = task.latent_space()
     dataset, decisions, latents = store.read("dataset"), store.read("decisions"), store.read("latents")
-    judge = build_judge(cfg)
+    judge = build_judge(cell)
     prepare_judge(judge, space, dataset, decisions)
-    quality = quality_rows(space, list(cfg.task.metrics), dataset, decisions, latents,
-                           reference=cfg.task.reference, settings=metric_settings(cfg),
-                           context=MetricContext(cfg.device, cfg.cache_dir, space), judge=judge)
+    quality = quality_rows(space, list(task.metrics), dataset, decisions, latents,
+                           reference=task.reference, settings=dict(task.metric_settings),
+                           context=MetricContext(cell.device, cell.cache_dir, space), judge=judge)
     scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
                            max_rejection=ev.max_rejection, ties=ev.ties,
                            n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)
-    audit = audit_rows(space, dataset, decisions, latents, reference=cfg.task.reference,
+    audit = audit_rows(space, dataset, decisions, latents, reference=task.reference,
                        judge=judge)
     counts = {k: v for k, v in count_warnings(audit["warnings"]).items() if v}
     if counts:

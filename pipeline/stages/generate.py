@@ -34,11 +34,9 @@ import tempfile
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
 
 from pipeline.data.loaders import recording_sources
 from pipeline.devices import cuda_device_count, resolve_device
@@ -72,6 +70,10 @@ from pipeline.stage import MANIFEST_FIELDS, plain, stage
 from pipeline.stopping import check_stop
 from pipeline.store import ArtifactStore, canonical_json
 
+
+if TYPE_CHECKING:  # the resolved cell (pipeline.config)
+    from pipeline.config import Cell
+
 log = logging.getLogger("pipeline")
 
 SHARDED = vllm_pass.SHARDED  # the shard groups one generation pass writes
@@ -87,29 +89,34 @@ class Shard:
     questions: list[str]
 
 
-@lru_cache(maxsize=8)
-def _data_fingerprint(where: str) -> str:
+_FINGERPRINTS: dict[str, str] = {}  # what the records and prompts are made from -> their hash
+
+
+def data_fingerprint(cell: Cell) -> str:
+    """sha256 of the cell's records and rendered prompts: what the generations depend on
+    (computed once a process for the settings that make them)."""
     import hashlib
 
-    cfg = OmegaConf.create(where)
-    dataset = load_cell_dataset(cfg)
-    payload = canonical_json({"records": dataset.to_dict("records"),
-                              "prompts": render_prompts(cfg, dataset)})
-    return hashlib.sha256(payload.encode()).hexdigest()
+    model = plain(cell.model)
+    model.pop("active_params_billions", None)  # the plan's estimate, not the data
+    model.pop("hub_id", None)  # a name (backend=openai keys the name it asks for)
+    made_of = {"dataset": plain(cell.dataset), "model": model, "prompt": cell.task.prompt,
+               "reference": cell.task.reference, "cache_dir": cell.cache_dir}
+    if served(cell):  # its prompts are messages, not the model's chat template
+        made_of["backend"] = {"name": cell.backend.name}
+    memo = canonical_json(made_of)
+    if memo not in _FINGERPRINTS:
+        dataset = load_cell_dataset(cell)
+        payload = canonical_json({"records": dataset.to_dict("records"),
+                                  "prompts": render_prompts(cell, dataset)})
+        if len(_FINGERPRINTS) >= 8:
+            _FINGERPRINTS.pop(next(iter(_FINGERPRINTS)))
+        _FINGERPRINTS[memo] = hashlib.sha256(payload.encode()).hexdigest()
+    return _FINGERPRINTS[memo]
 
 
-def data_fingerprint(cfg: DictConfig) -> str:
-    """sha256 of the cell's records and rendered prompts: what the generations depend on."""
-    parts = {k: plain(cfg[k]) for k in ("dataset", "model", "task", "cache_dir")}
-    parts["model"].pop("active_params_billions", None)  # the plan's estimate, not the data
-    parts["model"].pop("hub_id", None)  # a name (backend=openai keys the name it asks for)
-    if served(cfg):  # its prompts are messages, not the model's chat template
-        parts["backend"] = {"name": cfg.backend.name}
-    return _data_fingerprint(canonical_json(parts))
-
-
-def generate_slice(cfg: DictConfig) -> dict:
-    backend = plain(cfg.backend)
+def generate_slice(cell: Cell) -> dict:
+    backend = plain(cell.backend)
     for k in ("python", "device", "num_threads", "kv_cache_memory_bytes",
               "gpu_memory_utilization"):  # memory and placement: not the samples' distribution
         backend.pop(k, None)
@@ -117,60 +124,60 @@ def generate_slice(cfg: DictConfig) -> dict:
     # samples (SmolLM2, 8 prompts x 20 samples: 91 of 160 equal between batch sizes 4 and 1),
     # so a resume with another batch size must not reuse shards made with this one. vLLM
     # schedules its own batches: only the transformers batch sizes are keyed.
-    if cfg.backend.name == "vllm":
+    if cell.backend.name == "vllm":
         backend.pop("batch_size", None)
     for k in ("api_key_env", "max_concurrency", "timeout", "deadline",  # how the endpoint is
               "requests_per_minute", "max_response_bytes"):  # reached, not what it says
         backend.pop(k, None)
-    if not served(cfg):  # the endpoint's settings: absent from other backends' keys (their
+    if not served(cell):  # the endpoint's settings: absent from other backends' keys (their
         for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)
             backend.pop(k, None)
     else:  # the name the server is asked for, however it was given
-        backend["served_model"] = served_model_name(cfg)
-    model = plain(cfg.model)
+        backend["served_model"] = served_model_name(cell)
+    model = plain(cell.model)
     for k in ("name", "hub_id", "gpus", "tensor_parallel_size",  # naming and placement,
               "active_params_billions"):  # and the plan's time estimate
         model.pop(k, None)
     if model.get("revision") is None:  # null: the key of configs written before the setting
         model.pop("revision", None)
-    if cfg.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
-        backend["tensor_parallel_size"] = tensor_parallel_size(cfg.model)
-    generation = plain(cfg.generation)
+    if cell.backend.name == "vllm":  # sharding the model changes reduction order, so the bits
+        backend["tensor_parallel_size"] = tensor_parallel_size(cell.model)
+    generation = plain(cell.generation)
     generation.pop("shard_size", None)  # how the work is cut, not what it computes
     if not generation.get(BEAM_SETTING):  # off: the key of configs written before the setting
         generation.pop(BEAM_SETTING, None)
-    return {"data": data_fingerprint(cfg), "model": model, "backend": backend,
-            "max_new_tokens": cfg.dataset.max_new_tokens, "generation": generation}
+    return {"data": data_fingerprint(cell), "model": model, "backend": backend,
+            "max_new_tokens": cell.dataset.max_new_tokens, "generation": generation}
 
 
-def ptrue_beam_on(cfg: DictConfig) -> bool:
+def ptrue_beam_on(cell: Cell) -> bool:
     """Whether the cell asks P(True) about the beam decode too (generation.ptrue_beam)."""
-    return bool(OmegaConf.select(cfg, f"generation.{BEAM_SETTING}", default=False))
+    return bool(getattr(cell.generation, BEAM_SETTING, False))
 
 
-def ptrue_beam_problems(cfg: DictConfig) -> list[str]:
+def ptrue_beam_problems(cell: Cell) -> list[str]:
     """What generation.ptrue_beam=true needs and the cell lacks (empty when off)."""
-    if not ptrue_beam_on(cfg):
+    if not ptrue_beam_on(cell):
         return []
-    return beam_setting_problems(bool(cfg.generation.ptrue), list(cfg.generation.strategies))
+    return beam_setting_problems(bool(cell.generation.ptrue), list(cell.generation.strategies))
 
 
-def _shards(cfg: DictConfig, dataset, prompts: list[str]) -> list[Shard]:
-    size = max(1, int(cfg.generation.shard_size))
+def _shards(cell: Cell, dataset, prompts: list[str]) -> list[Shard]:
+    size = max(1, int(cell.generation.shard_size))
     ids = [str(x) for x in dataset["prompt_id"]]
     # what P(True) asks about (generation.ptrue_asks): the model's input text, as lm-polygraph
-    questions = (list(prompts) if cfg.generation.ptrue_asks == "prompt"
+    questions = (list(prompts) if cell.generation.ptrue_asks == "prompt"
                  else [str(x) for x in dataset["question"]])
     return [Shard(i, ids[i * size:(i + 1) * size], prompts[i * size:(i + 1) * size],
                   questions[i * size:(i + 1) * size])
             for i in range(math.ceil(len(prompts) / size))]
 
 
-def _sampling(cfg: DictConfig):
-    g = cfg.generation
-    return SamplingConfig(n=g.n_samples, temperature=cfg.model.temperature,
-                          top_p=cfg.model.top_p, top_k=cfg.model.top_k,
-                          max_new_tokens=cfg.dataset.max_new_tokens, seed=g.seed)
+def _sampling(cell: Cell):
+    g = cell.generation
+    return SamplingConfig(n=g.n_samples, temperature=cell.model.temperature,
+                          top_p=cell.model.top_p, top_k=cell.model.top_k,
+                          max_new_tokens=cell.dataset.max_new_tokens, seed=g.seed)
 
 
 def _todo(store: ArtifactStore, key: str, shards: list[Shard],
@@ -187,21 +194,21 @@ def _todo(store: ArtifactStore, key: str, shards: list[Shard],
     return todo
 
 
-def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+def _transformers_pass(cell: Cell, store: ArtifactStore, key: str,
                        shards: list[Shard]) -> str | None:
     """Every shard through the in-process backend; returns the hub commit its model loaded
     (None: a local or packaged model, an endpoint, or nothing left to do)."""
-    g = cfg.generation
+    g = cell.generation
     todo = _todo(store, key, shards)
-    if not todo and not _ptrue_beam_todo(cfg, store, key, shards):
+    if not todo and not _ptrue_beam_todo(cell, store, key, shards):
         return None
-    backend = generation_backend(cfg)
+    backend = generation_backend(cell)
     # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
-    with progress(sum(len(s.prompts) for s in todo), f"generate ({cfg.model.name})",
+    with progress(sum(len(s.prompts) for s in todo), f"generate ({cell.model.name})",
                   unit="prompt") if todo else _NO_BAR as bar:
         for shard in todo:
             frames = generate_records(
-                backend, shard.prompts, shard.prompt_ids, _sampling(cfg),
+                backend, shard.prompts, shard.prompt_ids, _sampling(cell),
                 strategies=tuple(g.strategies), beam_width=g.beam_width,
                 contrastive_alpha=g.contrastive_alpha, contrastive_top_k=g.contrastive_top_k,
                 ptrue=g.ptrue, questions=shard.questions, progress=bar)
@@ -209,22 +216,22 @@ def _transformers_pass(cfg: DictConfig, store: ArtifactStore, key: str,
                 store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
             log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
             check_stop()  # a swallowed stop ends the run at the next shard
-    _ptrue_beam_pass(cfg, store, key, shards, backend)
+    _ptrue_beam_pass(cell, store, key, shards, backend)
     return getattr(backend, "commit_hash", None)
 
 
 _NO_BAR = nullcontext()
 
 
-def _ptrue_beam_todo(cfg: DictConfig, store: ArtifactStore, key: str,
+def _ptrue_beam_todo(cell: Cell, store: ArtifactStore, key: str,
                      shards: list[Shard]) -> list[Shard]:
     """The shards whose P(True) on the beam decode is still to ask ([] with ptrue_beam off)."""
-    if not ptrue_beam_on(cfg):
+    if not ptrue_beam_on(cell):
         return []
     return [s for s in shards if not store.has_shard(PTRUE_BEAM, key, s.index, s.prompt_ids)]
 
 
-def _ptrue_beam_inputs(cfg: DictConfig, store: ArtifactStore, key: str,
+def _ptrue_beam_inputs(cell: Cell, store: ArtifactStore, key: str,
                        shard: Shard) -> tuple[list[str], dict[str, float]]:
     """(the beam decode's text per prompt of the shard, {prompt_id: greedy log p(True)} where
     the beam text is the greedy text), read from the shard's written decodes and P(True)."""
@@ -232,24 +239,24 @@ def _ptrue_beam_inputs(cfg: DictConfig, store: ArtifactStore, key: str,
 
     part = [(shard.index, shard.prompt_ids)]
     decodes = [store.read_shards("decodes", key, part)]
-    if cfg.backend.name == "vllm" and split_strategies(cfg.generation.strategies,
-                                                       cfg.generation.beam_backend)[1]:
+    if cell.backend.name == "vllm" and split_strategies(cell.generation.strategies,
+                                                       cell.generation.beam_backend)[1]:
         decodes.append(store.read_shards(TRANSFORMERS_DECODES, key, part, schema="decodes"))
     return beam_answers(pd.concat(decodes, ignore_index=True),
                         store.read_shards("ptrue", key, part), shard.prompt_ids)
 
 
-def _ptrue_beam_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
+def _ptrue_beam_pass(cell: Cell, store: ArtifactStore, key: str, shards: list[Shard],
                      backend) -> None:
     """P(True) about the beam decode of every shard that lacks it, with the in-process backend
     that asked about the greedy one."""
-    todo = _ptrue_beam_todo(cfg, store, key, shards)
+    todo = _ptrue_beam_todo(cell, store, key, shards)
     if not todo:
         return
     with progress(sum(len(s.prompts) for s in todo),
-                  f"P(True) of the beam decode ({cfg.model.name})", unit="prompt") as bar:
+                  f"P(True) of the beam decode ({cell.model.name})", unit="prompt") as bar:
         for shard in todo:
-            answers, known = _ptrue_beam_inputs(cfg, store, key, shard)
+            answers, known = _ptrue_beam_inputs(cell, store, key, shard)
             frame = ptrue_of_answers(backend, shard.prompt_ids, shard.questions, answers, known)
             store.write_shard(PTRUE_BEAM, key, shard.index, frame, schema="ptrue",
                               prompt_ids=shard.prompt_ids)
@@ -257,63 +264,63 @@ def _ptrue_beam_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: li
             check_stop()
 
 
-def _vllm_ptrue_beam_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+def _vllm_ptrue_beam_pass(cell: Cell, store: ArtifactStore, key: str,
                           shards: list[Shard]) -> None:
     """P(True) about the beam decode in a second vLLM pass (the engine that asked about the
     greedy decode), once the beam decodes of every shard are written."""
-    todo = _ptrue_beam_todo(cfg, store, key, shards)
+    todo = _ptrue_beam_todo(cell, store, key, shards)
     if not todo:
         return
     jobs = []
     for shard in todo:
-        answers, known = _ptrue_beam_inputs(cfg, store, key, shard)
+        answers, known = _ptrue_beam_inputs(cell, store, key, shard)
         jobs.append({**vars(shard), "answers": answers, "known": known})
     log.info("[generate] P(True) of the beam decode: a second vLLM pass (%d shards)", len(todo))
-    _run_vllm_job(cfg, {"mode": vllm_pass.PTRUE_BEAM_MODE, "store": str(Path(store.root).resolve()),
-                        "key": key, "engine": _vllm_engine(cfg), "shards": jobs})
+    _run_vllm_job(cell, {"mode": vllm_pass.PTRUE_BEAM_MODE, "store": str(Path(store.root).resolve()),
+                        "key": key, "engine": _vllm_engine(cell), "shards": jobs})
 
 
-def _vllm_pass(cfg: DictConfig, store: ArtifactStore, key: str, shards: list[Shard],
+def _vllm_pass(cell: Cell, store: ArtifactStore, key: str, shards: list[Shard],
                strategies: list[str]) -> None:
     """Everything but contrastive search, in the vLLM env's interpreter (its own process)."""
     todo = _todo(store, key, shards)
     if not todo:
         return
-    g = cfg.generation
+    g = cell.generation
     job = {
         "store": str(Path(store.root).resolve()), "key": key,
-        "engine": _vllm_engine(cfg),
-        "sampling": vars(_sampling(cfg)), "strategies": strategies,
+        "engine": _vllm_engine(cell),
+        "sampling": vars(_sampling(cell)), "strategies": strategies,
         "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
         "shards": [vars(s) for s in todo],
     }
     log.info("[generate] vLLM pass (%d shards, tensor parallel %d) in %s", len(todo),
-             job["engine"]["tensor_parallel_size"], vllm_python(cfg))
-    _run_vllm_job(cfg, job)
+             job["engine"]["tensor_parallel_size"], vllm_python(cell))
+    _run_vllm_job(cell, job)
 
 
-def _vllm_engine(cfg: DictConfig) -> dict[str, Any]:
+def _vllm_engine(cell: Cell) -> dict[str, Any]:
     """The VllmBackend arguments of the cell (the job file's "engine")."""
-    b, g = cfg.backend, cfg.generation
-    model_path = resolve_model_path(cfg.model.path, cfg.cache_dir)
+    b, g = cell.backend, cell.generation
+    model_path = resolve_model_path(cell.model.path, cell.cache_dir)
     return {
             "model_path": model_path,
-            "dtype": cfg.model.dtype, "max_model_len": vllm_max_model_len(cfg, model_path),
+            "dtype": cell.model.dtype, "max_model_len": vllm_max_model_len(cell, model_path),
             "gpu_memory_utilization": b.gpu_memory_utilization,
             "enable_prefix_caching": b.enable_prefix_caching, "seed": g.seed,
-            "tensor_parallel_size": tensor_parallel_size(cfg.model),
+            "tensor_parallel_size": tensor_parallel_size(cell.model),
             "enforce_eager": bool(b.enforce_eager),
             "kv_cache_memory_bytes": b.kv_cache_memory_bytes,
-            "trust_remote_code": bool(cfg.model.trust_remote_code),
-            "chat_template_kwargs": dict(cfg.model.chat_template_kwargs),
-            "name": f"vllm:{cfg.model.name}",
-            **({} if model_revision(cfg) is None else {"revision": model_revision(cfg)}),
+            "trust_remote_code": bool(cell.model.trust_remote_code),
+            "chat_template_kwargs": dict(cell.model.chat_template_kwargs),
+            "name": f"vllm:{cell.model.name}",
+            **({} if model_revision(cell) is None else {"revision": model_revision(cell)}),
     }
 
 
-def _run_vllm_job(cfg: DictConfig, job: dict[str, Any]) -> None:
+def _run_vllm_job(cell: Cell, job: dict[str, Any]) -> None:
     """`job` through pipeline.generation.vllm_pass in the vLLM env's interpreter."""
-    python = vllm_python(cfg)
+    python = vllm_python(cell)
     with tempfile.TemporaryDirectory(prefix="vllm-pass-") as tmp:
         path = Path(tmp) / "job.json"
         path.write_text(json.dumps(job), encoding="utf-8")
@@ -325,7 +332,7 @@ def _run_vllm_job(cfg: DictConfig, job: dict[str, Any]) -> None:
                            "Shards written so far are kept: rerun the stage to resume.")
 
 
-def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
+def _transformers_decodes_pass(cell: Cell, store: ArtifactStore, key: str,
                                shards: list[Shard], strategies: list[str]) -> None:
     """Contrastive (Su et al. 2022) and beam search through transformers, after the vLLM pass
     has released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
@@ -333,21 +340,21 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
     todo = _todo(store, key, shards, (TRANSFORMERS_DECODES,)) if strategies else []
     if not todo:
         return
-    device = resolve_device(cfg.device)
-    spread = device == "cuda" and cuda_device_count() > 1 and int(cfg.model.gpus) > 1
-    g = cfg.generation
+    device = resolve_device(cell.device)
+    spread = device == "cuda" and cuda_device_count() > 1 and int(cell.model.gpus) > 1
+    g = cell.generation
     backend = TransformersBackend(
-        resolve_model_path(cfg.model.path, cfg.cache_dir), dtype=cfg.model.dtype, device=device,
+        resolve_model_path(cell.model.path, cell.cache_dir), dtype=cell.model.dtype, device=device,
         device_map="auto" if spread else None, batch_size=g.transformers_batch_size,
-        num_threads=cfg.backend.num_threads, trust_remote_code=bool(cfg.model.trust_remote_code),
-        name=f"transformers:{cfg.model.name}", revision=model_revision(cfg))
+        num_threads=cell.backend.num_threads, trust_remote_code=bool(cell.model.trust_remote_code),
+        name=f"transformers:{cell.model.name}", revision=model_revision(cell))
     log.info("[generate] %s through transformers on %s (%d shards)", " and ".join(strategies),
              "all GPUs" if spread else device, len(todo))
     with progress(sum(len(s.prompts) for s in todo), f"{' and '.join(strategies)} "
-                  f"({cfg.model.name})", unit="prompt") as bar:
+                  f"({cell.model.name})", unit="prompt") as bar:
         for shard in todo:
             frame = decode_records(backend, shard.prompts, shard.prompt_ids, strategies,
-                                   max_new_tokens=cfg.dataset.max_new_tokens,
+                                   max_new_tokens=cell.dataset.max_new_tokens,
                                    beam_width=g.beam_width, alpha=g.contrastive_alpha,
                                    top_k=g.contrastive_top_k)
             store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes",
@@ -360,29 +367,29 @@ def _transformers_decodes_pass(cfg: DictConfig, store: ArtifactStore, key: str,
 # v2: the packaged SmolLM2 under vLLM (transformers 5) had lost whitespace in tokenization.
 @stage("generate", inputs=(), outputs=("dataset", "samples", "decodes", "ptrue"),
        config=generate_slice, version=2, parts=("task.reference",))
-def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
+def generate_cell(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
     import pandas as pd
 
-    problems = ptrue_beam_problems(cfg)
+    problems = ptrue_beam_problems(cell)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     with recording_sources() as sources:
-        dataset = load_cell_dataset(cfg)
-    prompts = render_prompts(cfg, dataset)
-    shards = _shards(cfg, dataset, prompts)
-    strategies = list(dict.fromkeys(cfg.generation.strategies))
-    vllm_strategies, hf_strategies = split_strategies(cfg.generation.strategies,
-                                                      cfg.generation.beam_backend)
+        dataset = load_cell_dataset(cell)
+    prompts = render_prompts(cell, dataset)
+    shards = _shards(cell, dataset, prompts)
+    strategies = list(dict.fromkeys(cell.generation.strategies))
+    vllm_strategies, hf_strategies = split_strategies(cell.generation.strategies,
+                                                      cell.generation.beam_backend)
     loaded = None
-    if cfg.backend.name == "vllm":
-        _vllm_pass(cfg, store, key, shards, vllm_strategies)
-        _transformers_decodes_pass(cfg, store, key, shards, hf_strategies)
-        _vllm_ptrue_beam_pass(cfg, store, key, shards)
+    if cell.backend.name == "vllm":
+        _vllm_pass(cell, store, key, shards, vllm_strategies)
+        _transformers_decodes_pass(cell, store, key, shards, hf_strategies)
+        _vllm_ptrue_beam_pass(cell, store, key, shards)
     else:
-        loaded = _transformers_pass(cfg, store, key, shards)
+        loaded = _transformers_pass(cell, store, key, shards)
     parts = [(s.index, s.prompt_ids) for s in shards]
     out = {name: store.read_shards(name, key, parts) for name in SHARDED}
-    if cfg.backend.name == "vllm" and hf_strategies:
+    if cell.backend.name == "vllm" and hf_strategies:
         decodes = pd.concat([out["decodes"],
                              store.read_shards(TRANSFORMERS_DECODES, key, parts,
                                                schema="decodes")],
@@ -393,11 +400,11 @@ def generate_cell(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, 
                                          _s=decodes["strategy"].map(rank))
                           .sort_values(["_p", "_s"], kind="stable")
                           .drop(columns=["_p", "_s"]).reset_index(drop=True))
-    if ptrue_beam_on(cfg):
+    if ptrue_beam_on(cell):
         out["ptrue"] = with_beam_ptrue(out["ptrue"],
                                        store.read_shards(PTRUE_BEAM, key, parts, schema="ptrue"))
     out["dataset"] = dataset
-    out[MANIFEST_FIELDS] = {"revisions": revisions(cfg, sources, loaded)}
+    out[MANIFEST_FIELDS] = {"revisions": revisions(cell, sources, loaded)}
     return out
 
 
@@ -414,10 +421,10 @@ def with_beam_ptrue(ptrue, beam):
                         p_true_beam=ids.map(p).astype("float64"))
 
 
-def revisions(cfg: DictConfig, sources: list[dict], loaded: str | None = None) -> dict:
+def revisions(cell: Cell, sources: list[dict], loaded: str | None = None) -> dict:
     """What the generate stage's manifests record of where its model and data came from:
     {"model": {"repo", "requested", "resolved"} or {"source": "bundled", ...}, "dataset": the
     loader's noted source (several: a list)}. Metadata only: not in the cache key."""
     dataset: Any = (sources[0] if len(sources) == 1 else sources) if sources else {
-        "source": "unrecorded", "dataset": cfg.dataset.name}
-    return {"model": model_source(cfg, loaded), "dataset": dataset}
+        "source": "unrecorded", "dataset": cell.dataset.name}
+    return {"model": model_source(cell, loaded), "dataset": dataset}

@@ -13,26 +13,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from omegaconf import DictConfig
 
 from pipeline.errors import PipelineError
 from pipeline.generation.cell import make_backend
 from pipeline.latent import space_class
-from pipeline.parts import cache_slice, task_options
+from pipeline.parts import cache_slice
 from pipeline.progress import progress
 from pipeline.stage import stage
 from pipeline.store import ArtifactStore, with_file_digests
-from pipeline.tasks.contract import (
-    MAPPERS,
-    REFERENCES,
-    MapContext,
-    mapper_config,
-    space_settings,
-    task_space,
-)
+from pipeline.tasks.contract import MAPPERS, MapContext
+
+if TYPE_CHECKING:
+    from pipeline.config import Cell
 
 log = logging.getLogger("pipeline")
 
@@ -43,60 +38,57 @@ class ExtractionCallsFailed(PipelineError, RuntimeError):
 
 @dataclass(frozen=True)
 class ReadingRule:
-    """What a sample that g_T could not read counts as (`reading`, pipeline.config.ReadingConfig):
-    `unreadable` discard (the paper) or no_answer (the space's `no_answer` latent, an outcome of
-    its own); `truncated` read (the paper) or unreadable (a sample cut by the token limit)."""
+    """What a sample that g_T could not read counts as (`reading`, pipeline.config.ReadingConfig;
+    the cell's `reading`): `unreadable` discard (the paper) or no_answer (the space's `no_answer`
+    latent, an outcome of its own); `truncated` read (the paper) or unreadable (a sample cut by
+    the token limit)."""
 
     unreadable: str = "discard"
     truncated: str = "read"
-
-    @classmethod
-    def of(cls, cfg: DictConfig) -> ReadingRule:
-        reading = cfg.get("reading") or {}
-        return cls(str(reading.get("unreadable", "discard")), str(reading.get("truncated", "read")))
 
 
 PAPER_READING = ReadingRule()
 
 
-def check_call_failures(cfg: DictConfig, mapper) -> None:
-    """Fail the stage (so nothing is stored) when outside calls failed beyond the allowed share;
-    parse failures of answers that did arrive are not call failures and stay counted."""
+def check_call_failures(extractor, mapper) -> None:
+    """Fail the stage (so nothing is stored) when outside calls failed beyond the allowed share
+    (`extractor`: the task's extractor settings); parse failures of answers that did arrive are
+    not call failures and stay counted."""
     stats = getattr(mapper, "call_stats", lambda: None)()
     if stats is None or not stats.requests:
         return
     failed = stats.failures if hasattr(stats, "failures") else stats.api_failures
     share = failed / stats.requests
-    if failed and share > float(cfg.task.extractor.max_failed_share):
+    if failed and share > float(extractor.max_failed_share):
         raise ExtractionCallsFailed(
-            f"{failed} of {stats.requests} calls to {cfg.task.extractor.model} failed after retries "
-            f"({share:.0%} > task.extractor.max_failed_share={cfg.task.extractor.max_failed_share}); "
+            f"{failed} of {stats.requests} calls to {extractor.model} failed after retries "
+            f"({share:.0%} > task.extractor.max_failed_share={extractor.max_failed_share}); "
             f"nothing was stored, answered calls are cached: rerun once the endpoint works. "
             f"Last error: {stats.last_error}")
 
 
-def map_slice(cfg: DictConfig) -> dict:
-    """The mapper and its typed settings (pipeline.tasks.mapper_config; the fields declared with
-    `how(...)` left out: how calls are made, not what they answer); the space options that decide
-    the stored latents' canonical form; whether the reference goes through g_T too."""
-    space_options = space_settings(cfg)
-    canonical = {k: space_options[k] for k in space_class(cfg.task.space).canonical_options
-                 if k in space_options}
-    out = {"mapper": cfg.task.mapper, "settings": cache_slice(mapper_config(cfg)),
-           "canonical_form": with_file_digests(canonical), "reference_mapped": REFERENCES[cfg.task.reference].mapped}
-    if (rule := ReadingRule.of(cfg)) != PAPER_READING:  # the paper's rule keeps its keys
+def map_slice(cell: Cell) -> dict:
+    """The mapper and its typed settings (the fields declared with `how(...)` left out: how calls
+    are made, not what they answer); the space options that decide the stored latents' canonical
+    form; whether the reference goes through g_T too."""
+    task = cell.task
+    canonical = {k: task.space_options[k] for k in space_class(task.space).canonical_options
+                 if k in task.space_options}
+    out = {"mapper": task.mapper, "settings": cache_slice(task.mapper_settings),
+           "canonical_form": with_file_digests(canonical),
+           "reference_mapped": task.reference_kind.mapped}
+    if (rule := cell.reading) != PAPER_READING:  # the paper's rule keeps its keys
         out["reading"] = {"unreadable": rule.unreadable, "truncated": rule.truncated}
-    if options := task_options(cfg):  # the mapper sees the space, which may read any of them
-        out["task_options"] = with_file_digests(options)
+    if task.options:  # the mapper sees the space, which may read any of them
+        out["task_options"] = with_file_digests(task.options)
     return out
 
 
-def map_context(cfg: DictConfig, space=None) -> MapContext:
+def map_context(cell: Cell) -> MapContext:
     """The cell's device, cache folder, generation model (for task.extractor.kind=local) and the
-    task's space (built here unless the caller has it)."""
-    return MapContext(device=str(cfg.device), cache_dir=str(cfg.cache_dir),
-                      local_backend=lambda: make_backend(cfg),
-                      space=task_space(cfg) if space is None else space)
+    task's space."""
+    return MapContext(device=str(cell.device), cache_dir=str(cell.cache_dir),
+                      local_backend=lambda: make_backend(cell), space=cell.task.latent_space())
 
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
@@ -108,8 +100,8 @@ def map_context(cfg: DictConfig, space=None) -> MapContext:
 # failed call now, retried and never cached). v8: each row says whether g_T read it (`read`).
 @stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
        version=8, parts=("task.space", "task.mapper", "task.reference"))
-def map_stage(cfg: DictConfig, store: ArtifactStore, key: str) -> dict[str, Any]:
-    return {"latents": map_cell(cfg, store.read("dataset"), store.read("samples"),
+def map_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
+    return {"latents": map_cell(cell, store.read("dataset"), store.read("samples"),
                                 store.read("decodes"))}
 
 
@@ -198,7 +190,7 @@ def truncated_positions(finish_reasons: list[str]) -> tuple[int, ...]:
     return tuple(i for i, reason in enumerate(finish_reasons) if reason == "length")
 
 
-def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
+def map_cell(cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame,
              decodes: pd.DataFrame) -> pd.DataFrame:
     from pipeline.text import clean_text
 
@@ -207,10 +199,11 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
                              reference_text=dataset["reference_text"].map(clean_text))
     samples = samples.assign(text=samples["text"].map(clean_text))
     decodes = decodes.assign(text=decodes["text"].map(clean_text))
-    space = task_space(cfg)
-    rule = ReadingRule.of(cfg)
-    maps_reference = REFERENCES[cfg.task.reference].mapped
-    mapper = MAPPERS[cfg.task.mapper].build(mapper_config(cfg), map_context(cfg, space))
+    task = cell.task
+    space = task.latent_space()
+    rule = cell.reading
+    maps_reference = task.reference_kind.mapped
+    mapper = MAPPERS[task.mapper].build(task.mapper_settings, map_context(cell))
     # Each prompt's (sources, texts): samples by sample_idx, then decodes in artifact order.
     # Plain lists in one pass (a DataFrame per prompt cost ~0.6 ms each).
     per_prompt: dict[str, tuple[list, list, list]] = {}
@@ -240,19 +233,19 @@ def map_cell(cfg: DictConfig, dataset: pd.DataFrame, samples: pd.DataFrame,
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
             mapper.prefetch([(item[1], mapped_texts(item, rule), list(item[4]))
                              for item in work])
-        with progress(len(work), f"[map] {cfg.task.mapper}", unit="prompt", lines=False) as bar:
+        with progress(len(work), f"[map] {task.mapper}", unit="prompt", lines=False) as bar:
             for prompt_rows in map_prompts(mapper, space, work, rule):
                 rows += prompt_rows
                 bar.update()
         total = len(rows)
         failures = sum(not row["read"] for row in rows)
-        check_call_failures(cfg, mapper)
+        check_call_failures(task.extractor, mapper)
     finally:
         getattr(mapper, "close", lambda: None)()
     level = logging.WARNING if total and failures / total > 0.5 else logging.INFO
     fate = ("counted as 'no answer'" if rule.unreadable == "no_answer" and space.no_answer()
             is not None else "dropped from the latent distribution")
-    log.log(level, "[map] %s: %d of %d responses unreadable (%s%s)%s", cfg.task.mapper, failures,
+    log.log(level, "[map] %s: %d of %d responses unreadable (%s%s)%s", task.mapper, failures,
             total, fate, f"; {cut} cut by the token limit" if cut else "",
             ": most answers did not parse, check the model's outputs" if level > logging.INFO
             else "")

@@ -25,8 +25,7 @@ from typing import Any
 
 # The contract's public names (kept in step with pipeline.tasks.contract.__all__ by a test)
 __all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
-           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "mapper_config",
-           "metric_config", "option_readers", "reference_of", "space_settings", "task_space"]
+           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "reference_of"]
 
 
 def __getattr__(name: str) -> Any:

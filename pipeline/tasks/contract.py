@@ -24,12 +24,11 @@ from typing import Any, Protocol
 
 from pipeline.data.references import REFERENCES, ReferenceKind
 from pipeline.errors import ConfigError
-from pipeline.parts import NoSettings, option_defaults, settings_from
+from pipeline.parts import NoSettings, option_defaults
 from pipeline.registry import Registry
 
 __all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
-           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "mapper_config",
-           "metric_config", "option_readers", "reference_of", "space_settings", "task_space"]
+           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "reference_of"]
 
 
 class MapperInstance(Protocol):
@@ -56,7 +55,7 @@ class MapContext:
     device: str = "auto"
     cache_dir: str = "."
     local_backend: Callable[[], Any] | None = None
-    # the task's latent space, as the decide stage builds it (task_space): a mapper may read it
+    # the task's latent space, as the decide stage builds it (Task.latent_space, pipeline.config): a mapper may read it
     # (its canonical form, a taxonomy it was given). The map stage's key holds task.options.
     space: Any = None
 
@@ -83,13 +82,6 @@ def mapper_option_defaults() -> dict[str, dict[str, Any]]:
     return option_defaults((n, MAPPERS[n].Config) for n in MAPPERS.names())
 
 
-def mapper_config(cfg: Any, name: str | None = None) -> Any:
-    """The typed settings of mapper `name` (default: the cell's task.mapper): `mappers.<name>`
-    and the shared task nodes its fields name (extractor, equivalence)."""
-    name = name or cfg.task.mapper
-    return settings_from(cfg, MAPPERS[name].Config, "mappers", name)
-
-
 @dataclass
 class Reference:
     """The truth of one prompt, as metrics see it. `latent` is the reference text mapped by
@@ -104,7 +96,7 @@ class Reference:
     # judge(question, label, aliases) -> bool for labels the matching rules leave unmatched
     # (evaluation.match.judge; pipeline.evaluation.matching), or None
     judge: Callable[[str, str, Sequence[str]], bool] | None = None
-    # the task's latent space (task_space): a metric computes d_T with it,
+    # the task's latent space (Task.latent_space, pipeline.config): a metric computes d_T with it,
     # `ref.space.distance(action, ref.latent)`
     space: Any = None
 
@@ -116,7 +108,7 @@ class MetricContext:
 
     device: str = "auto"
     cache_dir: str = "."
-    space: Any = None  # the task's latent space (task_space)
+    space: Any = None  # the task's latent space (Task.latent_space, pipeline.config)
 
 
 @dataclass(frozen=True)
@@ -144,66 +136,11 @@ def metric_option_defaults() -> dict[str, dict[str, Any]]:
     return option_defaults((n, METRICS[n].Config) for n in METRICS.names())
 
 
-def metric_config(cfg: Any, name: str) -> Any:
-    """The typed settings of metric `name` (`metrics.<name>`)."""
-    return settings_from(cfg, METRICS[name].Config, "metrics", name)
-
-
 # where the built-in parts are registered: each task folder's task.py, and the text metrics
 # several tasks share
 TASK_MODULES = ("pipeline.tasks.*.task", "pipeline.tasks.text_metrics")
 MAPPERS: Registry[Mapper] = Registry("mapper", discover=TASK_MODULES)
 METRICS: Registry[Metric] = Registry("metric", discover=TASK_MODULES)
-
-
-def _space_keywords(cfg: Any) -> set[str]:
-    """The keywords the task's space constructor takes."""
-    import inspect
-
-    from pipeline.latent import space_class
-
-    return set(inspect.signature(space_class(cfg.task.space).__init__).parameters) - {"self"}
-
-
-def space_settings(cfg: Any) -> dict[str, Any]:
-    """The keyword arguments of the task's space: `task.space_options`, and the `task.options`
-    its constructor names (a key given both ways must agree)."""
-    from omegaconf import OmegaConf
-
-    from pipeline.parts import task_options
-
-    settings = dict(OmegaConf.to_container(cfg.task.space_options, resolve=True) or {})
-    keywords = _space_keywords(cfg)
-    for key, value in task_options(cfg).items():
-        if key in keywords:
-            if key in settings and settings[key] != value:
-                raise ConfigError(f"task.space_options.{key}={settings[key]!r} and task.options.{key}="
-                                  f"{value!r}: set it once, as task.options.{key}")
-            settings[key] = value
-    return settings
-
-
-def task_space(cfg: Any) -> Any:
-    """The cell's latent space: `task.space` built with space_settings(cfg)."""
-    from pipeline.latent import get_space
-
-    return get_space(cfg.task.space, **space_settings(cfg))
-
-
-def option_readers(cfg: Any) -> dict[str, list[str]]:
-    """{task.options key: the parts of the task that read it} (the space by its constructor, the
-    mapper and metrics by their settings' fields); a key no part reads has an empty list."""
-    import dataclasses
-
-    from pipeline.parts import task_options
-
-    fields_of = {f"mappers.{cfg.task.mapper}": MAPPERS[cfg.task.mapper].Config,
-                 **{f"metrics.{m}": METRICS[m].Config for m in cfg.task.metrics}}
-    space = _space_keywords(cfg)
-    return {key: [*([f"the space {cfg.task.space}"] if key in space else []),
-                  *(part for part, config in fields_of.items()
-                    if key in {f.name for f in dataclasses.fields(config)})]
-            for key in task_options(cfg)}
 
 
 def reference_of(record: Mapping[str, Any], latent: Any = None, mapped: bool = False,

@@ -14,10 +14,10 @@ import json
 import logging
 import os
 
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING
 
-from pipeline.stage import CELL_STAGES, STAGES, plain
-from pipeline.stages.decide import task_spaces
+from pipeline.parts import thaw
+from pipeline.stage import CELL_STAGES, STAGES
 from pipeline.store import atomic_write_text
 from pipeline.tasks.contract import describe_reference
 from pipeline.tracking.headline import headline, is_baseline_estimator
@@ -30,9 +30,14 @@ from pipeline.tracking.lineage import (
 from pipeline.tracking.prompts import prompts_frame
 from pipeline.tracking.redact import redact
 
+if TYPE_CHECKING:  # the resolved cell (pipeline.config)
+    from pipeline.config import Cell, ReportSettings
+
 log = logging.getLogger("pipeline")
-def _mode(cfg: DictConfig) -> str:
-    return os.environ.get("WANDB_MODE") or cfg.wandb.mode
+
+
+def _mode(cell: Cell | ReportSettings) -> str:
+    return os.environ.get("WANDB_MODE") or cell.wandb.mode
 
 
 class NullTracker:
@@ -43,29 +48,26 @@ class NullTracker:
     def finish(self) -> None: ...
 
 
-# What a report run logs as its config: the report reads artifacts, not one cell's settings
-# (the sweep's primary config has no cell, and its cell keys may not even resolve).
-REPORT_KEYS = ("experiment", "output_root", "results_dir", "report_models", "evaluation", "metrics")
 # The artifacts a cell run reads to build its tables and summary.
 CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores",
               "audit")
 
 
-def _init_run(cfg: DictConfig, *, name: str, job_type: str, config: dict, tags: list[str],
-              group: str | None = None):
+def _init_run(cell: Cell | ReportSettings, *, name: str, job_type: str, config: dict,
+              tags: list[str], group: str | None = None):
     """A run, quiet unless wandb.verbose; `group`: the cell's runs (its stages' lineage runs and
     its own) share one, which W&B's runs table shows as one row per cell (default: the
     experiment)."""
     import wandb
 
-    if not cfg.wandb.get("verbose", False):  # its adverts (Weave) and banners too
+    if not cell.wandb.verbose:  # its adverts (Weave) and banners too
         os.environ.setdefault("WANDB_SILENT", "true")
         os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
-    os.makedirs(cfg.wandb.dir, exist_ok=True)
-    return wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, mode=_mode(cfg),
-                      dir=cfg.wandb.dir, name=name, group=group or cfg.experiment,
+    os.makedirs(cell.wandb.dir, exist_ok=True)
+    return wandb.init(project=cell.wandb.project, entity=cell.wandb.entity, mode=_mode(cell),
+                      dir=cell.wandb.dir, name=name, group=group or cell.experiment,
                       job_type=job_type, tags=tags, config=config, reinit="finish_previous",
-                      settings=wandb.Settings(silent=not cfg.wandb.get("verbose", False)))
+                      settings=wandb.Settings(silent=not cell.wandb.verbose))
 
 
 def cell_revisions(store) -> dict:
@@ -81,24 +83,21 @@ def cell_revisions(store) -> dict:
 
 
 class WandbTracker(NullTracker):
-    def __init__(self, cfg: DictConfig, name: str, job_type: str, tags: list[str] | None = None,
+    def __init__(self, cell: Cell | ReportSettings, name: str, job_type: str, tags: list[str] | None = None,
                  group: str | None = None):
         import wandb
 
-        # Hydra's own node (present in callbacks) holds job-time interpolations: not ours to log.
-        keys = REPORT_KEYS if job_type == "report" else [k for k in cfg if k != "hydra"]
-        # each key resolved in place, against the whole config (an overlay's values such as
-        # ${rehearsal.assets} live outside the logged keys)
-
-        config = redact({k: plain(cfg[k]) for k in keys if k in cfg})
-        self.cfg = cfg
+        # the configuration as resolved (Hydra's own node left out: job-time interpolations)
+        # the configuration as resolved: a cell's, or the report's keys (ReportSettings)
+        config = redact(thaw(cell.recorded))
+        self.cell = cell
         self.wandb = wandb
-        self.run = _init_run(cfg, name=name, job_type=job_type, config=config,
-                             tags=tags or [f"experiment:{cfg.experiment}"], group=group)
+        self.run = _init_run(cell, name=name, job_type=job_type, config=config,
+                             tags=tags or [f"experiment:{cell.experiment}"], group=group)
 
     @property
     def upload(self) -> bool:
-        return bool(self.cfg.wandb.upload_artifacts)
+        return bool(self.cell.wandb.upload_artifacts)
 
     def log_stage(self, name: str, result: dict, store) -> None:
         data = {f"{name}/wall_time_s": result["wall_time_s"], f"{name}/skipped": result["skipped"]}
@@ -109,8 +108,8 @@ class WandbTracker(NullTracker):
     def log_cell(self, store) -> None:
         """The cell's inputs (its stage artifacts), UQ scores, per-prompt table and summary."""
 
-        cell = CellId(self.cfg.experiment, self.cfg.model.name, self.cfg.dataset.name)
-        use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell, store,
+        cell_id = CellId(self.cell.experiment, self.cell.model.name, self.cell.dataset.name)
+        use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell_id, store,
                             upload=self.upload)
         self._log_revisions(store)
         frames = {name: store.read(name) for name in CELL_READS if store.manifest(name) is not None}
@@ -154,9 +153,9 @@ class WandbTracker(NullTracker):
             self.run.summary[f"quality/{metric}/{method}"] = float(value)
 
     def _log_prompts(self, frames: dict) -> None:
-        space, _ = task_spaces(self.cfg)
+        space = self.cell.task.latent_space()
         table = prompts_frame(space, frames, describe_reference,
-                              max_prompts=self.cfg.wandb.max_prompts_logged)
+                              max_prompts=self.cell.wandb.max_prompts_logged)
         if len(table) > self.wandb.Table.MAX_ROWS:
             log.warning("[wandb] the prompts table has %d rows; W&B keeps the first %d of a logged "
                         "table (set wandb.max_prompts_logged to choose)", len(table),
@@ -165,7 +164,7 @@ class WandbTracker(NullTracker):
         self.run.summary["prompts_logged"] = len(table)
 
     def _log_headline(self, uq_scores, quality) -> None:
-        numbers = headline(uq_scores, quality, list(self.cfg.task.metrics), is_baseline_estimator)
+        numbers = headline(uq_scores, quality, list(self.cell.task.metrics), is_baseline_estimator)
         for key, value in numbers.items():
             self.run.summary[key] = value
 
@@ -173,7 +172,7 @@ class WandbTracker(NullTracker):
         """Report run: each cell's evaluate artifact (what the report read) is an input."""
         for c in cells:
             use_stage_artifacts(self.wandb, self.run, ["evaluate"],
-                                CellId(self.cfg.experiment, c.model, c.dataset), c.store,
+                                CellId(self.cell.experiment, c.model, c.dataset), c.store,
                                 upload=self.upload)
 
     def log_report(self, tables: dict, figures: dict) -> None:
@@ -189,32 +188,33 @@ class WandbTracker(NullTracker):
         self.run.finish()
 
 
-def tracking_enabled(cfg: DictConfig) -> bool:
-    return bool(cfg.wandb.enabled) and _mode(cfg) != "disabled"
+def tracking_enabled(cell: Cell | ReportSettings) -> bool:
+    return bool(cell.wandb.enabled) and _mode(cell) != "disabled"
 
 
-def make_tracker(cfg: DictConfig, *, report: bool = False) -> NullTracker:
-    if not tracking_enabled(cfg):
+def make_tracker(cell: Cell | ReportSettings, *, report: bool = False) -> NullTracker:
+    if not tracking_enabled(cell):
         return NullTracker()
     if report:
-        return WandbTracker(cfg, f"{cfg.experiment}/report", "report",
-                            tags=[f"experiment:{cfg.experiment}", "report"])
+        return WandbTracker(cell, f"{cell.experiment}/report", "report",
+                            tags=[f"experiment:{cell.experiment}", "report"])
 
-    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
-    return WandbTracker(cfg, cell.run_name, "cell", tags=cell.tags, group=cell.run_name)
+    cell_id = CellId(cell.experiment, cell.model.name, cell.dataset.name)
+    return WandbTracker(cell, cell_id.run_name, "cell", tags=cell_id.tags, group=cell_id.run_name)
 
 
-def log_stage_run(cfg: DictConfig, stage: str, result: dict, store) -> None:
+def log_stage_run(cell: Cell, stage: str, result: dict, store) -> None:
     """One short run per stage of a cell (job_type = the stage): it uses the artifacts of the
     stages it read and logs its own output artifact (pipeline.tracking.lineage)."""
     import wandb
 
-    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name)
-    run = _init_run(cfg, name=f"{cell.run_name}/{stage}", job_type=stage,
-                    config=stage_run_config(stage, result, store), tags=cell.tags,
-                    group=cell.run_name)
+    cell_id = CellId(cell.experiment, cell.model.name, cell.dataset.name)
+    run = _init_run(cell, name=f"{cell_id.run_name}/{stage}", job_type=stage,
+                    config=stage_run_config(stage, result, store), tags=cell_id.tags,
+                    group=cell_id.run_name)
     try:
-        log_stage_lineage(wandb, run, stage, cell, store, upload=bool(cfg.wandb.upload_artifacts))
+        log_stage_lineage(wandb, run, stage, cell_id, store,
+                          upload=bool(cell.wandb.upload_artifacts))
         run.summary.update({"wall_time_s": result["wall_time_s"], "skipped": result["skipped"],
                             **{f"{out}_rows": n for out, n in result.get("rows", {}).items()}})
     finally:
@@ -230,10 +230,10 @@ def _artifact_keys(store) -> dict[str, str]:
     return {name: key for name in ARTIFACTS if (key := store.key(name))}
 
 
-def cell_needs_logging(cfg: DictConfig, store) -> bool:
+def cell_needs_logging(cell: Cell, store) -> bool:
     """Whether the cell's artifacts are not yet in W&B: its last logging did not finish (killed
     during it, or before it began) or the artifacts changed since."""
-    if not tracking_enabled(cfg):
+    if not tracking_enabled(cell):
         return False
     try:
         logged = json.loads((store.root / LOGGED).read_text(encoding="utf-8"))
@@ -242,16 +242,16 @@ def cell_needs_logging(cfg: DictConfig, store) -> bool:
     return logged != _artifact_keys(store)
 
 
-def track_cell(cfg: DictConfig, results: dict[str, dict], store) -> None:
+def track_cell(cell: Cell, results: dict[str, dict], store) -> None:
     """W&B for one cell: a run per stage (ran or skipped as cached: the lineage holds every
     stage), then the cell's run (config, stage times, tables, summary). The keys logged are
     recorded once every run has closed, so a kill during logging logs the cell again next time."""
-    if not tracking_enabled(cfg):
+    if not tracking_enabled(cell):
         return
     (store.root / LOGGED).unlink(missing_ok=True)
     for stage, result in results.items():
-        log_stage_run(cfg, stage, result, store)
-    tracker = make_tracker(cfg)
+        log_stage_run(cell, stage, result, store)
+    tracker = make_tracker(cell)
     try:
         for stage, result in results.items():
             tracker.log_stage(stage, result, store)
@@ -260,10 +260,11 @@ def track_cell(cfg: DictConfig, results: dict[str, dict], store) -> None:
     finally:
         tracker.finish()
     atomic_write_text(store.root / LOGGED, json.dumps(_artifact_keys(store), sort_keys=True))
-    cell = CellId(cfg.experiment, cfg.model.name, cfg.dataset.name).run_name
+    run_name = CellId(cell.experiment, cell.model.name, cell.dataset.name).run_name
     if where:
-        log.info("[wandb] %s: %d runs (group %s) at %s", cell, len(results) + 1, cell, where)
+        log.info("[wandb] %s: %d runs (group %s) at %s", run_name, len(results) + 1, run_name,
+                 where)
     else:
         log.info("[wandb] %s: %d runs (group %s) written offline under %s; upload them with "
-                 "`make sync` (wandb sync --sync-all in that folder)", cell, len(results) + 1,
-                 cell, os.path.join(str(cfg.wandb.dir), "wandb"))
+                 "`make sync` (wandb sync --sync-all in that folder)", run_name,
+                 len(results) + 1, run_name, os.path.join(str(cell.wandb.dir), "wandb"))

@@ -21,7 +21,7 @@ import pandas as pd
 from pipeline.errors import ConfigError
 from pipeline.mapping.settings import EquivalenceConfig
 from pipeline.methods import BASELINE
-from pipeline.parts import NoSettings, one_of, option_defaults, pin, settings_from
+from pipeline.parts import NoSettings, one_of, option_defaults, pin
 from pipeline.registry import Registry
 from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 from pipeline.uncertainty.latent_entropy import latent_entropy_frame
@@ -98,12 +98,6 @@ def register_group(name: str, *, reads: tuple[str, ...], Config: type = NoSettin
 def group_option_defaults() -> dict[str, dict[str, Any]]:
     """{group name: its own settings' defaults}: the `uq.groups` node of the config."""
     return option_defaults((n, GROUPS[n].Config) for n in GROUPS.names())
-
-
-def group_config(cfg: Any, name: str) -> Any:
-    """The typed settings of estimator group `name`: `uq.groups.<name>` and the shared task
-    nodes its fields name (equivalence)."""
-    return settings_from(cfg, GROUPS[name].Config, "uq.groups", name)
 
 
 def groups_of(names: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ import pytest
 from hydra import compose
 from omegaconf import OmegaConf
 
+from pipeline.config import resolve_cell
 from pipeline.data import DatasetFormatError, DatasetUnavailableError, load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,7 +188,7 @@ def cache(tmp_path, monkeypatch):
 def _load(cfg):
     from pipeline.generation.cell import load_cell_dataset
 
-    return load_cell_dataset(cfg)
+    return load_cell_dataset(resolve_cell(cfg))
 
 
 def test_paper_cnn_dm_reads_the_fetched_benchmark(hydra_ctx, cache):
@@ -207,18 +208,18 @@ def test_paper_cnn_dm_missing_benchmark_stops_naming_the_fetch_step(hydra_ctx, c
 
     cfg = compose("config", overrides=["experiment=paper", "dataset=cnn_dm"])
     target = str(cache / "data" / "cnn_dm" / "writer_summaries.json")
-    data = [a for a in cell_assets(cfg) if a.what == "data of cnn_dm"]
+    data = [a for a in cell_assets(resolve_cell(cfg)) if a.what == "data of cnn_dm"]
     assert [(a.source, a.stage, a.available, a.how) for a in data] == [
         (target, "generate", False, "make paper-assets")]
     with pytest.raises(MissingAssetsError, match="data of cnn_dm: .*writer_summaries.json "
                                                  r"\(needed by generate\) -> make paper-assets"):
-        check_assets(cfg, ["generate"])
+        check_assets(resolve_cell(cfg), ["generate"])
     write_benchmark(Path(target))
-    assert all(a.available for a in cell_assets(cfg) if a.what == "data of cnn_dm")
+    assert all(a.available for a in cell_assets(resolve_cell(cfg)) if a.what == "data of cnn_dm")
     # the hub source reads no local file: nothing to check for it
     hub = compose("config", overrides=["experiment=paper", "dataset=cnn_dm",
                                        "dataset.overrides.source=hub"])
-    assert not [a for a in cell_assets(hub) if a.what == "data of cnn_dm"]
+    assert not [a for a in cell_assets(resolve_cell(hub)) if a.what == "data of cnn_dm"]
 
 
 def test_hub_source_composes_and_loads_from_the_cnn_dm_config(hydra_ctx, cache, tmp_path):
@@ -244,7 +245,8 @@ def test_rehearsal_writes_the_benchmark_format_and_the_real_loader_reads_it(
     assert all(list(r) == ["article_id", "article", "summary"] for r in rows)
     ids = [r["article_id"] for r in rows]
     assert len(ids) > len(set(ids))  # some articles have two writer summaries, as in the real file
-    cfg = compose("config", overrides=["experiment=paper", "+rehearsal=local", "dataset=cnn_dm"])
+    cfg = compose("config", overrides=["experiment=paper", "+rehearsal=local", "model=qwen3-4b",
+                                            "dataset=cnn_dm"])
     assert OmegaConf.to_container(cfg.dataset.overrides, resolve=True) == {
         "source": "benchmark", "benchmark_file": str(f)}
     df = _load(cfg)

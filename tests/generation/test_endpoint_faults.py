@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config import resolve_cell
 from pipeline.clients.llm_client import DEFAULT_MAX_RESPONSE_BYTES, LLMCallError, LLMClient
 from pipeline.errors import PipelineError
 from pipeline.generation.base import SamplingConfig, get_backend
@@ -81,7 +82,7 @@ def backend_from_config(tmp_path, *overrides):
         cfg = compose("config", overrides=[
             f"output_root={tmp_path / 'outputs'}", f"cache_dir={tmp_path / 'cache'}",
             "wandb.enabled=false", "backend=openai", "backend.served_model=m", *overrides])
-    return generation_backend(cfg)
+    return generation_backend(resolve_cell(cfg))
 
 
 def test_a_deadline_bounds_every_retry_of_a_hung_server(server, tmp_path):
@@ -190,7 +191,8 @@ def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_error
     from hydra.core.global_hydra import GlobalHydra
 
     from pipeline.clients.llm_client import build_llm_client
-    from pipeline.config import ConfigError, register_configs, validate
+    from pipeline.config import register_configs, validate
+    from pipeline.errors import ConfigError
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -16,6 +16,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs
 from pipeline.generation.vllm_worker import default_vllm_python
 from pipeline.stage import run_stage
@@ -54,7 +55,7 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
     transformers once the vLLM process has ended (generation.beam_backend=transformers)."""
     cfg = _cfg(tiny_model, tmp_path)
     store = ArtifactStore(tmp_path / "cell")
-    result = run_stage("generate", cfg, store)
+    result = run_stage("generate", resolve_cell(cfg), store)
     assert not result["skipped"]
     samples, decodes, ptrue = (store.read(n) for n in ("samples", "decodes", "ptrue"))
     ids = store.read("dataset")["prompt_id"].tolist()
@@ -68,7 +69,7 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
     from pipeline.generation.hf_backend import TransformersBackend
     from pipeline.generation.cell import render_prompts
 
-    prompts = render_prompts(cfg, store.read("dataset"))
+    prompts = render_prompts(resolve_cell(cfg), store.read("dataset"))
     hf = TransformersBackend(tiny_model, dtype="float32")
     expected = {
         "contrastive": hf.contrastive(prompts, max_new_tokens=8,
@@ -82,7 +83,7 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
         for row, ref in zip(got["token_logprobs"], reference):
             assert list(row) == pytest.approx(ref.token_logprobs, abs=1e-5)
 
-    assert run_stage("generate", cfg, store)["skipped"]  # same key: nothing rerun
+    assert run_stage("generate", resolve_cell(cfg), store)["skipped"]  # same key: nothing rerun
 
 
 def test_tensor_parallel_from_the_model_config(tiny_model, tmp_path):
@@ -91,12 +92,12 @@ def test_tensor_parallel_from_the_model_config(tiny_model, tmp_path):
     one = ArtifactStore(tmp_path / "tp1")
     two = ArtifactStore(tmp_path / "tp2")
     base = ["generation.strategies=[greedy]", "generation.ptrue=false"]
-    run_stage("generate", _cfg(tiny_model, tmp_path, *base), one)
+    run_stage("generate", resolve_cell(_cfg(tiny_model, tmp_path, *base)), one)
     cfg2 = _cfg(tiny_model, tmp_path, *base, "model.gpus=2")
     from pipeline.stage import STAGES, stage_key
 
-    assert stage_key(STAGES["generate"], cfg2, two)[1]["backend"]["tensor_parallel_size"] == 2
-    run_stage("generate", cfg2, two)
+    assert stage_key(STAGES["generate"], resolve_cell(cfg2), two)[1]["backend"]["tensor_parallel_size"] == 2
+    run_stage("generate", resolve_cell(cfg2), two)
     g1 = one.read("decodes").query("strategy == 'greedy'")
     g2 = two.read("decodes").query("strategy == 'greedy'")
     assert g1["text"].tolist() == g2["text"].tolist()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
+from pipeline.config import resolve_cell
 from pipeline.generation.base import SamplingConfig, get_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -175,13 +176,12 @@ def _cfg(tmp_path, *overrides):
 
 def test_the_generate_stage_samples_from_a_served_model(server, tmp_path):
     from pipeline.app import run
-    from pipeline.stage import cell_dir
     from pipeline.store import ArtifactStore
 
     cfg = _cfg(tmp_path, f"backend.base_url={server.base_url}", "backend.served_model=served",
                "generation.strategies=[greedy,ar]", "evaluation.targets=[bayes]", "stage=generate")
     run(cfg)
-    store = ArtifactStore(cell_dir(cfg))
+    store = ArtifactStore(resolve_cell(cfg).root)
     samples, decodes, ptrue = (store.read(n) for n in ("samples", "decodes", "ptrue"))
     assert len(samples) == 3 * 6
     assert set(samples["text"]) <= set(MIX)
@@ -203,16 +203,15 @@ def test_a_served_model_needs_nothing_local_and_is_asked_for_by_its_hub_id(serve
     against its /v1/models first), without a seed under generation.seed=null."""
     from pipeline.app import run
     from pipeline.assets import cell_assets
-    from pipeline.stage import cell_dir
     from pipeline.store import ArtifactStore
 
     server.state.served_models = ["HuggingFaceTB/SmolLM2-135M-Instruct"]
     cfg = _cfg(tmp_path, f"backend.base_url={server.base_url}", "model.path=/nonexistent/model",
                "generation.strategies=[greedy,ar]", "evaluation.targets=[bayes]",
                "generation.seed=null", "uq.estimators=[bayes_risk,latent_entropy,sar,ptrue]")
-    assert not [a for a in cell_assets(cfg) if a.what.startswith("weights")]
+    assert not [a for a in cell_assets(resolve_cell(cfg)) if a.what.startswith("weights")]
     run(cfg)
-    store = ArtifactStore(cell_dir(cfg))
+    store = ArtifactStore(resolve_cell(cfg).root)
     assert len(store.read("samples")) == 18
     unc = store.read("uncertainty")
     assert set(unc["estimator"]) >= {"sar", "ptrue", "latent_entropy"}  # SAR weighs words

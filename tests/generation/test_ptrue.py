@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pipeline.config import resolve_cell
 from pipeline.data.prompts import ptrue_prompt
 from pipeline.generation.ptrue import TRUE_TOKEN, compute_ptrue, ptrue_prompts, to_probability
 
@@ -70,7 +71,7 @@ def test_ptrue_asks_about_the_models_input_text_as_lm_polygraph_unless_told(comp
 
     cfg = compose_cfg("dataset=triviaqa_bundled", "dataset.limit=3")
     dataset = load_dataset("triviaqa_bundled", limit=3)
-    prompts = render_prompts(cfg, dataset)
+    prompts = render_prompts(resolve_cell(cfg), dataset)
     asked = [q for s in _shards(cfg, dataset, prompts) for q in s.questions]
     assert asked == prompts and asked != list(dataset["question"])
     assert all(q in p for q, p in zip(dataset["question"], prompts))  # the prompt holds it

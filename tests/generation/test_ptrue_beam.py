@@ -14,6 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs
 from pipeline.generation.ptrue import (
     beam_answers,
@@ -93,7 +94,7 @@ def test_a_cell_without_what_the_setting_needs_fails_before_any_generation(tmp_p
     cfg = _cfg(tmp_path, "dataset=triviaqa_bundled", "dataset.limit=2",
                "generation.ptrue_beam=true", "generation.strategies=[greedy]")
     with pytest.raises(ConfigError, match="needs beam among generation.strategies"):
-        run_stage("generate", cfg, ArtifactStore(tmp_path / "cell"))
+        run_stage("generate", resolve_cell(cfg), ArtifactStore(tmp_path / "cell"))
     assert not (tmp_path / "cell" / "samples.parquet").exists()
 
 
@@ -185,7 +186,7 @@ def test_the_generate_stage_on_smollm2_asks_ptrue_about_the_beam_output_too(tmp_
                "generation.strategies=[greedy,beam]", "generation.shard_size=2",
                "generation.ptrue_beam=true")
     store = ArtifactStore(tmp_path / "cell")
-    assert not run_stage("generate", cfg, store)["skipped"]
+    assert not run_stage("generate", resolve_cell(cfg), store)["skipped"]
     assert generate_slice(cfg)["generation"]["ptrue_beam"] is True
     ptrue, decodes = store.read("ptrue"), store.read("decodes")
     assert list(ptrue.columns) == [*PTRUE, "logprob_true_beam", "p_true_beam"]
@@ -198,7 +199,7 @@ def test_the_generate_stage_on_smollm2_asks_ptrue_about_the_beam_output_too(tmp_
     for pid in same:
         assert by.loc[pid, "logprob_true_beam"] == by.loc[pid, "logprob_true"]
     prompts = dict(zip(store.read("dataset")["prompt_id"], cfg_prompts(cfg, store)))
-    direct = compute_ptrue(generation_backend(cfg), [prompts[pid] for pid in differ],
+    direct = compute_ptrue(generation_backend(resolve_cell(cfg)), [prompts[pid] for pid in differ],
                            [text["beam"][pid] for pid in differ])
     for pid, lp in zip(differ, direct):
         assert by.loc[pid, "logprob_true_beam"] == pytest.approx(lp, abs=0.05)
@@ -210,7 +211,7 @@ def cfg_prompts(cfg, store):
     """The cell's chat-rendered prompts (what P(True) asks about, generation.ptrue_asks=prompt)."""
     from pipeline.generation.cell import render_prompts
 
-    return render_prompts(cfg, store.read("dataset"))
+    return render_prompts(resolve_cell(cfg), store.read("dataset"))
 
 
 # --------------------------------------------------------------------------- backend=vllm
@@ -246,15 +247,15 @@ def test_under_vllm_a_second_vllm_pass_asks_about_the_beam_output(tmp_path):
                "backend.kv_cache_memory_bytes=134217728", "generation.strategies=[greedy,beam]",
                "generation.ptrue_beam=true")
     store = ArtifactStore(tmp_path / "cell")
-    assert not run_stage("generate", cfg, store)["skipped"]
+    assert not run_stage("generate", resolve_cell(cfg), store)["skipped"]
     ptrue, decodes = store.read("ptrue"), store.read("decodes")
     assert list(ptrue.columns) == [*PTRUE, "logprob_true_beam", "p_true_beam"]
     text = {s: dict(zip(d["prompt_id"], d["text"])) for s, d in decodes.groupby("strategy")}
-    prompts = render_prompts(cfg, store.read("dataset"))
+    prompts = render_prompts(resolve_cell(cfg), store.read("dataset"))
     hf = compute_ptrue(TransformersBackend(model, dtype="float32"), prompts,
                        [text["beam"][pid] for pid in ptrue["prompt_id"]])
     for row, expected in zip(ptrue.itertuples(), hf):
         if text["greedy"][row.prompt_id] == text["beam"][row.prompt_id]:
             assert row.logprob_true_beam == row.logprob_true
         assert row.logprob_true_beam == pytest.approx(expected, abs=1e-3)
-    assert run_stage("generate", cfg, store)["skipped"]  # same key: nothing rerun
+    assert run_stage("generate", resolve_cell(cfg), store)["skipped"]  # same key: nothing rerun

@@ -164,4 +164,4 @@ def test_decode_records_equal_the_backends_decodes(tiny_backend, tiny_prompts):
 def test_bad_arguments(tiny_backend, tiny_prompts, kwargs, message) -> None:
     args = {"prompt_ids": IDS, **kwargs}
     with pytest.raises(ValueError, match=message):
-        generate_records(tiny_backend, tiny_prompts, cfg=CFG, progress=False, **args)
+        generate_records(tiny_backend, tiny_prompts, sampling=CFG, progress=False, **args)

@@ -113,14 +113,14 @@ def vllm_run(tiny_model_dir, prompts, ptrue_prompts, bench_prompts) -> dict[str,
     calls = [
         {"method": "render_chat", "messages": [[{"role": "user", "content": q}] for q in QUESTIONS]},
         {"method": "sample", "prompts": prompts,
-         "cfg": {"n": SAMPLE_N, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": SAMPLE_TOKENS}},
+         "sampling": {"n": SAMPLE_N, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": SAMPLE_TOKENS}},
         {"method": "sample", "prompts": prompts,
-         "cfg": {"n": SAMPLE_N, "temperature": 0.7, "top_p": 1.0, "top_k": 5, "max_new_tokens": SAMPLE_TOKENS}},
+         "sampling": {"n": SAMPLE_N, "temperature": 0.7, "top_p": 1.0, "top_k": 5, "max_new_tokens": SAMPLE_TOKENS}},
         {"method": "greedy", "prompts": prompts, "max_new_tokens": 16},
         {"method": "beam", "prompts": prompts, "num_beams": 3, "max_new_tokens": 16},
         {"method": "logprob_of_next", "prompts": ptrue_prompts + prompts, "token": "True"},
         {"method": "sample", "prompts": bench_prompts,
-         "cfg": {"n": BENCH_N, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": BENCH_TOKENS}},
+         "sampling": {"n": BENCH_N, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": BENCH_TOKENS}},
     ]
     started = time.perf_counter()
     response = run_vllm_worker(engine, calls, python=VLLM_PYTHON, timeout=1500)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.config import resolve_cell
 from pipeline.generation.base import split_strategies
 from pipeline.generation.cell import tensor_parallel_size, vllm_max_model_len
 
@@ -28,9 +29,9 @@ def model_4k(tmp_path) -> str:
 
 def test_max_model_len_is_capped_at_the_models_context(cfg_of, model_4k):
     # vLLM refuses max_model_len beyond the model's positions (seen in the rehearsal)
-    assert vllm_max_model_len(cfg_of("backend.max_model_len=8192"), model_4k) == 4096
-    assert vllm_max_model_len(cfg_of("backend.max_model_len=2048"), model_4k) == 2048
-    assert vllm_max_model_len(cfg_of("backend.max_model_len=null"), model_4k) == 4096
+    assert vllm_max_model_len(resolve_cell(cfg_of("backend.max_model_len=8192")), model_4k) == 4096
+    assert vllm_max_model_len(resolve_cell(cfg_of("backend.max_model_len=2048")), model_4k) == 2048
+    assert vllm_max_model_len(resolve_cell(cfg_of("backend.max_model_len=null")), model_4k) == 4096
 
 
 def test_tensor_parallel_follows_the_models_gpus_unless_set(cfg_of):

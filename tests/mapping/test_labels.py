@@ -36,7 +36,8 @@ def test_merge_by_chooses_how_a_prompts_labels_become_one_label_space(compose_cf
     """The set mapper with each `merge_by`, on the same responses: the label rule joins a name
     and its longer form; canonical form only keeps them apart; the paper config picks the rule
     for MAQA's sets and KGGen's clustering alone (canonical) for graphs."""
-    from pipeline.tasks.contract import MAPPERS, MapContext, mapper_config
+    from pipeline.tasks.contract import MAPPERS, MapContext
+    from pipeline.config import mapper_config
 
     responses = ["The Pacific Ocean and the Atlantic.", "Pacific, Atlantic Ocean", "pacific"]
     question = "Which oceans border the USA?"
@@ -63,7 +64,7 @@ def test_merge_by_chooses_how_a_prompts_labels_become_one_label_space(compose_cf
 
 def test_merge_by_names_the_choices_when_misspelt(compose_cfg):
     from pipeline.errors import ConfigError
-    from pipeline.tasks.contract import mapper_config
+    from pipeline.config import mapper_config
 
     with pytest.raises(ConfigError, match="merge_by.*equivalence, rule, canonical"):
         mapper_config(compose_cfg("task=sets", "mappers.sets.merge_by=nli"), "sets")

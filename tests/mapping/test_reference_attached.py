@@ -3,6 +3,7 @@ without a reference, the samples' and decodes' latents are the same."""
 
 import pandas as pd
 
+from pipeline.config import resolve_cell
 from pipeline.mapping.labels import attach_labels, representatives
 from pipeline.tasks.graphs.reading import merge_graphs
 
@@ -64,7 +65,7 @@ def test_map_stage_samples_latents_do_not_depend_on_the_reference(compose_cfg, t
     def run(reference):
         dataset = pd.DataFrame({"prompt_id": ["p0"], "question": ["(article)"],
                                 "reference_text": [reference]})
-        return map_cell(cfg, dataset, samples, decodes)
+        return map_cell(resolve_cell(cfg), dataset, samples, decodes)
 
     without, with_ref = run(""), run("Alice met Smith Jones in Paris.")
     assert list(with_ref["source"]) == ["sample"] * 3 + ["greedy", "reference"]

@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs
 from pipeline.stage import STAGES
 
@@ -22,7 +23,7 @@ def slices():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         def of(*overrides):
             cfg = compose("config", overrides=list(overrides))
-            return {name: STAGES[name].config_slice(cfg)
+            return {name: STAGES[name].config_slice(resolve_cell(cfg))
                     for name in ("generate", "map", "decide", "uq", "evaluate")}
         yield of
     GlobalHydra.instance().clear()

@@ -8,6 +8,7 @@ from hydra import compose
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs, validate
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -199,7 +200,7 @@ def test_map_cache_key_ignores_where_kggen_runs_but_not_what_it_runs(hydra_ctx):
     from pipeline.stage import STAGES
 
     def map_slice(*overrides):
-        return STAGES["map"].config_slice(compose("config", overrides=["dataset=cnn_dm_bundled", *overrides]))
+        return STAGES["map"].config_slice(resolve_cell(compose("config", overrides=["dataset=cnn_dm_bundled", *overrides])))
 
     base = map_slice()
     assert map_slice("task.extractor.kggen_python=/opt/kggen/bin/python") == base
@@ -229,7 +230,7 @@ def test_the_paper_settings_it_leaves_open_are_the_documented_ones(hydra_ctx, da
                                                                    max_new_tokens):
     """docs/fidelity.md rows "Decoding baselines", "Generation length", "Dataset splits and
     sizes", "COMET checkpoint", "KL smoothing": the values it names."""
-    from pipeline.tasks.contract import metric_config
+    from pipeline.config import metric_config
 
     cfg = compose("config", overrides=["experiment=paper", f"dataset={dataset}"])
     g = cfg.generation

@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs
 from pipeline.clients.llm_client import FatalLLMCallError
 from pipeline.stages.map import ExtractionCallsFailed
@@ -65,11 +66,11 @@ def test_a_rejected_key_stops_the_stage_and_a_fixed_one_recomputes(tmp_path):
         server.state.faults = [401] * 50
         cfg = _cfg(server, tmp_path)
         with pytest.raises(FatalLLMCallError, match="401"):
-            run_stage("map", cfg, store)
+            run_stage("map", resolve_cell(cfg), store)
         assert store.manifest("latents") is None  # nothing stored under the normal key
         assert not list((tmp_path / "cache" / "llm").rglob("*.json"))  # nor in the call cache
         server.state.faults = []  # the key is fixed
-        result = run_stage("map", cfg, store)
+        result = run_stage("map", resolve_cell(cfg), store)
         assert not result["skipped"]
     latents = store.read("latents")
     assert latents["parse_ok"].all() and len(latents) == 8
@@ -82,12 +83,12 @@ def test_transient_failures_beyond_the_allowed_share_fail_the_stage(tmp_path):
         server.state.faults = [503, 503, 503, 503]
         cfg = _cfg(server, tmp_path, "task.extractor.max_concurrency=1")
         with pytest.raises(ExtractionCallsFailed, match=r"2 of 8 calls .* failed after retries"):
-            run_stage("map", cfg, store)
+            run_stage("map", resolve_cell(cfg), store)
         assert store.manifest("latents") is None
         answered = len(list((tmp_path / "cache" / "llm").rglob("*.json")))
         assert answered == 6  # the answered calls are cached: a rerun only retries the rest
         before = server.state.requests
-        run_stage("map", cfg, store)
+        run_stage("map", resolve_cell(cfg), store)
         assert server.state.requests - before == 2
     assert store.read("latents")["parse_ok"].all()
 
@@ -98,6 +99,6 @@ def test_a_tolerated_share_stores_the_failed_responses_as_unparseable(tmp_path):
         server.state.faults = [500, 500]  # the first call fails twice (1 retry)
         cfg = _cfg(server, tmp_path, "task.extractor.max_concurrency=1",
                    "task.extractor.max_failed_share=0.2")
-        run_stage("map", cfg, store)
+        run_stage("map", resolve_cell(cfg), store)
     latents = store.read("latents")
     assert int((~latents["parse_ok"]).sum()) == 1

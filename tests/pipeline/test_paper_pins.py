@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from hydra import compose
 
+from pipeline.config import resolve_cell
 from pipeline.latent import get_space
 
 # --------------------------------------------------------------------------- 1. self-consistency
@@ -401,7 +402,8 @@ def test_the_simplex_g_t_example_is_restored_and_the_cut_one_an_option(hydra_ctx
     listing as published, cut at "%"."""
     import pipeline.clients.llm_client
     from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPT
-    from pipeline.tasks.contract import MAPPERS, mapper_config
+    from pipeline.tasks.contract import MAPPERS
+    from pipeline.config import mapper_config
 
     sent = []
 
@@ -488,7 +490,7 @@ def test_the_paper_nli_judge_runs_in_float32_on_a_gpu_too(hydra_ctx, monkeypatch
     cfg = compose("config", overrides=["experiment=paper", "dataset=triviaqa"])
     aux_models._nli.cache_clear()
     try:
-        judge = aux_models.build_equivalence(cfg)
+        judge = aux_models.build_equivalence(resolve_cell(cfg))
         assert (judge.device, judge.dtype) == ("cuda", "float32")
     finally:
         aux_models._nli.cache_clear()
@@ -555,7 +557,7 @@ def test_the_prompt_is_one_user_turn_without_a_system_prompt(hydra_ctx, monkeypa
     cfg = _paper("dataset=triviaqa", f"model={model}")
     question = "Who wrote Hamlet?"
     dataset = pd.DataFrame({"prompt_id": ["p"], "question": [question]})
-    assert cell.render_prompts(cfg, dataset) == ["RENDERED"]
+    assert cell.render_prompts(resolve_cell(cfg), dataset) == ["RENDERED"]
     [(messages, kwargs)] = tokenizer.calls
     assert messages == [{"role": "user", "content": task_prompt(cfg.task.prompt, question)}]
     assert kwargs == {"tokenize": False, "add_generation_prompt": True, **template_kwargs}

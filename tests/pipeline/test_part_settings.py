@@ -14,7 +14,8 @@ from pipeline.errors import ConfigError
 from pipeline.mapping.settings import ExtractorConfig
 from pipeline.parts import cache_slice, how, part_config
 from pipeline.stages.map import map_cell, map_slice
-from pipeline.tasks.contract import MAPPERS, Mapper, mapper_config
+from pipeline.tasks.contract import MAPPERS, Mapper
+from pipeline.config import mapper_config, resolve_cell
 
 
 @dataclass
@@ -106,11 +107,11 @@ def test_a_plugin_mappers_setting_reaches_it_and_its_cache_key(compose_cfg, roun
     validate(cfg)
     assert mapper_config(cfg) == RoundedClock(minutes=15)
     other = compose_cfg("task=reals", "task.mapper=rounded_clock")
-    assert map_slice(cfg)["settings"] == {"minutes": 15}
-    assert map_slice(other)["settings"] == {"minutes": 1}
+    assert map_slice(resolve_cell(cfg))["settings"] == {"minutes": 15}
+    assert map_slice(resolve_cell(other))["settings"] == {"minutes": 1}
     data = _cell(["1.1"])
-    assert map_cell(cfg, *data)["latent"].tolist() == ["1.0", "1.0", "1.0"]
-    assert map_cell(other, *data)["latent"].tolist() == ["1.1", "1.1", "1.1"]
+    assert map_cell(resolve_cell(cfg), *data)["latent"].tolist() == ["1.0", "1.0", "1.0"]
+    assert map_cell(resolve_cell(other), *data)["latent"].tolist() == ["1.1", "1.1", "1.1"]
 
 
 def _cell(texts: list[str], question: str = "Which oceans border Chile, and what is 7 x 6?"):
@@ -145,9 +146,9 @@ def test_no_setting_outside_a_mappers_settings_changes_its_latents(compose_cfg, 
     if not hasattr(mapper_config(base), "equivalence"):
         outside += ["task.equivalence.backend=nli", "task.equivalence.threshold=0.5"]
     changed = compose_cfg(f"task={task}", *outside)
-    assert map_slice(changed) == map_slice(base)
+    assert map_slice(resolve_cell(changed)) == map_slice(resolve_cell(base))
     data = _cell(TEXTS)
-    pd.testing.assert_frame_equal(map_cell(changed, *data), map_cell(base, *data))
+    pd.testing.assert_frame_equal(map_cell(resolve_cell(changed), *data), map_cell(resolve_cell(base), *data))
 
 
 def test_an_unresolvable_shared_setting_is_a_config_error_naming_the_mapper(compose_cfg, monkeypatch):
@@ -160,7 +161,8 @@ def test_an_unresolvable_shared_setting_is_a_config_error_naming_the_mapper(comp
 # --- metrics: typed settings under metrics.<name> ---------------------------------------------
 
 def test_every_registered_metric_has_typed_settings_composed_from_the_config(compose_cfg):
-    from pipeline.tasks.contract import METRICS, metric_config
+    from pipeline.tasks.contract import METRICS
+    from pipeline.config import metric_config, resolve_cell
 
     cfg = compose_cfg("experiment=paper")
     for name in METRICS.names():
@@ -219,21 +221,21 @@ def test_no_setting_outside_a_metrics_settings_changes_the_evaluate_key(compose_
                "comet": "metrics.comet.model=/c", "alignscore": "metrics.alignscore.ckpt=/a"}
     assert set(outside) == {n for n in METRICS.names() if METRICS[n].Config().__dict__}
     others = [o for name, o in outside.items() if name not in mine]
-    assert evaluate_slice(compose_cfg(f"task={task}", *others)) == evaluate_slice(base)
+    assert evaluate_slice(resolve_cell(compose_cfg(f"task={task}", *others))) == evaluate_slice(resolve_cell(base))
     for name in mine & set(outside):  # a metric's own setting is in the key
-        assert evaluate_slice(compose_cfg(f"task={task}", outside[name])) != evaluate_slice(base)
+        assert evaluate_slice(resolve_cell(compose_cfg(f"task={task}", outside[name]))) != evaluate_slice(resolve_cell(base))
 
 
 def test_a_metric_sees_its_own_settings_only_and_unreferenced_prompts_are_not_scored(compose_cfg):
     from pipeline.latent import get_space
-    from pipeline.stages.evaluate import metric_settings, quality_rows
+    from pipeline.stages.evaluate import quality_rows
 
     dataset, decisions = _set_decisions()
 
     def f1_of(*overrides):
         cfg = compose_cfg("task=sets", *overrides)
         q = quality_rows(get_space("sets"), ["f1"], dataset, decisions, None, reference="answer_set",
-                         settings=metric_settings(cfg))
+                         settings=dict(resolve_cell(cfg).task.metric_settings))
         assert q["prompt_id"].tolist() == ["p0"]
         return q["value"].item()
 
@@ -247,7 +249,8 @@ def test_a_metric_sees_its_own_settings_only_and_unreferenced_prompts_are_not_sc
 # --- UQ estimator groups: typed settings under uq.groups.<name> -------------------------------
 
 def test_every_estimator_group_has_typed_settings_composed_from_the_config(compose_cfg):
-    from pipeline.uncertainty.estimators import GROUPS, group_config
+    from pipeline.uncertainty.estimators import GROUPS
+    from pipeline.config import group_config
 
     cfg = compose_cfg("experiment=paper")
     for name in GROUPS.names():
@@ -277,9 +280,9 @@ def test_the_uq_key_holds_the_settings_of_the_asked_estimators_groups_only(compo
                  "uq.groups.lm_polygraph.nli_with_question=false",
                  "+uq.groups.lm_polygraph.kwargs.sar.t=0.5", "task.equivalence.threshold=0.5"]
     for change in polygraph:  # lm-polygraph's settings (and its judge) are in its key
-        assert uq_slice(compose_cfg(change)) != uq_slice(compose_cfg()), change
+        assert uq_slice(resolve_cell(compose_cfg(change))) != uq_slice(resolve_cell(compose_cfg())), change
     # ... and in no key of estimators that do not read them
-    assert uq_slice(compose_cfg(ours, *polygraph)) == uq_slice(compose_cfg(ours))
+    assert uq_slice(resolve_cell(compose_cfg(ours, *polygraph))) == uq_slice(resolve_cell(compose_cfg(ours)))
 
 
 @pytest.mark.parametrize("override, said", [

@@ -14,6 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.config import resolve_cell
 from pipeline.assets import MissingAssetsError, cell_assets, check_assets
 from pipeline.config import register_configs
 
@@ -33,7 +34,7 @@ def compose_cfg(tmp_path, monkeypatch):
 
 
 def _missing(cfg) -> dict[str, str]:
-    return {a.what: a.how for a in cell_assets(cfg) if not a.available}
+    return {a.what: a.how for a in cell_assets(resolve_cell(cfg)) if not a.available}
 
 
 def test_paper_cnn_dm_names_every_missing_input_and_its_fetch_step(compose_cfg):
@@ -47,11 +48,11 @@ def test_paper_cnn_dm_names_every_missing_input_and_its_fetch_step(compose_cfg):
     assert missing["vLLM environment"] == "make vllm-env"
     assert "export OPENAI_API_KEY" in missing["API key for gpt-4.1-mini"]
     with pytest.raises(MissingAssetsError) as err:
-        check_assets(cfg, ["evaluate"])
+        check_assets(resolve_cell(cfg), ["evaluate"])
     text = str(err.value)
     assert "qwen3-4b/cnn_dm cannot run" in text and "AlignScore checkpoint" in text
     assert "weights of qwen3-4b" not in text  # only the stages that will run are checked
-    check_assets(cfg, [])  # nothing to run: nothing needed
+    check_assets(resolve_cell(cfg), [])  # nothing to run: nothing needed
 
 
 def test_maqa_default_source_is_the_fetched_json(compose_cfg, tmp_path):

@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import pipeline.store as store_module
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs
 from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
@@ -48,8 +49,8 @@ def _shard_prompt_ids(cfg) -> list[list[str]]:
     from pipeline.generation.cell import render_prompts
     from pipeline.stages.generate import _shards, load_cell_dataset
 
-    dataset = load_cell_dataset(cfg)
-    return [s.prompt_ids for s in _shards(cfg, dataset, render_prompts(cfg, dataset))]
+    dataset = load_cell_dataset(resolve_cell(cfg))
+    return [s.prompt_ids for s in _shards(cfg, dataset, render_prompts(resolve_cell(cfg), dataset))]
 
 
 def crash_before(n: int, monkeypatch) -> None:
@@ -79,7 +80,7 @@ def test_a_crash_at_every_write_of_generate_resumes_to_the_same_artifacts(
         return real_replace(src, dst)
 
     monkeypatch.setattr(store_module.os, "replace", counting)
-    run_stage("generate", cfg, clean)
+    run_stage("generate", resolve_cell(cfg), clean)
     monkeypatch.setattr(store_module.os, "replace", real_replace)
     reference = _frames(clean)
     # 2 shards x 3 groups x (parquet + sidecar), then 4 artifacts x (parquet + manifest)
@@ -90,14 +91,14 @@ def test_a_crash_at_every_write_of_generate_resumes_to_the_same_artifacts(
         cfg_n = _cfg(tiny_chat_model, tmp_path / f"crash{n}")
         crash_before(n, monkeypatch)
         with pytest.raises(Crash):
-            run_stage("generate", cfg_n, store)
+            run_stage("generate", resolve_cell(cfg_n), store)
         monkeypatch.setattr(store_module.os, "replace", real_replace)
-        result = run_stage("generate", cfg_n, store)
+        result = run_stage("generate", resolve_cell(cfg_n), store)
         assert not result["skipped"], n
         for name, frame in _frames(store).items():
             pd.testing.assert_frame_equal(frame, reference[name], obj=f"{name} after crash {n}")
         assert not list(store.root.glob("*.shards")), n  # resumed, merged, cleaned up
-        assert run_stage("generate", cfg_n, store)["skipped"]
+        assert run_stage("generate", resolve_cell(cfg_n), store)["skipped"]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "half_rows"])
@@ -108,14 +109,14 @@ def test_a_damaged_artifact_is_recomputed_not_trusted(tiny_chat_model, tmp_path,
 
     cfg = _cfg(tiny_chat_model, tmp_path)
     store = ArtifactStore(tmp_path / "cell")
-    run_stage("generate", cfg, store)
+    run_stage("generate", resolve_cell(cfg), store)
     reference = _frames(store)
     path = store.path("samples")
     if damage == "truncate":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     else:  # a valid parquet holding half the rows
         pq.write_table(to_table("samples", reference["samples"].iloc[:3]), path)
-    result = run_stage("generate", cfg, store)
+    result = run_stage("generate", resolve_cell(cfg), store)
     assert not result["skipped"]
     assert "samples has this run's key but" in caplog.text and "recomputing" in caplog.text
     pd.testing.assert_frame_equal(store.read("samples"), reference["samples"])
@@ -132,20 +133,20 @@ def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(tiny_chat_mo
     store = ArtifactStore(tmp_path / "cell")
     cfg2 = _cfg(tiny_chat_model, tmp_path, "backend.batch_size=2")
     cfg1 = _cfg(tiny_chat_model, tmp_path, "backend.batch_size=1")
-    key2, key1 = (stage_key(STAGES["generate"], c, store)[0] for c in (cfg2, cfg1))
+    key2, key1 = (stage_key(STAGES["generate"], resolve_cell(c), store)[0] for c in (cfg2, cfg1))
     assert key2 != key1
     real_replace = os.replace
     crash_before(6, monkeypatch)  # the three groups of shard 0 are down (parquet + sidecar)
     with pytest.raises(Crash):
-        run_stage("generate", cfg2, store)
+        run_stage("generate", resolve_cell(cfg2), store)
     monkeypatch.setattr(store_module.os, "replace", real_replace)
     ids = _shard_prompt_ids(cfg2)[0]
     assert store.has_shard("ptrue", key2, 0, ids)
-    run_stage("generate", cfg1, store)
+    run_stage("generate", resolve_cell(cfg1), store)
     assert store.key("samples") == key1
     assert store.has_shard("ptrue", key2, 0, ids)  # the other batch size's shard was left alone
     fresh = ArtifactStore(tmp_path / "fresh")
-    run_stage("generate", _cfg(tiny_chat_model, tmp_path, "backend.batch_size=1"), fresh)
+    run_stage("generate", resolve_cell(_cfg(tiny_chat_model, tmp_path, "backend.batch_size=1")), fresh)
     pd.testing.assert_frame_equal(store.read("samples"), fresh.read("samples"))
 
 
@@ -158,13 +159,13 @@ def test_a_resume_with_another_shard_size_redoes_the_shards_it_cannot_vouch_for(
     small = _cfg(tiny_chat_model, tmp_path, "generation.shard_size=1")
     crash_before(3 * 3 * 2, monkeypatch)  # the 3 shards of 1 prompt written, nothing merged
     with pytest.raises(Crash):
-        run_stage("generate", small, store)
+        run_stage("generate", resolve_cell(small), store)
     monkeypatch.setattr(store_module.os, "replace", _REAL_REPLACE)
     big = _cfg(tiny_chat_model, tmp_path, "generation.shard_size=2")
-    run_stage("generate", big, store)
+    run_stage("generate", resolve_cell(big), store)
     assert "holds other prompts" in caplog.text
     fresh = ArtifactStore(tmp_path / "fresh")
-    run_stage("generate", _cfg(tiny_chat_model, tmp_path, "generation.shard_size=2"), fresh)
+    run_stage("generate", resolve_cell(_cfg(tiny_chat_model, tmp_path, "generation.shard_size=2")), fresh)
     for name in GENERATED:
         pd.testing.assert_frame_equal(store.read(name), fresh.read(name), obj=name)
     assert store.read("samples")["prompt_id"].value_counts().tolist() == [2, 2, 2]
@@ -180,19 +181,19 @@ def test_a_damaged_generation_shard_is_redone_on_resume(tiny_chat_model, tmp_pat
     store = ArtifactStore(tmp_path / "cell")
     crash_before(2 * 3 * 2, monkeypatch)  # both shards written, nothing merged
     with pytest.raises(Crash):
-        run_stage("generate", cfg, store)
+        run_stage("generate", resolve_cell(cfg), store)
     monkeypatch.setattr(store_module.os, "replace", _REAL_REPLACE)
     from pipeline.stage import STAGES, stage_key
 
-    key = stage_key(STAGES["generate"], cfg, store)[0]
+    key = stage_key(STAGES["generate"], resolve_cell(cfg), store)[0]
     first, second = store.shard_path("samples", key, 0), store.shard_path("samples", key, 1)
     if damage == "truncate":
         first.write_bytes(first.read_bytes()[:100])
     else:
         first.write_bytes(second.read_bytes())
-    run_stage("generate", cfg, store)
+    run_stage("generate", resolve_cell(cfg), store)
     clean = ArtifactStore(tmp_path / "clean")
-    run_stage("generate", _cfg(tiny_chat_model, tmp_path), clean)
+    run_stage("generate", resolve_cell(_cfg(tiny_chat_model, tmp_path)), clean)
     for name in GENERATED:
         pd.testing.assert_frame_equal(store.read(name), clean.read(name), obj=name)
 
@@ -211,7 +212,7 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     trivia, maqa = ArtifactStore(tmp_path / "trivia"), ArtifactStore(tmp_path / "maqa")
     for cfg, store in ((trivia_cfg, trivia), (maqa_cfg, maqa)):
         for name in CELL_STAGES:
-            run_stage(name, cfg, store)
+            run_stage(name, resolve_cell(cfg), store)
     for suffix in (".parquet", ".manifest.json"):
         shutil.copyfile(maqa.root / f"latents{suffix}", trivia.root / f"latents{suffix}")
     for name in ("decide", "uq"):
@@ -220,11 +221,11 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
                                                 "by the pipeline's stage map; this is "
                                                 "default/tiny/triviaqa_bundled, .*run stage=map "
                                                 "first"):
-            run_stage(name, trivia_cfg, trivia)
+            run_stage(name, resolve_cell(trivia_cfg), trivia)
     assert maqa.manifest("latents")["inputs"]["samples"] == maqa.key("samples")  # upstream keys
-    run_stage("map", trivia_cfg, trivia)  # the named fix: the cell's own latents again
+    run_stage("map", resolve_cell(trivia_cfg), trivia)  # the named fix: the cell's own latents again
     for name in ("decide", "uq", "evaluate"):
-        run_stage(name, trivia_cfg, trivia)
+        run_stage(name, resolve_cell(trivia_cfg), trivia)
 
     # the report reads quality and uq_scores without running a stage: it used to put the
     # maqa numbers in the triviaqa row of Table 2 (exit 0)
@@ -250,7 +251,7 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     more = _cfg(tiny_chat_model, tmp_path, "generation.n_samples=3",
                 "task.equivalence.threshold=0.9")
     with pytest.raises(ArtifactError, match="input 'dataset' .*run stage=generate first"):
-        run_stage("map", more, trivia)
+        run_stage("map", resolve_cell(more), trivia)
 
 
 def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_recomputed(tmp_path):
@@ -264,7 +265,7 @@ def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_reco
 
     from pipeline.reporting.collect import find_cells, quality_means
     from pipeline.scorer.run import score
-    from pipeline.stage import CELL_STAGES, cell_dir
+    from pipeline.stage import CELL_STAGES
     from pipeline.store import ArtifactError
 
     rows = [{"id": f"q{i}", "question": f"Capital {i}?", "responses": ["Paris", "Paris", "Rome"],
@@ -272,14 +273,14 @@ def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_reco
     clean = score(rows, task="classes", work_dir=tmp_path / "scored")
     (work,) = [p for p in (tmp_path / "scored").iterdir() if p.is_dir()]
     cfg = _cfg(Path("/nonexistent-model"), tmp_path / "out", "task=classes")
-    cell = ArtifactStore(cell_dir(cfg))
+    cell = ArtifactStore(resolve_cell(cfg).root)
     shutil.copytree(work, cell.root)
     for name in CELL_STAGES[1:]:
         with pytest.raises(ArtifactError, match=(
                 f"stage '{name}': input '[a-z_]+' .* was made for another cell or by another "
                 "program \\(made for cell score/.* by the scorer \\(pipeline.score\\); this is "
                 "default/tiny/triviaqa_bundled, run by the pipeline's stage .*\\): run stage=")):
-            run_stage(name, cfg, cell)
+            run_stage(name, resolve_cell(cfg), cell)
     with pytest.raises(ArtifactError, match="made by the scorer \\(pipeline.score"):
         quality_means(find_cells(tmp_path / "out", "default"))
 

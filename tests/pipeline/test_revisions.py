@@ -18,6 +18,7 @@ import pytest
 
 from pipeline.config import register_configs
 from pipeline.errors import ConfigError
+from pipeline.config import resolve_cell
 from pipeline.revisions import cached_commit, is_hub_id, resolve_commit, snapshot_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,9 +62,9 @@ def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(cfg_
 
     monkeypatch.setattr(datasets, "load_dataset", hub_load)
     cfg = cfg_of("dataset=triviaqa", "dataset.revision=v1.0", "dataset.limit=null")
-    assert dataset_options(cfg)["revision"] == "v1.0"
+    assert dataset_options(resolve_cell(cfg))["revision"] == "v1.0"
     with recording_sources() as seen:
-        frame = load_cell_dataset(cfg)
+        frame = load_cell_dataset(resolve_cell(cfg))
     assert calls == [("mandarjoshi/trivia_qa", "rc.nocontext",
                       {"split": "validation", "revision": "v1.0", "cache_dir": None})]
     assert list(frame["question"]) == ["Capital of France?"]
@@ -71,9 +72,9 @@ def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(cfg_
                      "split": "validation", "requested": "v1.0", "resolved": SHA}]
     # null: the call is the one made before the setting existed (revision=None)
     calls.clear()
-    load_cell_dataset(cfg_of("dataset=triviaqa", "dataset.limit=null"))
+    load_cell_dataset(resolve_cell(cfg_of("dataset=triviaqa", "dataset.limit=null")))
     assert calls[0][2]["revision"] is None
-    assert "revision" not in dataset_options(cfg_of("dataset=triviaqa"))
+    assert "revision" not in dataset_options(resolve_cell(cfg_of("dataset=triviaqa")))
 
 
 def test_model_revision_reaches_the_tokenizer_and_the_backend(cfg_of, monkeypatch):
@@ -93,13 +94,13 @@ def test_model_revision_reaches_the_tokenizer_and_the_backend(cfg_of, monkeypatc
     cell._cached_backend.cache_clear()
     cfg = cfg_of("model=qwen3-4b", "model.revision=abc")
     with pytest.raises(ConfigError, match="no tokenizer"):
-        cell.model_tokenizer(cfg)
+        cell.model_tokenizer(resolve_cell(cfg))
     assert seen["tokenizer"] == ("Qwen/Qwen3-4B", {"trust_remote_code": False, "revision": "abc"})
-    cell.make_backend(cfg)
+    cell.make_backend(resolve_cell(cfg))
     assert seen["backend"]["revision"] == "abc"
     seen.clear()
     cell._cached_backend.cache_clear()
-    cell.make_backend(cfg_of("model=qwen3-4b"))  # null: no revision argument at all
+    cell.make_backend(resolve_cell(cfg_of("model=qwen3-4b")))  # null: no revision argument at all
     assert "revision" not in seen["backend"]
     cell._tokenizer.cache_clear()
     cell._cached_backend.cache_clear()
@@ -177,7 +178,8 @@ def test_the_default_run_records_bundled_sources_and_keeps_its_keys(tmp_path, co
     """The packaged SmolLM2 on a bundled set: the manifests say "bundled" (no invented commit),
     and the null revisions are absent from the generate key's config slice. (The default
     cache_dir: the packaged model is converted there once, as by the other end-to-end tests.)"""
-    from pipeline.stage import cell_dir, run_stage
+    from pipeline.config import resolve_cell
+    from pipeline.stage import run_stage
     from pipeline.stages.generate import generate_slice
     from pipeline.store import ArtifactStore
 
@@ -185,9 +187,9 @@ def test_the_default_run_records_bundled_sources_and_keeps_its_keys(tmp_path, co
                  "dataset.max_new_tokens=2", "generation.strategies=[greedy]",
                  "generation.ptrue=false", "evaluation.targets=[bayes]", "wandb.enabled=false")
     assert cfg.model.revision is None and cfg.dataset.revision is None
-    assert "revision" not in generate_slice(cfg)["model"]
-    store = ArtifactStore(cell_dir(cfg))
-    run_stage("generate", cfg, store)
+    assert "revision" not in generate_slice(resolve_cell(cfg))["model"]
+    store = ArtifactStore(resolve_cell(cfg).root)
+    run_stage("generate", resolve_cell(cfg), store)
     for name in ("dataset", "samples", "decodes", "ptrue"):
         revisions = store.manifest(name)["revisions"]
         model, dataset = revisions["model"], revisions["dataset"]
@@ -258,7 +260,7 @@ def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
 
     def weights(*overrides):
         cfg = cfg_of(f"model.path={TINY_REPO}", "model.name=tiny", *overrides)
-        return next(a for a in cell_assets(cfg) if a.what == "weights of tiny")
+        return next(a for a in cell_assets(resolve_cell(cfg)) if a.what == "weights of tiny")
 
     assert weights().available and weights("model.revision=v1").available
     missing = weights("model.revision=v9")
@@ -272,34 +274,34 @@ def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
 def test_unpinned_sources_of_a_cell(cfg_of):
     from pipeline.plan import unpinned_sources
 
-    assert unpinned_sources(cfg_of("dataset=triviaqa_bundled")) == []  # the default run
-    paper = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa"))
+    assert unpinned_sources(resolve_cell(cfg_of("dataset=triviaqa_bundled"))) == []  # the default run
+    paper = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa")))
     assert paper[:2] == ["model Qwen/Qwen3-4B (model.revision)",
                          "dataset mandarjoshi/trivia_qa (dataset.revision)"]
     assert "NLI model microsoft/deberta-large-mnli (task.equivalence.nli_revision)" in paper
-    pinned = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
-                                     "model.revision=abc", "dataset.revision=def"))
+    pinned = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
+                                     "model.revision=abc", "dataset.revision=def")))
     assert not [s for s in pinned if s.startswith(("model ", "dataset "))]
     assert "NLI model microsoft/deberta-large-mnli (task.equivalence.nli_revision)" in pinned
     # the auxiliary checkpoints pinned too: nothing is left
-    assert unpinned_sources(cfg_of(
+    assert unpinned_sources(resolve_cell(cfg_of(
         "experiment=paper", "model=qwen3-4b", "dataset=triviaqa", "model.revision=abc",
         "dataset.revision=def", "task.equivalence.nli_revision=v1",
-        "uq.groups.lm_polygraph.cross_encoder_revision=v1")) == []
+        "uq.groups.lm_polygraph.cross_encoder_revision=v1"))) == []
     # the CNN/DM benchmark file is no hub dataset; its hub source is
-    cnn = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm"))
+    cnn = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm")))
     assert not [s for s in cnn if s.startswith("dataset ")]
     assert "AlignScore base model roberta-large (metrics.alignscore.model_revision)" in cnn
-    hub = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
-                                  "dataset.overrides.source=hub"))
+    hub = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
+                                  "dataset.overrides.source=hub")))
     assert "dataset abisee/cnn_dailymail (dataset.revision)" in hub
-    wmt = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien"))
+    wmt = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien")))
     assert {"COMET checkpoint Unbabel/wmt22-comet-da (metrics.comet.revision)",
             ("embedder embeddinggemma google/embeddinggemma-300m "
              "(mappers.sphere.embedder_revision)")} <= set(wmt)
-    wmt = unpinned_sources(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien",
+    wmt = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien",
                                   "metrics.comet.revision=v1",
-                                  "mappers.sphere.embedder_revision=v1"))
+                                  "mappers.sphere.embedder_revision=v1")))
     assert not [s for s in wmt if s.startswith(("COMET", "embedder"))]
 
 
@@ -335,7 +337,7 @@ def test_a_null_pin_leaves_the_stage_keys_as_they_were(cfg_of):
 
     def slices(*overrides):
         cfg = cfg_of("experiment=paper", "model=qwen3-4b", *overrides)
-        return json.dumps([map_slice(cfg), uq_slice(cfg), evaluate_slice(cfg)], default=str)
+        return json.dumps([map_slice(resolve_cell(cfg)), uq_slice(resolve_cell(cfg)), evaluate_slice(resolve_cell(cfg))], default=str)
 
     for dataset in ("triviaqa", "wmt19_fien", "cnn_dm"):
         assert "revision" not in slices(f"dataset={dataset}", "evaluation.match_judge=equivalence")
@@ -472,7 +474,7 @@ def test_a_pin_on_a_packaged_or_local_checkpoint_is_refused_before_any_work(cfg_
 
     def embedder(*overrides):
         cfg = cfg_of("dataset=wmt19_fien_bundled", *overrides)
-        return next(a for a in cell_assets(cfg) if a.what.startswith("embedder "))
+        return next(a for a in cell_assets(resolve_cell(cfg)) if a.what.startswith("embedder "))
 
     assert embedder().available  # the packaged MiniLM: nothing to pin
     packaged = embedder("mappers.sphere.embedder_revision=v1")

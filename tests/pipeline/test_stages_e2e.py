@@ -22,7 +22,7 @@ from pipeline.config import register_configs
 from pipeline.latent import get_space
 from pipeline.latent.codec import from_json
 from pipeline.app import run
-from pipeline.stage import cell_dir
+from pipeline.config import resolve_cell
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def maqa_run(tmp_path_factory):
 
 def test_every_artifact_written_with_manifest(maqa_run):
     _, cfg, first = maqa_run
-    store = ArtifactStore(cell_dir(cfg))
+    store = ArtifactStore(resolve_cell(cfg).root)
     for name in ("dataset", "samples", "decodes", "ptrue", "latents", "decisions", "uncertainty",
                  "quality", "uq_scores"):
         m = store.manifest(name)
@@ -72,7 +72,7 @@ def test_every_artifact_written_with_manifest(maqa_run):
 
 def test_stored_bayes_risk_is_the_latent_core_risk(maqa_run):
     _, cfg, _ = maqa_run
-    store = ArtifactStore(cell_dir(cfg))
+    store = ArtifactStore(resolve_cell(cfg).root)
     latents, decisions = store.read("latents"), store.read("decisions")
     space = get_space("sets")
     checked = 0
@@ -94,7 +94,7 @@ def test_uq_values_equal_lm_polygraph_called_directly(maqa_run):
     from lm_polygraph.estimators import MaximumSequenceProbability, PTrue
 
     _, cfg, _ = maqa_run
-    store = ArtifactStore(cell_dir(cfg))
+    store = ArtifactStore(resolve_cell(cfg).root)
     unc = store.read("uncertainty").pivot_table(index="prompt_id", columns="estimator",
                                                 values="value")
     beam = store.read("decodes").query("strategy == 'beam'").set_index("prompt_id")

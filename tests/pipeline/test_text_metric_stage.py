@@ -14,8 +14,9 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import register_configs
 from pipeline.evaluation import text_metrics as tm
 from pipeline.latent import get_space
-from pipeline.stages.evaluate import metric_settings, quality_rows
-from pipeline.tasks.contract import METRICS, MetricContext, metric_config
+from pipeline.stages.evaluate import quality_rows
+from pipeline.config import metric_config, resolve_cell
+from pipeline.tasks.contract import METRICS, MetricContext
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -25,6 +26,11 @@ def _cfg(*overrides: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return compose("config", overrides=list(overrides))
+
+
+def metric_settings(cfg) -> dict:
+    """{metric: its typed settings} of the cell (what the evaluate stage hands the metrics)."""
+    return dict(resolve_cell(cfg).task.metric_settings)
 
 
 def _dataset(n: int) -> pd.DataFrame:

@@ -18,7 +18,8 @@ from wandb_records import read_runs
 
 from pipeline.config import register_configs
 from pipeline.app import run
-from pipeline.stage import CELL_STAGES, cell_dir
+from pipeline.config import resolve_cell, resolve_report
+from pipeline.stage import CELL_STAGES
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ class Cell:
 
     @property
     def store(self) -> ArtifactStore:
-        return ArtifactStore(cell_dir(self.cfg()))
+        return ArtifactStore(resolve_cell(self.cfg()).root)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +145,7 @@ def test_max_prompts_logged_caps_the_rows(tmp_path, cell):
     from pipeline.tracking import track_cell
 
     cfg = cell.cfg("wandb.max_prompts_logged=1", f"wandb.dir={tmp_path}")
-    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
+    track_cell(resolve_cell(cfg), {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
     runs = read_runs(tmp_path / "wandb")
     assert len(by_name(runs, CELL).table("prompts")["data"]) == 1
 
@@ -154,7 +155,7 @@ def test_upload_artifacts_copies_the_files_instead(tmp_path, cell, monkeypatch):
 
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "data"))  # wandb's staging copies
     cfg = cell.cfg("wandb.upload_artifacts=true", f"wandb.dir={tmp_path}")
-    track_cell(cfg, {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
+    track_cell(resolve_cell(cfg), {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
     [logged] = by_name(read_runs(tmp_path / "wandb"), f"{CELL}/evaluate").logged
     entries = {e.path: e for e in logged.manifest.contents}
     assert set(entries) == {"quality.parquet", "quality.manifest.json", "uq_scores.parquet",
@@ -265,7 +266,7 @@ def test_report_run_config_resolves_values_from_outside_its_keys(compose_cfg, tm
 
     cfg = compose_cfg("experiment=paper", "+rehearsal=local", f"wandb.dir={tmp_path}",
                       f"output_root={tmp_path}")
-    tracker = make_tracker(cfg, report=True)
+    tracker = make_tracker(resolve_report(cfg), report=True)
     tracker.finish()
     (run,) = read_runs(tmp_path / "wandb")
     assert run.config["metrics"]["comet"]["model"].endswith("/rehearsal/comet")

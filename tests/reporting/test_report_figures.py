@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from pipeline.config import resolve_cell, resolve_report
 from pipeline.config import Config
 from pipeline.evaluation import prr
 from pipeline.reporting import FIGURE_NAMES, build_report, figure_options, figures
@@ -267,7 +268,7 @@ def test_report_writes_every_figure_per_model(outputs, tmp_path):
     cfg = OmegaConf.structured(Config)
     cfg.output_root, cfg.experiment = str(outputs["root"]), EXPERIMENT
     cfg.results_dir, cfg.wandb.enabled = str(tmp_path / "results"), False
-    out = build_report(cfg)
+    out = build_report(resolve_report(cfg))
     for name in FIGURE_NAMES:
         for ext in ("png", "pdf"):
             path = tmp_path / "results" / "figures" / f"{name}.{ext}"
@@ -284,14 +285,14 @@ def test_report_writes_every_figure_per_model(outputs, tmp_path):
     assert pooled["n"].sum() == expected["n"].sum() == N_PROMPTS * len(PAPER4) * (
         pooled["baseline"].nunique())
     assert not (tmp_path / "results" / "figures" / "latent_entropy_vs_risk_pooled.png").exists()
-    assert figure_options(cfg)["rank_models"] == PAPER4
+    assert figure_options(resolve_report(cfg))["rank_models"] == PAPER4
 
 
 def test_pooled_entropy_vs_risk_is_an_option(outputs, tmp_path):
     cfg = OmegaConf.structured(Config)
-    assert figure_options(cfg)["entropy_pooled"] is False
+    assert figure_options(resolve_report(cfg))["entropy_pooled"] is False
     cfg.report_figures.entropy_pooled = True
-    assert figure_options(cfg)["entropy_pooled"] is True
+    assert figure_options(resolve_report(cfg))["entropy_pooled"] is True
     png = figures.fig_entropy_vs_risk_pooled(outputs["uncertainty"], tmp_path)
     assert png.name == "latent_entropy_vs_risk_pooled.png" and png.stat().st_size > 1000
 
@@ -300,7 +301,7 @@ def test_every_figure_survives_empty_inputs(tmp_path):
     cfg = OmegaConf.structured(Config)
     cfg.output_root, cfg.results_dir = str(tmp_path / "none"), str(tmp_path / "results")
     cfg.wandb.enabled = False
-    build_report(cfg)
+    build_report(resolve_report(cfg))
     for name in FIGURE_NAMES:
         assert (tmp_path / "results" / "figures" / f"{name}.png").stat().st_size > 1000
     empty = pd.DataFrame()
@@ -317,7 +318,7 @@ def test_a_killed_report_is_redone_not_vouched_for(outputs, tmp_path, monkeypatc
     cfg = OmegaConf.structured(Config)
     cfg.output_root, cfg.experiment = str(outputs["root"]), EXPERIMENT
     cfg.results_dir, cfg.wandb.enabled = str(tmp_path / "results"), False
-    build_report(cfg)
+    build_report(resolve_report(cfg))
     first = (tmp_path / "results" / "tables" / "uq_prr_bayes.md").read_text()
     cfg.evaluation.max_rejection = 0.4  # another report: its key differs
 
@@ -326,13 +327,13 @@ def test_a_killed_report_is_redone_not_vouched_for(outputs, tmp_path, monkeypatc
 
     monkeypatch.setattr(tables_module, "write_table", killed)
     with pytest.raises(KeyboardInterrupt):
-        build_report(cfg)
+        build_report(resolve_report(cfg))
     monkeypatch.undo()
     cfg.evaluation.max_rejection = 0.5  # back to the first report's settings
     assert not (tmp_path / "results" / ".report.manifest.json").exists()
-    assert build_report(cfg)["skipped"] is False  # redone, not "up to date"
+    assert build_report(resolve_report(cfg))["skipped"] is False  # redone, not "up to date"
     assert (tmp_path / "results" / "tables" / "uq_prr_bayes.md").read_text() == first
-    assert build_report(cfg)["skipped"] is True
+    assert build_report(resolve_report(cfg))["skipped"] is True
 
 
 def test_a_report_model_without_outputs_is_named_not_dropped(outputs, tmp_path):
@@ -343,4 +344,4 @@ def test_a_report_model_without_outputs_is_named_not_dropped(outputs, tmp_path):
     cfg.results_dir, cfg.wandb.enabled = str(tmp_path / "results"), False
     cfg.report_models = ["nobody", PAPER4[0]]
     with pytest.raises(ConfigError, match=r"report_models has \['nobody'\] with no outputs"):
-        build_report(cfg)
+        build_report(resolve_report(cfg))

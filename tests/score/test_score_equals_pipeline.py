@@ -11,11 +11,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.config import resolve_cell
 from pipeline.config import register_configs
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
 from pipeline.scorer.run import METHOD_COLUMNS, score, summaries
-from pipeline.stage import cell_name, run_stage
+from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
 from .conftest import REPO
@@ -49,9 +50,9 @@ def pipeline_run(tmp_path, dataset_name, samples, overrides):
     empty = {n: pd.DataFrame(columns=list(ARTIFACTS[n])) for n in ("decodes", "ptrue")}
     for name, frame in (("dataset", dataset), ("samples", samples), *empty.items()):
         store.write(name, frame, key="generated", extra={"producer": "hand-written (test)",
-                                                         "cell": cell_name(cfg)})
+                                                         "cell": resolve_cell(cfg).name})
     for name in ("map", "decide", "uq", "evaluate"):
-        run_stage(name, cfg, store)
+        run_stage(name, resolve_cell(cfg), store)
     return dataset, store
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pipeline.config import resolve_cell
 from pipeline.tasks.graphs.kggen import default_kggen_python
 from pipeline.tasks.graphs.reading import GraphExtractor, extract_triples
 
@@ -133,12 +134,12 @@ def test_map_stage_with_kggen_and_rerun_without_calls(server, tmp_path):
                             "reference_text": ["The storm killed 12 people in Texas."]})
     samples = pd.DataFrame({"prompt_id": ["p0"] * 3, "sample_idx": [0, 1, 2], "text": TEXTS})
     decodes = pd.DataFrame({"prompt_id": ["p0"], "strategy": ["greedy"], "text": [TEXTS[0]]})
-    latents = map_cell(cfg, dataset, samples, decodes)
+    latents = map_cell(resolve_cell(cfg), dataset, samples, decodes)
     assert list(latents["source"]) == ["sample"] * 3 + ["greedy", "reference"]
     assert list(latents["parse_ok"]) == [True, True, False, True, True]
     calls = server.state.requests
     assert calls > 0 and list((tmp_path / "cache" / "kggen").rglob("*.json"))
-    again = map_cell(cfg, dataset, samples, decodes)
+    again = map_cell(resolve_cell(cfg), dataset, samples, decodes)
     pd.testing.assert_frame_equal(latents, again)
     assert server.state.requests == calls  # the rerun was served from the cache
 
@@ -221,7 +222,7 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
                             "text": [f"{c} hosted the games." for c in cities]})
     server.state.delay = 0.2
     with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
-        latents = map_cell(cfg, dataset, samples, decodes)
+        latents = map_cell(resolve_cell(cfg), dataset, samples, decodes)
     assert latents["parse_ok"].all() and len(latents) == 6 * 5
     assert 5 < server.state.peak_in_flight <= 8
     # every text sent once, by the queue; the per-prompt reads of its answers are no cache hits
@@ -229,7 +230,7 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
         "[kggen] openai/gpt-4.1-mini: 30 texts extracted, 0 from the cache, 0 parse and 0 API "
         "failures, 0 clusterings"]
     calls = server.state.requests
-    pd.testing.assert_frame_equal(map_cell(cfg, dataset, samples, decodes), latents)
+    pd.testing.assert_frame_equal(map_cell(resolve_cell(cfg), dataset, samples, decodes), latents)
     assert server.state.requests == calls  # the rerun was served from the cache
 
 
@@ -267,10 +268,10 @@ def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path,
                                 f"{p} won the prize.", f"{p.split()[-1]} won the prizes in Paris.")]})
     decodes = samples.iloc[:0].rename(columns={"sample_idx": "strategy"})
     cache = tmp_path / "cache"
-    map_cell(config(cache, "false"), dataset, samples, decodes)  # the extractions, cached
+    map_cell(resolve_cell(config(cache, "false")), dataset, samples, decodes)  # the extractions, cached
     server.state.peak_in_flight, server.state.delay = 0, 0.05
     with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
-        queued = map_cell(config(cache, "true"), dataset, samples, decodes)
+        queued = map_cell(resolve_cell(config(cache, "true")), dataset, samples, decodes)
     assert server.state.peak_in_flight > 1
     said = [r.getMessage() for r in caplog.records if "[kggen]" in r.getMessage()]
     assert said == ["[kggen] openai/gpt-4.1-mini: 0 texts extracted, 18 from the cache, 0 parse "
@@ -280,6 +281,6 @@ def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path,
 
     monkeypatch.setattr(KGGenRunner, "prefetch_clusters", lambda self, graphs, context="": None)
     server.state.peak_in_flight = 0
-    alone = map_cell(config(tmp_path / "alone", "true"), dataset, samples, decodes)
+    alone = map_cell(resolve_cell(config(tmp_path / "alone", "true")), dataset, samples, decodes)
     assert server.state.peak_in_flight <= 8
     pd.testing.assert_frame_equal(queued, alone)
