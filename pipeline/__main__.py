@@ -32,8 +32,10 @@ def refuse_config_secrets(cfg: DictConfig) -> None:
         return
     problem, secrets = found
     runtime = HydraConfig.get()
-    saved = [*Path(runtime.runtime.output_dir).rglob("*.yaml"),
-             *Path(runtime.sweep.dir).glob("multirun.yaml")]
+    saved = [
+        *Path(runtime.runtime.output_dir).rglob("*.yaml"),
+        *Path(runtime.sweep.dir).glob("multirun.yaml"),
+    ]
     redact_files(saved, secrets)
     log.error("invalid configuration: %s (the run's saved configs were redacted)", problem)
     sys.exit(2)
@@ -47,14 +49,21 @@ def main(cfg: DictConfig) -> None:
 
     refuse_config_secrets(cfg)
     try:
-        with stopping_cleanly(exiting=not in_sweep()), naming_the_extra(), \
-                naming_a_full_disk(str(cfg.output_root)):
+        with (
+            stopping_cleanly(exiting=not in_sweep()),
+            naming_the_extra(),
+            naming_a_full_disk(str(cfg.output_root)),
+        ):
             run(cfg)
     except StopRequested as stop:
         # every write is atomic: the shard in flight is dropped whole, the rest is kept
-        log.error("%s: stopped cleanly (what was written is kept); rerun the same command to "
-                  "resume. Exit %d asks SLURM to requeue (RequeueExit=%d)", stop, REQUEUE_EXIT,
-                  REQUEUE_EXIT)
+        log.error(
+            "%s: stopped cleanly (what was written is kept); rerun the same command to "
+            "resume. Exit %d asks SLURM to requeue (RequeueExit=%d)",
+            stop,
+            REQUEUE_EXIT,
+            REQUEUE_EXIT,
+        )
         sys.exit(REQUEUE_EXIT)
     except PipelineError as err:
         # The message says what is wrong and how to fix it: no traceback for the user. In a
@@ -77,8 +86,10 @@ def check_output_root(argv: list[str]) -> str | None:
     try:
         Path(root).expanduser().mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return (f"output_root={root!r}: cannot create it ({exc.strerror}); choose a writable "
-                "output_root")
+        return (
+            f"output_root={root!r}: cannot create it ({exc.strerror}); choose a writable "
+            "output_root"
+        )
     return None
 
 
@@ -91,8 +102,10 @@ def check_launcher(argv: list[str]) -> str | None:
     if not launchers or launchers[-1] in ("local", "basic"):
         return None
     if absent := missing("submitit", "hydra_plugins.hydra_submitit_launcher"):
-        return (f"hydra/launcher={launchers[-1]} needs {', '.join(absent)}, not installed: "
-                f"{install_fix('paper')}")
+        return (
+            f"hydra/launcher={launchers[-1]} needs {', '.join(absent)}, not installed: "
+            f"{install_fix('paper')}"
+        )
     return None
 
 
@@ -156,8 +169,14 @@ def cli() -> None:
     from pipeline.secrets import argv_problem
 
     # credentials first: the other checks' messages quote values
-    for check in (argv_problem, syntax_problem, unknown_key_problem, value_type_problem,
-                  check_output_root, check_launcher):
+    for check in (
+        argv_problem,
+        syntax_problem,
+        unknown_key_problem,
+        value_type_problem,
+        check_output_root,
+        check_launcher,
+    ):
         if (problem := check(sys.argv[1:])) is not None:
             print(f"[pipeline] invalid configuration: {problem}", file=sys.stderr)
             sys.exit(2)

@@ -1,10 +1,10 @@
 """The practitioner's API, re-exported at the package root (heavy imports happen inside):
 
-    import pipeline
-    df = pipeline.score(records, task="sets")                 # responses you already sampled
-    df = pipeline.generate_and_score(prompts, task="sets", model="my-model",
-                                     base_url="http://localhost:8000/v1")
-    pipeline.report(df, "report/")                             # riskiest prompts + two figures
+import pipeline
+df = pipeline.score(records, task="sets")                 # responses you already sampled
+df = pipeline.generate_and_score(prompts, task="sets", model="my-model",
+                                 base_url="http://localhost:8000/v1")
+pipeline.report(df, "report/")                             # riskiest prompts + two figures
 """
 
 from __future__ import annotations
@@ -39,13 +39,16 @@ def _checked(task: Any, options: dict[str, Any], call: str) -> str:
 
     config_dirs = options.get("config_dirs", ())
     if task is None:
-        raise ScoreInputError(f"{call}: task= is required, e.g. task='classes' (tasks: "
-                              f"{', '.join(task_names(config_dirs))})")
+        raise ScoreInputError(
+            f"{call}: task= is required, e.g. task='classes' (tasks: "
+            f"{', '.join(task_names(config_dirs))})"
+        )
     known = [n for n in inspect.signature(score_data).parameters if n not in ("input", "task")]
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise TypeError(f"{call}: unknown option(s) {', '.join(unknown)}; the options are "
-                        f"{', '.join(known)}")
+        raise TypeError(
+            f"{call}: unknown option(s) {', '.join(unknown)}; the options are {', '.join(known)}"
+        )
     return check_task(task, config_dirs, python=True)
 
 
@@ -88,17 +91,32 @@ def report(df: Any, directory: Any, n: int = 10) -> dict:
 
 
 @_names_the_extra
-def generate_and_score(prompts: Any, task: str | None = None, model: str | None = None,
-                       base_url: str | None = None, n_samples: int = 20, *,
-                       references: Any = None, ids: Any = None, raw_prompts: bool = False,
-                       system_prompt: str | None = None, temperature: float | None = None,
-                       top_p: float | None = None, max_new_tokens: int = 256,
-                       seed: int | None = None, api_key: str | None = None,
-                       api_key_env: str = "OPENAI_API_KEY", max_concurrency: int = 16,
-                       requests_per_minute: float | None = None, timeout: float = 600.0,
-                       max_retries: int = 5,
-                       deadline: float | None = None, cache_dir: str | None = None,
-                       batch_size: int | None = None, **options: Any):
+def generate_and_score(
+    prompts: Any,
+    task: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    n_samples: int = 20,
+    *,
+    references: Any = None,
+    ids: Any = None,
+    raw_prompts: bool = False,
+    system_prompt: str | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int = 256,
+    seed: int | None = None,
+    api_key: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    max_concurrency: int = 16,
+    requests_per_minute: float | None = None,
+    timeout: float = 600.0,
+    max_retries: int = 5,
+    deadline: float | None = None,
+    cache_dir: str | None = None,
+    batch_size: int | None = None,
+    **options: Any,
+):
     """Sample `n_samples` responses per prompt and score them (`score`): the Bayes answer, its
     risk and confidence, and the latent distribution of each prompt.
 
@@ -130,54 +148,84 @@ def generate_and_score(prompts: Any, task: str | None = None, model: str | None 
     import json
     from pathlib import Path
 
+    from pipeline.clients.llm_client import LLMCallError
     from pipeline.data.prompts import build_messages
     from pipeline.generation.base import SamplingConfig, get_backend
-    from pipeline.clients.llm_client import LLMCallError
     from pipeline.scorer.run import compose_cell
 
     task = _checked(task, options, "generate_and_score")  # before any request
     prompts, references, ids = read_prompts(prompts, references, ids)
-    cell = compose_cell(task, options.get("mapper", "rule"), options.get("overrides", ()),
-                        config_dirs=options.get("config_dirs", ()))
+    cell = compose_cell(
+        task,
+        options.get("mapper", "rule"),
+        options.get("overrides", ()),
+        config_dirs=options.get("config_dirs", ()),
+    )
     cache_root = Path(cache_dir or Path(cell.cache_dir).expanduser())
     if base_url is not None:
         if not model:
-            raise ValueError("with base_url, model= must name the served model (as the server "
-                             "lists it under /v1/models)")
-        backend = get_backend("openai", model=model, base_url=base_url, api_key=api_key,
-                              api_key_env=api_key_env, max_concurrency=max_concurrency,
-                              cache_dir=str(cache_root / "generate-openai"),
-                              batch_size=batch_size or 64, timeout=timeout, deadline=deadline,
-                              requests_per_minute=requests_per_minute,
-                              max_retries=max_retries, settings_prefix="")
+            raise ValueError(
+                "with base_url, model= must name the served model (as the server "
+                "lists it under /v1/models)"
+            )
+        backend = get_backend(
+            "openai",
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            max_concurrency=max_concurrency,
+            cache_dir=str(cache_root / "generate-openai"),
+            batch_size=batch_size or 64,
+            timeout=timeout,
+            deadline=deadline,
+            requests_per_minute=requests_per_minute,
+            max_retries=max_retries,
+            settings_prefix="",
+        )
         defaults: dict[str, Any] = {}
     else:
         if temperature == 0:
-            raise ValueError("temperature=0 is greedy decoding: in-process sampling needs "
-                             "temperature > 0 (or base_url= for a server that takes 0)")
+            raise ValueError(
+                "temperature=0 is greedy decoding: in-process sampling needs "
+                "temperature > 0 (or base_url= for a server that takes 0)"
+            )
         backend, defaults = _local_backend(model, cell.cache_dir, batch_size)
         seed = 0 if seed is None else seed
     system = [] if system_prompt is None else [{"role": "system", "content": str(system_prompt)}]
-    messages = [system + ([{"role": "user", "content": p}] if raw_prompts
-                          else build_messages(cell.task.prompt, {"question": p}, written=True))
-                for p in prompts]
+    messages = [
+        system
+        + (
+            [{"role": "user", "content": p}]
+            if raw_prompts
+            else build_messages(cell.task.prompt, {"question": p}, written=True)
+        )
+        for p in prompts
+    ]
     rendered = [backend.render_chat(m) for m in messages]
     sampling = SamplingConfig(
-        n=n_samples, temperature=temperature if temperature is not None else defaults.get("temperature"),
-        top_p=top_p if top_p is not None else defaults.get("top_p"), top_k=defaults.get("top_k"),
-        max_new_tokens=max_new_tokens, seed=seed)
+        n=n_samples,
+        temperature=temperature if temperature is not None else defaults.get("temperature"),
+        top_p=top_p if top_p is not None else defaults.get("top_p"),
+        top_k=defaults.get("top_k"),
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+    )
     chunk = max(1, int(getattr(backend, "batch_size", 8)))
     generations = []
     try:
         for start in range(0, len(rendered), chunk):
-            generations += backend.sample(rendered[start:start + chunk], sampling)
+            generations += backend.sample(rendered[start : start + chunk], sampling)
     except LLMCallError as exc:  # one line for the user, not the event loop's frames
         raise type(exc)(str(exc)) from None
     records = []
     for i, (prompt, gens) in enumerate(zip(prompts, generations)):
-        record = {"id": str(ids[i]) if ids is not None else str(i), "question": prompt,
-                  "responses": [g.text for g in gens],
-                  "finish_reasons": [g.finish_reason for g in gens]}
+        record = {
+            "id": str(ids[i]) if ids is not None else str(i),
+            "question": prompt,
+            "responses": [g.text for g in gens],
+            "finish_reasons": [g.finish_reason for g in gens],
+        }
         if all(g.token_logprobs for g in gens):  # the server gave log-probs for every sample
             record["logprobs"] = [g.logprob for g in gens]
         if references is not None:
@@ -194,10 +242,14 @@ def sampling_record(sampling: Any, served: bool) -> dict[str, Any]:
     """What a sample was drawn with: each setting sent, "server default" for those not sent
     (an endpoint), "model default" in process (transformers' generation config)."""
     default = "server default" if served else "model default"
-    return {"n": sampling.n,
-            **{name: default if getattr(sampling, name) is None else getattr(sampling, name)
-               for name in ("temperature", "top_p", "top_k", "seed")},
-            "max_tokens": sampling.max_new_tokens}
+    return {
+        "n": sampling.n,
+        **{
+            name: default if getattr(sampling, name) is None else getattr(sampling, name)
+            for name in ("temperature", "top_p", "top_k", "seed")
+        },
+        "max_tokens": sampling.max_new_tokens,
+    }
 
 
 async def agenerate_and_score(prompts: Any, task: str | None = None, **kwargs: Any):
@@ -222,9 +274,11 @@ def read_prompts(prompts: Any, references: Any = None, ids: Any = None):
         frame = prompts
         column = next((c for c in ("question", "prompt") if c in frame.columns), None)
         if column is None:
-            raise ValueError(f"prompts is a DataFrame without a 'question' or 'prompt' column "
-                             f"(its columns: {', '.join(map(str, frame.columns))}); rename the "
-                             "column holding the questions")
+            raise ValueError(
+                f"prompts is a DataFrame without a 'question' or 'prompt' column "
+                f"(its columns: {', '.join(map(str, frame.columns))}); rename the "
+                "column holding the questions"
+            )
         if references is None:
             ref_column = next((c for c in ("references", "reference") if c in frame.columns), None)
             references = None if ref_column is None else list(frame[ref_column])
@@ -236,16 +290,20 @@ def read_prompts(prompts: Any, references: Any = None, ids: Any = None):
             ids = list(prompts.index)
         prompts = list(prompts)
     elif isinstance(prompts, dict) or not hasattr(prompts, "__iter__"):
-        raise ValueError(f"prompts must be a string, a list of strings, a pandas Series or a "
-                         f"DataFrame with a 'question' column; got a {kind}")
+        raise ValueError(
+            f"prompts must be a string, a list of strings, a pandas Series or a "
+            f"DataFrame with a 'question' column; got a {kind}"
+        )
     else:
         prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts is empty: give at least one question")
     bad = next((i for i, p in enumerate(prompts) if not isinstance(p, str)), None)
     if bad is not None:
-        raise ValueError(f"prompts must be strings (one question each); item {bad} is a "
-                         f"{type(prompts[bad]).__name__}: {prompts[bad]!r:.80}")
+        raise ValueError(
+            f"prompts must be strings (one question each); item {bad} is a "
+            f"{type(prompts[bad]).__name__}: {prompts[bad]!r:.80}"
+        )
     for name, given in (("references", references), ("ids", ids)):
         if given is not None and len(given) != len(prompts):
             raise ValueError(f"{len(given)} {name} for {len(prompts)} prompts; give one each")
@@ -274,12 +332,21 @@ def _local_backend(model: str | None, cache_dir: str, batch_size: int | None):
         mc = OmegaConf.load(config_file)
         path, dtype = str(mc.path), str(mc.get("dtype", "bfloat16"))
         trust = bool(mc.get("trust_remote_code", False))
-        defaults = {k: mc.get(k) for k in ("temperature", "top_p", "top_k") if mc.get(k) is not None}
+        defaults = {
+            k: mc.get(k) for k in ("temperature", "top_p", "top_k") if mc.get(k) is not None
+        }
     try:
-        backend = get_backend("transformers", model_path=resolve_model_path(path, cache_dir),
-                              dtype=dtype, device=resolve_device("auto"),
-                              batch_size=batch_size or 4, trust_remote_code=trust)
+        backend = get_backend(
+            "transformers",
+            model_path=resolve_model_path(path, cache_dir),
+            dtype=dtype,
+            device=resolve_device("auto"),
+            batch_size=batch_size or 4,
+            trust_remote_code=trust,
+        )
     except OSError as exc:  # no such folder, not a hub id, or the hub out of reach
-        raise ValueError(f"model={model!r}: {str(exc).splitlines()[0][:300]} (a conf/model name "
-                         "works too, or base_url= for a served model)") from None
+        raise ValueError(
+            f"model={model!r}: {str(exc).splitlines()[0][:300]} (a conf/model name "
+            "works too, or base_url= for a served model)"
+        ) from None
     return backend, defaults

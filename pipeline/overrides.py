@@ -41,11 +41,18 @@ class _Lazy:
 
 
 def _parts(defaults: Any) -> Any:
-    if not isinstance(defaults, dict) or not defaults or not all(
-            isinstance(v, dict) for v in defaults.values()):
+    if (
+        not isinstance(defaults, dict)
+        or not defaults
+        or not all(isinstance(v, dict) for v in defaults.values())
+    ):
         return OPEN
-    return Parts({name: {k: OPEN if isinstance(v, (dict, list)) else None
-                         for k, v in settings.items()} for name, settings in defaults.items()})
+    return Parts(
+        {
+            name: {k: OPEN if isinstance(v, (dict, list)) else None for k, v in settings.items()}
+            for name, settings in defaults.items()
+        }
+    )
 
 
 def _node(tp: Any) -> Any:
@@ -53,10 +60,13 @@ def _node(tp: Any) -> Any:
     default factory with settings by part: Parts); a scalar: None."""
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return {f.name: _Lazy(f.default_factory)
-                if typing.get_origin(hints[f.name]) is dict
-                and f.default_factory is not dataclasses.MISSING else _node(hints[f.name])
-                for f in dataclasses.fields(tp)}
+        return {
+            f.name: _Lazy(f.default_factory)
+            if typing.get_origin(hints[f.name]) is dict
+            and f.default_factory is not dataclasses.MISSING
+            else _node(hints[f.name])
+            for f in dataclasses.fields(tp)
+        }
     origin = typing.get_origin(tp)
     if tp is Any or origin in (dict, list) or tp in (dict, list):
         return OPEN
@@ -97,6 +107,7 @@ def _flat(tree: dict, prefix: str = "") -> list[str]:
 
 def _closest(word: str, names: list[str]) -> list[str]:
     """The names close to `word` (difflib), the runners-up only when about as close as the best."""
+
     def score(name: str) -> float:  # beam: beam_width, a prefix, counts as close
         ratio = difflib.SequenceMatcher(None, word, name).ratio()
         return max(ratio, 0.7) if len(word) >= 3 and name.startswith(word) else ratio
@@ -153,8 +164,9 @@ def known(key: str, tree: dict | None = None, groups: frozenset | None = None) -
 def _parsed(argv: list[str], deletions: bool) -> list:
     """Hydra's parse of the command line's overrides (with `~key` deletions or not); [] for
     none, or for a syntax error (Hydra says where)."""
-    candidates = [a for a in argv if not a.startswith("-")
-                  and ("=" in a or (deletions and a.startswith("~")))]
+    candidates = [
+        a for a in argv if not a.startswith("-") and ("=" in a or (deletions and a.startswith("~")))
+    ]
     if not candidates:
         return []
     try:
@@ -179,8 +191,10 @@ def syntax_problem(argv: list[str]) -> str | None:
         except Exception as exc:  # noqa: BLE001  Hydra's grammar error, said in one line
             reason = " ".join(str(exc).split("\n")[0].split())[:160]
             key = arg.split("=", 1)[0]
-            return (f"{arg!r} cannot be read as an override ({reason}); quote a value holding "
-                    f"= [ ] ( ) or spaces: {key}='...'")
+            return (
+                f"{arg!r} cannot be read as an override ({reason}); quote a value holding "
+                f"= [ ] ( ) or spaces: {key}='...'"
+            )
     return None
 
 
@@ -252,8 +266,7 @@ def _type_problem(key: str, value: Any, tp: type) -> str | None:
     try:
         got = node(value)._value()
     except ValidationError:
-        if tp is int and isinstance(value, float) and math.isfinite(value) \
-                and value.is_integer():
+        if tp is int and isinstance(value, float) and math.isfinite(value) and value.is_integer():
             return f"{key}={value!r}: an integer is expected; write {int(value)}"
         what = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
         return f"{key}={value!r}: {what[tp]} is expected"
@@ -292,10 +305,11 @@ def value_type_problem(argv: list[str]) -> str | None:
                 return f"{key}={value!r}: a list is expected, e.g. {key}=[{value}]"
             continue
         if dataclasses.is_dataclass(tp):  # a string may choose a config group (task=ticks)
-            if not override.is_sweep_override() and not isinstance(override.value(),
-                                                                    (dict, str)):
-                return (f"{key} is a group of settings, not a value: set one of them, e.g. "
-                        f"{key}.{dataclasses.fields(tp)[0].name}=...")
+            if not override.is_sweep_override() and not isinstance(override.value(), (dict, str)):
+                return (
+                    f"{key} is a group of settings, not a value: set one of them, e.g. "
+                    f"{key}.{dataclasses.fields(tp)[0].name}=..."
+                )
             continue
         if tp not in (int, float, bool, str):
             continue

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
-import typing
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -65,8 +63,11 @@ def option_defaults(parts: Iterable[tuple[str, type]]) -> dict[str, dict[str, An
     out = {}
     for name, config_class in parts:
         defaults = config_class()
-        own = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)
-               if f.name not in SHARED_TASK_SETTINGS}
+        own = {
+            f.name: getattr(defaults, f.name)
+            for f in dataclasses.fields(defaults)
+            if f.name not in SHARED_TASK_SETTINGS
+        }
         if own:
             out[name] = own
     return out
@@ -79,12 +80,17 @@ def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: 
     from omegaconf.errors import OmegaConfBaseException
 
     names = [f.name for f in dataclasses.fields(config_class)]
-    values = OmegaConf.to_container(values, resolve=True) if OmegaConf.is_config(values) else (
-        dict(values or {}))
+    values = (
+        OmegaConf.to_container(values, resolve=True)
+        if OmegaConf.is_config(values)
+        else (dict(values or {}))
+    )
     unknown = sorted(set(values) - set(names))
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; "
-                          f"{config_class.__qualname__} has " + (", ".join(names) or "none"))
+        raise ConfigError(
+            f"{where}: unknown setting(s) {', '.join(unknown)}; "
+            f"{config_class.__qualname__} has " + (", ".join(names) or "none")
+        )
     try:
         merged = OmegaConf.merge(OmegaConf.structured(config_class), values)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
@@ -92,7 +98,9 @@ def part_config(config_class: type[C], values: Mapping[str, Any] | None, where: 
         raise ConfigError(f"{where}.{exc}") from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None)
-        raise ConfigError(f"{where}{'.' + key if key else ''}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            f"{where}{'.' + key if key else ''}: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def cache_slice(settings: Any) -> dict[str, Any]:
@@ -109,8 +117,11 @@ def cache_slice(settings: Any) -> dict[str, Any]:
         value = getattr(settings, f.name)
         if value is None and f.metadata.get("cache") == "when set":
             continue
-        out[f.name] = cache_slice(value) if dataclasses.is_dataclass(value) else (
-            with_file_digests(thaw(value)))
+        out[f.name] = (
+            cache_slice(value)
+            if dataclasses.is_dataclass(value)
+            else (with_file_digests(thaw(value)))
+        )
     return out
 
 
@@ -119,8 +130,10 @@ class FrozenInstanceError(AttributeError):
 
 
 def _refuse(self, *args, **kwargs):
-    raise FrozenInstanceError(f"{type(self).__qualname__} is read-only: settings are resolved once "
-                              "from the config (pipeline.config)")
+    raise FrozenInstanceError(
+        f"{type(self).__qualname__} is read-only: settings are resolved once "
+        "from the config (pipeline.config)"
+    )
 
 
 class FrozenDict(dict):
@@ -133,10 +146,11 @@ class FrozenDict(dict):
         return FrozenDict, (dict(self),)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _frozen_type(cls: type) -> type:
     """A read-only twin of dataclass `cls`: a subclass (isinstance and `dataclasses.fields` as
     before) whose instances refuse assignment, equal to an instance of `cls` with equal values."""
+
     def __init__(self, *args, **kwargs):
         built = cls(*args, **kwargs)
         for f in dataclasses.fields(cls):
@@ -145,16 +159,27 @@ def _frozen_type(cls: type) -> type:
     def __eq__(self, other):
         if not isinstance(other, cls):
             return NotImplemented
-        return all(getattr(self, f.name) == freeze(getattr(other, f.name))
-                   for f in dataclasses.fields(cls))
+        return all(
+            getattr(self, f.name) == freeze(getattr(other, f.name)) for f in dataclasses.fields(cls)
+        )
 
     def __reduce__(self):  # pickled as the mutable original, frozen again when loaded
         return freeze, (_mutable(self),)
 
-    return type(cls.__name__, (cls,), {
-        "__init__": __init__, "__setattr__": _refuse, "__delattr__": _refuse, "__eq__": __eq__,
-        "__hash__": None, "__reduce__": __reduce__, "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__})
+    return type(
+        cls.__name__,
+        (cls,),
+        {
+            "__init__": __init__,
+            "__setattr__": _refuse,
+            "__delattr__": _refuse,
+            "__eq__": __eq__,
+            "__hash__": None,
+            "__reduce__": __reduce__,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+        },
+    )
 
 
 def freeze(value: Any) -> Any:
@@ -180,8 +205,9 @@ def _mutable(value: Any) -> Any:
         if type(value).__setattr__ is not _refuse:
             return value
         base = type(value).__mro__[1]
-        return base(**{f.name: _mutable(getattr(value, f.name))
-                       for f in dataclasses.fields(base) if f.init})
+        return base(
+            **{f.name: _mutable(getattr(value, f.name)) for f in dataclasses.fields(base) if f.init}
+        )
     if isinstance(value, Mapping):
         return {k: _mutable(v) for k, v in value.items()}
     if isinstance(value, tuple):
@@ -192,9 +218,14 @@ def _mutable(value: Any) -> Any:
 def thaw(value: Any) -> Any:
     """Plain Python of a resolved value (dicts, lists, scalars), as the config held it: what a
     cache slice hashes and what is recorded (W&B, manifests)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # its private caches left out
-        return {f.name: thaw(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not f.name.startswith("_")}
+    if dataclasses.is_dataclass(value) and not isinstance(
+        value, type
+    ):  # its private caches left out
+        return {
+            f.name: thaw(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not f.name.startswith("_")
+        }
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -17,7 +17,6 @@ import itertools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from pipeline.assets import Asset, cell_assets
@@ -36,7 +35,6 @@ from pipeline.mapping.extractor import EXTRACTIONS
 from pipeline.revisions import is_hub_id
 from pipeline.store import ArtifactStore
 from pipeline.tasks.contract import MAPPERS
-
 
 if TYPE_CHECKING:  # the resolved cell (pipeline.config)
     from pipeline.config import Cell
@@ -104,8 +102,9 @@ RATES = {
 
 
 def _rates(cell: Cell) -> Rates:
-    on_gpu = cell.backend.name == "vllm" or (int(cell.model.gpus) > 0
-                                            and str(cell.backend.device) != "cpu")
+    on_gpu = cell.backend.name == "vllm" or (
+        int(cell.model.gpus) > 0 and str(cell.backend.device) != "cpu"
+    )
     return RATES["gpu" if on_gpu else "cpu"]
 
 
@@ -133,8 +132,12 @@ def estimate_hours(cell: Cell, plan: CellPlan, prompts: int | None = None) -> fl
     seconds += plan.nli_pairs.total(n_prompts) / rates.nli_pairs_per_s
     seconds += plan.llm_calls.total(n_prompts) / rates.llm_calls_per_s
     if "sar" in set(cell.uq.estimators):
-        seconds += (n_prompts * int(g.n_samples) * int(cell.dataset.max_new_tokens)
-                    / rates.embedded_strings_per_s)
+        seconds += (
+            n_prompts
+            * int(g.n_samples)
+            * int(cell.dataset.max_new_tokens)
+            / rates.embedded_strings_per_s
+        )
     return seconds / 3600.0
 
 
@@ -145,7 +148,8 @@ def _clusters_responses(cell: Cell) -> bool:
 def _uses_nli(cell: Cell) -> bool:
     semantic = {"semantic_entropy", "kle"}
     return cell.task.equivalence.backend == "nli" and (
-        bool(semantic & set(cell.uq.estimators)) or _clusters_responses(cell))
+        bool(semantic & set(cell.uq.estimators)) or _clusters_responses(cell)
+    )
 
 
 def _texts_per_prompt(cell: Cell, store) -> dict[str, tuple[str, list[str], list[str]]] | None:
@@ -155,8 +159,10 @@ def _texts_per_prompt(cell: Cell, store) -> dict[str, tuple[str, list[str], list
     dataset, samples, decodes = (store.read(n) for n in ("dataset", "samples", "decodes"))
     by_s = samples.sort_values("sample_idx").groupby("prompt_id")["text"].apply(list).to_dict()
     by_d = decodes.groupby("prompt_id")["text"].apply(list).to_dict()
-    return {r.prompt_id: (r.question, by_s.get(r.prompt_id, []), by_d.get(r.prompt_id, []))
-            for r in dataset.itertuples()}
+    return {
+        r.prompt_id: (r.question, by_s.get(r.prompt_id, []), by_d.get(r.prompt_id, []))
+        for r in dataset.itertuples()
+    }
 
 
 def _nli_count(cell: Cell, texts, n_prompts: int | None) -> Count:
@@ -169,8 +175,9 @@ def _nli_count(cell: Cell, texts, n_prompts: int | None) -> Count:
     if texts is None:
         if n_prompts is None:
             return Count(f"<= {per}/prompt", per, per_prompt=True)
-        return Count(f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)"),
-                     per * n_prompts)
+        return Count(
+            f"<= {per * n_prompts}" + ("" if whole else " (+ label merging)"), per * n_prompts
+        )
 
     # the judge's cache name as the cells would build it on this machine (its precision: auto
     # is the GPU's if any); nothing is loaded
@@ -178,8 +185,7 @@ def _nli_count(cell: Cell, texts, n_prompts: int | None) -> Count:
     keys = set()
     for question, samples, decodes in texts.values():
         unique = list(dict.fromkeys(samples + (decodes if whole else [])))
-        keys.update(PairCache.key(judge, question, a, b)
-                    for a in unique for b in unique if a != b)
+        keys.update(PairCache.key(judge, question, a, b) for a in unique for b in unique if a != b)
     hits = len(PairCache(Path(cell.cache_dir) / "pairs").get_many(sorted(keys)))
     return Count(f"{len(keys)} ({hits} cached)", len(keys) - hits)
 
@@ -201,8 +207,9 @@ def _llm_count(cell: Cell, texts, n_prompts: int | None) -> Count:
         return Count(f"<= {per * n_prompts}", per * n_prompts)
 
     client = build_llm_client(ex, cell.cache_dir)
-    prompts = {extraction.prompt(q, t) for q, samples, decodes in texts.values()
-               for t in samples + decodes}
+    prompts = {
+        extraction.prompt(q, t) for q, samples, decodes in texts.values() for t in samples + decodes
+    }
     hits = sum(client.is_cached([{"role": "user", "content": p}]) for p in prompts)
     return Count(f"{len(prompts)} ({hits} cached)", len(prompts) - hits)
 
@@ -226,16 +233,23 @@ def unpinned_sources(cell: Cell, assets: list[Asset] | None = None) -> list[str]
     if repo and dataset_options(cell).get("revision") is None:
         out.append(f"dataset {repo} (dataset.revision)")
     for a in cell_assets(cell) if assets is None else assets:
-        if (not a.library and not a.what.startswith(_NOT_CHECKPOINTS) and is_hub_id(a.source)
-                and "@" not in a.source):  # repo@revision: pinned
+        if (
+            not a.library
+            and not a.what.startswith(_NOT_CHECKPOINTS)
+            and is_hub_id(a.source)
+            and "@" not in a.source
+        ):  # repo@revision: pinned
             out.append(f"{a.what} {a.source} ({a.pin or 'no revision setting'})")
     return list(dict.fromkeys(out))
 
 
 def cell_plan(cell: Cell) -> CellPlan:
     vllm = cell.backend.name == "vllm"
-    plan = CellPlan(f"{cell.model.name}/{cell.dataset.name}", int(cell.model.gpus),
-                    tensor_parallel_size(cell.model) if vllm else None)
+    plan = CellPlan(
+        f"{cell.model.name}/{cell.dataset.name}",
+        int(cell.model.gpus),
+        tensor_parallel_size(cell.model) if vllm else None,
+    )
     assets = cell_assets(cell)
     plan.missing = [f"{a.what} ({a.source}) -> {a.how}" for a in assets if not a.available]
     plan.unpinned = unpinned_sources(cell, assets)
@@ -280,16 +294,20 @@ def sweep_overrides() -> list[list[str]]:
     base = [o for o, p in zip(base, parser.parse_overrides(base)) if not p.is_sweep_override()]
     keys = list(params)
     choices = [str(params[k]).split(",") for k in keys]
-    return [base + [f"{k}={v.strip()}" for k, v in zip(keys, combo)]
-            for combo in itertools.product(*choices)]
+    return [
+        base + [f"{k}={v.strip()}" for k, v in zip(keys, combo)]
+        for combo in itertools.product(*choices)
+    ]
 
 
 def _row(p: CellPlan) -> str:
     fmt = lambda v: "?" if v is None else str(v)  # noqa: E731
     missing = "; ".join(p.missing) if p.missing else "none"
-    return (f"| {p.cell} | {p.gpus} | {fmt(p.tensor_parallel) if p.tensor_parallel else '-'} | "
-            f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs.text} | {p.llm_calls.text} | "
-            f"{_hours(p.hours)} | {missing} |" + (f" {p.note}" if p.note else ""))
+    return (
+        f"| {p.cell} | {p.gpus} | {fmt(p.tensor_parallel) if p.tensor_parallel else '-'} | "
+        f"{fmt(p.prompts)} | {fmt(p.samples)} | {p.nli_pairs.text} | {p.llm_calls.text} | "
+        f"{_hours(p.hours)} | {missing} |" + (f" {p.note}" if p.note else "")
+    )
 
 
 def _hours(hours: float | None) -> str:
@@ -298,8 +316,10 @@ def _hours(hours: float | None) -> str:
     return f"{hours:.2f}" if hours < 10 else f"{hours:.0f}"
 
 
-HEADER = ("| cell | GPUs | TP | prompts | samples | NLI pairs | LLM calls | est. hours | "
-          "missing inputs |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
+HEADER = (
+    "| cell | GPUs | TP | prompts | samples | NLI pairs | LLM calls | est. hours | "
+    "missing inputs |\n|---|---:|---:|---:|---:|---:|---:|---:|---|"
+)
 
 
 def print_plan(cell: Cell) -> list[CellPlan]:
@@ -309,8 +329,7 @@ def print_plan(cell: Cell) -> list[CellPlan]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from pipeline.config import validate
-    from pipeline.config import resolve_cell
+    from pipeline.config import resolve_cell, validate
 
     def resolved(overrides: list[str]) -> Cell:
         composed = compose("config", overrides=[*overrides, "stage=plan"])
@@ -323,9 +342,11 @@ def print_plan(cell: Cell) -> list[CellPlan]:
         plans = [cell_plan(resolved(o)) for o in sweep_overrides()]
     lines = [HEADER, *(_row(p) for p in plans)]
     gpu_jobs = sum(p.gpus for p in plans)
-    lines.append(f"{len(plans)} cell(s), {gpu_jobs} GPUs booked in total, "
-                 f"{sum(1 for p in plans if p.missing)} cell(s) with missing inputs "
-                 f"(fetch with `make paper-assets`, or see each line).")
+    lines.append(
+        f"{len(plans)} cell(s), {gpu_jobs} GPUs booked in total, "
+        f"{sum(1 for p in plans if p.missing)} cell(s) with missing inputs "
+        f"(fetch with `make paper-assets`, or see each line)."
+    )
     known = [p for p in plans if p.hours is not None]
     if known:
         used = sorted({p.rates for p in known})
@@ -335,7 +356,8 @@ def print_plan(cell: Cell) -> list[CellPlan]:
             f"another ({_hours(gpu_hours)} GPU-hours booked; the longest cell "
             f"{_hours(max(p.hours for p in known))} h), at the rates of {', '.join(used)} "
             "(pipeline.plan.RATES: generation at its full token budget, an upper bound; "
-            "estimates where not measured).")
+            "estimates where not measured)."
+        )
     lines += unpinned_lines(plans)
     print("\n".join(lines), flush=True)
     return plans
@@ -347,9 +369,17 @@ def unpinned_lines(plans: list[CellPlan]) -> list[str]:
     there is none."""
     cells = [p for p in plans if p.unpinned]
     if not cells:
-        return [("Unpinned hub revisions: none (every hub model and dataset is pinned, or the "
-                 "cells read bundled and local sources only).")]
-    return [(f"Unpinned hub revisions in {len(cells)} of {len(plans)} cell(s) (revision null: "
-             "the latest commit when loaded; pin with the setting named in brackets, "
-             "docs/revisions.md):"),
-            *(f"- {p.cell}: {', '.join(p.unpinned)}" for p in cells)]
+        return [
+            (
+                "Unpinned hub revisions: none (every hub model and dataset is pinned, or the "
+                "cells read bundled and local sources only)."
+            )
+        ]
+    return [
+        (
+            f"Unpinned hub revisions in {len(cells)} of {len(plans)} cell(s) (revision null: "
+            "the latest commit when loaded; pin with the setting named in brackets, "
+            "docs/revisions.md):"
+        ),
+        *(f"- {p.cell}: {', '.join(p.unpinned)}" for p in cells),
+    ]

@@ -58,11 +58,20 @@ def is_terminal(stream: IO[str] | None) -> bool:
 class Progress:
     """`update(n)` after each piece of work, `close()` at the end (or use it as a context)."""
 
-    def __init__(self, total: int | None, desc: str, unit: str = "it", *,
-                 stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic,
-                 emit: Callable[[str], None] | None = None, share: float = LOG_SHARE,
-                 every_s: float = LOG_EVERY_S, bar: bool | None = None,
-                 lines: bool = True) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        desc: str,
+        unit: str = "it",
+        *,
+        stream: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        emit: Callable[[str], None] | None = None,
+        share: float = LOG_SHARE,
+        every_s: float = LOG_EVERY_S,
+        bar: bool | None = None,
+        lines: bool = True,
+    ) -> None:
         """`lines=False`: no log lines of its own (a loop that is usually short): the stage's
         heartbeat says its line when the loop runs long."""
         self.total, self.desc, self.unit = total, desc, unit
@@ -131,6 +140,7 @@ def progress(total: int | None, desc: str, unit: str = "it", **kwargs: Any) -> P
 
 def _saying(emit: Callable[[str], None]) -> Callable[[str], None]:
     """`emit` that also records when a line was said (the heartbeat stays quiet after one)."""
+
     def say(line: str) -> None:
         _said["at"] = time.monotonic()
         emit(line)
@@ -139,8 +149,12 @@ def _saying(emit: Callable[[str], None]) -> Callable[[str], None]:
 
 
 @contextlib.contextmanager
-def heartbeat(desc: str, every_s: float = HEARTBEAT_S, emit: Callable[[str], None] | None = None,
-              clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+def heartbeat(
+    desc: str,
+    every_s: float = HEARTBEAT_S,
+    emit: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[None]:
     """While the body runs, a line every `every_s` seconds in which nothing else was said:
     "`desc` still running, <elapsed>" and the open progress line (with its ETA) if any. Quiet
     while a terminal bar is drawn (the bar moves). A daemon thread; it stops with the body."""

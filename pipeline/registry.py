@@ -23,14 +23,20 @@ def _expand(where: str) -> list[str]:
     if "*" in where:
         head, _, tail = where.partition(".*")
         package = importlib.import_module(head)
-        names = [f"{head}.{info.name}{tail}" for info in pkgutil.iter_modules(package.__path__)
-                 if info.ispkg and not info.name.startswith("_")]
+        names = [
+            f"{head}.{info.name}{tail}"
+            for info in pkgutil.iter_modules(package.__path__)
+            if info.ispkg and not info.name.startswith("_")
+        ]
         return [name for name in names if importlib.util.find_spec(name) is not None]
     module = importlib.import_module(where)
     if not hasattr(module, "__path__"):
         return [where]
-    return [f"{where}.{info.name}" for info in pkgutil.iter_modules(module.__path__)
-            if not info.name.startswith("_")]
+    return [
+        f"{where}.{info.name}"
+        for info in pkgutil.iter_modules(module.__path__)
+        if not info.name.startswith("_")
+    ]
 
 
 def _registering_module() -> tuple[str, str | None]:
@@ -40,8 +46,9 @@ def _registering_module() -> tuple[str, str | None]:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
-        if name != __name__ and (frame.f_code.co_name == "<module>"
-                                 or not name.startswith("pipeline")):
+        if name != __name__ and (
+            frame.f_code.co_name == "<module>" or not name.startswith("pipeline")
+        ):
             return name, frame.f_globals.get("__file__")
         frame = frame.f_back
     return "", None
@@ -74,9 +81,11 @@ class Registry(Generic[T]):
 
     def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
         """Decorator: register the decorated object under `name`."""
+
         def deco(obj: T) -> T:
             self.add(name, obj, replace=replace)
             return obj
+
         return deco
 
     def add(self, name: str, obj: T, *, replace: bool = False) -> T:
@@ -88,8 +97,9 @@ class Registry(Generic[T]):
             # for a plugin folder without a parent __init__.py) replaces its own entry
             again = origin[1] is not None and origin[1] == self._origins.get(name, ("", None))[1]
             if not again:
-                raise ValueError(f"{self.family} {name!r} is already registered (pass "
-                                 "replace=True)")
+                raise ValueError(
+                    f"{self.family} {name!r} is already registered (pass replace=True)"
+                )
         self._entries[name] = obj
         self._origins[name] = origin
         return obj
@@ -104,8 +114,9 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            raise ConfigError(f"unknown {self.family} {name!r}; registered: "
-                              f"{', '.join(self.names())}") from None
+            raise ConfigError(
+                f"unknown {self.family} {name!r}; registered: {', '.join(self.names())}"
+            ) from None
 
     def get(self, name: str, default: T | None = None) -> T | None:
         self._load()
@@ -155,11 +166,15 @@ def load_plugins(plugins: Sequence[str]) -> None:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name and exc.name != module and not module.startswith(exc.name + "."):
-                raise ConfigError(f"plugins: {module!r} imports {exc.name!r}, which is not "
-                                  f"installed: pip install it (or fix the import)") from None
-            raise ConfigError(f"plugins: cannot import {module!r} ({exc}); it must be importable "
-                              f"from the working directory ({os.getcwd()}) or an installed "
-                              "package (or add its folder to PYTHONPATH)") from None
+                raise ConfigError(
+                    f"plugins: {module!r} imports {exc.name!r}, which is not "
+                    f"installed: pip install it (or fix the import)"
+                ) from None
+            raise ConfigError(
+                f"plugins: cannot import {module!r} ({exc}); it must be importable "
+                f"from the working directory ({os.getcwd()}) or an installed "
+                "package (or add its folder to PYTHONPATH)"
+            ) from None
         except Exception as exc:  # noqa: BLE001  the plugin's own error, said in one line
             where = ""
             if isinstance(exc, SyntaxError):
@@ -170,8 +185,10 @@ def load_plugins(plugins: Sequence[str]) -> None:
                     tb = tb.tb_next
                 if tb is not None:
                     where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
-            raise ConfigError(f"plugins: importing {module!r} failed with "
-                              f"{type(exc).__name__}{where}: {exc}; fix the plugin") from None
+            raise ConfigError(
+                f"plugins: importing {module!r} failed with "
+                f"{type(exc).__name__}{where}: {exc}; fix the plugin"
+            ) from None
 
 
 _SOURCE_DIGESTS: dict[tuple[str, int], str] = {}  # (module, id) -> digest of its file as loaded
@@ -221,15 +238,24 @@ def _local_imports(name: str, folder) -> set[str]:
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             try:
-                base = importlib.util.resolve_name("." * node.level + (node.module or ""),
-                                                   package) if node.level else node.module
+                base = (
+                    importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                    if node.level
+                    else node.module
+                )
             except (ImportError, ValueError):
                 continue
             targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) == "import_module"
-                   or getattr(node.func, "id", None) == "__import__")):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                getattr(node.func, "attr", None) == "import_module"
+                or getattr(node.func, "id", None) == "__import__"
+            )
+        ):
             try:
                 targets = [importlib.util.resolve_name(node.args[0].value, package)]
             except (ImportError, ValueError):
@@ -279,15 +305,27 @@ def plugin_code(plugins: Sequence[str], names: set[str]) -> dict[str, str]:
         if file is not None:
             folders[plugin] = Path(file).resolve().parent
     out = {}
-    for origin in sorted({registry.origin(name) for registry in REGISTRIES for name in names
-                          if registry.registered_so_far(name) is not None} - {None, ""}):
+    for origin in sorted(
+        {
+            registry.origin(name)
+            for registry in REGISTRIES
+            for name in names
+            if registry.registered_so_far(name) is not None
+        }
+        - {None, ""}
+    ):
         file = getattr(sys.modules.get(origin), "__file__", None)
         if file is None:
             continue
         where = Path(file).resolve()
-        plugin = next((p for p, f in folders.items()
-                       if origin == p or origin.startswith(p + ".") or where.is_relative_to(f)),
-                      None)
+        plugin = next(
+            (
+                p
+                for p, f in folders.items()
+                if origin == p or origin.startswith(p + ".") or where.is_relative_to(f)
+            ),
+            None,
+        )
         if plugin is not None:  # its imports followed anywhere under the folder it was found
             out[origin] = _source_digest(origin, _import_root(plugin, folders[plugin]))
     return out

@@ -30,9 +30,11 @@ def _find(name: str) -> Path | None:
 
 def _missing(name: str) -> ConfigError:
     installed, checkout, marker = _PLACES[name]
-    return ConfigError(f"{marker} not found in {installed} nor {checkout}: the package is "
-                       "installed without its data; reinstall it from the repository "
-                       "(pip install . or pip install -e .)")
+    return ConfigError(
+        f"{marker} not found in {installed} nor {checkout}: the package is "
+        "installed without its data; reinstall it from the repository "
+        "(pip install . or pip install -e .)"
+    )
 
 
 def conf_dir() -> Path:

@@ -47,8 +47,11 @@ def hub_offline(env: Any = None) -> bool:
 
 def is_hub_id(source: Any) -> bool:
     """A hub id (`org/name` or a bare name), not a local path, a package, a URL or a variable."""
-    if not isinstance(source, str) or not source or source.startswith(
-            (".", "/", "~", "$", "package:", "http://", "https://", "hf://")):
+    if (
+        not isinstance(source, str)
+        or not source
+        or source.startswith((".", "/", "~", "$", "package:", "http://", "https://", "hf://"))
+    ):
         return False
     if source.count("/") > 1 or "\\" in source or source.endswith((".json", ".jsonl", ".ckpt")):
         return False
@@ -65,13 +68,14 @@ def hub_cache(env: Any = None) -> Path:
     if explicit:
         return Path(explicit).expanduser()
     home = env.get("HF_HOME") or os.path.join(
-        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "huggingface")
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
+    )
     return Path(home).expanduser() / "hub"
 
 
-def cached_commit(repo: str, revision: str | None = None, repo_type: str = "model",
-                  cache: Path | None = None) -> str | None:
+def cached_commit(
+    repo: str, revision: str | None = None, repo_type: str = "model", cache: Path | None = None
+) -> str | None:
     """The commit `revision` (None: main) of `repo` points to in the local hub cache: the ref
     file a download wrote, or the snapshot folder of a commit asked for by its hash."""
     folder = (cache or hub_cache()) / f"{repo_type}s--{repo.replace('/', '--')}"
@@ -91,15 +95,19 @@ def online_commit(repo: str, revision: str | None = None, repo_type: str = "mode
     try:
         from huggingface_hub import HfApi
 
-        sha = HfApi().repo_info(repo, repo_type=repo_type, revision=revision,
-                                timeout=HUB_TIMEOUT_S).sha
+        sha = (
+            HfApi()
+            .repo_info(repo, repo_type=repo_type, revision=revision, timeout=HUB_TIMEOUT_S)
+            .sha
+        )
     except Exception:  # noqa: BLE001  unreachable, gated, unknown revision: nothing to record
         return None
     return sha if is_commit(sha) else None
 
 
-def resolve_commit(repo: str, revision: str | None = None, repo_type: str = "model", *,
-                   loaded: str | None = None) -> str | None:
+def resolve_commit(
+    repo: str, revision: str | None = None, repo_type: str = "model", *, loaded: str | None = None
+) -> str | None:
     """The commit a load of `repo` at `revision` used: `loaded` (what the loader reported),
     else the local cache's, else the hub's now; None when none is known."""
     if repo_type not in REPO_TYPES:
@@ -111,12 +119,22 @@ def resolve_commit(repo: str, revision: str | None = None, repo_type: str = "mod
     return cached_commit(repo, revision, repo_type) or online_commit(repo, revision, repo_type)
 
 
-def hub_entry(repo: str, requested: str | None, repo_type: str = "model", *,
-              loaded: str | None = None, **where: Any) -> dict[str, Any]:
+def hub_entry(
+    repo: str,
+    requested: str | None,
+    repo_type: str = "model",
+    *,
+    loaded: str | None = None,
+    **where: Any,
+) -> dict[str, Any]:
     """The manifest entry of a hub load: {"repo", "requested", "resolved"} (+ `where`, e.g. a
     dataset's config and split)."""
-    return {"repo": repo, **where, "requested": requested,
-            "resolved": resolve_commit(repo, requested, repo_type, loaded=loaded)}
+    return {
+        "repo": repo,
+        **where,
+        "requested": requested,
+        "resolved": resolve_commit(repo, requested, repo_type, loaded=loaded),
+    }
 
 
 def snapshot_commit(path: str | os.PathLike) -> str | None:
@@ -152,12 +170,14 @@ def loaded_commit(model: Any) -> str | None:
     modules = getattr(model, "modules", None)
     if callable(modules):  # a sentence-transformers model: its transformer module's config
         configs += [getattr(m, "config", None) for m in modules()]
-    return next((c._commit_hash for c in configs if is_commit(getattr(c, "_commit_hash", None))),
-                None)
+    return next(
+        (c._commit_hash for c in configs if is_commit(getattr(c, "_commit_hash", None))), None
+    )
 
 
-def checkpoint_entry(source: str, requested: str | None = None, *,
-                     loaded: str | None = None) -> dict[str, Any]:
+def checkpoint_entry(
+    source: str, requested: str | None = None, *, loaded: str | None = None
+) -> dict[str, Any]:
     """The manifest entry of an auxiliary checkpoint: a hub id as hub_entry (`loaded`: the
     commit the loader reported), a local folder or file as {"source": "local", "path"} (with
     `resolved` when it lies in a hub cache's snapshot)."""

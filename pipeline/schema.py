@@ -49,12 +49,14 @@ PTRUE = {
 # Columns an artifact holds only when a setting asks for them: absent otherwise, so that an
 # artifact written without the setting is column for column (and byte for byte) what it was
 # before the setting existed. pipeline.store.to_table writes them when the frame has them.
-OPTIONAL_COLUMNS = {"ptrue": {
-    # generation.ptrue_beam=true: P(True) asked about the beam decode's text (a sensitivity row
-    # of the beam-target tables; logprob_true asks about the greedy decode, lm-polygraph's default)
-    "logprob_true_beam": "float",
-    "p_true_beam": "float",  # exp(logprob_true_beam)
-}}
+OPTIONAL_COLUMNS = {
+    "ptrue": {
+        # generation.ptrue_beam=true: P(True) asked about the beam decode's text (a sensitivity row
+        # of the beam-target tables; logprob_true asks about the greedy decode, lm-polygraph's default)
+        "logprob_true_beam": "float",
+        "p_true_beam": "float",  # exp(logprob_true_beam)
+    }
+}
 
 LATENTS = {
     "prompt_id": "str",
@@ -129,10 +131,18 @@ def producer_of(experiment: str) -> str:
 
 
 # The stage that writes each artifact (named in errors that say how to rebuild one).
-PRODUCER = {"dataset": "generate", "samples": "generate", "decodes": "generate",
-            "ptrue": "generate", "latents": "map", "decisions": "decide",
-            "uncertainty": "uq", "quality": "evaluate", "uq_scores": "evaluate",
-            "audit": "evaluate"}
+PRODUCER = {
+    "dataset": "generate",
+    "samples": "generate",
+    "decodes": "generate",
+    "ptrue": "generate",
+    "latents": "map",
+    "decisions": "decide",
+    "uncertainty": "uq",
+    "quality": "evaluate",
+    "uq_scores": "evaluate",
+    "audit": "evaluate",
+}
 
 ARTIFACTS: dict[str, dict[str, str]] = {
     "dataset": DATASET,

@@ -18,4 +18,6 @@ if __name__ == "__main__":
 raise ImportError(
     "pipeline.score is a function (`import pipeline; pipeline.score(data, task=...)`), not a "
     "module: the scorer is pipeline.scorer (run.score, cli.main) "
-    "(`python -m pipeline.score` and `taskaware-score` run it)", name=__name__)
+    "(`python -m pipeline.score` and `taskaware-score` run it)",
+    name=__name__,
+)

@@ -29,12 +29,16 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"\],}]+")
 # parameter names that carry a credential: the name, or its last word after - _ . (Azure's
 # api-key and subscription-key, Google's key, x-api-key, client_secret, hf_token, GitLab's
 # private_token, auth_token, AWS's X-Amz-Signature and X-Amz-Security-Token, signed URLs' sig)
-_SECRET_PARAM = re.compile(r"(?i)(?:^|[-_.])(?:api[-_]?key|key|token|secret|password|passwd|pwd|"
-                           r"passphrase|sig|signature|auth|authorization|credential|credentials|"
-                           r"jwt|bearer)$")
+_SECRET_PARAM = re.compile(
+    r"(?i)(?:^|[-_.])(?:api[-_]?key|key|token|secret|password|passwd|pwd|"
+    r"passphrase|sig|signature|auth|authorization|credential|credentials|"
+    r"jwt|bearer)$"
+)
 # run-together names (apikey, accesstoken, clientsecret): the word glued to a known prefix
-_GLUED_SECRET = re.compile(r"(?i)^(?:api|access|auth|client|private|session|secret|refresh|id|"
-                           r"app|user|account|bearer)(?:key|token|secret|password)$")
+_GLUED_SECRET = re.compile(
+    r"(?i)^(?:api|access|auth|client|private|session|secret|refresh|id|"
+    r"app|user|account|bearer)(?:key|token|secret|password)$"
+)
 
 
 def secret_parameter(name: str) -> bool:
@@ -47,8 +51,12 @@ def secret_parameter(name: str) -> bool:
 
 def _parameters(part: str) -> list[tuple[str, str]]:
     """name=value pairs of a query, a fragment or path parameters, split at & and ;."""
-    return [pair for chunk in re.split(r"[&;]", part) if chunk
-            for pair in parse_qsl(chunk, keep_blank_values=False)]
+    return [
+        pair
+        for chunk in re.split(r"[&;]", part)
+        if chunk
+        for pair in parse_qsl(chunk, keep_blank_values=False)
+    ]
 
 
 def url_secrets(text: str) -> list[str]:
@@ -93,7 +101,8 @@ def key_in_env_setting(value: str) -> bool:
 _TEXT_SECRETS = re.compile(
     r"(?i)(?:\bbearer\s+[A-Za-z0-9._~+/=-]{6,}|\b(?:sk|pk|rk|hf|gsk|xai)[-_][A-Za-z0-9._-]{8,}|"
     r"\b(?:api[-_]?key|x-api-key|access[-_]?token|auth[-_]?token|token|secret|password)"
-    r"[\"']?\s*[:=]\s*[\"']?[^\s\"',;&}]{4,})")
+    r"[\"']?\s*[:=]\s*[\"']?[^\s\"',;&}]{4,})"
+)
 
 
 def redact_text(text: str, known: Iterable[str] = ()) -> str:
@@ -116,15 +125,19 @@ def _where(url_text: str) -> str:
 
 
 def _message(setting: str, value: str) -> str:
-    return (f"{setting} holds credentials inside a URL (for host {_where(value)}): Hydra would "
-            "save them with the run's configs. Remove them from the URL and export the key in "
-            "the variable named by backend.api_key_env / task.extractor.api_key_env")
+    return (
+        f"{setting} holds credentials inside a URL (for host {_where(value)}): Hydra would "
+        "save them with the run's configs. Remove them from the URL and export the key in "
+        "the variable named by backend.api_key_env / task.extractor.api_key_env"
+    )
 
 
 def _env_message(setting: str) -> str:
-    return (f"{setting} looks like a key, not the name of the environment variable holding one: "
-            "Hydra would save it with the run's configs. Export the key (e.g. export "
-            f"OPENAI_API_KEY=...) and set {setting}=OPENAI_API_KEY (the variable's name)")
+    return (
+        f"{setting} looks like a key, not the name of the environment variable holding one: "
+        "Hydra would save it with the run's configs. Export the key (e.g. export "
+        f"OPENAI_API_KEY=...) and set {setting}=OPENAI_API_KEY (the variable's name)"
+    )
 
 
 _URL_SETTING = re.compile(r"(?i)(?:url|uri|api_base|endpoint|host)$")

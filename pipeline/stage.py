@@ -54,15 +54,22 @@ class StageSpec:
 STAGES: Registry[StageSpec] = Registry("stage", discover=("pipeline.stages",))
 
 
-def stage(name: str, *, inputs: tuple[str, ...], outputs: tuple[str, ...],
-          config: Callable[[Cell], dict], version: int = 1, parts: tuple[str, ...] = ()):
+def stage(
+    name: str,
+    *,
+    inputs: tuple[str, ...],
+    outputs: tuple[str, ...],
+    config: Callable[[Cell], dict],
+    version: int = 1,
+    parts: tuple[str, ...] = (),
+):
     """Register a stage: `fn(cell, store, key)` returns its output frames; `config(cell)` is its
     config slice. `version` is part of its cache key: bump it when a code change alters what the
     stage writes, so stored artifacts of the old code are recomputed, not reused. `parts`: the
     cell's attributes that name the parts (space, mapper, metrics) it uses."""
+
     def wrap(fn):
-        STAGES.add(name, StageSpec(name, inputs, outputs, config, fn, version, parts),
-                   replace=True)
+        STAGES.add(name, StageSpec(name, inputs, outputs, config, fn, version, parts), replace=True)
         return fn
 
     return wrap
@@ -72,7 +79,7 @@ plain = thaw  # a resolved setting as plain Python (dicts, lists): what a slice 
 
 
 def cell_name(cell_or_root: Cell | Path) -> str:
-    """"experiment/model/dataset" of a cell (or of its folder): recorded in every manifest a
+    """ "experiment/model/dataset" of a cell (or of its folder): recorded in every manifest a
     stage writes, so an artifact copied between cells says where it was made."""
     if isinstance(cell_or_root, (str, Path)):
         return "/".join(Path(cell_or_root).parts[-3:])
@@ -93,7 +100,8 @@ def stage_key(spec: StageSpec, cell: Cell, store: ArtifactStore) -> tuple[str, d
         if key is None:
             raise ArtifactError(
                 f"stage {spec.name!r} needs artifact {name!r}, which is missing under {store.root}; "
-                f"run the upstream stage first (stage=all runs everything in order)")
+                f"run the upstream stage first (stage=all runs everything in order)"
+            )
         input_keys[name] = key
     slice_ = spec.config_slice(cell)
     if cell.plugins:  # a plugin's code, where the stage uses its parts
@@ -141,12 +149,21 @@ def run_stage(name: str, cell: Cell, store: ArtifactStore) -> dict[str, Any]:
         raise RuntimeError(f"stage {name!r} did not produce {sorted(missing)}")
     rows = {}
     for out in spec.outputs:
-        store.write(out, frames[out], key=key, config=slice_, inputs=input_keys, wall_time_s=wall,
-                    extra={**fields, "cell": cell.name, "producer": cell.producer})
+        store.write(
+            out,
+            frames[out],
+            key=key,
+            config=slice_,
+            inputs=input_keys,
+            wall_time_s=wall,
+            extra={**fields, "cell": cell.name, "producer": cell.producer},
+        )
         rows[out] = len(frames[out])
     store.drop_shards(key=key)  # merged into the artifacts, all written: nothing left to resume
     check_stop()  # the work done is kept; the next stage does not start
-    log.info("[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items()))
+    log.info(
+        "[%s] done in %.1f s: %s", name, wall, ", ".join(f"{k} {v} rows" for k, v in rows.items())
+    )
     return {"skipped": False, "wall_time_s": wall, "rows": rows, "key": key}
 
 
@@ -161,8 +178,9 @@ def outputs_current(spec: StageSpec, cell: Cell, store: ArtifactStore, key: str)
     return all(store.is_current(out, key) and made_here(cell, store, out) for out in spec.outputs)
 
 
-def check_inputs_belong(spec: StageSpec, cell: Cell, store: ArtifactStore,
-                        input_keys: dict[str, str]) -> None:
+def check_inputs_belong(
+    spec: StageSpec, cell: Cell, store: ArtifactStore, input_keys: dict[str, str]
+) -> None:
     """Refuse inputs this configuration would not have made. Every manifest names the cell it
     was made for and who made it: this pipeline's stages, the scorer (`pipeline.score`), or
     another program writing a cell's inputs itself (its own `producer`). An input made for
@@ -181,13 +199,17 @@ def check_inputs_belong(spec: StageSpec, cell: Cell, store: ArtifactStore,
         ours = maker in (PIPELINE_PRODUCER, SCORER_PRODUCER)
         rebuild = f"run stage={producer} first (or stage=all, which reruns what changed)"
         if made_for != here or (ours and maker != runner) or not maker:
-            said = (f"made for cell {made_for} by {_who(maker, producer)}" if maker and made_for
-                    else "its manifest does not say who made it for which cell (written before "
-                         "manifests said so, or by hand)")
+            said = (
+                f"made for cell {made_for} by {_who(maker, producer)}"
+                if maker and made_for
+                else "its manifest does not say who made it for which cell (written before "
+                "manifests said so, or by hand)"
+            )
             raise ArtifactError(
                 f"stage {spec.name!r}: input {name!r} under {store.root} was made for another "
                 f"cell or by another program ({said}; this is {here}, run by "
-                f"{_who(runner, producer)}): {rebuild}")
+                f"{_who(runner, producer)}): {rebuild}"
+            )
         if not ours or (producer == "generate" and runner == SCORER_PRODUCER):
             continue  # another program's inputs (the scorer's: keyed by the file it read)
         if producer not in wanted:
@@ -197,7 +219,8 @@ def check_inputs_belong(spec: StageSpec, cell: Cell, store: ArtifactStore,
             raise ArtifactError(
                 f"stage {spec.name!r}: input {name!r} under {store.root} was made by another "
                 f"configuration (key {have}; this configuration's {producer} gives {want}): "
-                f"{rebuild}")
+                f"{rebuild}"
+            )
 
 
 def _who(maker: str, stage_name: str) -> str:

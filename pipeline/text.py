@@ -42,8 +42,10 @@ def to_text(value: object) -> str:
 # Characters that change a string but not what a reader sees: zero-width space, non-joiner and
 # joiner, word joiner, byte order mark, soft hyphen, and the bidi marks, embeddings, overrides
 # and isolates. NFKC keeps them all.
-INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u200e\u200f\u061c"
-                      "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+INVISIBLE = frozenset(
+    "\u200b\u200c\u200d\u2060\ufeff\u00ad\u200e\u200f\u061c"
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 _DROP_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE))
 _SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
 # NFKC writes "10\u00b2" as "102" and "2\u00bd" as "21\u20442": after a digit, an exponent becomes
@@ -77,7 +79,9 @@ _POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")  # "Earth's" is Earth
 # Single letters joined by dots: "u.s.", "u.s.a", "d.c." -> "us", "usa", "dc".
 _ACRONYM = re.compile(r"(?<![\w.])[^\W\d_](?:\.[^\W\d_])+\.?(?![\w])")
 # Symbols that belong to a name when attached to it.
-_NAME_SYMBOL = re.compile(r"(?<=\w)(?:\+\+|\+|#)|(?<=\w)&(?=\w)|(?:(?<=\s)|^)\.(?=[^\W\d_])|(?<=\w)\.(?=\w)")
+_NAME_SYMBOL = re.compile(
+    r"(?<=\w)(?:\+\+|\+|#)|(?<=\w)&(?=\w)|(?:(?<=\s)|^)\.(?=[^\W\d_])|(?<=\w)\.(?=\w)"
+)
 _KEEP = "\u0000"  # stand-in marking a kept symbol while the rest of the punctuation goes
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+(?=\S)")
 
@@ -129,15 +133,27 @@ def _canonical_label(text: object) -> str:
     s = _POSSESSIVE.sub("", s)
     s = _N_JOINER.sub(" and ", s)  # "rock 'n' roll" is "rock and roll"
     s = _APOSTROPHES.sub("", s)
-    s = _NAME_SYMBOL.sub(lambda m: m.group(0).replace("+", _KEEP + "p").replace("#", _KEEP + "h")
-                         .replace("&", _KEEP + "a").replace(".", _KEEP + "d"), s)
+    s = _NAME_SYMBOL.sub(
+        lambda m: (
+            m.group(0)
+            .replace("+", _KEEP + "p")
+            .replace("#", _KEEP + "h")
+            .replace("&", _KEEP + "a")
+            .replace(".", _KEEP + "d")
+        ),
+        s,
+    )
     s = re.sub(r"(?<!\S)&(?!\S)", " and ", s)
     if plain_ascii:
         s = s.translate(_ASCII_PUNCTUATION_TO_SPACE)
     else:
         s = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
-    s = (s.replace(_KEEP + "p", "+").replace(_KEEP + "h", "#").replace(_KEEP + "a", "&")
-         .replace(_KEEP + "d", "."))
+    s = (
+        s.replace(_KEEP + "p", "+")
+        .replace(_KEEP + "h", "#")
+        .replace(_KEEP + "a", "&")
+        .replace(_KEEP + "d", ".")
+    )
     s = _SPACES.sub(" ", s).strip()
     return _LEADING_ARTICLE.sub("", s)
 
@@ -191,6 +207,8 @@ def split_names(text: object) -> list[str]:
     out: list[str] = []
     for part in parts:  # "A and B" is two names unless it is one ("Bosnia and Herzegovina")
         kept = protect_and_names(part, _KEEP)
-        out.extend(p.replace(f" {_KEEP} ", " and ")
-                   for p in re.split(r"\s+(?:and|or|&)\s+", kept, flags=re.IGNORECASE))
+        out.extend(
+            p.replace(f" {_KEEP} ", " and ")
+            for p in re.split(r"\s+(?:and|or|&)\s+", kept, flags=re.IGNORECASE)
+        )
     return [n for n in (p.strip(" \t.") for p in out) if n]

@@ -50,33 +50,50 @@ def main() -> None:
     from pipeline.evaluation import bootstrap_ci, concordance_auc, prr
 
     print(f"{args.n_boot} replicates; ms per replicate")
-    print(f"{'metric':<6} {'data':<10} {'n':>7} {'counted':>9} {'batched sort':>13} "
-          f"{'ratio':>6} {'per call':>9} {'ratio':>6} {'max |bound diff|':>17}")
+    print(
+        f"{'metric':<6} {'data':<10} {'n':>7} {'counted':>9} {'batched sort':>13} "
+        f"{'ratio':>6} {'per call':>9} {'ratio':>6} {'max |bound diff|':>17}"
+    )
     scipy_rows = []
     for n in args.sizes:
         for kind in ("tied", "continuous"):
             u, q = data(kind, n)
-            for name, metric in (("PRR", functools.partial(prr, max_rejection=0.5)),
-                                 ("AUC", concordance_auc)):
+            for name, metric in (
+                ("PRR", functools.partial(prr, max_rejection=0.5)),
+                ("AUC", concordance_auc),
+            ):
                 fast, t_fast = timed(bootstrap_ci, metric, u, q, n_boot=args.n_boot, seed=1)
                 owner = metric.func if isinstance(metric, functools.partial) else metric
                 counted = owner.counted
                 del owner.counted  # the same call without the counted form: the batched sort
                 try:
-                    batched, t_batched = timed(bootstrap_ci, metric, u, q, n_boot=args.n_boot,
-                                               seed=1)
+                    batched, t_batched = timed(
+                        bootstrap_ci, metric, u, q, n_boot=args.n_boot, seed=1
+                    )
                 finally:
                     owner.counted = counted
                 per_call = None
                 if n <= 10_000:  # one call per replicate is too slow beyond
-                    per_call, t_call = timed(bootstrap_ci, lambda a, b, m=metric: m(a, b), u, q,
-                                             n_boot=args.n_boot, seed=1)
+                    per_call, t_call = timed(
+                        bootstrap_ci,
+                        lambda a, b, m=metric: m(a, b),
+                        u,
+                        q,
+                        n_boot=args.n_boot,
+                        seed=1,
+                    )
                 gap = max(abs(fast.low - batched.low), abs(fast.high - batched.high))
                 ms = 1e3 / args.n_boot
-                call = (f"{t_call * ms:9.2f} {t_call / t_fast:5.1f}x" if per_call is not None
-                        else f"{'-':>9} {'-':>6}")
-                print(f"{name:<6} {kind:<10} {n:>7} {t_fast * ms:9.2f} {t_batched * ms:13.2f} "
-                      f"{t_batched / t_fast:5.1f}x {call} {gap:17.1e}", flush=True)
+                call = (
+                    f"{t_call * ms:9.2f} {t_call / t_fast:5.1f}x"
+                    if per_call is not None
+                    else f"{'-':>9} {'-':>6}"
+                )
+                print(
+                    f"{name:<6} {kind:<10} {n:>7} {t_fast * ms:9.2f} {t_batched * ms:13.2f} "
+                    f"{t_batched / t_fast:5.1f}x {call} {gap:17.1e}",
+                    flush=True,
+                )
                 if n <= 10_000:
                     scipy_rows.append((name, kind, n, t_fast, fast, metric))
     if scipy_rows:
@@ -88,18 +105,31 @@ def compare_scipy(rows, n_boot: int) -> None:
     from scipy.stats import bootstrap
 
     print(f"\nscipy.stats.bootstrap (paired, percentile, {n_boot} resamples): ms per replicate")
-    print(f"{'metric':<6} {'data':<10} {'n':>7} {'ours':>8} {'scipy':>9} {'slower':>7} "
-          f"{'ours [low, high]':>20} {'scipy [low, high]':>20}")
+    print(
+        f"{'metric':<6} {'data':<10} {'n':>7} {'ours':>8} {'scipy':>9} {'slower':>7} "
+        f"{'ours [low, high]':>20} {'scipy [low, high]':>20}"
+    )
     for name, kind, n, t_fast, fast, metric in rows:
         u, q = data(kind, n)
-        res, t_scipy = timed(bootstrap, (u, q), lambda a, b, m=metric: m(a, b), paired=True,
-                             vectorized=False, n_resamples=n_boot, method="percentile",
-                             confidence_level=0.95, random_state=1)
+        res, t_scipy = timed(
+            bootstrap,
+            (u, q),
+            lambda a, b, m=metric: m(a, b),
+            paired=True,
+            vectorized=False,
+            n_resamples=n_boot,
+            method="percentile",
+            confidence_level=0.95,
+            random_state=1,
+        )
         ci = res.confidence_interval
         ms = 1e3 / n_boot
-        print(f"{name:<6} {kind:<10} {n:>7} {t_fast * ms:8.2f} {t_scipy * ms:9.2f} "
-              f"{t_scipy / t_fast:6.1f}x   [{fast.low:.3f}, {fast.high:.3f}]"
-              f"       [{ci.low:.3f}, {ci.high:.3f}]", flush=True)
+        print(
+            f"{name:<6} {kind:<10} {n:>7} {t_fast * ms:8.2f} {t_scipy * ms:9.2f} "
+            f"{t_scipy / t_fast:6.1f}x   [{fast.low:.3f}, {fast.high:.3f}]"
+            f"       [{ci.low:.3f}, {ci.high:.3f}]",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

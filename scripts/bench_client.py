@@ -30,9 +30,18 @@ HERE = Path(__file__).resolve().parent
 
 def start_server(folder: Path, delay: float) -> tuple[subprocess.Popen, str]:
     port_file = folder / "port"
-    server = subprocess.Popen([sys.executable, str(HERE / "openai_stand_in.py"), "--port-file",
-                               str(port_file), "--delay", str(delay)], stdout=subprocess.DEVNULL,
-                              env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "openai_stand_in.py"),
+            "--port-file",
+            str(port_file),
+            "--delay",
+            str(delay),
+        ],
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+    )
     for _ in range(600):
         if port_file.exists() and port_file.read_text().strip():
             break
@@ -47,8 +56,14 @@ def messages(i: int) -> list[dict]:
 def ours(base_url: str, n: int, in_flight: int, rpm: float | None, cache: Path) -> float:
     from pipeline.clients.llm_client import LLMClient
 
-    client = LLMClient(model="rule-server", base_url=base_url, cache_dir=cache,
-                       max_workers=in_flight, requests_per_minute=rpm, api_key="x")
+    client = LLMClient(
+        model="rule-server",
+        base_url=base_url,
+        cache_dir=cache,
+        max_workers=in_flight,
+        requests_per_minute=rpm,
+        api_key="x",
+    )
     client.choices_many([(messages(-1), {"n": 1})])  # connection, imports: not timed
     t0 = time.perf_counter()
     client.choices_many([(messages(i), {"n": 1}) for i in range(n)])
@@ -91,26 +106,37 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--in-flight", type=int, default=16)
     ap.add_argument("--delay", type=float, default=0.05, help="the server's seconds per reply")
-    ap.add_argument("--rpm", type=float, default=1200.0,
-                    help="requests per minute of the rate-limited round (0: skip it)")
+    ap.add_argument(
+        "--rpm",
+        type=float,
+        default=1200.0,
+        help="requests per minute of the rate-limited round (0: skip it)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server, base_url = start_server(Path(tmp), args.delay)
         try:
-            print(f"{args.requests} requests, {args.in_flight} in flight, the server "
-                  f"{args.delay * 1e3:.0f} ms a reply (own process)")
+            print(
+                f"{args.requests} requests, {args.in_flight} in flight, the server "
+                f"{args.delay * 1e3:.0f} ms a reply (own process)"
+            )
             print(f"{'client':<44} {'wall s':>7} {'req/s':>7} {'CPU ms/req':>11} {'of ideal':>9}")
-            rounds = [(None, "full speed")] + ([(args.rpm, f"{args.rpm:.0f}/min")] if args.rpm
-                                                else [])
+            rounds = [(None, "full speed")] + (
+                [(args.rpm, f"{args.rpm:.0f}/min")] if args.rpm else []
+            )
             for rpm, label in rounds:
                 ideal = args.requests / (rpm / 60.0) if rpm else None
                 for name, fn, extra in (
-                        ("ours (LLMClient)", ours, (Path(tmp) / f"cache-{label}",)),
-                        ("openai.AsyncOpenAI + semaphore", official, ())):
+                    ("ours (LLMClient)", ours, (Path(tmp) / f"cache-{label}",)),
+                    ("openai.AsyncOpenAI + semaphore", official, ()),
+                ):
                     wall, cpu = measured(fn, base_url, args.requests, args.in_flight, rpm, *extra)
                     share = f"{ideal / wall:9.2f}" if ideal else f"{'-':>9}"
-                    print(f"{name + ', ' + label:<34} {wall:7.2f} {args.requests / wall:7.1f} "
-                          f"{1e3 * cpu / args.requests:11.2f} {share}", flush=True)
+                    print(
+                        f"{name + ', ' + label:<34} {wall:7.2f} {args.requests / wall:7.1f} "
+                        f"{1e3 * cpu / args.requests:11.2f} {share}",
+                        flush=True,
+                    )
         finally:
             server.terminate()
 

@@ -87,13 +87,19 @@ def bench_prr(n: int, seed: int, polygraph: types.SimpleNamespace) -> None:
         f"                |ours - lm-polygraph| = {abs(ours_poly - their_value):.2e}"
         f" = {abs(ours_poly - their_value) / se_normalised:.2f} x its MC s.e. ({se_normalised:.2e})"
     )
-    print(f"  time          lm-polygraph as UEManager runs it (1000 Monte-Carlo shuffles for the "
-          f"random baseline) {their_time * 1e3:9.1f} ms")
-    print(f"                lm-polygraph's two areas + the same exact random baseline as ours "
-          f"(like for like) {their_exact_time * 1e3:9.2f} ms")
+    print(
+        f"  time          lm-polygraph as UEManager runs it (1000 Monte-Carlo shuffles for the "
+        f"random baseline) {their_time * 1e3:9.1f} ms"
+    )
+    print(
+        f"                lm-polygraph's two areas + the same exact random baseline as ours "
+        f"(like for like) {their_exact_time * 1e3:9.2f} ms"
+    )
     for label, t in (("ours polygraph", t_poly), ("ours average  ", t_avg)):
-        print(f"                {label} {t * 1e3:7.2f} ms  -> {their_time / t:,.0f}x faster than "
-              f"UEManager's way; like for like {their_exact_time / t:,.2f}x")
+        print(
+            f"                {label} {t * 1e3:7.2f} ms  -> {their_time / t:,.0f}x faster than "
+            f"UEManager's way; like for like {their_exact_time / t:,.2f}x"
+        )
 
 
 def bench_concordance(n: int, seed: int) -> None:

@@ -40,6 +40,7 @@ CORPORA = ROOT / "tests" / "corpora"
 
 # --------------------------------------------------------------------------- corpus loading
 
+
 def load_yaml(name: str) -> dict:
     import yaml
 
@@ -90,8 +91,15 @@ def evaluate_exact_match(items: list[dict], reading: str = "official") -> dict:
     for it in items:
         ref = Reference(answers=[[str(a) for a in it["aliases"]]], question=str(it["question"]))
         got = exact_match_error(str(it["answer"]), ref, ExactMatchSettings(reading)) == 0
-        rows.append({"id": it["id"], "text": it["answer"], "question": it["question"],
-                     "gold": bool(it["correct"]), "got": got})
+        rows.append(
+            {
+                "id": it["id"],
+                "text": it["answer"],
+                "question": it["question"],
+                "gold": bool(it["correct"]),
+                "got": got,
+            }
+        )
     return _decisions(rows)
 
 
@@ -112,10 +120,17 @@ def evaluate_matching(pairs: list[dict]) -> dict:
         # a pair whose label shares no word with any alias can only be matched by knowing the
         # names (DPRK / North Korea): the rules cannot, a judge may
         surface = any(words(str(p["label"])) & words(a) for a in answer)
-        rows.append({"id": p.get("kind", ""), "kind": p.get("kind", ""), "question": p["question"],
-                     "text": f"{p['label']!r} ~ {p['answer']}", "gold": bool(p["match"]),
-                     "got": m.answer == 0,
-                     "surface": surface})
+        rows.append(
+            {
+                "id": p.get("kind", ""),
+                "kind": p.get("kind", ""),
+                "question": p["question"],
+                "text": f"{p['label']!r} ~ {p['answer']}",
+                "gold": bool(p["match"]),
+                "got": m.answer == 0,
+                "surface": surface,
+            }
+        )
     out = _decisions(rows)
     out["surface"] = _decisions([r for r in rows if r["surface"] or not r["gold"]])
     out["knowledge"] = _decisions([r for r in rows if not r["surface"] and r["gold"]])
@@ -131,8 +146,15 @@ def _decisions(rows: list[dict]) -> dict:
     tp = sum(r["got"] and r["gold"] for r in rows)
     fp = sum(r["got"] and not r["gold"] for r in rows)
     fn = sum(not r["got"] and r["gold"] for r in rows)
-    return {"n": len(rows), "right": right, "accuracy": right / len(rows) if rows else 1.0,
-            "false_matches": fp, "missed_matches": fn, "tp": tp, "rows": rows}
+    return {
+        "n": len(rows),
+        "right": right,
+        "accuracy": right / len(rows) if rows else 1.0,
+        "false_matches": fp,
+        "missed_matches": fn,
+        "tp": tp,
+        "rows": rows,
+    }
 
 
 def evaluate_references(items: list[dict]) -> dict:
@@ -159,12 +181,14 @@ def evaluate_references(items: list[dict]) -> dict:
         if ok and it.get("probabilities"):
             total = sum(it["probabilities"])
             ok = len(probs) == len(want) and all(
-                math.isclose(a, b / total, rel_tol=1e-9) for a, b in zip(probs, it["probabilities"]))
+                math.isclose(a, b / total, rel_tol=1e-9) for a, b in zip(probs, it["probabilities"])
+            )
         rows.append({"id": it["id"], "text": repr(it["raw"]), "gold": want, "got": got, "ok": ok})
     return {"n": len(rows), "exact": sum(r["ok"] for r in rows), "rows": rows}
 
 
 # --------------------------------------------------------------------------- metrics
+
 
 def label_prf(predicted: list[set], gold: list[set]) -> dict:
     """Micro-averaged precision/recall/F1 of label sets, plus the exact-set rate.
@@ -181,8 +205,16 @@ def label_prf(predicted: list[set], gold: list[set]) -> dict:
     recall = tp / n_gold if n_gold else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     exact = sum(set(p) == set(g) for p, g in zip(predicted, gold)) / len(gold) if gold else 1.0
-    return {"n": len(gold), "tp": tp, "fp": n_pred - tp, "fn": n_gold - tp,
-            "precision": precision, "recall": recall, "f1": f1, "exact": exact}
+    return {
+        "n": len(gold),
+        "tp": tp,
+        "fp": n_pred - tp,
+        "fn": n_gold - tp,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "exact": exact,
+    }
 
 
 def is_span(label: str, text: str) -> bool:
@@ -204,6 +236,7 @@ def answer_index(question: dict) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- chat answers
+
 
 def chat_corpus(name: str = "chat_answers_corpus.yaml") -> list[dict]:
     """Chat-style answers of instruction-tuned models (classes and sets), labels written as the
@@ -246,9 +279,18 @@ def evaluate_chat(questions: list[dict]) -> dict:
             got = read_chat_response(q["task"], r["text"], q["question"])
             mapped = {index.get(canonical_label(x), ("unknown", x)) for x in got}
             want = {index[canonical_label(x)] for x in r["labels"]}
-            rows.append({"id": q["id"], "task": q["task"], "question": q["question"],
-                         "text": r["text"], "tags": r.get("tags", []), "got": got,
-                         "gold": r["labels"], "right": mapped == want})
+            rows.append(
+                {
+                    "id": q["id"],
+                    "task": q["task"],
+                    "question": q["question"],
+                    "text": r["text"],
+                    "tags": r.get("tags", []),
+                    "got": got,
+                    "gold": r["labels"],
+                    "right": mapped == want,
+                }
+            )
     out: dict = {"rows": rows, "n": len(rows), "right": sum(r["right"] for r in rows)}
     for task in ("classes", "sets"):
         sel = [r for r in rows if r["task"] == task]
@@ -263,6 +305,7 @@ def evaluate_chat(questions: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- sets
 
+
 def evaluate_sets(questions: list[dict]) -> dict:
     from pipeline.mapping import extract_answers
 
@@ -270,9 +313,18 @@ def evaluate_sets(questions: list[dict]) -> dict:
     for q in questions:
         for r in q["responses"]:
             got = set(extract_answers(r["text"], q["question"]))
-            rows.append({"id": q["id"], "split": q["split"], "question": q["question"], "text": r["text"],
-                         "tags": r["tags"], "gold": set(r["labels"]), "got": got,
-                         "not_spans": sorted(x for x in got if not is_span(x, r["text"]))})
+            rows.append(
+                {
+                    "id": q["id"],
+                    "split": q["split"],
+                    "question": q["question"],
+                    "text": r["text"],
+                    "tags": r["tags"],
+                    "gold": set(r["labels"]),
+                    "got": got,
+                    "not_spans": sorted(x for x in got if not is_span(x, r["text"])),
+                }
+            )
     out = {"all": label_prf([r["got"] for r in rows], [r["gold"] for r in rows]), "rows": rows}
     for split in ("dev", "holdout"):
         sel = [r for r in rows if r["split"] == split]
@@ -283,7 +335,10 @@ def evaluate_sets(questions: list[dict]) -> dict:
     for r in rows:
         for t in r["tags"]:
             tags[t].append(r)
-    out["tags"] = {t: label_prf([r["got"] for r in rs], [r["gold"] for r in rs]) for t, rs in sorted(tags.items())}
+    out["tags"] = {
+        t: label_prf([r["got"] for r in rs], [r["gold"] for r in rs])
+        for t, rs in sorted(tags.items())
+    }
     return out
 
 
@@ -304,8 +359,9 @@ def evaluate_merging(questions: list[dict]) -> dict:
             gold.append(want)
             if pred != want:
                 names = {i: q["answers"][i][0] for i in range(len(q["answers"]))}
-                wrong.append((q["id"], r["text"], sorted(labels or ()),
-                              sorted(names[i] for i in want)))
+                wrong.append(
+                    (q["id"], r["text"], sorted(labels or ()), sorted(names[i] for i in want))
+                )
     return {"all": label_prf(predicted, gold), "wrong": wrong}
 
 
@@ -330,6 +386,7 @@ def check_set_corpus(questions: list[dict]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- graphs
+
 
 def graph_corpus() -> list[dict]:
     return load_yaml("graphs_corpus.yaml")["texts"]
@@ -357,9 +414,20 @@ def evaluate_graphs(texts: list[dict]) -> dict:
         gold.append(want)
         pred_pairs.append({(h, t) for h, _, t in got})
         gold_pairs.append({(h, t) for h, _, t in want})
-        rows.append({"text": item["text"], "got": got, "gold": want, "split": item.get("split", "dev"),
-                     "id": f"{len(rows):02d}"})
-    out = {"triples": label_prf(pred, gold), "pairs": label_prf(pred_pairs, gold_pairs), "rows": rows}
+        rows.append(
+            {
+                "text": item["text"],
+                "got": got,
+                "gold": want,
+                "split": item.get("split", "dev"),
+                "id": f"{len(rows):02d}",
+            }
+        )
+    out = {
+        "triples": label_prf(pred, gold),
+        "pairs": label_prf(pred_pairs, gold_pairs),
+        "rows": rows,
+    }
     for split in ("dev", "holdout"):
         idx = [i for i, r in enumerate(rows) if r["split"] == split]
         if idx:
@@ -369,21 +437,31 @@ def evaluate_graphs(texts: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- numbers
 
+
 def number_corpus() -> list[dict]:
     return load_yaml("numbers_corpus.yaml")["responses"]
 
 
-def number_scores(predicted: list[float | None], gold: list[float | None], rel_tol: float = 1e-9) -> dict:
+def number_scores(
+    predicted: list[float | None], gold: list[float | None], rel_tol: float = 1e-9
+) -> dict:
     """Precision: right among responses given a number; recall: right among responses that
     state one; false_numbers: responses without a number that were given one."""
-    right = sum(p is not None and g is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=1e-12)
-                for p, g in zip(predicted, gold))
+    right = sum(
+        p is not None and g is not None and math.isclose(p, g, rel_tol=rel_tol, abs_tol=1e-12)
+        for p, g in zip(predicted, gold)
+    )
     n_pred = sum(p is not None for p in predicted)
     n_gold = sum(g is not None for g in gold)
     false_numbers = sum(p is not None and g is None for p, g in zip(predicted, gold))
-    return {"n": len(gold), "right": right, "precision": right / n_pred if n_pred else 1.0,
-            "recall": right / n_gold if n_gold else 1.0, "false_numbers": false_numbers,
-            "no_number_responses": len(gold) - n_gold}
+    return {
+        "n": len(gold),
+        "right": right,
+        "precision": right / n_pred if n_pred else 1.0,
+        "recall": right / n_gold if n_gold else 1.0,
+        "false_numbers": false_numbers,
+        "no_number_responses": len(gold) - n_gold,
+    }
 
 
 def evaluate_numbers(items: list[dict]) -> dict:
@@ -391,8 +469,10 @@ def evaluate_numbers(items: list[dict]) -> dict:
 
     pred = [parse_number(it["text"]) for it in items]
     gold = [None if it["value"] is None else float(it["value"]) for it in items]
-    rows = [{"text": it["text"], "got": p, "gold": g, "split": it.get("split", "dev"), "id": f"{i:02d}"}
-            for i, (it, p, g) in enumerate(zip(items, pred, gold))]
+    rows = [
+        {"text": it["text"], "got": p, "gold": g, "split": it.get("split", "dev"), "id": f"{i:02d}"}
+        for i, (it, p, g) in enumerate(zip(items, pred, gold))
+    ]
     out = {"all": number_scores(pred, gold), "rows": rows}
     for split in ("dev", "holdout"):
         idx = [i for i, r in enumerate(rows) if r["split"] == split]
@@ -403,35 +483,60 @@ def evaluate_numbers(items: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- printing
 
+
 def _fmt(m: dict) -> str:
-    return (f"n={m['n']:4d}  precision {m['precision']:.3f}  recall {m['recall']:.3f}  "
-            f"F1 {m['f1']:.3f}  exact sets {m['exact']:.3f}  (tp {m['tp']}, fp {m['fp']}, fn {m['fn']})")
+    return (
+        f"n={m['n']:4d}  precision {m['precision']:.3f}  recall {m['recall']:.3f}  "
+        f"F1 {m['f1']:.3f}  exact sets {m['exact']:.3f}  (tp {m['tp']}, fp {m['fp']}, fn {m['fn']})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--code-root", type=Path, help="import `pipeline` from this folder instead")
-    parser.add_argument("--errors", nargs="*", default=[], choices=["chat", "sets", "names", "real", "merge", "references", "match",
-                                                           "graphs", "numbers"],
-                        help="also print the responses each part gets wrong")
+    parser.add_argument(
+        "--errors",
+        nargs="*",
+        default=[],
+        choices=[
+            "chat",
+            "sets",
+            "names",
+            "real",
+            "merge",
+            "references",
+            "match",
+            "graphs",
+            "numbers",
+        ],
+        help="also print the responses each part gets wrong",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.code_root.resolve() if args.code_root else ROOT))
     print(f"code: {sys.path[0]}\n")
 
     chat = evaluate_chat(chat_corpus())
-    print(f"Chat answers (chat_answers_corpus.yaml, {chat['n']} responses): {chat['right']} read "
-          f"right ({chat['right'] / chat['n']:.3f}); classes {chat['classes'][0]}/"
-          f"{chat['classes'][1]}, sets {chat['sets'][0]}/{chat['sets'][1]}")
+    print(
+        f"Chat answers (chat_answers_corpus.yaml, {chat['n']} responses): {chat['right']} read "
+        f"right ({chat['right'] / chat['n']:.3f}); classes {chat['classes'][0]}/"
+        f"{chat['classes'][1]}, sets {chat['sets'][0]}/{chat['sets'][1]}"
+    )
     print("  by tag: " + ", ".join(f"{t} {k}/{n}" for t, (k, n) in chat["tags"].items()))
     held = evaluate_chat(chat_corpus("chat_answers_holdout.yaml"))
-    print(f"  held out (chat_answers_holdout.yaml, {held['n']} responses): {held['right']} read "
-          f"right ({held['right'] / held['n']:.3f}); classes {held['classes'][0]}/"
-          f"{held['classes'][1]}, sets {held['sets'][0]}/{held['sets'][1]}")
+    print(
+        f"  held out (chat_answers_holdout.yaml, {held['n']} responses): {held['right']} read "
+        f"right ({held['right'] / held['n']:.3f}); classes {held['classes'][0]}/"
+        f"{held['classes'][1]}, sets {held['sets'][0]}/{held['sets'][1]}"
+    )
     if "chat" in args.errors:
         for r in chat["rows"] + held["rows"]:
             if not r["right"]:
-                print(f"  [{r['task']}] {r['question']} | {r['text'][:160]!r}\n"
-                      f"      read {r['got']}, gold {r['gold']}")
+                print(
+                    f"  [{r['task']}] {r['question']} | {r['text'][:160]!r}\n"
+                    f"      read {r['got']}, gold {r['gold']}"
+                )
 
     corpus = set_corpus()
     real = set_corpus("sets_smollm2_maqa.yaml")
@@ -448,17 +553,27 @@ def main(argv: list[str] | None = None) -> int:
     real_res = evaluate_sets(real)
     print(f"  SmolLM2 maqa   {_fmt(real_res['all'])}")
     print(f"  labels that are not a span of their response: {real_res['not_spans']}")
-    print("  by tag (corpus): " + ", ".join(f"{t} {m['precision']:.2f}/{m['recall']:.2f}"
-                                            for t, m in res["tags"].items()))
+    print(
+        "  by tag (corpus): "
+        + ", ".join(f"{t} {m['precision']:.2f}/{m['recall']:.2f}" for t, m in res["tags"].items())
+    )
 
     names = set_corpus("sets_names_corpus.yaml")
     names_res = evaluate_sets(names)
-    print(f"  names corpus   {_fmt(names_res['all'])}  ({len(names)} questions; written held out, tuned on after its first measure of 0.866 / 0.859)")
+    print(
+        f"  names corpus   {_fmt(names_res['all'])}  ({len(names)} questions; written held out, tuned on after its first measure of 0.866 / 0.859)"
+    )
     print(f"  labels that are not a span of their response: {names_res['not_spans']}")
-    print("  by tag (names): " + ", ".join(f"{t} {m['precision']:.2f}/{m['recall']:.2f}"
-                                           for t, m in names_res["tags"].items()))
-    both = label_prf([r["got"] for r in res["rows"] + names_res["rows"]],
-                     [r["gold"] for r in res["rows"] + names_res["rows"]])
+    print(
+        "  by tag (names): "
+        + ", ".join(
+            f"{t} {m['precision']:.2f}/{m['recall']:.2f}" for t, m in names_res["tags"].items()
+        )
+    )
+    both = label_prf(
+        [r["got"] for r in res["rows"] + names_res["rows"]],
+        [r["gold"] for r in res["rows"] + names_res["rows"]],
+    )
     print(f"  both corpora   {_fmt(both)}")
 
     merged = evaluate_merging(corpus)
@@ -474,19 +589,27 @@ def main(argv: list[str] | None = None) -> int:
     em = evaluate_exact_match(triviaqa_corpus())
     careful = evaluate_exact_match(triviaqa_corpus(), "careful")
     for name, r in (("official", em), ("careful", careful)):
-        print(f"Exact match, metrics.exact_match_error.reading={name} (TriviaQA-style, {r['n']} answers): "
-              f"{r['right']} decisions right (accuracy {r['accuracy']:.3f}; false matches "
-              f"{r['false_matches']}, missed {r['missed_matches']})")
+        print(
+            f"Exact match, metrics.exact_match_error.reading={name} (TriviaQA-style, {r['n']} answers): "
+            f"{r['right']} decisions right (accuracy {r['accuracy']:.3f}; false matches "
+            f"{r['false_matches']}, missed {r['missed_matches']})"
+        )
     match = evaluate_matching(match_corpus())
-    print(f"Label / reference matching ({match['n']} pairs): {match['right']} right (accuracy "
-          f"{match['accuracy']:.3f}; false matches {match['false_matches']}, missed "
-          f"{match['missed_matches']})")
+    print(
+        f"Label / reference matching ({match['n']} pairs): {match['right']} right (accuracy "
+        f"{match['accuracy']:.3f}; false matches {match['false_matches']}, missed "
+        f"{match['missed_matches']})"
+    )
     sm, kn = match["surface"], match["knowledge"]
-    print(f"  decidable from the names ({sm['n']} pairs: every non-match, and matches sharing a "
-          f"word): {sm['right']} right (accuracy {sm['accuracy']:.3f}; false matches "
-          f"{sm['false_matches']}, missed {sm['missed_matches']})")
-    print(f"  needing world knowledge ({kn['n']} matches sharing no word, e.g. DPRK / North Korea): "
-          f"{kn['right']} found by the rules (evaluation.match_judge decides these)")
+    print(
+        f"  decidable from the names ({sm['n']} pairs: every non-match, and matches sharing a "
+        f"word): {sm['right']} right (accuracy {sm['accuracy']:.3f}; false matches "
+        f"{sm['false_matches']}, missed {sm['missed_matches']})"
+    )
+    print(
+        f"  needing world knowledge ({kn['n']} matches sharing no word, e.g. DPRK / North Korea): "
+        f"{kn['right']} found by the rules (evaluation.match_judge decides these)"
+    )
     print("  by kind: " + ", ".join(f"{k} {v:.2f}" for k, v in match["kinds"].items()))
 
     graphs_path = CORPORA / "graphs_corpus.yaml"
@@ -502,20 +625,29 @@ def main(argv: list[str] | None = None) -> int:
     if numbers_path.exists():
         n = evaluate_numbers(number_corpus())
         m = n["all"]
-        print(f"\nNumbers (parse_number), {m['n']} responses ({m['no_number_responses']} state no number):")
+        print(
+            f"\nNumbers (parse_number), {m['n']} responses ({m['no_number_responses']} state no number):"
+        )
         for part in ("all", "dev", "holdout"):
             if part in n:
                 m = n[part]
-                print(f"  {part:8s} n={m['n']:3d}  precision {m['precision']:.3f}  recall {m['recall']:.3f}  "
-                      f"right {m['right']}  numbers read from no-number responses {m['false_numbers']}")
+                print(
+                    f"  {part:8s} n={m['n']:3d}  precision {m['precision']:.3f}  recall {m['recall']:.3f}  "
+                    f"right {m['right']}  numbers read from no-number responses {m['false_numbers']}"
+                )
 
     def show(rows, key="got"):
         for r in rows:
-            if r[key] != r["gold"] and not (isinstance(r[key], float) and isinstance(r["gold"], float)
-                                            and math.isclose(r[key], r["gold"], rel_tol=1e-9)):
+            if r[key] != r["gold"] and not (
+                isinstance(r[key], float)
+                and isinstance(r["gold"], float)
+                and math.isclose(r[key], r["gold"], rel_tol=1e-9)
+            ):
                 where = f"[{r['split']}:{r['id']}] " if "id" in r else ""
-                print(f"  - {where}{r['text']!r}\n      got  {sorted(r[key]) if isinstance(r[key], set) else r[key]}"
-                      f"\n      want {sorted(r['gold']) if isinstance(r['gold'], set) else r['gold']}")
+                print(
+                    f"  - {where}{r['text']!r}\n      got  {sorted(r[key]) if isinstance(r[key], set) else r[key]}"
+                    f"\n      want {sorted(r['gold']) if isinstance(r['gold'], set) else r['gold']}"
+                )
 
     if "sets" in args.errors:
         print("\nSet corpus errors:")
@@ -532,7 +664,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nMatch and exact-match errors:")
         for r in match["rows"] + careful["rows"]:
             if r["got"] != r["gold"]:
-                print(f"  - [{r['id']}] {r['question']}  {r['text']}: got {r['got']}, want {r['gold']}")
+                print(
+                    f"  - [{r['id']}] {r['question']}  {r['text']}: got {r['got']}, want {r['gold']}"
+                )
     if "real" in args.errors:
         print("\nSmolLM2 errors:")
         show(real_res["rows"])

@@ -39,8 +39,10 @@ def main() -> None:
 
     from pipeline.harness.filter import TaskAwareFilter
 
-    print(f"{args.docs} documents x M = {args.m}; ms per document (the first call of a process "
-          "composes the config and loads the libraries: a warm-up call is not timed)")
+    print(
+        f"{args.docs} documents x M = {args.m}; ms per document (the first call of a process "
+        "composes the config and loads the libraries: a warm-up call is not timed)"
+    )
     print(f"{'task':<8} {'task_aware':>11} {'majority_vote':>14} {'ratio':>7}")
     for task, reference in (("classes", "aliases"), ("sets", "answers")):
         docs, resps = documents(task, args.docs, args.m)
@@ -54,8 +56,11 @@ def main() -> None:
         t0 = time.perf_counter()
         list(MajorityVoteFilter().apply(resps, docs))
         t_vote = time.perf_counter() - t0
-        print(f"{task:<8} {1e3 * t_ours / args.docs:11.3f} {1e3 * t_vote / args.docs:14.4f} "
-              f"{t_ours / t_vote:6.0f}x", flush=True)
+        print(
+            f"{task:<8} {1e3 * t_ours / args.docs:11.3f} {1e3 * t_vote / args.docs:14.4f} "
+            f"{t_ours / t_vote:6.0f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

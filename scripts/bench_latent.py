@@ -62,12 +62,12 @@ def sets_matrix_sample_mbr(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     risk = np.empty(x.shape[0])
     step = max(1, (1 << 22) // (x.shape[1] * max(x.shape[1], x.shape[2])))
     for start in range(0, x.shape[0], step):
-        xf = x[start:start + step].astype(np.float32)
+        xf = x[start : start + step].astype(np.float32)
         sizes = xf.sum(axis=2)
         dist = sizes[:, :, None] + sizes[:, None, :] - 2.0 * np.matmul(xf, xf.transpose(0, 2, 1))
         risks = dist.mean(axis=1)
-        idx[start:start + step] = first_min_index_rows(risks)
-        risk[start:start + step] = risks.min(axis=1)
+        idx[start : start + step] = first_min_index_rows(risks)
+        risk[start : start + step] = risks.min(axis=1)
     return idx, risk
 
 
@@ -107,10 +107,24 @@ def run(args: argparse.Namespace) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     rows = []
     specs = [
-        ("sets", args.labels, 1, make_sets, sets_bayes_batch, sets_sample_mbr_batch,
-         sets_matrix_sample_mbr),
-        ("sphere", args.dim, 4, make_sphere, sphere_bayes_batch, sphere_sample_mbr_batch,
-         sphere_matrix_sample_mbr),
+        (
+            "sets",
+            args.labels,
+            1,
+            make_sets,
+            sets_bayes_batch,
+            sets_sample_mbr_batch,
+            sets_matrix_sample_mbr,
+        ),
+        (
+            "sphere",
+            args.dim,
+            4,
+            make_sphere,
+            sphere_bayes_batch,
+            sphere_sample_mbr_batch,
+            sphere_matrix_sample_mbr,
+        ),
     ]
     for name, width, itemsize, make, bayes_fn, mbr_fn, matrix_fn in specs:
         for m in args.ms:

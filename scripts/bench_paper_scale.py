@@ -65,8 +65,9 @@ def triviaqa_shaped(rng: np.random.Generator, n_prompts: int, m: int = 20, decod
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -79,11 +80,15 @@ def main() -> None:
     seconds = time.perf_counter() - t0
     after = eq.n_pairs_scored
     n = len(items)
-    print(f"NLI pairs per TriviaQA-shaped prompt at map (M=20 + 4 decodes, {n} prompts): "
-          f"before {before / n:.1f}, after {after / n:.1f}, ratio {after / before:.3f} "
-          f"(goal <= 0.25)")
-    print(f"clustering bookkeeping (no model): {1e3 * seconds / n:.2f} ms per prompt, "
-          f"{1e6 * seconds / max(1, after):.1f} us per pair scored")
+    print(
+        f"NLI pairs per TriviaQA-shaped prompt at map (M=20 + 4 decodes, {n} prompts): "
+        f"before {before / n:.1f}, after {after / n:.1f}, ratio {after / before:.3f} "
+        f"(goal <= 0.25)"
+    )
+    print(
+        f"clustering bookkeeping (no model): {1e3 * seconds / n:.2f} ms per prompt, "
+        f"{1e6 * seconds / max(1, after):.1f} us per pair scored"
+    )
     nli_input_prep(items[:50])
     sample_mbr_sets(n_prompts=200, m=1000, k=30, seed=args.seed)
     decide_cell(n_prompts=args.prompts, m=20, seed=args.seed)
@@ -105,8 +110,13 @@ def nli_input_prep(items: list) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_dense_model(None)))
     tokenizer.pad_token = tokenizer.eos_token
     question = "Which Lloyd Webber musical premiered in the US on 10th December 1993?"
-    triples = [(question, a, b) for _, texts in items for a in dict.fromkeys(texts)
-               for b in dict.fromkeys(texts) if a != b]
+    triples = [
+        (question, a, b)
+        for _, texts in items
+        for a in dict.fromkeys(texts)
+        for b in dict.fromkeys(texts)
+        if a != b
+    ]
     seconds = {}
     for label, once in (("before", False), ("after", True)):
         judge = NliEquivalence(model="unused", max_length=512, batch_size=64)
@@ -121,9 +131,11 @@ def nli_input_prep(items: list) -> None:
             judge._batch(texts[start : start + 64])
         seconds[label] = time.perf_counter() - t0
     per = {k: 1e3 * v / len(triples) for k, v in seconds.items()}
-    print(f"NLI input prep (no model, {len(triples)} pairs of {len(items)} prompts): before "
-          f"{per['before']:.3f} ms per pair, after {per['after']:.3f} ms per pair, "
-          f"{per['before'] / per['after']:.1f}x")
+    print(
+        f"NLI input prep (no model, {len(triples)} pairs of {len(items)} prompts): before "
+        f"{per['before']:.3f} ms per pair, after {per['after']:.3f} ms per pair, "
+        f"{per['before'] / per['after']:.1f}x"
+    )
 
 
 def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) -> None:
@@ -143,20 +155,37 @@ def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) ->
     with tempfile.TemporaryDirectory() as tmp:
         port_file = Path(tmp) / "port"
         server = subprocess.Popen(
-            [sys.executable, str(here / "openai_stand_in.py"), "--port-file", str(port_file),
-             "--delay", str(latency)], stdout=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(here.parent)})
+            [
+                sys.executable,
+                str(here / "openai_stand_in.py"),
+                "--port-file",
+                str(port_file),
+                "--delay",
+                str(latency),
+            ],
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(here.parent)},
+        )
         try:
             for _ in range(600):
                 if port_file.exists():
                     break
                 time.sleep(0.05)
-            client = LLMClient(model="rule-server", base_url=f"http://127.0.0.1:"
-                               f"{port_file.read_text()}/v1", cache_dir=Path(tmp) / "cache",
-                               max_workers=in_flight)
-            prompts = [extraction_prompt("answer_set", f"Which oceans border country {p}?",
-                                         f"The Atlantic and Pacific ({p}, {r}).")
-                       for p in range(n_prompts) for r in range(responses)]
+            client = LLMClient(
+                model="rule-server",
+                base_url=f"http://127.0.0.1:{port_file.read_text()}/v1",
+                cache_dir=Path(tmp) / "cache",
+                max_workers=in_flight,
+            )
+            prompts = [
+                extraction_prompt(
+                    "answer_set",
+                    f"Which oceans border country {p}?",
+                    f"The Atlantic and Pacific ({p}, {r}).",
+                )
+                for p in range(n_prompts)
+                for r in range(responses)
+            ]
             client.complete(prompts[:in_flight])  # connections opened, imports done
             t0 = time.perf_counter()
             client.complete(prompts[in_flight:])
@@ -166,9 +195,12 @@ def llm_queue(n_prompts: int, responses: int, in_flight: int, latency: float) ->
             server.wait()
     ideal = in_flight / latency
     rate = (len(prompts) - in_flight) / seconds
-    print(f"LLM extraction queue ({n_prompts} prompts x {responses} responses, {in_flight} in "
-          f"flight, {1e3 * latency:.0f} ms server in its own process): {rate:.0f} req/s of an "
-          f"ideal {ideal:.0f} = {rate / ideal:.2f} (goal >= 0.9)")
+    print(
+        f"LLM extraction queue ({n_prompts} prompts x {responses} responses, {in_flight} in "
+        f"flight, {1e3 * latency:.0f} ms server in its own process): {rate:.0f} req/s of an "
+        f"ideal {ideal:.0f} = {rate / ideal:.2f} (goal >= 0.9)"
+    )
+
 
 def pairwise_risks(x: np.ndarray) -> np.ndarray:
     """The pairwise l_Sample every MBR toolkit computes (an M x M distance matrix per prompt;
@@ -200,16 +232,20 @@ def sample_mbr_sets(n_prompts: int, m: int, k: int, seed: int) -> None:
     t_bayes = time.perf_counter() - t0
     assert np.array_equal(before, after), "the two l_Sample computations disagree"
     per = 1e4 / n_prompts  # per 10k prompts
-    print(f"l_Sample, sets, M={m}, K={k} ({n_prompts} prompts, per 10k prompts): pairwise "
-          f"{per * t_pair:.1f} s, O(M K) {per * t_new:.2f} s ({t_pair / t_new:.0f}x; goal >= 10x), "
-          f"closed-form Bayes {per * t_bayes:.2f} s ({t_pair / t_bayes:.0f}x the pairwise)")
+    print(
+        f"l_Sample, sets, M={m}, K={k} ({n_prompts} prompts, per 10k prompts): pairwise "
+        f"{per * t_pair:.1f} s, O(M K) {per * t_new:.2f} s ({t_pair / t_new:.0f}x; goal >= 10x), "
+        f"closed-form Bayes {per * t_bayes:.2f} s ({t_pair / t_bayes:.0f}x the pairwise)"
+    )
     t_mbrs = mbrs_sample_mbr(x, after)
     if t_mbrs is None:
         print("  mbrs: not importable here (pip install mbrs==0.1.8 'setuptools<81' to compare)")
     else:
-        print(f"  mbrs 0.1.8 (DecoderMBR, Hamming as numpy pairwise_scores): {per * t_mbrs:.1f} s "
-              f"per 10k prompts; O(M K) {t_mbrs / t_new:.0f}x faster, closed form "
-              f"{t_mbrs / t_bayes:.0f}x")
+        print(
+            f"  mbrs 0.1.8 (DecoderMBR, Hamming as numpy pairwise_scores): {per * t_mbrs:.1f} s "
+            f"per 10k prompts; O(M K) {t_mbrs / t_new:.0f}x faster, closed form "
+            f"{t_mbrs / t_bayes:.0f}x"
+        )
 
 
 def decide_from_label_sets(n_prompts: int, m: int, seed: int) -> None:
@@ -226,8 +262,9 @@ def decide_from_label_sets(n_prompts: int, m: int, seed: int) -> None:
     for p in range(n_prompts):
         labels = [f"answer {p} {k}" for k in range(int(rng.integers(2, 11)))]
         share = rng.uniform(0.05, 0.95, len(labels))
-        cell.append([frozenset(x for x, q in zip(labels, share) if rng.random() < q)
-                     for _ in range(m)])
+        cell.append(
+            [frozenset(x for x, q in zip(labels, share) if rng.random() < q) for _ in range(m)]
+        )
     t0 = time.perf_counter()
     batch = sets.batch(cell)
     t_code = time.perf_counter() - t0
@@ -235,14 +272,18 @@ def decide_from_label_sets(n_prompts: int, m: int, seed: int) -> None:
     chosen, risks = batch.sample_mbr()
     t_ours = time.perf_counter() - t0
     per = 1e4 / n_prompts
-    line = (f"decide from label sets, sets, M={m} ({n_prompts} prompts, per 10k prompts): ours "
-            f"(batch + Bayes + l_Sample) {per * t_ours:.2f} s, of which coding the labels "
-            f"{per * t_code:.2f} s")
+    line = (
+        f"decide from label sets, sets, M={m} ({n_prompts} prompts, per 10k prompts): ours "
+        f"(batch + Bayes + l_Sample) {per * t_ours:.2f} s, of which coding the labels "
+        f"{per * t_code:.2f} s"
+    )
     try:
         from mbrs.decoders import DecoderMBR  # noqa: F401
     except ImportError:
-        print(line + "; mbrs: not importable here (pip install mbrs==0.1.8 'setuptools<81' to "
-              "compare)")
+        print(
+            line + "; mbrs: not importable here (pip install mbrs==0.1.8 'setuptools<81' to "
+            "compare)"
+        )
         return
     t0 = time.perf_counter()
     x = [incidence_matrix(samples)[1] for samples in cell]
@@ -252,8 +293,10 @@ def decide_from_label_sets(n_prompts: int, m: int, seed: int) -> None:
         padded[p, :, : a.shape[1]] = a
     expected = np.stack([np.pad(r, (0, m - len(r))) for r in batch.sample_risks()])
     t_mbrs = mbrs_sample_mbr(padded, expected) + (time.perf_counter() - t0)
-    print(line + f"; mbrs 0.1.8 (incidence matrices + DecoderMBR) {per * t_mbrs:.2f} s: ours "
-          f"{t_mbrs / t_ours:.1f}x faster (goal >= 10x)")
+    print(
+        line + f"; mbrs 0.1.8 (incidence matrices + DecoderMBR) {per * t_mbrs:.2f} s: ours "
+        f"{t_mbrs / t_ours:.1f}x faster (goal >= 10x)"
+    )
 
 
 def mbrs_sample_mbr(x: np.ndarray, expected_risks: np.ndarray) -> float | None:
@@ -311,7 +354,7 @@ def decide_cell(n_prompts: int, m: int, seed: int) -> None:
     for p in range(n_prompts):
         labels = [f"answer {p} {k}" for k in range(int(rng.integers(2, 11)))]
         share = rng.uniform(0.05, 0.95, len(labels))
-        draw = lambda: frozenset(x for x, q in zip(labels, share) if rng.random() < q)  # noqa: E731
+        draw = lambda: frozenset(x for x, q in zip(labels, share) if rng.random() < q)  # noqa: E731, B023 - drawn in this iteration
         cell.append(([draw() for _ in range(m)], [draw(), draw()]))
     t0 = time.perf_counter()
     for samples, decodes in cell:
@@ -326,16 +369,20 @@ def decide_cell(n_prompts: int, m: int, seed: int) -> None:
     for d in range(2):
         batch.risk([decodes[d] for _, decodes in cell])
     t_cell = time.perf_counter() - t0
-    prompts = [([(s, "Answer") for s in samples], {"greedy": (decodes[0], "g"), "beam": (decodes[1], "b")})
-               for samples, decodes in cell]
+    prompts = [
+        ([(s, "Answer") for s in samples], {"greedy": (decodes[0], "g"), "beam": (decodes[1], "b")})
+        for samples, decodes in cell
+    ]
     t0 = time.perf_counter()
     decide_many(sets, prompts, {"bayes_fbeta": fbeta})
     t_stage = time.perf_counter() - t0
     per = 1e3 / n_prompts
-    print(f"decide maths, sets, M={m} ({n_prompts} prompts): one prompt at a time "
-          f"{per * t_one:.2f} ms/prompt, the cell at once {per * t_cell:.2f} ms/prompt "
-          f"({t_one / t_cell:.1f}x); whole decide stage with texts {per * t_stage:.2f} ms/prompt "
-          f"({t_stage * 1e4 / n_prompts:.0f} s per 10k prompts)")
+    print(
+        f"decide maths, sets, M={m} ({n_prompts} prompts): one prompt at a time "
+        f"{per * t_one:.2f} ms/prompt, the cell at once {per * t_cell:.2f} ms/prompt "
+        f"({t_one / t_cell:.1f}x); whole decide stage with texts {per * t_stage:.2f} ms/prompt "
+        f"({t_stage * 1e4 / n_prompts:.0f} s per 10k prompts)"
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,24 @@ from pathlib import Path
 
 import numpy as np
 
-COUNTRIES = ["France", "Spain", "Italy", "Germany", "Portugal", "Austria", "Belgium", "Poland",
-             "Greece", "Sweden", "Norway", "Finland", "Denmark", "Ireland", "Hungary", "Croatia"]
+COUNTRIES = [
+    "France",
+    "Spain",
+    "Italy",
+    "Germany",
+    "Portugal",
+    "Austria",
+    "Belgium",
+    "Poland",
+    "Greece",
+    "Sweden",
+    "Norway",
+    "Finland",
+    "Denmark",
+    "Ireland",
+    "Hungary",
+    "Croatia",
+]
 TARGET_SECONDS, TARGET_GIB, TARGET_PROMPTS = 300.0, 1.5, 100_000
 
 
@@ -46,10 +62,22 @@ def synthetic_file(path: Path, n_prompts: int, m: int, seed: int = 0) -> None:
                 labels = [c for c in truth if rng.random() < 0.8]
                 if rng.random() < 0.3:
                     labels.append(str(rng.choice(COUNTRIES)))
-                responses.append(", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1
-                                 else (labels[0] if labels else "I don't know"))
-            fh.write(json.dumps({"id": f"b{i:06d}", "question": f"Which countries ... ({i})?",
-                                 "responses": responses, "reference": truth}) + "\n")
+                responses.append(
+                    ", ".join(labels[:-1]) + " and " + labels[-1]
+                    if len(labels) > 1
+                    else (labels[0] if labels else "I don't know")
+                )
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"b{i:06d}",
+                        "question": f"Which countries ... ({i})?",
+                        "responses": responses,
+                        "reference": truth,
+                    }
+                )
+                + "\n"
+            )
 
 
 class PeakMemory:
@@ -89,7 +117,7 @@ class PeakMemory:
 
 
 def compare(before: Path, after: Path) -> str:
-    """"identical" (same bytes), else how far apart: a CSV's largest difference in a number
+    """ "identical" (same bytes), else how far apart: a CSV's largest difference in a number
     (the bootstrap bounds move in the last bits when the arithmetic changes)."""
     if before.read_bytes() == after.read_bytes():
         return "identical"
@@ -127,44 +155,60 @@ def one_prompt_at_a_time(score, calls: int = 20) -> None:
             score([[f"Paris {i}", "Paris", "Lyon"]], "classes")
             times.append(time.perf_counter() - t0)
     median = statistics.median(times)
-    print(f"  one prompt a call (classes, M = 3): first call {first:.2f} s, then median "
-          f"{median:.3f} s (max {max(times):.3f} s) over {calls} calls; target <= "
-          f"{ONE_PROMPT_TARGET_S} s after the first: {'met' if median <= ONE_PROMPT_TARGET_S else 'NOT met'}")
+    print(
+        f"  one prompt a call (classes, M = 3): first call {first:.2f} s, then median "
+        f"{median:.3f} s (max {max(times):.3f} s) over {calls} calls; target <= "
+        f"{ONE_PROMPT_TARGET_S} s after the first: {'met' if median <= ONE_PROMPT_TARGET_S else 'NOT met'}"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--prompts", type=int, nargs="+", default=[1000, 10_000])
     ap.add_argument("--m", type=int, default=20)
-    ap.add_argument("--merge-labels", action="store_true",
-                    help="merge labels across samples (the default: canonical form + content-word containment)")
-    ap.add_argument("--full-rows", action="store_true",
-                    help="return the full frame (every per-sample Python object) instead of the "
-                         "lean one the CLI keeps when it writes --out (score(lean=True))")
+    ap.add_argument(
+        "--merge-labels",
+        action="store_true",
+        help="merge labels across samples (the default: canonical form + content-word containment)",
+    )
+    ap.add_argument(
+        "--full-rows",
+        action="store_true",
+        help="return the full frame (every per-sample Python object) instead of the "
+        "lean one the CLI keeps when it writes --out (score(lean=True))",
+    )
     ap.add_argument("--write", type=Path, help="keep the 1k-prompt output files in this folder")
-    ap.add_argument("--check-against", type=Path,
-                    help="a folder written by --write (another revision): compare the 1k output")
+    ap.add_argument(
+        "--check-against",
+        type=Path,
+        help="a folder written by --write (another revision): compare the 1k output",
+    )
     args = ap.parse_args()
 
     from pipeline.devices import cpu_threads
     from pipeline.scorer.run import score
 
-    print(f"sets, rule reading, merge_labels={args.merge_labels}, M={args.m}, references given, "
-          f"1000 bootstrap draws; {cpu_threads()} cores; rows to --out, the returned frame "
-          f"{'full' if args.full_rows else 'lean (as the CLI with --out)'}")
+    print(
+        f"sets, rule reading, merge_labels={args.merge_labels}, M={args.m}, references given, "
+        f"1000 bootstrap draws; {cpu_threads()} cores; rows to --out, the returned frame "
+        f"{'full' if args.full_rows else 'lean (as the CLI with --out)'}"
+    )
     rows = []
     for n in args.prompts:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             src = tmp / "bench.jsonl"
             synthetic_file(src, n, args.m)
-            overrides = [f"cache_dir={tmp / 'cache'}",
-                         f"task.extractor.merge_labels={str(args.merge_labels).lower()}"]
+            overrides = [
+                f"cache_dir={tmp / 'cache'}",
+                f"task.extractor.merge_labels={str(args.merge_labels).lower()}",
+            ]
             out = tmp / "out.parquet"
             with PeakMemory() as memory:
                 t0 = time.perf_counter()
-                df = score(src, "sets", "rule", out=out, overrides=overrides,
-                           lean=not args.full_rows)
+                df = score(
+                    src, "sets", "rule", out=out, overrides=overrides, lean=not args.full_rows
+                )
                 cold = time.perf_counter() - t0
             t0 = time.perf_counter()
             score(src, "sets", "rule", out=out, overrides=overrides, lean=not args.full_rows)
@@ -175,24 +219,33 @@ def main() -> None:
                     if f.is_file():
                         (args.write / f.name).write_bytes(f.read_bytes())
             if n == 1000 and args.check_against:
-                print(f"  1k output vs {args.check_against}: " + ", ".join(
-                    f"{f.name} {compare(f, tmp / f.name)}"
-                    for f in sorted(args.check_against.glob("out.*"))))
+                print(
+                    f"  1k output vs {args.check_against}: "
+                    + ", ".join(
+                        f"{f.name} {compare(f, tmp / f.name)}"
+                        for f in sorted(args.check_against.glob("out.*"))
+                    )
+                )
         gib = memory.peak / 2**30
         rows.append((n, cold, gib))
-        print(f"  {n:>7d} prompts: cold {cold:7.1f} s ({n / cold:5.0f} prompts/s, "
-              f"{1e3 * cold / n:.2f} s per 1k), peak memory {gib:.2f} GiB; cached rerun "
-              f"{warm:.1f} s; mean Bayes risk {df['bayes_risk'].mean():.3f}, mean F1 of the "
-              f"Bayes set {df['quality_bayes_f1'].mean():.3f}", flush=True)
+        print(
+            f"  {n:>7d} prompts: cold {cold:7.1f} s ({n / cold:5.0f} prompts/s, "
+            f"{1e3 * cold / n:.2f} s per 1k), peak memory {gib:.2f} GiB; cached rerun "
+            f"{warm:.1f} s; mean Bayes risk {df['bayes_risk'].mean():.3f}, mean F1 of the "
+            f"Bayes set {df['quality_bayes_f1'].mean():.3f}",
+            flush=True,
+        )
         del df
     one_prompt_at_a_time(score)
     n, cold, gib = max(rows)
     measured = n >= TARGET_PROMPTS
     scale = TARGET_PROMPTS / n
-    print(f"targets at {TARGET_PROMPTS} prompts x {args.m}: wall <= {TARGET_SECONDS:.0f} s: "
-          f"{'measured' if measured else f'extrapolated linearly from {n}'} "
-          f"{cold * scale:.0f} s; peak memory <= {TARGET_GIB} GiB: "
-          f"{'measured' if measured else 'measured at ' + str(n)} {gib:.2f} GiB")
+    print(
+        f"targets at {TARGET_PROMPTS} prompts x {args.m}: wall <= {TARGET_SECONDS:.0f} s: "
+        f"{'measured' if measured else f'extrapolated linearly from {n}'} "
+        f"{cold * scale:.0f} s; peak memory <= {TARGET_GIB} GiB: "
+        f"{'measured' if measured else 'measured at ' + str(n)} {gib:.2f} GiB"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,11 @@ from openai_stand_in import FakeOpenAIServer
 
 CPU_TARGET_MS = 5.0
 THROUGHPUT_TARGET = 0.9
-ANSWERS = {"sets": ["Paris and Lyon", "Paris", "Paris, Lyon", "Nice"],
-           "classes": ["Paris", "paris", "Lyon", "Paris."], "reals": ["2", "two", "3", "2.5"]}
+ANSWERS = {
+    "sets": ["Paris and Lyon", "Paris", "Paris, Lyon", "Nice"],
+    "classes": ["Paris", "paris", "Lyon", "Paris."],
+    "reals": ["2", "two", "3", "2.5"],
+}
 
 
 def free_port() -> int:
@@ -82,14 +85,37 @@ def throughput(call, concurrency: int, seconds: float) -> float:
     return sum(done) / (time.monotonic() - started)
 
 
-def start_serve(upstream: str, n: int, workers: int, concurrency: int) -> tuple[subprocess.Popen, str]:
+def start_serve(
+    upstream: str, n: int, workers: int, concurrency: int
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "TASKAWARE_API_KEY": ""}
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.serve", "--upstream", upstream, "--port", str(port),
-         "--n", str(n), "--workers", str(workers), "--max-concurrency", str(concurrency),
-         "--access-log", os.devnull, "--log-level", "warning", "--default-task", "sets"],
-        cwd=REPO, env=env, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "pipeline.serve",
+            "--upstream",
+            upstream,
+            "--port",
+            str(port),
+            "--n",
+            str(n),
+            "--workers",
+            str(workers),
+            "--max-concurrency",
+            str(concurrency),
+            "--access-log",
+            os.devnull,
+            "--log-level",
+            "warning",
+            "--default-task",
+            "sets",
+        ],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -102,8 +128,9 @@ def start_serve(upstream: str, n: int, workers: int, concurrency: int) -> tuple[
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--delay", type=float, default=0.2, help="the upstream's answer time (s)")
     p.add_argument("--n", type=int, default=20, help="samples a request")
     p.add_argument("--concurrency", type=int, default=8)
@@ -114,16 +141,21 @@ def main() -> None:
 
     cpu = scoring_cpu_ms(args.n)
     for task, ms in cpu.items():
-        print(f"scoring CPU, {task}, n={args.n}: {ms:.2f} ms per request (target <= "
-              f"{CPU_TARGET_MS:g}: {'met' if ms <= CPU_TARGET_MS else 'NOT met'})", flush=True)
+        print(
+            f"scoring CPU, {task}, n={args.n}: {ms:.2f} ms per request (target <= "
+            f"{CPU_TARGET_MS:g}: {'met' if ms <= CPU_TARGET_MS else 'NOT met'})",
+            flush=True,
+        )
 
     with FakeOpenAIServer() as stand_in:
         stand_in.state.delay = args.delay
 
         def sampler(request):
             texts = ANSWERS[request["messages"][-1]["content"]]
-            return [{"text": texts[i % len(texts)], "tokens": [("a", -0.5)]}
-                    for i in range(request.get("n", 1))]
+            return [
+                {"text": texts[i % len(texts)], "tokens": [("a", -0.5)]}
+                for i in range(request.get("n", 1))
+            ]
 
         stand_in.state.sampler = sampler
         direct = openai.OpenAI(base_url=stand_in.base_url, api_key="x", max_retries=0)
@@ -133,22 +165,28 @@ def main() -> None:
             direct.chat.completions.create(model="m", messages=msg, n=args.n, logprobs=True)
 
         base = throughput(upstream_call, args.concurrency, args.seconds)
-        print(f"upstream alone, {args.concurrency} clients, delay {args.delay * 1000:.0f} ms, "
-              f"n={args.n}: {base:.1f} requests/s", flush=True)
+        print(
+            f"upstream alone, {args.concurrency} clients, delay {args.delay * 1000:.0f} ms, "
+            f"n={args.n}: {base:.1f} requests/s",
+            flush=True,
+        )
         for workers in args.workers:
             process, url = start_serve(stand_in.base_url, args.n, workers, args.concurrency)
             try:
                 proxy = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
 
                 def serve_call():
-                    proxy.chat.completions.create(model="m:sets", messages=msg)
+                    proxy.chat.completions.create(model="m:sets", messages=msg)  # noqa: B023 - called in this iteration
 
                 serve_call()  # the task's config is composed on first use
                 got = throughput(serve_call, args.concurrency, args.seconds)
                 ratio = got / base
-                print(f"through serve --workers {workers}: {got:.1f} requests/s = {ratio:.2f}x "
-                      f"the upstream's (target >= {THROUGHPUT_TARGET}x: "
-                      f"{'met' if ratio >= THROUGHPUT_TARGET else 'NOT met'})", flush=True)
+                print(
+                    f"through serve --workers {workers}: {got:.1f} requests/s = {ratio:.2f}x "
+                    f"the upstream's (target >= {THROUGHPUT_TARGET}x: "
+                    f"{'met' if ratio >= THROUGHPUT_TARGET else 'NOT met'})",
+                    flush=True,
+                )
                 if workers == args.workers[0]:
                     times: dict[str, list[float]] = {"upstream": [], "serve": []}
                     for _ in range(args.rounds):
@@ -157,9 +195,12 @@ def main() -> None:
                             call()
                             times[name].append((time.perf_counter() - started) * 1000)
                     med = {k: statistics.median(v) for k, v in times.items()}
-                    print(f"one client, sequential: upstream {med['upstream']:.1f} ms, through "
-                          f"serve {med['serve']:.1f} ms: overhead "
-                          f"{med['serve'] - med['upstream']:.1f} ms median", flush=True)
+                    print(
+                        f"one client, sequential: upstream {med['upstream']:.1f} ms, through "
+                        f"serve {med['serve']:.1f} ms: overhead "
+                        f"{med['serve'] - med['upstream']:.1f} ms median",
+                        flush=True,
+                    )
             finally:
                 process.terminate()
                 process.wait(timeout=60)

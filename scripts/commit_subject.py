@@ -1,7 +1,7 @@
 """Check commit subjects: at most 72 characters, then a blank line before the body.
 
-    python scripts/commit_subject.py .git/COMMIT_EDITMSG    # one message (the commit-msg hook)
-    python scripts/commit_subject.py --range origin/main..HEAD   # every commit of a range
+python scripts/commit_subject.py .git/COMMIT_EDITMSG    # one message (the commit-msg hook)
+python scripts/commit_subject.py --range origin/main..HEAD   # every commit of a range
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ def problems(message: str) -> list[str]:
         return ["empty message"]
     out = []
     if len(lines[0]) > MAX_SUBJECT:
-        out.append(f"subject has {len(lines[0])} characters (at most {MAX_SUBJECT}): put the "
-                   "detail in the body")
+        out.append(
+            f"subject has {len(lines[0])} characters (at most {MAX_SUBJECT}): put the "
+            "detail in the body"
+        )
     if len(lines) > 1 and lines[1].strip():
         out.append("no blank line between the subject and the body")
     return out
@@ -36,11 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--range", help="a git revision range, e.g. origin/main..HEAD")
     args = parser.parse_args(argv)
     if args.range:
-        shas = subprocess.run(["git", "rev-list", args.range], capture_output=True, text=True,
-                              check=True).stdout.split()
-        messages = {sha[:10]: subprocess.run(["git", "log", "-1", "--format=%B", sha],
-                                             capture_output=True, text=True, check=True).stdout
-                    for sha in shas}
+        shas = subprocess.run(
+            ["git", "rev-list", args.range], capture_output=True, text=True, check=True
+        ).stdout.split()
+        messages = {
+            sha[:10]: subprocess.run(
+                ["git", "log", "-1", "--format=%B", sha], capture_output=True, text=True, check=True
+            ).stdout
+            for sha in shas
+        }
     elif args.message_file:
         messages = {str(args.message_file): args.message_file.read_text(encoding="utf-8")}
     else:

@@ -47,8 +47,12 @@ _SUBJECT_DEPS = {"nsubj", "nsubjpass", "csubj", "expl"}
 def _phrase(token) -> str:
     """The noun phrase a token heads: its compound / adjectival / possessive-name modifiers on the
     left, and an "of"-name on the right when the head is a proper noun ("Gulf of Mexico")."""
-    left = [t for t in token.lefts if t.dep_ in ("compound", "amod", "nmod", "npadvmod", "nummod", "poss", "case")
-            and t.i >= token.i - 4]
+    left = [
+        t
+        for t in token.lefts
+        if t.dep_ in ("compound", "amod", "nmod", "npadvmod", "nummod", "poss", "case")
+        and t.i >= token.i - 4
+    ]
     start = min([t.i for t in left] + [token.i])
     end = token.i + 1
     if token.pos_ == "PROPN":
@@ -96,15 +100,25 @@ def _clause(verb, q, first: bool) -> list[str]:
                     objs.extend(t for t in gc.children if t.dep_ == "pobj")
     subj_words = [t.text for s in subj for t in s.subtree]
     obj_words = [t.text for o in objs for t in o.subtree]
-    verb_words = [verb.text] + [t.text for t in verb.children if t.dep_ in ("aux", "auxpass", "neg", "advmod")]
-    echo_subj = 1.0 if not subj or subj[0].lower_ in ("it", "they", "its", "there") else q.echo_ratio(subj_words)
+    verb_words = [verb.text] + [
+        t.text for t in verb.children if t.dep_ in ("aux", "auxpass", "neg", "advmod")
+    ]
+    echo_subj = (
+        1.0
+        if not subj or subj[0].lower_ in ("it", "they", "its", "there")
+        else q.echo_ratio(subj_words)
+    )
     echo_obj = q.echo_ratio(verb_words + obj_words)
     use_subject = bool(subj) and (echo_obj > echo_subj or (echo_obj == echo_subj and not objs))
     heads = subj if use_subject else objs
     labels: list[str] = []
     for h in heads:
         for t in _conj_chain(h):
-            if t.dep_ == "pobj" and t.head.text.lower() in ("to", "in", "on") and t.lower_ in rules._DIRECTIONS:
+            if (
+                t.dep_ == "pobj"
+                and t.head.text.lower() in ("to", "in", "on")
+                and t.lower_ in rules._DIRECTIONS
+            ):
                 continue
             p = _phrase(t)
             if p and not q.restates(p) and not (use_subject and q.restates(p)):
@@ -149,7 +163,9 @@ def run(reader_name: str) -> dict:
     for part in ("all", "dev", "holdout"):
         print(f"  corpus {part:8s} {bench._fmt(res[part])}")
     print(f"  SmolLM2 maqa   {bench._fmt(real_res['all'])}")
-    print(f"  not spans {res['not_spans'] + real_res['not_spans']}, {1000 * seconds / n:.2f} ms per response")
+    print(
+        f"  not spans {res['not_spans'] + real_res['not_spans']}, {1000 * seconds / n:.2f} ms per response"
+    )
     return res
 
 

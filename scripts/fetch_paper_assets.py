@@ -50,22 +50,36 @@ MAQA_REPO = "https://github.com/YangYongJin/MAQA-Official-Repo"
 MAQA_CONFIG = ROOT / "conf" / "dataset" / "maqa.yaml"
 # The benchmark's last commit ("update data.", 2023-03-20); the file is unchanged since the first.
 CNN_DM_COMMIT = "4e87890ed070c7db3dd5c1125adb5bde0ccd2eb1"
-CNN_DM_URL = ("https://raw.githubusercontent.com/Tiiiger/benchmark_llm_summarization/"
-              f"{CNN_DM_COMMIT}/writer_summaries.json")
+CNN_DM_URL = (
+    "https://raw.githubusercontent.com/Tiiiger/benchmark_llm_summarization/"
+    f"{CNN_DM_COMMIT}/writer_summaries.json"
+)
 CNN_DM_SHA256 = "9071a2e3628cfc22aa22bad2f394351e270393b892c6b9185a24d969dc67491f"
 ALIGNSCORE_REPO, ALIGNSCORE_FILE = "yzha/AlignScore", "AlignScore-large.ckpt"
-PAPER_MODELS = ["google/gemma-3-4b-it", "google/gemma-3-12b-it", "Qwen/Qwen3-4B",
-                "Qwen/Qwen3-30B-A3B", "Qwen/Qwen2.5-72B-Instruct", "microsoft/deberta-large-mnli",
-                "google/embeddinggemma-300m", "roberta-large"]
-HUB_DATASETS = [("mandarjoshi/trivia_qa", "rc.nocontext", "validation"),
-                ("ttomov/maqa_star", None, "train"), ("wmt/wmt19", "fi-en", "validation")]
+PAPER_MODELS = [
+    "google/gemma-3-4b-it",
+    "google/gemma-3-12b-it",
+    "Qwen/Qwen3-4B",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen2.5-72B-Instruct",
+    "microsoft/deberta-large-mnli",
+    "google/embeddinggemma-300m",
+    "roberta-large",
+]
+HUB_DATASETS = [
+    ("mandarjoshi/trivia_qa", "rc.nocontext", "validation"),
+    ("ttomov/maqa_star", None, "train"),
+    ("wmt/wmt19", "fi-en", "validation"),
+]
 # The auxiliary checkpoints of experiment=paper and the setting that pins each
 # (conf/experiment/paper.yaml; tests/pipeline/test_paper_pins.py checks both against it).
-AUX_PINS = [("task.equivalence.nli_revision", "microsoft/deberta-large-mnli"),
-            ("mappers.sphere.embedder_revision", "google/embeddinggemma-300m"),
-            ("uq.groups.lm_polygraph.cross_encoder_revision", "cross-encoder/stsb-roberta-large"),
-            ("metrics.comet.revision", "Unbabel/wmt22-comet-da"),
-            ("metrics.alignscore.model_revision", "roberta-large")]
+AUX_PINS = [
+    ("task.equivalence.nli_revision", "microsoft/deberta-large-mnli"),
+    ("mappers.sphere.embedder_revision", "google/embeddinggemma-300m"),
+    ("uq.groups.lm_polygraph.cross_encoder_revision", "cross-encoder/stsb-roberta-large"),
+    ("metrics.comet.revision", "Unbabel/wmt22-comet-da"),
+    ("metrics.alignscore.model_revision", "roberta-large"),
+]
 
 
 def cache_dir() -> Path:
@@ -93,8 +107,9 @@ def find_maqa_json(repo_dir: Path) -> Path:
     return scored[0][1]
 
 
-def fetch_maqa(target: Path, repo: str = MAQA_REPO, commit: str | None = None,
-               sha256: str | None = None) -> str:
+def fetch_maqa(
+    target: Path, repo: str = MAQA_REPO, commit: str | None = None, sha256: str | None = None
+) -> str:
     """The MAQA JSON of `repo` at `commit` (None: the default branch's head), checked against
     `sha256` before it replaces `target`; its provenance goes to <target>.source.json."""
     import hashlib
@@ -102,30 +117,50 @@ def fetch_maqa(target: Path, repo: str = MAQA_REPO, commit: str | None = None,
     with tempfile.TemporaryDirectory() as tmp:
         checkout = Path(tmp) / "maqa"
         git = ["git", "-c", "advice.detachedHead=false"]
-        subprocess.run(git + ["clone", "--quiet", repo, str(checkout)], check=True,
-                       capture_output=True, text=True)
+        subprocess.run(
+            git + ["clone", "--quiet", repo, str(checkout)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         if commit is not None:
-            subprocess.run(git + ["-C", str(checkout), "checkout", "--quiet", commit], check=True,
-                           capture_output=True, text=True)
-        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()
+            subprocess.run(
+                git + ["-C", str(checkout), "checkout", "--quiet", commit],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         source = find_maqa_json(checkout)
         data = source.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if sha256 is not None and digest != sha256:
-            raise ValueError(f"{repo} at {head}: {source.name} has SHA-256 {digest}, not the "
-                             f"pinned {sha256}")
-        provenance = {"repository": repo, "commit": head,
-                      "file": str(source.relative_to(checkout)), "sha256": digest}
+            raise ValueError(
+                f"{repo} at {head}: {source.name} has SHA-256 {digest}, not the pinned {sha256}"
+            )
+        provenance = {
+            "repository": repo,
+            "commit": head,
+            "file": str(source.relative_to(checkout)),
+            "sha256": digest,
+        }
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_suffix(".part")
         part.write_bytes(data)
         part.replace(target)
-        Path(f"{target}.source.json").write_text(json.dumps(provenance, indent=1) + "\n",
-                                                 encoding="utf-8")
+        Path(f"{target}.source.json").write_text(
+            json.dumps(provenance, indent=1) + "\n", encoding="utf-8"
+        )
     pin = "" if commit is not None else " [UNPINNED: the default branch's head]"
-    return (f"{looks_like_maqa(target)} questions from {provenance['file']} at {head[:12]}, "
-            f"sha256 {digest[:12]} -> {target}{pin}")
+    return (
+        f"{looks_like_maqa(target)} questions from {provenance['file']} at {head[:12]}, "
+        f"sha256 {digest[:12]} -> {target}{pin}"
+    )
 
 
 def maqa_pin(config: Path = MAQA_CONFIG) -> tuple[str | None, str | None]:
@@ -143,8 +178,13 @@ def fill_maqa_pin(config: Path, commit: str, sha256: str) -> list[str]:
 
     text, filled = config.read_text(encoding="utf-8"), []
     for key, value in (("commit", commit), ("sha256", sha256)):
-        text, n = re.subn(rf"^([ \t]+{key}:)[ \t]*null[ \t]*$", rf'\g<1> "{value}"', text,
-                          count=1, flags=re.MULTILINE)  # quoted: a hash stays a string
+        text, n = re.subn(
+            rf"^([ \t]+{key}:)[ \t]*null[ \t]*$",
+            rf'\g<1> "{value}"',
+            text,
+            count=1,
+            flags=re.MULTILINE,
+        )  # quoted: a hash stays a string
         filled += [key] * n
     part = config.with_suffix(".part")
     part.write_text(text, encoding="utf-8")
@@ -161,8 +201,10 @@ def fetch_and_pin_maqa(target: Path, config: Path = MAQA_CONFIG, repo: str = MAQ
         return said
     got = json.loads(Path(f"{target}.source.json").read_text(encoding="utf-8"))
     filled = fill_maqa_pin(config, got["commit"], got["sha256"])
-    return (f"{said}; pinned in {config} ({', '.join(filled) or 'nothing: no null pin line'}): "
-            f"commit {got['commit']}, sha256 {got['sha256']} (commit that file)")
+    return (
+        f"{said}; pinned in {config} ({', '.join(filled) or 'nothing: no null pin line'}): "
+        f"commit {got['commit']}, sha256 {got['sha256']} (commit that file)"
+    )
 
 
 def revisions_to_pin(pins: list[tuple[str, str]] = AUX_PINS) -> str:
@@ -177,16 +219,20 @@ def revisions_to_pin(pins: list[tuple[str, str]] = AUX_PINS) -> str:
         lines.append(f"  {key}={commit or '<unresolved>'}  # {repo}")
         if commit is None:
             unresolved.append(repo)
-    said = ("the values to pin in conf/experiment/paper.yaml (docs/revisions.md):\n"
-            + "\n".join(lines))
+    said = "the values to pin in conf/experiment/paper.yaml (docs/revisions.md):\n" + "\n".join(
+        lines
+    )
     if unresolved:
-        raise RuntimeError(f"{said}\n  not in the HF cache and the hub unreachable: "
-                           f"{', '.join(unresolved)} (run with MODELS=1 where the hub is)")
+        raise RuntimeError(
+            f"{said}\n  not in the HF cache and the hub unreachable: "
+            f"{', '.join(unresolved)} (run with MODELS=1 where the hub is)"
+        )
     return said
 
 
-def fetch_cnn_dm_benchmark(target: Path, url: str = CNN_DM_URL,
-                           sha256: str | None = CNN_DM_SHA256) -> str:
+def fetch_cnn_dm_benchmark(
+    target: Path, url: str = CNN_DM_URL, sha256: str | None = CNN_DM_SHA256
+) -> str:
     """writer_summaries.json, checked (SHA-256, then its {article_id, article, summary} entries)
     before it replaces `target`."""
     import hashlib
@@ -199,8 +245,11 @@ def fetch_cnn_dm_benchmark(target: Path, url: str = CNN_DM_URL,
         raise ValueError(f"{url}: SHA-256 {digest} != the pinned {sha256}")
     rows = json.loads(data)
     keys = {"article_id", "article", "summary"}
-    if not isinstance(rows, list) or not rows or not all(
-            isinstance(r, dict) and keys <= set(r) for r in rows):
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or not all(isinstance(r, dict) and keys <= set(r) for r in rows)
+    ):
         raise ValueError(f"{url}: not a JSON list of {sorted(keys)} objects")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".part")
@@ -234,9 +283,8 @@ def fetch_punkt() -> str:
 
 
 def fetch_models() -> str:
-    from huggingface_hub import snapshot_download
-
     import datasets
+    from huggingface_hub import snapshot_download
 
     for repo in PAPER_MODELS + ["cross-encoder/stsb-roberta-large"]:
         snapshot_download(repo)
@@ -247,15 +295,23 @@ def fetch_models() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", action="store_true",
-                        help="also download every hub model and dataset of the paper sweep")
+    parser.add_argument(
+        "--models",
+        action="store_true",
+        help="also download every hub model and dataset of the paper sweep",
+    )
     args = parser.parse_args(argv)
     cache = cache_dir()
-    steps = [("MAQA JSON", lambda: fetch_and_pin_maqa(cache / "data" / "maqa" / "MAQA.json")),
-             ("CNN/DM benchmark", lambda: fetch_cnn_dm_benchmark(
-                 cache / "data" / "cnn_dm" / "writer_summaries.json")),
-             ("AlignScore checkpoint", lambda: fetch_alignscore(cache / "alignscore")),
-             ("COMET wmt22-comet-da", fetch_comet), ("NLTK punkt_tab", fetch_punkt)]
+    steps = [
+        ("MAQA JSON", lambda: fetch_and_pin_maqa(cache / "data" / "maqa" / "MAQA.json")),
+        (
+            "CNN/DM benchmark",
+            lambda: fetch_cnn_dm_benchmark(cache / "data" / "cnn_dm" / "writer_summaries.json"),
+        ),
+        ("AlignScore checkpoint", lambda: fetch_alignscore(cache / "alignscore")),
+        ("COMET wmt22-comet-da", fetch_comet),
+        ("NLTK punkt_tab", fetch_punkt),
+    ]
     if args.models:
         steps.append(("hub models and datasets", fetch_models))
     steps.append(("revisions to pin", revisions_to_pin))

@@ -54,9 +54,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
 
-for _name, _value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
-                      ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
-                      ("WANDB_MODE", "offline")):
+for _name, _value in (
+    ("HF_HUB_OFFLINE", "1"),
+    ("HF_DATASETS_OFFLINE", "1"),
+    ("TRANSFORMERS_OFFLINE", "1"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+    ("WANDB_MODE", "offline"),
+):
     os.environ.setdefault(_name, _value)
 if importlib.util.find_spec("pipeline") is None:  # run from a checkout without an install
     sys.path.insert(0, str(REPO))
@@ -75,10 +79,28 @@ class Sizes:
     comet_segments: int
 
 
-QUICK = Sizes(prompts=3, samples=4, new_tokens=12, batch_size=2, beams=3, nli_texts=10,
-              embed_texts=64, ce_pairs=48, comet_segments=8)
-FULL = Sizes(prompts=16, samples=20, new_tokens=64, batch_size=4, beams=5, nli_texts=40,
-             embed_texts=2048, ce_pairs=1024, comet_segments=256)
+QUICK = Sizes(
+    prompts=3,
+    samples=4,
+    new_tokens=12,
+    batch_size=2,
+    beams=3,
+    nli_texts=10,
+    embed_texts=64,
+    ce_pairs=48,
+    comet_segments=8,
+)
+FULL = Sizes(
+    prompts=16,
+    samples=20,
+    new_tokens=64,
+    batch_size=4,
+    beams=5,
+    nli_texts=40,
+    embed_texts=2048,
+    ce_pairs=1024,
+    comet_segments=256,
+)
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -91,10 +113,47 @@ QUESTIONS = [
     "Which ocean is the largest?",
 ]
 WORDS = [
-    "the", "a", "capital", "city", "of", "france", "paris", "rome", "tokyo", "lima", "river",
-    "ocean", "pacific", "atlantic", "planet", "mercury", "mars", "blue", "red", "yellow",
-    "painted", "leonardo", "spider", "eight", "legs", "rain", "flood", "town", "bridge", "closed",
-    "thank", "you", "good", "morning", "is", "was", "and", "in", "on", "largest", "closest",
+    "the",
+    "a",
+    "capital",
+    "city",
+    "of",
+    "france",
+    "paris",
+    "rome",
+    "tokyo",
+    "lima",
+    "river",
+    "ocean",
+    "pacific",
+    "atlantic",
+    "planet",
+    "mercury",
+    "mars",
+    "blue",
+    "red",
+    "yellow",
+    "painted",
+    "leonardo",
+    "spider",
+    "eight",
+    "legs",
+    "rain",
+    "flood",
+    "town",
+    "bridge",
+    "closed",
+    "thank",
+    "you",
+    "good",
+    "morning",
+    "is",
+    "was",
+    "and",
+    "in",
+    "on",
+    "largest",
+    "closest",
 ]
 
 
@@ -146,8 +205,16 @@ def _versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("torch", "transformers", "tokenizers", "sentence-transformers", "unbabel-comet",
-                 "pytorch-lightning", "hydra-core", "numpy"):
+    for dist in (
+        "torch",
+        "transformers",
+        "tokenizers",
+        "sentence-transformers",
+        "unbabel-comet",
+        "pytorch-lightning",
+        "hydra-core",
+        "numpy",
+    ):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -161,8 +228,14 @@ def _versions() -> dict[str, str | None]:
 class Context:
     """Device, sizes, the work folder and the tiny models (built once, on first use)."""
 
-    def __init__(self, device: str, sizes: Sizes, work: Path, requested: str = "auto",
-                 unavailable: str | None = None) -> None:
+    def __init__(
+        self,
+        device: str,
+        sizes: Sizes,
+        work: Path,
+        requested: str = "auto",
+        unavailable: str | None = None,
+    ) -> None:
         import torch
 
         self.device = device  # resolved: cpu, cuda, cuda:N
@@ -243,7 +316,8 @@ def build_nli(work: Path) -> Path:
 def build_cross_encoder(work: Path) -> Path:
     _need("sentence_transformers")
     return _script("build_rehearsal_assets").build_tiny_nli(
-        work, name="cross_encoder", labels={"LABEL_0": 0})
+        work, name="cross_encoder", labels={"LABEL_0": 0}
+    )
 
 
 def build_embedder(work: Path, seed: int = 0) -> Path:
@@ -258,14 +332,22 @@ def build_embedder(work: Path, seed: int = 0) -> Path:
     hf_dir, out = work / "bert", work / "embedder"
     hf_dir.mkdir(parents=True, exist_ok=True)
     wordpiece = BertWordPieceTokenizer(lowercase=True)
-    wordpiece.train_from_iterator(_texts(200, seed) + QUESTIONS, vocab_size=300, min_frequency=1,
-                                  show_progress=False)
+    wordpiece.train_from_iterator(
+        _texts(200, seed) + QUESTIONS, vocab_size=300, min_frequency=1, show_progress=False
+    )
     tokenizer = BertTokenizerFast(tokenizer_object=wordpiece._tokenizer, model_max_length=128)
     tokenizer.save_pretrained(hf_dir)
     torch.manual_seed(seed)
-    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, intermediate_size=128,
-                         max_position_embeddings=128)).save_pretrained(hf_dir)
+    BertModel(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=128,
+        )
+    ).save_pretrained(hf_dir)
     word = models.Transformer(str(hf_dir), max_seq_length=128)
     pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
     SentenceTransformer(modules=[word, pooling], device="cpu").save(str(out))
@@ -280,8 +362,12 @@ def build_comet(work: Path) -> Path:
 
 
 ASSET_BUILDERS: dict[str, Callable[[Path], Path]] = {
-    "llama": build_llama, "qwen2": build_qwen2, "nli": build_nli,
-    "cross_encoder": build_cross_encoder, "embedder": build_embedder, "comet": build_comet,
+    "llama": build_llama,
+    "qwen2": build_qwen2,
+    "nli": build_nli,
+    "cross_encoder": build_cross_encoder,
+    "embedder": build_embedder,
+    "comet": build_comet,
 }
 
 
@@ -328,14 +414,17 @@ def _on(ctx: Context, module: Any) -> tuple[str, str]:
     return param.device.type, str(param.dtype).replace("torch.", "")
 
 
-def _expect_placed(rec: Recorder, ctx: Context, module: Any, what: str,
-                   dtype: str | None = None) -> None:
+def _expect_placed(
+    rec: Recorder, ctx: Context, module: Any, what: str, dtype: str | None = None
+) -> None:
     import torch
 
     device_type, param_dtype = _on(ctx, module)
     rec.numbers[f"{what}_weights"] = f"{device_type}/{param_dtype}"
-    rec.expect(device_type == torch.device(ctx.device).type,
-               f"{what}: weights on {device_type}, expected {ctx.device}")
+    rec.expect(
+        device_type == torch.device(ctx.device).type,
+        f"{what}: weights on {device_type}, expected {ctx.device}",
+    )
     if dtype is not None:
         rec.expect(param_dtype == dtype, f"{what}: weights in {param_dtype}, expected {dtype}")
 
@@ -343,8 +432,9 @@ def _expect_placed(rec: Recorder, ctx: Context, module: Any, what: str,
 # ------------------------------------------------------------------------------ checks
 
 
-def _check_generations(rec: Recorder, what: str, gens: list, max_new: int,
-                       eos_ids: set[int]) -> int:
+def _check_generations(
+    rec: Recorder, what: str, gens: list, max_new: int, eos_ids: set[int]
+) -> int:
     """Shape and log-prob checks of a flat list of Generations; returns the generated tokens."""
     tokens = 0
     for i, g in enumerate(gens):
@@ -352,16 +442,20 @@ def _check_generations(rec: Recorder, what: str, gens: list, max_new: int,
         tokens += n
         if not rec.expect(1 <= n <= max_new, f"{what}[{i}]: {n} tokens (1..{max_new})"):
             return tokens
-        if not rec.expect(len(g.token_logprobs) == n,
-                          f"{what}[{i}]: {len(g.token_logprobs)} log-probs for {n} tokens"):
+        if not rec.expect(
+            len(g.token_logprobs) == n,
+            f"{what}[{i}]: {len(g.token_logprobs)} log-probs for {n} tokens",
+        ):
             return tokens
         if not rec.expect(_finite(g.token_logprobs), f"{what}[{i}]: non-finite log-probs"):
             return tokens
-        if not rec.expect(max(g.token_logprobs) <= 1e-3,
-                          f"{what}[{i}]: log-prob {max(g.token_logprobs):.4g} > 0"):
+        if not rec.expect(
+            max(g.token_logprobs) <= 1e-3, f"{what}[{i}]: log-prob {max(g.token_logprobs):.4g} > 0"
+        ):
             return tokens
-        rec.expect(not any(t in eos_ids for t in g.token_ids[:-1]),
-                   f"{what}[{i}]: tokens after EOS")
+        rec.expect(
+            not any(t in eos_ids for t in g.token_ids[:-1]), f"{what}[{i}]: tokens after EOS"
+        )
     return tokens
 
 
@@ -372,8 +466,13 @@ def check_generation(ctx: Context, rec: Recorder, family: str, dtype: str) -> No
 
     s = ctx.sizes
     path = ctx.asset(family)
-    backend = get_backend("transformers", model_path=str(path), dtype=dtype, device=ctx.device,
-                          batch_size=s.batch_size)
+    backend = get_backend(
+        "transformers",
+        model_path=str(path),
+        dtype=dtype,
+        device=ctx.device,
+        batch_size=s.batch_size,
+    )
     try:
         _exercise_backend(ctx, rec, backend, dtype)
         if ctx.cuda:
@@ -395,37 +494,54 @@ def _exercise_backend(ctx: Context, rec: Recorder, backend: Any, dtype: str) -> 
     rec.expect(backend._own_loop, "the backend does not run its own decode loop for this model")
     rec.numbers["attn_implementation"] = backend.model.config._attn_implementation
     rec.numbers["fused_ops"] = list(backend.fused_ops)
-    prompts = [backend.render_chat([{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]
-                                     + ("" if i < len(QUESTIONS) else f" ({i})")}])
-               for i in range(s.prompts)]
+    prompts = [
+        backend.render_chat(
+            [
+                {
+                    "role": "user",
+                    "content": QUESTIONS[i % len(QUESTIONS)]
+                    + ("" if i < len(QUESTIONS) else f" ({i})"),
+                }
+            ]
+        )
+        for i in range(s.prompts)
+    ]
     cfg = SamplingConfig(n=s.samples, max_new_tokens=s.new_tokens, seed=0)
-    rec.numbers["sampling"] = dict(zip(("temperature", "top_k", "top_p"),
-                                       backend.resolve_sampling(cfg)))
+    rec.numbers["sampling"] = dict(
+        zip(("temperature", "top_k", "top_p"), backend.resolve_sampling(cfg))
+    )
     eos = set(backend.eos_ids)
 
     with rec.step("sample_and_decode"):
-        first, _ = ctx.timed(lambda: backend.sample_and_decode(prompts, cfg, greedy=True,
-                                                               extra_seed=1))
+        first, _ = ctx.timed(
+            lambda: backend.sample_and_decode(prompts, cfg, greedy=True, extra_seed=1)
+        )
         (samples, greedy_rows, extra), seconds = ctx.timed(
-            lambda: backend.sample_and_decode(prompts, cfg, greedy=True, extra_seed=1))
-        rec.expect(len(samples) == s.prompts and all(len(x) == s.samples for x in samples),
-                   f"samples: shape {[len(x) for x in samples]}, expected "
-                   f"{s.prompts} x {s.samples}")
-        rec.expect(len(greedy_rows) == len(extra) == s.prompts,
-                   "greedy / ar rows: one per prompt expected")
+            lambda: backend.sample_and_decode(prompts, cfg, greedy=True, extra_seed=1)
+        )
+        rec.expect(
+            len(samples) == s.prompts and all(len(x) == s.samples for x in samples),
+            f"samples: shape {[len(x) for x in samples]}, expected {s.prompts} x {s.samples}",
+        )
+        rec.expect(
+            len(greedy_rows) == len(extra) == s.prompts, "greedy / ar rows: one per prompt expected"
+        )
         flat = [g for row in samples for g in row]
-        tokens = _check_generations(rec, "sample", flat + greedy_rows + extra, s.new_tokens,
-                                    eos)
+        tokens = _check_generations(rec, "sample", flat + greedy_rows + extra, s.new_tokens, eos)
         rec.rate("sample_tokens_per_s", tokens, seconds)
         rec.numbers["sample_rows"] = len(flat) + 2 * s.prompts
         rec.numbers["eos_share"] = round(
-            sum(bool(g.token_ids) and g.token_ids[-1] in eos for g in flat) / len(flat), 3)
-        same = [a.token_ids == b.token_ids
-                for a, b in zip([g for row in first[0] for g in row] + first[1] + first[2],
-                                flat + greedy_rows + extra)]
+            sum(bool(g.token_ids) and g.token_ids[-1] in eos for g in flat) / len(flat), 3
+        )
+        same = [
+            a.token_ids == b.token_ids
+            for a, b in zip(
+                [g for row in first[0] for g in row] + first[1] + first[2],
+                flat + greedy_rows + extra,
+            )
+        ]
         rec.numbers["rerun_identical_share"] = round(sum(same) / len(same), 4)
-        rec.expect(all(same), f"seeded rerun: {len(same) - sum(same)} of {len(same)} rows "
-                              "differ")
+        rec.expect(all(same), f"seeded rerun: {len(same) - sum(same)} of {len(same)} rows differ")
         distinct = len({tuple(g.token_ids) for g in samples[0]})
         rec.numbers["distinct_samples_prompt0"] = distinct
         if dtype == "float32":  # batching must not change float32 samples (module docstring)
@@ -434,21 +550,28 @@ def _exercise_backend(ctx: Context, rec: Recorder, backend: Any, dtype: str) -> 
                 single = backend.sample(prompts, cfg)
             finally:
                 backend.batch_size = s.batch_size
-            pairs = [(a.token_ids == b.token_ids) for ra, rb in zip(single, samples)
-                     for a, b in zip(ra, rb)]
+            pairs = [
+                (a.token_ids == b.token_ids)
+                for ra, rb in zip(single, samples)
+                for a, b in zip(ra, rb)
+            ]
             # informative: different batch shapes may pick other kernels on a GPU
             rec.numbers["batch_size_1_identical_share"] = round(sum(pairs) / len(pairs), 4)
 
-    for name, decode in (("greedy", lambda: backend.greedy(prompts, s.new_tokens)),
-                         ("beam", lambda: backend.beam(prompts, s.beams, s.new_tokens))):
+    for name, decode in (
+        ("greedy", lambda: backend.greedy(prompts, s.new_tokens)),
+        ("beam", lambda: backend.beam(prompts, s.beams, s.new_tokens)),
+    ):
         with rec.step(f"{name} (generate)"):  # twice: the rerun must be the same
             first, _ = ctx.timed(decode)
             again, seconds = ctx.timed(decode)
             rec.expect(len(again) == s.prompts, f"{name}: {len(again)} outputs")
             tokens = _check_generations(rec, name, again, s.new_tokens, eos)
             rec.rate(f"{name}_tokens_per_s", tokens, seconds)
-            rec.expect([g.token_ids for g in first] == [g.token_ids for g in again],
-                       f"{name}: rerun differs")
+            rec.expect(
+                [g.token_ids for g in first] == [g.token_ids for g in again],
+                f"{name}: rerun differs",
+            )
 
     with rec.step("contrastive"):
         out, seconds = ctx.timed(lambda: backend.contrastive(prompts, s.new_tokens))
@@ -458,8 +581,9 @@ def _exercise_backend(ctx: Context, rec: Recorder, backend: Any, dtype: str) -> 
 
     with rec.step("logprob_of_next (P(True))"):
         lps = backend.logprob_of_next(prompts, "True")
-        rec.expect(len(lps) == s.prompts and _finite(lps) and max(lps) <= 1e-3,
-                   f"logprob_of_next: {lps}")
+        rec.expect(
+            len(lps) == s.prompts and _finite(lps) and max(lps) <= 1e-3, f"logprob_of_next: {lps}"
+        )
 
 
 def check_nli(ctx: Context, rec: Recorder) -> None:
@@ -481,16 +605,25 @@ def check_nli(ctx: Context, rec: Recorder) -> None:
             judge._load()
             (entail, contra), seconds = ctx.timed(lambda j=judge: j.pair_probs(question, texts))
             _expect_placed(rec, ctx, judge._model, f"nli_{dtype}", dtype)
-            rec.expect(entail.shape == contra.shape == (n, n),
-                       f"{dtype}: matrices {entail.shape}, expected ({n}, {n})")
-            rec.expect(judge.n_pairs_scored == n * (n - 1),
-                       f"{dtype}: {judge.n_pairs_scored} pairs scored, expected {n * (n - 1)}")
+            rec.expect(
+                entail.shape == contra.shape == (n, n),
+                f"{dtype}: matrices {entail.shape}, expected ({n}, {n})",
+            )
+            rec.expect(
+                judge.n_pairs_scored == n * (n - 1),
+                f"{dtype}: {judge.n_pairs_scored} pairs scored, expected {n * (n - 1)}",
+            )
             ok = _finite(entail) and _finite(contra)
             rec.expect(ok, f"{dtype}: non-finite probabilities")
             if ok:
-                rec.expect(bool((entail >= 0).all() and (contra >= 0).all()
-                                and (entail + contra <= 1 + 1e-6).all()),
-                           f"{dtype}: probabilities outside [0, 1]")
+                rec.expect(
+                    bool(
+                        (entail >= 0).all()
+                        and (contra >= 0).all()
+                        and (entail + contra <= 1 + 1e-6).all()
+                    ),
+                    f"{dtype}: probabilities outside [0, 1]",
+                )
             rec.expect(np.array_equal(entail, entail_a), f"{dtype}: rerun differs")
             rec.rate(f"{dtype}_pairs_per_s", judge.n_pairs_scored, seconds)
             entail_by_dtype[dtype] = entail
@@ -513,8 +646,10 @@ def check_embedder(ctx: Context, rec: Recorder) -> None:
     backend = embedder._load()
     vectors, seconds = ctx.timed(lambda: embedder.embed(texts))
     _expect_placed(rec, ctx, backend, "embedder", "float32")
-    rec.expect(vectors.shape[0] == len(texts) and vectors.ndim == 2 and vectors.shape[1] > 0,
-               f"embeddings: shape {vectors.shape}")
+    rec.expect(
+        vectors.shape[0] == len(texts) and vectors.ndim == 2 and vectors.shape[1] > 0,
+        f"embeddings: shape {vectors.shape}",
+    )
     rec.expect(vectors.dtype == np.float32, f"embeddings: dtype {vectors.dtype}")
     if rec.expect(_finite(vectors), "embeddings: non-finite values"):
         norms = np.linalg.norm(vectors, axis=1)
@@ -564,12 +699,14 @@ def check_comet(ctx: Context, rec: Recorder) -> None:
     gpus = comet_gpus(ctx.device)
     rec.numbers["gpus"] = gpus
     if ctx.cuda and (index := torch.device(ctx.device).index):
-        rec.numbers["note"] = (f"COMET runs on Lightning's first visible GPU, not {ctx.device} "
-                               f"(index {index})")
+        rec.numbers["note"] = (
+            f"COMET runs on Lightning's first visible GPU, not {ctx.device} (index {index})"
+        )
     logging.getLogger("comet").setLevel(logging.WARNING)
     first = comet_scores(sources, hypotheses, references, model=folder, gpus=gpus)
     scores, seconds = ctx.timed(
-        lambda: comet_scores(sources, hypotheses, references, model=folder, gpus=gpus))
+        lambda: comet_scores(sources, hypotheses, references, model=folder, gpus=gpus)
+    )
     rec.expect(len(scores) == n, f"comet: {len(scores)} scores for {n} segments")
     rec.expect(_finite(scores), "comet: non-finite scores")
     diff = max(abs(a - b) for a, b in zip(first, scores))
@@ -607,38 +744,50 @@ def check_config_paper(ctx: Context, rec: Recorder) -> None:
 
     auto = resolve_device("auto")
     rec.numbers["auto_resolves_to"] = auto
-    rec.expect(auto == ("cuda" if torch.cuda.is_available() else "cpu"),
-               f"device=auto resolves to {auto!r}, torch.cuda.is_available()="
-               f"{torch.cuda.is_available()}")
-    base = [f"cache_dir='{ctx.work / 'cache'}'", f"output_root='{ctx.work / 'outputs'}'",
-            "wandb.enabled=false"]
+    rec.expect(
+        auto == ("cuda" if torch.cuda.is_available() else "cpu"),
+        f"device=auto resolves to {auto!r}, torch.cuda.is_available()={torch.cuda.is_available()}",
+    )
+    base = [
+        f"cache_dir='{ctx.work / 'cache'}'",
+        f"output_root='{ctx.work / 'outputs'}'",
+        "wandb.enabled=false",
+    ]
     if ctx.requested != "auto":
         base.append(f"device='{ctx.requested}'")
     paper = _compose_paper(base)
     eq = paper.task.equivalence
     rec.numbers["paper"] = {
-        "device": str(paper.device), "nli_model": str(eq.nli_model),
-        "nli_dtype": str(eq.nli_dtype), "equivalence_backend": str(eq.backend),
+        "device": str(paper.device),
+        "nli_model": str(eq.nli_model),
+        "nli_dtype": str(eq.nli_dtype),
+        "equivalence_backend": str(eq.backend),
         "cross_encoder": str(paper.uq.groups.lm_polygraph.cross_encoder),
         "similarity": str(paper.uq.groups.lm_polygraph.similarity),
-        "embedder": str(paper.mappers.sphere.embedder), "backend": str(paper.backend.name),
+        "embedder": str(paper.mappers.sphere.embedder),
+        "backend": str(paper.backend.name),
         "model_dtype": str(paper.model.dtype),
-        "transformers_batch_size": int(paper.generation.transformers_batch_size)}
+        "transformers_batch_size": int(paper.generation.transformers_batch_size),
+    }
     device = resolve_device(str(paper.device))
     rec.numbers["device"] = device
-    rec.expect(device == ctx.device, f"cfg.device={paper.device} resolves to {device!r}, "
-                                     f"expected {ctx.device!r}")
+    rec.expect(
+        device == ctx.device,
+        f"cfg.device={paper.device} resolves to {device!r}, expected {ctx.device!r}",
+    )
     # experiment=paper pins float32 (lm-polygraph 0.5.0's DeBERTa); `auto` would pick half on a GPU
     want = "float32"
     got = resolve_dtype(str(eq.nli_dtype), device)
     rec.numbers["nli_dtype_resolved"] = got
     rec.expect(eq.backend == "nli", f"task.equivalence.backend={eq.backend}, the paper uses nli")
-    rec.expect(got == want, f"nli_dtype={eq.nli_dtype} resolves to {got} on {device}, "
-                            f"expected {want}")
+    rec.expect(
+        got == want, f"nli_dtype={eq.nli_dtype} resolves to {got} on {device}, expected {want}"
+    )
     batch = 64 if ctx.cuda else 16
     rec.numbers["comet_gpus"] = comet_gpus(device)
-    rec.expect(comet_gpus(device) == int(ctx.cuda),
-               f"comet_gpus({device!r}) = {comet_gpus(device)}")
+    rec.expect(
+        comet_gpus(device) == int(ctx.cuda), f"comet_gpus({device!r}) = {comet_gpus(device)}"
+    )
 
     # The same settings with the hub models swapped for the tiny ones (where from, not what).
     where = {"task.equivalence.nli_model": ctx.asset("nli")}
@@ -654,8 +803,11 @@ def check_config_paper(ctx: Context, rec: Recorder) -> None:
     with rec.step("equivalence judge"):
         judge = aux_models.equivalence_judge(cfg.task.equivalence, cfg.device, cfg.cache_dir)
         rec.expect(isinstance(judge, NliEquivalence), f"judge is {type(judge).__name__}")
-        rec.numbers["nli_judge"] = {"device": judge.device, "dtype": judge.dtype,
-                                    "batch_size": judge.batch_size}
+        rec.numbers["nli_judge"] = {
+            "device": judge.device,
+            "dtype": judge.dtype,
+            "batch_size": judge.batch_size,
+        }
         rec.expect(judge.device == device, f"NLI judge on {judge.device}, expected {device}")
         rec.expect(judge.dtype == want, f"NLI judge in {judge.dtype}, expected {want}")
         rec.expect(judge.batch_size == batch, f"NLI batch {judge.batch_size}, expected {batch}")
@@ -668,8 +820,9 @@ def check_config_paper(ctx: Context, rec: Recorder) -> None:
             ce = aux_models.cross_encoder(cfg.uq.groups.lm_polygraph.cross_encoder, cfg.device)
             rec.numbers["cross_encoder_batch_size"] = ce.batch_size
             rec.expect(ce.device == device, f"cross encoder on {ce.device}, expected {device}")
-            rec.expect(ce.batch_size == batch, f"cross encoder batch {ce.batch_size}, expected "
-                                               f"{batch}")
+            rec.expect(
+                ce.batch_size == batch, f"cross encoder batch {ce.batch_size}, expected {batch}"
+            )
             scores = ce.score_pairs(list(itertools.pairwise(texts)))
             rec.expect(_finite(scores), "cross encoder: non-finite scores")
             _expect_placed(rec, ctx, ce._load().model, "cross_encoder")
@@ -688,8 +841,9 @@ def check_environment(ctx: Context, rec: Recorder) -> None:
     rec.numbers["torch_cuda"] = torch.version.cuda
     rec.numbers["cpu_threads"] = torch.get_num_threads()
     if torch.cuda.is_available():
-        rec.numbers["gpus"] = [torch.cuda.get_device_name(i)
-                               for i in range(torch.cuda.device_count())]
+        rec.numbers["gpus"] = [
+            torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+        ]
         rec.numbers["capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
         rec.numbers["bf16_supported"] = torch.cuda.is_bf16_supported()
         rec.numbers["cudnn"] = torch.backends.cudnn.version()
@@ -702,8 +856,11 @@ def check_environment(ctx: Context, rec: Recorder) -> None:
 
 CHECKS: list[tuple[str, Callable[..., None]]] = [
     ("environment", check_environment),
-    *[(f"generation/{family}/{dtype}", partial(check_generation, family=family, dtype=dtype))
-      for family in ("llama", "qwen2") for dtype in ("float32", "bfloat16")],
+    *[
+        (f"generation/{family}/{dtype}", partial(check_generation, family=family, dtype=dtype))
+        for family in ("llama", "qwen2")
+        for dtype in ("float32", "bfloat16")
+    ],
     ("nli_deberta", check_nli),
     ("embedder", check_embedder),
     ("cross_encoder", check_cross_encoder),
@@ -715,8 +872,9 @@ CHECKS: list[tuple[str, Callable[..., None]]] = [
 # ------------------------------------------------------------------------------ main
 
 
-def run_check(name: str, fn: Callable[[Context, Recorder], None], ctx: Context,
-              versions: dict) -> dict[str, Any]:
+def run_check(
+    name: str, fn: Callable[[Context, Recorder], None], ctx: Context, versions: dict
+) -> dict[str, Any]:
     import torch
 
     rec = Recorder()
@@ -733,10 +891,17 @@ def run_check(name: str, fn: Callable[[Context, Recorder], None], ctx: Context,
         rec.tracebacks.append(traceback.format_exc(limit=12))
     if status != "skip" and rec.problems:
         status, reason = "fail", "; ".join(rec.problems)
-    result = {"name": name, "status": status, "reason": reason,
-              "seconds": round(time.perf_counter() - started, 3), "numbers": rec.numbers,
-              "device": ctx.device, "device_name": ctx.device_name,
-              "torch": versions.get("torch"), "transformers": versions.get("transformers")}
+    result = {
+        "name": name,
+        "status": status,
+        "reason": reason,
+        "seconds": round(time.perf_counter() - started, 3),
+        "numbers": rec.numbers,
+        "device": ctx.device,
+        "device_name": ctx.device_name,
+        "torch": versions.get("torch"),
+        "transformers": versions.get("transformers"),
+    }
     if missing:
         result["missing_library"] = missing
     if rec.tracebacks:
@@ -745,16 +910,21 @@ def run_check(name: str, fn: Callable[[Context, Recorder], None], ctx: Context,
 
 
 def _headline(numbers: dict[str, Any]) -> str:
-    parts = [f"{k.removesuffix('_per_s').replace('_', ' ')} {v:,.0f}/s"
-             for k, v in numbers.items() if k.endswith("_per_s")]
+    parts = [
+        f"{k.removesuffix('_per_s').replace('_', ' ')} {v:,.0f}/s"
+        for k, v in numbers.items()
+        if k.endswith("_per_s")
+    ]
     return ", ".join(parts)
 
 
 def print_table(report: dict[str, Any]) -> None:
     rows = report["checks"]
     width = max(len(r["name"]) for r in rows)
-    print(f"\n{report['device']} ({report['device_name']}), torch {report['versions']['torch']}, "
-          f"transformers {report['versions']['transformers']}")
+    print(
+        f"\n{report['device']} ({report['device_name']}), torch {report['versions']['torch']}, "
+        f"transformers {report['versions']['transformers']}"
+    )
     print(f"{'check':<{width}}  status  secs  throughput / reason")
     for r in rows:
         detail = _headline(r["numbers"]) if r["status"] == "pass" else r["reason"]
@@ -762,8 +932,10 @@ def print_table(report: dict[str, Any]) -> None:
             detail = detail[:157] + "..."
         print(f"{r['name']:<{width}}  {r['status']:<6}  {r['seconds']:>5.1f}  {detail}")
     counts = {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skip")}
-    print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
-          f"in {report['wall_s']:.1f} s")
+    print(
+        f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
+        f"in {report['wall_s']:.1f} s"
+    )
 
 
 def _write(path: Path, report: dict[str, Any]) -> None:
@@ -775,18 +947,29 @@ def _write(path: Path, report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="auto",
-                        help="cuda, cuda:N, cpu or auto (cuda when visible); default auto")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="cuda, cuda:N, cpu or auto (cuda when visible); default auto",
+    )
     parser.add_argument("--out", type=Path, default=Path("gpu_check.json"))
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true",
-                      help="small workloads (the default on cpu)")
-    size.add_argument("--full", action="store_true",
-                      help="GPU-sized workloads (the default on cuda)")
-    parser.add_argument("--only", action="append", default=[],
-                        help="run the checks whose name contains this (repeatable)")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="build the tiny models here (default: a temporary folder, removed)")
+    size.add_argument("--quick", action="store_true", help="small workloads (the default on cpu)")
+    size.add_argument(
+        "--full", action="store_true", help="GPU-sized workloads (the default on cuda)"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="run the checks whose name contains this (repeatable)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="build the tiny models here (default: a temporary folder, removed)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -803,14 +986,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only matches none of {names}")
 
     report: dict[str, Any] = {
-        "device": device, "requested_device": args.device, "device_name": None,
-        "sizes": sizes.__dict__, "versions": versions,
+        "device": device,
+        "requested_device": args.device,
+        "device_name": None,
+        "sizes": sizes.__dict__,
+        "versions": versions,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "wall_s": 0.0, "checks": []}
+        "wall_s": 0.0,
+        "checks": [],
+    }
     unavailable = None
     if device.startswith("cuda") and not torch.cuda.is_available():
-        unavailable = f"device {device} requested but torch.cuda.is_available() is False " \
-                      f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})"
+        unavailable = (
+            f"device {device} requested but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})"
+        )
     elif device.startswith("cuda"):
         index = torch.device(device).index or 0
         if index >= torch.cuda.device_count():
@@ -821,21 +1011,34 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         ctx = Context(device, sizes, work, args.device, unavailable)
         report["device_name"] = ctx.device_name
-        print(f"gpu_check: {device} ({ctx.device_name}), "
-              f"sizes {'full' if sizes is FULL else 'quick'}, {len(selected)} checks", flush=True)
+        print(
+            f"gpu_check: {device} ({ctx.device_name}), "
+            f"sizes {'full' if sizes is FULL else 'quick'}, {len(selected)} checks",
+            flush=True,
+        )
         for name, fn in CHECKS:
             if name not in selected:
                 continue
             if unavailable and name != "environment":
-                result = {"name": name, "status": "fail", "reason": f"not run: {unavailable}",
-                          "seconds": 0.0, "numbers": {}, "device": device,
-                          "device_name": "unavailable", "torch": versions.get("torch"),
-                          "transformers": versions.get("transformers")}
+                result = {
+                    "name": name,
+                    "status": "fail",
+                    "reason": f"not run: {unavailable}",
+                    "seconds": 0.0,
+                    "numbers": {},
+                    "device": device,
+                    "device_name": "unavailable",
+                    "torch": versions.get("torch"),
+                    "transformers": versions.get("transformers"),
+                }
             else:
                 print(f"  {name} ...", flush=True)
                 result = run_check(name, fn, ctx, versions)
-            print(f"  {name}: {result['status']} ({result['seconds']:.1f} s)"
-                  + (f" {result['reason']}" if result["reason"] else ""), flush=True)
+            print(
+                f"  {name}: {result['status']} ({result['seconds']:.1f} s)"
+                + (f" {result['reason']}" if result["reason"] else ""),
+                flush=True,
+            )
             report["checks"].append(result)
             report["wall_s"] = round(time.perf_counter() - started, 2)
             _write(args.out, report)

@@ -3,6 +3,7 @@
     python scripts/import_graph.py            # counts
     python scripts/import_graph.py --edges    # + every upward or function-level import
     python scripts/import_graph.py --config   # + every function that takes the whole config
+    python scripts/import_graph.py --sizes    # + every function over 60 lines or 8 parameters
 
 Layers, lowest first (a module may import its own layer and those below, never above):
 0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
@@ -38,11 +39,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {
-    "base": ("pipeline.errors", "pipeline.registry", "pipeline.text", "pipeline.lexicon",
-             "pipeline.schema", "pipeline.store", "pipeline.devices", "pipeline.stage", "pipeline.methods",
-             "pipeline.parts", "pipeline.resources",
-             "pipeline.progress", "pipeline.offline", "pipeline.extras", "pipeline.secrets",
-             "pipeline.stopping", "pipeline.revisions"),
+    "base": (
+        "pipeline.errors",
+        "pipeline.registry",
+        "pipeline.text",
+        "pipeline.lexicon",
+        "pipeline.schema",
+        "pipeline.store",
+        "pipeline.devices",
+        "pipeline.stage",
+        "pipeline.methods",
+        "pipeline.parts",
+        "pipeline.resources",
+        "pipeline.progress",
+        "pipeline.offline",
+        "pipeline.extras",
+        "pipeline.secrets",
+        "pipeline.stopping",
+        "pipeline.revisions",
+    ),
     "latent": ("pipeline.latent", "=pipeline.tasks", "=pipeline.tasks.*", "pipeline.tasks.*.space"),
     # the components, in sub-layers: each imports only the ones listed before it
     "clients": ("pipeline.clients",),
@@ -52,13 +67,28 @@ LAYERS = {
     "generation": ("pipeline.generation",),
     "uncertainty": ("pipeline.uncertainty",),
     "aux_models": ("pipeline.aux_models",),
-    "tasks": ("pipeline.tasks", "pipeline.tasks.contract", "pipeline.tasks.builders",
-              "pipeline.tasks.text_metrics"),
+    "tasks": (
+        "pipeline.tasks",
+        "pipeline.tasks.contract",
+        "pipeline.tasks.builders",
+        "pipeline.tasks.text_metrics",
+    ),
     "stages": ("pipeline.stages",),
-    "app": ("pipeline.app", "pipeline.plan", "pipeline.assets", "pipeline.config",
-            "pipeline.callbacks", "pipeline.overrides",
-            "pipeline.tracking", "pipeline.reporting", "pipeline.scorer",
-            "pipeline.__main__", "pipeline.score", "pipeline.doctor", "pipeline.serve"),
+    "app": (
+        "pipeline.app",
+        "pipeline.plan",
+        "pipeline.assets",
+        "pipeline.config",
+        "pipeline.callbacks",
+        "pipeline.overrides",
+        "pipeline.tracking",
+        "pipeline.reporting",
+        "pipeline.scorer",
+        "pipeline.__main__",
+        "pipeline.score",
+        "pipeline.doctor",
+        "pipeline.serve",
+    ),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api",),
     # other tools' plug-ins: lm-evaluation-harness's task_aware filter and metrics call the API
@@ -94,8 +124,10 @@ def layer(module: str) -> str:
         for prefix in prefixes:
             exact, pattern = prefix.startswith("="), prefix.lstrip("=").split(".")
             parts = module.split(".")
-            head = parts[:len(pattern)]
-            matches = len(head) == len(pattern) and all(p in ("*", h) for p, h in zip(pattern, head))
+            head = parts[: len(pattern)]
+            matches = len(head) == len(pattern) and all(
+                p in ("*", h) for p, h in zip(pattern, head)
+            )
             rank = len(pattern) - pattern.count("*") / 2  # a name outranks a `*` in its place
             if matches and (not exact or len(parts) == len(pattern)) and rank > depth:
                 best, depth = name, rank
@@ -116,12 +148,18 @@ def imports(root: Path = ROOT) -> list[Import]:
     for module, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        nested = {id(sub) for node in ast.walk(tree)
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                  for sub in ast.walk(node)}
-        typing_only = {id(sub) for node in ast.walk(tree)
-                       if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                       for sub in ast.walk(node)}  # annotations only: never run
+        nested = {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for sub in ast.walk(node)
+        }
+        typing_only = {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for sub in ast.walk(node)
+        }  # annotations only: never run
         for node in ast.walk(tree):
             if id(node) in typing_only:
                 continue
@@ -132,8 +170,9 @@ def imports(root: Path = ROOT) -> list[Import]:
                 if node.level:
                     parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(parts + ([base] if base else []))
-                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
-                         for a in node.names]
+                names = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                ]
             else:
                 continue
             for name in names:
@@ -190,9 +229,16 @@ def upward(edges: list[Import]) -> list[Import]:
 # Where Hydra's config may be read: the resolving layer (pipeline.config: its schema, its checks
 # and its one reading into the typed cell) and the entry points that compose one. Anywhere else a
 # function takes the resolved objects (docs/design.md, s9b "Resolved once").
-CONFIG_READERS = ("pipeline.config", "pipeline.app", "pipeline.__main__",
-                  "pipeline.callbacks", "pipeline.overrides", "pipeline.secrets",
-                  "pipeline.doctor", "pipeline.scorer.run")
+CONFIG_READERS = (
+    "pipeline.config",
+    "pipeline.app",
+    "pipeline.__main__",
+    "pipeline.callbacks",
+    "pipeline.overrides",
+    "pipeline.secrets",
+    "pipeline.doctor",
+    "pipeline.scorer.run",
+)
 
 
 @dataclass(frozen=True)
@@ -220,16 +266,48 @@ def config_takers(root: Path = ROOT) -> list[ConfigTaker]:
     return out
 
 
+LONG_FUNCTION = 60  # lines (CONTRIBUTING.md): longer needs a reason next to it
+MANY_PARAMETERS = 8  # a parameter object where a signature grows
+
+
+def large_functions(root: Path = ROOT) -> list[tuple[str, str, int, int, int]]:
+    """(module, function, line, lines, parameters) of every function over LONG_FUNCTION lines or
+    MANY_PARAMETERS parameters (self/cls not counted)."""
+    out = []
+    for module, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            params = [
+                p.arg
+                for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]
+                if p.arg not in ("self", "cls")
+            ]
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > LONG_FUNCTION or len(params) > MANY_PARAMETERS:
+                out.append((module, node.name, node.lineno, length, len(params)))
+    return out
+
+
 def outside_readers(takers: list[ConfigTaker]) -> list[ConfigTaker]:
     """The config takers outside the resolving layer and the entry points."""
-    return [t for t in takers if not any(t.module == r or t.module.startswith(r + ".")
-                                         for r in CONFIG_READERS)]
+    return [
+        t
+        for t in takers
+        if not any(t.module == r or t.module.startswith(r + ".") for r in CONFIG_READERS)
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--edges", action="store_true")
-    parser.add_argument("--config", action="store_true", help="list every function taking the config")
+    parser.add_argument(
+        "--config", action="store_true", help="list every function taking the config"
+    )
+    parser.add_argument("--sizes", action="store_true", help="list the long or wide functions")
     parser.add_argument("--root", type=Path, default=ROOT, help="another checkout (before/after)")
     args = parser.parse_args()
     mods = modules(args.root)
@@ -239,22 +317,38 @@ def main() -> None:
     lines = defaultdict(int)
     for module, path in mods.items():
         lines[layer(module)] += len(path.read_text(encoding="utf-8").splitlines())
-    print(f"modules {len(mods)}, internal imports {len(edges)} "
-          f"({sum(e.in_function for e in edges)} inside functions)")
-    print(f"cycles {len(found)} ({sum(map(len, found))} modules): "
-          + "; ".join(" <-> ".join(c) for c in found))
+    print(
+        f"modules {len(mods)}, internal imports {len(edges)} "
+        f"({sum(e.in_function for e in edges)} inside functions)"
+    )
+    print(
+        f"cycles {len(found)} ({sum(map(len, found))} modules): "
+        + "; ".join(" <-> ".join(c) for c in found)
+    )
     print(f"upward imports {len(up)}")
     print("lines per layer: " + ", ".join(f"{k} {lines[k]}" for k in ORDER))
     takers = config_takers(args.root)
     outside = outside_readers(takers)
-    print(f"functions taking the whole config {len(takers)} ({len(outside)} outside the "
-          f"resolving layer and the entry points: {', '.join(CONFIG_READERS)})")
+    print(
+        f"functions taking the whole config {len(takers)} ({len(outside)} outside the "
+        f"resolving layer and the entry points: {', '.join(CONFIG_READERS)})"
+    )
+    large = large_functions(args.root)
+    print(
+        f"functions over {LONG_FUNCTION} lines {sum(n > LONG_FUNCTION for *_, n, _ in large)}, "
+        f"over {MANY_PARAMETERS} parameters {sum(p > MANY_PARAMETERS for *_, p in large)}"
+    )
+    if args.sizes:
+        for module, name, line, n, p in sorted(large, key=lambda r: -r[3]):
+            print(f"  size {module}:{line} {name}: {n} lines, {p} parameters")
     if args.edges or args.config:
-        for t in (takers if args.config else outside):
+        for t in takers if args.config else outside:
             print(f"  cfg  {t.module}:{t.line} {t.function}({t.parameter})")
     if args.edges:
         for e in up:
-            print(f"  up   {e.source}:{e.line} -> {e.target} ({layer(e.source)} -> {layer(e.target)})")
+            print(
+                f"  up   {e.source}:{e.line} -> {e.target} ({layer(e.source)} -> {layer(e.target)})"
+            )
         for e in edges:
             if e.in_function:
                 print(f"  func {e.source}:{e.line} -> {e.target}")

@@ -72,7 +72,9 @@ def conversations() -> list[list[dict[str, str]]]:
     ]
     for q, a, verdict in TRUE_FALSE:
         prompt = f"Question: {q}\nPossible answer: {a}\nIs the possible answer True or False?"
-        convs.append([{"role": "user", "content": prompt}, {"role": "assistant", "content": verdict}])
+        convs.append(
+            [{"role": "user", "content": prompt}, {"role": "assistant", "content": verdict}]
+        )
     return convs
 
 
@@ -112,7 +114,9 @@ def build_tokenizer(out_dir: Path):
     for word in ("True", "False"):
         ids = hf_tok.encode(word, add_special_tokens=False)
         if len(ids) != 1:
-            raise RuntimeError(f"tiny tokenizer: {word!r} is not a single token ({ids}); enlarge the corpus")
+            raise RuntimeError(
+                f"tiny tokenizer: {word!r} is not a single token ({ids}); enlarge the corpus"
+            )
     hf_tok.save_pretrained(out_dir)
     return hf_tok
 
@@ -175,7 +179,10 @@ def main(argv: list[str] | None = None) -> Path:
     tokenizer = build_tokenizer(out_dir)
     build_model(out_dir, tokenizer, args.train_steps, args.seed)
     (out_dir / "TINY_MODEL.json").write_text(
-        json.dumps({"seed": args.seed, "train_steps": args.train_steps, "vocab_size": len(tokenizer)}) + "\n"
+        json.dumps(
+            {"seed": args.seed, "train_steps": args.train_steps, "vocab_size": len(tokenizer)}
+        )
+        + "\n"
     )
     print(f"tiny model written to {out_dir}")
     return out_dir

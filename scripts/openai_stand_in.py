@@ -30,7 +30,9 @@ from pathlib import Path
 from pipeline.mapping.parsing import extract_answers, parse_distribution
 from pipeline.tasks.graphs.reading import _stem, extract_triples
 
-_DSPY_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.DOTALL)
+_DSPY_FIELD = re.compile(
+    r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.DOTALL
+)
 
 
 def _items(value: str) -> list:
@@ -56,7 +58,11 @@ def _dspy_values(objective: str, inputs: dict[str, str]) -> dict[str, object] | 
         return {"entities": sorted({x for h, _, t in triples for x in (h, t)})}
     if objective.startswith("Extract subject-predicate-object triples"):
         triples = extract_triples(inputs["source_text"]) or ()
-        return {"relations": [{"subject": h, "predicate": r, "object": t} for h, r, t in sorted(triples)]}
+        return {
+            "relations": [
+                {"subject": h, "predicate": r, "object": t} for h, r, t in sorted(triples)
+            ]
+        }
     if objective.startswith("Find one cluster"):
         groups: dict[str, list[str]] = {}
         for item in sorted(_items(inputs["items"])):
@@ -71,8 +77,11 @@ def _dspy_values(objective: str, inputs: dict[str, str]) -> dict[str, object] | 
         clusters = _items(inputs["clusters"])
         reps = []
         for item in _items(inputs["items"]):
-            match = [c["representative"] for c in clusters
-                     if any(_cluster_key(m) == _cluster_key(item) for m in c["members"])]
+            match = [
+                c["representative"]
+                for c in clusters
+                if any(_cluster_key(m) == _cluster_key(item) for m in c["members"])
+            ]
             reps.append(match[0] if match else None)
         return {"reasoning": "matched by word stem", "cluster_reps_that_items_belong_to": reps}
     return None
@@ -90,7 +99,9 @@ def answer_dspy(messages: list[dict], json_mode: bool) -> str | None:
         return "I am sorry, I cannot help with that."
     if json_mode:
         return json.dumps(values)
-    fields = [f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items()]
+    fields = [
+        f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items()
+    ]
     return "\n\n".join([*fields, "[[ ## completed ## ]]"])
 
 
@@ -99,11 +110,15 @@ def answer_prompt(prompt: str) -> str:
     tail = prompt[prompt.rfind("\nQ: ") :]  # the last Q/A block is the one to extract from
     m = re.search(r"\nQ: (?P<q>[^\n]*)\nA: (?P<a>.*)\n\nTask: [^\n]*\Z", tail, flags=re.DOTALL)
     qa = [(m.group("q"), m.group("a"))] if m else [("", "")]
-    if prompt.startswith("You extract explicit, semantically distinct atomic answers and their stated"):
+    if prompt.startswith(
+        "You extract explicit, semantically distinct atomic answers and their stated"
+    ):
         question, answer = qa[-1]
         dist = parse_distribution(answer) or {"I don't know": 1.0}
         return json.dumps({"items": [{"answer": a, "p": p} for a, p in dist.items()]})
-    if prompt.startswith("You extract explicit, semantically distinct atomic answers from a model answer"):
+    if prompt.startswith(
+        "You extract explicit, semantically distinct atomic answers from a model answer"
+    ):
         question, answer = qa[-1]
         items = sorted(extract_answers(answer, question))
         return "\n".join(items) if items else "I don't know"
@@ -116,15 +131,28 @@ def answer_prompt(prompt: str) -> str:
 
 def _choice(index: int, c: dict, request: dict) -> dict:
     """One chat-completion choice in OpenAI's wire format, with token log-probs when asked."""
-    out = {"index": index, "finish_reason": c.get("finish_reason", "stop"),
-           "message": {"role": "assistant", "content": c["text"]}}
+    out = {
+        "index": index,
+        "finish_reason": c.get("finish_reason", "stop"),
+        "message": {"role": "assistant", "content": c["text"]},
+    }
     if request.get("logprobs"):
         top = c.get("top", {})
-        out["logprobs"] = {"content": [
-            {"token": t, "logprob": lp, "bytes": None,
-             "top_logprobs": [{"token": k, "logprob": v, "bytes": None} for k, v in top.items()]
-             if i == 0 else []}
-            for i, (t, lp) in enumerate(c.get("tokens", []))]}
+        out["logprobs"] = {
+            "content": [
+                {
+                    "token": t,
+                    "logprob": lp,
+                    "bytes": None,
+                    "top_logprobs": [
+                        {"token": k, "logprob": v, "bytes": None} for k, v in top.items()
+                    ]
+                    if i == 0
+                    else [],
+                }
+                for i, (t, lp) in enumerate(c.get("tokens", []))
+            ]
+        }
     return out
 
 
@@ -136,8 +164,13 @@ def scripted(*replies):
     def sampler(request):
         reply = queue.pop(0) if len(queue) > 1 else queue[0]
         text, lps = reply if isinstance(reply, tuple) else (reply, [])
-        return [{"text": text, "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
-                 "top": {"t0": lps[0]} if lps else {}}]
+        return [
+            {
+                "text": text,
+                "tokens": [(f"t{i}", lp) for i, lp in enumerate(lps)],
+                "top": {"t0": lps[0]} if lps else {},
+            }
+        ]
 
     return sampler
 
@@ -191,9 +224,16 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 - http.server API
             if self.path.rstrip("/") == "/v1/models" and state.served_models is not None:
-                self._send(200, {"object": "list", "data": [
-                    {"id": m, "object": "model", "owned_by": "stand-in"}
-                    for m in state.served_models]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {"id": m, "object": "model", "owned_by": "stand-in"}
+                            for m in state.served_models
+                        ],
+                    },
+                )
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -214,38 +254,65 @@ def make_handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 if fault == "stall":
                     time.sleep(state.stall)
                 elif isinstance(fault, int):
-                    self._send(fault, {"error": {"message": f"injected {fault}", "type": "injected"}})
+                    self._send(
+                        fault, {"error": {"message": f"injected {fault}", "type": "injected"}}
+                    )
                     return
                 elif isinstance(fault, tuple) and fault[0] == "message":  # (_, status, text)
                     self._send(fault[1], {"error": {"message": fault[2]}})
                     return
                 elif isinstance(fault, tuple):  # (status, Retry-After seconds)
-                    self._send(fault[0], {"error": {"message": f"injected {fault[0]}"}},
-                               {"Retry-After": str(fault[1])})
+                    self._send(
+                        fault[0],
+                        {"error": {"message": f"injected {fault[0]}"}},
+                        {"Retry-After": str(fault[1])},
+                    )
                     return
                 time.sleep(state.delay)
                 if state.sampler is not None:
-                    self._send(200, {
-                        "id": f"chatcmpl-{state.requests}", "object": "chat.completion",
-                        "created": 0, "model": request.get("model", ""),
-                        "choices": [_choice(i, c, request) for i, c in
-                                    enumerate(state.sampler(request))],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                    self._send(
+                        200,
+                        {
+                            "id": f"chatcmpl-{state.requests}",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": request.get("model", ""),
+                            "choices": [
+                                _choice(i, c, request) for i, c in enumerate(state.sampler(request))
+                            ],
+                            "usage": {
+                                "prompt_tokens": 1,
+                                "completion_tokens": 1,
+                                "total_tokens": 2,
+                            },
+                        },
+                    )
                     return
-                json_mode = "response_format" in request or request["messages"][-1]["content"].startswith(
-                    "Respond with a JSON object")
+                json_mode = "response_format" in request or request["messages"][-1][
+                    "content"
+                ].startswith("Respond with a JSON object")
                 reply = answer_dspy(request["messages"], json_mode)
                 if reply is None:
                     reply = answer_prompt(request["messages"][-1]["content"])
                 if fault in ("null", "empty"):
                     reply = None if fault == "null" else ""
-                self._send(200, {
-                    "id": f"chatcmpl-{state.requests}", "object": "chat.completion", "created": 0,
-                    "model": request.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{state.requests}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": request.get("model", ""),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": reply},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout test)
             finally:
@@ -273,13 +340,15 @@ class FakeOpenAIServer:
         self.state = FakeOpenAIState()
         self.httpd = _Server(("127.0.0.1", 0), make_handler(self.state))
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         self.thread.start()
         return self
 
@@ -350,10 +419,18 @@ class FaultyServer(FakeOpenAIServer):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="OpenAI-compatible stand-in server on loopback")
-    parser.add_argument("--port-file", type=Path, required=True,
-                        help="where the chosen port is written once the server listens")
-    parser.add_argument("--delay", type=float, default=0.0,
-                        help="seconds each successful request takes (a server's latency)")
+    parser.add_argument(
+        "--port-file",
+        type=Path,
+        required=True,
+        help="where the chosen port is written once the server listens",
+    )
+    parser.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        help="seconds each successful request takes (a server's latency)",
+    )
     args = parser.parse_args(argv)
     server = FakeOpenAIServer()
     server.state.delay = args.delay

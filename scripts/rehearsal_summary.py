@@ -15,14 +15,28 @@ import json
 import sys
 from pathlib import Path
 
-STAGE_OF = {"samples": "generate", "latents": "map", "decisions": "decide",
-            "uncertainty": "uq", "uq_scores": "evaluate"}
+STAGE_OF = {
+    "samples": "generate",
+    "latents": "map",
+    "decisions": "decide",
+    "uncertainty": "uq",
+    "uq_scores": "evaluate",
+}
 
 
 def cells(root: Path, experiment: str) -> list[Path]:
     base = root / experiment
-    return sorted(d for m in base.iterdir() if m.is_dir() and not m.name.startswith(".")
-                  for d in m.iterdir() if d.is_dir()) if base.exists() else []
+    return (
+        sorted(
+            d
+            for m in base.iterdir()
+            if m.is_dir() and not m.name.startswith(".")
+            for d in m.iterdir()
+            if d.is_dir()
+        )
+        if base.exists()
+        else []
+    )
 
 
 def check(root: Path, experiment: str = "paper") -> tuple[list[str], dict]:
@@ -49,7 +63,9 @@ def check(root: Path, experiment: str = "paper") -> tuple[list[str], dict]:
         covered = set(json.loads(report.read_text()).get("cells", []))
         expected = {f"{c.parent.name}/{c.name}" for c in found}
         if covered != expected:
-            problems.append(f"the report covers {sorted(covered)}, the sweep has {sorted(expected)}")
+            problems.append(
+                f"the report covers {sorted(covered)}, the sweep has {sorted(expected)}"
+            )
     for table in TABLE_NAMES:
         for ext in ("md", "tex", "csv"):
             if not (results / "tables" / f"{table}.{ext}").exists():
@@ -78,13 +94,21 @@ def main(argv: list[str] | None = None) -> int:
     for cell, row in times.items():
         for s in stages:
             totals[s] += row.get(s, 0.0)
-        print(f"| {cell} | " + " | ".join(f"{row.get(s, float('nan')):.1f}" for s in stages)
-              + f" | {sum(row.values()):.1f} |")
-    print("| all cells | " + " | ".join(f"{totals[s]:.1f}" for s in stages)
-          + f" | {sum(totals.values()):.1f} |")
+        print(
+            f"| {cell} | "
+            + " | ".join(f"{row.get(s, float('nan')):.1f}" for s in stages)
+            + f" | {sum(row.values()):.1f} |"
+        )
+    print(
+        "| all cells | "
+        + " | ".join(f"{totals[s]:.1f}" for s in stages)
+        + f" | {sum(totals.values()):.1f} |"
+    )
     if args.sweep_seconds is not None:
-        print(f"sweep wall time (jobs run side by side on the local cluster): "
-              f"{args.sweep_seconds:.0f} s")
+        print(
+            f"sweep wall time (jobs run side by side on the local cluster): "
+            f"{args.sweep_seconds:.0f} s"
+        )
     if problems:
         print("REHEARSAL INCOMPLETE:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1

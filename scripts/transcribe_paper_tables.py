@@ -65,10 +65,26 @@ LATENT_OF_DATASET = {
 DATASET_ORDER = tuple(LATENT_OF_DATASET)
 
 GENERATION_COLUMNS = (
-    "table", "model", "method", "dataset", "latent", "metric", "value", "emphasis", "spans_from",
+    "table",
+    "model",
+    "method",
+    "dataset",
+    "latent",
+    "metric",
+    "value",
+    "emphasis",
+    "spans_from",
 )
 UQ_COLUMNS = (
-    "table", "model", "estimator", "target", "score", "dataset", "latent", "metric", "value",
+    "table",
+    "model",
+    "estimator",
+    "target",
+    "score",
+    "dataset",
+    "latent",
+    "metric",
+    "value",
     "emphasis",
 )
 RANK_COLUMNS = ("level", "dataset", "latent", "metric", "estimator", "mean_rank", "n_cells")
@@ -214,8 +230,13 @@ def dataset_of_header(header: str) -> str:
     """Dataset id of a first-header-row cell such as ``MAQA ($\\{0, 1\\}^K$)``."""
     if "Delta" in header:
         return "maqa_star"
-    for needle, dataset in (("MAQA", "maqa"), ("TriviaQA", "triviaqa"), ("WMT19", "wmt19_fien"),
-                            ("Summarization", "cnn_dm"), ("CNN", "cnn_dm")):
+    for needle, dataset in (
+        ("MAQA", "maqa"),
+        ("TriviaQA", "triviaqa"),
+        ("WMT19", "wmt19_fien"),
+        ("Summarization", "cnn_dm"),
+        ("CNN", "cnn_dm"),
+    ):
         if needle in header:
             return dataset
     raise ValueError(f"cannot tell the dataset of header cell {header!r}")
@@ -267,8 +288,9 @@ def parse_table(tex: str, label: str, row_names: dict[str, str], what: str) -> l
                 model = canonical(cells[0], MODEL_NAMES, "model")
             values = [parse_value_cell(c) for c in cells[2:]]
             if len(values) != len(keys):
-                raise ValueError(f"{label}: row {cells[1]!r} has {len(values)} values, "
-                                 f"header has {len(keys)}")
+                raise ValueError(
+                    f"{label}: row {cells[1]!r} has {len(values)} values, header has {len(keys)}"
+                )
             grid.append((canonical(cells[1], row_names, what), values))
         if model is None:
             raise ValueError(f"{label}: block without a model name")
@@ -281,8 +303,10 @@ def parse_table(tex: str, label: str, row_names: dict[str, str], what: str) -> l
                 for up in range(cell.span_up):
                     target = r - up
                     if up and grid[target][1][c].value is not None:
-                        raise ValueError(f"{label}: multirow over a non-empty cell at "
-                                         f"{grid[target][0]}/{keys[c]}")
+                        raise ValueError(
+                            f"{label}: multirow over a non-empty cell at "
+                            f"{grid[target][0]}/{keys[c]}"
+                        )
                     filled[(target, c)] = (cell.value, cell.emphasis, name if up else "")
         for r, (name, values) in enumerate(grid):
             for c, cell in enumerate(values):
@@ -290,12 +314,22 @@ def parse_table(tex: str, label: str, row_names: dict[str, str], what: str) -> l
                 if (r, c) not in filled:
                     if cell.not_available:
                         continue
-                    raise ValueError(f"{label}: empty cell {model}/{name}/{dataset}/{metric} "
-                                     "not covered by any multirow")
+                    raise ValueError(
+                        f"{label}: empty cell {model}/{name}/{dataset}/{metric} "
+                        "not covered by any multirow"
+                    )
                 value, emphasis, spans_from = filled[(r, c)]
-                records.append({"model": model, "row": name, "dataset": dataset,
-                                "metric": metric, "value": value, "emphasis": emphasis,
-                                "spans_from": spans_from})
+                records.append(
+                    {
+                        "model": model,
+                        "row": name,
+                        "dataset": dataset,
+                        "metric": metric,
+                        "value": value,
+                        "emphasis": emphasis,
+                        "spans_from": spans_from,
+                    }
+                )
     return records
 
 
@@ -303,11 +337,19 @@ def generation_rows(tex: str) -> list[dict]:
     rows = []
     for label in GENERATION_TABLES:
         for rec in parse_table(tex, label, METHOD_NAMES, "method"):
-            rows.append({"table": label.removeprefix("tab:"), "model": rec["model"],
-                         "method": rec["row"], "dataset": rec["dataset"],
-                         "latent": LATENT_OF_DATASET[rec["dataset"]], "metric": rec["metric"],
-                         "value": rec["value"], "emphasis": rec["emphasis"],
-                         "spans_from": rec["spans_from"]})
+            rows.append(
+                {
+                    "table": label.removeprefix("tab:"),
+                    "model": rec["model"],
+                    "method": rec["row"],
+                    "dataset": rec["dataset"],
+                    "latent": LATENT_OF_DATASET[rec["dataset"]],
+                    "metric": rec["metric"],
+                    "value": rec["value"],
+                    "emphasis": rec["emphasis"],
+                    "spans_from": rec["spans_from"],
+                }
+            )
     return rows
 
 
@@ -317,11 +359,20 @@ def uq_rows(tex: str) -> list[dict]:
         for rec in parse_table(tex, label, ESTIMATOR_NAMES, "estimator"):
             if rec["spans_from"]:
                 raise ValueError(f"{label}: unexpected multirow value cell")
-            rows.append({"table": label.removeprefix("tab:"), "model": rec["model"],
-                         "estimator": rec["row"], "target": target, "score": score,
-                         "dataset": rec["dataset"], "latent": LATENT_OF_DATASET[rec["dataset"]],
-                         "metric": rec["metric"], "value": rec["value"],
-                         "emphasis": rec["emphasis"]})
+            rows.append(
+                {
+                    "table": label.removeprefix("tab:"),
+                    "model": rec["model"],
+                    "estimator": rec["row"],
+                    "target": target,
+                    "score": score,
+                    "dataset": rec["dataset"],
+                    "latent": LATENT_OF_DATASET[rec["dataset"]],
+                    "metric": rec["metric"],
+                    "value": rec["value"],
+                    "emphasis": rec["emphasis"],
+                }
+            )
     return rows
 
 
@@ -356,10 +407,11 @@ def prr_rank_rows(uq: list[dict], table: str = "uq_prr_bayes") -> list[dict]:
     for row in uq:
         if row["table"] == table:
             cells.setdefault((row["model"], row["dataset"], row["metric"]), {})[
-                row["estimator"]] = row["value"]
+                row["estimator"]
+            ] = row["value"]
     per_metric: dict[tuple[str, str, str], list[float]] = {}
     per_task: dict[tuple[str, str], list[float]] = {}
-    for (model, dataset, metric), by_estimator in cells.items():
+    for (_model, dataset, metric), by_estimator in cells.items():
         names = list(by_estimator)
         for name, rank in zip(names, average_ranks([by_estimator[n] for n in names])):
             per_metric.setdefault((dataset, metric, name), []).append(rank)
@@ -368,18 +420,38 @@ def prr_rank_rows(uq: list[dict], table: str = "uq_prr_bayes") -> list[dict]:
     estimator_order = {e: i for i, e in enumerate(ESTIMATOR_NAMES.values())}
     out = []
     for (dataset, name), ranks in sorted(
-            per_task.items(), key=lambda kv: (DATASET_ORDER.index(kv[0][0]),
-                                              estimator_order[kv[0][1]])):
-        out.append({"level": "task", "dataset": dataset, "latent": LATENT_OF_DATASET[dataset],
-                    "metric": "all", "estimator": name,
-                    "mean_rank": round(sum(ranks) / len(ranks), 6), "n_cells": len(ranks)})
+        per_task.items(), key=lambda kv: (DATASET_ORDER.index(kv[0][0]), estimator_order[kv[0][1]])
+    ):
+        out.append(
+            {
+                "level": "task",
+                "dataset": dataset,
+                "latent": LATENT_OF_DATASET[dataset],
+                "metric": "all",
+                "estimator": name,
+                "mean_rank": round(sum(ranks) / len(ranks), 6),
+                "n_cells": len(ranks),
+            }
+        )
     for (dataset, metric, name), ranks in sorted(
-            per_metric.items(), key=lambda kv: (DATASET_ORDER.index(kv[0][0]),
-                                                metric_order[kv[0][1]],
-                                                estimator_order[kv[0][2]])):
-        out.append({"level": "metric", "dataset": dataset, "latent": LATENT_OF_DATASET[dataset],
-                    "metric": metric, "estimator": name,
-                    "mean_rank": round(sum(ranks) / len(ranks), 6), "n_cells": len(ranks)})
+        per_metric.items(),
+        key=lambda kv: (
+            DATASET_ORDER.index(kv[0][0]),
+            metric_order[kv[0][1]],
+            estimator_order[kv[0][2]],
+        ),
+    ):
+        out.append(
+            {
+                "level": "metric",
+                "dataset": dataset,
+                "latent": LATENT_OF_DATASET[dataset],
+                "metric": metric,
+                "estimator": name,
+                "mean_rank": round(sum(ranks) / len(ranks), 6),
+                "n_cells": len(ranks),
+            }
+        )
     return out
 
 
@@ -394,8 +466,11 @@ def find_tex(explicit: str | None = None) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    raise FileNotFoundError("paper source not found at " + ", ".join(map(str, candidates))
-                            + "; pass --tex PATH/task_awareness.tex")
+    raise FileNotFoundError(
+        "paper source not found at "
+        + ", ".join(map(str, candidates))
+        + "; pass --tex PATH/task_awareness.tex"
+    )
 
 
 def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
@@ -405,8 +480,9 @@ def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
         writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (f"{row[k]:g}" if isinstance(row[k], float) else row[k])
-                             for k in columns})
+            writer.writerow(
+                {k: (f"{row[k]:g}" if isinstance(row[k], float) else row[k]) for k in columns}
+            )
     tmp.replace(path)  # atomic: a reader never sees half a file
 
 

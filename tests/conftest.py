@@ -78,8 +78,7 @@ def compose_cfg(hydra_ctx):
 def compose_cell(compose_cfg):
     """compose_cell(*overrides) -> the resolved cell of conf/ (pipeline.config), as an entry
     point builds it: composed, checked, resolved."""
-    from pipeline.config import validate
-    from pipeline.config import resolve_cell
+    from pipeline.config import resolve_cell, validate
 
     def cell(*overrides):
         cfg = compose_cfg(*overrides)

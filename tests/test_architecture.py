@@ -29,24 +29,41 @@ def test_no_upward_imports():
 
 
 def test_the_components_are_ordered_sub_layers():
-    assert import_graph.ORDER == ["base", "latent", "clients", "data", "evaluation", "mapping",
-                                  "generation", "uncertainty", "aux_models", "tasks", "stages",
-                                  "app", "api", "harness"]
+    assert import_graph.ORDER == [
+        "base",
+        "latent",
+        "clients",
+        "data",
+        "evaluation",
+        "mapping",
+        "generation",
+        "uncertainty",
+        "aux_models",
+        "tasks",
+        "stages",
+        "app",
+        "api",
+        "harness",
+    ]
     # the endpoint client is shared from below: generation and the task readers use it
     assert import_graph.layer("pipeline.clients.llm_client") == "clients"
     assert import_graph.layer("pipeline.tasks.builders") == "tasks"
     # a component reaching up to the model factories is an upward import, even in a function
-    planted = [import_graph.Import("pipeline.mapping.judges", "pipeline.aux_models", 1, True),
-               import_graph.Import("pipeline.mapping.labels", "pipeline.generation.base", 1, False),
-               import_graph.Import("pipeline.aux_models", "pipeline.uncertainty.cross_encoder", 1, True)]
+    planted = [
+        import_graph.Import("pipeline.mapping.judges", "pipeline.aux_models", 1, True),
+        import_graph.Import("pipeline.mapping.labels", "pipeline.generation.base", 1, False),
+        import_graph.Import("pipeline.aux_models", "pipeline.uncertainty.cross_encoder", 1, True),
+    ]
     assert import_graph.upward(planted) == planted[:2]
 
 
 def test_the_stage_contract_needs_only_the_base_layer():
     # stage modules import the contract (pipeline.stage); the driver (pipeline.app) runs them
     assert {import_graph.layer(e.target) for e in EDGES if e.source == "pipeline.stage"} == {"base"}
-    assert {e.source for e in EDGES if e.target == "pipeline.app"} <= {"pipeline.__main__",
-                                                                      "pipeline.callbacks"}
+    assert {e.source for e in EDGES if e.target == "pipeline.app"} <= {
+        "pipeline.__main__",
+        "pipeline.callbacks",
+    }
 
 
 def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
@@ -70,7 +87,8 @@ def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
     assert import_graph.cycles(edges) == [["pipeline.errors", "pipeline.text"]]
     assert [(e.source, e.target, e.in_function) for e in import_graph.upward(edges)] == [
         ("pipeline.latent.sets", "pipeline.stages", True),
-        ("pipeline.tasks.clock.space", "pipeline.tasks.clock.task", False)]
+        ("pipeline.tasks.clock.space", "pipeline.tasks.clock.task", False),
+    ]
 
 
 def test_only_the_resolving_layer_and_the_entry_points_take_the_config():
@@ -78,8 +96,10 @@ def test_only_the_resolving_layer_and_the_entry_points_take_the_config():
     function takes the resolved objects. A function taking `cfg` (or a DictConfig) elsewhere
     fails here, named with its line."""
     takers = import_graph.config_takers()
-    assert [f"{t.module}:{t.line} {t.function}({t.parameter})"
-            for t in import_graph.outside_readers(takers)] == []
+    assert [
+        f"{t.module}:{t.line} {t.function}({t.parameter})"
+        for t in import_graph.outside_readers(takers)
+    ] == []
     assert {t.module for t in takers} >= {"pipeline.config.resolve", "pipeline.app"}
 
 
@@ -90,10 +110,16 @@ def test_the_config_check_finds_a_planted_config_taker(tmp_path):
     (pkg / "stages" / "__init__.py").write_text("")
     (pkg / "stages" / "x.py").write_text(
         "def a(cfg):\n    pass\n\ndef b(cell, sampling):\n    pass\n\n"
-        "def c(node: 'DictConfig'):\n    pass\n")
+        "def c(node: 'DictConfig'):\n    pass\n"
+    )
     (pkg / "app.py").write_text("def run(cfg):\n    pass\n")
     takers = import_graph.config_takers(tmp_path)
     assert sorted((t.module, t.function) for t in takers) == [
-        ("pipeline.app", "run"), ("pipeline.stages.x", "a"), ("pipeline.stages.x", "c")]
+        ("pipeline.app", "run"),
+        ("pipeline.stages.x", "a"),
+        ("pipeline.stages.x", "c"),
+    ]
     assert [(t.module, t.function) for t in import_graph.outside_readers(takers)] == [
-        ("pipeline.stages.x", "a"), ("pipeline.stages.x", "c")]
+        ("pipeline.stages.x", "a"),
+        ("pipeline.stages.x", "c"),
+    ]

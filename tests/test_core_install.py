@@ -43,8 +43,12 @@ def interpreter(version: str) -> str | None:
     if (found := shutil.which(f"python{version}")) is not None:
         candidates.append(Path(found))
     for candidate in candidates:
-        done = subprocess.run([str(candidate), "-c", "import sys, venv; print(sys.version)"],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [str(candidate), "-c", "import sys, venv; print(sys.version)"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode == 0 and done.stdout.startswith(version):
             return str(candidate)
     return None
@@ -56,7 +60,7 @@ def _ok(cmd, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, sys
     import pipeline
     out = {}
@@ -80,7 +84,7 @@ SCRIPT = textwrap.dedent('''
     out["heavy"] = sorted(m for m in ("torch", "transformers", "lm_polygraph", "submitit")
                           if m in sys.modules)
     print(json.dumps(out))
-''')
+""")
 
 
 def uv() -> str | None:
@@ -92,8 +96,12 @@ def uv() -> str | None:
 # 3.11 through pip exactly as the README says; 3.12 through uv (a venv without pip, as uv users
 # have), which resolves the same declared dependencies from PyPI.
 @pytest.mark.parametrize("version, installer", [("3.11", "pip"), ("3.12", "uv")])
-def test_the_core_install_scores_samples_and_serves_without_torch(wheel, tmp_path, version,  # noqa: F811
-                                                                  installer):
+def test_the_core_install_scores_samples_and_serves_without_torch(
+    wheel,  # noqa: F811 - the fixture imported above
+    tmp_path,
+    version,  # noqa: F811
+    installer,
+):
     python = interpreter(version)
     if python is None:
         pytest.skip(f"no Python {version} interpreter on this machine")
@@ -120,12 +128,24 @@ def test_the_core_install_scores_samples_and_serves_without_torch(wheel, tmp_pat
 
     def run(*argv: str, ok: bool = True) -> subprocess.CompletedProcess:
         cmd = [str(venv / "bin" / argv[0]), *argv[1:]]
-        return (_ok(cmd, cwd=elsewhere, env=env) if ok else
-                subprocess.run(cmd, check=False, cwd=elsewhere, env=env, capture_output=True, text=True,
-                               timeout=300))
+        return (
+            _ok(cmd, cwd=elsewhere, env=env)
+            if ok
+            else subprocess.run(
+                cmd,
+                check=False,
+                cwd=elsewhere,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        )
 
     # importing and composing print nothing: no Hydra plugin warning without submitit
-    quiet = run("python", "-c", "import pipeline, pipeline.scorer.run as s; s.compose_config('sets')")
+    quiet = run(
+        "python", "-c", "import pipeline, pipeline.scorer.run as s; s.compose_config('sets')"
+    )
     assert quiet.stdout == "" and quiet.stderr == "", quiet.stderr
 
     def served(request):
@@ -142,9 +162,11 @@ def test_the_core_install_scores_samples_and_serves_without_torch(wheel, tmp_pat
     assert got["classes"] == ["Paris"], got
     assert got["served"] == [["atlantic", "pacific"]], got
     assert "riskiest.md" in got["report"], got
-    assert got["in_process"].startswith("MissingExtraError: an in-process model (no base_url=) "
-                                        "needs torch, transformers, not installed: pip install "
-                                        "'task-aware-pipeline[local]'"), got
+    assert got["in_process"].startswith(
+        "MissingExtraError: an in-process model (no base_url=) "
+        "needs torch, transformers, not installed: pip install "
+        "'task-aware-pipeline[local]'"
+    ), got
     assert got["heavy"] == [], got  # nothing heavy imported on the core path
 
     helped = run("taskaware-score", "--help")
@@ -158,4 +180,5 @@ def test_the_core_install_scores_samples_and_serves_without_torch(wheel, tmp_pat
     assert slurm.returncode == 2 and slurm.stderr.strip() == (
         "[pipeline] invalid configuration: hydra/launcher=slurm needs submitit, "
         "hydra_plugins.hydra_submitit_launcher, not installed: pip install "
-        "'task-aware-pipeline[paper]'"), slurm.stderr
+        "'task-aware-pipeline[paper]'"
+    ), slurm.stderr

@@ -8,9 +8,16 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = [*REPO.glob("pipeline/**/*.py"), *REPO.glob("scripts/**/*.py"),
-           *REPO.glob("scripts/*.sh"), *REPO.glob("conf/**/*.yaml"), *REPO.glob("tests/**/*.py"),
-           REPO / "Makefile", REPO / "README.md", *REPO.glob("docs/*.md")]
+SOURCES = [
+    *REPO.glob("pipeline/**/*.py"),
+    *REPO.glob("scripts/**/*.py"),
+    *REPO.glob("scripts/*.sh"),
+    *REPO.glob("conf/**/*.yaml"),
+    *REPO.glob("tests/**/*.py"),
+    REPO / "Makefile",
+    REPO / "README.md",
+    *REPO.glob("docs/*.md"),
+]
 DOC_CITED = re.compile(r"\bdocs/([\w.-]+\.md)(?:\s+s(\d+))?")
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 
@@ -20,8 +27,9 @@ def _text(path: Path) -> str:
 
 
 def test_every_cited_doc_and_design_section_exists():
-    sections = {m.group(1) for m in re.finditer(r"^## (\d+)[.b ]", _text(REPO / "docs" /
-                                                                        "design.md"), re.M)}
+    sections = {
+        m.group(1) for m in re.finditer(r"^## (\d+)[.b ]", _text(REPO / "docs" / "design.md"), re.M)
+    }
     missing = []
     for path in SOURCES:
         if path.name == "test_docs_links.py":

@@ -41,15 +41,26 @@ def workdir(tmp_path_factory) -> Path:
 def _run(argv: list[str], cwd: Path, *extra: str) -> subprocess.CompletedProcess:
     assert argv[0] == "python"
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(cwd)}
-    return subprocess.run([sys.executable, *argv[1:], *extra], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, *argv[1:], *extra],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_the_doc_has_every_worked_example():
     files, runs = doc_blocks()
-    assert set(files) == {"my_tasks/clock.py", "my_conf/task/clock.yaml", "my_data/clock.jsonl",
-                          "my_conf/dataset/clock.yaml", "my_conf/model/my-model.yaml",
-                          "my_data/clock_samples.jsonl"}
+    assert set(files) == {
+        "my_tasks/clock.py",
+        "my_conf/task/clock.yaml",
+        "my_data/clock.jsonl",
+        "my_conf/dataset/clock.yaml",
+        "my_conf/model/my-model.yaml",
+        "my_data/clock_samples.jsonl",
+    }
     assert set(runs) == {"pipeline", "score"}
 
 
@@ -65,10 +76,17 @@ def test_scoring_with_the_new_task_gives_the_documented_numbers(workdir):
 
 def test_the_new_task_runs_every_stage_with_a_model(workdir):
     _, runs = doc_blocks()
-    done = _run(runs["pipeline"], workdir, f"output_root={workdir / 'outputs'}",
-                f"results_dir={workdir / 'results'}", "dataset.limit=2",
-                "generation.n_samples=3", "generation.strategies=[greedy,beam]",
-                "generation.ptrue=false", "wandb.enabled=false")
+    done = _run(
+        runs["pipeline"],
+        workdir,
+        f"output_root={workdir / 'outputs'}",
+        f"results_dir={workdir / 'results'}",
+        "dataset.limit=2",
+        "generation.n_samples=3",
+        "generation.strategies=[greedy,beam]",
+        "generation.ptrue=false",
+        "wandb.enabled=false",
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     cell = workdir / "outputs" / "default" / "my-model" / "clock"
     latents = pd.read_parquet(cell / "latents.parquet")

@@ -28,8 +28,14 @@ from pipeline.tasks import task_folders
 from pipeline.uncertainty.estimators import ESTIMATORS
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERIC = ["pipeline/config", "pipeline/stages", "pipeline/scorer/run.py", "pipeline/scorer/readers.py",
-           "pipeline/tracking", "pipeline/reporting"]
+GENERIC = [
+    "pipeline/config",
+    "pipeline/stages",
+    "pipeline/scorer/run.py",
+    "pipeline/scorer/readers.py",
+    "pipeline/tracking",
+    "pipeline/reporting",
+]
 # the one reporting file that names the paper's datasets; the rest reads them from it
 PAPER_VOCABULARY = "pipeline/reporting/paper.py"
 
@@ -65,10 +71,14 @@ def _docstrings(tree: ast.AST) -> set[int]:
 def named_literals(path: Path, names: dict[str, str]) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _docstrings(tree)
-    return [f"{path.relative_to(ROOT)}:{node.lineno}: {names[node.value]} {node.value!r}"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in skip and node.value in names]
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {names[node.value]} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and node.value in names
+    ]
 
 
 def generic_files(entries: list[str] = GENERIC) -> list[Path]:
@@ -81,8 +91,16 @@ def generic_files(entries: list[str] = GENERIC) -> list[Path]:
 
 def test_the_generic_layers_name_no_registered_part():
     names = registered_names()
-    assert {"sets", "sets-fbeta", "bayes", "bayes_fbeta", "beam", "bayes_risk",
-            "latent_entropy", "semantic_entropy"} <= set(names)
+    assert {
+        "sets",
+        "sets-fbeta",
+        "bayes",
+        "bayes_fbeta",
+        "beam",
+        "bayes_risk",
+        "latent_entropy",
+        "semantic_entropy",
+    } <= set(names)
     found = [hit for path in generic_files() for hit in named_literals(path, names)]
     assert found == []
 
@@ -90,8 +108,12 @@ def test_the_generic_layers_name_no_registered_part():
 def test_the_reporting_names_datasets_only_in_the_papers_vocabulary():
     names = dataset_names()
     assert {"maqa", "maqa_bundled", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"} <= set(names)
-    found = [hit for path in generic_files(["pipeline/reporting"])
-             if path != ROOT / PAPER_VOCABULARY for hit in named_literals(path, names)]
+    found = [
+        hit
+        for path in generic_files(["pipeline/reporting"])
+        if path != ROOT / PAPER_VOCABULARY
+        for hit in named_literals(path, names)
+    ]
     assert found == []
     assert named_literals(ROOT / PAPER_VOCABULARY, names)  # where they are
 
@@ -99,8 +121,14 @@ def test_the_reporting_names_datasets_only_in_the_papers_vocabulary():
 # The components below the tasks serve every task: they name no task, latent space or dataset
 # (the estimators and decisions they define are theirs to name). pipeline/data is where the
 # datasets are registered, so it is not among them.
-COMPONENTS = ["pipeline/clients", "pipeline/evaluation", "pipeline/mapping", "pipeline/generation",
-              "pipeline/uncertainty", "pipeline/aux_models.py"]
+COMPONENTS = [
+    "pipeline/clients",
+    "pipeline/evaluation",
+    "pipeline/mapping",
+    "pipeline/generation",
+    "pipeline/uncertainty",
+    "pipeline/aux_models.py",
+]
 
 
 def test_the_components_name_no_task_space_or_dataset():
@@ -113,8 +141,10 @@ def test_the_components_name_no_task_space_or_dataset():
 
 def test_the_check_finds_a_planted_name(tmp_path, monkeypatch):
     planted = ROOT / "pipeline" / "stages" / "_planted_for_test.py"
-    planted.write_text('"""doc naming \'bayes\' is fine."""\nTARGET = "bayes_risk"\n'
-                       'ok = f"{TARGET}_x"\n', encoding="utf-8")
+    planted.write_text(
+        '"""doc naming \'bayes\' is fine."""\nTARGET = "bayes_risk"\nok = f"{TARGET}_x"\n',
+        encoding="utf-8",
+    )
     try:
         hits = named_literals(planted, registered_names())
     finally:
@@ -131,10 +161,15 @@ def generic_modules() -> list[Path]:
     """Every module under pipeline/ outside the task folders (pipeline/tasks/<task>/, a folder
     holding a task.yaml): the generic layers, whatever their layer."""
     folders = set(task_folders())
-    return [path for path in sorted((ROOT / "pipeline").rglob("*.py"))
-            if not (path.relative_to(ROOT).parts[:2] == ("pipeline", "tasks")
-                    and len(path.relative_to(ROOT).parts) > 3
-                    and path.relative_to(ROOT).parts[2] in folders)]
+    return [
+        path
+        for path in sorted((ROOT / "pipeline").rglob("*.py"))
+        if not (
+            path.relative_to(ROOT).parts[:2] == ("pipeline", "tasks")
+            and len(path.relative_to(ROOT).parts) > 3
+            and path.relative_to(ROOT).parts[2] in folders
+        )
+    ]
 
 
 def _module_name(path: Path) -> str:
@@ -159,10 +194,16 @@ def task_folder_imports(path: Path, folders: set[str]) -> list[str]:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             names = [base, *(f"{base}.{a.name}" for a in node.names)]
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) == "import_module"
-                   or getattr(node.func, "id", None) == "__import__")):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                getattr(node.func, "attr", None) == "import_module"
+                or getattr(node.func, "id", None) == "__import__"
+            )
+        ):
             names = [node.args[0].value]
         else:
             continue
@@ -177,12 +218,20 @@ def task_folder_imports(path: Path, folders: set[str]) -> list[str]:
 def test_every_generic_module_is_checked():
     modules = {p.relative_to(ROOT).as_posix() for p in generic_modules()}
     # the tasks package's generic modules are checked, a task folder's own are not
-    assert {"pipeline/tasks/__init__.py", "pipeline/tasks/contract.py",
-            "pipeline/tasks/builders.py", "pipeline/tasks/text_metrics.py", "pipeline/plan.py",
-            "pipeline/assets.py", "pipeline/mapping/answer_rules.py",
-            "pipeline/latent/__init__.py", "pipeline/stages/map.py"} <= modules
-    assert not any(m.startswith(("pipeline/tasks/sets/", "pipeline/tasks/graphs/"))
-                   for m in modules)
+    assert {
+        "pipeline/tasks/__init__.py",
+        "pipeline/tasks/contract.py",
+        "pipeline/tasks/builders.py",
+        "pipeline/tasks/text_metrics.py",
+        "pipeline/plan.py",
+        "pipeline/assets.py",
+        "pipeline/mapping/answer_rules.py",
+        "pipeline/latent/__init__.py",
+        "pipeline/stages/map.py",
+    } <= modules
+    assert not any(
+        m.startswith(("pipeline/tasks/sets/", "pipeline/tasks/graphs/")) for m in modules
+    )
     every = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pipeline").rglob("*.py")}
     folders = {f"pipeline/tasks/{t}/" for t in task_folders()}
     assert every - modules == {m for m in every if m.startswith(tuple(folders))}
@@ -210,8 +259,12 @@ NAMES_TASKS = {
 def test_every_generic_module_names_no_task_or_space():
     names = {k: v for k, v in registered_names().items() if v in ("task", "latent space")}
     assert {"sets", "sets-fbeta", "sets_fbeta", "graphs", "classes", "simplex"} <= set(names)
-    found = [hit for path in generic_modules() if path.relative_to(ROOT).as_posix()
-             not in NAMES_TASKS for hit in named_literals(path, names)]
+    found = [
+        hit
+        for path in generic_modules()
+        if path.relative_to(ROOT).as_posix() not in NAMES_TASKS
+        for hit in named_literals(path, names)
+    ]
     assert found == []
     for allowed in NAMES_TASKS:  # each exception is still needed
         assert named_literals(ROOT / allowed, names), allowed
@@ -220,16 +273,21 @@ def test_every_generic_module_names_no_task_or_space():
 def test_the_import_check_finds_every_form(tmp_path, monkeypatch):
     planted = tmp_path / "pipeline" / "stages" / "planted.py"
     planted.parent.mkdir(parents=True)
-    planted.write_text("import pipeline.tasks.sets.reading\n"
-                       "from pipeline.tasks import graphs\n"
-                       "from ..tasks.simplex import metrics\n"
-                       "from pipeline.tasks import contract, MAPPERS\n"
-                       "def f():\n"
-                       "    import importlib\n"
-                       "    importlib.import_module('pipeline.tasks.classes.task')\n",
-                       encoding="utf-8")
+    planted.write_text(
+        "import pipeline.tasks.sets.reading\n"
+        "from pipeline.tasks import graphs\n"
+        "from ..tasks.simplex import metrics\n"
+        "from pipeline.tasks import contract, MAPPERS\n"
+        "def f():\n"
+        "    import importlib\n"
+        "    importlib.import_module('pipeline.tasks.classes.task')\n",
+        encoding="utf-8",
+    )
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     hits = task_folder_imports(planted, {"sets", "graphs", "simplex", "classes"})
     assert [h.split(": ")[1] for h in hits] == [
-        "pipeline.tasks.sets.reading", "pipeline.tasks.graphs", "pipeline.tasks.simplex",
-        "pipeline.tasks.classes.task"]
+        "pipeline.tasks.sets.reading",
+        "pipeline.tasks.graphs",
+        "pipeline.tasks.simplex",
+        "pipeline.tasks.classes.task",
+    ]

@@ -29,7 +29,12 @@ def smoke(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path_factory.mktemp("gpu_check") / "gpu_check.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads(out.read_text())
 
@@ -54,11 +59,17 @@ def test_every_check_runs_and_none_fails(smoke):
 def test_numbers_are_sane(smoke):
     _, report = smoke
     checks = {c["name"]: c for c in report["checks"]}
-    rates = {f"{name}:{k}": v for name, c in checks.items() if c["status"] == "pass"
-             for k, v in c["numbers"].items() if k.endswith("_per_s")}
+    rates = {
+        f"{name}:{k}": v
+        for name, c in checks.items()
+        if c["status"] == "pass"
+        for k, v in c["numbers"].items()
+        if k.endswith("_per_s")
+    }
     assert any(k.startswith("generation/") for k in rates)
-    assert all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-               for v in rates.values()), rates
+    assert all(
+        isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in rates.values()
+    ), rates
     for family in ("llama", "qwen2"):
         for dtype in ("float32", "bfloat16"):
             numbers = checks[f"generation/{family}/{dtype}"]["numbers"]
@@ -84,9 +95,11 @@ def test_a_failing_check_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
     def broken(ctx, rec):
         raise RuntimeError("Expected all tensors to be on the same device, cuda:0 and cpu")
 
-    monkeypatch.setattr(gpu_check, "CHECKS", [("broken", broken),
-                                              *[c for c in gpu_check.CHECKS
-                                                if c[0] == "environment"]])
+    monkeypatch.setattr(
+        gpu_check,
+        "CHECKS",
+        [("broken", broken), *[c for c in gpu_check.CHECKS if c[0] == "environment"]],
+    )
     out = tmp_path / "r.json"
     assert gpu_check.main(["--device", "cpu", "--out", str(out)]) == 1
     report = json.loads(out.read_text())

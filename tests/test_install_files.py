@@ -35,8 +35,14 @@ def test_the_core_has_no_torch_and_the_extras_are_by_use():
     assert not core & {"torch", "transformers", "lm-polygraph", "unbabel-comet", "submitit"}
     assert set(EXTRAS_DECLARED) == {"local", "paper", "serve", "lm-eval", "all", "dev"}
     assert {"torch", "transformers"} <= _names(EXTRAS_DECLARED["local"])
-    assert {"lm-polygraph", "unbabel-comet", "sentence-transformers", "wandb", "submitit",
-            "hydra-submitit-launcher"} <= _names(EXTRAS_DECLARED["paper"])
+    assert {
+        "lm-polygraph",
+        "unbabel-comet",
+        "sentence-transformers",
+        "wandb",
+        "submitit",
+        "hydra-submitit-launcher",
+    } <= _names(EXTRAS_DECLARED["paper"])
     assert EXTRAS_DECLARED["all"] == ["task-aware-pipeline[local,paper,serve,lm-eval]"]
     assert _names(EXTRAS_DECLARED["lm-eval"]) == {"lm-eval"}
     # caps of one dependency live in its extra, not in the core
@@ -91,9 +97,11 @@ def test_a_missing_module_is_named_with_its_extra():
     try:
         require("torch", "no_such_module_for_this_test", needed_for="a thing")
     except MissingExtraError as exc:
-        assert str(exc) == ("a thing needs no_such_module_for_this_test, not installed: pip "
-                            "install 'task-aware-pipeline[all]' (from a checkout: pip install "
-                            "-e '.[all]')")
+        assert str(exc) == (
+            "a thing needs no_such_module_for_this_test, not installed: pip "
+            "install 'task-aware-pipeline[all]' (from a checkout: pip install "
+            "-e '.[all]')"
+        )
     else:
         raise AssertionError("require did not raise")
     named = explain(ModuleNotFoundError("No module named 'lm_polygraph'", name="lm_polygraph"))

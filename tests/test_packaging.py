@@ -48,8 +48,22 @@ def wheel(tmp_path_factory) -> Path:
     for rel in _tree_files():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, src / rel)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-          "-q", "-w", str(base / "dist"), str(src)], env=PIP_ENV)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(base / "dist"),
+            str(src),
+        ],
+        env=PIP_ENV,
+    )
     (built,) = (base / "dist").glob("*.whl")
     return built
 
@@ -58,18 +72,32 @@ def test_the_wheel_carries_configs_paper_numbers_and_bundled_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     tracked = _tree_files()
     expected = {f"pipeline/{rel}" for rel in tracked if rel.startswith("conf/")}
-    expected |= {f"pipeline/paper/{rel.removeprefix('results/paper/')}" for rel in tracked
-                 if rel.startswith("results/paper/")}
+    expected |= {
+        f"pipeline/paper/{rel.removeprefix('results/paper/')}"
+        for rel in tracked
+        if rel.startswith("results/paper/")
+    }
     expected |= {rel for rel in tracked if rel.startswith("pipeline/data/bundled/")}
-    expected |= {rel for rel in tracked if rel.startswith(("pipeline/", "hydra_plugins/"))
-                 and rel.endswith(".py")}
-    expected |= {rel for rel in tracked if rel.startswith("pipeline/tasks/") and rel.endswith("/task.yaml")}
+    expected |= {
+        rel
+        for rel in tracked
+        if rel.startswith(("pipeline/", "hydra_plugins/")) and rel.endswith(".py")
+    }
+    expected |= {
+        rel for rel in tracked if rel.startswith("pipeline/tasks/") and rel.endswith("/task.yaml")
+    }
     assert "pipeline/conf/config.yaml" in expected and "pipeline/tasks/sets/task.yaml" in expected
     assert "pipeline/paper/generation.csv" in expected
     assert sorted(expected - names) == []
     # nothing of the repository beside the package: no tests, scripts, top-level conf/
-    assert sorted(n for n in names if n.split("/")[0] not in
-                  {"pipeline", "hydra_plugins"} and ".dist-info/" not in n) == []
+    assert (
+        sorted(
+            n
+            for n in names
+            if n.split("/")[0] not in {"pipeline", "hydra_plugins"} and ".dist-info/" not in n
+        )
+        == []
+    )
 
 
 def _venv_with(wheel: Path, venv: Path) -> tuple[Path, Path]:
@@ -78,10 +106,26 @@ def _venv_with(wheel: Path, venv: Path) -> tuple[Path, Path]:
     (its python, its site-packages)."""
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-          "--no-index", "-q", str(wheel)], env=PIP_ENV)
-    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
-                      "['purelib'])"]).stdout.strip())
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ],
+        env=PIP_ENV,
+    )
+    site = Path(
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        ).stdout.strip()
+    )
     deps = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
     (site / "zz_dependencies.pth").write_text("".join(f"{d}\n" for d in deps))
     return python, site
@@ -100,9 +144,14 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
         return _run([str(python), *args], cwd=elsewhere, env=env)
 
     # the package, its configs and paper numbers are the venv's, not the checkout's
-    where = json.loads(run("-c", "import json, pipeline, pipeline.reporting as r, pipeline.scorer.run"
-                           " as s; print(json.dumps([pipeline.__file__, str(s.conf_dir()),"
-                           " str(r.PAPER_DIR)]))").stdout.splitlines()[-1])
+    where = json.loads(
+        run(
+            "-c",
+            "import json, pipeline, pipeline.reporting as r, pipeline.scorer.run"
+            " as s; print(json.dumps([pipeline.__file__, str(s.conf_dir()),"
+            " str(r.PAPER_DIR)]))",
+        ).stdout.splitlines()[-1]
+    )
     for path in where:
         assert Path(path).is_relative_to(site), where
 
@@ -114,8 +163,11 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
     assert len(scored) == n_rows and scored["bayes_text"].notna().all()
     assert (elsewhere / "scored.summary.csv").is_file()
 
-    out = run("-c", "import pipeline; df = pipeline.score([['a', 'a', 'b']], task='classes');"
-                    " print(df['bayes_text'].iloc[0], len(df))").stdout
+    out = run(
+        "-c",
+        "import pipeline; df = pipeline.score([['a', 'a', 'b']], task='classes');"
+        " print(df['bayes_text'].iloc[0], len(df))",
+    ).stdout
     assert out.split()[-2:] == ["a", "1"], out
 
     # python -m pipeline, and the console script
@@ -126,13 +178,30 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
         assert re.search(r"^1 cell\(s\), 0 GPUs", out, re.MULTILINE), out
 
     # the console scripts: the Hydra app's pre-Hydra checks, the scorer's command line
-    bad = subprocess.run([str(venv / "bin" / "taskaware"), "datset=maqa_bundled"], cwd=elsewhere,
-                         env=env, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(venv / "bin" / "taskaware"), "datset=maqa_bundled"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "did you mean dataset=" in bad.stderr, bad.stderr
     helped = _run([str(venv / "bin" / "taskaware-score"), "--help"], cwd=elsewhere, env=env)
     assert helped.stdout.startswith("usage: taskaware-score"), helped.stdout
-    _run([str(venv / "bin" / "taskaware-score"), "sets.jsonl", "--task", "sets", "-q",
-          "--out", "again.parquet"], cwd=elsewhere, env=env)
+    _run(
+        [
+            str(venv / "bin" / "taskaware-score"),
+            "sets.jsonl",
+            "--task",
+            "sets",
+            "-q",
+            "--out",
+            "again.parquet",
+        ],
+        cwd=elsewhere,
+        env=env,
+    )
     assert pd.read_parquet(elsewhere / "again.parquet").equals(scored)
 
 
@@ -156,9 +225,24 @@ def _foreign_pipeline_wheel(folder: Path) -> tuple[Path, str]:
     the package index; where the index cannot be reached, a wheel of the same files built here
     (stated in the returned label)."""
     folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d",
-                           str(folder), "pipeline==0.1.0"], capture_output=True, text=True,
-                          timeout=120, env=PIP_ENV, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "-q",
+            "-d",
+            str(folder),
+            "pipeline==0.1.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=PIP_ENV,
+        check=False,
+    )
     found = list(folder.glob("pipeline-0.1.0-*.whl"))
     if done.returncode == 0 and found:
         return found[0], "PyPI's pipeline 0.1.0"
@@ -168,14 +252,17 @@ def _foreign_pipeline_wheel(folder: Path) -> tuple[Path, str]:
         z.writestr("pipeline/__init__.py", "")
         z.writestr("pipeline/pipeline.py", "")
         z.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: pipeline\nVersion: 0.1.0\n")
-        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         z.writestr(f"{info}/top_level.txt", "pipeline\n")
         z.writestr(f"{info}/RECORD", "")
     return wheel, "a stand-in with PyPI's pipeline 0.1.0 files (the index was not reachable)"
 
 
-def test_doctor_names_a_pipeline_overwritten_by_pypis_or_shadowed_by_the_working_dir(wheel,
-                                                                                   tmp_path):
+def test_doctor_names_a_pipeline_overwritten_by_pypis_or_shadowed_by_the_working_dir(
+    wheel, tmp_path
+):
     """`pip install pipeline` after this project replaces pipeline/__init__.py without a word
     from pip; a pipeline.py in the working folder shadows the package for `python` there:
     `taskaware doctor` (a console script, itself not shadowed) names each and the fix."""
@@ -186,33 +273,83 @@ def test_doctor_names_a_pipeline_overwritten_by_pypis_or_shadowed_by_the_working
     here.mkdir()
 
     def doctor() -> subprocess.CompletedProcess:
-        return subprocess.run([str(venv / "bin" / "taskaware"), "doctor"], cwd=here, env=env,
-                              capture_output=True, text=True, timeout=300, check=False)
+        return subprocess.run(
+            [str(venv / "bin" / "taskaware"), "doctor"],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
     clean = doctor()
-    assert " ".join(clean.stdout.split()).count("import name ok `import pipeline` is "
-                                                "task-aware-pipeline, here and in this folder") == 1, (
-        clean.stdout + clean.stderr)
+    assert (
+        " ".join(clean.stdout.split()).count(
+            "import name ok `import pipeline` is task-aware-pipeline, here and in this folder"
+        )
+        == 1
+    ), clean.stdout + clean.stderr
 
     foreign, label = _foreign_pipeline_wheel(tmp_path / "foreign")
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-          "--no-index", "-q", str(foreign)], env=PIP_ENV)
-    broken = subprocess.run([str(python), "-c", "import pipeline; pipeline.score"], cwd=here,
-                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(foreign),
+        ],
+        env=PIP_ENV,
+    )
+    broken = subprocess.run(
+        [str(python), "-c", "import pipeline; pipeline.score"],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert "has no attribute 'score'" in broken.stderr, (label, broken.stderr)  # what users met
     out = doctor()
     assert out.returncode == 1, (label, out.stdout, out.stderr)
     said = " ".join(out.stdout.split())
     assert "import name MISSING" in said and "was overwritten by pipeline 0.1.0" in said, (
-        label, out.stdout)
-    assert "pip uninstall -y pipeline && pip install --force-reinstall --no-deps " \
-           "task-aware-pipeline" in said
+        label,
+        out.stdout,
+    )
+    assert (
+        "pip uninstall -y pipeline && pip install --force-reinstall --no-deps "
+        "task-aware-pipeline" in said
+    )
 
     # the fix it prints, then a pipeline.py in the working folder
-    _run([sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "-q",
-          "pipeline"], env=PIP_ENV)
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-          "--no-index", "--force-reinstall", "-q", str(wheel)], env=PIP_ENV)
+    _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "-q", "pipeline"],
+        env=PIP_ENV,
+    )
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--force-reinstall",
+            "-q",
+            str(wheel),
+        ],
+        env=PIP_ENV,
+    )
     (here / "pipeline.py").write_text("print('my own pipeline script')\n")
     out = doctor()
     said = " ".join(out.stdout.split())

@@ -27,7 +27,8 @@ START_TIMEOUT_S = 600  # 55-110 s measured on a loaded 2-core machine, more unde
 
 needs_vllm_venv = pytest.mark.skipif(
     not VLLM_PYTHON.exists(),
-    reason=f"vLLM venv python {VLLM_PYTHON} not found: run `make vllm-env` to create it")
+    reason=f"vLLM venv python {VLLM_PYTHON} not found: run `make vllm-env` to create it",
+)
 
 
 def free_port() -> int:
@@ -45,8 +46,11 @@ def served_models(base_url: str) -> list[str] | None:
 
 
 def server_errors(log_path: Path) -> list[str]:
-    return [line for line in log_path.read_text(errors="replace").splitlines()
-            if "Traceback" in line or "RuntimeError" in line or "EngineDeadError" in line]
+    return [
+        line
+        for line in log_path.read_text(errors="replace").splitlines()
+        if "Traceback" in line or "RuntimeError" in line or "EngineDeadError" in line
+    ]
 
 
 @contextlib.contextmanager
@@ -62,24 +66,42 @@ def vllm_server(log_dir: Path, report: dict | None = None):
     port = free_port()
     log_path = Path(log_dir) / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "INFO"}
-    command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-               "--model", str(folder), "--served-model-name", HUB_ID,
-               "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", "float32", "--max-model-len", "2048",  # no AMX: bf16 is 3x slower
-               "--enforce-eager"]  # no torch.compile: starts in a fraction of the time
+    command = [
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(folder),
+        "--served-model-name",
+        HUB_ID,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",  # no AMX: bf16 is 3x slower
+        "--enforce-eager",
+    ]  # no torch.compile: starts in a fraction of the time
     base_url = f"http://127.0.0.1:{port}/v1"
     started = time.monotonic()
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     try:
         while served_models(base_url) is None:
             if process.poll() is not None:
-                pytest.fail(f"vLLM's server exited with {process.returncode} before it listened:"
-                            f"\n{log_path.read_text()[-4000:]}")
+                pytest.fail(
+                    f"vLLM's server exited with {process.returncode} before it listened:"
+                    f"\n{log_path.read_text()[-4000:]}"
+                )
             if time.monotonic() - started > START_TIMEOUT_S:
-                pytest.fail(f"vLLM's server did not answer /v1/models in {START_TIMEOUT_S} s:"
-                            f"\n{log_path.read_text()[-4000:]}")
+                pytest.fail(
+                    f"vLLM's server did not answer /v1/models in {START_TIMEOUT_S} s:"
+                    f"\n{log_path.read_text()[-4000:]}"
+                )
             time.sleep(2)
         report["server start (s)"] = round(time.monotonic() - started, 1)
         yield base_url, log_path
@@ -91,11 +113,17 @@ def vllm_server(log_dir: Path, report: dict | None = None):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         lines = log_path.read_text(errors="replace").splitlines()
-        access = [line.split('"')[1] + line.split('"')[2].split("-")[0].rstrip()
-                  for line in lines if line.startswith("INFO:") and '"' in line]
+        access = [
+            line.split('"')[1] + line.split('"')[2].split("-")[0].rstrip()
+            for line in lines
+            if line.startswith("INFO:") and '"' in line
+        ]
         report["requests vLLM logged"] = {k: access.count(k) for k in sorted(set(access))}
         report["server log lines with Traceback/EngineDeadError"] = sum(
-            "Traceback" in line or "EngineDeadError" in line for line in lines)
+            "Traceback" in line or "EngineDeadError" in line for line in lines
+        )
         print("\nREPORT vLLM server:", json.dumps(report, indent=1))
-        print("REPORT vLLM engine throughput lines:\n" + "\n".join(
-            line for line in lines if "throughput" in line))
+        print(
+            "REPORT vLLM engine throughput lines:\n"
+            + "\n".join(line for line in lines if "throughput" in line)
+        )

@@ -16,9 +16,14 @@ from pipeline.data import load_dataset
 n, out = int(sys.argv[1]), sys.argv[2]
 ds = load_dataset("maqa_bundled", limit=n, seed=0, reference="answer_set")
 t = time.time()
-df = pipeline.generate_and_score(ds["question"].tolist(), task="sets", n_samples=20,
-                                 references=[list(a) for a in ds["answers"]],
-                                 ids=ds["prompt_id"].tolist(), max_new_tokens=48)
+df = pipeline.generate_and_score(
+    ds["question"].tolist(),
+    task="sets",
+    n_samples=20,
+    references=[list(a) for a in ds["answers"]],
+    ids=ds["prompt_id"].tolist(),
+    max_new_tokens=48,
+)
 print(f"generate_and_score: {len(df)} prompts in {time.time() - t:.1f} s")
 print(pipeline.report(df, out))
 uq, quality = pipeline.scorer.run.summaries(df)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
+
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 
 
@@ -25,7 +26,9 @@ class PerCellLocalConf(LocalQueueConf):
     per_cell: dict[str, str] = field(default_factory=_model_resources)
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="per_cell_slurm", node=PerCellSlurmConf,
-                             provider="task_aware")
-ConfigStore.instance().store(group="hydra/launcher", name="per_cell_local", node=PerCellLocalConf,
-                             provider="task_aware")
+ConfigStore.instance().store(
+    group="hydra/launcher", name="per_cell_slurm", node=PerCellSlurmConf, provider="task_aware"
+)
+ConfigStore.instance().store(
+    group="hydra/launcher", name="per_cell_local", node=PerCellLocalConf, provider="task_aware"
+)

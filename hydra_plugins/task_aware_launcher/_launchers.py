@@ -20,13 +20,14 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
+from omegaconf import OmegaConf
+
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     BaseSubmititLauncher,
     LocalLauncher,
     SlurmLauncher,
 )
-from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +62,18 @@ class _PerCellMixin(BaseSubmititLauncher):
             init_params[f"{self._EXECUTOR}_max_num_timeout"] = params["max_num_timeout"]
         executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init_params)
         base = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v
-                                      for k, v in params.items() if k not in init_keys})
+        executor.update_parameters(
+            **{
+                k if k in base else f"{self._EXECUTOR}_{k}": v
+                for k, v in params.items()
+                if k not in init_keys
+            }
+        )
         return executor
 
-    def launch(self, job_overrides: Sequence[Sequence[str]],
-               initial_job_idx: int) -> Sequence[JobReturn]:
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
         assert self.config is not None
         if not job_overrides:
             return []
@@ -77,7 +84,8 @@ class _PerCellMixin(BaseSubmititLauncher):
         for offset, overrides in enumerate(job_overrides):
             resources = self.cell_resources(overrides)
             groups.setdefault(tuple(sorted(resources.items())), []).append(
-                (initial_job_idx + offset, list(overrides)))
+                (initial_job_idx + offset, list(overrides))
+            )
         submitted = []
         for resources, members in groups.items():
             label = ", ".join(f"{k}={v}" for k, v in resources) or "sweep defaults"
@@ -85,8 +93,9 @@ class _PerCellMixin(BaseSubmititLauncher):
             params = []
             for idx, overrides in members:
                 log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-                params.append((overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}",
-                               Singleton.get_state()))
+                params.append(
+                    (overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
+                )
             jobs = self._executor(dict(resources)).map_array(self, *zip(*params))
             submitted.extend(zip((idx for idx, _ in members), jobs))
         # Results in the sweep's job order, whatever array each job went to.

@@ -45,9 +45,12 @@ class TaskFolderConfigSource(ConfigSource):
         if path is None:
             raise ConfigLoadError(f"Config not found: {config_path} in {self.path}")
         text = path.read_text(encoding="utf-8")
-        return ConfigResult(config=OmegaConf.create(OmegaConf.load(path)),
-                            path=f"{self.scheme()}://{self.path}", provider=self.provider,
-                            header=ConfigSource._get_header_dict(text[:512]))
+        return ConfigResult(
+            config=OmegaConf.create(OmegaConf.load(path)),
+            path=f"{self.scheme()}://{self.path}",
+            provider=self.provider,
+            header=ConfigSource._get_header_dict(text[:512]),
+        )
 
     def available(self) -> bool:
         return Path(self.path).is_dir()
@@ -69,7 +72,11 @@ class TaskFolderConfigSource(ConfigSource):
 def _package_folder(package: str) -> Path | None:
     """The folder of `package` without importing it (None where it is not installed)."""
     spec = importlib.util.find_spec(package)
-    return Path(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
+    return (
+        Path(spec.submodule_search_locations[0])
+        if spec and spec.submodule_search_locations
+        else None
+    )
 
 
 class TaskFolderSearchPath(SearchPathPlugin):
@@ -81,7 +88,10 @@ class TaskFolderSearchPath(SearchPathPlugin):
             return
         ours = {os.path.realpath(root / "conf"), os.path.realpath(root.parent / "conf")}
         # a folder is written with file:// or without it (the primary one, at this point)
-        if any(e.path and "://" not in e.path.removeprefix("file://")
-               and os.path.realpath(e.path.removeprefix("file://")) in ours
-               for e in search_path.get_path()):
+        if any(
+            e.path
+            and "://" not in e.path.removeprefix("file://")
+            and os.path.realpath(e.path.removeprefix("file://")) in ours
+            for e in search_path.get_path()
+        ):
             search_path.append(provider="task-aware-pipeline", path=f"taskfolders://{tasks}")

@@ -38,7 +38,9 @@ DIGEST_FIELD = "digest"
 def sha256_key(payload: Any) -> str:
     """sha256 of the canonical JSON of `payload` (sorted keys), the record's file name."""
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is no crash
+    return hashlib.sha256(
+        text.encode("utf-8", "surrogatepass")
+    ).hexdigest()  # a lone surrogate is no crash
 
 
 def record_digest(key: str, record: dict[str, Any]) -> str:
@@ -62,8 +64,11 @@ class JsonRecordCache:
     request it answers); a record whose key differs, or that lacks what the key is made of,
     reads as a miss, as does one whose digest does not match (module docstring)."""
 
-    def __init__(self, root: str | os.PathLike[str] | None,
-                 key_of: Callable[[dict[str, Any]], str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None,
+        key_of: Callable[[dict[str, Any]], str] | None = None,
+    ) -> None:
         self.root = Path(root) if root is not None else None
         self.key_of = key_of
         self.unverified = 0  # records found on disk that did not verify (read as misses)
@@ -103,7 +108,7 @@ class JsonRecordCache:
             body = "{}"
         else:
             return None
-        if text[cut + len(_DIGEST_MARK):-2] != _text_digest(key, body):
+        if text[cut + len(_DIGEST_MARK) : -2] != _text_digest(key, body):
             return None
         try:
             record = json.loads(body)
@@ -116,24 +121,34 @@ class JsonRecordCache:
     def _unverified(self, path: Path) -> None:
         self.unverified += 1
         if self.unverified == 1:  # once per cache: a stale cache would log every record
-            log.warning("cache records in %s did not verify (the first: %s; edited, damaged, or "
-                        "written before record digests): read as misses and asked again; "
-                        "counted in the cache's `unverified`, this warning is not repeated",
-                        self.root, path.name)
+            log.warning(
+                "cache records in %s did not verify (the first: %s; edited, damaged, or "
+                "written before record digests): read as misses and asked again; "
+                "counted in the cache's `unverified`, this warning is not repeated",
+                self.root,
+                path.name,
+            )
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         path = self.path(key)
         if path is None:
             return
         if not isinstance(record, dict) or DIGEST_FIELD in record:
-            raise ValueError(f"a cache record is a dict without a {DIGEST_FIELD!r} field (the "
-                             f"cache writes that one); got {type(record).__name__}")
+            raise ValueError(
+                f"a cache record is a dict without a {DIGEST_FIELD!r} field (the "
+                f"cache writes that one); got {type(record).__name__}"
+            )
         if path.parent not in self._made:  # a mkdir per write costs a directory lookup
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made.add(path.parent)
         body = json.dumps(record)  # ASCII escapes: lone surrogates in model output stay writable
-        stored = (body[:-1] + (", " if body != "{}" else "") + _DIGEST_MARK
-                  + _text_digest(key, body) + '"}')
+        stored = (
+            body[:-1]
+            + (", " if body != "{}" else "")
+            + _DIGEST_MARK
+            + _text_digest(key, body)
+            + '"}'
+        )
         self._pending.discard(key)
         try:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

@@ -56,8 +56,15 @@ from urllib.parse import urlparse
 from pipeline.clients.disk_cache import JsonRecordCache, sha256_key
 from pipeline.errors import PipelineError
 
-__all__ = ["LLMClient", "LLMStats", "MissingAPIKeyError", "LLMCallError", "FatalLLMCallError",
-           "api_key_from_env", "cache_key"]
+__all__ = [
+    "LLMClient",
+    "LLMStats",
+    "MissingAPIKeyError",
+    "LLMCallError",
+    "FatalLLMCallError",
+    "api_key_from_env",
+    "cache_key",
+]
 
 Messages = list[dict[str, str]]
 
@@ -116,25 +123,35 @@ def check_base_url(base_url: str | None) -> None:
     from pipeline.secrets import url_secrets
 
     if url_secrets(base_url or ""):
-        raise ValueError(f"task.extractor.base_url holds credentials ({urlparse(base_url).hostname} "
-                         "with user:password@ or a key in its query): remove them and export the "
-                         "key in the variable named by task.extractor.api_key_env")
+        raise ValueError(
+            f"task.extractor.base_url holds credentials ({urlparse(base_url).hostname} "
+            "with user:password@ or a key in its query): remove them and export the "
+            "key in the variable named by task.extractor.api_key_env"
+        )
 
 
-def cache_key(model: str, messages: Messages, params: dict[str, Any],
-              endpoint: str = "openai") -> str:
+def cache_key(
+    model: str, messages: Messages, params: dict[str, Any], endpoint: str = "openai"
+) -> str:
     """sha256 of the canonical JSON of (endpoint, model, messages, params): the cache file name.
     Another server answering to the same model name is another key."""
-    return sha256_key({"endpoint": endpoint, "model": model, "messages": messages,
-                       "params": params})
+    return sha256_key(
+        {"endpoint": endpoint, "model": model, "messages": messages, "params": params}
+    )
 
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # OpenAI's names for the statuses (what its SDK raised, and what users search for)
-_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
-                 404: "NotFoundError", 409: "ConflictError", 422: "UnprocessableEntityError",
-                 429: "RateLimitError"}
+_STATUS_NAMES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+}
 
 
 class APIStatusError(Exception):
@@ -142,8 +159,9 @@ class APIStatusError(Exception):
 
     def __init__(self, status_code: int, body: str, headers: Any) -> None:
         self.status_code = status_code
-        self.name = _STATUS_NAMES.get(status_code, "InternalServerError" if status_code >= 500
-                                      else "APIStatusError")
+        self.name = _STATUS_NAMES.get(
+            status_code, "InternalServerError" if status_code >= 500 else "APIStatusError"
+        )
         self.response = type("Response", (), {"headers": headers})()  # for retry_after
         super().__init__(f"{status_code} {one_line(body)}")
 
@@ -219,8 +237,7 @@ class _EventLoop:
         self.loop = asyncio.new_event_loop()
         self.session: Any = None
         self.slots: asyncio.Semaphore | None = None  # the client's in-flight bound
-        self.thread = threading.Thread(target=self.loop.run_forever, name="llm-client",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.loop.run_forever, name="llm-client", daemon=True)
         self.thread.start()
 
     def run(self, coro: Awaitable[Any]) -> Any:
@@ -268,8 +285,10 @@ def _logprob(value: Any, sampled: bool) -> float:
     if lp > 0.0 and lp <= LOGPROB_ROUNDING:
         return 0.0
     if math.isnan(lp) or lp > 0.0 or (sampled and math.isinf(lp)):
-        raise EmptyReplyError(f"200 with a {'token' if sampled else 'top'} log-prob of {lp!r} "
-                              "(log-probs are <= 0, not NaN, and finite for sampled tokens)")
+        raise EmptyReplyError(
+            f"200 with a {'token' if sampled else 'top'} log-prob of {lp!r} "
+            "(log-probs are <= 0, not NaN, and finite for sampled tokens)"
+        )
     return lp
 
 
@@ -308,20 +327,32 @@ def _choices(completion: dict[str, Any]) -> list[dict[str, Any]]:
                 raise EmptyReplyError(f"200 with a choice whose content is {content!r}")
             entries = (choice.get("logprobs") or {}).get("content") or []
             reason = choice.get("finish_reason")
-            out.append({"text": content, "finish_reason": reason if isinstance(reason, str) else None,
-                        "tokens": [str(e["token"]) for e in entries],
-                        "logprobs": [_logprob(e["logprob"], sampled=True) for e in entries],
-                        "top_logprobs": [{str(t["token"]): _logprob(t["logprob"], sampled=False)
-                                          for t in (e.get("top_logprobs") or [])}
-                                         for e in entries]})
+            out.append(
+                {
+                    "text": content,
+                    "finish_reason": reason if isinstance(reason, str) else None,
+                    "tokens": [str(e["token"]) for e in entries],
+                    "logprobs": [_logprob(e["logprob"], sampled=True) for e in entries],
+                    "top_logprobs": [
+                        {
+                            str(t["token"]): _logprob(t["logprob"], sampled=False)
+                            for t in (e.get("top_logprobs") or [])
+                        }
+                        for e in entries
+                    ],
+                }
+            )
     except (AttributeError, KeyError, TypeError, ValueError) as exc:  # not the wire format
         raise EmptyReplyError(f"200 with malformed choices ({type(exc).__name__}: {exc})") from None
     if not out:
         raise EmptyReplyError("200 with no choices")
     usage = completion.get("usage")
     if isinstance(usage, dict):  # the request's usage, on its first choice (Generation.usage)
-        out[0]["usage"] = {k: int(v) for k, v in usage.items()
-                           if k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
+        out[0]["usage"] = {
+            k: int(v)
+            for k, v in usage.items()
+            if k in USAGE_FIELDS and isinstance(v, int) and not isinstance(v, bool)
+        }
     return out
 
 
@@ -345,7 +376,6 @@ def api_key_from_env(api_key_env: str, base_url: str | None, where: str | None =
         f"environment variable {api_key_env} is not set; it must hold the API key for {where}. "
         f"Export it (export {api_key_env}=...) or point the base URL at a local server."
     )
-
 
 
 class LLMClient:
@@ -378,12 +408,17 @@ class LLMClient:
             raise ValueError(f"LLMClient.max_retries must be >= 0 (got {max_retries})")
         if not model:
             raise ValueError("LLMClient.model must name the served model, e.g. 'gpt-4.1-mini'")
-        for name, value in (("timeout", timeout), ("deadline", deadline),
-                            ("requests_per_minute", requests_per_minute)):
+        for name, value in (
+            ("timeout", timeout),
+            ("deadline", deadline),
+            ("requests_per_minute", requests_per_minute),
+        ):
             if value is not None and not value > 0:
                 raise ValueError(f"LLMClient.{name} must be > 0 seconds or None (got {value})")
         if not max_response_bytes >= 1:
-            raise ValueError(f"LLMClient.max_response_bytes must be >= 1 (got {max_response_bytes})")
+            raise ValueError(
+                f"LLMClient.max_response_bytes must be >= 1 (got {max_response_bytes})"
+            )
         check_base_url(base_url)
         self.model = model
         self.base_url = base_url
@@ -391,8 +426,12 @@ class LLMClient:
         self.api_key_env = api_key_env
         self._api_key = api_key  # given in code: used for requests only, never stored
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._cache = JsonRecordCache(self.cache_dir, key_of=lambda record: cache_key(
-            record["model"], record["messages"], record["params"], record.get("endpoint", "")))
+        self._cache = JsonRecordCache(
+            self.cache_dir,
+            key_of=lambda record: cache_key(
+                record["model"], record["messages"], record["params"], record.get("endpoint", "")
+            ),
+        )
         self.max_workers = max_workers
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -407,7 +446,11 @@ class LLMClient:
         self.check_model = check_model  # ask /models for the model before the first request
         self._checked: asyncio.Lock | bool = False
         self._next_slot = 0.0  # the loop's clock time the next request may start (rate limit)
-        self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, **(extra_params or {})}
+        self.params: dict[str, Any] = {
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            **(extra_params or {}),
+        }
         self.stats = LLMStats()
         self._bearer: str | None = None  # the key, read once from the environment
         self._start_lock = threading.Lock()
@@ -424,8 +467,9 @@ class LLMClient:
         try:
             with self._start_lock:
                 if self._bearer is None:
-                    self._bearer = self._api_key or api_key_from_env(self.api_key_env,
-                                                                     self.base_url)
+                    self._bearer = self._api_key or api_key_from_env(
+                        self.api_key_env, self.base_url
+                    )
                 if self._events is None:
                     self._events = _EventLoop()
                     weakref.finalize(self, self._events.close)
@@ -454,7 +498,8 @@ class LLMClient:
             events.session = aiohttp.ClientSession(
                 headers={"Authorization": f"Bearer {self._bearer}"},
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
-                connector=aiohttp.TCPConnector(limit=self.max_workers))
+                connector=aiohttp.TCPConnector(limit=self.max_workers),
+            )
             events.slots = asyncio.Semaphore(self.max_workers)
         return events
 
@@ -491,7 +536,8 @@ class LLMClient:
         return ResponseTooLargeError(
             f"the response body passed the cap of {self.max_response_bytes} bytes ({seen}): "
             f"raise {self.settings_prefix}max_response_bytes if this server's answers are "
-            "really that large, else fix the server or ask for less (max_tokens, n)")
+            "really that large, else fix the server or ask for less (max_tokens, n)"
+        )
 
     async def _post(self, messages: Messages, params: dict[str, Any]) -> dict[str, Any]:
         """POST chat/completions; an HTTP error status raises APIStatusError, an unreachable
@@ -504,18 +550,23 @@ class LLMClient:
         events = await self._session()
         if self.check_model:
             await self._check_served_model()
-        body = {"model": self.model, "messages": messages,
-                **{k: v for k, v in params.items() if k != "extra_body" and not k.startswith("_")},
-                **(params.get("extra_body") or {})}
+        body = {
+            "model": self.model,
+            "messages": messages,
+            **{k: v for k, v in params.items() if k != "extra_body" and not k.startswith("_")},
+            **(params.get("extra_body") or {}),
+        }
         async with events.slots:
             await self._rate_limit()
             try:
-                async with events.session.post(self._root + "/chat/completions",
-                                               json=body) as response:
+                async with events.session.post(
+                    self._root + "/chat/completions", json=body
+                ) as response:
                     data = await self._read_body(response)
                     if response.status >= 400:
-                        raise APIStatusError(response.status, data.decode("utf-8", "replace"),
-                                             response.headers)
+                        raise APIStatusError(
+                            response.status, data.decode("utf-8", "replace"), response.headers
+                        )
             except aiohttp.ClientConnectorError as exc:
                 raise self._unreachable(exc) from exc
         try:
@@ -549,13 +600,17 @@ class LLMClient:
 
     def _unreachable(self, exc: Exception) -> ConnectError:
         """aiohttp's connection error (refused, unknown host) as the one line users read."""
-        return ConnectError(f"cannot connect to {self._root} "
-                            f"({one_line(str(getattr(exc, 'os_error', None) or exc))})")
+        return ConnectError(
+            f"cannot connect to {self._root} "
+            f"({one_line(str(getattr(exc, 'os_error', None) or exc))})"
+        )
 
     def _unknown_model(self, listed: list[str]) -> str:
-        return (f"model {self.model!r} is not served at {self._root}; it serves "
-                f"{', '.join(map(repr, listed[:20])) or 'no model'} (name one of them as the "
-                "model / backend.served_model)")
+        return (
+            f"model {self.model!r} is not served at {self._root}; it serves "
+            f"{', '.join(map(repr, listed[:20])) or 'no model'} (name one of them as the "
+            "model / backend.served_model)"
+        )
 
     async def _check_served_model(self) -> None:
         """Once per client, before its first request: the model is among those /models lists
@@ -583,12 +638,14 @@ class LLMClient:
                 break
             except ConnectError as exc:
                 if attempt == CONNECT_RETRIES:
-                    raise FatalLLMCallError(f"{exc}: is the server running? Start it, or "
-                                            "fix the base URL") from None
+                    raise FatalLLMCallError(
+                        f"{exc}: is the server running? Start it, or fix the base URL"
+                    ) from None
                 await _wait(CONNECT_RETRY_WAIT_S * (attempt + 1))
             except APIStatusError as exc:
-                raise FatalLLMCallError(f"{self._root}/models refused the key "
-                                        f"({exc.name}: {exc})") from None
+                raise FatalLLMCallError(
+                    f"{self._root}/models refused the key ({exc.name}: {exc})"
+                ) from None
         if listed and self.model not in listed:
             raise FatalLLMCallError(self._unknown_model(listed))
 
@@ -602,8 +659,10 @@ class LLMClient:
         if listed and self.model not in listed:
             return self._unknown_model(listed)
         if not urlparse(self._root).path.rstrip("/").endswith("/v1"):
-            return (f"{self._root}/chat/completions answered 404 ({exc}): add /v1 to the base URL "
-                    f"(e.g. {self._root}/v1)")
+            return (
+                f"{self._root}/chat/completions answered 404 ({exc}): add /v1 to the base URL "
+                f"(e.g. {self._root}/v1)"
+            )
         return f"{self._root}/chat/completions answered 404 ({exc})"
 
     # ------------------------------------------------------------------ cache
@@ -622,23 +681,31 @@ class LLMClient:
     def _retryable(self, exc: BaseException) -> bool:
         import aiohttp
 
-        if isinstance(exc, EmptyReplyError | aiohttp.ClientError | TimeoutError
-                      | json.JSONDecodeError | ConnectError):
+        if isinstance(
+            exc,
+            EmptyReplyError
+            | aiohttp.ClientError
+            | TimeoutError
+            | json.JSONDecodeError
+            | ConnectError,
+        ):
             return True  # timeouts, refused or dropped connections, a garbled body
         if isinstance(exc, APIStatusError):
             return exc.status_code == 429 or exc.status_code >= 500
         return False
 
     def _named(self, setting: str) -> str:
-        """" (backend.timeout)": the setting as the caller's config names it, if it said."""
+        """ " (backend.timeout)": the setting as the caller's config names it, if it said."""
         return f" ({self.settings_prefix}{setting})" if self.settings_prefix else ""
 
     def _said(self, exc: BaseException) -> str:
         """One failed attempt in one line (a timeout's own message is empty: it names the
         setting instead)."""
         if isinstance(exc, TimeoutError) and not str(exc):
-            return (f"TimeoutError: no whole answer within the timeout of {self.timeout:g} s"
-                    f"{self._named('timeout')}")
+            return (
+                f"TimeoutError: no whole answer within the timeout of {self.timeout:g} s"
+                f"{self._named('timeout')}"
+            )
         text = str(exc) if isinstance(exc, APIStatusError) else one_line(str(exc))  # one already
         return f"{getattr(exc, 'name', type(exc).__name__)}: {text}"
 
@@ -667,14 +734,18 @@ class LLMClient:
                 if unreachable or not self._retryable(exc) or attempt >= self.max_retries:
                     if isinstance(exc, APIStatusError) and exc.status_code == 404:
                         said = await self._explain_not_found(exc)
-                    message = (f"chat completion to {self._root} (model {self.model}) failed "
-                               f"after {attempt + 1} attempt(s): {said}"
-                               + (f"; first error: {first}" if first != said else "")
-                               + ("; is the server running?" if unreachable else ""))
+                    message = (
+                        f"chat completion to {self._root} (model {self.model}) failed "
+                        f"after {attempt + 1} attempt(s): {said}"
+                        + (f"; first error: {first}" if first != said else "")
+                        + ("; is the server running?" if unreachable else "")
+                    )
                     self.stats.failed(message)
                     fatal = self._fatal(exc) or unreachable
                     raise (FatalLLMCallError if fatal else LLMCallError)(message) from None
-                delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
+                delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (
+                    0.5 + random.random() / 2
+                )
                 if isinstance(exc, ConnectError):  # a server that is not there: say so soon
                     delay = CONNECT_RETRY_WAIT_S * connect_failures
                 if (asked := retry_after(exc)) is not None:  # a 429/503 saying when to come back
@@ -686,7 +757,8 @@ class LLMClient:
     @staticmethod
     def _check_messages(messages: Messages) -> None:
         if not isinstance(messages, list) or not all(
-                isinstance(m, dict) and "role" in m and "content" in m for m in messages):
+            isinstance(m, dict) and "role" in m and "content" in m for m in messages
+        ):
             raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts")
 
     def chat(self, messages: Messages) -> str:
@@ -699,8 +771,9 @@ class LLMClient:
         endpoint, model, messages and every parameter, like `chat`."""
         return self.choices_many([(messages, params)])[0]
 
-    async def _cached_call(self, messages: Messages, params: dict[str, Any], parse: Any,
-                           usable: Any) -> Any:
+    async def _cached_call(
+        self, messages: Messages, params: dict[str, Any], parse: Any, usable: Any
+    ) -> Any:
         """The reply from the cache, else from one request (`_call`), then cached. Identical
         concurrent requests make one call, the rest hit the cache; a request that failed after
         its retries is not sent again by this client (a queued prefetch and the per-prompt call
@@ -724,8 +797,13 @@ class LLMClient:
                 except LLMCallError as exc:
                     self._failed[key] = str(exc)
                     raise
-                record = {"endpoint": self.endpoint, "model": self.model,
-                          "messages": messages, "params": params, "response": reply}
+                record = {
+                    "endpoint": self.endpoint,
+                    "model": self.model,
+                    "messages": messages,
+                    "params": params,
+                    "response": reply,
+                }
                 # on the loop, before the lock is released (a waiting identical request reads
                 # it); a writer thread measured slower: 1.4-1.5 vs 0.9-1.1 ms CPU per request
                 self._cache.put(key, record)
@@ -765,8 +843,9 @@ class LLMClient:
 
         async def run() -> None:
             self._last_attempt_error = ""  # this batch's failures only
-            workers = [asyncio.ensure_future(worker())
-                       for _ in range(min(self.max_workers, len(calls)))]
+            workers = [
+                asyncio.ensure_future(worker()) for _ in range(min(self.max_workers, len(calls)))
+            ]
             try:
                 if self.deadline is None:
                     await asyncio.gather(*workers)
@@ -778,9 +857,11 @@ class LLMClient:
                 raise LLMCallError(
                     f"requests to {self._root} (model {self.model}) passed their deadline of "
                     f"{self.deadline:g} s{self._named('deadline')} with {done} of {len(calls)} "
-                    "answered" + (f" (the last failed attempt: {last})" if last else "")
+                    "answered"
+                    + (f" (the last failed attempt: {last})" if last else "")
                     + "; answers so far are cached, a rerun resumes: raise the deadline or "
-                    "lower the work") from None
+                    "lower the work"
+                ) from None
             except BaseException:
                 for w in workers:
                     w.cancel()
@@ -799,32 +880,51 @@ class LLMClient:
         """
         for messages in batch:
             self._check_messages(messages)
-        return self._many([lambda m=m: self._cached_call(m, self.params, _first_content,
-                                                         _usable_text) for m in batch],
-                          raise_on_error)
+        return self._many(
+            [
+                lambda m=m: self._cached_call(m, self.params, _first_content, _usable_text)
+                for m in batch
+            ],
+            raise_on_error,
+        )
 
-    def choices_many(self, jobs: Iterable[tuple[Messages, dict[str, Any]]],
-                     raise_on_error: bool = True) -> list[list[dict[str, Any]] | None]:
+    def choices_many(
+        self, jobs: Iterable[tuple[Messages, dict[str, Any]]], raise_on_error: bool = True
+    ) -> list[list[dict[str, Any]] | None]:
         """`choices(messages, **params)` of many (messages, params) jobs, in order, queued like
         `chat_many` (a failed job raises unless `raise_on_error=False`, then gives None)."""
         jobs = list(jobs)
         for messages, _ in jobs:
             self._check_messages(messages)
-        return self._many([lambda m=m, p=p: self._cached_call(m, {**self.params, **p}, _choices,
-                                                              _usable_choices)
-                           for m, p in jobs], raise_on_error)
+        return self._many(
+            [
+                lambda m=m, p=p: self._cached_call(
+                    m, {**self.params, **p}, _choices, _usable_choices
+                )
+                for m, p in jobs
+            ],
+            raise_on_error,
+        )
 
     def complete(self, prompts: list[str], raise_on_error: bool = False) -> list[str | None]:
         """Single-user-message convenience over `chat_many`."""
-        return self.chat_many([[{"role": "user", "content": p}] for p in prompts], raise_on_error=raise_on_error)
+        return self.chat_many(
+            [[{"role": "user", "content": p}] for p in prompts], raise_on_error=raise_on_error
+        )
 
 
 def build_llm_client(extractor, cache_dir: str):
     """The OpenAI-compatible client of `extractor` (ExtractorConfig), cached on disk under
     cache_dir/llm."""
-    return LLMClient(model=extractor.model, base_url=extractor.base_url,
-                     api_key_env=extractor.api_key_env, cache_dir=Path(cache_dir) / "llm",
-                     max_workers=extractor.max_concurrency, max_retries=extractor.max_retries,
-                     timeout=extractor.timeout, deadline=extractor.deadline,
-                     max_response_bytes=extractor.max_response_bytes,
-                     settings_prefix="task.extractor.")
+    return LLMClient(
+        model=extractor.model,
+        base_url=extractor.base_url,
+        api_key_env=extractor.api_key_env,
+        cache_dir=Path(cache_dir) / "llm",
+        max_workers=extractor.max_concurrency,
+        max_retries=extractor.max_retries,
+        timeout=extractor.timeout,
+        deadline=extractor.deadline,
+        max_response_bytes=extractor.max_response_bytes,
+        settings_prefix="task.extractor.",
+    )

@@ -89,10 +89,18 @@ def registry_choices() -> tuple[list, list]:
     """(key, allowed) pairs read from the registries: what is registered is selectable."""
     from pipeline.uncertainty.estimators import ESTIMATORS
 
-    single = [("task.space", tuple(available_spaces())), ("task.mapper", MAPPERS.names()),
-              ("task.reference", REFERENCES.names()), ("backend.name", BACKENDS.names())]
-    lists = [("task.metrics", METRICS.names()), ("uq.estimators", ESTIMATORS.names()),
-             ("generation.strategies", methods("decode")), ("evaluation.targets", METHODS.names())]
+    single = [
+        ("task.space", tuple(available_spaces())),
+        ("task.mapper", MAPPERS.names()),
+        ("task.reference", REFERENCES.names()),
+        ("backend.name", BACKENDS.names()),
+    ]
+    lists = [
+        ("task.metrics", METRICS.names()),
+        ("uq.estimators", ESTIMATORS.names()),
+        ("generation.strategies", methods("decode")),
+        ("evaluation.targets", METHODS.names()),
+    ]
     return single, lists
 
 
@@ -106,14 +114,21 @@ def part_setting_problems(cfg) -> list[str]:
 
     problems = []
     for node, registry, settings_of, used in (
-            ("mappers", MAPPERS, mapper_config, [cfg.task.mapper]),
-            ("metrics", METRICS, metric_config, list(cfg.task.metrics)),
-            ("uq.groups", GROUPS, group_config, groups_of(
-                [e for e in cfg.uq.estimators if e in ESTIMATORS]))):
+        ("mappers", MAPPERS, mapper_config, [cfg.task.mapper]),
+        ("metrics", METRICS, metric_config, list(cfg.task.metrics)),
+        (
+            "uq.groups",
+            GROUPS,
+            group_config,
+            groups_of([e for e in cfg.uq.estimators if e in ESTIMATORS]),
+        ),
+    ):
         for name in sorted({*(OmegaConf.select(cfg, node) or {}), *used}):
             if name not in registry:
-                problems.append(f"{node}.{name}: no {registry.family} {name!r}; registered: "
-                                f"{', '.join(registry.names())}")
+                problems.append(
+                    f"{node}.{name}: no {registry.family} {name!r}; registered: "
+                    f"{', '.join(registry.names())}"
+                )
                 continue
             try:
                 settings_of(cfg, name)
@@ -128,10 +143,13 @@ def task_option_problems(cfg) -> list[str]:
         readers = option_readers(cfg)
     except ConfigError:  # an unknown space, mapper or metric: reported on its own
         return []
-    return [f"task.options.{key}: no part of task {cfg.task.name} reads it (its space "
-            f"{cfg.task.space}, mapper {cfg.task.mapper}, metrics {', '.join(cfg.task.metrics)}): "
-            "check the spelling, or set the part's own setting" for key, parts in readers.items()
-            if not parts]
+    return [
+        f"task.options.{key}: no part of task {cfg.task.name} reads it (its space "
+        f"{cfg.task.space}, mapper {cfg.task.mapper}, metrics {', '.join(cfg.task.metrics)}): "
+        "check the spelling, or set the part's own setting"
+        for key, parts in readers.items()
+        if not parts
+    ]
 
 
 def validate(cfg) -> None:
@@ -145,8 +163,10 @@ def validate(cfg) -> None:
     except (InterpolationResolutionError, UnsupportedInterpolationType) as exc:
         key = getattr(exc, "full_key", None) or "a setting"
         reason = " ".join(str(exc).split("\n")[0].split())
-        raise ConfigError(f"invalid configuration: {key} cannot be resolved ({reason}); give it "
-                          "a value, or export the variable it reads") from None
+        raise ConfigError(
+            f"invalid configuration: {key} cannot be resolved ({reason}); give it "
+            "a value, or export the variable it reads"
+        ) from None
 
 
 def _validate(cfg) -> None:
@@ -161,13 +181,16 @@ def _validate(cfg) -> None:
             problems.append(f"{key}={value!r}: choose one of {', '.join(allowed)}")
 
     if not is_prompt(cfg.task.prompt):
-        problems.append(f"task.prompt={cfg.task.prompt!r}: name one of {', '.join(TASK_PROMPTS)} "
-                        "or give a template with a {question} slot")
+        problems.append(
+            f"task.prompt={cfg.task.prompt!r}: name one of {', '.join(TASK_PROMPTS)} "
+            "or give a template with a {question} slot"
+        )
     for name, spec in (OmegaConf.to_container(cfg.task.decisions, resolve=True) or {}).items():
         space = (spec or {}).get("space") if isinstance(spec, dict) else None
         if space not in single[0][1]:
-            problems.append(f"task.decisions.{name}.space={space!r}: choose one of "
-                            f"{', '.join(single[0][1])}")
+            problems.append(
+                f"task.decisions.{name}.space={space!r}: choose one of {', '.join(single[0][1])}"
+            )
     problems += part_setting_problems(cfg) + task_option_problems(cfg)
     for key, allowed in lists:
         unknown = [v for v in OmegaConf.select(cfg, key) if v not in allowed]
@@ -179,8 +202,10 @@ def _validate(cfg) -> None:
             problems.append(f"{key}={value!r}: must be {what}")
     unknown_top = sorted(set(cfg.keys()) - {f.name for f in fields(Config)} - {"hydra"})
     if unknown_top:
-        problems.append(f"unknown top-level key(s) {unknown_top} (added with +?): no part of the "
-                        "pipeline reads them; remove them or check the spelling")
+        problems.append(
+            f"unknown top-level key(s) {unknown_top} (added with +?): no part of the "
+            "pipeline reads them; remove them or check the spelling"
+        )
     for key, ok, what in VALUE_RULES:
         value = OmegaConf.select(cfg, key)
         try:  # nan and inf pass the comparisons (inf > 0) and mean nothing here
@@ -205,24 +230,35 @@ def served_backend_problems(cfg) -> list[str]:
         return []
     problems = []
     if not b.base_url:
-        problems.append("backend=openai needs backend.base_url=http://HOST:PORT/v1 (the "
-                        "OpenAI-compatible server of the model under test)")
+        problems.append(
+            "backend=openai needs backend.base_url=http://HOST:PORT/v1 (the "
+            "OpenAI-compatible server of the model under test)"
+        )
     try:
         check_base_url(b.base_url)
     except ValueError:
-        problems.append("backend.base_url holds credentials (user:password@ or a key in its "
-                        "query): remove them and "
-                        f"export the key in ${b.api_key_env} (backend.api_key_env)")
+        problems.append(
+            "backend.base_url holds credentials (user:password@ or a key in its "
+            "query): remove them and "
+            f"export the key in ${b.api_key_env} (backend.api_key_env)"
+        )
     other = [s for s in cfg.generation.strategies if s not in CHAT_STRATEGIES]
     if other:
-        problems.append(f"generation.strategies has {other}, which a chat-completions endpoint "
-                        f"cannot run: set generation.strategies=[{','.join(CHAT_STRATEGIES)}] and "
-                        "evaluation.targets without them")
-    missing = [t for t in cfg.evaluation.targets
-               if t in METHODS and METHODS[t].kind == "decode" and t not in CHAT_STRATEGIES]
+        problems.append(
+            f"generation.strategies has {other}, which a chat-completions endpoint "
+            f"cannot run: set generation.strategies=[{','.join(CHAT_STRATEGIES)}] and "
+            "evaluation.targets without them"
+        )
+    missing = [
+        t
+        for t in cfg.evaluation.targets
+        if t in METHODS and METHODS[t].kind == "decode" and t not in CHAT_STRATEGIES
+    ]
     if missing:
-        problems.append(f"evaluation.targets has {missing}, which backend=openai does not decode: "
-                        "drop them from evaluation.targets")
+        problems.append(
+            f"evaluation.targets has {missing}, which backend=openai does not decode: "
+            "drop them from evaluation.targets"
+        )
     if b.max_concurrency < 1:
         problems.append(f"backend.max_concurrency={b.max_concurrency}: must be >= 1")
     return problems
@@ -237,32 +273,43 @@ def revision_problems(cfg) -> list[str]:
 
     problems = []
     model_rev = OmegaConf.select(cfg, "model.revision")
-    if model_rev is not None and cfg.backend.name != "openai" and not is_hub_id(
-            str(cfg.model.path)):
-        problems.append(f"model.revision={model_rev!r}: model.path={cfg.model.path!r} is no hub "
-                        "id (a local folder or a packaged model has no hub revision): set "
-                        "model.path=<org/name> or model.revision=null")
+    if (
+        model_rev is not None
+        and cfg.backend.name != "openai"
+        and not is_hub_id(str(cfg.model.path))
+    ):
+        problems.append(
+            f"model.revision={model_rev!r}: model.path={cfg.model.path!r} is no hub "
+            "id (a local folder or a packaged model has no hub revision): set "
+            "model.path=<org/name> or model.revision=null"
+        )
     data_rev = OmegaConf.select(cfg, "dataset.revision")
     overrides = OmegaConf.to_container(cfg.dataset.overrides, resolve=True) or {}
     other = overrides.get("revision")
     if data_rev is not None and other is not None and str(other) != str(data_rev):
-        problems.append(f"dataset.revision={data_rev!r} and dataset.overrides.revision={other!r}: "
-                        "set it once, as dataset.revision")
+        problems.append(
+            f"dataset.revision={data_rev!r} and dataset.overrides.revision={other!r}: "
+            "set it once, as dataset.revision"
+        )
     if data_rev is not None:
         try:
             repo = dataset_hub_repo(cfg)
         except (ConfigError, KeyError, TypeError, ValueError):  # an unknown dataset: named apart
             repo = ""
         if repo is None:
-            problems.append(f"dataset.revision={data_rev!r}: dataset {cfg.dataset.name} is not "
-                            "read from the hub (a bundled set, local files or a released file) "
-                            "and has no hub revision: set dataset.revision=null")
+            problems.append(
+                f"dataset.revision={data_rev!r}: dataset {cfg.dataset.name} is not "
+                "read from the hub (a bundled set, local files or a released file) "
+                "and has no hub revision: set dataset.revision=null"
+            )
     return problems
 
 
 def seed_problems(cfg) -> list[str]:
     """generation.seed=null leaves the seed to an endpoint's server: in-process backends need one."""
     if cfg.generation.seed is None and cfg.backend.name != "openai":
-        return [f"generation.seed=null leaves the seed to the server, which only backend=openai "
-                f"has; backend={cfg.backend.name} needs generation.seed=<int>"]
+        return [
+            f"generation.seed=null leaves the seed to the server, which only backend=openai "
+            f"has; backend={cfg.backend.name} needs generation.seed=<int>"
+        ]
     return []

@@ -91,7 +91,8 @@ class Task:
 
             self._spaces["decisions"] = {
                 name: get_space(spec["space"], **thaw(spec.get("options", {})))
-                for name, spec in self.decisions.items()}
+                for name, spec in self.decisions.items()
+            }
         return dict(self._spaces["decisions"])
 
     @property
@@ -143,7 +144,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        """"experiment/model/dataset": recorded in every manifest a stage writes."""
+        """ "experiment/model/dataset": recorded in every manifest a stage writes."""
         return f"{self.experiment}/{self.model.name}/{self.dataset.name}"
 
     @property
@@ -177,18 +178,28 @@ def resolve_report(cfg: Any) -> ReportSettings:
 
     def typed(key: str, cls: type) -> Any:  # a sweep's primary config may leave cell keys unset
         node = cfg.get(key)
-        values = (OmegaConf.to_container(node, resolve=True, throw_on_missing=False)
-                  if OmegaConf.is_config(node) else dict(node or {}))
+        values = (
+            OmegaConf.to_container(node, resolve=True, throw_on_missing=False)
+            if OmegaConf.is_config(node)
+            else dict(node or {})
+        )
         return freeze(cls(**{k: v for k, v in values.items() if v != "???"}))
 
-    recorded = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-                else cfg[k] for k in REPORT_KEYS if k in cfg}
+    recorded = {
+        k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
+        for k in REPORT_KEYS
+        if k in cfg
+    }
     return ReportSettings(
-        experiment=str(cfg.experiment), output_root=str(cfg.output_root),
-        results_dir=str(cfg.results_dir), report_models=tuple(cfg.get("report_models") or ()),
+        experiment=str(cfg.experiment),
+        output_root=str(cfg.output_root),
+        results_dir=str(cfg.results_dir),
+        report_models=tuple(cfg.get("report_models") or ()),
         report_figures=typed("report_figures", structured.ReportFiguresConfig),
         evaluation=typed("evaluation", structured.EvaluationConfig),
-        wandb=typed("wandb", structured.WandbConfig), recorded=freeze(recorded))
+        wandb=typed("wandb", structured.WandbConfig),
+        recorded=freeze(recorded),
+    )
 
 
 def resolve_task(cfg: Any) -> Task:
@@ -199,14 +210,20 @@ def resolve_task(cfg: Any) -> Task:
 
     t = cfg.task
     return Task(
-        name=str(t.name), space=str(t.space), space_options=freeze(space_settings(cfg)),
-        mapper=str(t.mapper), mapper_settings=freeze(mapper_config(cfg)), reference=str(t.reference),
-        prompt=str(t.prompt), metrics=tuple(t.metrics),
+        name=str(t.name),
+        space=str(t.space),
+        space_options=freeze(space_settings(cfg)),
+        mapper=str(t.mapper),
+        mapper_settings=freeze(mapper_config(cfg)),
+        reference=str(t.reference),
+        prompt=str(t.prompt),
+        metrics=tuple(t.metrics),
         metric_settings=FrozenDict({m: freeze(metric_config(cfg, m)) for m in t.metrics}),
         decisions=freeze(OmegaConf.to_container(t.decisions, resolve=True) or {}),
         options=freeze(task_options(cfg)),
         extractor=freeze(part_config(ExtractorConfig, t.extractor, "task.extractor")),
-        equivalence=freeze(part_config(EquivalenceConfig, t.equivalence, "task.equivalence")))
+        equivalence=freeze(part_config(EquivalenceConfig, t.equivalence, "task.equivalence")),
+    )
 
 
 def resolve_cell(cfg: Any) -> Cell:
@@ -223,22 +240,37 @@ def resolve_cell(cfg: Any) -> Cell:
     recorded = OmegaConf.to_container(cfg, resolve=True)
     recorded.pop("hydra", None)
     return Cell(
-        experiment=str(cfg.experiment), stage=str(cfg.stage), output_root=str(cfg.output_root),
-        results_dir=str(cfg.results_dir), cache_dir=str(cfg.cache_dir), device=str(cfg.device),
-        model=typed("model"), backend=typed("backend"), dataset=typed("dataset"),
-        task=resolve_task(cfg), generation=typed("generation"),
-        uq=UQSettings(estimators, FrozenDict(
-            {g: freeze(group_config(cfg, g)) for g in groups_of(list(estimators))})),
+        experiment=str(cfg.experiment),
+        stage=str(cfg.stage),
+        output_root=str(cfg.output_root),
+        results_dir=str(cfg.results_dir),
+        cache_dir=str(cfg.cache_dir),
+        device=str(cfg.device),
+        model=typed("model"),
+        backend=typed("backend"),
+        dataset=typed("dataset"),
+        task=resolve_task(cfg),
+        generation=typed("generation"),
+        uq=UQSettings(
+            estimators,
+            FrozenDict({g: freeze(group_config(cfg, g)) for g in groups_of(list(estimators))}),
+        ),
         evaluation=typed("evaluation"),
-        reading=ReadingRule(str(reading.get("unreadable", "discard")),
-                            str(reading.get("truncated", "read"))),
-        wandb=typed("wandb"), report_models=tuple(cfg.get("report_models") or ()),
-        report_figures=typed("report_figures"), plugins=tuple(cfg.get("plugins") or ()),
-        rehearsal=freeze(recorded.get("rehearsal")), recorded=freeze(recorded))
+        reading=ReadingRule(
+            str(reading.get("unreadable", "discard")), str(reading.get("truncated", "read"))
+        ),
+        wandb=typed("wandb"),
+        report_models=tuple(cfg.get("report_models") or ()),
+        report_figures=typed("report_figures"),
+        plugins=tuple(cfg.get("plugins") or ()),
+        rehearsal=freeze(recorded.get("rehearsal")),
+        recorded=freeze(recorded),
+    )
 
 
 # The config's readers: the typed settings of each part from the composed config (also what
 # `validate` checks before anything runs).
+
 
 def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
     """The typed settings of part `name` from a full config: its fields named like a shared task
@@ -253,12 +285,20 @@ def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
     shared = [f.name for f in dataclasses.fields(config_class) if f.name in SHARED_TASK_SETTINGS]
     try:
         values = OmegaConf.select(cfg, where, default=None)
-        values = dict((OmegaConf.to_container(values, resolve=True)
-                       if OmegaConf.is_config(values) else values) or {})
+        values = dict(
+            (
+                OmegaConf.to_container(values, resolve=True)
+                if OmegaConf.is_config(values)
+                else values
+            )
+            or {}
+        )
         clash = sorted(set(shared) & set(values))
         if clash:
-            raise ConfigError(f"{where}.{clash[0]}: set it as task.{clash[0]} (shared by every "
-                              "stage that uses it)")
+            raise ConfigError(
+                f"{where}.{clash[0]}: set it as task.{clash[0]} (shared by every "
+                "stage that uses it)"
+            )
         hints = typing.get_type_hints(config_class)
         for key in shared:
             values[key] = OmegaConf.to_container(cfg.task[key], resolve=True)
@@ -266,8 +306,9 @@ def settings_from(cfg: Any, config_class: type[C], node: str, name: str) -> C:
         if node in TASK_PART_NODES:
             values.update(_from_task_options(cfg, config_class, where, values))
     except OmegaConfBaseException as exc:  # e.g. an ${oc.env:...} whose variable is unset
-        raise ConfigError(f"{where}: a setting it reads cannot be resolved: "
-                          f"{str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            f"{where}: a setting it reads cannot be resolved: {str(exc).splitlines()[0]}"
+        ) from None
     return part_config(config_class, values, where)
 
 
@@ -276,21 +317,29 @@ def task_options(cfg: Any) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     options = OmegaConf.select(cfg, "task.options", default=None)
-    return dict((OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options)
-                 else options) or {})
+    return dict(
+        (OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else options)
+        or {}
+    )
 
 
-def _from_task_options(cfg: Any, config_class: type, where: str, values: dict[str, Any]) -> dict[str, Any]:
+def _from_task_options(
+    cfg: Any, config_class: type, where: str, values: dict[str, Any]
+) -> dict[str, Any]:
     """The part's fields that `task.options` names, refusing one also set to another value under
     the part's own node (its default there is no setting: option_defaults writes it)."""
     options = task_options(cfg)
-    defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else None)
-                for f in dataclasses.fields(config_class)}
+    defaults = {
+        f.name: (f.default if f.default is not dataclasses.MISSING else None)
+        for f in dataclasses.fields(config_class)
+    }
     taken = {k: v for k, v in options.items() if k in defaults and k not in SHARED_TASK_SETTINGS}
     for key, value in taken.items():
         if key in values and values[key] not in (value, defaults[key]):
-            raise ConfigError(f"{where}.{key}={values[key]!r} and task.options.{key}={value!r}: set it "
-                              f"once, as task.options.{key} (every part of the task reads it there)")
+            raise ConfigError(
+                f"{where}.{key}={values[key]!r} and task.options.{key}={value!r}: set it "
+                f"once, as task.options.{key} (every part of the task reads it there)"
+            )
     return taken
 
 
@@ -331,8 +380,10 @@ def space_settings(cfg: Any) -> dict[str, Any]:
     for key, value in task_options(cfg).items():
         if key in keywords:
             if key in settings and settings[key] != value:
-                raise ConfigError(f"task.space_options.{key}={settings[key]!r} and task.options.{key}="
-                                  f"{value!r}: set it once, as task.options.{key}")
+                raise ConfigError(
+                    f"task.space_options.{key}={settings[key]!r} and task.options.{key}="
+                    f"{value!r}: set it once, as task.options.{key}"
+                )
             settings[key] = value
     return settings
 
@@ -342,10 +393,19 @@ def option_readers(cfg: Any) -> dict[str, list[str]]:
     mapper and metrics by their settings' fields); a key no part reads has an empty list."""
     import dataclasses
 
-    fields_of = {f"mappers.{cfg.task.mapper}": MAPPERS[cfg.task.mapper].Config,
-                 **{f"metrics.{m}": METRICS[m].Config for m in cfg.task.metrics}}
+    fields_of = {
+        f"mappers.{cfg.task.mapper}": MAPPERS[cfg.task.mapper].Config,
+        **{f"metrics.{m}": METRICS[m].Config for m in cfg.task.metrics},
+    }
     space = _space_keywords(cfg)
-    return {key: [*([f"the space {cfg.task.space}"] if key in space else []),
-                  *(part for part, config in fields_of.items()
-                    if key in {f.name for f in dataclasses.fields(config)})]
-            for key in task_options(cfg)}
+    return {
+        key: [
+            *([f"the space {cfg.task.space}"] if key in space else []),
+            *(
+                part
+                for part, config in fields_of.items()
+                if key in {f.name for f in dataclasses.fields(config)}
+            ),
+        ]
+        for key in task_options(cfg)
+    }

@@ -33,7 +33,9 @@ class ModelConfig:
     top_p: float | None = None
     top_k: int | None = None
     trust_remote_code: bool = False
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. enable_thinking: false
+    chat_template_kwargs: dict[str, Any] = field(
+        default_factory=dict
+    )  # e.g. enable_thinking: false
     # Resources of one cell's job: GPUs it asks SLURM for (hydra/launcher=slurm reads this per
     # cell, so one sweep launches each model with its own) and vLLM's tensor parallel size
     # (null = gpus). A model whose weights do not fit one GPU says so here, once.
@@ -75,7 +77,9 @@ class BackendConfig:
     max_concurrency: int = 16  # requests in flight, over all prompts of a shard
     logprobs: bool = True  # request token log-probs (false for servers that refuse it)
     timeout: float = 600.0  # seconds per request (the openai SDK's default; n=20 on a CPU is slow)
-    deadline: float | None = None  # seconds for one batch of requests, retries included (null: no bound)
+    deadline: float | None = (
+        None  # seconds for one batch of requests, retries included (null: no bound)
+    )
     requests_per_minute: float | None = None  # a hosted API's rate limit (null: none)
     # bytes of one response body: a bigger one is refused, not kept (20 choices x 4096 tokens
     # with log-probs measured 8.7 MiB)
@@ -116,7 +120,9 @@ class TaskConfig:
     decisions: dict[str, Any] = field(default_factory=dict)
     extractor: ExtractorConfig = field(default_factory=ExtractorConfig)
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
-    metrics: list[str] = field(default_factory=list)  # pipeline.tasks.METRICS, each with its direction
+    metrics: list[str] = field(
+        default_factory=list
+    )  # pipeline.tasks.METRICS, each with its direction
     # Settings several parts of the task share, named once (e.g. {taxonomy: tree.json}): a mapper's
     # or metric's settings field of that name, and the space's constructor keyword, read it here.
     options: dict[str, Any] = field(default_factory=dict)
@@ -220,8 +226,9 @@ class ReportFiguresConfig:
     entropy_pooled: bool = False  # also latent_entropy_vs_risk_pooled: every model and task
     # Fig. 2a averages PRR ranks "over four LLMs": these. When none has outputs, the models
     # present (except qwen2.5-72b-instruct, reported apart), named in the panel title.
-    rank_models: list[str] = field(default_factory=lambda: [
-        "qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b"])
+    rank_models: list[str] = field(
+        default_factory=lambda: ["qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b"]
+    )
     # Tables: a (model, column) of ours with fewer prompts than this gets no best / runner-up
     # mark, its n is shown "(too small)"
     min_n_best: int = 30

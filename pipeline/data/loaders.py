@@ -188,11 +188,15 @@ def load_hf_split(
     loaded = loaded_commit(ds)
     if is_commit(revision) and loaded is not None and loaded != revision:
         # offline, `datasets` reads its newest cached build whatever the revision asked
-        log.warning("%s: revision %s was asked, but the split was built from commit %s (an "
-                    "offline load from the datasets cache?)", spec.name, revision, loaded)
+        log.warning(
+            "%s: revision %s was asked, but the split was built from commit %s (an "
+            "offline load from the datasets cache?)",
+            spec.name,
+            revision,
+            loaded,
+        )
     if recording():  # the commit used: resolved only when someone records it
-        note_source(hub_entry(path, revision, "dataset", loaded=loaded, config=config,
-                              split=split))
+        note_source(hub_entry(path, revision, "dataset", loaded=loaded, config=config, split=split))
     return ds
 
 
@@ -263,16 +267,18 @@ def load_maqa(
     ]
 
 
-def file_provenance(source: Any, pinned: str | None = None, commit: str | None = None
-                    ) -> dict[str, Any]:
+def file_provenance(
+    source: Any, pinned: str | None = None, commit: str | None = None
+) -> dict[str, Any]:
     """What traces a released data file: its SHA-256, whether a pin checked it (`pinned`: the
     pinned hash, None: unpinned), and where it came from: the `<file>.source.json` that
     `make paper-assets` writes beside it (repository, commit, file) when it describes these very
     bytes, else the pin's `commit`. Empty for a URL or several files (nothing local to hash)."""
     from pipeline.store import file_sha256
 
-    if not isinstance(source, (str, os.PathLike)) or str(source).startswith(("http://",
-                                                                            "https://")):
+    if not isinstance(source, (str, os.PathLike)) or str(source).startswith(
+        ("http://", "https://")
+    ):
         return {}
     path = Path(os.fspath(source)).expanduser()
     if not path.is_file():
@@ -298,13 +304,15 @@ def check_sha256(name: str, source: Any, expected: str) -> None:
     if not path.is_file():
         raise DatasetUnavailableError(
             f"dataset {name!r}: sha256 is pinned, so the data must be a local file; {path} is not "
-            "one (run `make paper-assets`)")
+            "one (run `make paper-assets`)"
+        )
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != expected.lower():
         raise DatasetUnavailableError(
             f"dataset {name!r}: {path} has SHA-256 {digest}, not the pinned {expected}: it is "
             "another release of the data. Fetch the pinned one (`make paper-assets`) or, to use "
-            "this file knowingly, set dataset.overrides.sha256=null")
+            "this file knowingly, set dataset.overrides.sha256=null"
+        )
 
 
 def load_maqa_star(
@@ -334,7 +342,9 @@ def load_maqa_star(
 
 def load_gsm8k(spec: DatasetSpec, select: Selector, **hub: Any) -> list[dict[str, Any]]:
     """GSM8K (openai/gsm8k, main, test): question -> the numeric final answer."""
-    return [R.gsm8k_record(row, spec.name, i) for i, row in _rows(load_hf_split(spec, **hub), select)]
+    return [
+        R.gsm8k_record(row, spec.name, i) for i, row in _rows(load_hf_split(spec, **hub), select)
+    ]
 
 
 def load_wmt19(
@@ -356,8 +366,16 @@ CNN_DM_SOURCES = ("benchmark", "hub")
 BENCHMARK_REPO = "https://github.com/Tiiiger/benchmark_llm_summarization"
 BENCHMARK_FILE = "writer_summaries.json"
 # The options that only the hub source reads: with source=benchmark they must keep their defaults.
-_HUB_ONLY = ("path", "config", "split", "data_files", "revision", "article_field",
-             "summary_field", "id_field")
+_HUB_ONLY = (
+    "path",
+    "config",
+    "split",
+    "data_files",
+    "revision",
+    "article_field",
+    "summary_field",
+    "id_field",
+)
 
 
 def load_cnn_dm(
@@ -380,20 +398,26 @@ def load_cnn_dm(
       format via `data_files`; the field options rename its columns. `benchmark_file` is ignored.
     """
     if source not in CNN_DM_SOURCES:
-        raise ValueError(f"dataset {spec.name!r}: source must be one of {list(CNN_DM_SOURCES)}, "
-                         f"got {source!r}")
+        raise ValueError(
+            f"dataset {spec.name!r}: source must be one of {list(CNN_DM_SOURCES)}, got {source!r}"
+        )
     if source == "benchmark":
-        given = {"article_field": article_field, "summary_field": summary_field,
-                 "id_field": id_field, **hub}
-        changed = sorted(k for k in _HUB_ONLY
-                         if k in given and given[k] != spec.defaults.get(k, given[k]))
+        given = {
+            "article_field": article_field,
+            "summary_field": summary_field,
+            "id_field": id_field,
+            **hub,
+        }
+        changed = sorted(
+            k for k in _HUB_ONLY if k in given and given[k] != spec.defaults.get(k, given[k])
+        )
         if changed:
             raise TypeError(
                 f"dataset {spec.name!r} with source=benchmark reads only benchmark_file; "
                 f"{changed} are options of source=hub (set source=hub, or point "
-                "benchmark_file at a file in the benchmark's format)")
-        return load_writer_summaries(spec, select, benchmark_file,
-                                     cache_dir=hub.get("cache_dir"))
+                "benchmark_file at a file in the benchmark's format)"
+            )
+        return load_writer_summaries(spec, select, benchmark_file, cache_dir=hub.get("cache_dir"))
     return [
         R.cnn_dm_record(row, spec.name, i, article_field, summary_field, id_field)
         for i, row in _rows(load_hf_split(spec, **hub), select)
@@ -401,7 +425,9 @@ def load_cnn_dm(
 
 
 def load_writer_summaries(
-    spec: DatasetSpec, select: Selector, benchmark_file: str | os.PathLike | None,
+    spec: DatasetSpec,
+    select: Selector,
+    benchmark_file: str | os.PathLike | None,
     cache_dir: str | None = None,
 ) -> list[dict[str, Any]]:
     """The benchmark's writer_summaries.json: one record per article (in the order articles
@@ -410,17 +436,21 @@ def load_writer_summaries(
     The file is a JSON list of {article_id, article, summary} objects, one per freelance-writer
     summary (JSON lines are read too). `cache_dir` is accepted for symmetry and unused.
     """
-    fixes = (f"run `make paper-assets` (downloads {BENCHMARK_FILE} from {BENCHMARK_REPO} into "
-             "<cache_dir>/data/cnn_dm/), or set dataset.overrides.benchmark_file=<a copy of it>; "
-             "dataset.overrides.source=hub reads abisee/cnn_dailymail instead, and "
-             f"dataset={spec.offline_alternative or 'cnn_dm_bundled'} works offline")
+    fixes = (
+        f"run `make paper-assets` (downloads {BENCHMARK_FILE} from {BENCHMARK_REPO} into "
+        "<cache_dir>/data/cnn_dm/), or set dataset.overrides.benchmark_file=<a copy of it>; "
+        "dataset.overrides.source=hub reads abisee/cnn_dailymail instead, and "
+        f"dataset={spec.offline_alternative or 'cnn_dm_bundled'} works offline"
+    )
     if benchmark_file is None:
         raise DatasetUnavailableError(
-            f"Dataset {spec.name!r} with source=benchmark needs benchmark_file: {fixes}.")
+            f"Dataset {spec.name!r} with source=benchmark needs benchmark_file: {fixes}."
+        )
     path = Path(os.fspath(benchmark_file)).expanduser()
     if not path.is_file():
         raise DatasetUnavailableError(
-            f"Dataset {spec.name!r}: benchmark file {path} not found. To get it, {fixes}.")
+            f"Dataset {spec.name!r}: benchmark file {path} not found. To get it, {fixes}."
+        )
     text = path.read_text(encoding="utf-8")
     try:
         rows = json.loads(text)
@@ -430,14 +460,21 @@ def load_writer_summaries(
         except json.JSONDecodeError as exc:
             raise R.DatasetFormatError(
                 f"{path}: neither a JSON list nor JSON lines ({exc}); expected the benchmark's "
-                f"{BENCHMARK_FILE} ({BENCHMARK_REPO})") from exc
+                f"{BENCHMARK_FILE} ({BENCHMARK_REPO})"
+            ) from exc
     if not isinstance(rows, list):
         raise R.DatasetFormatError(
             f"{path}: expected a JSON list of {list(R.WRITER_SUMMARY_COLUMNS)} objects (the "
-            f"benchmark's {BENCHMARK_FILE}), got a JSON {type(rows).__name__}")
+            f"benchmark's {BENCHMARK_FILE}), got a JSON {type(rows).__name__}"
+        )
     if recording():  # the benchmark is pinned at its fetch (make paper-assets), not here
-        note_source({"source": "file", "path": str(path),
-                     **{k: v for k, v in file_provenance(path).items() if k != "pinned"}})
+        note_source(
+            {
+                "source": "file",
+                "path": str(path),
+                **{k: v for k, v in file_provenance(path).items() if k != "pinned"},
+            }
+        )
     articles = R.group_writer_summaries(rows, str(path))
     if not articles:
         raise R.DatasetFormatError(f"{path}: no entries")
@@ -476,9 +513,13 @@ def load_bundled(
     if recording():
         from pipeline.store import file_sha256
 
-        note_source({"source": "bundled" if path is None else "file",
-                     ("file" if path is None else "path"): source.name if path is None
-                     else str(source), "sha256": file_sha256(source)})
+        note_source(
+            {
+                "source": "bundled" if path is None else "file",
+                ("file" if path is None else "path"): source.name if path is None else str(source),
+                "sha256": file_sha256(source),
+            }
+        )
     out = []
     for i in select(len(rows)):
         row = rows[i]

@@ -138,7 +138,8 @@ Task: Extract answer probability pairs."""
 SIMPLEX_EXAMPLE_AS_PUBLISHED = "A: Atlantic (55%\n"
 SIMPLEX_EXAMPLE_RESTORED = "A: Atlantic (55%), Pacific (45%)\n"
 SIMPLEX_EXTRACTION_PROMPT_RESTORED = SIMPLEX_EXTRACTION_PROMPT.replace(
-    SIMPLEX_EXAMPLE_AS_PUBLISHED, SIMPLEX_EXAMPLE_RESTORED)
+    SIMPLEX_EXAMPLE_AS_PUBLISHED, SIMPLEX_EXAMPLE_RESTORED
+)
 # mappers.simplex.prompt_example -> the simplex g_T template
 SIMPLEX_EXTRACTION_PROMPTS: dict[str, str] = {
     "restored": SIMPLEX_EXTRACTION_PROMPT_RESTORED,  # experiment=paper (docs/fidelity.md)
@@ -206,13 +207,16 @@ def task_prompt(prompt: str, question: str, written: bool = False) -> str:
     if prompt in TASK_PROMPTS:
         return fill_prompt(TASK_PROMPTS[prompt], question, written)
     if not is_prompt(prompt):
-        raise ValueError(f"unknown prompt {prompt!r}: name one of {sorted(TASK_PROMPTS)} or give "
-                         "a template with a {question} slot")
+        raise ValueError(
+            f"unknown prompt {prompt!r}: name one of {sorted(TASK_PROMPTS)} or give "
+            "a template with a {question} slot"
+        )
     return fill_prompt(prompt, question, written)
 
 
-def build_messages(task: str, record: Mapping[str, Any], written: bool = False
-                   ) -> list[dict[str, str]]:
+def build_messages(
+    task: str, record: Mapping[str, Any], written: bool = False
+) -> list[dict[str, str]]:
     """Chat messages for one dataset record (a row of the DATASET artifact).
 
     The paper uses no system prompt, so this is a single user turn holding the task prompt
@@ -268,8 +272,9 @@ def simplex_extraction_prompt(question: str, answer: str, example: str = "restor
     """lst:simplex_prompt_gt filled for one (question, model answer) pair; `example`: its example
     answer "restored" (SIMPLEX_EXAMPLE_RESTORED) or "verbatim" (cut at "%", as published)."""
     if example not in SIMPLEX_EXTRACTION_PROMPTS:
-        raise ValueError(f"example={example!r}: choose one of "
-                         f"{', '.join(SIMPLEX_EXTRACTION_PROMPTS)}")
+        raise ValueError(
+            f"example={example!r}: choose one of {', '.join(SIMPLEX_EXTRACTION_PROMPTS)}"
+        )
     return fill_extraction_prompt(SIMPLEX_EXTRACTION_PROMPTS[example], question, answer)
 
 

@@ -251,20 +251,24 @@ def group_writer_summaries(
         at = f"{where}: entry {i}"
         if not isinstance(row, Mapping):
             raise DatasetFormatError(
-                f"{at} is {type(row).__name__}, not an object with {list(WRITER_SUMMARY_COLUMNS)}")
+                f"{at} is {type(row).__name__}, not an object with {list(WRITER_SUMMARY_COLUMNS)}"
+            )
         missing = [c for c in WRITER_SUMMARY_COLUMNS if c not in row]
         if missing:
             raise DatasetFormatError(
                 f"{at}: missing column(s) {missing}; the benchmark's writer_summaries.json has "
-                f"{list(WRITER_SUMMARY_COLUMNS)} in every entry (has {sorted(row)})")
-        article_id = _text(str(row["article_id"]) if row["article_id"] is not None else None,
-                           "article_id", at)
+                f"{list(WRITER_SUMMARY_COLUMNS)} in every entry (has {sorted(row)})"
+            )
+        article_id = _text(
+            str(row["article_id"]) if row["article_id"] is not None else None, "article_id", at
+        )
         article = _text(row["article"], "article", at)
         summary = _text(row["summary"], "summary", at)
         if article_id in articles:
             if articles[article_id][0] != article:
                 raise DatasetFormatError(
-                    f"{at}: article_id {article_id!r} appears with two different article texts")
+                    f"{at}: article_id {article_id!r} appears with two different article texts"
+                )
             articles[article_id][1].append(summary)
         else:
             articles[article_id] = (article, [summary])
@@ -279,8 +283,7 @@ def writer_summary_record(
     The first summary in file order is the reference: the file has no writer ids and no ranking,
     so file order is the only choice that does not depend on anything but the file.
     """
-    return _source_record(dataset, 0, article_id, question=article,
-                          reference_text=summaries[0])
+    return _source_record(dataset, 0, article_id, question=article, reference_text=summaries[0])
 
 
 def gsm8k_record(row: Mapping[str, Any], dataset: str, index: int) -> dict[str, Any]:
@@ -293,8 +296,9 @@ def gsm8k_record(row: Mapping[str, Any], dataset: str, index: int) -> dict[str, 
     final = answer.rsplit("####", 1)[1].strip().replace(",", "")
     if not final:
         raise DatasetFormatError(f"{where}: empty final answer after '####'")
-    return _source_record(dataset, index, question=_text(row.get("question"), "question", where),
-                          answers=[[final]])
+    return _source_record(
+        dataset, index, question=_text(row.get("question"), "question", where), answers=[[final]]
+    )
 
 
 # --- validation -------------------------------------------------------------------------------

@@ -29,7 +29,9 @@ class ReferenceKind:
     description: str = ""
 
 
-REFERENCES: Registry[ReferenceKind] = Registry("reference kind", discover=("pipeline.tasks.*.task",))
+REFERENCES: Registry[ReferenceKind] = Registry(
+    "reference kind", discover=("pipeline.tasks.*.task",)
+)
 
 
 def answer_aliases(value: Any) -> list[str]:
@@ -39,6 +41,8 @@ def answer_aliases(value: Any) -> list[str]:
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     for v in items:
         if v is not None and (isinstance(v, bool) or not isinstance(v, str | int | float)):
-            raise ValueError(f"holds {type(v).__name__} {v!r:.60} where an answer's name (or a "
-                             "list of its aliases) belongs")
+            raise ValueError(
+                f"holds {type(v).__name__} {v!r:.60} where an answer's name (or a "
+                "list of its aliases) belongs"
+            )
     return [str(v).strip() for v in items if v is not None and str(v).strip()]

@@ -63,8 +63,10 @@ def spec_for(name: str, loader: str | None = None, reference: str | None = None)
         return DATASETS[name]
     fn, defaults = LOADERS[loader]
     if reference is None:
-        raise ValueError(f"dataset {name!r} with loader {loader!r} needs the reference kind its "
-                         "records carry (the task's `reference`)")
+        raise ValueError(
+            f"dataset {name!r} with loader {loader!r} needs the reference kind its "
+            "records carry (the task's `reference`)"
+        )
     return DatasetSpec(name, reference, fn, defaults, description=f"{loader} loader")
 
 
@@ -82,8 +84,14 @@ def subset_indices(n: int, limit: int | None, seed: int = 0, shuffle: bool = Fal
 
 
 def load_dataset(
-    name: str, *, limit: int | None = None, seed: int = 0, shuffle: bool = False,
-    loader: str | None = None, reference: str | None = None, **overrides: Any
+    name: str,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    shuffle: bool = False,
+    loader: str | None = None,
+    reference: str | None = None,
+    **overrides: Any,
 ) -> Any:
     """Load dataset config `name` as a pandas DataFrame in the DATASET schema.
 
@@ -114,8 +122,14 @@ def load_dataset(
 _HUB = {"data_files": None, "cache_dir": None, "revision": None}
 
 
-def _register_hub(name: str, reference: str, loader: Loader, description: str,
-                  offline_alternative: str | None = None, **defaults: Any) -> None:
+def _register_hub(
+    name: str,
+    reference: str,
+    loader: Loader,
+    description: str,
+    offline_alternative: str | None = None,
+    **defaults: Any,
+) -> None:
     """Register a hub dataset: its `defaults`, then the shared hub options (`_HUB`).
 
     Its offline alternative is the bundled stand-in `<name>_bundled` registered below.

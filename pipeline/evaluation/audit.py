@@ -24,16 +24,28 @@ from dataclasses import dataclass, field
 
 from pipeline.evaluation.matching import Judge, answer_names, match_label
 
-__all__ = ["WARNINGS", "STOP_WORDS", "PromptAudit", "audit_prompt", "label_warnings",
-           "count_warnings"]
+__all__ = [
+    "WARNINGS",
+    "STOP_WORDS",
+    "PromptAudit",
+    "audit_prompt",
+    "label_warnings",
+    "count_warnings",
+]
 
-WARNINGS = ("reference_collapsed", "stop_word_label", "single_letter_label", "fragment_label",
-            "mostly_empty")
+WARNINGS = (
+    "reference_collapsed",
+    "stop_word_label",
+    "single_letter_label",
+    "fragment_label",
+    "mostly_empty",
+)
 
 STOP_WORDS = frozenset(
     "the a an and or but nor of in on at to for by with from as is are was were be been it its "
     "this that these those they them he she we you i which who whom what there here not no yes "
-    "also too so than then".split())
+    "also too so than then".split()
+)
 
 
 @dataclass
@@ -58,17 +70,27 @@ def label_warnings(labels: Iterable[str]) -> list[str]:
         words = label.split()
         for other in labels:
             longer = other.split()
-            if other != label and len(longer) > len(words) and any(
-                    longer[i:i + len(words)] == words for i in range(len(longer) - len(words) + 1)):
+            if (
+                other != label
+                and len(longer) > len(words)
+                and any(
+                    longer[i : i + len(words)] == words for i in range(len(longer) - len(words) + 1)
+                )
+            ):
                 out.append(f"fragment_label: {label!r} beside {other!r}")
                 break
     return out
 
 
-def audit_prompt(response_labels: Sequence[list[str] | None], answers: Sequence[Sequence[object]],
-                 question: str = "", extra_labels: Iterable[str] = (),
-                 judge: Judge | None = None, empty_share: float = 0.5,
-                 reference_latent_labels: Sequence[str] | None = None) -> PromptAudit:
+def audit_prompt(
+    response_labels: Sequence[list[str] | None],
+    answers: Sequence[Sequence[object]],
+    question: str = "",
+    extra_labels: Iterable[str] = (),
+    judge: Judge | None = None,
+    empty_share: float = 0.5,
+    reference_latent_labels: Sequence[str] | None = None,
+) -> PromptAudit:
     """Audit one prompt. `response_labels`: each sample's labels (None: unparseable);
     `answers`: the reference's alias lists; `extra_labels`: labels of the decisions (Bayes,
     beam, ...) to match too; `reference_latent_labels`: a mapped reference's own labels (graphs),
@@ -85,8 +107,9 @@ def audit_prompt(response_labels: Sequence[list[str] | None], answers: Sequence[
                 continue
             other = match_label(name, [a for j, a in enumerate(answers) if j != i], question)
             if name in seen or (other.answer is not None and other.rule == "alias"):
-                audit.warnings.append(f"reference_collapsed: answer {i + 1} ({name!r}) reads as "
-                                      "another answer")
+                audit.warnings.append(
+                    f"reference_collapsed: answer {i + 1} ({name!r}) reads as another answer"
+                )
             seen.setdefault(name, i)
     everything = [x for labels in response_labels if labels for x in labels] + list(extra_labels)
     ref_set = set(audit.reference_labels)
@@ -95,7 +118,8 @@ def audit_prompt(response_labels: Sequence[list[str] | None], answers: Sequence[
             hit = label in ref_set
             audit.label_matches[label] = {
                 "answer": audit.reference_labels.index(label) if hit else None,
-                "rule": "same" if hit else "none"}
+                "rule": "same" if hit else "none",
+            }
         else:
             m = match_label(label, answers, question, judge)
             audit.label_matches[label] = {"answer": m.answer, "rule": m.rule}
@@ -110,8 +134,10 @@ def audit_prompt(response_labels: Sequence[list[str] | None], answers: Sequence[
     audit.warnings.extend(sorted(per_response))
     parsed_empty = sum(1 for labels in response_labels if not labels)
     if response_labels and parsed_empty / len(response_labels) > empty_share:
-        audit.warnings.append(f"mostly_empty: {parsed_empty} of {len(response_labels)} responses "
-                              "give no answer or do not parse")
+        audit.warnings.append(
+            f"mostly_empty: {parsed_empty} of {len(response_labels)} responses "
+            "give no answer or do not parse"
+        )
     return audit
 
 

@@ -139,15 +139,26 @@ def bootstrap_cis(
     # metrics counting the same cells share one count per resample
     shares: list[int] = []
     for k, c in enumerate(counted):
-        shares.append(next((j for j in range(k) if c is not None and counted[j] is not None
-                            and counted[j].n_cells == c.n_cells
-                            and np.array_equal(counted[j].cells, c.cells)), k))
+        shares.append(
+            next(
+                (
+                    j
+                    for j in range(k)
+                    if c is not None
+                    and counted[j] is not None
+                    and counted[j].n_cells == c.n_cells
+                    and np.array_equal(counted[j].cells, c.cells)
+                ),
+                k,
+            )
+        )
     # Drawn in blocks of rows: a block of draws is the continuation of the previous one in the
     # generator's stream, so every metric sees exactly the resamples of one (n_boot, n) call.
     # Metrics are drawn for in groups of one block size (a batched metric's sums round by the
     # block's shape): each gets the blocks, so the values, it gets alone.
-    steps = [max(1, (_COUNTED_ELEMENTS if c is not None else _BATCH_ELEMENTS) // n)
-             for c in counted]
+    steps = [
+        max(1, (_COUNTED_ELEMENTS if c is not None else _BATCH_ELEMENTS) // n) for c in counted
+    ]
     replicates: list[list[np.ndarray]] = [[] for _ in metric_fns]
     for step in dict.fromkeys(steps):
         members = [k for k in range(len(metric_fns)) if steps[k] == step]

@@ -38,37 +38,61 @@ from functools import lru_cache
 
 from pipeline.text import canonical_label, to_text
 
-__all__ = ["GENERIC_HEADS", "QUALIFIERS", "Match", "Alignment", "asks_for_people", "names_match",
-           "match_label",
-           "align_labels", "answer_names", "reference_labels", "remap_distribution", "Judge"]
+__all__ = [
+    "GENERIC_HEADS",
+    "QUALIFIERS",
+    "Match",
+    "Alignment",
+    "asks_for_people",
+    "names_match",
+    "match_label",
+    "align_labels",
+    "answer_names",
+    "reference_labels",
+    "remap_distribution",
+    "Judge",
+]
 
 # Nouns that say what kind of thing a name is (singular; plurals are folded).
 GENERIC_HEADS = frozenset(
     "ocean sea river lake mount mountain island isle desert canal strait bay peninsula volcano "
     "glacier falls waterfall valley forest city town language dialect planet dwarf element gas "
     "metal dynasty empire band group company corporation corp inc ltd plc university college "
-    "state republic".split())
+    "state republic".split()
+)
 # Words that make a different thing of a name, never a head: "North Korea", "New Mexico".
 QUALIFIERS = frozenset(
     "north south east west northern southern eastern western northeast northwest southeast "
     "southwest new old upper lower central greater little inner outer equatorial united great "
-    "first second third".split())
+    "first second third".split()
+)
 _PEOPLE = re.compile(
     r"\b(?:who(?:m|se)?|persons?|people|presidents?|monarchs?|kings?|queens?|emperors?|popes?|"
     r"members?|leaders?|writers?|authors?|painters?|artists?|composers?|scientists?|actors?|"
     r"actresses?|singers?|musicians?|players?|athletes?|astronauts?|founders?|inventors?|"
     r"explorers?|poets?|philosophers?|ministers?|chancellors?|children|sons?|daughters?|wives|"
     r"wife|husbands?|brothers?|sisters?|rulers?|pharaohs?|generals?|prophets?|apostles?|saints?)\b",
-    re.IGNORECASE)
-_TITLES = frozenset("dr doctor mr mrs ms miss sir dame lord lady president king queen prince "
-                    "princess saint st general captain professor prof pope".split())
-_SUFFIXES = frozenset("jr junior sr senior i ii iii iv v vi vii viii ix x 1 2 3 4 5 6 7 8 9 10".split())
+    re.IGNORECASE,
+)
+_TITLES = frozenset(
+    "dr doctor mr mrs ms miss sir dame lord lady president king queen prince "
+    "princess saint st general captain professor prof pope".split()
+)
+_SUFFIXES = frozenset(
+    "jr junior sr senior i ii iii iv v vi vii viii ix x 1 2 3 4 5 6 7 8 9 10".split()
+)
 _ABBREVIATED = {"mt": "mount", "st": "saint", "ft": "fort"}
-_UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * (i + 2) for i, w in enumerate(
-    "twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
 _ROMAN = re.compile(r"^(?=[ivx]+$)x{0,3}(?:ix|iv|v?i{0,3})$")
 _ROMAN_VALUE = {"i": 1, "v": 5, "x": 10}
 
@@ -141,19 +165,33 @@ def _one_inner_edit(a: str, b: str) -> bool:
         return False
     if len(a) == len(b):
         diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
-                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+        return len(diff) == 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
     short, long_ = (a, b) if len(a) < len(b) else (b, a)
-    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
 
 
 # The kind a head names, so "Mount Everest" fits "Which mountains ...?" but "New York City"
 # does not fit "Which states ...?".
-_KIND = {"mount": "mountain", "mt": "mountain", "isle": "island", "town": "city", "corp": "company",
-         "corporation": "company", "inc": "company", "ltd": "company", "plc": "company"}
+_KIND = {
+    "mount": "mountain",
+    "mt": "mountain",
+    "isle": "island",
+    "town": "city",
+    "corp": "company",
+    "corporation": "company",
+    "inc": "company",
+    "ltd": "company",
+    "plc": "company",
+}
 # "Republic of Ireland" ~ "Ireland", "Kingdom of the Netherlands" ~ "Netherlands"
-_STATE_TITLE = frozenset("republic kingdom state commonwealth principality grand duchy federal "
-                         "of the".split())
+_STATE_TITLE = frozenset(
+    "republic kingdom state commonwealth principality grand duchy federal of the".split()
+)
 _NAME_STOP = frozenset("and of the".split())
 
 
@@ -166,7 +204,7 @@ _NUMBERED_ABBREVIATION = re.compile(r"^([b-df-hj-np-tw-z]{2,3}?)([ivx]+)$")
 
 
 def _initials(short: list[str], long_: list[str]) -> bool:
-    """"us" / "usa" / "car" / "nyc" / "mlk" are the initials of the long name's words (function
+    """ "us" / "usa" / "car" / "nyc" / "mlk" are the initials of the long name's words (function
     words skipped); "j and j" / "r and b" are "johnson and johnson" / "rhythm and blues" word by
     word. Two letters at least, a long name of two words at least."""
     content = [w for w in long_ if w not in _NAME_STOP]
@@ -176,14 +214,26 @@ def _initials(short: list[str], long_: list[str]) -> bool:
     if len(content) < 2:
         return False
     if len(short) == 1 and 2 <= len(short[0]) <= 6 and short[0].isalpha():
-        return short[0] == "".join(w[0] for w in content) or short[0] == "".join(w[0] for w in long_)
-    return (len(short) == len(long_) and sum(len(w) == 1 for w in short) >= 2
-            and all(a == b or (len(a) == 1 and len(b) >= 3 and b.isalpha() and b.startswith(a))
-                    for a, b in zip(short, long_)))
+        return short[0] == "".join(w[0] for w in content) or short[0] == "".join(
+            w[0] for w in long_
+        )
+    return (
+        len(short) == len(long_)
+        and sum(len(w) == 1 for w in short) >= 2
+        and all(
+            a == b or (len(a) == 1 and len(b) >= 3 and b.isalpha() and b.startswith(a))
+            for a, b in zip(short, long_)
+        )
+    )
 
 
-def _rule(label: list[str], alias: list[str], question_words: frozenset[str],
-          people: bool, abbreviated: frozenset[str] = frozenset()) -> str | None:
+def _rule(
+    label: list[str],
+    alias: list[str],
+    question_words: frozenset[str],
+    people: bool,
+    abbreviated: frozenset[str] = frozenset(),
+) -> str | None:
     """The rule by which two names (spelling forms) are one answer, or None. `abbreviated`:
     the label's words written with a dot ("Calif.", "Vit."), which may stand for longer words."""
     if label == alias:
@@ -194,8 +244,10 @@ def _rule(label: list[str], alias: list[str], question_words: frozenset[str],
         diff = [i for i in range(len(label)) if label[i] != alias[i]]
         if len(diff) == 1 and _one_inner_edit(label[diff[0]], alias[diff[0]]):
             return "spelling"
-        if abbreviated and all(a == b or (a in abbreviated and len(a) >= 3 and b.startswith(a))
-                               for a, b in zip(label, alias)):
+        if abbreviated and all(
+            a == b or (a in abbreviated and len(a) >= 3 and b.startswith(a))
+            for a, b in zip(label, alias)
+        ):
             return "abbreviation"  # "Calif." ~ "California", "Vit. D" ~ "Vitamin D"
     shorter, longer = sorted((label, alias), key=lambda w: (len(w), len(" ".join(w))))
     if _initials(shorter, longer):
@@ -206,24 +258,29 @@ def _rule(label: list[str], alias: list[str], question_words: frozenset[str],
         return None
     asked_kinds = {_kind(w) for w in question_words & GENERIC_HEADS}
     for start in range(len(longer) - len(shorter) + 1):
-        if longer[start:start + len(shorter)] != shorter:
+        if longer[start : start + len(shorter)] != shorter:
             continue
-        extra_words = longer[:start] + longer[start + len(shorter):]
+        extra_words = longer[:start] + longer[start + len(shorter) :]
         extra = {_singular(w) for w in extra_words}
         if extra & QUALIFIERS:
             continue
         kinds = {_kind(w) for w in extra}
-        if (extra <= GENERIC_HEADS | question_words
-                and not (asked_kinds and kinds - asked_kinds - question_words)):
+        if extra <= GENERIC_HEADS | question_words and not (
+            asked_kinds and kinds - asked_kinds - question_words
+        ):
             return "head_noun"  # not when the question asks for another kind: "states" / "city"
-        if start > 0 and "of" in extra_words and set(extra_words) <= _STATE_TITLE \
-                and start + len(shorter) == len(longer):
+        if (
+            start > 0
+            and "of" in extra_words
+            and set(extra_words) <= _STATE_TITLE
+            and start + len(shorter) == len(longer)
+        ):
             return "head_noun"  # "Republic of Ireland" ~ "Ireland"
     return None
 
 
 def _person_match(label: list[str], alias: list[str]) -> bool:
-    """"lennon" ~ "john lennon", "dr king" ~ "martin luther king jr", "elizabeth" ~
+    """ "lennon" ~ "john lennon", "dr king" ~ "martin luther king jr", "elizabeth" ~
     "elizabeth 1": a surname, or the name without titles and suffixes; never a first name."""
     if {"and", "of", "&"} & (set(label) | set(alias)) or max(len(label), len(alias)) > 5:
         return False
@@ -246,8 +303,11 @@ def _person_match(label: list[str], alias: list[str]) -> bool:
 
 
 _ASKS = re.compile(r"\b(?:which|what)\s+((?:[\w'-]+\s+){0,5})", re.IGNORECASE)
-_VERBISH = re.compile(r"^(?:is|are|was|were|be|been|have|has|had|do|does|did|can|could|will|would|"
-                      r"shall|should|may|might|must|\w+ed)$", re.IGNORECASE)
+_VERBISH = re.compile(
+    r"^(?:is|are|was|were|be|been|have|has|had|do|does|did|can|could|will|would|"
+    r"shall|should|may|might|must|\w+ed)$",
+    re.IGNORECASE,
+)
 
 
 @lru_cache(maxsize=1024)  # every label of a prompt is matched against the same question
@@ -270,8 +330,11 @@ def asks_for_people(question: str) -> bool:
 @lru_cache(maxsize=1024)
 def _question_words(question: str) -> frozenset[str]:
     """Singular content words of the question, which may head an answer ("Which vitamins")."""
-    return frozenset(_singular(w) for w in canonical_label(question).split()
-                     if len(w) > 2 and w not in QUALIFIERS)
+    return frozenset(
+        _singular(w)
+        for w in canonical_label(question).split()
+        if len(w) > 2 and w not in QUALIFIERS
+    )
 
 
 def names_match(label: object, alias: object, question: str = "") -> bool:
@@ -285,8 +348,12 @@ def _aliases(answer: object) -> list[str]:
     return [c for c in (canonical_label(to_text(a)) for a in answer) if c]
 
 
-def match_label(label: object, answers: Sequence[Sequence[object]], question: str = "",
-                judge: Judge | None = None) -> Match:
+def match_label(
+    label: object,
+    answers: Sequence[Sequence[object]],
+    question: str = "",
+    judge: Judge | None = None,
+) -> Match:
     """The reference answer `label` names: the first answer by the strictest rule that holds."""
     if judge is None and type(label) is str and type(question) is str:
         # a pure function of its arguments without a judge; the metrics of every method ask it
@@ -328,13 +395,16 @@ def _match_label_cached(label: str, answers: tuple, question: str) -> Match:
     return _match_label(label, answers, question, None)
 
 
-def _match_label(label: object, answers: Sequence[Sequence[object]], question: str,
-                 judge: Judge | None) -> Match:
+def _match_label(
+    label: object, answers: Sequence[Sequence[object]], question: str, judge: Judge | None
+) -> Match:
     key = canonical_label(to_text(label))
     if not key:
         return Match(key, None, "none")
     words = spelling_form(key)
-    abbreviated = frozenset(canonical_label(w) for w in re.findall(r"([^\W\d_]{3,})\.", to_text(label)))
+    abbreviated = frozenset(
+        canonical_label(w) for w in re.findall(r"([^\W\d_]{3,})\.", to_text(label))
+    )
     question = to_text(question)
     asked = _question_words(question)
     people = asks_for_people(question)
@@ -344,8 +414,12 @@ def _match_label(label: object, answers: Sequence[Sequence[object]], question: s
         aliases, forms, full_names = _answer_forms(answer)
         for alias, form in zip(aliases, forms):
             rule = "alias" if alias == key else _rule(words, form, asked, people, abbreviated)
-            if rule == "person" and len(words) > len(alias.split()) and full_names and not any(
-                    _person_match(words, f) for f in full_names):
+            if (
+                rule == "person"
+                and len(words) > len(alias.split())
+                and full_names
+                and not any(_person_match(words, f) for f in full_names)
+            ):
                 rule = None  # "Sofia Coppola" is not "Coppola" when the answer is Francis Ford
             if rule == "person":
                 person_answers.add(i)
@@ -385,8 +459,9 @@ def reference_labels(answers: Sequence[Sequence[object]]) -> list[str]:
     return [name for name in answer_names(answers) if name is not None]
 
 
-def remap_distribution(dist: dict, answers: Sequence[Sequence[object]], question: str = "",
-                       judge: Judge | None = None) -> dict[str, float]:
+def remap_distribution(
+    dist: dict, answers: Sequence[Sequence[object]], question: str = "", judge: Judge | None = None
+) -> dict[str, float]:
     """A predicted distribution with each label renamed to the reference answer it names
     (probabilities of labels naming the same answer summed); other labels keep their own."""
     names = answer_names(answers)
@@ -399,8 +474,12 @@ def remap_distribution(dist: dict, answers: Sequence[Sequence[object]], question
     return out
 
 
-def align_labels(pred_labels: Iterable[object], answers: Sequence[Sequence[object]],
-                 question: str = "", judge: Judge | None = None) -> Alignment:
+def align_labels(
+    pred_labels: Iterable[object],
+    answers: Sequence[Sequence[object]],
+    question: str = "",
+    judge: Judge | None = None,
+) -> Alignment:
     """`pred_labels` and `answers` (one alias list per reference answer) in one label space."""
     pred_labels = tuple(pred_labels)
     if judge is None and type(question) is str and all(type(x) is str for x in pred_labels):
@@ -418,8 +497,12 @@ def _align_labels_cached(pred_labels: tuple, answers: tuple, question: str) -> A
     return _align_labels(pred_labels, answers, question, None)
 
 
-def _align_labels(pred_labels: Sequence[object], answers: Sequence[Sequence[object]],
-                  question: str, judge: Judge | None) -> Alignment:
+def _align_labels(
+    pred_labels: Sequence[object],
+    answers: Sequence[Sequence[object]],
+    question: str,
+    judge: Judge | None,
+) -> Alignment:
     names = answer_names(answers)
     matches = []
     pred: set[str] = set()

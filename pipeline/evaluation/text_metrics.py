@@ -61,16 +61,21 @@ def clear_model_cache() -> None:
 
 def _check_texts(name: str, texts: Sequence[str], n: int | None) -> list[str]:
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of strings, "
-                        f"not a single {type(texts).__name__}")
+        raise TypeError(
+            f"{name} must be a sequence of strings, not a single {type(texts).__name__}"
+        )
     texts = list(texts)
     bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
     if bad:
-        raise TypeError(f"{name}[{bad[0]}] is {type(texts[bad[0]]).__name__}, expected str "
-                        f"({len(bad)} non-string entries)")
+        raise TypeError(
+            f"{name}[{bad[0]}] is {type(texts[bad[0]]).__name__}, expected str "
+            f"({len(bad)} non-string entries)"
+        )
     if n is not None and len(texts) != n:
-        raise ValueError(f"{name} has {len(texts)} entries but the first argument has {n}; "
-                         "pass one entry per segment")
+        raise ValueError(
+            f"{name} has {len(texts)} entries but the first argument has {n}; "
+            "pass one entry per segment"
+        )
     return texts
 
 
@@ -95,35 +100,40 @@ def resolve_comet_checkpoint(model: str | os.PathLike, revision: str | None = No
             raise FileNotFoundError(
                 f"COMET folder {path} has no checkpoints/model.ckpt; set {COMET_MODEL_KEY} to a "
                 "folder laid out like a hub download (hparams.yaml + checkpoints/model.ckpt) or "
-                "to the .ckpt file itself")
+                "to the .ckpt file itself"
+            )
         return ckpt.resolve()
     looks_like_path = str(model).startswith((".", "/", "~")) or str(model).endswith(".ckpt")
     if looks_like_path or str(model).count("/") != 1:
         raise FileNotFoundError(
             f"COMET checkpoint {model!r} does not exist; set {COMET_MODEL_KEY} to a local "
             "checkpoint (folder with checkpoints/model.ckpt, or the .ckpt) or a hub name such as "
-            "'Unbabel/wmt22-comet-da'")
+            "'Unbabel/wmt22-comet-da'"
+        )
     from comet import download_model
 
     try:
         if revision is not None:
             from huggingface_hub import snapshot_download
 
-            folder = snapshot_download(repo_id=str(model), revision=str(revision),
-                                       local_files_only=_hub_offline())
+            folder = snapshot_download(
+                repo_id=str(model), revision=str(revision), local_files_only=_hub_offline()
+            )
             return (Path(folder) / "checkpoints" / "model.ckpt").resolve()
         return Path(download_model(str(model), local_files_only=_hub_offline())).resolve()
     except Exception as error:  # comet turns every hub failure into KeyError
         raise FileNotFoundError(
             f"could not fetch COMET model {model!r} from the HuggingFace hub or its cache "
             f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', 'unset')}): {error!r}. "
-            f"Download it where the hub is reachable (python -c \"import comet; "
+            f'Download it where the hub is reachable (python -c "import comet; '
             f"comet.download_model('{model}')\"), or set {COMET_MODEL_KEY} to a local "
-            "checkpoint folder") from error
+            "checkpoint folder"
+        ) from error
 
 
-def load_comet_model(model: str | os.PathLike = "Unbabel/wmt22-comet-da",
-                     revision: str | None = None) -> Any:
+def load_comet_model(
+    model: str | os.PathLike = "Unbabel/wmt22-comet-da", revision: str | None = None
+) -> Any:
     """Load (once per checkpoint path) and return the COMET model in eval mode."""
     ckpt = resolve_comet_checkpoint(model, revision)
     key = str(ckpt)
@@ -134,7 +144,8 @@ def load_comet_model(model: str | os.PathLike = "Unbabel/wmt22-comet-da",
             if not (ckpt.parents[1] / "hparams.yaml").is_file():
                 raise FileNotFoundError(
                     f"{ckpt.parents[1] / 'hparams.yaml'} is missing: COMET reads the model class "
-                    f"from it; set {COMET_MODEL_KEY} to a complete checkpoint folder")
+                    f"from it; set {COMET_MODEL_KEY} to a complete checkpoint folder"
+                )
             loaded = load_from_checkpoint(str(ckpt), local_files_only=_hub_offline())
             loaded.eval()
             _COMET_CACHE[key] = loaded
@@ -172,11 +183,17 @@ def comet_scores(
         return []
     samples = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(sources, hypotheses, references)]
     # Lightning logs "GPU available..." on every Trainer; keep the pipeline's logs readable.
-    for name in ("pytorch_lightning", "lightning", "lightning.pytorch",
-                 "lightning_fabric", "pytorch_lightning.utilities.rank_zero"):
+    for name in (
+        "pytorch_lightning",
+        "lightning",
+        "lightning.pytorch",
+        "lightning_fabric",
+        "pytorch_lightning.utilities.rank_zero",
+    ):
         logging.getLogger(name).setLevel(logging.WARNING)
-    prediction = comet_model.predict(samples, batch_size=batch_size, gpus=gpus,
-                                     progress_bar=False, num_workers=0)
+    prediction = comet_model.predict(
+        samples, batch_size=batch_size, gpus=gpus, progress_bar=False, num_workers=0
+    )
     return [float(s) for s in prediction.scores]
 
 
@@ -187,11 +204,66 @@ def comet_scores(
 # Abbreviations (lower case, no final period) for the offline Punkt fallback, so that
 # "Dr. Smith" or "5 p.m. on Monday" are not split; Punkt's trained English model knows these.
 _ABBREVIATIONS = (
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "gen", "gov", "sen", "rep",
-    "col", "lt", "sgt", "capt", "cmdr", "adm", "rev", "hon", "pres", "vs", "etc", "e.g", "i.e",
-    "a.m", "p.m", "u.s", "u.k", "u.n", "e.u", "inc", "ltd", "co", "corp", "jan", "feb", "mar",
-    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "no", "nos", "fig", "al",
-    "approx", "dept", "est", "univ", "ave", "blvd", "rd",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "mt",
+    "ft",
+    "gen",
+    "gov",
+    "sen",
+    "rep",
+    "col",
+    "lt",
+    "sgt",
+    "capt",
+    "cmdr",
+    "adm",
+    "rev",
+    "hon",
+    "pres",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "a.m",
+    "p.m",
+    "u.s",
+    "u.k",
+    "u.n",
+    "e.u",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "no",
+    "nos",
+    "fig",
+    "al",
+    "approx",
+    "dept",
+    "est",
+    "univ",
+    "ave",
+    "blvd",
+    "rd",
 )
 
 
@@ -213,7 +285,8 @@ def make_sentence_splitter(kind: str = "auto") -> tuple[Callable[[str], list[str
                 raise LookupError(
                     "NLTK Punkt data 'punkt_tab' is not installed; run `python -m nltk.downloader "
                     "punkt_tab` where the network is reachable (or copy nltk_data/ here), or use "
-                    "sentence_splitter='offline'") from None
+                    "sentence_splitter='offline'"
+                ) from None
         else:
             return nltk.sent_tokenize, "nltk.sent_tokenize"
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
@@ -221,9 +294,11 @@ def make_sentence_splitter(kind: str = "auto") -> tuple[Callable[[str], list[str
     global _WARNED_FALLBACK
     if kind == "auto" and not _WARNED_FALLBACK:
         _WARNED_FALLBACK = True
-        logger.warning("NLTK 'punkt_tab' data not installed: AlignScore splits sentences with an "
-                       "offline Punkt tokenizer (built-in abbreviations); install the data with "
-                       "`python -m nltk.downloader punkt_tab` for the reference splitter")
+        logger.warning(
+            "NLTK 'punkt_tab' data not installed: AlignScore splits sentences with an "
+            "offline Punkt tokenizer (built-in abbreviations); install the data with "
+            "`python -m nltk.downloader punkt_tab` for the reference splitter"
+        )
     params = PunktParameters()
     params.abbrev_types = set(_ABBREVIATIONS)
     tokenizer = PunktSentenceTokenizer(params)
@@ -255,15 +330,18 @@ def _build_alignscore_inferencer(ckpt_path: Path, model: str, batch_size: int, d
                     f"AlignScore checkpoint {ckpt_path} does not fit model {model!r}: "
                     f"{len(missing)} weights missing (e.g. {missing[:3]}); set "
                     f"{ALIGNSCORE_MODEL_KEY} to the checkpoint's base model (roberta-large for "
-                    "AlignScore-large.ckpt, roberta-base for AlignScore-base.ckpt)")
+                    "AlignScore-large.ckpt, roberta-base for AlignScore-base.ckpt)"
+                )
             self.model = self.model.to(self.device)
             self.model.eval()
             self.batch_size = batch_size
             self.config = AutoConfig.from_pretrained(model)
             self.tokenizer = AutoTokenizer.from_pretrained(model)
             if self.tokenizer.model_max_length > 100_000:
-                raise ValueError(f"tokenizer of {model!r} has no model_max_length; AlignScore pads "
-                                 "to it: set model_max_length in its tokenizer_config.json")
+                raise ValueError(
+                    f"tokenizer of {model!r} has no model_max_length; AlignScore pads "
+                    "to it: set model_max_length in its tokenizer_config.json"
+                )
             self.spacy = None
             self.loss_fct = torch.nn.CrossEntropyLoss(reduction="none")
             self.softmax = torch.nn.Softmax(dim=-1)
@@ -276,34 +354,43 @@ def _build_alignscore_inferencer(ckpt_path: Path, model: str, batch_size: int, d
     return OfflineInferencer()
 
 
-def load_alignscore_model(ckpt_path: str | os.PathLike, model: str = "roberta-large",
-                          batch_size: int = 16, device: str = "cpu",
-                          revision: str | None = None) -> Any:
+def load_alignscore_model(
+    ckpt_path: str | os.PathLike,
+    model: str = "roberta-large",
+    batch_size: int = 16,
+    device: str = "cpu",
+    revision: str | None = None,
+) -> Any:
     """Load (once per checkpoint, base model, revision, batch size, device) the AlignScore
     inferencer."""
     if ckpt_path is None or str(ckpt_path) == "":
         raise FileNotFoundError(
             f"no AlignScore checkpoint configured; set {ALIGNSCORE_CKPT_KEY} to a local "
-            "AlignScore-large.ckpt (https://huggingface.co/yzha/AlignScore)")
+            "AlignScore-large.ckpt (https://huggingface.co/yzha/AlignScore)"
+        )
     path = Path(ckpt_path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(
             f"AlignScore checkpoint {str(ckpt_path)!r} does not exist; set {ALIGNSCORE_CKPT_KEY} "
             "to a local AlignScore-large.ckpt (download it once from "
-            "https://huggingface.co/yzha/AlignScore where the hub is reachable)")
+            "https://huggingface.co/yzha/AlignScore where the hub is reachable)"
+        )
     if "roberta" not in str(model).lower():
         # BERTAlignModel picks its architecture by substring of the model name.
-        raise ValueError(f"{ALIGNSCORE_MODEL_KEY}={model!r}: AlignScore checkpoints are RoBERTa "
-                         "models; use 'roberta-large', 'roberta-base' or a local folder whose "
-                         "name contains 'roberta'")
+        raise ValueError(
+            f"{ALIGNSCORE_MODEL_KEY}={model!r}: AlignScore checkpoints are RoBERTa "
+            "models; use 'roberta-large', 'roberta-base' or a local folder whose "
+            "name contains 'roberta'"
+        )
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     key = (str(path.resolve()), str(model), revision, batch_size, device)
     with _CACHE_LOCK:
         if key not in _ALIGNSCORE_CACHE:
             base = str(model) if revision is None else alignscore_base_folder(model, revision)
-            _ALIGNSCORE_CACHE[key] = _build_alignscore_inferencer(path.resolve(), base,
-                                                                  batch_size, device)
+            _ALIGNSCORE_CACHE[key] = _build_alignscore_inferencer(
+                path.resolve(), base, batch_size, device
+            )
         return _ALIGNSCORE_CACHE[key]
 
 
@@ -314,8 +401,12 @@ def alignscore_base_folder(model: str, revision: str) -> str:
     "roberta", which picks the architecture)."""
     from huggingface_hub import snapshot_download
 
-    return snapshot_download(repo_id=str(model), revision=str(revision),
-                             allow_patterns=["*.json", "*.txt"], local_files_only=_hub_offline())
+    return snapshot_download(
+        repo_id=str(model),
+        revision=str(revision),
+        allow_patterns=["*.json", "*.txt"],
+        local_files_only=_hub_offline(),
+    )
 
 
 def _sentence_chunks(split: Callable[[str], list[str]], premise: str) -> list[str]:
@@ -323,11 +414,12 @@ def _sentence_chunks(split: Callable[[str], list[str]], premise: str) -> list[st
     sentences = split(premise) or [""]
     n_chunk = len(premise.strip().split()) // 350 + 1
     n_chunk = max(len(sentences) // n_chunk, 1)
-    return [" ".join(sentences[i:i + n_chunk]) for i in range(0, len(sentences), n_chunk)]
+    return [" ".join(sentences[i : i + n_chunk]) for i in range(0, len(sentences), n_chunk)]
 
 
-def _score_split(inferencer: Any, split: Callable[[str], list[str]], mode: str,
-                 premise: str, hypo: str) -> float:
+def _score_split(
+    inferencer: Any, split: Callable[[str], list[str]], mode: str, premise: str, hypo: str
+) -> float:
     """One example in a ``*_sp`` mode: ``Inferencer.inference_per_example`` with ``split``.
 
     Score every (premise chunk, claim sentence) pair, take the max over chunks for each claim
@@ -365,11 +457,14 @@ def alignscore_scores(
     contexts = _check_texts("contexts", contexts, None)
     claims = _check_texts("claims", claims, len(contexts))
     if evaluation_mode not in ALIGNSCORE_MODES:
-        raise ValueError(f"evaluation_mode must be one of {ALIGNSCORE_MODES} (SMART modes need "
-                         f"spaCy's en_core_web_sm and are not supported), got {evaluation_mode!r}")
+        raise ValueError(
+            f"evaluation_mode must be one of {ALIGNSCORE_MODES} (SMART modes need "
+            f"spaCy's en_core_web_sm and are not supported), got {evaluation_mode!r}"
+        )
     split, _ = make_sentence_splitter(sentence_splitter)
-    inferencer = load_alignscore_model(ckpt_path, model=model, batch_size=batch_size,
-                                       device=device, revision=revision)
+    inferencer = load_alignscore_model(
+        ckpt_path, model=model, batch_size=batch_size, device=device, revision=revision
+    )
     if not contexts:
         return []
     contexts = [c if c.strip() else "(empty)" for c in contexts]
@@ -378,8 +473,10 @@ def alignscore_scores(
 
     with torch.no_grad():
         if evaluation_mode.endswith("_sp"):
-            return [_score_split(inferencer, split, evaluation_mode, c, h)
-                    for c, h in zip(contexts, claims)]
+            return [
+                _score_split(inferencer, split, evaluation_mode, c, h)
+                for c, h in zip(contexts, claims)
+            ]
         inferencer.nlg_eval_mode = evaluation_mode
         try:
             return [float(x) for x in inferencer.inference(contexts, claims)[1]]

@@ -572,8 +572,11 @@ class _AscendingPairsPlan:
             zeros_cum = np.cumsum(zero)
             zeros_so_far = zeros_cum - (zeros_cum - zero)[group_start]
             zeros_per_group = np.add.reduceat(zero.astype(np.int64), start_pos)
-            new_pos = np.where(zero, group_start + zeros_so_far - 1,
-                               positions + zeros_per_group[group_of] - zeros_so_far)
+            new_pos = np.where(
+                zero,
+                group_start + zeros_so_far - 1,
+                positions + zeros_per_group[group_of] - zeros_so_far,
+            )
             new_order = np.empty_like(order)
             new_order[new_pos] = order
             order = new_order

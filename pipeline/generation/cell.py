@@ -77,8 +77,9 @@ def tensor_parallel_size(model: Any) -> int:
 def _tokenizer(model_path: str, trust_remote_code: bool, revision: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code,
-                                         **revision_kwargs(revision))
+    return AutoTokenizer.from_pretrained(
+        model_path, trust_remote_code=trust_remote_code, **revision_kwargs(revision)
+    )
 
 
 def revision_kwargs(revision: str | None) -> dict[str, str]:
@@ -92,10 +93,12 @@ def model_tokenizer(cell: Cell) -> Any:
     try:
         return _tokenizer(path, bool(cell.model.trust_remote_code), model_revision(cell))
     except (OSError, ValueError) as exc:  # no such folder, not a hub id, offline, no tokenizer
-        raise ConfigError(f"model.path={cell.model.path!r}: no tokenizer could be loaded from it "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); set "
-                          "model.path to a local model folder or a hub id (org/name) reachable "
-                          "from here (`make paper-assets MODELS=1` pre-downloads)") from None
+        raise ConfigError(
+            f"model.path={cell.model.path!r}: no tokenizer could be loaded from it "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); set "
+            "model.path to a local model folder or a hub id (org/name) reachable "
+            "from here (`make paper-assets MODELS=1` pre-downloads)"
+        ) from None
 
 
 def served(cell: Cell) -> bool:
@@ -108,8 +111,7 @@ def served(cell: Cell) -> bool:
 def served_model_name(cell: Cell) -> str:
     """The name backend=openai asks the server for: backend.served_model, else the model's hub id
     (model.hub_id, else model.path)."""
-    return str(cell.backend.served_model or cell.model.hub_id
-               or cell.model.path)
+    return str(cell.backend.served_model or cell.model.hub_id or cell.model.path)
 
 
 def render_prompts(cell: Cell, dataset) -> list[str]:
@@ -118,16 +120,26 @@ def render_prompts(cell: Cell, dataset) -> list[str]:
     if served(cell):
         import json
 
-        return [json.dumps(build_messages(cell.task.prompt, rec), ensure_ascii=False)
-                for rec in dataset.to_dict("records")]
+        return [
+            json.dumps(build_messages(cell.task.prompt, rec), ensure_ascii=False)
+            for rec in dataset.to_dict("records")
+        ]
     tokenizer = model_tokenizer(cell)
     if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(f"model {cell.model.name} ({cell.model.path}) has no chat template; the "
-                         "paper prompts instruction-tuned chat models")
+        raise ValueError(
+            f"model {cell.model.name} ({cell.model.path}) has no chat template; the "
+            "paper prompts instruction-tuned chat models"
+        )
     kwargs = dict(cell.model.chat_template_kwargs)
-    return [tokenizer.apply_chat_template(build_messages(cell.task.prompt, rec), tokenize=False,
-                                          add_generation_prompt=True, **kwargs)
-            for rec in dataset.to_dict("records")]
+    return [
+        tokenizer.apply_chat_template(
+            build_messages(cell.task.prompt, rec),
+            tokenize=False,
+            add_generation_prompt=True,
+            **kwargs,
+        )
+        for rec in dataset.to_dict("records")
+    ]
 
 
 def dataset_options(cell: Cell) -> dict[str, Any]:
@@ -138,18 +150,25 @@ def dataset_options(cell: Cell) -> dict[str, Any]:
     revision = cell.dataset.revision
     if revision is not None:
         options["revision"] = str(revision)
-    return {"limit": cell.dataset.limit, "seed": cell.dataset.seed, "loader": cell.dataset.loader,
-            "reference": cell.task.reference, **options}
+    return {
+        "limit": cell.dataset.limit,
+        "seed": cell.dataset.seed,
+        "loader": cell.dataset.loader,
+        "reference": cell.task.reference,
+        **options,
+    }
 
 
 def dataset_hub_repo(cell: Cell) -> str | None:
     """The hub repository the cell's dataset is read from (None: bundled, local files, a
     released file): the one dataset.revision pins."""
     spec = spec_for(cell.dataset.name, cell.dataset.loader, cell.task.reference)
-    options = {**spec.defaults,
-               **(thaw(cell.dataset.overrides) or {})}
-    if ("revision" not in spec.defaults or options.get("data_files") is not None
-            or options.get("source", "hub") != "hub"):
+    options = {**spec.defaults, **(thaw(cell.dataset.overrides) or {})}
+    if (
+        "revision" not in spec.defaults
+        or options.get("data_files") is not None
+        or options.get("source", "hub") != "hub"
+    ):
         return None
     path = options.get("path")
     return str(path) if is_hub_id(path) else None
@@ -161,12 +180,14 @@ def load_cell_dataset(cell: Cell):
 
 
 @lru_cache(maxsize=2)
-def _cached_backend(name: str, model_path: str, dtype: str, device: str, batch_size: int,
-                    extra: tuple) -> Any:
+def _cached_backend(
+    name: str, model_path: str, dtype: str, device: str, batch_size: int, extra: tuple
+) -> Any:
     kwargs = dict(extra)
     kwargs["chat_template_kwargs"] = dict(kwargs.get("chat_template_kwargs", ()))
-    return get_backend(name, model_path=model_path, dtype=dtype, device=device,
-                       batch_size=batch_size, **kwargs)
+    return get_backend(
+        name, model_path=model_path, dtype=dtype, device=device, batch_size=batch_size, **kwargs
+    )
 
 
 def make_backend(cell: Cell):
@@ -175,12 +196,20 @@ def make_backend(cell: Cell):
     sweep."""
     b = cell.backend
     model_path = resolve_model_path(cell.model.path, cell.cache_dir)
-    extra = {"num_threads": b.num_threads,
-             "trust_remote_code": bool(cell.model.trust_remote_code),
-             **revision_kwargs(model_revision(cell)),
-             "chat_template_kwargs": tuple(sorted(dict(cell.model.chat_template_kwargs).items()))}
-    return _cached_backend("transformers", model_path, cell.model.dtype, resolve_device(b.device),
-                           b.batch_size, tuple(sorted(extra.items())))
+    extra = {
+        "num_threads": b.num_threads,
+        "trust_remote_code": bool(cell.model.trust_remote_code),
+        **revision_kwargs(model_revision(cell)),
+        "chat_template_kwargs": tuple(sorted(dict(cell.model.chat_template_kwargs).items())),
+    }
+    return _cached_backend(
+        "transformers",
+        model_path,
+        cell.model.dtype,
+        resolve_device(b.device),
+        b.batch_size,
+        tuple(sorted(extra.items())),
+    )
 
 
 def generation_backend(cell: Cell):
@@ -189,21 +218,31 @@ def generation_backend(cell: Cell):
     if not served(cell):
         return make_backend(cell)
     b = cell.backend
-    return get_backend("openai", model=served_model_name(cell), base_url=b.base_url,
-                       api_key_env=b.api_key_env, max_concurrency=b.max_concurrency,
-                       logprobs=b.logprobs, batch_size=b.batch_size, timeout=b.timeout,
-                       deadline=b.deadline, requests_per_minute=b.requests_per_minute,
-                       max_response_bytes=b.max_response_bytes,
-                       cache_dir=str(Path(cell.cache_dir).expanduser() / "generate-openai"))
+    return get_backend(
+        "openai",
+        model=served_model_name(cell),
+        base_url=b.base_url,
+        api_key_env=b.api_key_env,
+        max_concurrency=b.max_concurrency,
+        logprobs=b.logprobs,
+        batch_size=b.batch_size,
+        timeout=b.timeout,
+        deadline=b.deadline,
+        requests_per_minute=b.requests_per_minute,
+        max_response_bytes=b.max_response_bytes,
+        cache_dir=str(Path(cell.cache_dir).expanduser() / "generate-openai"),
+    )
 
 
-def model_context_length(model_path: str, trust_remote_code: bool = False,
-                         revision: str | None = None) -> int | None:
+def model_context_length(
+    model_path: str, trust_remote_code: bool = False, revision: str | None = None
+) -> int | None:
     """The longest sequence the model's config allows (None when it does not say)."""
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code,
-                                        **revision_kwargs(revision))
+    config = AutoConfig.from_pretrained(
+        model_path, trust_remote_code=trust_remote_code, **revision_kwargs(revision)
+    )
     config = getattr(config, "text_config", None) or config  # Gemma 3: multimodal wrapper
     value = getattr(config, "max_position_embeddings", None)
     return int(value) if value else None
@@ -213,13 +252,17 @@ def vllm_max_model_len(cell: Cell, model_path: str) -> int | None:
     """backend.max_model_len (it bounds the KV cache), capped at the model's own context length:
     vLLM refuses a length beyond what the model was built for."""
     configured = cell.backend.max_model_len
-    own = model_context_length(model_path, bool(cell.model.trust_remote_code),
-                               model_revision(cell))
+    own = model_context_length(model_path, bool(cell.model.trust_remote_code), model_revision(cell))
     if configured is None or own is None:
         return configured if configured is not None else own
     if configured > own:
-        log.info("[generate] backend.max_model_len=%d exceeds %s's context of %d tokens: using %d",
-                 configured, cell.model.name, own, own)
+        log.info(
+            "[generate] backend.max_model_len=%d exceeds %s's context of %d tokens: using %d",
+            configured,
+            cell.model.name,
+            own,
+            own,
+        )
     return min(int(configured), own)
 
 
@@ -229,14 +272,18 @@ def vllm_python(cell: Cell) -> str:
     explicit = cell.backend.python or os.environ.get("VLLM_PYTHON")
     if explicit:
         if not Path(explicit).exists():
-            raise FileNotFoundError(f"backend.python={explicit} does not exist; build the vLLM env "
-                                    "with `make vllm-env` or point backend.python at a python "
-                                    "that has vllm")
+            raise FileNotFoundError(
+                f"backend.python={explicit} does not exist; build the vLLM env "
+                "with `make vllm-env` or point backend.python at a python "
+                "that has vllm"
+            )
         return str(explicit)
     default = REPO_ROOT / ".venv-vllm" / "bin" / "python"
     if default.exists():
         return str(default)
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
-    raise FileNotFoundError("backend=vllm needs the vLLM env: run `make vllm-env` (builds "
-                            ".venv-vllm), or set backend.python=/path/to/python-with-vllm")
+    raise FileNotFoundError(
+        "backend=vllm needs the vLLM env: run `make vllm-env` (builds "
+        ".venv-vllm), or set backend.python=/path/to/python-with-vllm"
+    )

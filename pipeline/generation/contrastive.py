@@ -80,8 +80,9 @@ def contrastive_search(
         attention = str(getattr(model.config, "_attn_implementation", "") or "")
         # the candidates side by side need an arbitrary mask: SDPA (a boolean one) or eager
         # (an additive one); other kernels (flash) take the candidates as rows
-        tree = isinstance(cache, GrowingCache) and (attention.startswith("sdpa")
-                                                   or attention == "eager")
+        tree = isinstance(cache, GrowingCache) and (
+            attention.startswith("sdpa") or attention == "eager"
+        )
         for _ in range(max_new_tokens):
             n = logits.shape[0]
             rows = torch.arange(n, device=input_ids.device)
@@ -91,25 +92,37 @@ def contrastive_search(
                 # The k candidates of a row go in as k query positions at one position id; each
                 # sees the context and itself only (not the other candidates), so its hidden
                 # state is the one it would have alone, and the cache is not copied k times.
-                sees = torch.cat([context_valid.unsqueeze(1).expand(n, k, -1),
-                                  candidates_see.expand(n, k, k)], dim=2).unsqueeze(1)
+                sees = torch.cat(
+                    [context_valid.unsqueeze(1).expand(n, k, -1), candidates_see.expand(n, k, k)],
+                    dim=2,
+                ).unsqueeze(1)
                 if attention == "eager":
-                    sees = torch.zeros(sees.shape, dtype=model.dtype, device=sees.device
-                                       ).masked_fill(~sees, torch.finfo(model.dtype).min)
-                cand = model(input_ids=top_ids, attention_mask=sees,
-                             position_ids=next_position.unsqueeze(1).expand(n, k),
-                             past_key_values=cache, use_cache=True, output_hidden_states=True,
-                             **keep_logits(k))
+                    sees = torch.zeros(
+                        sees.shape, dtype=model.dtype, device=sees.device
+                    ).masked_fill(~sees, torch.finfo(model.dtype).min)
+                cand = model(
+                    input_ids=top_ids,
+                    attention_mask=sees,
+                    position_ids=next_position.unsqueeze(1).expand(n, k),
+                    past_key_values=cache,
+                    use_cache=True,
+                    output_hidden_states=True,
+                    **keep_logits(k),
+                )
                 cand_hidden = _unit(cand.hidden_states[-1][:, -k:].float())  # (B, k, d)
                 cand_logits = cand.logits[:, -k:]
             else:  # sliding-window layers: the candidates as k rows on a repeated cache
                 cache.batch_repeat_interleave(k)
                 seen = torch.cat([context_valid, context_valid.new_ones(n, 1)], dim=1).long()
-                cand = model(input_ids=top_ids.reshape(n * k, 1),
-                             attention_mask=seen.repeat_interleave(k, dim=0),
-                             position_ids=next_position.repeat_interleave(k).unsqueeze(1),
-                             past_key_values=cache, use_cache=True, output_hidden_states=True,
-                             **keep_logits(1))
+                cand = model(
+                    input_ids=top_ids.reshape(n * k, 1),
+                    attention_mask=seen.repeat_interleave(k, dim=0),
+                    position_ids=next_position.repeat_interleave(k).unsqueeze(1),
+                    past_key_values=cache,
+                    use_cache=True,
+                    output_hidden_states=True,
+                    **keep_logits(1),
+                )
                 cand_hidden = _unit(cand.hidden_states[-1][:, -1].float()).view(n, k, -1)
                 cand_logits = cand.logits[:, -1].view(n, k, -1)
             similarity = torch.einsum("bkd,btd->bkt", cand_hidden, context)

@@ -62,9 +62,9 @@ def _rms_norm_forward(self: Any, hidden_states: Any) -> Any:
     if torch.is_grad_enabled():
         return _class_forward(self, hidden_states)
     dtype = hidden_states.dtype
-    normed = torch.nn.functional.rms_norm(hidden_states.to(torch.float32),
-                                          (hidden_states.shape[-1],), None,
-                                          self.variance_epsilon)
+    normed = torch.nn.functional.rms_norm(
+        hidden_states.to(torch.float32), (hidden_states.shape[-1],), None, self.variance_epsilon
+    )
     return self.weight * normed.to(dtype)
 
 
@@ -79,23 +79,36 @@ def _rotary(x: Any, cos: Any, sin: Any) -> Any:
     return out
 
 
-def _attention_forward(self: Any, hidden_states: Any, position_embeddings: Any,
-                       attention_mask: Any, past_key_values: Any = None,
-                       cache_position: Any = None, **kwargs: Any) -> Any:
+def _attention_forward(
+    self: Any,
+    hidden_states: Any,
+    position_embeddings: Any,
+    attention_mask: Any,
+    past_key_values: Any = None,
+    cache_position: Any = None,
+    **kwargs: Any,
+) -> Any:
     """LlamaAttention.forward with one q/k/v matmul (where fused) and `_rotary`."""
     import torch
     from transformers.models.llama import modeling_llama
 
     if torch.is_grad_enabled():
-        return _class_forward(self, hidden_states, position_embeddings, attention_mask,
-                              past_key_values=past_key_values, cache_position=cache_position,
-                              **kwargs)
+        return _class_forward(
+            self,
+            hidden_states,
+            position_embeddings,
+            attention_mask,
+            past_key_values=past_key_values,
+            cache_position=cache_position,
+            **kwargs,
+        )
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
     qkv_weight = getattr(self, "_fused_qkv_weight", None)
     if qkv_weight is not None:
-        qkv = torch.nn.functional.linear(hidden_states, qkv_weight,
-                                         getattr(self, "_fused_qkv_bias", None))
+        qkv = torch.nn.functional.linear(
+            hidden_states, qkv_weight, getattr(self, "_fused_qkv_bias", None)
+        )
         query, key, value = qkv.split(self._fused_qkv_sizes, dim=-1)
     else:
         query = self.q_proj(hidden_states)
@@ -111,19 +124,30 @@ def _attention_forward(self: Any, hidden_states: Any, position_embeddings: Any,
     key_states = _rotary(key_states, cos, sin)
 
     if past_key_values is not None:
-        cache_kwargs = {"sin": sin.squeeze(1), "cos": cos.squeeze(1),
-                        "cache_position": cache_position}
-        key_states, value_states = past_key_values.update(key_states, value_states,
-                                                          self.layer_idx, cache_kwargs)
+        cache_kwargs = {
+            "sin": sin.squeeze(1),
+            "cos": cos.squeeze(1),
+            "cache_position": cache_position,
+        }
+        key_states, value_states = past_key_values.update(
+            key_states, value_states, self.layer_idx, cache_kwargs
+        )
 
     attention_interface = modeling_llama.eager_attention_forward
     if self.config._attn_implementation != "eager":
         attention_interface = modeling_llama.ALL_ATTENTION_FUNCTIONS[
-            self.config._attn_implementation]
+            self.config._attn_implementation
+        ]
     attn_output, attn_weights = attention_interface(
-        self, query_states, key_states, value_states, attention_mask,
+        self,
+        query_states,
+        key_states,
+        value_states,
+        attention_mask,
         dropout=0.0 if not self.training else self.attention_dropout,
-        scaling=self.scaling, **kwargs)
+        scaling=self.scaling,
+        **kwargs,
+    )
     attn_output = attn_output.reshape(*input_shape, -1).contiguous()
     return self.o_proj(attn_output), attn_weights
 
@@ -160,8 +184,9 @@ def _concat(linears: list[Any]) -> tuple[Any, Any]:
     return weight, torch.cat([b.detach() for b in biases], dim=0)
 
 
-def _matmul_concat_exact(linears: list[Any], weight: Any, bias: Any,
-                         verdicts: dict[tuple, bool]) -> bool:
+def _matmul_concat_exact(
+    linears: list[Any], weight: Any, bias: Any, verdicts: dict[tuple, bool]
+) -> bool:
     """Whether one matmul over the concatenated weights gives every projection's output
     exactly, on this device and dtype, for decode-like (1 token per row) and prefill-like
     inputs. The kernels depend on shapes and dtype, not values: one check per kind of layer
@@ -194,11 +219,13 @@ def _share_storage(linears: list[Any], weight: Any, bias: Any) -> None:
     start = 0
     for lin in linears:
         rows = lin.weight.shape[0]
-        lin.weight = torch.nn.Parameter(weight[start:start + rows],
-                                        requires_grad=lin.weight.requires_grad)
+        lin.weight = torch.nn.Parameter(
+            weight[start : start + rows], requires_grad=lin.weight.requires_grad
+        )
         if bias is not None:
-            lin.bias = torch.nn.Parameter(bias[start:start + rows],
-                                          requires_grad=lin.bias.requires_grad)
+            lin.bias = torch.nn.Parameter(
+                bias[start : start + rows], requires_grad=lin.bias.requires_grad
+            )
         start += rows
 
 
@@ -228,8 +255,9 @@ def fuse_small_ops(model: Any, fuse_matmuls: bool = True) -> list[str]:
     done: set[str] = set()
     verdicts: dict[tuple, bool] = {}
     config = getattr(model, "config", None)
-    matmuls = fuse_matmuls and getattr(model, "device", None) is not None \
-        and model.device.type == "cpu"
+    matmuls = (
+        fuse_matmuls and getattr(model, "device", None) is not None and model.device.type == "cpu"
+    )
     for module in model.modules():
         if getattr(module, FUSED_ATTR, False):
             done.update(getattr(module, "_task_aware_fused_kinds", ()))
@@ -247,8 +275,7 @@ def fuse_small_ops(model: Any, fuse_matmuls: bool = True) -> list[str]:
             if matmuls and _fuse_linears(module, linears, "qkv", verdicts):
                 module._fused_qkv_sizes = [lin.weight.shape[0] for lin in linears]
             module.forward = types.MethodType(_attention_forward, module)
-            kinds = ["rotary"] + (["qkv_matmul"] if "_fused_qkv_weight" in module._buffers
-                                  else [])
+            kinds = ["rotary"] + (["qkv_matmul"] if "_fused_qkv_weight" in module._buffers else [])
         elif _is(module, "LlamaMLP"):
             act = getattr(getattr(module, "config", config), "hidden_act", None)
             if act not in ("silu", "swish"):
@@ -256,8 +283,9 @@ def fuse_small_ops(model: Any, fuse_matmuls: bool = True) -> list[str]:
             if matmuls:
                 _fuse_linears(module, [module.gate_proj, module.up_proj], "gate_up", verdicts)
             module.forward = types.MethodType(_mlp_forward, module)
-            kinds = ["silu_gate"] + (["gate_up_matmul"]
-                                     if "_fused_gate_up_weight" in module._buffers else [])
+            kinds = ["silu_gate"] + (
+                ["gate_up_matmul"] if "_fused_gate_up_weight" in module._buffers else []
+            )
         if kinds:
             setattr(module, FUSED_ATTR, True)
             module._task_aware_fused_kinds = tuple(kinds)
@@ -272,8 +300,12 @@ def unfuse_small_ops(model: Any) -> None:
     for module in model.modules():
         if getattr(module, FUSED_ATTR, False):
             del module.forward
-            for name in ("_fused_qkv_weight", "_fused_qkv_bias", "_fused_gate_up_weight",
-                         "_fused_gate_up_bias"):
+            for name in (
+                "_fused_qkv_weight",
+                "_fused_qkv_bias",
+                "_fused_gate_up_weight",
+                "_fused_gate_up_bias",
+            ):
                 module._buffers.pop(name, None)
             delattr(module, FUSED_ATTR)
             del module._task_aware_fused_kinds

@@ -99,8 +99,9 @@ class PerRowSampler:
     and shares its prompt's prefill.
     """
 
-    def __init__(self, generators: list[Any | None], temperature: float, top_k: int | None,
-                 top_p: float):
+    def __init__(
+        self, generators: list[Any | None], temperature: float, top_k: int | None, top_p: float
+    ):
         from transformers.generation.logits_process import (
             TemperatureLogitsWarper,
             TopKLogitsWarper,
@@ -149,8 +150,12 @@ class PerRowSampler:
         # drawn on the CPU (the generators are CPU ones: the same draws on any device), then
         # moved to the scores' device (a CPU tensor times a CUDA one is an error)
         uniforms = torch.cat(
-            [torch.rand(1, generator=g, dtype=torch.float64) if g is not None
-             else torch.zeros(1, dtype=torch.float64) for g in self.generators]
+            [
+                torch.rand(1, generator=g, dtype=torch.float64)
+                if g is not None
+                else torch.zeros(1, dtype=torch.float64)
+                for g in self.generators
+            ]
         ).to(cdf.device)
         targets = (uniforms * cdf[:, -1]).unsqueeze(1)
         chosen = torch.searchsorted(cdf, targets, right=True)
@@ -170,9 +175,17 @@ class PerRowSampler:
 CPU_ATTENTION = "sdpa_gqa_cpu"
 
 
-def _sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
-                        dropout: float = 0.0, scaling: float | None = None,
-                        is_causal: bool | None = None, **kwargs: Any) -> tuple[Any, None]:
+def _sdpa_gqa_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
     """transformers' SDPA attention, but grouped-query heads go to torch as they are
     (`enable_gqa`) even under a padding mask. transformers repeats the key/value heads whenever
     there is a mask (CUDA kernels fall back to math with one); on CPU that copies the whole KV
@@ -187,11 +200,19 @@ def _sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention
     if attention_mask is not None and attention_mask.ndim == 4:
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]
     if is_causal is None:
-        is_causal = (query.shape[2] > 1 and attention_mask is None
-                     and getattr(module, "is_causal", True))
+        is_causal = (
+            query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
+        )
     out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
-        is_causal=is_causal, enable_gqa=key.shape[1] != query.shape[1])
+        query,
+        key,
+        value,
+        attn_mask=attention_mask,
+        dropout_p=dropout,
+        scale=scaling,
+        is_causal=is_causal,
+        enable_gqa=key.shape[1] != query.shape[1],
+    )
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -253,8 +274,9 @@ class TransformersBackend:
 
             model_path = ensure_dense_model(cache_dir)
         path = Path(model_path).expanduser()
-        if not path.is_dir() and (str(model_path).startswith((".", "/", "~"))
-                                  or str(model_path).count("/") != 1):
+        if not path.is_dir() and (
+            str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") != 1
+        ):
             raise FileNotFoundError(
                 f"model folder {path} does not exist; pass a local transformers folder, a hub id "
                 "(org/name) or 'smollm2' for the packaged model"
@@ -273,22 +295,27 @@ class TransformersBackend:
         self.batch_size = batch_size
         self.name = name or f"transformers:{path.name}"
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code,
-                                                       **hub)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            source, trust_remote_code=trust_remote_code, **hub
+        )
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             # Any id works for pad: padded positions are masked and dropped after EOS.
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if device_map is not None:
             self.model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=torch_dtype, device_map=device_map,
-                trust_remote_code=trust_remote_code, **hub)
+                source,
+                dtype=torch_dtype,
+                device_map=device_map,
+                trust_remote_code=trust_remote_code,
+                **hub,
+            )
             self.device = self.model.get_input_embeddings().weight.device
         else:
             self.device = torch.device(device)
             self.model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                **hub).to(self.device)
+                source, dtype=torch_dtype, trust_remote_code=trust_remote_code, **hub
+            ).to(self.device)
         self.model.eval()
         # the hub commit the weights came from (None for a local folder)
         self.commit_hash = getattr(self.model.config, "_commit_hash", None)
@@ -299,7 +326,8 @@ class TransformersBackend:
 
             self.fused_ops = fuse_small_ops(self.model)
         self._takes_logits_to_keep = (
-            "logits_to_keep" in inspect.signature(self.model.forward).parameters)
+            "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        )
 
         gen = copy.deepcopy(self.model.generation_config)
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
@@ -345,8 +373,13 @@ class TransformersBackend:
         try:
             processors = self.model._get_logits_processor(
                 generation_config=self._config(do_sample=False, max_new_tokens=1),
-                input_ids_seq_length=1, encoder_input_ids=None, prefix_allowed_tokens_fn=None,
-                logits_processor=LogitsProcessorList(), device=self.device, model_kwargs={})
+                input_ids_seq_length=1,
+                encoder_input_ids=None,
+                prefix_allowed_tokens_fn=None,
+                logits_processor=LogitsProcessorList(),
+                device=self.device,
+                model_kwargs={},
+            )
         except Exception:  # noqa: BLE001 -- a transformers without this helper: keep generate
             return False
         return len(processors) == 0
@@ -403,8 +436,14 @@ class TransformersBackend:
         for row, n, lps in zip(generated, lengths, token_logprobs):
             ids = [int(t) for t in row[:n].tolist()]
             text = self.tokenizer.decode(ids, skip_special_tokens=True).strip()
-            out.append(Generation(text=text, token_ids=ids, token_logprobs=[float(x) for x in lps],
-                                  finish_reason=eos_finish(ids, self.eos_ids)))
+            out.append(
+                Generation(
+                    text=text,
+                    token_ids=ids,
+                    token_logprobs=[float(x) for x in lps],
+                    finish_reason=eos_finish(ids, self.eos_ids),
+                )
+            )
         return out
 
     def _batches(self, items: Sequence[Any], size: int | None = None) -> list[Sequence[Any]]:
@@ -414,12 +453,16 @@ class TransformersBackend:
 
     def resolve_sampling(self, sampling: SamplingConfig) -> tuple[float, int | None, float]:
         """(temperature, top_k, top_p) actually used: sampling overrides, else the model's defaults."""
-        temperature = sampling.temperature if sampling.temperature is not None else self.default_temperature
+        temperature = (
+            sampling.temperature if sampling.temperature is not None else self.default_temperature
+        )
         top_k = sampling.top_k if sampling.top_k is not None else self.default_top_k
         top_p = sampling.top_p if sampling.top_p is not None else self.default_top_p
         if not temperature > 0:  # an endpoint takes 0 (greedy n times); sampling here cannot
-            raise ValueError(f"temperature {temperature} is greedy decoding: in-process sampling "
-                             "needs temperature > 0 (greedy is a decoding strategy of its own)")
+            raise ValueError(
+                f"temperature {temperature} is greedy decoding: in-process sampling "
+                "needs temperature > 0 (greedy is a decoding strategy of its own)"
+            )
         if sampling.seed is None:
             raise ValueError("in-process sampling needs a seed (seed=None leaves it to a server)")
         return float(temperature), top_k, float(top_p)
@@ -430,7 +473,11 @@ class TransformersBackend:
         return self.sample_and_decode(prompts, sampling)[0]
 
     def sample_and_decode(
-        self, prompts: list[str], sampling: SamplingConfig, *, greedy: bool = False,
+        self,
+        prompts: list[str],
+        sampling: SamplingConfig,
+        *,
+        greedy: bool = False,
         extra_seed: int | None = None,
     ) -> tuple[list[list[Generation]], list[Generation] | None, list[Generation] | None]:
         """(samples, greedy decodes, one extra sample per prompt) from ONE `generate` per batch.
@@ -454,12 +501,16 @@ class TransformersBackend:
             single = self._encode(batch)
             generators: list[Any | None] = []
             for prompt in batch:
-                generators += [torch.Generator().manual_seed(row_seed(sampling.seed, prompt, j))
-                               for j in range(sampling.n)]
+                generators += [
+                    torch.Generator().manual_seed(row_seed(sampling.seed, prompt, j))
+                    for j in range(sampling.n)
+                ]
                 if greedy:
                     generators.append(None)
                 if extra_seed is not None:
-                    generators.append(torch.Generator().manual_seed(row_seed(extra_seed, prompt, 0)))
+                    generators.append(
+                        torch.Generator().manual_seed(row_seed(extra_seed, prompt, 0))
+                    )
             sampler = PerRowSampler(generators, temperature, top_k, top_p)
             if self._own_loop:
                 rows = self._decode_rows(single, per_prompt, sampler, sampling.max_new_tokens)
@@ -474,8 +525,9 @@ class TransformersBackend:
                     extra_out.append(own[-1])
         return samples, greedy_out, extra_out
 
-    def _generate_rows(self, single: dict[str, Any], repeats: int, sampler: PerRowSampler,
-                       max_new_tokens: int) -> list[Generation]:
+    def _generate_rows(
+        self, single: dict[str, Any], repeats: int, sampler: PerRowSampler, max_new_tokens: int
+    ) -> list[Generation]:
         """`_decode_rows` through transformers' `generate` (models or configs the own loop does
         not cover): the prompt prefilled once for its rows, every row runs to the longest."""
         import torch
@@ -495,8 +547,9 @@ class TransformersBackend:
             )
         return self._generations(out.sequences, enc["input_ids"].shape[1], out.logits)
 
-    def _decode_rows(self, single: dict[str, Any], repeats: int, sampler: PerRowSampler,
-                     max_new_tokens: int) -> list[Generation]:
+    def _decode_rows(
+        self, single: dict[str, Any], repeats: int, sampler: PerRowSampler, max_new_tokens: int
+    ) -> list[Generation]:
         """The backend's own decode loop for `sample_and_decode`: each of the encoded prompts
         (`single`) gets `repeats` rows that share one prefill, `sampler` picks every row's token,
         and a row leaves the batch at its EOS (with `generate`, finished rows ride along until
@@ -511,8 +564,12 @@ class TransformersBackend:
         cache = GrowingCache(spare_tokens=max_new_tokens)
         # Each prompt's keys and values kept once for its rows (a decode step's attention
         # reads them once per prompt, not once per row) where the CPU attention runs.
-        share = (self.share_prompt_cache and repeats > 1 and ids.shape[1] > 1
-                 and self.model.config._attn_implementation == CPU_ATTENTION)
+        share = (
+            self.share_prompt_cache
+            and repeats > 1
+            and ids.shape[1] > 1
+            and self.model.config._attn_implementation == CPU_ATTENTION
+        )
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
         tokens: list[list[int]] = [[] for _ in range(n_rows)]
         logprobs: list[list[float]] = [[] for _ in range(n_rows)]
@@ -521,9 +578,14 @@ class TransformersBackend:
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         with torch.inference_mode():
             if ids.shape[1] > 1:  # the prompt but its last token, once per prompt
-                self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
-                           position_ids=positions[:, :-1], past_key_values=cache, use_cache=True,
-                           **self._keep_logits(1))
+                self.model(
+                    input_ids=ids[:, :-1],
+                    attention_mask=mask[:, :-1],
+                    position_ids=positions[:, :-1],
+                    past_key_values=cache,
+                    use_cache=True,
+                    **self._keep_logits(1),
+                )
                 if share:
                     cache.share_prefix(repeats, mask[:, :-1])
                 else:
@@ -534,21 +596,30 @@ class TransformersBackend:
             for _ in range(max_new_tokens):
                 # a shared cache masks each prompt's padding itself; its rows' own tokens have none
                 attend = {"shared_prompt_cache": cache} if share else {"attention_mask": mask}
-                logits = self.model(input_ids=step_ids, position_ids=step_positions,
-                                    past_key_values=cache, use_cache=True, **attend,
-                                    **self._keep_logits(1)).logits[:, -1]
+                logits = self.model(
+                    input_ids=step_ids,
+                    position_ids=step_positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                    **attend,
+                    **self._keep_logits(1),
+                ).logits[:, -1]
                 if share and cache.attended < len(cache.layers):
                     # A model whose layers do not hand their keyword arguments to the attention
                     # function attended over the rows' own tokens only: decode this batch again
                     # with per-row copies (nothing was drawn yet), and from now on.
-                    log.warning("%s does not pass the shared prompt cache to its attention; "
-                                "decoding with per-row caches", type(self.model).__name__)
+                    log.warning(
+                        "%s does not pass the shared prompt cache to its attention; "
+                        "decoding with per-row caches",
+                        type(self.model).__name__,
+                    )
                     self.share_prompt_cache = False
                     return self._decode_rows(single, repeats, sampler, max_new_tokens)
                 chosen = sampler.choose(logits).squeeze(1)
                 raw = logits.float()  # log p = logit - logsumexp: no full log_softmax table
-                chosen_logprobs = (raw.gather(1, chosen.unsqueeze(1)).squeeze(1)
-                                   - torch.logsumexp(raw, dim=-1))
+                chosen_logprobs = raw.gather(1, chosen.unsqueeze(1)).squeeze(1) - torch.logsumexp(
+                    raw, dim=-1
+                )
                 for row, token, lp in zip(live, chosen.tolist(), chosen_logprobs.tolist()):
                     tokens[row].append(int(token))
                     logprobs[row].append(float(lp))
@@ -570,8 +641,14 @@ class TransformersBackend:
         out = []
         for ids_row, lps in zip(tokens, logprobs):
             text = self.tokenizer.decode(ids_row, skip_special_tokens=True).strip()
-            out.append(Generation(text=text, token_ids=ids_row, token_logprobs=lps,
-                                  finish_reason=eos_finish(ids_row, self.eos_ids)))
+            out.append(
+                Generation(
+                    text=text,
+                    token_ids=ids_row,
+                    token_logprobs=lps,
+                    finish_reason=eos_finish(ids_row, self.eos_ids),
+                )
+            )
         return out
 
     def _prefix_cache(self, enc: dict[str, Any], repeats: int) -> Any:
@@ -585,8 +662,13 @@ class TransformersBackend:
             return None
         positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
         with torch.inference_mode():
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                             use_cache=True, **self._keep_logits(1))
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                **self._keep_logits(1),
+            )
         cache = out.past_key_values
         cache.batch_repeat_interleave(repeats)
         return cache
@@ -660,8 +742,14 @@ class TransformersBackend:
             )
             for row_ids, row_lps in zip(ids, lps):
                 text = self.tokenizer.decode(row_ids, skip_special_tokens=True).strip()
-                results.append(Generation(text=text, token_ids=row_ids, token_logprobs=row_lps,
-                                          finish_reason=eos_finish(row_ids, self.eos_ids)))
+                results.append(
+                    Generation(
+                        text=text,
+                        token_ids=row_ids,
+                        token_logprobs=row_lps,
+                        finish_reason=eos_finish(row_ids, self.eos_ids),
+                    )
+                )
         return results
 
     def token_logprobs(
@@ -684,7 +772,9 @@ class TransformersBackend:
             keep = max(len(c) for c in batch_conts) + 1  # the positions that predict a continuation
             with torch.inference_mode():
                 logits = self.model(
-                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
                     **self._keep_logits(keep),
                 ).logits
             width = logits.shape[1]  # the last `keep` positions, or all of them
@@ -721,7 +811,9 @@ class TransformersBackend:
             )
             with torch.inference_mode():
                 logits = self.model(
-                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
                     **self._keep_logits(1),
                 ).logits[:, -1]
             out.extend(

@@ -79,8 +79,9 @@ class GrowingLayer(DynamicLayer):
         self.keys = self._keys_buffer[:, :, : self._length]
         self.values = self._values_buffer[:, :, : self._length]
 
-    def update(self, key_states: Any, value_states: Any,
-               cache_kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    def update(
+        self, key_states: Any, value_states: Any, cache_kwargs: dict[str, Any] | None = None
+    ) -> tuple[Any, Any]:
         import torch
 
         if not self.is_initialized:
@@ -89,8 +90,9 @@ class GrowingLayer(DynamicLayer):
         if self._keys_buffer is None:
             shape = (*key_states.shape[:2], needed + self.spare_tokens, key_states.shape[3])
             self._keys_buffer = torch.empty(shape, dtype=key_states.dtype, device=key_states.device)
-            self._values_buffer = torch.empty(shape, dtype=value_states.dtype,
-                                              device=value_states.device)
+            self._values_buffer = torch.empty(
+                shape, dtype=value_states.dtype, device=value_states.device
+            )
         elif needed > self._keys_buffer.shape[2]:
             # out of room: grow by half again, so steps past the hint stay amortised O(1)
             self._reallocate(None, max(needed, self._keys_buffer.shape[2] * 3 // 2))
@@ -117,8 +119,9 @@ class GrowingLayer(DynamicLayer):
         self.prefix_values = self._values_buffer[:, :, : self._length]
         prompts, heads, _, dim = self._keys_buffer.shape
         shape = (prompts * rows, heads, self.spare_tokens + 1, dim)
-        self._keys_buffer = torch.empty(shape, dtype=self.prefix_keys.dtype,
-                                        device=self.prefix_keys.device)
+        self._keys_buffer = torch.empty(
+            shape, dtype=self.prefix_keys.dtype, device=self.prefix_keys.device
+        )
         self._values_buffer = torch.empty_like(self._keys_buffer)
         self._length = 0
         self._expose()
@@ -201,8 +204,9 @@ class GrowingCache(Cache):
             self._slots = self._slots[indices.to(self._slots.device)]
             self._all_live = len(self._slots) == self.prompts * self.rows_per_prompt
 
-    def attend(self, layer_idx: int, query: Any, key: Any, value: Any,
-               scaling: float | None = None) -> Any:
+    def attend(
+        self, layer_idx: int, query: Any, key: Any, value: Any, scaling: float | None = None
+    ) -> Any:
         """Attention of one-token `query` (rows, heads, 1, dim) over each row's prompt (shared)
         and its own `key`/`value` (rows, kv heads, own tokens, dim); (rows, 1, heads, dim), as
         transformers' attention functions return. Grouped-query heads: head h reads kv head
@@ -220,7 +224,7 @@ class GrowingCache(Cache):
         slots = None if self._all_live else self._slots
         out_dtype = query.dtype
         work = torch.float64 if out_dtype == torch.float64 else torch.float32
-        scale = dim ** -0.5 if scaling is None else scaling
+        scale = dim**-0.5 if scaling is None else scaling
         q = query.reshape(n, kv_heads, group, dim).to(work)
         own_keys, own_values = key.to(work), value.to(work)
         prefix_keys, prefix_values = layer.prefix_keys.to(work), layer.prefix_values.to(work)
@@ -232,20 +236,27 @@ class GrowingCache(Cache):
                 full = x.new_zeros(prompts * per_prompt, kv_heads, group, width)
                 full[slots] = x
                 x = full
-            return (x.reshape(prompts, per_prompt, kv_heads, group, width).transpose(1, 2)
-                    .reshape(prompts, kv_heads, per_prompt * group, width))
+            return (
+                x.reshape(prompts, per_prompt, kv_heads, group, width)
+                .transpose(1, 2)
+                .reshape(prompts, kv_heads, per_prompt * group, width)
+            )
 
         def by_row(x: Any, width: int) -> Any:
             """The inverse of `by_prompt`, live rows only."""
-            x = (x.reshape(prompts, kv_heads, per_prompt, group, width).transpose(1, 2)
-                 .reshape(prompts * per_prompt, kv_heads, group, width))
+            x = (
+                x.reshape(prompts, kv_heads, per_prompt, group, width)
+                .transpose(1, 2)
+                .reshape(prompts * per_prompt, kv_heads, group, width)
+            )
             return x if slots is None else x[slots]
 
         prompt_scores = torch.matmul(by_prompt(q, dim), prefix_keys.transpose(-1, -2))
         prompt_scores = prompt_scores.mul_(scale).add_(self._prefix_bias.to(work))
         own_scores = torch.matmul(q, own_keys.transpose(-1, -2)).mul_(scale)
-        probs = torch.softmax(torch.cat([by_row(prompt_scores, prefix_len), own_scores], dim=-1),
-                              dim=-1)
+        probs = torch.softmax(
+            torch.cat([by_row(prompt_scores, prefix_len), own_scores], dim=-1), dim=-1
+        )
         out = torch.matmul(probs[..., prefix_len:], own_values)
         prompt_part = torch.matmul(by_prompt(probs[..., :prefix_len], prefix_len), prefix_values)
         out += by_row(prompt_part, dim)

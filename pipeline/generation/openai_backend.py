@@ -36,8 +36,8 @@ import json
 import math
 from typing import Any
 
-from pipeline.generation.base import Generation, SamplingConfig
 from pipeline.clients.llm_client import DEFAULT_MAX_RESPONSE_BYTES
+from pipeline.generation.base import Generation, SamplingConfig
 
 TOP_LOGPROBS = 20  # the most OpenAI's API returns
 CHAT_STRATEGIES = ("greedy", "ar")  # the decoding strategies chat completions can run
@@ -63,14 +63,26 @@ class OpenAIBackend:
 
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None = None, *,
-                 api_key_env: str = "OPENAI_API_KEY", api_key: str | None = None,
-                 cache_dir: str | None = ".cache/generate-openai", max_concurrency: int = 16,
-                 max_retries: int = 5, timeout: float = 600.0, logprobs: bool = True,
-                 batch_size: int = 64, deadline: float | None = None,
-                 requests_per_minute: float | None = None, check_model: bool = True,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 settings_prefix: str = "backend.", **_: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        api_key: str | None = None,
+        cache_dir: str | None = ".cache/generate-openai",
+        max_concurrency: int = 16,
+        max_retries: int = 5,
+        timeout: float = 600.0,
+        logprobs: bool = True,
+        batch_size: int = 64,
+        deadline: float | None = None,
+        requests_per_minute: float | None = None,
+        check_model: bool = True,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        settings_prefix: str = "backend.",
+        **_: Any,
+    ) -> None:
         from pipeline.clients.llm_client import LLMClient
 
         if max_concurrency < 1:
@@ -81,21 +93,37 @@ class OpenAIBackend:
         self.batch_size = batch_size  # prompts per runner chunk: all of them share the pool
         # no client-wide parameters (the extractor's temperature 0 and 512 tokens): every
         # request here names its own sampling parameters
-        self.client = LLMClient(model=model, base_url=base_url, api_key_env=api_key_env,
-                                api_key=api_key, cache_dir=cache_dir, max_workers=max_concurrency,
-                                max_retries=max_retries, timeout=timeout, deadline=deadline,
-                                requests_per_minute=requests_per_minute,
-                                check_model=check_model, max_response_bytes=max_response_bytes,
-                                settings_prefix=settings_prefix)
+        self.client = LLMClient(
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            api_key=api_key,
+            cache_dir=cache_dir,
+            max_workers=max_concurrency,
+            max_retries=max_retries,
+            timeout=timeout,
+            deadline=deadline,
+            requests_per_minute=requests_per_minute,
+            check_model=check_model,
+            max_response_bytes=max_response_bytes,
+            settings_prefix=settings_prefix,
+        )
         self.client.params = {}
 
     # -- protocol ---------------------------------------------------------------------------
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         return json.dumps(messages, ensure_ascii=False)
 
-    def _params(self, temperature: float | None, max_tokens: int, seed: int | None, n: int = 1,
-                top_p: float | None = None, top_k: int | None = None,
-                draw: str | None = None) -> dict[str, Any]:
+    def _params(
+        self,
+        temperature: float | None,
+        max_tokens: int,
+        seed: int | None,
+        n: int = 1,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        draw: str | None = None,
+    ) -> dict[str, Any]:
         """The request's sampling parameters: what is None is not sent (the server decides);
         `draw` tells unseeded draws apart in the cache key (a "_" key: never sent)."""
         params: dict[str, Any] = {"max_tokens": max_tokens, "n": n}
@@ -121,39 +149,79 @@ class OpenAIBackend:
     def _generation(choice: dict[str, Any]) -> Generation:
         reason = choice.get("finish_reason")  # None in a reply cached before it was kept
         usage = choice.get("usage")
-        return Generation(text=choice["text"].strip(), token_ids=[],
-                          token_logprobs=[float(x) for x in choice.get("logprobs", [])],
-                          finish_reason=reason if isinstance(reason, str) else None,
-                          usage=usage if isinstance(usage, dict) else None)
+        return Generation(
+            text=choice["text"].strip(),
+            token_ids=[],
+            token_logprobs=[float(x) for x in choice.get("logprobs", [])],
+            finish_reason=reason if isinstance(reason, str) else None,
+            usage=usage if isinstance(usage, dict) else None,
+        )
 
     def sample(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Generation]]:
         messages = [messages_of(p) for p in prompts]
-        first = self._run([(m, {**sampling.extra, **self._params(
-            sampling.temperature, sampling.max_new_tokens, sampling.seed, sampling.n, sampling.top_p, sampling.top_k,
-            draw=sampling.stream)}) for m in messages])
-        out = [[self._generation(c) for c in choices[:sampling.n]] for choices in first]
+        first = self._run(
+            [
+                (
+                    m,
+                    {
+                        **sampling.extra,
+                        **self._params(
+                            sampling.temperature,
+                            sampling.max_new_tokens,
+                            sampling.seed,
+                            sampling.n,
+                            sampling.top_p,
+                            sampling.top_k,
+                            draw=sampling.stream,
+                        ),
+                    },
+                )
+                for m in messages
+            ]
+        )
+        out = [[self._generation(c) for c in choices[: sampling.n]] for choices in first]
         # a server that ignores `n`: the missing samples one request each, seeds seed+1, ...
         missing = [(i, j) for i, gens in enumerate(out) for j in range(len(gens), sampling.n)]
-        rest = self._run([(messages[i], {**sampling.extra, **self._params(
-            sampling.temperature, sampling.max_new_tokens, None if sampling.seed is None else sampling.seed + j, 1,
-            sampling.top_p, sampling.top_k, draw=f"{sampling.stream}:{j}")}) for i, j in missing])
+        rest = self._run(
+            [
+                (
+                    messages[i],
+                    {
+                        **sampling.extra,
+                        **self._params(
+                            sampling.temperature,
+                            sampling.max_new_tokens,
+                            None if sampling.seed is None else sampling.seed + j,
+                            1,
+                            sampling.top_p,
+                            sampling.top_k,
+                            draw=f"{sampling.stream}:{j}",
+                        ),
+                    },
+                )
+                for i, j in missing
+            ]
+        )
         for (i, _), choices in zip(missing, rest):
             out[i].append(self._generation(choices[0]))
         return out
 
     def greedy(self, prompts: list[str], max_new_tokens: int) -> list[Generation]:
-        got = self._run([(messages_of(p), self._params(0.0, max_new_tokens, None))
-                         for p in prompts])
+        got = self._run(
+            [(messages_of(p), self._params(0.0, max_new_tokens, None)) for p in prompts]
+        )
         return [self._generation(choices[0]) for choices in got]
 
     def beam(self, prompts: list[str], num_beams: int, max_new_tokens: int) -> list[Generation]:
         raise UnsupportedStrategyError(
             "backend=openai cannot run beam search (chat completions have no beam form); drop "
-            "it from generation.strategies (e.g. generation.strategies=[greedy,ar])")
+            "it from generation.strategies (e.g. generation.strategies=[greedy,ar])"
+        )
 
     def contrastive(self, prompts: list[str], **_: Any) -> list[Generation]:
         raise UnsupportedStrategyError(
-            "backend=openai cannot run contrastive search; drop it from generation.strategies")
+            "backend=openai cannot run contrastive search; drop it from generation.strategies"
+        )
 
     def logprob_of_next(self, prompts: list[str], token: str) -> list[float]:
         params = {**self._params(0.0, 1, None), "logprobs": True, "top_logprobs": TOP_LOGPROBS}

@@ -67,11 +67,15 @@ def beam_setting_problems(ptrue: bool, strategies: Sequence[str]) -> list[str]:
     """What generation.ptrue_beam=true needs that the generation settings lack."""
     problems = []
     if not ptrue:
-        problems.append("generation.ptrue_beam=true needs generation.ptrue=true (the beam "
-                        "decode's P(True) is a second pass beside the greedy one's)")
+        problems.append(
+            "generation.ptrue_beam=true needs generation.ptrue=true (the beam "
+            "decode's P(True) is a second pass beside the greedy one's)"
+        )
     if BEAM not in strategies:
-        problems.append(f"generation.ptrue_beam=true needs {BEAM} among generation.strategies "
-                        f"(now {list(strategies)}): it asks P(True) about the {BEAM} decode")
+        problems.append(
+            f"generation.ptrue_beam=true needs {BEAM} among generation.strategies "
+            f"(now {list(strategies)}): it asks P(True) about the {BEAM} decode"
+        )
     return problems
 
 
@@ -79,15 +83,20 @@ def beam_answers(decodes, ptrue, prompt_ids: Sequence[str]) -> tuple[list[str], 
     """(the beam decode's text per prompt of `prompt_ids`, {prompt_id: greedy log p(True)} where
     the beam text is the greedy text: the same P(True) prompt, its value taken as is) from the
     `decodes` and `ptrue` rows of those prompts (DataFrames of pipeline.schema)."""
-    text = {s: dict(zip(d["prompt_id"].astype(str), d["text"]))
-            for s, d in decodes.groupby("strategy")}
+    text = {
+        s: dict(zip(d["prompt_id"].astype(str), d["text"])) for s, d in decodes.groupby("strategy")
+    }
     beam, greedy = text.get(BEAM, {}), text.get(GREEDY, {})
     ids = [str(p) for p in prompt_ids]
     missing = [pid for pid in ids if pid not in beam]
     if missing:
-        raise RuntimeError(f"no {BEAM} decode of {missing[:3]}: P(True) on the {BEAM} decode "
-                           "needs one per prompt")
+        raise RuntimeError(
+            f"no {BEAM} decode of {missing[:3]}: P(True) on the {BEAM} decode needs one per prompt"
+        )
     asked = dict(zip(ptrue["prompt_id"].astype(str), ptrue["logprob_true"]))
-    known = {pid: float(asked[pid]) for pid in ids
-             if pid in asked and pid in greedy and greedy[pid] == beam[pid]}
+    known = {
+        pid: float(asked[pid])
+        for pid in ids
+        if pid in asked and pid in greedy and greedy[pid] == beam[pid]
+    }
     return [str(beam[pid]) for pid in ids], known

@@ -40,8 +40,12 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> Any:
 def _row(generation: Generation) -> dict[str, Any]:
     lps = [float(x) for x in generation.token_logprobs]
     # logprob is the Python sum of exactly the stored floats, so the identity holds bit for bit.
-    return {"text": generation.text, "token_logprobs": lps, "logprob": float(sum(lps)),
-            "finish_reason": generation.finish_reason or ""}
+    return {
+        "text": generation.text,
+        "token_logprobs": lps,
+        "logprob": float(sum(lps)),
+        "finish_reason": generation.finish_reason or "",
+    }
 
 
 def generate_records(
@@ -92,8 +96,12 @@ def generate_records(
     # Prompts go to the backend 4 batches at a time: it samples them `batch_size` prompts per
     # call, while beam, contrastive and P(True) batch all of them (fewer rows per prompt).
     chunk = chunk_size or 4 * max(1, int(getattr(backend, "batch_size", 8)))
-    ar_sampling = dataclasses.replace(sampling, n=1, stream="ar",
-                                 seed=None if sampling.seed is None else sampling.seed + AR_SEED_OFFSET)
+    ar_sampling = dataclasses.replace(
+        sampling,
+        n=1,
+        stream="ar",
+        seed=None if sampling.seed is None else sampling.seed + AR_SEED_OFFSET,
+    )
     sample_rows: list[dict[str, Any]] = []
     decode_rows: list[dict[str, Any]] = []
     ptrue_rows: list[dict[str, Any]] = []
@@ -104,8 +112,9 @@ def generate_records(
     if progress is True:  # a bar on a terminal, else a log line every ~10 % or 30 s
         from pipeline.progress import progress as progress_bar
 
-        bar = progress_bar(len(prompts), f"generate ({getattr(backend, 'name', 'backend')})",
-                           unit="prompt")
+        bar = progress_bar(
+            len(prompts), f"generate ({getattr(backend, 'name', 'backend')})", unit="prompt"
+        )
     for start in range(0, len(prompts), chunk):
         batch = prompts[start : start + chunk]
         ids = prompt_ids[start : start + chunk]
@@ -114,8 +123,11 @@ def generate_records(
             # greedy and `ar` as extra rows of the sampling call: one prefill per prompt
             want_greedy = "greedy" in strategies or ptrue
             samples, greedy_rows, ar_rows = backend.sample_and_decode(
-                batch, sampling, greedy=want_greedy,
-                extra_seed=ar_sampling.seed if "ar" in strategies else None)
+                batch,
+                sampling,
+                greedy=want_greedy,
+                extra_seed=ar_sampling.seed if "ar" in strategies else None,
+            )
             if greedy_rows is not None:
                 decoded["greedy"] = greedy_rows
             if ar_rows is not None:
@@ -196,15 +208,19 @@ def ptrue_of_answers(
     """
     prompt_ids = [str(p) for p in prompt_ids]
     if not len(prompt_ids) == len(questions) == len(answers):
-        raise ValueError(f"{len(prompt_ids)} prompt_ids, {len(questions)} questions and "
-                         f"{len(answers)} answers: pass one of each per prompt")
+        raise ValueError(
+            f"{len(prompt_ids)} prompt_ids, {len(questions)} questions and "
+            f"{len(answers)} answers: pass one of each per prompt"
+        )
     known = {str(k): float(v) for k, v in (known or {}).items()}
     ask = [i for i, pid in enumerate(prompt_ids) if pid not in known]
     asked = compute_ptrue(backend, [questions[i] for i in ask], [answers[i] for i in ask])
     logprob = dict(known)
     logprob.update({prompt_ids[i]: lp for i, lp in zip(ask, asked, strict=True)})
-    rows = [{"prompt_id": pid, "logprob_true": logprob[pid],
-             "p_true": to_probability(logprob[pid])} for pid in prompt_ids]
+    rows = [
+        {"prompt_id": pid, "logprob_true": logprob[pid], "p_true": to_probability(logprob[pid])}
+        for pid in prompt_ids
+    ]
     return _frame(rows, PTRUE)
 
 
@@ -227,12 +243,16 @@ def decode_records(
         if strategy == "beam":
             decoded[strategy] = backend.beam(prompts, beam_width, max_new_tokens)
         elif strategy == "contrastive":
-            decoded[strategy] = backend.contrastive(prompts, max_new_tokens=max_new_tokens,
-                                                    alpha=alpha, top_k=top_k)
+            decoded[strategy] = backend.contrastive(
+                prompts, max_new_tokens=max_new_tokens, alpha=alpha, top_k=top_k
+            )
         elif strategy == "greedy":
             decoded[strategy] = backend.greedy(prompts, max_new_tokens)
         else:
             raise ValueError(f"decode_records runs beam, contrastive and greedy, not {strategy!r}")
-    rows = [{"prompt_id": str(pid), "strategy": s, **_row(decoded[s][i])}
-            for i, pid in enumerate(prompt_ids) for s in strategies]
+    rows = [
+        {"prompt_id": str(pid), "strategy": s, **_row(decoded[s][i])}
+        for i, pid in enumerate(prompt_ids)
+        for s in strategies
+    ]
     return _frame(rows, DECODES)

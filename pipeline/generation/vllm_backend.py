@@ -88,9 +88,13 @@ class VllmBackend:
         not used: vLLM picks its platform itself and batches continuously.
         """
         if not 0 < gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})"
+            )
         if max_model_len is not None and max_model_len < 1:
-            raise ValueError(f"max_model_len must be >= 1 or None for the model's own (got {max_model_len})")
+            raise ValueError(
+                f"max_model_len must be >= 1 or None for the model's own (got {max_model_len})"
+            )
         if str(model_path) in PACKAGED_ALIASES:
             from pipeline.generation.smollm2 import ensure_dense_model
 
@@ -103,8 +107,11 @@ class VllmBackend:
                     f"ensure_dense_model()' ({exc})"
                 ) from exc
         path = Path(model_path).expanduser()
-        hub_id = not path.is_dir() and not str(model_path).startswith((".", "/", "~")) and (
-            str(model_path).count("/") == 1)
+        hub_id = (
+            not path.is_dir()
+            and not str(model_path).startswith((".", "/", "~"))
+            and (str(model_path).count("/") == 1)
+        )
         if not path.is_dir() and not hub_id:
             raise FileNotFoundError(
                 f"model folder {path} does not exist; pass a local Hugging Face model folder, a "
@@ -122,7 +129,11 @@ class VllmBackend:
             ) from exc
 
         if device is not None or batch_size is not None:
-            log.debug("VllmBackend ignores device=%r batch_size=%r (vLLM schedules itself)", device, batch_size)
+            log.debug(
+                "VllmBackend ignores device=%r batch_size=%r (vLLM schedules itself)",
+                device,
+                batch_size,
+            )
         kwargs: dict[str, Any] = {
             "model": source,
             "tokenizer": source,
@@ -143,7 +154,11 @@ class VllmBackend:
         kwargs.update(engine_kwargs)
         binding = cpu_thread_binding(tensor_parallel_size)
         if binding is not None:
-            log.info("vllm-cpu: binding %d tensor-parallel ranks to CPUs %s", tensor_parallel_size, binding)
+            log.info(
+                "vllm-cpu: binding %d tensor-parallel ranks to CPUs %s",
+                tensor_parallel_size,
+                binding,
+            )
             os.environ["VLLM_CPU_OMP_THREADS_BIND"] = binding
         started = time.perf_counter()
         self.llm = LLM(**kwargs)
@@ -166,10 +181,14 @@ class VllmBackend:
         out = []
         for i, prompt in enumerate(prompts):
             if not isinstance(prompt, str):
-                raise TypeError(f"prompts[{i}] is {type(prompt).__name__}, expected a chat-rendered str")
+                raise TypeError(
+                    f"prompts[{i}] is {type(prompt).__name__}, expected a chat-rendered str"
+                )
             ids = self.tokenizer.encode(prompt, add_special_tokens=False)
             if not ids:
-                raise ValueError(f"prompts[{i}] is empty after tokenisation; every prompt needs at least one token")
+                raise ValueError(
+                    f"prompts[{i}] is empty after tokenisation; every prompt needs at least one token"
+                )
             out.append(TokensPrompt(prompt_token_ids=list(ids)))
         return out
 
@@ -185,19 +204,29 @@ class VllmBackend:
             raise RuntimeError(
                 f"vLLM returned {len(completion.logprobs)} logprob entries for {len(token_ids)} tokens"
             )
-        token_logprobs = [float(pos[tok].logprob) for tok, pos in zip(token_ids, completion.logprobs)]
+        token_logprobs = [
+            float(pos[tok].logprob) for tok, pos in zip(token_ids, completion.logprobs)
+        ]
         reason = getattr(completion, "finish_reason", None)
-        return Generation(text=self._decode(token_ids), token_ids=token_ids, token_logprobs=token_logprobs,
-                          finish_reason=reason if isinstance(reason, str) else None)
+        return Generation(
+            text=self._decode(token_ids),
+            token_ids=token_ids,
+            token_logprobs=token_logprobs,
+            finish_reason=reason if isinstance(reason, str) else None,
+        )
 
     def resolve_sampling(self, sampling: SamplingConfig) -> dict[str, Any]:
         """The sampling fields actually used: sampling where set, else the model's generation_config."""
         default = self.default_sampling
         return {
-            "temperature": float(sampling.temperature if sampling.temperature is not None else default.temperature),
+            "temperature": float(
+                sampling.temperature if sampling.temperature is not None else default.temperature
+            ),
             "top_p": float(sampling.top_p if sampling.top_p is not None else default.top_p),
             # vLLM spells "no top-k" as 0 or -1; SamplingConfig uses 0.
-            "top_k": int(sampling.top_k if sampling.top_k is not None else max(default.top_k or 0, 0)),
+            "top_k": int(
+                sampling.top_k if sampling.top_k is not None else max(default.top_k or 0, 0)
+            ),
         }
 
     # ----------------------------------------------------------------------- protocol
@@ -208,7 +237,9 @@ class VllmBackend:
         if sampling.seed != self.seed:
             log.info(
                 "VllmBackend uses the engine seed %d, not SamplingConfig.seed=%d (per-request seeds "
-                "crash vllm-cpu on multi-prompt batches)", self.seed, sampling.seed
+                "crash vllm-cpu on multi-prompt batches)",
+                self.seed,
+                sampling.seed,
             )
         knobs = self.resolve_sampling(sampling)
         default = self.default_sampling
@@ -228,7 +259,9 @@ class VllmBackend:
         for out in outputs:
             gens = [self._generation(c) for c in sorted(out.outputs, key=lambda c: c.index)]
             if len(gens) != sampling.n:
-                raise RuntimeError(f"vLLM returned {len(gens)} samples for a prompt, expected n={sampling.n}")
+                raise RuntimeError(
+                    f"vLLM returned {len(gens)} samples for a prompt, expected n={sampling.n}"
+                )
             result.append(gens)
         return result
 
@@ -238,11 +271,15 @@ class VllmBackend:
 
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
-        params = SamplingParams(n=1, temperature=0.0, max_tokens=max_new_tokens, logprobs=0, detokenize=False)
+        params = SamplingParams(
+            n=1, temperature=0.0, max_tokens=max_new_tokens, logprobs=0, detokenize=False
+        )
         outputs = self.llm.generate(self._token_prompts(prompts), params, use_tqdm=False)
         return [self._generation(out.outputs[0]) for out in outputs]
 
-    def beam(self, prompts: list[str], num_beams: int = 5, max_new_tokens: int = 64) -> list[Generation]:
+    def beam(
+        self, prompts: list[str], num_beams: int = 5, max_new_tokens: int = 64
+    ) -> list[Generation]:
         """The best beam per prompt (vLLM `LLM.beam_search`, length_penalty 1.0)."""
         from vllm.sampling_params import BeamSearchParams
 
@@ -260,7 +297,11 @@ class VllmBackend:
             new_ids = [int(t) for t in best.tokens[prompt_len:]]
             # best.logprobs[i] holds the 2*width candidates of step i, the chosen token among them.
             token_logprobs = [float(step[tok].logprob) for tok, step in zip(new_ids, best.logprobs)]
-            result.append(Generation(text=self._decode(new_ids), token_ids=new_ids, token_logprobs=token_logprobs))
+            result.append(
+                Generation(
+                    text=self._decode(new_ids), token_ids=new_ids, token_logprobs=token_logprobs
+                )
+            )
         return result
 
     def single_token_id(self, token: str) -> int:
@@ -287,7 +328,9 @@ class VllmBackend:
         outputs = self.llm.generate(self._token_prompts(prompts), params, use_tqdm=False)
         return [float(out.outputs[0].logprobs[0][token_id].logprob) for out in outputs]
 
-    def token_logprobs(self, prompts: list[str], continuations: list[list[int]]) -> list[list[float]]:
+    def token_logprobs(
+        self, prompts: list[str], continuations: list[list[int]]
+    ) -> list[list[float]]:
         """Teacher-forced raw log p of each continuation token given prompt + earlier tokens."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -298,19 +341,27 @@ class VllmBackend:
         for prompt, cont in zip(self._token_prompts(prompts), continuations):
             if not cont:
                 raise ValueError("every continuation needs at least one token id")
-            joined.append(TokensPrompt(prompt_token_ids=list(prompt["prompt_token_ids"]) + [int(t) for t in cont]))
-        params = SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
+            joined.append(
+                TokensPrompt(
+                    prompt_token_ids=list(prompt["prompt_token_ids"]) + [int(t) for t in cont]
+                )
+            )
+        params = SamplingParams(
+            n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False
+        )
         outputs = self.llm.generate(joined, params, use_tqdm=False)
         result = []
         for out, cont in zip(outputs, continuations):
-            tail = out.prompt_logprobs[-len(cont):]
+            tail = out.prompt_logprobs[-len(cont) :]
             result.append([float(pos[int(tok)].logprob) for tok, pos in zip(cont, tail)])
         return result
 
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         """The model's chat template applied to `messages`, generation prompt appended."""
         if not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError(f"{self.name} has no chat template; render prompts yourself and pass plain strings")
+            raise ValueError(
+                f"{self.name} has no chat template; render prompts yourself and pass plain strings"
+            )
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
         )
@@ -330,7 +381,7 @@ def cpu_thread_binding(world_size: int) -> str | None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= world_size:
         per = len(cpus) // world_size
-        groups = [cpus[r * per:(r + 1) * per] for r in range(world_size)]
+        groups = [cpus[r * per : (r + 1) * per] for r in range(world_size)]
     else:
         groups = [[cpus[r % len(cpus)]] for r in range(world_size)]
     return "|".join(",".join(map(str, g)) for g in groups)

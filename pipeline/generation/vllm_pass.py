@@ -46,8 +46,11 @@ def run_job(job: dict[str, Any]) -> int:
     store, key = ArtifactStore(Path(job["store"])), job["key"]
     if job.get("mode") == PTRUE_BEAM_MODE:
         return _run_ptrue_beam(job, store, key)
-    todo = [s for s in job["shards"]
-            if not store.shard_complete(SHARDED, key, int(s["index"]), s["prompt_ids"])]
+    todo = [
+        s
+        for s in job["shards"]
+        if not store.shard_complete(SHARDED, key, int(s["index"]), s["prompt_ids"])
+    ]
     if not todo:
         log.info("[generate] vLLM pass: all %d shards already written", len(job["shards"]))
         return 0
@@ -55,17 +58,27 @@ def run_job(job: dict[str, Any]) -> int:
 
     started = time.perf_counter()
     backend = VllmBackend(**job["engine"])
-    log.info("[generate] vLLM pass: engine up in %.1f s, %d of %d shards to write",
-             time.perf_counter() - started, len(todo), len(job["shards"]))
+    log.info(
+        "[generate] vLLM pass: engine up in %.1f s, %d of %d shards to write",
+        time.perf_counter() - started,
+        len(todo),
+        len(job["shards"]),
+    )
     sampling = SamplingConfig(**job["sampling"])
     for shard in todo:
         frames = generate_records(
-            backend, shard["prompts"], shard["prompt_ids"], sampling,
-            strategies=tuple(job["strategies"]), beam_width=int(job["beam_width"]),
-            ptrue=bool(job["ptrue"]), questions=shard["questions"], progress=False)
+            backend,
+            shard["prompts"],
+            shard["prompt_ids"],
+            sampling,
+            strategies=tuple(job["strategies"]),
+            beam_width=int(job["beam_width"]),
+            ptrue=bool(job["ptrue"]),
+            questions=shard["questions"],
+            progress=False,
+        )
         for name, frame in zip(SHARDED, frames):
-            store.write_shard(name, key, int(shard["index"]), frame,
-                              prompt_ids=shard["prompt_ids"])
+            store.write_shard(name, key, int(shard["index"]), frame, prompt_ids=shard["prompt_ids"])
         log.info("[generate] vLLM pass: shard %d written", int(shard["index"]) + 1)
     return len(todo)
 
@@ -75,21 +88,38 @@ def _run_ptrue_beam(job: dict[str, Any], store: Any, key: str) -> int:
     from pipeline.generation.ptrue import BEAM_SHARDS as PTRUE_BEAM
     from pipeline.generation.runner import ptrue_of_answers
 
-    todo = [s for s in job["shards"]
-            if not store.has_shard(PTRUE_BEAM, key, int(s["index"]), s["prompt_ids"])]
+    todo = [
+        s
+        for s in job["shards"]
+        if not store.has_shard(PTRUE_BEAM, key, int(s["index"]), s["prompt_ids"])
+    ]
     if not todo:
         return 0
     from pipeline.generation.vllm_backend import VllmBackend
 
     started = time.perf_counter()
     backend = VllmBackend(**job["engine"])
-    log.info("[generate] vLLM pass (P(True) of the beam decode): engine up in %.1f s, %d shards",
-             time.perf_counter() - started, len(todo))
+    log.info(
+        "[generate] vLLM pass (P(True) of the beam decode): engine up in %.1f s, %d shards",
+        time.perf_counter() - started,
+        len(todo),
+    )
     for shard in todo:
-        frame = ptrue_of_answers(backend, shard["prompt_ids"], shard["questions"],
-                                 shard["answers"], shard.get("known") or {})
-        store.write_shard(PTRUE_BEAM, key, int(shard["index"]), frame, schema="ptrue",
-                          prompt_ids=shard["prompt_ids"])
+        frame = ptrue_of_answers(
+            backend,
+            shard["prompt_ids"],
+            shard["questions"],
+            shard["answers"],
+            shard.get("known") or {},
+        )
+        store.write_shard(
+            PTRUE_BEAM,
+            key,
+            int(shard["index"]),
+            frame,
+            schema="ptrue",
+            prompt_ids=shard["prompt_ids"],
+        )
     return len(todo)
 
 
@@ -98,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m pipeline.generation.vllm_pass JOB.json", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+    )
     run_job(json.loads(Path(args[0]).read_text(encoding="utf-8")))
     return 0
 

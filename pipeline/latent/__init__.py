@@ -34,20 +34,29 @@ from .codec import from_json, to_json
 # public name -> the task folder whose space.py defines it
 _SPACE_MODULES = {
     "ClassSpace": "classes",
-    "SetSpace": "sets", "incidence_matrix": "sets", "sets_bayes_batch": "sets",
-    "sets_pairwise_risks_batch": "sets", "sets_sample_mbr_batch": "sets",
-    "FBetaSetSpace": "sets_fbeta", "f_beta": "sets_fbeta", "gfm": "sets_fbeta",
+    "SetSpace": "sets",
+    "incidence_matrix": "sets",
+    "sets_bayes_batch": "sets",
+    "sets_pairwise_risks_batch": "sets",
+    "sets_sample_mbr_batch": "sets",
+    "FBetaSetSpace": "sets_fbeta",
+    "f_beta": "sets_fbeta",
+    "gfm": "sets_fbeta",
     "GraphSpace": "graphs",
     "RealSpace": "reals",
     "SimplexSpace": "simplex",
-    "SphereSpace": "sphere", "sphere_bayes_batch": "sphere", "sphere_pairwise_risks_batch": "sphere",
+    "SphereSpace": "sphere",
+    "sphere_bayes_batch": "sphere",
+    "sphere_pairwise_risks_batch": "sphere",
     "sphere_sample_mbr_batch": "sphere",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _SPACE_MODULES:
-        value = getattr(importlib.import_module(f"pipeline.tasks.{_SPACE_MODULES[name]}.space"), name)
+        value = getattr(
+            importlib.import_module(f"pipeline.tasks.{_SPACE_MODULES[name]}.space"), name
+        )
         globals()[name] = value  # looked up once
         return value
     raise AttributeError(f"module 'pipeline.latent' has no attribute {name!r}")
@@ -58,10 +67,30 @@ def __dir__() -> list[str]:
 
 
 __all__ = [  # the base's names, then the spaces' (_SPACE_MODULES)
-    "BayesResult", "LatentBatch", "LatentSpace", "LatentTypeError", "available_spaces", "from_json",
-    "get_space", "register", "space_class", "to_json",
-    "ClassSpace", "FBetaSetSpace", "GraphSpace", "RealSpace", "SetSpace", "SimplexSpace",
-    "SphereSpace", "f_beta", "gfm", "incidence_matrix", "sets_bayes_batch",
-    "sets_pairwise_risks_batch", "sets_sample_mbr_batch", "sphere_bayes_batch",
-    "sphere_pairwise_risks_batch", "sphere_sample_mbr_batch",
+    "BayesResult",
+    "LatentBatch",
+    "LatentSpace",
+    "LatentTypeError",
+    "available_spaces",
+    "from_json",
+    "get_space",
+    "register",
+    "space_class",
+    "to_json",
+    "ClassSpace",
+    "FBetaSetSpace",
+    "GraphSpace",
+    "RealSpace",
+    "SetSpace",
+    "SimplexSpace",
+    "SphereSpace",
+    "f_beta",
+    "gfm",
+    "incidence_matrix",
+    "sets_bayes_batch",
+    "sets_pairwise_risks_batch",
+    "sets_sample_mbr_batch",
+    "sphere_bayes_batch",
+    "sphere_pairwise_risks_batch",
+    "sphere_sample_mbr_batch",
 ]

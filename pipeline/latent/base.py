@@ -260,8 +260,7 @@ class LatentSpace(abc.ABC, Generic[L]):
         """The latent as a JSON string (``None`` -> ``"null"``); round trips are exact."""
         if latent is None:
             return "null"
-        return json.dumps(self.encode(latent), sort_keys=True, allow_nan=False,
-                          ensure_ascii=False)
+        return json.dumps(self.encode(latent), sort_keys=True, allow_nan=False, ensure_ascii=False)
 
     def from_json(self, s: str) -> Any:
         """Decode `to_json`'s output (``"null"`` -> ``None``)."""
@@ -294,8 +293,9 @@ class LatentSpace(abc.ABC, Generic[L]):
             for label in set(self.labels(item) or ()):
                 totals[label] = totals.get(label, 0.0) + float(wi)
         total = float(w.sum())
-        return dict(sorted(((k, v / total) for k, v in totals.items()),
-                           key=lambda kv: (-kv[1], kv[0])))
+        return dict(
+            sorted(((k, v / total) for k, v in totals.items()), key=lambda kv: (-kv[1], kv[0]))
+        )
 
     def max_risk(self, latents: Sequence[Any]) -> float:
         """The largest Bayes risk a prompt's samples can have: the space's bound where the risk
@@ -372,8 +372,9 @@ class LatentSpace(abc.ABC, Generic[L]):
 CHUNK_CELLS = 1 << 21
 
 
-def padded_chunks(widths: np.ndarray, n_samples: int, budget: int | None = None,
-                  square: bool = False) -> list[tuple[slice, int]]:
+def padded_chunks(
+    widths: np.ndarray, n_samples: int, budget: int | None = None, square: bool = False
+) -> list[tuple[slice, int]]:
     """Consecutive prompt slices whose padded (prompts, n_samples, width) array stays within
     `budget` cells, each with its width (the widest prompt in it, at least 1). `square`: the
     work also holds a (prompts, width, width) array (F-beta's GFM)."""
@@ -531,7 +532,8 @@ def space_class(name: str) -> type[LatentSpace]:
     """The registered latent space class `name` (a ConfigError, a ValueError, lists the names)."""
     if not isinstance(name, str) or name not in SPACES:
         raise ConfigError(
-            f"unknown latent space {name!r}; valid names: {', '.join(available_spaces())}")
+            f"unknown latent space {name!r}; valid names: {', '.join(available_spaces())}"
+        )
     return SPACES[name]
 
 

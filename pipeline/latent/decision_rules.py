@@ -25,8 +25,11 @@ DECISION_RULES: Registry[Rule] = Registry("decision rule")
 def chosen_samples(batch: LatentBatch, idx: np.ndarray) -> Decisions:
     """Sample idx[p] of every prompt p, with its empirical risk."""
     risks = batch.sample_risks()
-    return ([items[i] for items, i in zip(batch.items, idx)],
-            np.array([r[i] for r, i in zip(risks, idx)], dtype=np.float64), None)
+    return (
+        [items[i] for items, i in zip(batch.items, idx)],
+        np.array([r[i] for r, i in zip(risks, idx)], dtype=np.float64),
+        None,
+    )
 
 
 @DECISION_RULES.register("bayes")

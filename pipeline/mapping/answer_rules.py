@@ -57,22 +57,29 @@ _MAX_LINES = 400
 _ARTICLES = frozenset({"the", "a", "an"})
 _NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "twenty both several many few".split())
+    "twenty both several many few".split()
+)
 _DETERMINERS = _ARTICLES | frozenset(
-    "its their his her our my your this that these those some all each every any other another".split())
-_PRONOUNS = frozenset("it they them its their this these those he she him her which that there".split())
+    "its their his her our my your this that these those some all each every any other another".split()
+)
+_PRONOUNS = frozenset(
+    "it they them its their this these those he she him her which that there".split()
+)
 _SELF = frozenset("i we you me us i'm i've i'd let".split())
 _PREPOSITIONS = frozenset(
     "to in on at by with from into through across along off near between before after during since "
     "under over above below for as than via within without against toward towards around about "
     "among amongst beyond behind beside besides onto upon throughout inside outside except like per "
-    "until till".split())
+    "until till".split()
+)
 _SUBORDINATORS = frozenset(
     "which who whom whose that where when while whereas although though because if unless so but yet "
-    "whether once".split())
+    "whether once".split()
+)
 _AUX = frozenset(
     "is are was were be been being am has have had having do does did will would can could may might "
-    "shall should must".split())
+    "shall should must".split()
+)
 # Verbs that link a topic to its answers in model prose, in base form; inflections are derived.
 _VERB_BASES = (
     "border share include contain comprise consist make form flow pass run rise cross reach use speak "
@@ -85,11 +92,13 @@ _VERB_BASES = (
     "impeach kill elect design develop invent discover build paint compete originate span bring "
     "wrote made took led held ran rose lay became "
     "gave spoken written known taken given risen begun sat drawn drew grew grown went gone came fought "
-    "won lost beaten met told thought seen began flowed spoke wore worn found")
+    "won lost beaten met told thought seen began flowed spoke wore worn found"
+)
 _IRREGULAR_VERBS = frozenset(
     "wrote made took led held ran rose lay became gave spoken written known taken given risen begun sat "
     "drawn drew grew grown went gone came fought won lost beaten met told thought seen began spoke "
-    "worn wore found bound split set put let cut hit brought".split())
+    "worn wore found bound split set put let cut hit brought".split()
+)
 
 
 def _inflections(base: str) -> set[str]:
@@ -111,41 +120,57 @@ _NOT_VERBS = frozenset(
     "united red bed need based armed aged related detailed advanced limited unnamed scheduled disputed "
     "coloured colored mixed fixed landlocked string spring thing king ring wing during morning evening "
     "painting building ceiling pudding wedding clothing herring viking sterling beijing nothing "
-    "something anything everything bring sing sibling kingdom seed speed feed".split())
+    "something anything everything bring sing sibling kingdom seed speed feed".split()
+)
 _ADVERBS = frozenset(
     "also all both only traditionally usually often mainly mostly not never now still just even "
     "generally typically commonly sometimes always largely primarily officially strictly together "
-    "currently today again then each briefly partly fully completely respectively close closely".split())
+    "currently today again then each briefly partly fully completely respectively close closely".split()
+)
 # Nouns that, before "of" + a name, describe the name: "the tiny state of Andorra".
 _CONTAINERS = frozenset(
     "part parts state territory island islands country countries city region province nation kingdom "
     "republic principality peninsula drizzle pinch splash dash cup cups bit touch slice piece pieces "
-    "handful spoon spoonful sprinkle layer sheet bits alloy mixture blend combination".split())
+    "handful spoon spoonful sprinkle layer sheet bits alloy mixture blend combination".split()
+)
 # Plural heads a coordination can share: "the Atlantic and Pacific Oceans".
 _SHARED_HEADS = frozenset(
     "oceans seas rivers lakes islands mountains ranges branches states countries languages planets "
     "gases colours colors elements metals brothers sisters members continents peninsulas seas "
     "gulfs bays straits deserts provinces regions cities "
     # singular, as models write it too: "the Atlantic and Pacific Ocean"
-    "ocean sea river lake island mountain branch range desert peninsula gulf bay strait continent".split())
+    "ocean sea river lake island mountain branch range desert peninsula gulf bay strait continent".split()
+)
 _DIRECTIONS = frozenset(
     "north south east west northeast northwest southeast southwest northern southern eastern western "
     "north-east north-west south-east south-west northeastern northwestern southeastern southwestern "
-    "central upper lower".split())
+    "central upper lower".split()
+)
 # Words that make a noun phrase a description rather than an answer.
 _DESCRIPTORS = frozenset(
     "most best least main only first second third fourth fifth sixth last other others one ones "
     "largest smallest biggest common famous known important major minor primary principal classic "
     "classical typical usual following remaining rest same kind kinds type types example examples "
-    "number group list core majority".split())
+    "number group list core majority".split()
+)
 _ORDINAL_CUES = frozenset("third fourth fifth sixth seventh other another last remaining".split())
 _ADDITIVE_CUES = re.compile(
-    r"\b(?:also|too|as\s+well|additionally|in\s+addition|likewise|(?:do|does|did|done)\s+so)\b", re.IGNORECASE)
+    r"\b(?:also|too|as\s+well|additionally|in\s+addition|likewise|(?:do|does|did|done)\s+so)\b",
+    re.IGNORECASE,
+)
 _NEGATION = re.compile(
     r"\b(?:not|no|never|none|neither|nor|rather\s+than|instead\s+of|except|excluding|unlike|no\s+longer)\b|n't\b",
-    re.IGNORECASE)
-_STOP = (_ARTICLES | _DETERMINERS | _PREPOSITIONS | _SUBORDINATORS | _AUX | _ADVERBS
-         | frozenset("and or of s what which who whom how why does do".split()))
+    re.IGNORECASE,
+)
+_STOP = (
+    _ARTICLES
+    | _DETERMINERS
+    | _PREPOSITIONS
+    | _SUBORDINATORS
+    | _AUX
+    | _ADVERBS
+    | frozenset("and or of s what which who whom how why does do".split())
+)
 
 # --------------------------------------------------------------------------- text helpers
 
@@ -155,7 +180,10 @@ _CONTRACTIONS = [
     (re.compile(r"\b(it|that|there|here|what|this|he|she)['\u2019]s\b", re.I), r"\1 is"),
     (re.compile(r"\b(they|we|you)['\u2019]re\b", re.I), r"\1 are"),
     (re.compile(r"\bi['\u2019]m\b", re.I), "I am"),
-    (re.compile(r"\b(can|won|don|doesn|didn|isn|aren|wasn|weren|haven|hasn)['\u2019]t\b", re.I), r"\1 not"),
+    (
+        re.compile(r"\b(can|won|don|doesn|didn|isn|aren|wasn|weren|haven|hasn)['\u2019]t\b", re.I),
+        r"\1 not",
+    ),
 ]
 _WORD_CHARS = re.compile(r"[^\W_]", re.UNICODE)
 
@@ -196,12 +224,15 @@ def _is_capitalised(word: str) -> bool:
 _NOTE_START = re.compile(r"\s+[-\u2013\u2014:]\s+|\s*\(|:\s")
 _NUMBERED = re.compile(r"\s*\(?\d")
 _COMPASS_AND = re.compile(
-    r"\b(North|South|East|West|Upper|Lower)\s+and\s+(?=(?:North|South|East|West|Upper|Lower)\b)")
+    r"\b(North|South|East|West|Upper|Lower)\s+and\s+(?=(?:North|South|East|West|Upper|Lower)\b)"
+)
 _LISTED = re.compile(r",|\sand\s")
 _DIGIT = re.compile(r"\d")
 _LIST_IN_PARENS = re.compile(
     r"\b(?:the\s+)?(?:\w+\s+){0,3}?(?:countries|states|members|nations|languages|planets|ones)\s*"
-    r"\((?P<inner>[^()]{1,200})\)", re.IGNORECASE)
+    r"\((?P<inner>[^()]{1,200})\)",
+    re.IGNORECASE,
+)
 _DASH = re.compile(r"\s+[-\u2013\u2014]+\s+|\u2014")
 _COMMA_SPLIT = re.compile(r"\s*,\s*")
 _AND_OR_FIRST = re.compile(r"(?:and|or)\s", re.IGNORECASE)
@@ -210,10 +241,14 @@ _ADDING = re.compile(r"\b(?:plus|as well as|along with|together with)\b")
 _AND_OR_WORD = re.compile(r"\b(?:and|or)\b")
 _CLAUSE_JOINT = re.compile(r"(,\s*(?:and\s+|or\s+)?|\s+and\s+)")
 _COMMA_OR_AND = re.compile(r",|\band\b")
-_LEAD_CONJUNCTION = re.compile(r"^(?:while|whereas|although|though|but|yet|and|or|so)\s+", re.IGNORECASE)
+_LEAD_CONJUNCTION = re.compile(
+    r"^(?:while|whereas|although|though|but|yet|and|or|so)\s+", re.IGNORECASE
+)
 _INVERTED = re.compile(r"^(?:as|so)\s+(?:do|does|did)\s+", re.IGNORECASE)
 _ANSWER_TAG = re.compile(r"^(?:a|answer|output)\s*:\s*", re.IGNORECASE)
-_ITEM_NOTE = re.compile(r"^(?P<head>[^:]{1,120}?)(?:\s+[-\u2013\u2014]+\s+|\s*:\s+|\s*:$)(?P<rest>.*)$")
+_ITEM_NOTE = re.compile(
+    r"^(?P<head>[^:]{1,120}?)(?:\s+[-\u2013\u2014]+\s+|\s*:\s+|\s*:$)(?P<rest>.*)$"
+)
 _SHORT_HEAD = re.compile(r"^[^,]{1,60},")
 _SPACES = re.compile(r"\s+")
 _SPACE_BEFORE_MARK = re.compile(r"\s+([,;:.!?])(?=\s|$)")
@@ -238,7 +273,10 @@ def _question_options(question: str) -> tuple[list[str], int]:
     m = _OPTION_SPAN.search(question)
     if m is None:
         return [], len(question)
-    parts = [p.strip(" .;") for p in re.split(r"\s*,\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+", m.group("span"))]
+    parts = [
+        p.strip(" .;")
+        for p in re.split(r"\s*,\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+", m.group("span"))
+    ]
     parts = [p for p in parts if p]
     if len(parts) < 2 or any(len(p.split()) > 5 for p in parts):
         return [], len(question)
@@ -253,7 +291,9 @@ def protect_and_names(text: str) -> str:
     return protect(text, _AND)
 
 
-_TITLE_AND = re.compile(r"(?<![\w'])[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}\s+and\s+[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}")
+_TITLE_AND = re.compile(
+    r"(?<![\w'])[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}\s+and\s+[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,3}"
+)
 
 
 class _Question:
@@ -280,15 +320,21 @@ class _Question:
                 run = []
         if run:
             self.entities.add(" ".join(run))
-        self.initials = {"".join(w[0] for w in e.split()) for e in self.entities if len(e.split()) > 1}
+        self.initials = {
+            "".join(w[0] for w in e.split()) for e in self.entities if len(e.split()) > 1
+        }
         # Titles with "and" the question names ("Romeo and Juliet"): one name, never two answers.
         self.titles = [t for t in _TITLE_AND.findall(question or "")]
 
     def protect_titles(self, text: str) -> str:
         """`text` with the "and" inside the question's titles kept from splitting."""
         for title in self.titles:
-            text = re.sub(re.escape(title).replace(r"\ and\ ", r"\s+and\s+"),
-                          lambda m: m.group(0).replace(" and ", f" {_AND} "), text, flags=re.IGNORECASE)
+            text = re.sub(
+                re.escape(title).replace(r"\ and\ ", r"\s+and\s+"),
+                lambda m: m.group(0).replace(" and ", f" {_AND} "),
+                text,
+                flags=re.IGNORECASE,
+            )
         return text
 
     def echoes(self, word: str) -> bool:
@@ -325,16 +371,20 @@ def _question(question: str | None) -> _Question:
 
 # --------------------------------------------------------------------------- structure
 
-_BULLET = re.compile(r"^\s*(?:[-*\u2022\u25cf\u25aa+>\u2013\u2014]+|\(?\d{1,2}[.)]|\(?[a-h]\))(?=\s|$)\s*")
+_BULLET = re.compile(
+    r"^\s*(?:[-*\u2022\u25cf\u25aa+>\u2013\u2014]+|\(?\d{1,2}[.)]|\(?[a-h]\))(?=\s|$)\s*"
+)
 _NUMBER_ONLY = re.compile(r"^\s*\(?\d{1,2}[.)]?\s*$")
 _INLINE_MARKER = re.compile(r"(?:(?<=^)|(?<=[\s:;,.]))\(?(\d{1,2})[.)](?=\s)")
-_HEADER_NEGATIVE = re.compile(r"\b(?:other|not|non|except|excluded|incorrect|wrong)\b", re.IGNORECASE)
+_HEADER_NEGATIVE = re.compile(
+    r"\b(?:other|not|non|except|excluded|incorrect|wrong)\b", re.IGNORECASE
+)
 _ECHO_LINE = re.compile(r"^\s*(?:q|question|task|rules?|example\s*\d*)\s*:", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", flags=re.DOTALL)
 
 
 def _split_inline_numbered(line: str) -> list[str] | None:
-    """"1. Portugal, 2. Spain, 3. Italy" -> ["Portugal,", "Spain,", "Italy"]; None without such markers.
+    """ "1. Portugal, 2. Spain, 3. Italy" -> ["Portugal,", "Spain,", "Italy"]; None without such markers.
 
     Markers count only as an increasing run 1, 2, 3, ... so "122.5" or "in 2. half" do not split.
     """
@@ -351,7 +401,9 @@ def _split_inline_numbered(line: str) -> list[str] | None:
         expected = n + 1
     if len(markers) < 2:
         return None
-    parts = [line[a.end(): b.start()] for a, b in zip(markers, markers[1:])] + [line[markers[-1].end():]]
+    parts = [line[a.end() : b.start()] for a, b in zip(markers, markers[1:])] + [
+        line[markers[-1].end() :]
+    ]
     return [p.strip() for p in parts]
 
 
@@ -367,7 +419,11 @@ def _short_line(line: str) -> bool:
     """A line that reads as one list entry: a short name, maybe with " - note" or "(note)"."""
     head = _NOTE_START.split(line, maxsplit=1)[0]
     words = head.split()
-    return 0 < len(words) <= 4 and len(line.split()) <= 10 and not line.rstrip().endswith((".", "!", "?"))
+    return (
+        0 < len(words) <= 4
+        and len(line.split()) <= 10
+        and not line.rstrip().endswith((".", "!", "?"))
+    )
 
 
 def _units(text: str) -> tuple[list[str], list[str]]:
@@ -391,12 +447,16 @@ def _units(text: str) -> tuple[list[str], list[str]]:
         bullet = _BULLET.match(line)
         if inline is not None:
             lead = line[: _INLINE_MARKER.search(line).start()].strip()
-            if lead and not _is_header(lead) and not re.fullmatch(r"(?:a|answer|output)\s*:?", lead, re.I):
+            if (
+                lead
+                and not _is_header(lead)
+                and not re.fullmatch(r"(?:a|answer|output)\s*:?", lead, re.I)
+            ):
                 prose.append(lead)
             items.extend(inline)
             in_header_block, last_numbered = False, True
         elif bullet is not None:
-            body = line[bullet.end():].strip()
+            body = line[bullet.end() :].strip()
             last_numbered = bool(_NUMBERED.match(line))
             if not body:
                 continue  # a truncated marker ("5.")
@@ -413,8 +473,10 @@ def _units(text: str) -> tuple[list[str], list[str]]:
             if not header_dropped:
                 items.append(line)
             block_started = True
-        elif _short_line(line) and ((i + 1 < len(lines) and _short_line(lines[i + 1]) and lines[i + 1].strip())
-                                    or (i > 0 and lines[i - 1].strip() and _short_line(lines[i - 1]))):
+        elif _short_line(line) and (
+            (i + 1 < len(lines) and _short_line(lines[i + 1]) and lines[i + 1].strip())
+            or (i > 0 and lines[i - 1].strip() and _short_line(lines[i - 1]))
+        ):
             items.append(line)
         else:
             prose.append(line)  # after a bulleted block, a sentence ends the list
@@ -426,7 +488,8 @@ def _units(text: str) -> tuple[list[str], list[str]]:
 
 _ABBREVIATION = re.compile(
     r"(?:\b(?:[A-Za-z]\.){2,}|\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|st|mt|ft|no|approx|ca|jr|sr|inc|ltd|co)\.)$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # "George W. Bush": a capital letter and a dot after a capitalised word (or opening the text) is
 # an initial; after a lower-case word it ends a sentence ("Bell Labs created C. Java ...").
 _INITIAL = re.compile(r"(?:^|(?<=\s))(?P<prev>\S+\s+)?[A-Z]\.$")
@@ -436,13 +499,13 @@ _SENTENCE_END = re.compile(r"[.!?]+(?=\s+[\"'(\[*_]*[A-Z0-9]|\s*$)")
 def _sentences(text: str) -> list[str]:
     out, start = [], 0
     for m in _SENTENCE_END.finditer(text):
-        before = text[start: m.end()]
+        before = text[start : m.end()]
         if m.group(0) == "." and _ABBREVIATION.search(before):
             continue
         initial = _INITIAL.search(before) if m.group(0) == "." else None
         if initial and (initial.group("prev") is None or _is_capitalised(initial.group("prev"))):
             continue
-        out.append(text[start: m.end()].strip())
+        out.append(text[start : m.end()].strip())
         start = m.end()
     tail = text[start:].strip()
     if tail:
@@ -479,7 +542,9 @@ _TRAILING_HEDGE = re.compile(
 )
 _PREAMBLE = re.compile(
     r"^(?:sure|certainly|of\s+course|absolutely|okay|ok|great\s+question|good\s+question|happy\s+to\s+help|"
-    r"let\s+me\s+(?:think|see|check)|here\s+(?:is|are)|hmm+|well)\b", re.IGNORECASE)
+    r"let\s+me\s+(?:think|see|check)|here\s+(?:is|are)|hmm+|well)\b",
+    re.IGNORECASE,
+)
 
 
 def _strip_lead(s: str) -> str:
@@ -496,47 +561,65 @@ def _strip_lead(s: str) -> str:
 _PARENS = re.compile(r"\([^()]{0,300}\)|\[[^\[\]]{0,300}\]")
 _OPEN_PAREN_TAIL = re.compile(r"\s*[(\[][^)\]]*$")
 _PROTECT_QUOTED = re.compile(
-    r"[\"\u201c]([^\"\u201c\u201d]{1,80})[\"\u201d]|(?<![\w*])\*([^*]{1,80})\*(?![\w*])|(?<!\w)_([^_]{1,80})_(?!\w)")
+    r"[\"\u201c]([^\"\u201c\u201d]{1,80})[\"\u201d]|(?<![\w*])\*([^*]{1,80})\*(?![\w*])|(?<!\w)_([^_]{1,80})_(?!\w)"
+)
 _AND, _COMMA = "\u0001", "\u0002"  # stand-ins for separators that must not split
 _RELATIVE = re.compile(
     r",\s*(?:(?:the|a|an|all|some|each|most|one|two|both|none|many|either)\s+(?:\w+\s+){0,2}of\s+)?"
-    r"(?:which|who|whom|whose|where)\b[^,;:]*", re.IGNORECASE)
+    r"(?:which|who|whom|whose|where)\b[^,;:]*",
+    re.IGNORECASE,
+)
 _TRAILING_SELF = re.compile(
-    r",\s*(?:i|we)\s+(?:am|was|think|believe|guess|suppose|may|might|could|would|hope|recall)\b.*$", re.IGNORECASE)
+    r",\s*(?:i|we)\s+(?:am|was|think|believe|guess|suppose|may|might|could|would|hope|recall)\b.*$",
+    re.IGNORECASE,
+)
 # ", managed by Brian Epstein and produced by George Martin": a trailing participle with its
 # agent says who else, not the answers ("followed by Aldrin" can be the next answer)
 _TRAILING_AGENT = re.compile(
     r",\s*(?:(?!followed\b|joined\b|accompanied\b)(?:\w+ed|known|led|made|written|taken|given|seen|"
     r"sung|drawn|shown)\s+by\b|with\s+the\s+[^,;]{1,60}?\s+(?:\w+ly\s+)?(?:taken|seen|considered|"
-    r"regarded|lying|being|forming|marking|serving|acting)\b).*$", re.IGNORECASE)
+    r"regarded|lying|being|forming|marking|serving|acting)\b).*$",
+    re.IGNORECASE,
+)
 _RANGE = re.compile(r"\b(between|from)\s+(\S+)\s+(and|to)\s+", re.IGNORECASE)
 _DIRECTION_TRAILER = re.compile(
     r"^(?:to|in|on|at|along|off|toward|towards)\s+(?:the\s+|its\s+|their\s+)?(?:far\s+|extreme\s+)?"
     r"(?:north|south|east|west|northeast|northwest|southeast|southwest|northern|southern|eastern|western|"
     r"north-east|north-west|south-east|south-west|northeastern|northwestern|southeastern|southwestern)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _POSSESSIVE_DETERMINERS = frozenset("its their his her our my your".split())
 # "the synthetic element oganesson": a category noun before the name.
 _CATEGORIES = frozenset(
     "element gas metal planet country state city river lake island language colour color artist painter "
     "composer writer author drummer singer guitarist band territory principality kingdom region nation "
-    "capital ocean sea mountain".split())
-_NEIGHBOURS = frozenset("neighbours neighbors neighbouring neighboring coastlines shores borders".split())
+    "capital ocean sea mountain".split()
+)
+_NEIGHBOURS = frozenset(
+    "neighbours neighbors neighbouring neighboring coastlines shores borders".split()
+)
 # "Germany's Black Forest" names a place in Germany: the possessor is the answer.
 _PLACE_HEADS = frozenset(
     "forest alps mountains coast region capital border borders north south east west side part territory "
-    "waters shore coastline interior".split())
+    "waters shore coastline interior".split()
+)
 
 
 def _protect(s: str) -> str:
     """Keep "and"/commas inside quoted or italic titles, ranges ("between 1787 and 1788") and
     "North and South X" from splitting."""
+
     def keep(m: re.Match) -> str:
         inner = next(g for g in m.groups() if g is not None)
         return inner.replace(" and ", f" {_AND} ").replace(",", _COMMA)
 
     s = _PROTECT_QUOTED.sub(keep, s)
-    s = _RANGE.sub(lambda m: f"{m.group(1)} {m.group(2)} {_AND if m.group(3).lower() == 'and' else m.group(3)} ", s)
+    s = _RANGE.sub(
+        lambda m: (
+            f"{m.group(1)} {m.group(2)} {_AND if m.group(3).lower() == 'and' else m.group(3)} "
+        ),
+        s,
+    )
     return _COMPASS_AND.sub(lambda m: f"{m.group(1)} {_AND} ", s)
 
 
@@ -545,7 +628,8 @@ def _restore(s: str) -> str:
 
 
 def _list_parenthetical(s: str) -> str:
-    """"the three Benelux countries (Belgium, the Netherlands and Luxembourg)" -> the list."""
+    """ "the three Benelux countries (Belgium, the Netherlands and Luxembourg)" -> the list."""
+
     def repl(m: re.Match) -> str:
         inner = m.group("inner")
         if _LISTED.search(inner) and not _DIGIT.search(inner):
@@ -556,7 +640,7 @@ def _list_parenthetical(s: str) -> str:
 
 
 def _cut_dashes(s: str) -> str:
-    """"The inner planets - Mercury, Venus, Earth and Mars - orbit ..." -> the list between dashes;
+    """ "The inner planets - Mercury, Venus, Earth and Mars - orbit ..." -> the list between dashes;
     "X, Y — the 'Inner Six'" -> the part before the dash."""
     parts = _DASH.split(s)
     if len(parts) >= 3 and _LISTED.search(parts[1]):
@@ -581,7 +665,11 @@ def _conjuncts(span: str) -> list[tuple[str, str]]:
     if oxford:
         for k in range(1, len(comma_parts) - 1):
             words = comma_parts[k].split()
-            if len(words) <= 4 and " and " in comma_parts[k] and all(_is_capitalised(w) for w in words if w != "and"):
+            if (
+                len(words) <= 4
+                and " and " in comma_parts[k]
+                and all(_is_capitalised(w) for w in words if w != "and")
+            ):
                 comma_parts[k] = comma_parts[k].replace(" and ", f" {_AND} ")
         span = ", ".join(comma_parts)
     pieces = _SPLIT.split(span)
@@ -594,7 +682,8 @@ def _conjuncts(span: str) -> list[tuple[str, str]]:
 _LEADING_WORDS = frozenset(
     "and or also then plus with including include includes like namely especially particularly even e.g "
     "i.e such as mainly mostly probably possibly perhaps maybe sometimes usually only just both either "
-    "finally lastly formerly arguably each all traditionally generally".split())
+    "finally lastly formerly arguably each all traditionally generally".split()
+)
 
 
 _EDGE_DOTS = re.compile(r"^\.+(?![^\W\d_])|\.+$")
@@ -615,8 +704,21 @@ def _trim(s: str, chars: str) -> str:
 # The words _TRAILING_HEDGE can end with: a phrase ending otherwise (after whitespace and
 # sentence marks) cannot match it, and most phrases do (the pattern tries every position).
 # Case-folded, with the two dotless / dotted i's that re's IGNORECASE also equates with "i".
-_HEDGE_LAST_WORDS = ("think", "believe", "guess", "suppose", "mistaken", "sure", "etc", "on",
-                     "others", "more", "far", "too", "well")
+_HEDGE_LAST_WORDS = (
+    "think",
+    "believe",
+    "guess",
+    "suppose",
+    "mistaken",
+    "sure",
+    "etc",
+    "on",
+    "others",
+    "more",
+    "far",
+    "too",
+    "well",
+)
 
 
 def _drop_trailing_hedge(s: str) -> str:
@@ -647,11 +749,18 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
             break
         elif words[0] == "A" and (len(words) == 1 or not words[1][:1].islower()):
             break  # the letter A (a blood type, a vitamin, a grade), not the article
-        elif (w in _NUMBER_WORDS and len(words) > 1 and _is_capitalised(words[0])
-              and _is_capitalised(words[1])):
+        elif (
+            w in _NUMBER_WORDS
+            and len(words) > 1
+            and _is_capitalised(words[0])
+            and _is_capitalised(words[1])
+        ):
             break  # "The Two Towers": a number word inside a title
-        elif w in _DETERMINERS or (w in _NUMBER_WORDS and len(words) > 1) or (
-                w.isdigit() and len(words) > 1 and not _is_capitalised(words[1])):
+        elif (
+            w in _DETERMINERS
+            or (w in _NUMBER_WORDS and len(words) > 1)
+            or (w.isdigit() and len(words) > 1 and not _is_capitalised(words[1]))
+        ):
             had_det = had_det or w in _DETERMINERS
             words = words[1:]
         else:
@@ -659,10 +768,23 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     if not words:
         return "", ""
     first = _core(words[0])
-    if (first in _SELF and not words[0].strip(".,;:").isupper()) or first in _PREPOSITIONS or first in _SUBORDINATORS or first in _AUX:
+    if (
+        (first in _SELF and not words[0].strip(".,;:").isupper())
+        or first in _PREPOSITIONS
+        or first in _SUBORDINATORS
+        or first in _AUX
+    ):
         return "", ""  # "I'm not sure ...", "under the Act of 1969", "which took over ..."
-    if len(words) > 1 and _core(words[1]) == "of" and (first in _DESCRIPTORS or first.isdigit()
-                                                        or first in _NUMBER_WORDS or first in ("most", "some", "none")):
+    if (
+        len(words) > 1
+        and _core(words[1]) == "of"
+        and (
+            first in _DESCRIPTORS
+            or first.isdigit()
+            or first in _NUMBER_WORDS
+            or first in ("most", "some", "none")
+        )
+    ):
         return "", ""  # "two of them", "four of the five Great Lakes", "51 of the essays"
     if _is_participle(words[0]):
         return "", ""  # ", spoken by a small community", ", writing under the pseudonym"
@@ -670,15 +792,20 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     cut = ""
     for k, raw in enumerate(words):
         w = _core(raw)
-        if k > 0 and (w in _PREPOSITIONS or w in _SUBORDINATORS or w in _AUX or w in _ADVERBS
-                      or _is_verb_word(raw, k)):
+        if k > 0 and (
+            w in _PREPOSITIONS
+            or w in _SUBORDINATORS
+            or w in _AUX
+            or w in _ADVERBS
+            or _is_verb_word(raw, k)
+        ):
             cut = "direction" if _DIRECTION_TRAILER.match(" ".join(words[k:])) else "other"
             break
         if k > 0 and w == "of":
             # "the tiny state of Andorra" -> Andorra; "a drizzle of olive oil" -> olive oil; "Gulf of Mexico" stays.
             head = _core(kept[-1]) if kept else ""
-            if head in _CONTAINERS and not _is_capitalised(kept[-1]) and words[k + 1:]:
-                return _noun_phrase(" ".join(words[k + 1:]), q)
+            if head in _CONTAINERS and not _is_capitalised(kept[-1]) and words[k + 1 :]:
+                return _noun_phrase(" ".join(words[k + 1 :]), q)
         kept.append(raw)
         if raw.rstrip().endswith((",", ";", ":")):
             break
@@ -690,22 +817,30 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     # "Germany's Black Forest" -> Germany; "The Beatles' John Lennon" -> John Lennon.
     for k, raw in enumerate(words[:-1]):
         if raw.endswith(("'s", "\u2019s", "'", "\u2019")) and _is_capitalised(raw):
-            possessor, possessed = " ".join(words[: k + 1]), words[k + 1:]
+            possessor, possessed = " ".join(words[: k + 1]), words[k + 1 :]
             if q.restates(_core(possessor)):
-                words, lowered = possessed, lowered[k + 1:]
+                words, lowered = possessed, lowered[k + 1 :]
             elif any(_core(w) in _PLACE_HEADS for w in possessed):
                 words, lowered = words[:k] + [re.sub(r"['\u2019]s?$", "", raw)], lowered[: k + 1]
             break
     # "the synthetic element oganesson" -> oganesson
     for k in range(len(words) - 2, -1, -1):
         if lowered[k] in _CATEGORIES and not _is_capitalised(words[k]) and k + 1 < len(words):
-            words, lowered = words[k + 1:], lowered[k + 1:]
+            words, lowered = words[k + 1 :], lowered[k + 1 :]
             break
     phrase = _trim(" ".join(words), " ,;:!?\"'*_")
-    if had_det and len(words) > 1 and any(w in _DESCRIPTORS for w in lowered) and not any(
-            _is_capitalised(w) for w in words):
+    if (
+        had_det
+        and len(words) > 1
+        and any(w in _DESCRIPTORS for w in lowered)
+        and not any(_is_capitalised(w) for w in words)
+    ):
         return "", cut  # "the most common noble gases", "the best-known one"
-    if had_det and not any(_is_capitalised(w) for w in words) and any(w in _DESCRIPTORS for w in lowered):
+    if (
+        had_det
+        and not any(_is_capitalised(w) for w in words)
+        and any(w in _DESCRIPTORS for w in lowered)
+    ):
         return "", cut  # "the other"
     if q.restates(phrase) and not any(_is_capitalised(w) for w in words):
         return "", cut  # "ring systems", "official languages": the question's own words
@@ -718,8 +853,24 @@ def _is_participle(word: str) -> bool:
     w = _core(word)
     if not w or _is_capitalised(word) or w in _NOT_VERBS:
         return False
-    return (w.endswith("ing") and len(w) > 5) or (w.endswith("ed") and len(w) > 4) or w in (
-        "spoken", "written", "known", "taken", "given", "born", "located", "situated", "used", "called", "named")
+    return (
+        (w.endswith("ing") and len(w) > 5)
+        or (w.endswith("ed") and len(w) > 4)
+        or w
+        in (
+            "spoken",
+            "written",
+            "known",
+            "taken",
+            "given",
+            "born",
+            "located",
+            "situated",
+            "used",
+            "called",
+            "named",
+        )
+    )
 
 
 def _is_verb_word(word: str, position: int) -> bool:
@@ -750,12 +901,26 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
     for k, (sep, part) in enumerate(parts):
         coordinated = bool(_COORDINATING.search(sep))
         words = part.split()
-        if after_final and not coordinated and not any(_is_capitalised(w) for w in words[1:]) \
-                and not (words and _is_capitalised(words[0]) and _core(words[0]) not in _NUMBER_WORDS | _DETERMINERS):
+        if (
+            after_final
+            and not coordinated
+            and not any(_is_capitalised(w) for w in words[1:])
+            and not (
+                words
+                and _is_capitalised(words[0])
+                and _core(words[0]) not in _NUMBER_WORDS | _DETERMINERS
+            )
+        ):
             continue  # ", four capitals on its banks": about the list, not in it
-        if (k > 0 and not coordinated and _starts_with_article(part) and len(words) > 1
-                and not _is_capitalised(words[1]) and not _starts_with_article(parts[k - 1][1])
-                and (k + 1 == len(parts) or not _starts_with_article(parts[k + 1][1]))):
+        if (
+            k > 0
+            and not coordinated
+            and _starts_with_article(part)
+            and len(words) > 1
+            and not _is_capitalised(words[1])
+            and not _starts_with_article(parts[k - 1][1])
+            and (k + 1 == len(parts) or not _starts_with_article(parts[k + 1][1]))
+        ):
             continue  # an appositive: "mercury, a metal, and bromine"
         phrase, cut = _noun_phrase(part, q)
         if phrase:
@@ -770,8 +935,13 @@ def _side_labels(span: str, q: _Question, *, subject: bool) -> list[str]:
     for k in range(1, len(found)):
         phrase, sep = found[k]
         words = phrase.split()
-        if (len(words) >= 2 and _core(words[-1]) in _SHARED_HEADS and _core(words[-1]).endswith("s")
-                and _AND_OR_WORD.search(sep) and len(found[k - 1][0].split()) == 1):
+        if (
+            len(words) >= 2
+            and _core(words[-1]) in _SHARED_HEADS
+            and _core(words[-1]).endswith("s")
+            and _AND_OR_WORD.search(sep)
+            and len(found[k - 1][0].split()) == 1
+        ):
             found[k] = (" ".join(words[:-1]), sep)
     phrases = _distribute_head(_drop_shared_head([p for p, _ in found]))
     return [p for p in phrases if not (subject and q.restates(p))]
@@ -781,7 +951,7 @@ _CODE = re.compile(r"^(?:[A-Z]{1,2}\d{0,2}|\d{1,3}|[IVX]{1,4})$")
 
 
 def _distribute_head(phrases: list[str]) -> list[str]:
-    """"Vitamins D", "E" -> "Vitamin D", "Vitamin E"; "World Wars I", "II" -> "World War I",
+    """ "Vitamins D", "E" -> "Vitamin D", "Vitamin E"; "World Wars I", "II" -> "World War I",
     "World War II": a head before letter or number codes belongs to every code (the code alone
     names nothing)."""
     if len(phrases) < 2:
@@ -790,13 +960,17 @@ def _distribute_head(phrases: list[str]) -> list[str]:
     if len(first) < 2 or not _CODE.match(first[-1]) or not all(_CODE.match(p) for p in phrases[1:]):
         return phrases
     head = first[:-1]
-    if len(head[-1]) > 3 and head[-1].lower().endswith("s") and not head[-1].lower().endswith(("ss", "is", "us")):
+    if (
+        len(head[-1]) > 3
+        and head[-1].lower().endswith("s")
+        and not head[-1].lower().endswith(("ss", "is", "us"))
+    ):
         head = head[:-1] + [head[-1][:-1]]  # "Vitamins" -> "Vitamin"
     return [" ".join(head + [p.split()[-1]]) for p in phrases]
 
 
 def _drop_shared_head(phrases: list[str]) -> list[str]:
-    """"Atlantic", "Pacific Oceans" -> "Atlantic", "Pacific"; "Lakes Superior", "Michigan" -> "Superior", ...
+    """ "Atlantic", "Pacific Oceans" -> "Atlantic", "Pacific"; "Lakes Superior", "Michigan" -> "Superior", ...
 
     Only when the other parts are bare names without that head ("Atlantic Ocean, Pacific Ocean"
     and "Lake Huron and Lake Erie" keep theirs)."""
@@ -810,8 +984,12 @@ def _drop_shared_head(phrases: list[str]) -> list[str]:
     if len(last) >= 2 and _core(last[-1]) in _SHARED_HEADS and bare(phrases[:-1], last[-1]):
         phrases = phrases[:-1] + [" ".join(last[:-1])]
     first = phrases[0].split()
-    if (len(first) >= 2 and _core(first[0]) in _SHARED_HEADS and _core(first[0]).endswith("s")
-            and bare(phrases[1:], first[0])):
+    if (
+        len(first) >= 2
+        and _core(first[0]) in _SHARED_HEADS
+        and _core(first[0]).endswith("s")
+        and bare(phrases[1:], first[0])
+    ):
         phrases = [" ".join(first[1:])] + phrases[1:]
     return phrases
 
@@ -821,12 +999,14 @@ def _drop_shared_head(phrases: list[str]) -> list[str]:
 _ATTACH = re.compile(
     r",\s*(?:along\s+with|together\s+with|as\s+well\s+as|followed\s+by|plus|with|and\s+also|but\s+also|"
     r"in\s+addition\s+to)\s+",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _CONTRAST = ("while", "whereas", "although", "though", "but", "yet")
 _CLAUSE_BREAK = re.compile(
     r"\s*;\s*|,\s*(?=(?:while|whereas|although|though|but|yet|as\s+do|as\s+does|as\s+did)\b)"
     r"|\s+(?=(?:while|whereas)\s)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _main_verb(words: list[str], q: _Question) -> int | None:
@@ -835,9 +1015,16 @@ def _main_verb(words: list[str], q: _Question) -> int | None:
         w = _core(raw)
         if w in _NOT_VERBS:
             continue
-        if k == 0 and (w not in _AUX and w not in _VERBS
-                       or (len(words) > 1 and _is_capitalised(raw) and _is_capitalised(words[1])
-                           and w not in _AUX)):
+        if k == 0 and (
+            w not in _AUX
+            and w not in _VERBS
+            or (
+                len(words) > 1
+                and _is_capitalised(raw)
+                and _is_capitalised(words[1])
+                and w not in _AUX
+            )
+        ):
             continue  # "United Kingdom; ...": a capitalised word before a name is part of it
         if k > 0 and _is_capitalised(raw):
             continue
@@ -876,42 +1063,78 @@ def _split_clauses(sentence: str, q: _Question) -> list[str]:
                     pending = k
                 continue
             vp = v == 0 or _core(words[0]) in _ADVERBS
-            subject_like = vp or any(_is_capitalised(w) or _core(w) in _PRONOUNS | _DETERMINERS for w in words[:v])
+            subject_like = vp or any(
+                _is_capitalised(w) or _core(w) in _PRONOUNS | _DETERMINERS for w in words[:v]
+            )
             if clause_has_verb and (vp or v <= 6) and (subject_like or "and" in seps[k]):
                 start = k
                 if not vp:  # "..., and Paris and Los Angeles will ...": the subject is "Paris and Los Angeles"
                     while pending is not None and start > pending and "," not in seps[start]:
                         start -= 1
-                out.append("".join(s + t for s, t in zip(seps[clause_start:start], texts[clause_start:start])).strip(" ,"))
+                out.append(
+                    "".join(
+                        s + t for s, t in zip(seps[clause_start:start], texts[clause_start:start])
+                    ).strip(" ,")
+                )
                 clause_start = start
                 seps[start] = ""
             clause_has_verb = True
             pending = None
-        out.append("".join(s + t for s, t in zip(seps[clause_start:], texts[clause_start:])).strip(" ,"))
+        out.append(
+            "".join(s + t for s, t in zip(seps[clause_start:], texts[clause_start:])).strip(" ,")
+        )
     return [c.strip() for c in out if c.strip()]
 
 
-def _split_at_verb(words: list[str], v: int, q: _Question) -> tuple[list[str], list[str], list[str]]:
+def _split_at_verb(
+    words: list[str], v: int, q: _Question
+) -> tuple[list[str], list[str], list[str]]:
     """(subject, verb group incl. adverbs and a linking preposition, rest)."""
     j = v + 1
-    while j < len(words) and (_core(words[j]) in _AUX or _core(words[j]) in _ADVERBS
-                              or (_is_verb_word(words[j], j) and not _is_capitalised(words[j]))):
+    while j < len(words) and (
+        _core(words[j]) in _AUX
+        or _core(words[j]) in _ADVERBS
+        or (_is_verb_word(words[j], j) and not _is_capitalised(words[j]))
+    ):
         j += 1
     # "shares land borders with", "has two official languages," : restated words, then a link
     k = j
-    while k < len(words) and k - j < 4 and not _is_capitalised(words[k]) and not words[k].endswith(",") and (
-            _core(words[k]) not in _PREPOSITIONS | _SUBORDINATORS) and (
-            not _is_verb_word(words[k], k) or (q.echoes(words[k]) and _core(words[k]) not in _AUX)):
+    while (
+        k < len(words)
+        and k - j < 4
+        and not _is_capitalised(words[k])
+        and not words[k].endswith(",")
+        and (_core(words[k]) not in _PREPOSITIONS | _SUBORDINATORS)
+        and (not _is_verb_word(words[k], k) or (q.echoes(words[k]) and _core(words[k]) not in _AUX))
+    ):
         k += 1
-    if (k > j and k + 1 < len(words) and _core(words[k]) in ("with", "by", "through", "of", "into", "across", "between")
-            and (words[k + 1][:1].isupper() or _core(words[k + 1]) in _ARTICLES | _NUMBER_WORDS)):
+    if (
+        k > j
+        and k + 1 < len(words)
+        and _core(words[k]) in ("with", "by", "through", "of", "into", "across", "between")
+        and (words[k + 1][:1].isupper() or _core(words[k + 1]) in _ARTICLES | _NUMBER_WORDS)
+    ):
         j = k
     if j + 1 < len(words) and _core(words[j]) in ("us", "me", "them", "him", "her", "you"):
         j += 1  # "gave us C, C++ ...": the pronoun is who received, the rest is the answer
     # "consists of", "is made up of", "is bordered by", "flows through"
-    while j < len(words) and _core(words[j]) in ("of", "by", "with", "through", "into", "up", "between",
-                                                   "across", "among", "from", "in", "to", "as", "for",
-                                                   "behind"):
+    while j < len(words) and _core(words[j]) in (
+        "of",
+        "by",
+        "with",
+        "through",
+        "into",
+        "up",
+        "between",
+        "across",
+        "among",
+        "from",
+        "in",
+        "to",
+        "as",
+        "for",
+        "behind",
+    ):
         j += 1
     return words[:v], words[v:j], words[j:]
 
@@ -923,15 +1146,29 @@ def _descriptive(words: list[str]) -> bool:
     lowered = [_core(w) for w in words]
     if lowered[0] in _PRONOUNS and len(lowered) <= 2:
         return True
-    if any(w in _DESCRIPTORS for w in lowered[:4]) and not any(_is_capitalised(w) for w in words[1:3]):
+    if any(w in _DESCRIPTORS for w in lowered[:4]) and not any(
+        _is_capitalised(w) for w in words[1:3]
+    ):
         return True
     if lowered[0] in _ARTICLES and lowered[-1] in ("ones", "others", "examples", "kinds", "types"):
         return True  # "The Spanish-speaking ones"
-    if lowered[0] in _ARTICLES | _NUMBER_WORDS and not any(_is_capitalised(w) for w in words[1:]) \
-            and not _COMMA_OR_AND.search(" ".join(words)):
+    if (
+        lowered[0] in _ARTICLES | _NUMBER_WORDS
+        and not any(_is_capitalised(w) for w in words[1:])
+        and not _COMMA_OR_AND.search(" ".join(words))
+    ):
         return True
-    if len(words) <= 2 and not any(_is_capitalised(w) for w in words[1:]) and not _is_capitalised(words[0]):
-        return lowered[-1].endswith(("er", "est")) or lowered[0] in ("first", "last", "best", "largest")
+    if (
+        len(words) <= 2
+        and not any(_is_capitalised(w) for w in words[1:])
+        and not _is_capitalised(words[0])
+    ):
+        return lowered[-1].endswith(("er", "est")) or lowered[0] in (
+            "first",
+            "last",
+            "best",
+            "largest",
+        )
     return False
 
 
@@ -948,16 +1185,18 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
     """Answers of one clause (index 0: the answer sentence's first clause)."""
     lead_cut = _LEAD_CONJUNCTION.match(clause)
     contrast = bool(lead_cut) and lead_cut.group(0).strip().lower() in _CONTRAST
-    clause = clause[lead_cut.end():] if lead_cut else clause
+    clause = clause[lead_cut.end() :] if lead_cut else clause
     inverted = _INVERTED.match(clause)
     if inverted:  # ", as do Canada and the United States": the subject follows
-        return _side_labels(clause[inverted.end():], q, subject=True)
+        return _side_labels(clause[inverted.end() :], q, subject=True)
     clause = _strip_lead(clause)
     words = clause.split()
     if not words or _core(words[0]) in _SELF:
         return []
     cue = bool(_ADDITIVE_CUES.search(clause)) or bool({_core(w) for w in words} & _ORDINAL_CUES)
-    if _core(words[0]) == "there" and len(words) > 1 and _core(words[1]) in _AUX:  # "There are five ..."
+    if (
+        _core(words[0]) == "there" and len(words) > 1 and _core(words[1]) in _AUX
+    ):  # "There are five ..."
         return _side_labels(" ".join(words[2:]), q, subject=False)
     v = _main_verb(words, q)
     if v is None:
@@ -971,18 +1210,29 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
     # "The Beatles' John Lennon ...": a possessor restating the question is not part of the subject
     restated_place = False
     for k, raw in enumerate(left_words[:-1]):
-        if raw.endswith(("'s", "'", "\u2019s", "\u2019")) and q.restates(" ".join(left_words[: k + 1])):
-            left_words = left_words[k + 1:]
+        if raw.endswith(("'s", "'", "\u2019s", "\u2019")) and q.restates(
+            " ".join(left_words[: k + 1])
+        ):
+            left_words = left_words[k + 1 :]
             # "The USA's coastline includes ...", "Germany's neighbours include ...": what the
             # question's place has, so the subject restates the question
             restated_place = all(_core(w) in _PLACE_HEADS | _NEIGHBOURS for w in left_words)
             break
-    pronoun_subject = bool(left_words) and _core(left_words[0]) in _PRONOUNS and len(left_words) <= 2
-    echo_left = 1.0 if (not left_words or pronoun_subject or restated_place) else q.echo_ratio(left_words)
+    pronoun_subject = (
+        bool(left_words) and _core(left_words[0]) in _PRONOUNS and len(left_words) <= 2
+    )
+    echo_left = (
+        1.0 if (not left_words or pronoun_subject or restated_place) else q.echo_ratio(left_words)
+    )
     echo_right = q.echo_ratio(verb_group + right)
     copula = _core(verb_group[0]) in ("is", "are", "was", "were")
     passive_by = bool(verb_group) and _core(verb_group[-1]) == "by"
-    if copula and right and _core(right[0]) in ("a", "an") and not _COMMA_OR_AND.search(" ".join(right)):
+    if (
+        copula
+        and right
+        and _core(right[0]) in ("a", "an")
+        and not _COMMA_OR_AND.search(" ".join(right))
+    ):
         object_ok = False  # "Switzerland is a multilingual country": a description, not answers
     else:
         object_ok = True
@@ -1000,8 +1250,11 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
         side = "object" if passive_by else "subject"
     if side == "object" and not object_ok:
         return []
-    predicate = {_stem(_core(w)) for w in verb_group[1:] + right
-                 if _core(w) and _core(w) not in _STOP and _WORD_CHARS.search(_core(w))}
+    predicate = {
+        _stem(_core(w))
+        for w in verb_group[1:] + right
+        if _core(w) and _core(w) not in _STOP and _WORD_CHARS.search(_core(w))
+    }
     if index == 0:
         reading.side, reading.predicate_echo = side, echo_right
         reading.predicate_stems = predicate
@@ -1012,8 +1265,13 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
             return []  # "the Constitution recognises ...": about something else
         if side == "subject" and not (cue or echo_right > 0 or reading.side == "subject"):
             return []
-        if (q.options and side == "subject" and not cue and reading.side == "subject"
-                and predicate - reading.predicate_stems - q.stems):
+        if (
+            q.options
+            and side == "subject"
+            and not cue
+            and reading.side == "subject"
+            and predicate - reading.predicate_stems - q.stems
+        ):
             # the question lists options, and a response goes through them: "Jupiter and Saturn
             # are gas giants; Neptune is an ice giant" only answers in the clause that restates
             return []
@@ -1023,6 +1281,7 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
 
 
 # --------------------------------------------------------------------------- items and sentences
+
 
 def _item_labels(item: str, q: _Question) -> list[str]:
     """A list entry: its name, without the note after ":", " - ", "(" or ", which ..."."""
@@ -1050,8 +1309,10 @@ def _item_labels(item: str, q: _Question) -> list[str]:
     return _side_labels(s, q, subject=False)
 
 
-_ROLE = re.compile(r",\s+as\s+(?!well\b|do\b|does\b|did\b|of\b|such\b|in\b|a\s+result\b)"
-                   r"(?:an?\s+|the\s+)?[A-Z][^,;]*(?=[,;]|$)")
+_ROLE = re.compile(
+    r",\s+as\s+(?!well\b|do\b|does\b|did\b|of\b|such\b|in\b|a\s+result\b)"
+    r"(?:an?\s+|the\s+)?[A-Z][^,;]*(?=[,;]|$)"
+)
 
 
 def _normalise_sentence(sentence: str) -> str:
@@ -1064,12 +1325,14 @@ def _normalise_sentence(sentence: str) -> str:
     return _strip_lead(s)
 
 
-_VALUE = re.compile(r"^[-+\u2212]?[\d.,/%\s]*\d[\d.,/%\s]*$|^(?:[-+]?(?:nan|inf|infinity)|high|low|medium|yes|no|none|n/?a)$",
-                    re.IGNORECASE)
+_VALUE = re.compile(
+    r"^[-+\u2212]?[\d.,/%\s]*\d[\d.,/%\s]*$|^(?:[-+]?(?:nan|inf|infinity)|high|low|medium|yes|no|none|n/?a)$",
+    re.IGNORECASE,
+)
 
 
 def _drop_restated_options(s: str, q: _Question) -> str:
-    """"Of C, C++, Java, C# and Rust, only Java and C# are ...": the options restated before the
+    """ "Of C, C++, Java, C# and Rust, only Java and C# are ...": the options restated before the
     answer are not the answer; the sentence goes on after them."""
     m = _AMONG.match(s)
     if not q.options or m is None:
@@ -1077,11 +1340,13 @@ def _drop_restated_options(s: str, q: _Question) -> str:
     options = {canonical_label(o) for o in q.options}
     rest = s
     for comma in re.finditer(r",\s*", s):  # the longest run of options before a comma
-        pieces = [canonical_label(p) for p in re.split(r"\s*,\s*|\s+(?:and|or)\s+",
-                                                      _restore(s[m.end():comma.start()]))]
+        pieces = [
+            canonical_label(p)
+            for p in re.split(r"\s*,\s*|\s+(?:and|or)\s+", _restore(s[m.end() : comma.start()]))
+        ]
         if not all(p in options for p in pieces if p):
             break
-        rest = s[comma.end():]
+        rest = s[comma.end() :]
     return rest
 
 
@@ -1089,13 +1354,13 @@ _SO_DO = re.compile(r",?\s+and\s+so\s+(?:do|does|did)\s+(?P<more>[^;]+)$", re.IG
 
 
 def _so_do(s: str, q: _Question) -> str:
-    """"Texas and California border Mexico, and so do Arizona and New Mexico" -> "Texas and
+    """ "Texas and California border Mexico, and so do Arizona and New Mexico" -> "Texas and
     California and Arizona and New Mexico border Mexico": the inverted subjects join the
     first."""
     m = _SO_DO.search(s) if " so " in s else None
     if m is None:
         return s
-    words = s[:m.start()].split()
+    words = s[: m.start()].split()
     v = _main_verb(words, q)
     if not v:
         return s
@@ -1103,28 +1368,27 @@ def _so_do(s: str, q: _Question) -> str:
 
 
 def _drop_trailing_agent(s: str, q: _Question) -> str:
-    """", managed by Brian Epstein" names nobody the question asks for, unless the question
+    """ ", managed by Brian Epstein" names nobody the question asks for, unless the question
     asks about that very act ("Who invented the light bulb?": ", invented by Humphry Davy")."""
     if " by " not in s and " with the " not in s:  # the regex's cost only where it can match
         return s
     m = _TRAILING_AGENT.search(s)
     if m is None or q.echoes(m.group(0).strip(" ,").split()[0]):
         return s
-    return s[:m.start()]
+    return s[: m.start()]
 
 
 def _sentence_labels(sentence: str, q: _Question) -> list[str]:
-    s = _so_do(_drop_trailing_agent(_drop_restated_options(_normalise_sentence(sentence), q),
-                                    q), q)
+    s = _so_do(_drop_trailing_agent(_drop_restated_options(_normalise_sentence(sentence), q), q), q)
     if not s:
         return []
     # "Three oceans border the U.S.: the Pacific, ..." -> the part after the colon; but in
     # "Atlantic: 55%" the part after it is a value and the answer comes first
     colon = _COLON_BEFORE.search(s)
-    if colon and _VALUE.match(s[colon.end():]):
+    if colon and _VALUE.match(s[colon.end() :]):
         return _side_labels(s[: colon.start()], q, subject=False)
     if colon:
-        got = _span_labels(s[colon.end():], q)
+        got = _span_labels(s[colon.end() :], q)
         if got:
             return got
     return _span_labels(s, q)
@@ -1168,7 +1432,9 @@ def _prose_labels(lines: list[str], q: _Question) -> list[str]:
         words = {_core(w) for w in sentence.split()}
         if _NEGATION.search(sentence):
             continue
-        if (_ADDITIVE_CUES.search(sentence) or words & _ORDINAL_CUES) and _restates_predicate(sentence, q):
+        if (_ADDITIVE_CUES.search(sentence) or words & _ORDINAL_CUES) and _restates_predicate(
+            sentence, q
+        ):
             labels.extend(_sentence_labels(sentence, q))
     return labels
 
@@ -1183,6 +1449,7 @@ def _restates_predicate(sentence: str, q: _Question) -> bool:
 
 # --------------------------------------------------------------------------- entry point
 
+
 def _dedupe(labels: list[str]) -> list[str]:
     """Canonical labels, each answer once: a label whose words all occur in an earlier label is
     that answer again ("pacific" after "pacific ocean"); so is an earlier label extended by a
@@ -1190,11 +1457,18 @@ def _dedupe(labels: list[str]) -> list[str]:
     out: list[str] = []
     for raw in labels:
         label = canonical_label(raw)
-        if (not label or not any(c.isalnum() for c in label) or len(label.split()) > MAX_ITEM_WORDS
-                or len(label) > MAX_ITEM_CHARS):
+        if (
+            not label
+            or not any(c.isalnum() for c in label)
+            or len(label.split()) > MAX_ITEM_WORDS
+            or len(label) > MAX_ITEM_CHARS
+        ):
             continue
         words = set(label.split())
-        if any(words <= set(prev.split()) and not (set(prev.split()) - words) & QUALIFIERS for prev in out):
+        if any(
+            words <= set(prev.split()) and not (set(prev.split()) - words) & QUALIFIERS
+            for prev in out
+        ):
             continue
         if any(set(prev.split()) < words and words - set(prev.split()) <= {"s"} for prev in out):
             continue
@@ -1205,15 +1479,16 @@ def _dedupe(labels: list[str]) -> list[str]:
 _REFUSAL_START = re.compile(
     r"^\W*(?:i\s+(?:am\s+)?(?:sorry|afraid)|sorry|as\s+an\s+(?:ai|language\s+model)|i\s+(?:do\s+not|don't|cannot|can\s*not|"
     r"can't|am\s+unable|am\s+not\s+able|have\s+no|am\s+not\s+(?:sure|certain))|unfortunately|i\s+have\s+no\s+idea|no\s+idea|"
-    r"unknown|n/?a\b|none\b|not\s+sure)", re.IGNORECASE)
+    r"unknown|n/?a\b|none\b|not\s+sure)",
+    re.IGNORECASE,
+)
 
 
 def read_answers(text: str, question: str | None = None) -> list[str]:
     """Canonical answer labels stated in `text`, in order of first mention (see module doc)."""
     q = _question(question)
     # Control characters would collide with the separator stand-ins and are never part of an answer.
-    text = protect_and_names(q.protect_titles(_CONTROL.sub(" ",
-                                                    text)))
+    text = protect_and_names(q.protect_titles(_CONTROL.sub(" ", text)))
     fenced = _FENCE.findall(text)
     if fenced:
         text = "\n".join(fenced)

@@ -86,8 +86,10 @@ class Embedder:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         self.kind = _ALIASES.get(model.lower(), "sentence_transformers")
         if revision is not None and self.kind in PACKAGED:
-            raise ValueError(f"Embedder {model!r} is packaged ({PACKAGED[self.kind]}): it has no "
-                             f"hub revision, got revision={revision!r}.")
+            raise ValueError(
+                f"Embedder {model!r} is packaged ({PACKAGED[self.kind]}): it has no "
+                f"hub revision, got revision={revision!r}."
+            )
         self.revision = revision
         self.model_ref = model
         self.batch_size = int(batch_size)

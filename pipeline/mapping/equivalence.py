@@ -86,14 +86,21 @@ class PairCache:
         except sqlite3.DatabaseError as exc:  # truncated, zeroed, garbage: a cache heals
             aside = self.path.with_name(f"{self.path.name}.damaged-{int(time.time())}")
             os.replace(self.path, aside)
-            log.warning("pair cache %s is damaged (%s): moved to %s, starting a new one (pairs "
-                        "are scored again)", self.path, exc, aside.name)
+            log.warning(
+                "pair cache %s is damaged (%s): moved to %s, starting a new one (pairs "
+                "are scored again)",
+                self.path,
+                exc,
+                aside.name,
+            )
             self._open()
 
     def _open(self) -> None:
         with self._connect() as con:
-            con.execute("CREATE TABLE IF NOT EXISTS pairs "
-                        "(key TEXT PRIMARY KEY, value TEXT NOT NULL, digest BLOB)")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS pairs "
+                "(key TEXT PRIMARY KEY, value TEXT NOT NULL, digest BLOB)"
+            )
             if con.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
             columns = {row[1] for row in con.execute("PRAGMA table_info(pairs)")}
@@ -175,9 +182,13 @@ class PairCache:
         first = self.unverified == 0
         self.unverified += n
         if first:  # once per cache: a cache from before digests would log every batch
-            log.warning("%d pair cache rows in %s did not verify (edited, damaged, or written "
-                        "before row digests): read as misses and scored again; later ones are "
-                        "counted in the cache's `unverified`, not logged", n, self.path)
+            log.warning(
+                "%d pair cache rows in %s did not verify (edited, damaged, or written "
+                "before row digests): read as misses and scored again; later ones are "
+                "counted in the cache's `unverified`, not logged",
+                n,
+                self.path,
+            )
 
     def put_many(self, items: dict[str, list[float]]) -> None:
         if not items:
@@ -187,8 +198,9 @@ class PairCache:
             text = self._values_text(v)
             rows.append((k, text, self._row_digest(k, text)))
         with self._lock, self._connect() as con:  # one transaction: all rows or none
-            con.executemany("INSERT OR REPLACE INTO pairs (key, value, digest) VALUES (?, ?, ?)",
-                            rows)
+            con.executemany(
+                "INSERT OR REPLACE INTO pairs (key, value, digest) VALUES (?, ?, ?)", rows
+            )
 
 
 def greedy_first_member_clusters(dec: np.ndarray) -> list[int]:
@@ -252,8 +264,9 @@ class Equivalence:
         for i, (q, _, _) in enumerate(triples):
             by_question.setdefault(q, []).append(i)
         for q, rows in by_question.items():
-            out[rows] = np.asarray(self._score(q, [triples[i][1:] for i in rows]),
-                                   dtype=np.float64).reshape(len(rows), self.n_values)
+            out[rows] = np.asarray(
+                self._score(q, [triples[i][1:] for i in rows]), dtype=np.float64
+            ).reshape(len(rows), self.n_values)
         return out
 
     def _trim(self) -> None:
@@ -307,8 +320,9 @@ class Equivalence:
         for i in range(u):
             for j in range(u):
                 if i != j:
-                    values[i, j] = self._memory[PairCache.key(self.name, question, unique[i],
-                                                              unique[j])]
+                    values[i, j] = self._memory[
+                        PairCache.key(self.name, question, unique[i], unique[j])
+                    ]
         return values
 
     def _expanded(self, question: object, texts: Sequence[object]) -> tuple[np.ndarray, ...]:
@@ -373,9 +387,16 @@ class Equivalence:
             strings = [to_text(t) for t in texts]
             unique = list(dict.fromkeys(strings))
             index = {x: i for i, x in enumerate(unique)}
-            prompts.append({"q": q, "unique": unique, "inv": [index[x] for x in strings],
-                            "label": [0] + [-1] * (len(unique) - 1) if unique else [],
-                            "firsts": [0] if unique else [], "met": [1] * len(unique)})
+            prompts.append(
+                {
+                    "q": q,
+                    "unique": unique,
+                    "inv": [index[x] for x in strings],
+                    "label": [0] + [-1] * (len(unique) - 1) if unique else [],
+                    "firsts": [0] if unique else [],
+                    "met": [1] * len(unique),
+                }
+            )
         while True:
             self._trim()  # between rounds: a round reads only pairs it scored or found
             todo: dict[str, tuple[str, str, str]] = {}
@@ -383,7 +404,7 @@ class Equivalence:
                 u, q = p["unique"], p["q"]
                 for i, lab in enumerate(p["label"]):
                     if lab < 0:
-                        for f in p["firsts"][p["met"][i] - 1:]:
+                        for f in p["firsts"][p["met"][i] - 1 :]:
                             for a, b in ((u[f], u[i]), (u[i], u[f])):
                                 key = PairCache.key(self.name, q, a, b)
                                 if key not in self._memory:
@@ -497,9 +518,13 @@ class NliEquivalence(Equivalence):
         import torch
 
         model = AutoModelForSequenceClassification.from_pretrained(
-            self.model_ref, dtype=getattr(torch, self.dtype), **pinned)
-        self.max_length = min(self.max_length, int(self._tokenizer.model_max_length),
-                              int(getattr(model.config, "max_position_embeddings", self.max_length)))
+            self.model_ref, dtype=getattr(torch, self.dtype), **pinned
+        )
+        self.max_length = min(
+            self.max_length,
+            int(self._tokenizer.model_max_length),
+            int(getattr(model.config, "max_position_embeddings", self.max_length)),
+        )
         label2id = dict(model.config.label2id)
         self.entail_id = _find_label_id(label2id, "entail")
         self.contra_id = _find_label_id(label2id, "contra")
@@ -533,8 +558,9 @@ class NliEquivalence(Equivalence):
         tokenizer; decoded ids otherwise)."""
         if keep <= 0:
             return ""
-        enc = self._tokenizer(question, add_special_tokens=False,
-                              return_offsets_mapping=self._tokenizer.is_fast)
+        enc = self._tokenizer(
+            question, add_special_tokens=False, return_offsets_mapping=self._tokenizer.is_fast
+        )
         if keep >= len(enc["input_ids"]):
             return question
         if self._tokenizer.is_fast:
@@ -562,8 +588,11 @@ class NliEquivalence(Equivalence):
         tok = self._tokenizer
         length = self._length
 
-        full = (f"{question} {premise}", f"{question} {hypothesis}") if question else \
-            (premise, hypothesis)
+        full = (
+            (f"{question} {premise}", f"{question} {hypothesis}")
+            if question
+            else (premise, hypothesis)
+        )
         if not question or length(*full) <= self.max_length:
             return full
         q_len = len(tok(question, add_special_tokens=False)["input_ids"])
@@ -587,18 +616,28 @@ class NliEquivalence(Equivalence):
         (its answers alone too long) and slow tokenizers go through the tokenizer, truncating."""
         import torch
 
-        if self._encodings is None or any(not a or not b or self._length(a, b) > self.max_length
-                                          for a, b in pairs):
+        if self._encodings is None or any(
+            not a or not b or self._length(a, b) > self.max_length for a, b in pairs
+        ):
             return self._tokenizer(
-                [a for a, _ in pairs], [b for _, b in pairs], padding=True,
-                truncation="longest_first", max_length=self.max_length, return_tensors="pt")
-        joined = [self._backend.post_process(self._encoded(a), self._encoded(b),
-                                             add_special_tokens=True) for a, b in pairs]
+                [a for a, _ in pairs],
+                [b for _, b in pairs],
+                padding=True,
+                truncation="longest_first",
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
+        joined = [
+            self._backend.post_process(self._encoded(a), self._encoded(b), add_special_tokens=True)
+            for a, b in pairs
+        ]
         width = max(len(e.ids) for e in joined)
         pad = self._tokenizer.pad_token_id or 0
         left = self._tokenizer.padding_side == "left"
-        batch = {"input_ids": torch.full((len(joined), width), pad, dtype=torch.long),
-                 "attention_mask": torch.zeros((len(joined), width), dtype=torch.long)}
+        batch = {
+            "input_ids": torch.full((len(joined), width), pad, dtype=torch.long),
+            "attention_mask": torch.zeros((len(joined), width), dtype=torch.long),
+        }
         with_types = "token_type_ids" in self._tokenizer.model_input_names
         if with_types:
             batch["token_type_ids"] = torch.zeros((len(joined), width), dtype=torch.long)
@@ -622,17 +661,19 @@ class NliEquivalence(Equivalence):
             # Longest first: little padding within a batch, and a batch too large fails at once.
             order = sorted(range(len(texts)), key=lambda i: -len(texts[i][0]) - len(texts[i][1]))
             out = np.zeros((len(triples), 3), dtype=np.float64)
-            batches = [order[start : start + self.batch_size]
-                       for start in range(0, len(order), self.batch_size)]
+            batches = [
+                order[start : start + self.batch_size]
+                for start in range(0, len(order), self.batch_size)
+            ]
             # the next batch is built on a thread while the model runs this one
             with torch.no_grad(), ThreadPoolExecutor(max_workers=1) as builder:
-                upcoming = builder.submit(self._batch, [texts[i] for i in batches[0]]) \
-                    if batches else None
+                upcoming = (
+                    builder.submit(self._batch, [texts[i] for i in batches[0]]) if batches else None
+                )
                 for n, rows in enumerate(batches):
                     encoded = {k: v.to(self.device) for k, v in upcoming.result().items()}
                     if n + 1 < len(batches):
-                        upcoming = builder.submit(self._batch,
-                                                  [texts[i] for i in batches[n + 1]])
+                        upcoming = builder.submit(self._batch, [texts[i] for i in batches[n + 1]])
                     self._score_batch(encoded, rows, out)
         finally:
             self._encodings = None  # the texts' encodings live for one scoring call only
@@ -647,8 +688,9 @@ class NliEquivalence(Equivalence):
         entail = probs[:, self.entail_id]
         contra = probs[:, self.contra_id]
         # A two-label model has no neutral column: the rest of the mass is neutral.
-        neutral = (probs[:, self.neutral_id] if self.neutral_id is not None
-                   else 1.0 - entail - contra)
+        neutral = (
+            probs[:, self.neutral_id] if self.neutral_id is not None else 1.0 - entail - contra
+        )
         out[rows] = np.stack([entail, neutral, contra], axis=1)
 
     def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -695,8 +737,11 @@ class EmbeddingEquivalence(Equivalence):
     def revision_entry(self) -> dict:
         """For the manifests: an offline stand-in for the NLI model, and its embedder's record."""
         record = getattr(self.embedder, "revision_entry", None)
-        return {"source": "stand-in", "stands_in_for": "an NLI model",
-                "embedder": record() if record else type(self.embedder).__name__}
+        return {
+            "source": "stand-in",
+            "stands_in_for": "an NLI model",
+            "embedder": record() if record else type(self.embedder).__name__,
+        }
 
     def _score(self, question: str, pairs: list[tuple[str, str]]) -> np.ndarray:
         prefix = f"{question} " if question else ""

@@ -23,8 +23,14 @@ from pipeline.mapping.labels import EquivalenceFn
 from pipeline.registry import Registry
 from pipeline.text import clean_text
 
-__all__ = ["EXTRACTIONS", "EquivalenceFn", "Extraction", "LocalModelExtractor", "ResponseExtractor",
-           "extraction_prompt"]
+__all__ = [
+    "EXTRACTIONS",
+    "EquivalenceFn",
+    "Extraction",
+    "LocalModelExtractor",
+    "ResponseExtractor",
+    "extraction_prompt",
+]
 
 
 def extraction_prompt(kind: str, question: object, answer: object, **options: str) -> str:
@@ -33,11 +39,15 @@ def extraction_prompt(kind: str, question: object, answer: object, **options: st
 
     The prompt text lives in `pipeline.data.prompts` (one copy for the whole project).
     """
-    fill = {"answer_set": prompts.set_extraction_prompt,
-            "answer_distribution": prompts.simplex_extraction_prompt}.get(kind)
+    fill = {
+        "answer_set": prompts.set_extraction_prompt,
+        "answer_distribution": prompts.simplex_extraction_prompt,
+    }.get(kind)
     if fill is None:
-        raise ValueError(f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
-                         "'answer_distribution'")
+        raise ValueError(
+            f"unknown extraction prompt kind {kind!r}; expected 'answer_set' or "
+            "'answer_distribution'"
+        )
     return fill(clean_text(question).strip(), clean_text(answer).strip(), **options)
 
 
@@ -91,7 +101,9 @@ class ResponseExtractor:
     @staticmethod
     def _check_pairs(questions: Sequence[object], texts: Sequence[object]) -> None:
         if len(questions) != len(texts):
-            raise ValueError(f"got {len(questions)} questions for {len(texts)} responses; pass one question per response")
+            raise ValueError(
+                f"got {len(questions)} questions for {len(texts)} responses; pass one question per response"
+            )
 
     def _complete(self, prompts: list[str]) -> list[str | None]:
         """The extraction prompts' raw outputs (method "llm": through the client)."""
@@ -122,8 +134,10 @@ class LocalModelExtractor(ResponseExtractor):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method == "local" and self.backend is None:
-            raise ValueError(f"{type(self).__name__}(method='local') needs backend=<a generation "
-                             "backend> (the cell's model: task.extractor.kind=local)")
+            raise ValueError(
+                f"{type(self).__name__}(method='local') needs backend=<a generation "
+                "backend> (the cell's model: task.extractor.kind=local)"
+            )
 
     def _complete(self, prompts: list[str]) -> list[str | None]:
         """The extraction prompts' raw outputs: through the client ("llm") or the local backend

@@ -61,8 +61,11 @@ class LLMJudge:
 
     @staticmethod
     def prompt(question: str, label: str, aliases: Sequence[str]) -> str:
-        return MATCH_PROMPT.format(question=to_text(question).strip(), candidate=to_text(label),
-                                   reference=" / ".join(map(to_text, aliases)))
+        return MATCH_PROMPT.format(
+            question=to_text(question).strip(),
+            candidate=to_text(label),
+            reference=" / ".join(map(to_text, aliases)),
+        )
 
     def _ask(self, prompts: list[str]) -> None:
         todo = [p for p in dict.fromkeys(prompts) if p not in self._verdicts]

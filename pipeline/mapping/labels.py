@@ -29,13 +29,15 @@ EquivalenceFn = Callable[[str, list[str]], Sequence[int]]
 # Words that carry no identity: "is" must not absorb "is located in" (graph relations).
 _FUNCTION_WORDS = frozenset(
     "is was are were be been has have had do does did of in on at to for by with from as and or "
-    "not no it its this that".split())
+    "not no it its this that".split()
+)
 
 
 # Extra words that make a different entity, not a longer name of the same one.
 QUALIFIERS = frozenset(
     "north south east west northern southern eastern western northeast northwest southeast southwest "
-    "new old upper lower central greater little inner outer equatorial".split())
+    "new old upper lower central greater little inner outer equatorial".split()
+)
 
 
 def _words(label: str) -> frozenset[str]:
@@ -49,7 +51,11 @@ def labels_equivalent(a: str, b: str) -> bool:
     if wa == wb:
         return True
     shorter, longer = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
-    return shorter <= longer and bool(shorter - _FUNCTION_WORDS) and not (longer - shorter) & QUALIFIERS
+    return (
+        shorter <= longer
+        and bool(shorter - _FUNCTION_WORDS)
+        and not (longer - shorter) & QUALIFIERS
+    )
 
 
 class LabelMerger:
@@ -72,8 +78,12 @@ class LabelMerger:
         return ids
 
 
-def representatives(question: str, occurrences: Sequence[str], equivalence: EquivalenceFn | None = None,
-                    attached: Sequence[str] = ()) -> dict[str, str]:
+def representatives(
+    question: str,
+    occurrences: Sequence[str],
+    equivalence: EquivalenceFn | None = None,
+    attached: Sequence[str] = (),
+) -> dict[str, str]:
     """Map every canonical label to its cluster's representative.
 
     `occurrences` lists labels with repetition (one entry per sample that contains it), so the
@@ -97,8 +107,13 @@ def representatives(question: str, occurrences: Sequence[str], equivalence: Equi
     return attach_labels(rep, dict(zip(unique + extra, ids)), unique, extra, counts)
 
 
-def attach_labels(own_of: dict[str, str], joint_of: dict[str, Any], own: Sequence[str],
-                  attached: Sequence[str], counts: Counter | None = None) -> dict[str, str]:
+def attach_labels(
+    own_of: dict[str, str],
+    joint_of: dict[str, Any],
+    own: Sequence[str],
+    attached: Sequence[str],
+    counts: Counter | None = None,
+) -> dict[str, str]:
     """`own_of` (the samples' label -> representative) extended to the attached labels (a
     reference's) without changing it. `joint_of` clusters samples' and attached labels judged
     together (label -> cluster key; absent: its own cluster). An attached label takes the
@@ -114,8 +129,9 @@ def attach_labels(own_of: dict[str, str], joint_of: dict[str, Any], own: Sequenc
     for label in attached:
         if label not in out:
             key = joint_of.get(label, label)
-            out[label] = (own_of.get(best[key], best[key]) if key in best
-                          else alone.setdefault(key, label))
+            out[label] = (
+                own_of.get(best[key], best[key]) if key in best else alone.setdefault(key, label)
+            )
     return out
 
 

@@ -30,8 +30,15 @@ from decimal import Decimal
 from pipeline.text import clean_text, to_text
 
 _MAGNITUDES = {
-    "thousand": 1e3, "k": 1e3, "million": 1e6, "mln": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9,
-    "trillion": 1e12, "tn": 1e12,
+    "thousand": 1e3,
+    "k": 1e3,
+    "million": 1e6,
+    "mln": 1e6,
+    "mn": 1e6,
+    "billion": 1e9,
+    "bn": 1e9,
+    "trillion": 1e12,
+    "tn": 1e12,
 }
 _SPACES = "\u00a0\u202f\u2009 "  # no-break, narrow no-break, thin, plain
 _NUMBER = re.compile(
@@ -47,18 +54,45 @@ _NUMBER = re.compile(
 _MARKERS = re.compile(r"####|answer\s+is|answer\s*:|=|\u2248", flags=re.IGNORECASE)
 
 _UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-    "a": 1, "an": 1, "dozen": 12,
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "a": 1,
+    "an": 1,
+    "dozen": 12,
 }
-_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-         "eighty": 80, "ninety": 90}
+_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
 _FRACTION_WORDS = {"half": 0.5, "quarter": 0.25}
 
 
 def _body_to_decimal(body: str) -> Decimal:
-    """"1,234.5" / "1 234" / "3,5" -> Decimal, deciding what a comma means."""
+    """ "1,234.5" / "1 234" / "3,5" -> Decimal, deciding what a comma means."""
     for ch in "_'" + _SPACES:
         body = body.replace(ch, "")
     if "," in body and "." in body:
@@ -104,7 +138,7 @@ def _match_value(m: re.Match) -> float | None:
 
 
 def _words_to_number(text: str) -> float | None:
-    """"eight and a half million" -> 8.5e6, "a dozen" -> 12; None without number words."""
+    """ "eight and a half million" -> 8.5e6, "a dozen" -> 12; None without number words."""
     low = re.sub(r"\band a half\b", " HALF ", text.lower().replace("-", " "))
     words = re.findall(r"[a-z]+|HALF", low)
     total, current, started, negative = 0.0, 0.0, False, False
@@ -141,13 +175,20 @@ def _words_to_number(text: str) -> float | None:
 _BIG = ("thousand", "million", "billion", "trillion")
 
 
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
-           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
 _DAY_OF_DATE = re.compile(rf"^\s*(?:{_MONTHS})\b|\b(?:{_MONTHS})\.?\s*$", re.IGNORECASE)
-_FRAMING = re.compile(r"(?:\b(?:in|since|as\s+of|by|from|until|till|before|after|during|circa|c\.)\s+(?:the\s+year\s+)?"
-                      r"|\(\s*|^\s*)$", re.IGNORECASE)
-_QUANTIFIERS = frozenset("about around approximately roughly nearly almost over under some circa only just exactly "
-                         "precisely maybe perhaps probably estimated estimates".split())
+_FRAMING = re.compile(
+    r"(?:\b(?:in|since|as\s+of|by|from|until|till|before|after|during|circa|c\.)\s+(?:the\s+year\s+)?"
+    r"|\(\s*|^\s*)$",
+    re.IGNORECASE,
+)
+_QUANTIFIERS = frozenset(
+    "about around approximately roughly nearly almost over under some circa only just exactly "
+    "precisely maybe perhaps probably estimated estimates".split()
+)
 _RANGE = re.compile(r"^\s*(?:-|\u2013|\u2014|to|and)\s*$", re.IGNORECASE)
 _NUMBER_WORD = re.compile(
     r"\b(?:(?:a|an|minus|negative)\s+)?(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
@@ -155,11 +196,22 @@ _NUMBER_WORD = re.compile(
     r"hundred|thousand|million|billion|trillion|dozen|half)(?:[\s-]+(?:and\s+)?(?:a\s+)?(?:zero|one|two|three|four|five|"
     r"six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|"
     r"thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|trillion|dozen|half))*\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
-_ORDINAL_DENOMINATORS = {"half": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-                         "eighth": 8, "ninth": 9, "tenth": 10}
+_ORDINAL_DENOMINATORS = {
+    "half": 2,
+    "third": 3,
+    "quarter": 4,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+}
 
 
 class _Candidate:
@@ -177,8 +229,12 @@ def _candidates(s: str) -> list[_Candidate]:
         if value is None:
             continue
         body = m.group("body")
-        year = (re.fullmatch(r"\d{4}", body) is not None and 1000 <= value <= 2100 and not m.group("mag")
-                and not m.group("sign"))
+        year = (
+            re.fullmatch(r"\d{4}", body) is not None
+            and 1000 <= value <= 2100
+            and not m.group("mag")
+            and not m.group("sign")
+        )
         start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
         if m.group("sign") == "-" and out and out[-1].end == m.start():
             value, start = -value, m.start("body")  # "70-71%": a range dash, not a minus sign
@@ -187,27 +243,47 @@ def _candidates(s: str) -> list[_Candidate]:
         if any(c.start <= m.start() < c.end for c in out):
             continue
         value = _words_to_number(m.group(0))
-        fraction = re.match(r"^[\s-]+(half|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)\b",
-                            s[m.end():], re.IGNORECASE)
+        fraction = re.match(
+            r"^[\s-]+(half|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)\b",
+            s[m.end() :],
+            re.IGNORECASE,
+        )
         if value is not None and fraction:  # "one eighth", "two thirds"
-            value /= _ORDINAL_DENOMINATORS[fraction.group(1).lower().rstrip("s") if fraction.group(1).lower() != "halves" else "half"]
+            value /= _ORDINAL_DENOMINATORS[
+                fraction.group(1).lower().rstrip("s")
+                if fraction.group(1).lower() != "halves"
+                else "half"
+            ]
         if value is not None:
-            out.append(_Candidate(m.start(), m.end() + (fraction.end() if fraction else 0), value, False))
+            out.append(
+                _Candidate(m.start(), m.end() + (fraction.end() if fraction else 0), value, False)
+            )
     out.sort(key=lambda c: c.start)
     depth_at = _paren_depths(s)
     for c in out:
-        before, after = s[: c.start], s[c.end:]
+        before, after = s[: c.start], s[c.end :]
         word_before = re.search(r"([A-Za-z][\w'-]*)\W*$", before)
         if depth_at[c.start] > 0:
             c.aside = True  # "(1,083 ft)", "(2023)"
-        elif c.value == int(c.value) and 1 <= c.value <= 31 and (_DAY_OF_DATE.search(before[-12:]) or re.match(
-                rf"^(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b", after, re.IGNORECASE)):
+        elif (
+            c.value == int(c.value)
+            and 1 <= c.value <= 31
+            and (
+                _DAY_OF_DATE.search(before[-12:])
+                or re.match(rf"^(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b", after, re.IGNORECASE)
+            )
+        ):
             c.aside = True  # the day of "July 20, 1969" / "9 November 1989": the year is the number
         elif c.year and (_FRAMING.search(before[-25:]) or re.match(r"^\s*,", after)):
             c.aside = True  # "In 2020, ...", "completed in 1889": frames the answer
-        elif (word_before and word_before.group(1)[:1].isupper() and before.rstrip().endswith(word_before.group(1))
-              and word_before.group(1).lower() not in _QUANTIFIERS and not re.search(r"[$\u20ac\u00a3]\s*$", before)
-              and not re.fullmatch(_MONTHS, word_before.group(1), re.IGNORECASE)):
+        elif (
+            word_before
+            and word_before.group(1)[:1].isupper()
+            and before.rstrip().endswith(word_before.group(1))
+            and word_before.group(1).lower() not in _QUANTIFIERS
+            and not re.search(r"[$\u20ac\u00a3]\s*$", before)
+            and not re.fullmatch(_MONTHS, word_before.group(1), re.IGNORECASE)
+        ):
             c.aside = True  # "Apollo 11", "Boeing 747": part of a name
     return out
 
@@ -248,7 +324,8 @@ def parse_number(text: object) -> float | None:
     # "15% of 200 is 30": "is" after an expression with numbers marks the result
     for m in re.finditer(r"\b(?:is|are|equals|makes|gives)\b", s, re.IGNORECASE):
         if any(c.end <= m.start() and not c.aside for c in cands) and re.search(
-                r"[\d%]\s*(?:[x\u00d7*/+\-]|of|times|percent)\s*\d", s[: m.start()], re.IGNORECASE):
+            r"[\d%]\s*(?:[x\u00d7*/+\-]|of|times|percent)\s*\d", s[: m.start()], re.IGNORECASE
+        ):
             markers.append(m.end())
     pool = [c for c in cands if not c.aside] or [c for c in cands if c.year] or cands
     if markers:
@@ -256,10 +333,22 @@ def parse_number(text: object) -> float | None:
         pool = after or pool
     first = pool[0]
     nxt = next((c for c in cands if c.start >= first.end), None)
-    if nxt is not None and not nxt.aside and nxt.value > first.value and (
+    if (
+        nxt is not None
+        and not nxt.aside
+        and nxt.value > first.value
+        and (
             # "between 363,000 and 405,000", "from 6,650 to 7,088", "36.5 to 37.5", "70-71%"
-            (_RANGE.match(s[first.end: nxt.start]) and re.search(
-                r"\b(?:from|between|range|ranges|ranging)\s+[^\d]{0,20}$", s[: first.start], re.IGNORECASE))
-            or s[first.end: nxt.start].strip() in ("-", "\u2013", "to")):
+            (
+                _RANGE.match(s[first.end : nxt.start])
+                and re.search(
+                    r"\b(?:from|between|range|ranges|ranging)\s+[^\d]{0,20}$",
+                    s[: first.start],
+                    re.IGNORECASE,
+                )
+            )
+            or s[first.end : nxt.start].strip() in ("-", "\u2013", "to")
+        )
+    ):
         return (first.value + nxt.value) / 2
     return first.value

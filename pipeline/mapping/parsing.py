@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pipeline.mapping.answer_rules import read_answers
 from pipeline.mapping.response_text import (
@@ -133,9 +134,39 @@ def _finalise(pairs: list[tuple[str, float, bool]]) -> dict[str, float] | None:
 
 
 # Answer / probability field names seen in model output (the paper's are "answer" and "p").
-_ANSWER_KEYS = ("answer", "label", "name", "item", "option", "text", "response", "candidate", "value")
-_PROB_KEYS = ("p", "prob", "probability", "confidence", "likelihood", "score", "weight", "percentage", "percent")
-_LIST_KEYS = ("items", "answers", "distribution", "predictions", "results", "probabilities", "options", "data", "candidates")
+_ANSWER_KEYS = (
+    "answer",
+    "label",
+    "name",
+    "item",
+    "option",
+    "text",
+    "response",
+    "candidate",
+    "value",
+)
+_PROB_KEYS = (
+    "p",
+    "prob",
+    "probability",
+    "confidence",
+    "likelihood",
+    "score",
+    "weight",
+    "percentage",
+    "percent",
+)
+_LIST_KEYS = (
+    "items",
+    "answers",
+    "distribution",
+    "predictions",
+    "results",
+    "probabilities",
+    "options",
+    "data",
+    "candidates",
+)
 
 
 _STRUCTURAL_KEYS = frozenset(_ANSWER_KEYS + _PROB_KEYS + _LIST_KEYS)
@@ -162,7 +193,11 @@ def _pairs_from_item(item: Any) -> list[tuple[str, float, bool]] | None:
     if isinstance(item, dict):
         answer = _lookup(item, _ANSWER_KEYS)
         prob = _lookup(item, _PROB_KEYS)
-        if isinstance(answer, str | int | float) and not isinstance(answer, bool) and prob is not None:
+        if (
+            isinstance(answer, str | int | float)
+            and not isinstance(answer, bool)
+            and prob is not None
+        ):
             parsed = parse_probability(prob)
             if parsed is not None:
                 return [(_clean_label(str(answer)), parsed[0], parsed[1])]
@@ -214,7 +249,9 @@ def _pairs_from_json(obj: Any, depth: int = 0) -> list[tuple[str, float, bool]] 
 
 _KEYED_ITEM = re.compile(
     r"[\"']?(?:answer|label|name|option)[\"']?\s*:\s*[\"'](?P<label>[^\"'{}\[\]\n]{1,200}?)[\"',\s]*"
-    r"(?:p|prob|probability|confidence)[\"']?\s*:\s*[\"']?(?P<value>" + _NUM + r"|nan|-?inf(?:inity)?)\s*(?P<pct>%)?",
+    r"(?:p|prob|probability|confidence)[\"']?\s*:\s*[\"']?(?P<value>"
+    + _NUM
+    + r"|nan|-?inf(?:inity)?)\s*(?P<pct>%)?",
     flags=re.IGNORECASE,
 )
 
@@ -222,20 +259,30 @@ _KEYED_ITEM = re.compile(
 _LINE = re.compile(
     r"^(?P<label>.{1,300}?)\s*(?:[:=\u2013\u2014|]|->|=>|\s-|\(|\bwith\s+(?:a\s+)?(?:probability|prob|p|confidence|likelihood|chance)(?:\s+of)?|"
     r"\b(?:probability|prob|p|confidence|likelihood|chance)(?:\s*(?:of|is|=|:))?)\s*"
-    r"(?P<value>" + _NUM + r"|nan|-?inf(?:inity)?)\s*(?:/\s*(?P<den>" + _NUM + r"))?\s*(?P<pct>%|percent\b|pct\b)?\s*"
+    r"(?P<value>"
+    + _NUM
+    + r"|nan|-?inf(?:inity)?)\s*(?:/\s*(?P<den>"
+    + _NUM
+    + r"))?\s*(?P<pct>%|percent\b|pct\b)?\s*"
     r"(?:\)\s*)?(?:probability|chance|likely|confidence)?\s*[.,;]?\s*$",
     flags=re.IGNORECASE,
 )
 # "Atlantic 55%" (no separator: the percent sign marks the value)
 _LINE_PERCENT = re.compile(
-    r"^(?P<label>[^\d\s].{0,300}?)\s+(?P<value>" + _NUM + r")\s*(?P<pct>%|percent\b)\s*[.,;]?\s*$", flags=re.IGNORECASE
+    r"^(?P<label>[^\d\s].{0,300}?)\s+(?P<value>" + _NUM + r")\s*(?P<pct>%|percent\b)\s*[.,;]?\s*$",
+    flags=re.IGNORECASE,
 )
 # "55% Atlantic", "0.55 - Atlantic"
 _LINE_VALUE_FIRST = re.compile(
-    r"^(?P<value>" + _NUM + r")\s*(?P<pct>%|percent\b)?\s*(?:[:=\-\u2013\u2014]|\bfor\b|\bon\b)?\s*(?P<label>[^\d\s].{0,300}?)\s*[.,;]?\s*$",
+    r"^(?P<value>"
+    + _NUM
+    + r")\s*(?P<pct>%|percent\b)?\s*(?:[:=\-\u2013\u2014]|\bfor\b|\bon\b)?\s*(?P<label>[^\d\s].{0,300}?)\s*[.,;]?\s*$",
     flags=re.IGNORECASE,
 )
-_BULLET = re.compile(r"^\s*(?:[-*\u2022+>]+|\(?\d{1,2}[.)](?=\s|$)|[a-z][.)](?=\s)|answer\s*\d*\s*[:.)-]|option\s*\d*\s*[:.)-])\s*", re.I)
+_BULLET = re.compile(
+    r"^\s*(?:[-*\u2022+>]+|\(?\d{1,2}[.)](?=\s|$)|[a-z][.)](?=\s)|answer\s*\d*\s*[:.)-]|option\s*\d*\s*[:.)-])\s*",
+    re.I,
+)
 _LABEL_PREFIX = re.compile(
     r"^(?:(?:answer|option|candidate)\s*\d*\s*[:.)-]|(?:the\s+)?(?:final\s+|correct\s+)?answers?\s+(?:is|are)\b:?)\s*",
     re.IGNORECASE,
@@ -243,7 +290,7 @@ _LABEL_PREFIX = re.compile(
 
 
 def _pairs_from_lines(text: str) -> list[tuple[str, float, bool]]:
-    """"label <sep> value" pairs, one per line (or per ';'/','-separated chunk of a line)."""
+    """ "label <sep> value" pairs, one per line (or per ';'/','-separated chunk of a line)."""
     pairs: list[tuple[str, float, bool]] = []
     for raw_line in text.splitlines():
         line = raw_line.strip().strip("*_`")
@@ -264,12 +311,20 @@ def _pairs_from_lines(text: str) -> list[tuple[str, float, bool]]:
                 except ValueError:
                     continue
                 label = _LABEL_PREFIX.sub("", _clean_label(m.group("label"))).rstrip(" ([{:-")
-                label = re.sub(r"\s*(?:probability|prob|p|confidence)\s*$", "", label, flags=re.I).strip(" :-")
+                label = re.sub(
+                    r"\s*(?:probability|prob|p|confidence)\s*$", "", label, flags=re.I
+                ).strip(" :-")
                 pairs.append((label, num, m.group("pct") is not None))
                 continue
             m = _LINE_VALUE_FIRST.match(chunk)
             if m is not None and (m.group("pct") or "." in m.group("value")):
-                pairs.append((_clean_label(m.group("label")), _to_float(m.group("value")), m.group("pct") is not None))
+                pairs.append(
+                    (
+                        _clean_label(m.group("label")),
+                        _to_float(m.group("value")),
+                        m.group("pct") is not None,
+                    )
+                )
     return pairs
 
 
@@ -319,12 +374,15 @@ def _parse_distribution(s: str) -> dict[str, float] | None:
         result = _finalise(lines)
         if result is not None:
             return result
-    if is_refusal(s) or is_refusal(s.split(":", 1)[-1] if s.lower().startswith(("answer", "output")) else ""):
+    if is_refusal(s) or is_refusal(
+        s.split(":", 1)[-1] if s.lower().startswith(("answer", "output")) else ""
+    ):
         return {IDK_LABEL: 1.0}
     return None
 
 
 # --------------------------------------------------------------------------- answers
+
 
 def extract_answers(text: object, question: object = None) -> frozenset[str]:
     """Rule-based set g_T: the distinct answers stated in `text`, as canonical labels.
@@ -342,5 +400,12 @@ def extract_answers(text: object, question: object = None) -> frozenset[str]:
             return frozenset()
         q = clean_text(question) if question is not None else None
         return frozenset(read_answers(s, q))
-    except (ValueError, TypeError, IndexError, KeyError, RecursionError, MemoryError):  # pragma: no cover
+    except (
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        RecursionError,
+        MemoryError,
+    ):  # pragma: no cover
         return frozenset()  # defence in depth: model output must never crash the map stage

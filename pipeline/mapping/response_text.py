@@ -51,7 +51,7 @@ def strip_prompt_echo(text: str) -> str:
     if "task:" not in text[:_MAX_ECHO_SCAN].lower():
         return text
     last = None
-    for last in _ECHO_END.finditer(text[:_MAX_ECHO_SCAN]):
+    for last in _ECHO_END.finditer(text[:_MAX_ECHO_SCAN]):  # noqa: B007 - the last match
         pass
     return text if last is None else text[last.end() :]
 
@@ -98,7 +98,9 @@ def decode_json(candidate: str) -> Any:
     except (ValueError, RecursionError):
         pass
     if len(candidate) <= 20_000:  # literal_eval builds an AST: bounded input only
-        pyish = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed)))
+        pyish = re.sub(
+            r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed))
+        )
         try:
             return ast.literal_eval(pyish)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -109,7 +111,16 @@ def decode_json(candidate: str) -> Any:
 # Broken JSON items such as the paper's own example `{"answer":"Atlantic,"p":0.55}`.
 
 
-_JSON_ANSWER_KEYS = ("answers", "answer", "items", "labels", "results", "list", "output", "response")
+_JSON_ANSWER_KEYS = (
+    "answers",
+    "answer",
+    "items",
+    "labels",
+    "results",
+    "list",
+    "output",
+    "response",
+)
 _JSON_ITEM_KEYS = ("name", "answer", "label", "item", "value", "country", "text")
 
 
@@ -152,7 +163,9 @@ def _strings_in(obj: object, depth: int) -> list[str]:
         for item in obj[:200]:
             if isinstance(item, str | dict):
                 out.extend(_strings_in(item, depth + 1))
-            elif isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item):
+            elif (
+                isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item)
+            ):
                 out.append(str(int(item)) if float(item).is_integer() else repr(item))  # [23, 29]
         return out
     return []

@@ -28,7 +28,9 @@ class EquivalenceConfig:
     # another. float32 computes the same numbers on any machine.
     nli_dtype: str = "auto"
     strict: bool = True
-    threshold: float = 0.935  # embedding backend: cosine of "question + answer" (see equivalence.py)
+    threshold: float = (
+        0.935  # embedding backend: cosine of "question + answer" (see equivalence.py)
+    )
     embedder: str = "minilm"  # packaged all-MiniLM-L6-v2
 
     def __post_init__(self) -> None:

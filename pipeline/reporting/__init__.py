@@ -46,11 +46,13 @@ def figure_options(cell) -> dict[str, Any]:
     def get(key, default):
         return thaw(getattr(cell.report_figures, key, default))
 
-    return {"entropy_model": get("entropy_model", "") or "",
-            "entropy_dataset": get("entropy_dataset", ENTROPY_DATASET) or ENTROPY_DATASET,
-            "entropy_pooled": bool(get("entropy_pooled", False)),
-            "rank_models": list(get("rank_models", list(PAPER_LLMS))),
-            "min_n_best": int(get("min_n_best", MIN_N_BEST))}
+    return {
+        "entropy_model": get("entropy_model", "") or "",
+        "entropy_dataset": get("entropy_dataset", ENTROPY_DATASET) or ENTROPY_DATASET,
+        "entropy_pooled": bool(get("entropy_pooled", False)),
+        "rank_models": list(get("rank_models", list(PAPER_LLMS))),
+        "min_n_best": int(get("min_n_best", MIN_N_BEST)),
+    }
 
 
 def build_report(cell) -> dict[str, Any]:
@@ -78,24 +80,38 @@ def build_report(cell) -> dict[str, Any]:
         if absent:
             from pipeline.errors import ConfigError
 
-            raise ConfigError(f"report_models has {absent} with no outputs under "
-                              f"{Path(cell.output_root) / cell.experiment}; models with outputs: "
-                              f"{', '.join(sorted(present)) or 'none'}")
+            raise ConfigError(
+                f"report_models has {absent} with no outputs under "
+                f"{Path(cell.output_root) / cell.experiment}; models with outputs: "
+                f"{', '.join(sorted(present)) or 'none'}"
+            )
     options = figure_options(cell)
     report_models = list(cell.report_models or [])
     ev = cell.evaluation
-    intervals = {"n_bootstrap": int(ev.n_bootstrap), "alpha": float(ev.ci_alpha),
-                 "seed": int(ev.seed)}
-    key = cache_key({"experiment": cell.experiment, "max_rejection": cell.evaluation.max_rejection,
-                     "figures": options, "intervals": intervals, "report_models": report_models,
-                     "version": REPORT_VERSION},
-                    input_keys(cells))
+    intervals = {
+        "n_bootstrap": int(ev.n_bootstrap),
+        "alpha": float(ev.ci_alpha),
+        "seed": int(ev.seed),
+    }
+    key = cache_key(
+        {
+            "experiment": cell.experiment,
+            "max_rejection": cell.evaluation.max_rejection,
+            "figures": options,
+            "intervals": intervals,
+            "report_models": report_models,
+            "version": REPORT_VERSION,
+        },
+        input_keys(cells),
+    )
     manifest_path = results / ".report.manifest.json"
     try:
         previous = json.loads(manifest_path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         previous = {}
-    if previous.get("cache_key") == key and all(Path(p).exists() for p in previous.get("files", [])):
+    if previous.get("cache_key") == key and all(
+        Path(p).exists() for p in previous.get("files", [])
+    ):
         log.info("[report] up to date (key %s), skipped", key)
         _print_where(results, cells)
         return {"skipped": True, "files": previous["files"]}
@@ -111,33 +127,52 @@ def build_report(cell) -> dict[str, Any]:
     scores = uq_scores(cells)
     # which released file each such dataset's rows came from (its SHA-256, origin, pin)
     data_notes = {d: data_note(d, sources) for d, sources in data_files(cells).items()}
-    tables = build_tables(quality, scores, paper_gen, paper_uq, tables_dir,
-                          min_n=options["min_n_best"], data_notes=data_notes)
+    tables = build_tables(
+        quality,
+        scores,
+        paper_gen,
+        paper_uq,
+        tables_dir,
+        min_n=options["min_n_best"],
+        data_notes=data_notes,
+    )
     # does the Bayes answer beat beam search? one line per (model, dataset, metric)
     quality_rows = per_prompt(cells, "quality")  # read once: here, and the figures below
     versus = bayes_vs_beam(quality_rows, **intervals)
     versus.to_csv(tables_dir / "bayes_vs_beam.csv", index=False)
     verdicts = bayes_vs_beam_lines(versus, intervals["alpha"])
-    used = [data_notes[d] for d in dict.fromkeys(versus["dataset"]) if d in data_notes] if len(
-        versus) else []
+    used = (
+        [data_notes[d] for d in dict.fromkeys(versus["dataset"]) if d in data_notes]
+        if len(versus)
+        else []
+    )
     (tables_dir / "bayes_vs_beam.md").write_text(
-        "## Bayes answer vs beam search\n\n" + "".join(f"- {line}\n" for line in verdicts)
+        "## Bayes answer vs beam search\n\n"
+        + "".join(f"- {line}\n" for line in verdicts)
         + "".join(f"\n{note}\n" for note in used)
-        if verdicts else "## Bayes answer vs beam search\n\n(no data)\n", encoding="utf-8")
+        if verdicts
+        else "## Bayes answer vs beam search\n\n(no data)\n",
+        encoding="utf-8",
+    )
 
     unc = per_prompt(cells, "uncertainty")
     figs = {
-        "uq_prr_rank": figures.fig_prr_rank(scores, paper_rank, figures_dir,
-                                            models=options["rank_models"]),
-        PRR_FIGURE: figures.fig_maqa_prr(scores, paper_uq, figures_dir,
-                                         models=options["rank_models"]),
+        "uq_prr_rank": figures.fig_prr_rank(
+            scores, paper_rank, figures_dir, models=options["rank_models"]
+        ),
+        PRR_FIGURE: figures.fig_maqa_prr(
+            scores, paper_uq, figures_dir, models=options["rank_models"]
+        ),
         "latent_entropy_vs_risk": figures.fig_entropy_vs_risk(
-            unc, figures_dir, model=options["entropy_model"], dataset=options["entropy_dataset"],
-            report_models=report_models),
+            unc,
+            figures_dir,
+            model=options["entropy_model"],
+            dataset=options["entropy_dataset"],
+            report_models=report_models,
+        ),
     }
     if options["entropy_pooled"]:
-        figs["latent_entropy_vs_risk_pooled"] = figures.fig_entropy_vs_risk_pooled(unc,
-                                                                                   figures_dir)
+        figs["latent_entropy_vs_risk_pooled"] = figures.fig_entropy_vs_risk_pooled(unc, figures_dir)
     else:  # an earlier report's pooled variant would otherwise stay listed in the manifest
         for ext in ("png", "pdf"):
             (figures_dir / f"latent_entropy_vs_risk_pooled.{ext}").unlink(missing_ok=True)
@@ -145,15 +180,19 @@ def build_report(cell) -> dict[str, Any]:
     # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
     compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
     compared = [c for c in cells if c.model in compared_models]
-    per_q = (quality_rows[quality_rows["model"].isin(compared_models)].reset_index(drop=True)
-             if len(quality_rows) else quality_rows)
+    per_q = (
+        quality_rows[quality_rows["model"].isin(compared_models)].reset_index(drop=True)
+        if len(quality_rows)
+        else quality_rows
+    )
     unc = unc[unc["model"].isin(compared_models)] if len(unc) else unc
     improvement = figures.improvement_table(per_q, unc)
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
     figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)
     for name, (dataset, metric, _) in figures.IMPROVEMENT_FIGURES.items():
-        per_model = figures.improvement_table(per_q, unc, dataset=dataset, metric=metric,
-                                              per_model=True)
+        per_model = figures.improvement_table(
+            per_q, unc, dataset=dataset, metric=metric, per_model=True
+        )
         per_model.to_csv(tables_dir / f"{name}.csv", index=False)
         figs[name] = figures.fig_improvement_per_model(per_model, figures_dir, name)
     ablation_cells = [c for c in compared if c.canonical == ABLATION_DATASET]
@@ -161,37 +200,60 @@ def build_report(cell) -> dict[str, Any]:
 
     ablation = pd.DataFrame(columns=ABLATION_COLUMNS)
     if ablation_cells:
-        ablation = samples_ablation(per_prompt(ablation_cells, "latents"),
-                                    per_prompt(ablation_cells, "dataset"),
-                                    per_prompt(ablation_cells, "quality"), ablation_cells[0].space,
-                                    max_rejection=cell.evaluation.max_rejection,
-                                    seed=cell.evaluation.seed)
+        ablation = samples_ablation(
+            per_prompt(ablation_cells, "latents"),
+            per_prompt(ablation_cells, "dataset"),
+            per_prompt(ablation_cells, "quality"),
+            ablation_cells[0].space,
+            max_rejection=cell.evaluation.max_rejection,
+            seed=cell.evaluation.seed,
+        )
     ablation.to_csv(tables_dir / "samples_ablation.csv", index=False)
     figs["samples_ablation"] = figures.fig_samples_ablation(ablation, figures_dir)
 
     files = sorted(str(p) for p in tables_dir.glob("*")) + sorted(
-        str(p) for p in figures_dir.glob("*"))
-    atomic_write_text(manifest_path, json.dumps({"cache_key": key, "files": files,
-                                                 "cells": [f"{c.model}/{c.dataset}" for c in cells],
-                                                 "wall_time_s": time.perf_counter() - t0},
-                                                indent=2))
+        str(p) for p in figures_dir.glob("*")
+    )
+    atomic_write_text(
+        manifest_path,
+        json.dumps(
+            {
+                "cache_key": key,
+                "files": files,
+                "cells": [f"{c.model}/{c.dataset}" for c in cells],
+                "wall_time_s": time.perf_counter() - t0,
+            },
+            indent=2,
+        ),
+    )
     from pipeline.tracking import make_tracker
 
     tracker = make_tracker(cell, report=True)
     try:
         tracker.use_cells(cells)
-        tracker.log_report({name: wide.reset_index() if len(wide) else wide
-                            for name, wide in tables.items()}, figs)
+        tracker.log_report(
+            {name: wide.reset_index() if len(wide) else wide for name, wide in tables.items()}, figs
+        )
     finally:
         tracker.finish()
     _print_where(results, cells)
     if verdicts:
-        print("Bayes answer vs beam search:\n" + "".join(f"  {line}\n" for line in verdicts),
-              flush=True)
-    return {"skipped": False, "files": files, "tables": tables, "figures": figs,
-            "bayes_vs_beam": versus}
+        print(
+            "Bayes answer vs beam search:\n" + "".join(f"  {line}\n" for line in verdicts),
+            flush=True,
+        )
+    return {
+        "skipped": False,
+        "files": files,
+        "tables": tables,
+        "figures": figs,
+        "bayes_vs_beam": versus,
+    }
 
 
 def _print_where(results: Path, cells) -> None:
-    print(f"\nReport over {len(cells)} cell(s): tables in {results / 'tables'} (md, tex, csv), "
-          f"figures in {results / 'figures'} (png, pdf).", flush=True)
+    print(
+        f"\nReport over {len(cells)} cell(s): tables in {results / 'tables'} (md, tex, csv), "
+        f"figures in {results / 'figures'} (png, pdf).",
+        flush=True,
+    )

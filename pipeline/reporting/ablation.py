@@ -21,14 +21,30 @@ from pipeline.latent import get_space
 from pipeline.methods import BASELINE
 from pipeline.tasks.contract import METRICS, Reference
 
-COLUMNS = ["model", "m", "hamming", "hamming_sd", "hamming_beam", "prr_bayes", "prr_bayes_sd",
-           "prr_beam", "prr_beam_sd"]
+COLUMNS = [
+    "model",
+    "m",
+    "hamming",
+    "hamming_sd",
+    "hamming_beam",
+    "prr_bayes",
+    "prr_bayes_sd",
+    "prr_beam",
+    "prr_beam_sd",
+]
 
 
-def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.DataFrame,
-                     space_name: str | None, ms=(1, 2, 5, 10, 15, 20), repeats: int = 10,
-                     seed: int = 0, max_rejection: float = 0.5,
-                     metric: str = "hamming") -> pd.DataFrame:
+def samples_ablation(
+    latents: pd.DataFrame,
+    dataset: pd.DataFrame,
+    quality: pd.DataFrame,
+    space_name: str | None,
+    ms=(1, 2, 5, 10, 15, 20),
+    repeats: int = 10,
+    seed: int = 0,
+    max_rejection: float = 0.5,
+    metric: str = "hamming",
+) -> pd.DataFrame:
     """One row per (model, M), each mean with its standard deviation over `repeats` random
     subsets of M of the stored samples of every prompt:
 
@@ -51,10 +67,15 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
         return pd.DataFrame(columns=COLUMNS)
     for model, lat in latents.groupby("model"):
         ds = dataset[dataset["model"] == model].set_index("prompt_id")
-        beam_q = quality[(quality["model"] == model) & (quality["method"] == BASELINE)
-                         & (quality["metric"] == metric)].set_index("prompt_id")["value"]
-        beam_latent = {r.prompt_id: space.from_json(r.latent)
-                       for r in lat[(lat["source"] == BASELINE) & lat["parse_ok"]].itertuples()}
+        beam_q = quality[
+            (quality["model"] == model)
+            & (quality["method"] == BASELINE)
+            & (quality["metric"] == metric)
+        ].set_index("prompt_id")["value"]
+        beam_latent = {
+            r.prompt_id: space.from_json(r.latent)
+            for r in lat[(lat["source"] == BASELINE) & lat["parse_ok"]].itertuples()
+        }
         per_prompt = {}
         for pid, g in lat[(lat["source"] == "sample") & lat["parse_ok"]].groupby("prompt_id"):
             if pid in ds.index:
@@ -75,20 +96,32 @@ def samples_ablation(latents: pd.DataFrame, dataset: pd.DataFrame, quality: pd.D
                     subsets.append([sets[i] for i in pick])
                 batch = space.batch(subsets)  # every prompt's subset decided at once
                 actions, risks = batch.bayes()
-                losses = np.array([loss(action, truths[pid], None)
-                                   for action, pid in zip(actions, pids)], dtype=float)
+                losses = np.array(
+                    [loss(action, truths[pid], None) for action, pid in zip(actions, pids)],
+                    dtype=float,
+                )
                 beam_risks = batch.risk([beam_latent.get(pid) for pid in pids])
                 ham.append(losses.mean())
                 prr_b.append(prr(risks, -losses, max_rejection=max_rejection))
                 ok = ~np.isnan(bq) & ~np.isnan(beam_risks)
-                prr_beam.append(prr(beam_risks[ok], -bq[ok], max_rejection=max_rejection)
-                                if ok.sum() >= 2 else np.nan)
-            rows.append({"model": model, "m": m,
-                         "hamming": np.mean(ham), "hamming_sd": np.std(ham),
-                         "hamming_beam": _nan_stats(bq)[0],
-                         "prr_bayes": _nan_stats(prr_b)[0], "prr_bayes_sd": _nan_stats(prr_b)[1],
-                         "prr_beam": _nan_stats(prr_beam)[0],
-                         "prr_beam_sd": _nan_stats(prr_beam)[1]})
+                prr_beam.append(
+                    prr(beam_risks[ok], -bq[ok], max_rejection=max_rejection)
+                    if ok.sum() >= 2
+                    else np.nan
+                )
+            rows.append(
+                {
+                    "model": model,
+                    "m": m,
+                    "hamming": np.mean(ham),
+                    "hamming_sd": np.std(ham),
+                    "hamming_beam": _nan_stats(bq)[0],
+                    "prr_bayes": _nan_stats(prr_b)[0],
+                    "prr_bayes_sd": _nan_stats(prr_b)[1],
+                    "prr_beam": _nan_stats(prr_beam)[0],
+                    "prr_beam_sd": _nan_stats(prr_beam)[1],
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -27,7 +27,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        """"experiment/model/dataset", as the stages record it in each manifest they write."""
+        """ "experiment/model/dataset", as the stages record it in each manifest they write."""
         from pipeline.stage import cell_name
 
         return cell_name(self.store.root)
@@ -43,12 +43,14 @@ class Cell:
             raise ArtifactError(
                 f"report: {self.store.path(artifact)} was made by the scorer ({SCORER_PRODUCER}, "
                 f"for {made_for}), not by this pipeline's stages; remove it and rerun stage=all "
-                f"for {self.name}")
+                f"for {self.name}"
+            )
         # model/dataset only: an experiment folder copied or renamed as a whole stays readable
         if made_for and made_for.split("/", 1)[-1] != f"{self.model}/{self.dataset}":
             raise ArtifactError(
                 f"report: {self.store.path(artifact)} was made for cell {made_for}, not "
-                f"{self.name}; remove it and rerun stage=all for {self.name}")
+                f"{self.name}; remove it and rerun stage=all for {self.name}"
+            )
         return self.store.read(artifact)
 
     @property
@@ -58,7 +60,9 @@ class Cell:
         return (manifest or {}).get("config", {}).get("space")
 
 
-def find_cells(output_root: str | Path, experiment: str, models: list[str] | None = None) -> list[Cell]:
+def find_cells(
+    output_root: str | Path, experiment: str, models: list[str] | None = None
+) -> list[Cell]:
     root = Path(output_root) / experiment
     cells = []
     if not root.exists():
@@ -91,8 +95,9 @@ def _mean(values) -> float:
 _mean.batched = lambda stacks: stacks.mean(axis=1)  # type: ignore[attr-defined]  # bootstrap
 
 
-def quality_means(cells: list[Cell], n_bootstrap: int = 1000, alpha: float = 0.05,
-                  seed: int = 0) -> pd.DataFrame:
+def quality_means(
+    cells: list[Cell], n_bootstrap: int = 1000, alpha: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
     """Mean quality per (model, dataset, method, metric), as Table 2 reports it, with the prompts
     it averages (n) and a percentile bootstrap interval of the mean (low, high; NaN with
     n_bootstrap=0), the evaluate stage's settings (evaluation.n_bootstrap, ci_alpha, seed)."""
@@ -104,7 +109,8 @@ def quality_means(cells: list[Cell], n_bootstrap: int = 1000, alpha: float = 0.0
         return pd.DataFrame(columns=columns)
     rows = []
     for (model, dataset, method, metric), values in q.groupby(
-            ["model", "dataset", "method", "metric"], sort=False)["value"]:
+        ["model", "dataset", "method", "metric"], sort=False
+    )["value"]:
         v = values.to_numpy(dtype=float)
         low = high = np.nan
         if n_bootstrap > 0 and len(v) > 1:
@@ -119,12 +125,26 @@ def _mean_difference(a, b) -> float:
 
 _mean_difference.batched = lambda a, b: (a - b).mean(axis=1)  # type: ignore[attr-defined]
 
-BAYES_VS_BEAM = ["model", "dataset", "metric", "higher_is_better", "n", "ours", "baseline",
-                 "ours_mean", "baseline_mean", "difference", "low", "high", "verdict"]
+BAYES_VS_BEAM = [
+    "model",
+    "dataset",
+    "metric",
+    "higher_is_better",
+    "n",
+    "ours",
+    "baseline",
+    "ours_mean",
+    "baseline_mean",
+    "difference",
+    "low",
+    "high",
+    "verdict",
+]
 
 
-def bayes_vs_beam(q: pd.DataFrame, n_bootstrap: int = 1000, alpha: float = 0.05,
-                  seed: int = 0) -> pd.DataFrame:
+def bayes_vs_beam(
+    q: pd.DataFrame, n_bootstrap: int = 1000, alpha: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
     """Per (model, dataset, metric): the Bayes answer's (pipeline.methods.OURS) mean quality
     minus beam search's (BASELINE), over the prompts where both were scored, with a paired
     percentile bootstrap interval (one draw of prompts for both methods), and the verdict it
@@ -145,8 +165,9 @@ def bayes_vs_beam(q: pd.DataFrame, n_bootstrap: int = 1000, alpha: float = 0.05,
         higher = bool(block["higher_is_better"].iloc[0])
         diff, low, high = float(np.mean(ours - baseline)), np.nan, np.nan
         if n_bootstrap > 0 and len(ours) > 1:
-            _, low, high = bootstrap_ci(_mean_difference, ours, baseline, n_boot=n_bootstrap,
-                                        alpha=alpha, seed=seed)
+            _, low, high = bootstrap_ci(
+                _mean_difference, ours, baseline, n_boot=n_bootstrap, alpha=alpha, seed=seed
+            )
         # float noise is no difference: two decisions scored 13.037 each may differ in the 15th
         # digit, and a bootstrap of such differences excludes 0 by rounding alone
         tol = 1e-9 * max(1.0, float(np.abs(ours).max()), float(np.abs(baseline).max()))
@@ -154,8 +175,23 @@ def bayes_vs_beam(q: pd.DataFrame, n_bootstrap: int = 1000, alpha: float = 0.05,
             verdict = "no difference shown"
         else:
             verdict = "better" if (low > tol) == higher else "worse"
-        rows.append((model, dataset, metric, higher, len(ours), OURS, BASELINE,
-                     float(ours.mean()), float(baseline.mean()), diff, low, high, verdict))
+        rows.append(
+            (
+                model,
+                dataset,
+                metric,
+                higher,
+                len(ours),
+                OURS,
+                BASELINE,
+                float(ours.mean()),
+                float(baseline.mean()),
+                diff,
+                low,
+                high,
+                verdict,
+            )
+        )
     return pd.DataFrame(rows, columns=BAYES_VS_BEAM)
 
 
@@ -172,7 +208,8 @@ def bayes_vs_beam_lines(frame: pd.DataFrame, alpha: float = 0.05) -> list[str]:
             f"is better): {ours} {r.ours_mean:.3f} vs {baseline} {r.baseline_mean:.3f}, "
             f"difference {r.difference:+.3f} [{r.low:+.3f}, {r.high:+.3f}] ({level}% paired "
             f"bootstrap, n = {r.n}): "
-            + (f"{ours} is {r.verdict}" if r.verdict != "no difference shown" else r.verdict))
+            + (f"{ours} is {r.verdict}" if r.verdict != "no difference shown" else r.verdict)
+        )
     return lines
 
 
@@ -196,8 +233,10 @@ def data_files(cells: list[Cell]) -> dict[str, list[tuple[str, dict]]]:
     return out
 
 
-def input_keys(cells: list[Cell], artifacts=("quality", "uq_scores", "uncertainty", "latents",
-                                             "decisions", "dataset")) -> dict[str, str]:
+def input_keys(
+    cells: list[Cell],
+    artifacts=("quality", "uq_scores", "uncertainty", "latents", "decisions", "dataset"),
+) -> dict[str, str]:
     """Cache keys of everything the report reads (for the report's own cache key)."""
     keys = {}
     for cell in cells:

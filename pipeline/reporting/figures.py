@@ -127,8 +127,9 @@ def rank_models(present, wanted=PAPER_LLMS) -> tuple[list[str], str]:
     return chosen, (f"{', '.join(chosen)} (none of the paper's LLMs ran)")
 
 
-def prr_ranks(scores: pd.DataFrame, target: str = OURS,
-              models: list[str] | None = None) -> pd.DataFrame:
+def prr_ranks(
+    scores: pd.DataFrame, target: str = OURS, models: list[str] | None = None
+) -> pd.DataFrame:
     """Average PRR rank (1 = best) of each estimator per task: rank within each (model, dataset,
     metric) cell, then average over metrics and models (the paper's Fig. 2a). `models`: the
     models to average over (None: every model in `scores`)."""
@@ -141,8 +142,11 @@ def prr_ranks(scores: pd.DataFrame, target: str = OURS,
         s = s[s["model"].isin(list(models))]
     if s.empty:
         return pd.DataFrame(columns=["dataset", "estimator", "mean_rank"])
-    s = s.assign(rank=s.groupby(["model", "dataset", "metric"])["prr"]
-                 .rank(ascending=False, method="average"))
+    s = s.assign(
+        rank=s.groupby(["model", "dataset", "metric"])["prr"].rank(
+            ascending=False, method="average"
+        )
+    )
     return s.groupby(["dataset", "estimator"])["rank"].mean().rename("mean_rank").reset_index()
 
 
@@ -156,16 +160,24 @@ def estimator_color(name: str):
     return _plt().get_cmap("tab10")(i % 10)
 
 
-def _grouped_bars(ax, table: pd.DataFrame, groups: list[str], group_label: dict, title: str,
-                  ylabel: str) -> None:
+def _grouped_bars(
+    ax, table: pd.DataFrame, groups: list[str], group_label: dict, title: str, ylabel: str
+) -> None:
     est = [e for e in ESTIMATORS if e in set(table["estimator"])]
     width = 0.8 / max(1, len(est))
     x = np.arange(len(groups))
     for i, e in enumerate(est):
-        vals = [table[(table["dataset"] == g) & (table["estimator"] == e)]["value"].mean()
-                for g in groups]
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=ESTIMATOR_LABEL.get(e, e),
-               color=estimator_color(e))
+        vals = [
+            table[(table["dataset"] == g) & (table["estimator"] == e)]["value"].mean()
+            for g in groups
+        ]
+        ax.bar(
+            x + i * width - 0.4 + width / 2,
+            vals,
+            width,
+            label=ESTIMATOR_LABEL.get(e, e),
+            color=estimator_color(e),
+        )
     ax.set_xticks(x, [group_label.get(g, g) for g in groups], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.set_ylabel(ylabel)
@@ -179,8 +191,14 @@ def draw_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, models=PAPER_L
     paper = paper_rank[paper_rank["level"] == "task"].rename(columns={"mean_rank": "value"})
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), sharey=True)
     groups_ours = [t for t in TASK_ORDER if t in set(ours["dataset"])]
-    _grouped_bars(axes[0], ours, groups_ours, TASK_LABEL, f"Ours, average over {note}",
-                  "average PRR rank (lower is better)")
+    _grouped_bars(
+        axes[0],
+        ours,
+        groups_ours,
+        TASK_LABEL,
+        f"Ours, average over {note}",
+        "average PRR rank (lower is better)",
+    )
     if ours.empty:
         axes[0].text(0.5, 0.5, "no data", ha="center", transform=axes[0].transAxes)
     _grouped_bars(axes[1], paper, TASK_ORDER, TASK_LABEL, RANK_PAPER_TITLE, "")
@@ -189,8 +207,9 @@ def draw_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, models=PAPER_L
     return fig
 
 
-def fig_prr_rank(scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path,
-                 models=PAPER_LLMS) -> Path:
+def fig_prr_rank(
+    scores: pd.DataFrame, paper_rank: pd.DataFrame, out_dir: Path, models=PAPER_LLMS
+) -> Path:
     return _save(draw_prr_rank(scores, paper_rank, models), out_dir, "uq_prr_rank")
 
 
@@ -201,27 +220,52 @@ def draw_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, models=PAPER_LLM
     and the mean of the paper's four LLMs beside."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ours = scores[(scores["dataset"] == PRR_DATASET) & (scores["target"] == OURS)
-                  & (scores["metric"] == PRR_METRIC)
-                  & scores["estimator"].map(lambda e: shown_for(e, OURS)).astype(bool)
-                  ] if len(scores) else scores
+    ours = (
+        scores[
+            (scores["dataset"] == PRR_DATASET)
+            & (scores["target"] == OURS)
+            & (scores["metric"] == PRR_METRIC)
+            & scores["estimator"].map(lambda e: shown_for(e, OURS)).astype(bool)
+        ]
+        if len(scores)
+        else scores
+    )
     models = rank_models(set(ours["model"]), models)[0] if len(ours) else []
     ours = ours[ours["model"].isin(models)] if len(ours) else ours
-    paper = paper_uq[(paper_uq["table"] == PRR_PAPER_TABLE) & (paper_uq["dataset"] == PRR_DATASET)
-                     & (paper_uq["metric"] == PRR_METRIC)]
+    paper = paper_uq[
+        (paper_uq["table"] == PRR_PAPER_TABLE)
+        & (paper_uq["dataset"] == PRR_DATASET)
+        & (paper_uq["metric"] == PRR_METRIC)
+    ]
     est = [e for e in ESTIMATORS if e in set(paper["estimator"]) | set(ours.get("estimator", []))]
     x = np.arange(len(est))
     width = 0.8 / (len(models) + 1)
     for i, m in enumerate(models):
         o = ours[ours["model"] == m].set_index("estimator")
         vals = [o["prr"].get(e, np.nan) for e in est]
-        err = np.array([[vals[j] - o["prr_low"].get(e, np.nan), o["prr_high"].get(e, np.nan)
-                         - vals[j]] for j, e in enumerate(est)]).T
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=np.abs(err), capsize=2,
-               label=f"ours: {m}")
+        err = np.array(
+            [
+                [vals[j] - o["prr_low"].get(e, np.nan), o["prr_high"].get(e, np.nan) - vals[j]]
+                for j, e in enumerate(est)
+            ]
+        ).T
+        ax.bar(
+            x + i * width - 0.4 + width / 2,
+            vals,
+            width,
+            yerr=np.abs(err),
+            capsize=2,
+            label=f"ours: {m}",
+        )
     pm = paper.groupby("estimator")["value"].mean()
-    ax.bar(x + len(models) * width - 0.4 + width / 2, [pm.get(e, np.nan) for e in est], width,
-           color="lightgrey", edgecolor="black", label="paper: mean of 4 LLMs")
+    ax.bar(
+        x + len(models) * width - 0.4 + width / 2,
+        [pm.get(e, np.nan) for e in est],
+        width,
+        color="lightgrey",
+        edgecolor="black",
+        label="paper: mean of 4 LLMs",
+    )
     ax.set_xticks(x, [ESTIMATOR_LABEL.get(e, e) for e in est], rotation=30, fontsize=8)
     ax.axhline(0, color="black", lw=0.5)
     ax.set_ylabel(PRR_YLABEL)
@@ -230,8 +274,9 @@ def draw_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, models=PAPER_LLM
     return fig
 
 
-def fig_maqa_prr(scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path,
-                 models=PAPER_LLMS) -> Path:
+def fig_maqa_prr(
+    scores: pd.DataFrame, paper_uq: pd.DataFrame, out_dir: Path, models=PAPER_LLMS
+) -> Path:
     return _save(draw_maqa_prr(scores, paper_uq, models), out_dir, PRR_FIGURE)
 
 
@@ -260,8 +305,9 @@ def _entropy_risk(u: pd.DataFrame) -> pd.DataFrame:
     return w[[ENTROPY, RISK]].dropna()
 
 
-def draw_entropy_vs_risk(uncertainty: pd.DataFrame, model: str = "",
-                         dataset: str = ENTROPY_DATASET, report_models=()):
+def draw_entropy_vs_risk(
+    uncertainty: pd.DataFrame, model: str = "", dataset: str = ENTROPY_DATASET, report_models=()
+):
     plt = _plt()
     u = uncertainty[uncertainty["dataset"] == dataset] if len(uncertainty) else uncertainty
     chosen = entropy_model(set(u["model"]) if len(u) else set(), model, report_models)
@@ -279,8 +325,13 @@ def draw_entropy_vs_risk(uncertainty: pd.DataFrame, model: str = "",
     return fig
 
 
-def fig_entropy_vs_risk(uncertainty: pd.DataFrame, out_dir: Path, model: str = "",
-                        dataset: str = ENTROPY_DATASET, report_models=()) -> Path:
+def fig_entropy_vs_risk(
+    uncertainty: pd.DataFrame,
+    out_dir: Path,
+    model: str = "",
+    dataset: str = ENTROPY_DATASET,
+    report_models=(),
+) -> Path:
     fig = draw_entropy_vs_risk(uncertainty, model, dataset, report_models)
     return _save(fig, out_dir, "latent_entropy_vs_risk")
 
@@ -301,18 +352,23 @@ def fig_entropy_vs_risk_pooled(uncertainty: pd.DataFrame, out_dir: Path) -> Path
         ax.set_xlabel("latent entropy H(p(l|x))")
     axes[0].set_ylabel("Bayes risk R_Bayes")
     if any(ax.get_legend_handles_labels()[0] for ax in axes):
-        fig.legend(*next(ax.get_legend_handles_labels() for ax in axes
-                         if ax.get_legend_handles_labels()[0]), fontsize=7, loc="upper right")
-    fig.suptitle("Latent entropy vs minimum Bayes risk, every model and task (pooled variant)",
-                 fontsize=10)
+        fig.legend(
+            *next(
+                ax.get_legend_handles_labels() for ax in axes if ax.get_legend_handles_labels()[0]
+            ),
+            fontsize=7,
+            loc="upper right",
+        )
+    fig.suptitle(
+        "Latent entropy vs minimum Bayes risk, every model and task (pooled variant)", fontsize=10
+    )
     return _save(fig, out_dir, "latent_entropy_vs_risk_pooled")
 
 
 # --- Fig. 3 and Figs. 7-9: improvement of l_Bayes across latent entropy -----------------------
 def _entropy_bins(entropy: pd.Series, bins: int) -> np.ndarray:
     edges = np.unique(np.quantile(entropy, np.linspace(0, 1, bins + 1)))
-    return np.clip(np.searchsorted(edges, entropy, side="right") - 1, 0,
-                   max(0, len(edges) - 2))
+    return np.clip(np.searchsorted(edges, entropy, side="right") - 1, 0, max(0, len(edges) - 2))
 
 
 def _improvement_rows(w: pd.DataFrame, sign: float, bins: int) -> list[dict]:
@@ -323,16 +379,26 @@ def _improvement_rows(w: pd.DataFrame, sign: float, bins: int) -> list[dict]:
             continue
         for k, g in w.groupby("bin"):
             d = (sign * (g[b] - g[OURS])).dropna()
-            rows.append({"baseline": b, "entropy_bin": int(k),
-                         "entropy_mid": float(g["entropy"].mean()), "delta": float(d.mean())
-                         if len(d) else np.nan, "n": len(d)})
+            rows.append(
+                {
+                    "baseline": b,
+                    "entropy_bin": int(k),
+                    "entropy_mid": float(g["entropy"].mean()),
+                    "delta": float(d.mean()) if len(d) else np.nan,
+                    "n": len(d),
+                }
+            )
     return rows
 
 
-def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame,
-                      dataset: str = IMPROVEMENT_DATASET, metric: str = IMPROVEMENT_METRIC,
-                      bins: int = 4,
-                      per_model: bool = False) -> pd.DataFrame:
+def improvement_table(
+    quality: pd.DataFrame,
+    uncertainty: pd.DataFrame,
+    dataset: str = IMPROVEMENT_DATASET,
+    metric: str = IMPROVEMENT_METRIC,
+    bins: int = 4,
+    per_model: bool = False,
+) -> pd.DataFrame:
     """Delta = d(l*, l_baseline) - d(l*, l_Bayes) averaged per latent-entropy bin (paper Fig. 3;
     positive: l_Bayes is better). For a metric where higher is better (F1, COMET) the sign is
     flipped so that positive still means better. Bins are quantiles of the latent entropy:
@@ -345,8 +411,7 @@ def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame,
     if q.empty:
         return pd.DataFrame(columns=columns)
     w = q.pivot_table(index=["model", "prompt_id"], columns="method", values="value")
-    ent = uncertainty[(uncertainty["dataset"] == dataset)
-                      & (uncertainty["estimator"] == ENTROPY)]
+    ent = uncertainty[(uncertainty["dataset"] == dataset) & (uncertainty["estimator"] == ENTROPY)]
     ent = ent.set_index(["model", "prompt_id"])["value"]
     w = w.join(ent.rename("entropy"), how="inner").dropna(subset=["entropy"])
     if w.empty or OURS not in w:
@@ -356,8 +421,9 @@ def improvement_table(quality: pd.DataFrame, uncertainty: pd.DataFrame,
         return pd.DataFrame(_improvement_rows(w, sign, bins), columns=columns)
     rows = []
     for model in model_order(w.index.get_level_values("model")):
-        rows += [{"model": model, **r} for r in _improvement_rows(w.xs(model, level="model"),
-                                                                    sign, bins)]
+        rows += [
+            {"model": model, **r} for r in _improvement_rows(w.xs(model, level="model"), sign, bins)
+        ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -417,13 +483,15 @@ def draw_improvement_per_model(table: pd.DataFrame, dataset: str, metric: str, w
     if not models:
         axes[0].text(0.5, 0.5, f"no {dataset} data", ha="center", transform=axes[0].transAxes)
         axes[0].set_title("no model", fontsize=9)
-    axes[0].set_ylabel(f"{label}(baseline) - {label}(Bayes)" if lower_is_better(metric)
-                       else f"{label}(Bayes) - {label}(baseline)")
+    axes[0].set_ylabel(
+        f"{label}(baseline) - {label}(Bayes)"
+        if lower_is_better(metric)
+        else f"{label}(Bayes) - {label}(baseline)"
+    )
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         axes[-1].legend(handles, labels, fontsize=7)
-    fig.suptitle(f"Improvement of l_Bayes across increasing latent entropy on {what}",
-                 fontsize=10)
+    fig.suptitle(f"Improvement of l_Bayes across increasing latent entropy on {what}", fontsize=10)
     return fig
 
 
@@ -434,9 +502,11 @@ def fig_improvement_per_model(table: pd.DataFrame, out_dir: Path, name: str) -> 
 
 # --- Figs. 4-6: the number of samples M --------------------------------------------------------
 # (column, title, y label): the paper's Figs. 4, 5 and 6 as three panels.
-ABLATION_PANELS = [("hamming", "Hamming of l_Bayes (lower is better)", "Hamming"),
-                   ("prr_bayes", "UQ: PRR of R(l_Bayes), quality of l_Bayes", "PRR"),
-                   ("prr_beam", "UQ: PRR of R(l_Beam), quality of l_Beam", "PRR")]
+ABLATION_PANELS = [
+    ("hamming", "Hamming of l_Bayes (lower is better)", "Hamming"),
+    ("prr_bayes", "UQ: PRR of R(l_Bayes), quality of l_Bayes", "PRR"),
+    ("prr_beam", "UQ: PRR of R(l_Beam), quality of l_Beam", "PRR"),
+]
 
 
 def draw_samples_ablation(ablation: pd.DataFrame):
@@ -448,11 +518,17 @@ def draw_samples_ablation(ablation: pd.DataFrame):
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         for model in model_order(ablation["model"]) if len(ablation) else []:
             g = ablation[ablation["model"] == model]
-            line = ax.errorbar(g["m"], g[col], yerr=g[f"{col}_sd"], marker="o", capsize=2,
-                               label=model)
+            line = ax.errorbar(
+                g["m"], g[col], yerr=g[f"{col}_sd"], marker="o", capsize=2, label=model
+            )
             if col == "hamming" and "hamming_beam" in g and g["hamming_beam"].notna().any():
-                ax.axhline(float(g["hamming_beam"].iloc[0]), ls="--", lw=1,
-                           color=line.lines[0].get_color(), label=f"{model}: beam search")
+                ax.axhline(
+                    float(g["hamming_beam"].iloc[0]),
+                    ls="--",
+                    lw=1,
+                    color=line.lines[0].get_color(),
+                    label=f"{model}: beam search",
+                )
         ax.set_xlabel("number of samples M")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)

@@ -44,6 +44,8 @@ def metric_label(metric: str) -> str:
 def lower_is_better(metric: str) -> bool:
     """A metric's direction, declared once with the metric (pipeline.tasks.METRICS)."""
     return metric in METRICS and not METRICS[metric].higher_is_better
+
+
 METHODS = list(table_methods())  # column order and labels: pipeline.methods
 METHOD_LABEL = {m: method_label(m) for m in METHODS}
 ESTIMATORS = table_estimators()  # row order and labels: pipeline.uncertainty.estimators
@@ -58,22 +60,34 @@ def _order(values, preferred):
     return sorted(values, key=lambda v: (rank.get(v, len(rank)), v))
 
 
-def wide_table(long: pd.DataFrame, row_key: str, row_order: list[str],
-               values: str = "value") -> pd.DataFrame:
+def wide_table(
+    long: pd.DataFrame, row_key: str, row_order: list[str], values: str = "value"
+) -> pd.DataFrame:
     """long: model, <row_key>, source, dataset, metric, <values> -> wide table in paper order."""
     if long.empty:
         return pd.DataFrame()
-    wide = long.pivot_table(index=["model", row_key, "source"], columns=["dataset", "metric"],
-                            values=values, aggfunc="first")
+    wide = long.pivot_table(
+        index=["model", row_key, "source"],
+        columns=["dataset", "metric"],
+        values=values,
+        aggfunc="first",
+    )
     cols = [c for c in COLUMNS if c in wide.columns]
     cols += sorted(c for c in wide.columns if c not in cols)
     wide = wide.reindex(columns=pd.MultiIndex.from_tuples(cols, names=["dataset", "metric"]))
     ours_models = list(dict.fromkeys(long.loc[long["source"] == "ours", "model"]))
     models = ours_models + [m for m in dict.fromkeys(long["model"]) if m not in ours_models]
-    index = sorted(wide.index, key=lambda ix: (models.index(ix[0]),
-                                               _order(row_order + [ix[1]], row_order).index(ix[1])
-                                               if ix[1] in row_order else len(row_order),
-                                               ix[1], 0 if ix[2] == "ours" else 1))
+    index = sorted(
+        wide.index,
+        key=lambda ix: (
+            models.index(ix[0]),
+            _order(row_order + [ix[1]], row_order).index(ix[1])
+            if ix[1] in row_order
+            else len(row_order),
+            ix[1],
+            0 if ix[2] == "ours" else 1,
+        ),
+    )
     return wide.reindex(pd.MultiIndex.from_tuples(index, names=["model", row_key, "source"]))
 
 
@@ -111,16 +125,25 @@ class Table:
         parts = {}
         for name in CELL_DETAILS:
             column = long[name] if name in long.columns else pd.Series(np.nan, index=long.index)
-            parts[name] = wide_table(long.assign(**{name: pd.to_numeric(column)}), row_key,
-                                     row_order, values=name).reindex_like(values)
+            parts[name] = wide_table(
+                long.assign(**{name: pd.to_numeric(column)}), row_key, row_order, values=name
+            ).reindex_like(values)
         paper = {}
         for name in ("mark", "merged"):
             if name in long.columns:
                 column = long[name] if name == "merged" else pd.to_numeric(long[name])
-                paper[name] = wide_table(long.assign(**{name: column}), row_key, row_order,
-                                         values=name).reindex_like(values)
-        return cls(values, parts["low"], parts["high"], parts["n"], parts["n_dropped"],
-                   paper.get("mark"), paper.get("merged"))
+                paper[name] = wide_table(
+                    long.assign(**{name: column}), row_key, row_order, values=name
+                ).reindex_like(values)
+        return cls(
+            values,
+            parts["low"],
+            parts["high"],
+            parts["n"],
+            parts["n_dropped"],
+            paper.get("mark"),
+            paper.get("merged"),
+        )
 
 
 def block_counts(table: Table) -> pd.DataFrame:
@@ -136,8 +159,13 @@ def block_counts(table: Table) -> pd.DataFrame:
         for col in n.columns:
             counts = block[col].dropna()
             counts = counts[counts > 0].astype(int)
-            text = ("" if counts.empty else str(counts.min()) if counts.min() == counts.max()
-                    else f"{counts.min()}-{counts.max()}")
+            text = (
+                ""
+                if counts.empty
+                else str(counts.min())
+                if counts.min() == counts.max()
+                else f"{counts.min()}-{counts.max()}"
+            )
             left_out = dropped.loc[block.index, col].max()
             if text and pd.notna(left_out) and left_out > 0:
                 text += f", {int(left_out)} dropped"
@@ -168,12 +196,14 @@ def _paper_rows(p: pd.DataFrame, row_key: str) -> pd.DataFrame:
     return out
 
 
-def generation_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str,
-                    models: list[str] | None = None) -> pd.DataFrame:
+def generation_long(
+    ours: pd.DataFrame, paper: pd.DataFrame, table: str, models: list[str] | None = None
+) -> pd.DataFrame:
     frames = []
     if not ours.empty:
         keep = ["model", "method", "dataset", "metric", "value"] + [
-            c for c in CELL_DETAILS if c in ours.columns]
+            c for c in CELL_DETAILS if c in ours.columns
+        ]
         frames.append(ours[keep].assign(source="ours"))
     p = paper[paper["table"] == table]
     if models is not None:
@@ -182,16 +212,33 @@ def generation_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str,
     return pd.concat(frames, ignore_index=True)
 
 
-def uq_long(ours: pd.DataFrame, paper: pd.DataFrame, table: str, target: str, score: str,
-            models: list[str] | None = None) -> pd.DataFrame:
+def uq_long(
+    ours: pd.DataFrame,
+    paper: pd.DataFrame,
+    table: str,
+    target: str,
+    score: str,
+    models: list[str] | None = None,
+) -> pd.DataFrame:
     frames = []
     if not ours.empty:
         o = ours[ours["target"] == target]
-        frames.append(pd.DataFrame({"model": o["model"], "estimator": o["estimator"],
-                                    "dataset": o["dataset"], "metric": o["metric"],
-                                    "value": o[score], "low": o.get(f"{score}_low"),
-                                    "high": o.get(f"{score}_high"), "n": o.get("n"),
-                                    "n_dropped": o.get("n_dropped"), "source": "ours"}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": o["model"],
+                    "estimator": o["estimator"],
+                    "dataset": o["dataset"],
+                    "metric": o["metric"],
+                    "value": o[score],
+                    "low": o.get(f"{score}_low"),
+                    "high": o.get(f"{score}_high"),
+                    "n": o.get("n"),
+                    "n_dropped": o.get("n_dropped"),
+                    "source": "ours",
+                }
+            )
+        )
     p = paper[(paper["table"] == table)]
     if models is not None:
         p = p[p["model"].isin(models)]
@@ -207,16 +254,20 @@ def extra_rows() -> set[str]:
 
 EXTRA_MARK = " †"
 EXTRA_NOTE = "† not in the paper's comparison: never marked best or runner-up."
-PAPER_MARKS_NOTE = ("paper rows: best and runner-up as the paper itself marks them (transcribed "
-                    "from its LaTeX source, results/paper), not recomputed from the numbers.")
+PAPER_MARKS_NOTE = (
+    "paper rows: best and runner-up as the paper itself marks them (transcribed "
+    "from its LaTeX source, results/paper), not recomputed from the numbers."
+)
 MERGED_MARK = " ‡"
 
 
 def merged_note(rows: list[str]) -> str:
     """The note for the paper's merged cells shown, `rows`: the labels of the rows holding
     them."""
-    return ("‡ paper: one merged cell; the paper prints this value once, in a cell spanning "
-            f"this row down to the {' / '.join(rows)} row, and marks it (if at all) only there.")
+    return (
+        "‡ paper: one merged cell; the paper prints this value once, in a cell spanning "
+        f"this row down to the {' / '.join(rows)} row, and marks it (if at all) only there."
+    )
 
 
 def _separated(order: pd.Series, table: Table | None, col) -> pd.Series:
@@ -233,15 +284,25 @@ def _separated(order: pd.Series, table: Table | None, col) -> pd.Series:
         if r > 2:
             continue
         below = order[order > r].index
-        if pd.isna(low[ix]) or pd.isna(high[ix]) or any(
-                not (high[ix] < low[j] or low[ix] > high[j]) for j in below
-                if pd.notna(low[j]) and pd.notna(high[j])):
+        if (
+            pd.isna(low[ix])
+            or pd.isna(high[ix])
+            or any(
+                not (high[ix] < low[j] or low[ix] > high[j])
+                for j in below
+                if pd.notna(low[j]) and pd.notna(high[j])
+            )
+        ):
             kept[ix] = np.nan
     return kept
 
 
-def _ranks(wide: pd.DataFrame, lower_better: bool, small: pd.DataFrame | None = None,
-           table: Table | None = None) -> pd.DataFrame:
+def _ranks(
+    wide: pd.DataFrame,
+    lower_better: bool,
+    small: pd.DataFrame | None = None,
+    table: Table | None = None,
+) -> pd.DataFrame:
     """1 = best, 2 = runner-up within each (model, source) block, per column, among the paper's
     methods / estimators (our extras are left out). `small` (too_small): our blocks' columns
     with too few prompts get no rank; with `table`, our best and runner-up must also stand
@@ -255,8 +316,12 @@ def _ranks(wide: pd.DataFrame, lower_better: bool, small: pd.DataFrame | None = 
             ranks.loc[block.index, wide.columns] = table.marks.loc[block.index, wide.columns]
             continue
         for col in wide.columns:
-            if (source == "ours" and small is not None and model in small.index
-                    and bool(small.loc[model, col])):
+            if (
+                source == "ours"
+                and small is not None
+                and model in small.index
+                and bool(small.loc[model, col])
+            ):
                 continue
             lb = lower_better if isinstance(lower_better, bool) else lower_is_better(col[1])
             vals = block[col].dropna()
@@ -273,7 +338,7 @@ def _fmt(v) -> str:
 
 
 def _interval(table: Table | None, ix, col) -> str:
-    """" [low, high]" of one of our cells, "" when it has none."""
+    """ " [low, high]" of one of our cells, "" when it has none."""
     if table is None or ix[2] != "ours":
         return ""
     low, high = table.low.loc[ix, col], table.high.loc[ix, col]
@@ -313,14 +378,21 @@ def data_note(dataset: str, sources: list[tuple[str, dict]]) -> str:
     files: dict[str, list[str]] = {}
     for model, entry in sources:
         name = Path(str(entry.get("path") or _one_file(entry.get("data_files")))).name
-        origin = (f", from {entry['repository']}" if entry.get("repository") else "") + (
-            f" at commit {entry['commit']}" if entry.get("commit") else "") + (
-            f" ({entry['file']})" if entry.get("file") and entry["file"] != name else "")
-        pin = {True: " (pinned)", False: " [UNPINNED: no SHA-256 pinned in its dataset config; "
-               "make paper-assets fills the pin]"}.get(entry.get("pinned"), "")
+        origin = (
+            (f", from {entry['repository']}" if entry.get("repository") else "")
+            + (f" at commit {entry['commit']}" if entry.get("commit") else "")
+            + (f" ({entry['file']})" if entry.get("file") and entry["file"] != name else "")
+        )
+        pin = {
+            True: " (pinned)",
+            False: " [UNPINNED: no SHA-256 pinned in its dataset config; "
+            "make paper-assets fills the pin]",
+        }.get(entry.get("pinned"), "")
         files.setdefault(f"{name}, SHA-256 {entry['sha256']}{origin}{pin}", []).append(model)
-    said = "; ".join(text + (f" (read by {', '.join(models)})" if len(files) > 1 else "")
-                     for text, models in files.items())
+    said = "; ".join(
+        text + (f" (read by {', '.join(models)})" if len(files) > 1 else "")
+        for text, models in files.items()
+    )
     return f"Data of {DATASET_LABEL.get(dataset, dataset)}: {said}."
 
 
@@ -333,26 +405,38 @@ def _one_file(data_files) -> str:
     return str(data_files or "")
 
 
-def table_notes(table: Table | None, extras_shown: bool, min_n: int,
-                merged_rows: list[str] | None = None) -> list[str]:
+def table_notes(
+    table: Table | None, extras_shown: bool, min_n: int, merged_rows: list[str] | None = None
+) -> list[str]:
     notes = []
-    if (table is not None and table.marks is not None
-            and (table.values.index.get_level_values("source") == "paper").any()):
+    if (
+        table is not None
+        and table.marks is not None
+        and (table.values.index.get_level_values("source") == "paper").any()
+    ):
         notes.append(PAPER_MARKS_NOTE)
     if merged_rows:
         notes.append(merged_note(merged_rows))
     if table is not None and (table.n.index.get_level_values("source") == "ours").any():
-        notes.append(f"ours: value [95% percentile bootstrap interval]; n = prompts scored "
-                     "(dropped: prompts with a quality left out because an estimator has no value "
-                     f"there); best and runner-up not marked where n < {min_n} (too small) or where their "
-                     "interval overlaps that of a method ranked below them.")
+        notes.append(
+            f"ours: value [95% percentile bootstrap interval]; n = prompts scored "
+            "(dropped: prompts with a quality left out because an estimator has no value "
+            f"there); best and runner-up not marked where n < {min_n} (too small) or where their "
+            "interval overlaps that of a method ranked below them."
+        )
     if extras_shown:
         notes.append(EXTRA_NOTE)
     return notes
 
 
-def render_markdown(wide: pd.DataFrame | Table, title: str, row_label: dict[str, str],
-                    lower_better, min_n: int = MIN_N_BEST, note: str = "") -> str:
+def render_markdown(
+    wide: pd.DataFrame | Table,
+    title: str,
+    row_label: dict[str, str],
+    lower_better,
+    min_n: int = MIN_N_BEST,
+    note: str = "",
+) -> str:
     table = wide if isinstance(wide, Table) else None
     wide = table.values if table is not None else wide
     if wide.empty:
@@ -360,27 +444,43 @@ def render_markdown(wide: pd.DataFrame | Table, title: str, row_label: dict[str,
     counts = block_counts(table) if table is not None else pd.DataFrame()
     small = too_small(table, min_n) if table is not None else None
     ranks = _ranks(wide, lower_better, small, table)
-    head = ["Model", "", "Source"] + [f"{DATASET_LABEL.get(d, d)} {metric_label(m)}"
-                                      for d, m in wide.columns]
-    lines = [f"## {title}", ""] + ([note, ""] if note else []) + [
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join(["---"] * 3 + [":---:"] * len(wide.columns)) + "|"]
+    head = ["Model", "", "Source"] + [
+        f"{DATASET_LABEL.get(d, d)} {metric_label(m)}" for d, m in wide.columns
+    ]
+    lines = (
+        [f"## {title}", ""]
+        + ([note, ""] if note else [])
+        + [
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] * 3 + [":---:"] * len(wide.columns)) + "|",
+        ]
+    )
     extras = extra_rows()
     rows = list(wide.iterrows())
     for i, (ix, row) in enumerate(rows):
         cells = []
         for col in wide.columns:
             s = _fmt(row[col])
-            cells.append((f"**{s}**" if ranks.loc[ix, col] == 1 else s)
-                         + (MERGED_MARK if _merged_into(table, ix, col) else "")
-                         + _interval(table, ix, col))
-        lines.append("| " + " | ".join([ix[0], _row_name(ix[1], row_label, extras), ix[2]] + cells)
-                     + " |")
+            cells.append(
+                (f"**{s}**" if ranks.loc[ix, col] == 1 else s)
+                + (MERGED_MARK if _merged_into(table, ix, col) else "")
+                + _interval(table, ix, col)
+            )
+        lines.append(
+            "| " + " | ".join([ix[0], _row_name(ix[1], row_label, extras), ix[2]] + cells) + " |"
+        )
         if _ends_block(rows, i) and ix[0] in counts.index:  # the model's n, once
-            lines.append("| " + " | ".join([ix[0], "n", "ours"] + [
-                _count_cell(counts, small, ix[0], col) for col in wide.columns]) + " |")
-    notes = table_notes(table, any(ix[1] in extras for ix in wide.index), min_n,
-                        _merged_rows(table, row_label))
+            lines.append(
+                "| "
+                + " | ".join(
+                    [ix[0], "n", "ours"]
+                    + [_count_cell(counts, small, ix[0], col) for col in wide.columns]
+                )
+                + " |"
+            )
+    notes = table_notes(
+        table, any(ix[1] in extras for ix in wide.index), min_n, _merged_rows(table, row_label)
+    )
     if notes:
         lines += [""] + notes
     return "\n".join(lines) + "\n"
@@ -390,8 +490,15 @@ def _row_name(key: str, row_label: dict[str, str], extras: set[str]) -> str:
     return row_label.get(key, key) + (EXTRA_MARK if key in extras else "")
 
 
-def render_latex(wide: pd.DataFrame | Table, caption: str, label: str, row_label: dict[str, str],
-                 lower_better, min_n: int = MIN_N_BEST, note: str = "") -> str:
+def render_latex(
+    wide: pd.DataFrame | Table,
+    caption: str,
+    label: str,
+    row_label: dict[str, str],
+    lower_better,
+    min_n: int = MIN_N_BEST,
+    note: str = "",
+) -> str:
     table = wide if isinstance(wide, Table) else None
     wide = table.values if table is not None else wide
     if wide.empty:
@@ -400,25 +507,41 @@ def render_latex(wide: pd.DataFrame | Table, caption: str, label: str, row_label
     small = too_small(table, min_n) if table is not None else None
     ranks = _ranks(wide, lower_better, small, table)
     notes = ([note] if note else []) + table_notes(
-        table, any(ix[1] in extra_rows() for ix in wide.index), min_n,
-        _merged_rows(table, row_label))
+        table,
+        any(ix[1] in extra_rows() for ix in wide.index),
+        min_n,
+        _merged_rows(table, row_label),
+    )
     if notes:
         caption = caption + ". " + " ".join(notes).replace("‡", r"$^\ddagger$")
     extras = extra_rows()
     esc = lambda s: str(s).replace("_", r"\_").replace("&", r"\&")  # noqa: E731
     cols = list(wide.columns)
-    lines = [r"\begin{table*}[t]", r"\centering", rf"\caption{{{caption}}}", rf"\label{{{label}}}",
-             r"\small", r"\begin{tabular}{lll" + "c" * len(cols) + "}", r"\toprule"]
+    lines = [
+        r"\begin{table*}[t]",
+        r"\centering",
+        rf"\caption{{{caption}}}",
+        rf"\label{{{label}}}",
+        r"\small",
+        r"\begin{tabular}{lll" + "c" * len(cols) + "}",
+        r"\toprule",
+    ]
     groups, prev = [], None
     for d, _ in cols:
         if d != prev:
             groups.append([d, 0])
             prev = d
         groups[-1][1] += 1
-    lines.append(" & & & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{esc(DATASET_LABEL.get(d, d))}}}"
-                                         for d, n in groups) + r" \\")
-    lines.append(r"Model & & Source & " + " & ".join(esc(metric_label(m)) for _, m in cols)
-                 + r" \\")
+    lines.append(
+        " & & & "
+        + " & ".join(
+            rf"\multicolumn{{{n}}}{{c}}{{{esc(DATASET_LABEL.get(d, d))}}}" for d, n in groups
+        )
+        + r" \\"
+    )
+    lines.append(
+        r"Model & & Source & " + " & ".join(esc(metric_label(m)) for _, m in cols) + r" \\"
+    )
     lines.append(r"\midrule")
     prev_model = None
     rows = list(wide.iterrows())
@@ -435,27 +558,54 @@ def render_latex(wide: pd.DataFrame | Table, caption: str, label: str, row_label
                 s += r"$^\ddagger$"
             interval = _interval(table, ix, col)
             cells.append(s + (rf"{{\scriptsize{interval}}}" if interval else ""))
-        lines.append(" & ".join([esc(ix[0]), esc(_row_name(ix[1], row_label, extras)).replace(
-            "†", r"$^\dagger$"), ix[2]] + cells)
-                     + r" \\")
+        lines.append(
+            " & ".join(
+                [
+                    esc(ix[0]),
+                    esc(_row_name(ix[1], row_label, extras)).replace("†", r"$^\dagger$"),
+                    ix[2],
+                ]
+                + cells
+            )
+            + r" \\"
+        )
         if _ends_block(rows, i) and ix[0] in counts.index:
-            lines.append(" & ".join([esc(ix[0]), "$n$", "ours"] + [
-                _count_cell(counts, small, ix[0], col) for col in cols]) + r" \\")
+            lines.append(
+                " & ".join(
+                    [esc(ix[0]), "$n$", "ours"]
+                    + [_count_cell(counts, small, ix[0], col) for col in cols]
+                )
+                + r" \\"
+            )
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}"]
     return "\n".join(lines) + "\n"
 
 
-def write_table(wide: pd.DataFrame | Table, out_dir: Path, name: str, title: str, row_label: dict,
-                lower_better, min_n: int = MIN_N_BEST, note: str = "") -> dict[str, Path]:
+def write_table(
+    wide: pd.DataFrame | Table,
+    out_dir: Path,
+    name: str,
+    title: str,
+    row_label: dict,
+    lower_better,
+    min_n: int = MIN_N_BEST,
+    note: str = "",
+) -> dict[str, Path]:
     """md and tex (values, our intervals and counts, best marked), csv (values, and for ours the
     interval, n and n_dropped as `<dataset>/<metric>/<part>` columns)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"md": out_dir / f"{name}.md", "tex": out_dir / f"{name}.tex",
-             "csv": out_dir / f"{name}.csv"}
-    paths["md"].write_text(render_markdown(wide, title, row_label, lower_better, min_n, note),
-                           encoding="utf-8")
-    paths["tex"].write_text(render_latex(wide, title, f"tab:{name}", row_label, lower_better,
-                                         min_n, note), encoding="utf-8")
+    paths = {
+        "md": out_dir / f"{name}.md",
+        "tex": out_dir / f"{name}.tex",
+        "csv": out_dir / f"{name}.csv",
+    }
+    paths["md"].write_text(
+        render_markdown(wide, title, row_label, lower_better, min_n, note), encoding="utf-8"
+    )
+    paths["tex"].write_text(
+        render_latex(wide, title, f"tab:{name}", row_label, lower_better, min_n, note),
+        encoding="utf-8",
+    )
     table = wide if isinstance(wide, Table) else None
     values = table.values if table is not None else wide
     flat = values.copy()
@@ -475,18 +625,33 @@ def _note(name: str, table: Table, data_notes: dict[str, str], row_key: str = ""
     read."""
     values = table.values
     ours = values[values.index.get_level_values("source") == "ours"] if len(values) else values
-    used = [d for d in dict.fromkeys(d for d, _ in ours.columns)
-            if d in data_notes and ours[d].notna().to_numpy().any()] if len(ours) else []
-    rows = (list(dict.fromkeys(ours.index.get_level_values(row_key)))
-            if row_key == "estimator" and len(ours) else [])
+    used = (
+        [
+            d
+            for d in dict.fromkeys(d for d, _ in ours.columns)
+            if d in data_notes and ours[d].notna().to_numpy().any()
+        ]
+        if len(ours)
+        else []
+    )
+    rows = (
+        list(dict.fromkeys(ours.index.get_level_values(row_key)))
+        if row_key == "estimator" and len(ours)
+        else []
+    )
     said = [n for n in dict.fromkeys(estimator_note(r) for r in rows) if n]
-    return " ".join(([NOTES[name]] if name in NOTES else []) + said
-                    + [data_notes[d] for d in used])
+    return " ".join(([NOTES[name]] if name in NOTES else []) + said + [data_notes[d] for d in used])
 
 
-def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.DataFrame,
-                 paper_uq: pd.DataFrame, out_dir: Path, min_n: int = MIN_N_BEST,
-                 data_notes: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+def build_tables(
+    quality: pd.DataFrame,
+    scores: pd.DataFrame,
+    paper_gen: pd.DataFrame,
+    paper_uq: pd.DataFrame,
+    out_dir: Path,
+    min_n: int = MIN_N_BEST,
+    data_notes: dict[str, str] | None = None,
+) -> dict[str, pd.DataFrame]:
     """Write every table; returns the wide frames of values by name. `data_notes`: {dataset:
     its `data_note`}, said above each table whose rows of ours read that dataset."""
     data_notes = data_notes or {}
@@ -501,14 +666,30 @@ def build_tables(quality: pd.DataFrame, scores: pd.DataFrame, paper_gen: pd.Data
             ours_s = ours_s[ours_s["model"] != PAPER_72B]
         if kind == "generation":
             table = Table.from_long(generation_long(ours_q, paper_gen, paper_id), "method", METHODS)
-            write_table(table, out_dir, name, title, METHOD_LABEL, lower_better=None,
-                        min_n=min_n, note=_note(name, table, data_notes))
+            write_table(
+                table,
+                out_dir,
+                name,
+                title,
+                METHOD_LABEL,
+                lower_better=None,
+                min_n=min_n,
+                note=_note(name, table, data_notes),
+            )
         else:
             if not ours_s.empty:  # a sensitivity row only in the tables of its own target
-                ours_s = ours_s[ours_s["estimator"].map(lambda e: shown_for(e, target))]
+                ours_s = ours_s[ours_s["estimator"].map(lambda e: shown_for(e, target))]  # noqa: B023 - applied here
             long = uq_long(ours_s, paper_uq, paper_id, target, score)
             table = Table.from_long(long, "estimator", ESTIMATORS)
-            write_table(table, out_dir, name, title, ESTIMATOR_LABEL, lower_better=False,
-                        min_n=min_n, note=_note(name, table, data_notes, "estimator"))
+            write_table(
+                table,
+                out_dir,
+                name,
+                title,
+                ESTIMATOR_LABEL,
+                lower_better=False,
+                min_n=min_n,
+                note=_note(name, table, data_notes, "estimator"),
+            )
         built[name] = table.values
     return built

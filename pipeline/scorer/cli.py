@@ -31,24 +31,32 @@ from pipeline.scorer.run import ScoreWarning, score, summaries, summary_paths
 
 def sample_counts_line(df) -> str:
     """How the samples counted and how many prompts abstain, in one line."""
-    counts = {name: int(df[name].sum()) if name in df else 0
-              for name in ("n_truncated", "n_no_answer", "n_discarded")}
+    counts = {
+        name: int(df[name].sum()) if name in df else 0
+        for name in ("n_truncated", "n_no_answer", "n_discarded")
+    }
     abstained = int((df["abstention"] != "").sum()) if "abstention" in df else 0
-    return (f"samples not read: {counts['n_no_answer']} counted as 'no answer', "
-            f"{counts['n_discarded']} discarded ({counts['n_truncated']} cut by the token limit); "
-            f"{abstained} of {len(df)} prompts abstain (column abstention)")
+    return (
+        f"samples not read: {counts['n_no_answer']} counted as 'no answer', "
+        f"{counts['n_discarded']} discarded ({counts['n_truncated']} cut by the token limit); "
+        f"{abstained} of {len(df)} prompts abstain (column abstention)"
+    )
 
 
 def format_summary(df) -> str:
     """The short stdout table: counts, mean quality per method, PRR/AUC of the uncertainties."""
-    head = (f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
-            f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
-            f"{df[RISK_COLUMN].mean():.4g}"
-            + "".join(f", mean {e.replace('_', ' ')} {df[e].mean():.4g}" for e in ENTROPY_COLUMNS))
+    head = (
+        f"scored {len(df)} prompts, {int(df['n_samples'].sum())} responses, "
+        f"{int(df['n_parsed'].sum())} parsed; mean Bayes risk "
+        f"{df[RISK_COLUMN].mean():.4g}"
+        + "".join(f", mean {e.replace('_', ' ')} {df[e].mean():.4g}" for e in ENTROPY_COLUMNS)
+    )
     head += "\n" + sample_counts_line(df)
     if df.attrs.get("skipped"):
-        head += (f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
-                 "(see the warning)")
+        head += (
+            f"\nskipped {len(df.attrs['skipped'])} of {df.attrs['n_rows']} input rows "
+            "(see the warning)"
+        )
     reading = df.attrs.get("reading_warnings")
     if reading:
         head += "\nreading warnings (prompts): " + ", ".join(f"{k} {v}" for k, v in reading.items())
@@ -64,7 +72,9 @@ def format_summary(df) -> str:
     if uq is not None and len(uq):
         lines.append("")
         w = max(12, *(len(m) for m in uq["metric"]))
-        lines.append(f"{'uncertainty':<15} {'metric':<{w}} {'PRR [95% CI]':<26} {'AUC [95% CI]':<26} n")
+        lines.append(
+            f"{'uncertainty':<15} {'metric':<{w}} {'PRR [95% CI]':<26} {'AUC [95% CI]':<26} n"
+        )
         for r in uq.itertuples():
             prr = f"{r.prr:.3f} [{r.prr_low:.3f}, {r.prr_high:.3f}]"
             auc = f"{r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}]"
@@ -79,48 +89,91 @@ def build_parser() -> argparse.ArgumentParser:
         prog="taskaware-score",
         description="Task-aware Bayes decisions and uncertainty for responses you already sampled.",
         epilog="Extra KEY=VALUE arguments are Hydra overrides of the pipeline config, e.g. "
-               "task.equivalence.threshold=0.9 evaluation.n_bootstrap=200. See docs/score.md.")
+        "task.equivalence.threshold=0.9 evaluation.n_bootstrap=200. See docs/score.md.",
+    )
     p.add_argument("input", help="JSONL, parquet or lm-evaluation-harness samples_*.jsonl file")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra-style config overrides")
-    p.add_argument("--task", required=True,
-                   help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
-                        "(pipeline/tasks/<name>/task.yaml, or task/<name>.yaml under --config-dir)")
-    p.add_argument("--mapper", default="rule", help=f"g_T kind: {', '.join(EXTRACTOR_KINDS)} (default rule)")
-    p.add_argument("--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)")
+    p.add_argument(
+        "--task",
+        required=True,
+        help="task config: classes, sets, sets_fbeta, graphs, sphere, simplex, reals "
+        "(pipeline/tasks/<name>/task.yaml, or task/<name>.yaml under --config-dir)",
+    )
+    p.add_argument(
+        "--mapper", default="rule", help=f"g_T kind: {', '.join(EXTRACTOR_KINDS)} (default rule)"
+    )
+    p.add_argument(
+        "--format", default="auto", dest="fmt", help=f"{', '.join(FORMATS)} (default auto)"
+    )
     p.add_argument("--out", help="output file: .parquet, .jsonl or .csv (summaries next to it)")
-    p.add_argument("--work-dir", help="artifact store directory (default: next to --out, else temp)")
+    p.add_argument(
+        "--work-dir", help="artifact store directory (default: next to --out, else temp)"
+    )
     p.add_argument("--id-field")
     p.add_argument("--question-field")
     p.add_argument("--responses-field", help="lm-eval: resps (default) or filtered_resps")
     p.add_argument("--reference-field", help="lm-eval: target (default) or e.g. doc.answers")
     p.add_argument("--logprobs-field", help="per-response sequence log-probs (list of floats)")
     p.add_argument("--lm-eval-filter", help="lm-eval files with several filters: which to score")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first bad input row (default: skip bad rows, list them and "
-                        "write them to OUT.skipped.jsonl)")
-    p.add_argument("--config-dir", action="append", default=[], dest="config_dirs",
-                   help="another config folder (your task/dataset configs); repeatable")
-    p.add_argument("--plugin", action="append", default=[], dest="plugins",
-                   help="a module to import first (your registrations); repeatable")
-    p.add_argument("--audit", type=int, default=0, metavar="N",
-                   help="print the N riskiest and the N most surprising prompts as text: how "
-                        "each response and the reference were read and matched")
-    p.add_argument("--report", metavar="DIR",
-                   help="write riskiest.md (the riskiest prompts, explained) and, with "
-                        "references, risk_coverage and calibration figures into DIR")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first bad input row (default: skip bad rows, list them and "
+        "write them to OUT.skipped.jsonl)",
+    )
+    p.add_argument(
+        "--config-dir",
+        action="append",
+        default=[],
+        dest="config_dirs",
+        help="another config folder (your task/dataset configs); repeatable",
+    )
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        dest="plugins",
+        help="a module to import first (your registrations); repeatable",
+    )
+    p.add_argument(
+        "--audit",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the N riskiest and the N most surprising prompts as text: how "
+        "each response and the reference were read and matched",
+    )
+    p.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write riskiest.md (the riskiest prompts, explained) and, with "
+        "references, risk_coverage and calibration figures into DIR",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
     return p
 
 
 def _score(args: argparse.Namespace):
-    return score(args.input, args.task, args.mapper, fmt=args.fmt, out=args.out,
-                 id_field=args.id_field, question_field=args.question_field,
-                 responses_field=args.responses_field, reference_field=args.reference_field,
-                 logprobs_field=args.logprobs_field, lm_eval_filter=args.lm_eval_filter,
-                 overrides=args.overrides, work_dir=args.work_dir, strict=args.strict,
-                 config_dirs=args.config_dirs, plugins=args.plugins,
-                 # rows written to --out and not printed: no per-sample objects in memory
-                 lean=bool(args.out) and not args.audit and not args.report)
+    return score(
+        args.input,
+        args.task,
+        args.mapper,
+        fmt=args.fmt,
+        out=args.out,
+        id_field=args.id_field,
+        question_field=args.question_field,
+        responses_field=args.responses_field,
+        reference_field=args.reference_field,
+        logprobs_field=args.logprobs_field,
+        lm_eval_filter=args.lm_eval_filter,
+        overrides=args.overrides,
+        work_dir=args.work_dir,
+        strict=args.strict,
+        config_dirs=args.config_dirs,
+        plugins=args.plugins,
+        # rows written to --out and not printed: no per-sample objects in memory
+        lean=bool(args.out) and not args.audit and not args.report,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,8 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipeline.offline import go_offline_if_unreachable
 
     go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(message)s"
+    )
     for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from pipeline.secrets import argv_problem
@@ -146,8 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
-        print(f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
-              file=sys.stderr)
+        print(
+            f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
+            file=sys.stderr,
+        )
         return 2
 
     def show(message, category, filename, lineno, file=None, line=None):
@@ -164,9 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 df = _score(args)
         except StopRequested as stop:
             # every write is atomic: the part in flight is dropped whole, finished parts kept
-            print(f"error: {stop}: stopped cleanly (finished parts are kept; --out is whole: the "
-                  "previous one or this run's); rerun the same command to resume",
-                  file=sys.stderr)
+            print(
+                f"error: {stop}: stopped cleanly (finished parts are kept; --out is whole: the "
+                "previous one or this run's); rerun the same command to resume",
+                file=sys.stderr,
+            )
             if argv is None:  # the command line: exit now, not after the part pool's atexit
                 sys.stdout.flush()  # join (a worker killed mid-task can leave it waiting)
                 sys.stderr.flush()
@@ -194,17 +252,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         summary, quality = summary_paths(Path(args.out))
         has_summary = df.attrs.get("summary") is not None
-        written = [args.out, *([str(summary), str(quality)] if has_summary else []),
-                   *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else [])]
+        written = [
+            args.out,
+            *([str(summary), str(quality)] if has_summary else []),
+            *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else []),
+        ]
         print("\nwrote " + ", ".join(written))
     else:
-        cols = ["prompt_id", "n_parsed", f"{OURS_COLUMN}_text", RISK_COLUMN, CONFIDENCE_COLUMN,
-                *ENTROPY_COLUMNS]
+        cols = [
+            "prompt_id",
+            "n_parsed",
+            f"{OURS_COLUMN}_text",
+            RISK_COLUMN,
+            CONFIDENCE_COLUMN,
+            *ENTROPY_COLUMNS,
+        ]
         shown = df[cols].copy()
         if "abstention" in df:  # an empty answer said in words
             text = f"{OURS_COLUMN}_text"
-            shown[text] = [t if not a else f"({a.split(':')[0]})"
-                           for t, a in zip(df[text], df["abstention"])]
+            shown[text] = [
+                t if not a else f"({a.split(':')[0]})" for t, a in zip(df[text], df["abstention"])
+            ]
         print("\n" + shown.to_string(index=False, max_colwidth=40))
     return 0
 

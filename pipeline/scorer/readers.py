@@ -49,11 +49,21 @@ RESPONSES_FIELDS = ("responses", "samples", "generations", "outputs", "completio
 LOGPROBS_FIELDS = ("logprobs", "sample_logprobs", "log_probs")
 REFERENCE_FIELDS = ("reference", "references", "answers", "answer", "target")
 # lm-evaluation-harness: where the question sits inside `doc` for common tasks.
-LM_EVAL_QUESTION_FIELDS = ("question", "query", "problem", "input", "prompt", "text", "sentence",
-                           "source", "article", "context")
+LM_EVAL_QUESTION_FIELDS = (
+    "question",
+    "query",
+    "problem",
+    "input",
+    "prompt",
+    "text",
+    "sentence",
+    "source",
+    "article",
+    "context",
+)
 
 MAX_ID_CHARS = 1000  # longer ids are a mistake (a whole text, a number gone wrong)
-MAX_DEPTH = 100      # JSON nesting a row may have; real inputs have < 10 levels
+MAX_DEPTH = 100  # JSON nesting a row may have; real inputs have < 10 levels
 REPLACEMENT = "\ufffd"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -100,8 +110,14 @@ class RowProblem:
         return f"{self.where}: {self.problem}; {self.fix}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"line": self.line, "row": self.row, "id": self.id, "field": self.field,
-                "problem": self.problem, "fix": self.fix}
+        return {
+            "line": self.line,
+            "row": self.row,
+            "id": self.id,
+            "field": self.field,
+            "problem": self.problem,
+            "fix": self.fix,
+        }
 
 
 @dataclass
@@ -210,16 +226,21 @@ class _Cleaner:
             return bytes(value).decode("utf-8", errors="replace")
         if isinstance(value, (dict, list, tuple)):
             if depth >= MAX_DEPTH:
-                raise ScoreRowError(path.split(".")[0] or None,
-                                    f"nested more than {MAX_DEPTH} levels deep"
-                                    + (f" (in field {path.split('.')[0]!r})" if path else ""),
-                                    "flatten that field: a row holds a prompt, its responses "
-                                    "(a list of strings) and a reference")
+                raise ScoreRowError(
+                    path.split(".")[0] or None,
+                    f"nested more than {MAX_DEPTH} levels deep"
+                    + (f" (in field {path.split('.')[0]!r})" if path else ""),
+                    "flatten that field: a row holds a prompt, its responses "
+                    "(a list of strings) and a reference",
+                )
             if isinstance(value, dict):
-                return {self.text(str(k)): self(v, f"{path}.{k}" if path else str(k), depth + 1)
-                        for k, v in value.items()}
-            return [self(v, f"{path}.{i}" if path else str(i), depth + 1)
-                    for i, v in enumerate(value)]
+                return {
+                    self.text(str(k)): self(v, f"{path}.{k}" if path else str(k), depth + 1)
+                    for k, v in value.items()
+                }
+            return [
+                self(v, f"{path}.{i}" if path else str(i), depth + 1) for i, v in enumerate(value)
+            ]
         return value
 
 
@@ -229,12 +250,13 @@ def clean_value(value: Any) -> Any:
     return _Cleaner()(value)
 
 
-def _problem(raw_or_line: _Raw | tuple[int | None, int | None], exc: ScoreRowError,
-             pid: str | None = None) -> RowProblem:
-    line, row = ((raw_or_line.line, raw_or_line.row) if isinstance(raw_or_line, _Raw)
-                 else raw_or_line)
-    return RowProblem(line=line, row=row, field=exc.field, problem=exc.problem, fix=exc.fix,
-                      id=pid)
+def _problem(
+    raw_or_line: _Raw | tuple[int | None, int | None], exc: ScoreRowError, pid: str | None = None
+) -> RowProblem:
+    line, row = (
+        (raw_or_line.line, raw_or_line.row) if isinstance(raw_or_line, _Raw) else raw_or_line
+    )
+    return RowProblem(line=line, row=row, field=exc.field, problem=exc.problem, fix=exc.fix, id=pid)
 
 
 def _format_from_name(path: Path, fmt: str) -> str:
@@ -250,7 +272,8 @@ def _format_from_name(path: Path, fmt: str) -> str:
     if not name.endswith((".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")):
         raise ScoreInputError(
             f"{path}: cannot tell the format from the file name; pass --format jsonl, parquet "
-            "or lm-eval")
+            "or lm-eval"
+        )
     return "json"
 
 
@@ -315,22 +338,30 @@ def _open_binary(path: Path, digest=None):
     def raw():
         if snapshot is not None:
             return io.BytesIO(snapshot)
-        return path.open("rb") if digest is None else io.BufferedReader(
-            _HashingFile(path, digest), 1 << 20)
+        return (
+            path.open("rb")
+            if digest is None
+            else io.BufferedReader(_HashingFile(path, digest), 1 << 20)
+        )
 
     if magic[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw(), mode="rb")
     if magic == b"PAR1":
-        raise ScoreInputError(f"{path}: this is a parquet file (it starts with PAR1), not JSON "
-                              "Lines; pass --format parquet (or name it .parquet)")
+        raise ScoreInputError(
+            f"{path}: this is a parquet file (it starts with PAR1), not JSON "
+            "Lines; pass --format parquet (or name it .parquet)"
+        )
     if magic[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        raise ScoreInputError(f"{path}: this is UTF-16 text (it starts with a UTF-16 byte-order "
-                              "mark); save it as UTF-8, e.g. iconv -f utf-16 -t utf-8 IN > OUT")
+        raise ScoreInputError(
+            f"{path}: this is UTF-16 text (it starts with a UTF-16 byte-order "
+            "mark); save it as UTF-8, e.g. iconv -f utf-16 -t utf-8 IN > OUT"
+        )
     return raw()
 
 
-def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int],
-                limit: int | None = None) -> list[_Raw]:
+def _read_jsonl(
+    path: Path, problems: list[RowProblem], replaced: dict[str, int], limit: int | None = None
+) -> list[_Raw]:
     """Good rows of a JSON Lines file; each bad line becomes a RowProblem (line number, what)."""
     rows: list[_Raw] = []
     for chunk in _jsonl_chunks(path, problems, replaced, limit=limit):
@@ -338,9 +369,15 @@ def _read_jsonl(path: Path, problems: list[RowProblem], replaced: dict[str, int]
     return rows
 
 
-def _jsonl_chunks(path: Path, problems: list[RowProblem], replaced: dict[str, int],
-                  chunk_rows: int | None = None, limit: int | None = None,
-                  counted: list[int] | None = None, digest=None):
+def _jsonl_chunks(
+    path: Path,
+    problems: list[RowProblem],
+    replaced: dict[str, int],
+    chunk_rows: int | None = None,
+    limit: int | None = None,
+    counted: list[int] | None = None,
+    digest=None,
+):
     """The good rows of a JSON Lines file, a list per `chunk_rows` non-blank lines (None: one
     list); each bad line becomes a RowProblem; `limit` stops after that many good rows;
     `counted[0]` is kept at the non-blank lines read so far; `digest` takes every byte read."""
@@ -368,46 +405,83 @@ def _jsonl_chunks(path: Path, problems: list[RowProblem], replaced: dict[str, in
     except (OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise ScoreInputError(f"input file {path} does not exist; check the path") from None
-        raise ScoreInputError(f"{path}: cannot be read as JSON Lines: "
-                              f"{getattr(exc, 'strerror', None) or exc}") from None
+        raise ScoreInputError(
+            f"{path}: cannot be read as JSON Lines: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     if counted is not None:
         counted[0] = index
     if rows or chunk_rows is None or index % chunk_rows:
         yield rows
 
 
-def _parse_line(raw: bytes, lineno: int, index: int, problems: list[RowProblem],
-                replaced: dict[str, int]) -> _Raw | None:
+def _parse_line(
+    raw: bytes, lineno: int, index: int, problems: list[RowProblem], replaced: dict[str, int]
+) -> _Raw | None:
     where = (lineno, None)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        byte = raw[exc.start:exc.start + 1].hex().upper()
-        problems.append(_problem(where, ScoreRowError(
-            None, f"not UTF-8 text (byte 0x{byte} at byte {exc.start + 1} of the line: "
-            f"{exc.reason})", "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT")))
+        byte = raw[exc.start : exc.start + 1].hex().upper()
+        problems.append(
+            _problem(
+                where,
+                ScoreRowError(
+                    None,
+                    f"not UTF-8 text (byte 0x{byte} at byte {exc.start + 1} of the line: "
+                    f"{exc.reason})",
+                    "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT",
+                ),
+            )
+        )
         return None
     try:
         data = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
     except json.JSONDecodeError as exc:
-        problems.append(_problem(where, ScoreRowError(
-            None, f"not valid JSON ({exc.msg} at column {exc.colno})",
-            "each line must hold one complete JSON object (JSON Lines)")))
+        problems.append(
+            _problem(
+                where,
+                ScoreRowError(
+                    None,
+                    f"not valid JSON ({exc.msg} at column {exc.colno})",
+                    "each line must hold one complete JSON object (JSON Lines)",
+                ),
+            )
+        )
         return None
     except RecursionError:
-        problems.append(_problem(where, ScoreRowError(
-            None, "nested too deeply for the JSON parser",
-            f"flatten it (at most {MAX_DEPTH} levels): a row holds a prompt, its responses and "
-            "a reference")))
+        problems.append(
+            _problem(
+                where,
+                ScoreRowError(
+                    None,
+                    "nested too deeply for the JSON parser",
+                    f"flatten it (at most {MAX_DEPTH} levels): a row holds a prompt, its responses and "
+                    "a reference",
+                ),
+            )
+        )
         return None
     except ValueError as exc:  # e.g. a number the float/int conversion refuses
-        problems.append(_problem(where, ScoreRowError(
-            None, f"cannot be read as JSON ({exc})", "check the values on that line")))
+        problems.append(
+            _problem(
+                where,
+                ScoreRowError(
+                    None, f"cannot be read as JSON ({exc})", "check the values on that line"
+                ),
+            )
+        )
         return None
     if not isinstance(data, dict):
-        problems.append(_problem(where, ScoreRowError(
-            None, f"is a JSON {_json_type(data)}, not an object",
-            "write one object per prompt, e.g. {\"question\": ..., \"responses\": [...]}")))
+        problems.append(
+            _problem(
+                where,
+                ScoreRowError(
+                    None,
+                    f"is a JSON {_json_type(data)}, not an object",
+                    'write one object per prompt, e.g. {"question": ..., "responses": [...]}',
+                ),
+            )
+        )
         return None
     if text.count("[") + text.count("{") <= MAX_DEPTH and not _SURROGATE_ESCAPE.search(text):
         # nothing to clean (the walk costs as much as the parse): a lone surrogate in JSON is a
@@ -433,8 +507,14 @@ def _clean_row(raw: _Raw, problems: list[RowProblem], replaced: dict[str, int]) 
 
 
 def _json_type(value: Any) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
-            type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        list: "list",
+        str: "string",
+        int: "number",
+        float: "number",
+        bool: "boolean",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def _plain(value: Any) -> Any:
@@ -462,12 +542,15 @@ def _read_parquet(path: Path, problems: list[RowProblem], replaced: dict[str, in
     except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise ScoreInputError(f"input file {path} does not exist; check the path") from None
-        hint = ("; if it is JSON Lines, pass --format jsonl" if _starts_like_json(path) else "")
+        hint = "; if it is JSON Lines, pass --format jsonl" if _starts_like_json(path) else ""
         raise ScoreInputError(f"{path}: cannot be read as parquet ({exc}){hint}") from None
     rows = []
     for i, rec in enumerate(df.to_dict(orient="records")):
-        raw = _clean_row(_Raw(data={str(k): _plain(v) for k, v in rec.items()}, index=i, row=i),
-                         problems, replaced)
+        raw = _clean_row(
+            _Raw(data={str(k): _plain(v) for k, v in rec.items()}, index=i, row=i),
+            problems,
+            replaced,
+        )
         if raw is not None:
             rows.append(raw)
     return rows
@@ -490,8 +573,12 @@ def read_rows_check(path: Path) -> None:
         raise ScoreInputError(f"input {path} is a directory; pass one .jsonl or .parquet file")
 
 
-def read_rows(path: Path, fmt: str, problems: list[RowProblem] | None = None,
-              replaced: dict[str, int] | None = None) -> list[_Raw]:
+def read_rows(
+    path: Path,
+    fmt: str,
+    problems: list[RowProblem] | None = None,
+    replaced: dict[str, int] | None = None,
+) -> list[_Raw]:
     """The good raw rows of the input file; bad ones are appended to `problems`."""
     problems = [] if problems is None else problems
     replaced = {} if replaced is None else replaced
@@ -525,12 +612,21 @@ def get_path(row: dict, path: str) -> Any:
 
 def _present(row: dict | set, limit: int = 40) -> str:
     names = sorted(map(str, row))
-    shown = ", ".join(names[:limit]) + (f", ... ({len(names)} fields)" if len(names) > limit else "")
+    shown = ", ".join(names[:limit]) + (
+        f", ... ({len(names)} fields)" if len(names) > limit else ""
+    )
     return shown or "(none)"
 
 
-def resolve_field(rows: Sequence[_Raw], given: str | None, candidates: Sequence[str], what: str,
-                  option: str, path: Path, required: bool) -> str | None:
+def resolve_field(
+    rows: Sequence[_Raw],
+    given: str | None,
+    candidates: Sequence[str],
+    what: str,
+    option: str,
+    path: Path,
+    required: bool,
+) -> str | None:
     """The field name to use: the given one (present in at least one row) or the first usual
     name present in any row. No row with it is a problem of the file (ScoreInputError)."""
     present = {k for r in rows for k in r.data}
@@ -538,7 +634,8 @@ def resolve_field(rows: Sequence[_Raw], given: str | None, candidates: Sequence[
         if not any(get_path(r.data, given) is not _MISSING for r in rows):
             raise ScoreInputError(
                 f"{path}: the {what} field {given!r} ({option}) is in no row; fields present: "
-                f"{_present(present)}. Pass {option} with one of them")
+                f"{_present(present)}. Pass {option} with one of them"
+            )
         return given
     for name in candidates:
         if name in present:
@@ -546,7 +643,8 @@ def resolve_field(rows: Sequence[_Raw], given: str | None, candidates: Sequence[
     if required:
         raise ScoreInputError(
             f"{path}: no {what} field in any row (looked for {', '.join(candidates)}); fields "
-            f"present: {_present(present)}. Name it with {option} FIELD")
+            f"present: {_present(present)}. Name it with {option} FIELD"
+        )
     return None
 
 
@@ -556,35 +654,46 @@ def _value(row: dict, name: str | None, what: str, option: str, required: bool) 
     value = get_path(row, name)
     if value is _MISSING:
         if required:
-            raise ScoreRowError(name, f"no {what} field {name!r} (fields present: {_present(row)})",
-                                f"every row needs it (or name another with {option})")
+            raise ScoreRowError(
+                name,
+                f"no {what} field {name!r} (fields present: {_present(row)})",
+                f"every row needs it (or name another with {option})",
+            )
         return None
     return value
 
 
 def _responses(value: Any, name: str) -> list[str]:
     if isinstance(value, str):
-        raise ScoreRowError(name, f"field {name!r} is one string",
-                            "make it the list of the M sampled responses of that prompt, e.g. "
-                            "[\"Paris\", \"Lyon\", ...]")
+        raise ScoreRowError(
+            name,
+            f"field {name!r} is one string",
+            "make it the list of the M sampled responses of that prompt, e.g. "
+            '["Paris", "Lyon", ...]',
+        )
     if not isinstance(value, list):
-        raise ScoreRowError(name, f"field {name!r} is a {_json_type(value)}",
-                            "make it the list of the M sampled responses (strings)")
+        raise ScoreRowError(
+            name,
+            f"field {name!r} is a {_json_type(value)}",
+            "make it the list of the M sampled responses (strings)",
+        )
     if not value:
-        raise ScoreRowError(name, f"field {name!r} is an empty list",
-                            "give the prompt's M sampled responses (at least one), or leave the "
-                            "row out")
+        raise ScoreRowError(
+            name,
+            f"field {name!r} is an empty list",
+            "give the prompt's M sampled responses (at least one), or leave the row out",
+        )
     for j, v in enumerate(value):
         # a number is read as its text (a numeric answer); null, true/false, objects and lists
         # are not responses: a row holding one is damaged, not an unparseable answer
         if not isinstance(v, str) and (isinstance(v, bool) or not isinstance(v, int | float)):
             kind = _json_type(v)
-            raise ScoreRowError(name, f"response {j} of field {name!r} is "
-                                      f"{kind if v is None else 'a ' + kind}",
-                                "every response must be the model's text (a string; \"\" for "
-                                "an empty one)")
-    return [v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)
-            for v in value]
+            raise ScoreRowError(
+                name,
+                f"response {j} of field {name!r} is {kind if v is None else 'a ' + kind}",
+                'every response must be the model\'s text (a string; "" for an empty one)',
+            )
+    return [v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v) for v in value]
 
 
 def _one_per_response(value: Any, n: int, name: str, fix: str) -> None:
@@ -607,11 +716,15 @@ def _logprobs(value: Any, n: int, name: str) -> list[float] | None:
             # a list of token log-probs: the sequence log-prob is their sum
             f = math.fsum(float(x) for x in v) if isinstance(v, list) else float(v)
         except (TypeError, ValueError, OverflowError):
-            raise ScoreRowError(name, f"field {name!r} holds {_short(v)} at position {j}, not a "
-                                "number", fix) from None
+            raise ScoreRowError(
+                name, f"field {name!r} holds {_short(v)} at position {j}, not a number", fix
+            ) from None
         if math.isnan(f) or f > 1e-9:
-            raise ScoreRowError(name, f"field {name!r} holds {f} at position {j}",
-                                "a log-probability must be <= 0 (pass log p, not p)")
+            raise ScoreRowError(
+                name,
+                f"field {name!r} holds {f} at position {j}",
+                "a log-probability must be <= 0 (pass log p, not p)",
+            )
         out.append(min(f, 0.0))
     return out
 
@@ -630,8 +743,9 @@ def _finish_reasons(row: Any, n: int) -> list[str] | None:
     _one_per_response(value, n, name, fix)
     bad = next((j for j, v in enumerate(value) if v is not None and not isinstance(v, str)), None)
     if bad is not None:
-        raise ScoreRowError(name, f"field {name!r} holds {_short(value[bad])} at position {bad}, "
-                            "not a string", fix)
+        raise ScoreRowError(
+            name, f"field {name!r} holds {_short(value[bad])} at position {bad}, not a string", fix
+        )
     return ["" if v is None else v.strip().lower()[:32] for v in value]
 
 
@@ -640,17 +754,24 @@ def _short(value: Any, n: int = 60) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-def _prompt_id(value: Any, name: str | None, index: int, explicit: bool,
-               fix_missing: str = "give every row an id, or leave --id-field out to number "
-                                  "the rows") -> str:
+def _prompt_id(
+    value: Any,
+    name: str | None,
+    index: int,
+    explicit: bool,
+    fix_missing: str = "give every row an id, or leave --id-field out to number the rows",
+) -> str:
     """The prompt id of a row: a string or an integer; none (or null) -> the row's index unless
     the id field was named explicitly."""
     if isinstance(value, float) and math.isnan(value):
         value = None  # a parquet integer column with a gap
     if value is _MISSING or value is None:
         if explicit:
-            raise ScoreRowError(name, f"no id (field {name!r} is "
-                                f"{'missing' if value is _MISSING else 'null'})", fix_missing)
+            raise ScoreRowError(
+                name,
+                f"no id (field {name!r} is {'missing' if value is _MISSING else 'null'})",
+                fix_missing,
+            )
         return str(index)
     fix = f"ids are strings or integers of at most {MAX_ID_CHARS} characters"
     if isinstance(value, _HugeInt):
@@ -665,8 +786,11 @@ def _prompt_id(value: Any, name: str | None, index: int, explicit: bool,
     if len(pid) > MAX_ID_CHARS:
         raise ScoreRowError(name, f"id has {len(pid)} characters", fix)
     if _CONTROL.search(pid):
-        raise ScoreRowError(name, f"id {_short(pid)} holds control characters (newline, tab, ...)",
-                            fix + ", without control characters")
+        raise ScoreRowError(
+            name,
+            f"id {_short(pid)} holds control characters (newline, tab, ...)",
+            fix + ", without control characters",
+        )
     return pid
 
 
@@ -688,18 +812,22 @@ def _question(value: Any) -> str:
 
 
 # (FieldNames attribute, the usual names tried in order, what, option, required) per field
-_ROW_FIELDS = (("id", ID_FIELDS, "id", "--id-field", False),
-               ("question", QUESTION_FIELDS, "question", "--question-field", False),
-               ("responses", RESPONSES_FIELDS, "responses", "--responses-field", True),
-               ("logprobs", LOGPROBS_FIELDS, "log-probs", "--logprobs-field", False),
-               ("reference", REFERENCE_FIELDS, "reference", "--reference-field", False))
+_ROW_FIELDS = (
+    ("id", ID_FIELDS, "id", "--id-field", False),
+    ("question", QUESTION_FIELDS, "question", "--question-field", False),
+    ("responses", RESPONSES_FIELDS, "responses", "--responses-field", True),
+    ("logprobs", LOGPROBS_FIELDS, "log-probs", "--logprobs-field", False),
+    ("reference", REFERENCE_FIELDS, "reference", "--reference-field", False),
+)
 
 
 def row_field_names(rows: Sequence[_Raw], fields: FieldNames, path: Path) -> tuple:
     """The field names generic rows are read with (id, question, responses, log-probs,
     reference), from `rows` (`resolve_field`)."""
-    return tuple(resolve_field(rows, getattr(fields, attr), names, what, option, path, required)
-                 for attr, names, what, option, required in _ROW_FIELDS)
+    return tuple(
+        resolve_field(rows, getattr(fields, attr), names, what, option, path, required)
+        for attr, names, what, option, required in _ROW_FIELDS
+    )
 
 
 def _usual_field(present: set, names: Sequence[str]) -> str | None:
@@ -707,9 +835,13 @@ def _usual_field(present: set, names: Sequence[str]) -> str | None:
     return next((name for name in names if name in present), None)
 
 
-def prompts_from_rows(rows: Sequence[_Raw], fields: FieldNames, path: Path,
-                      problems: list[RowProblem], names: tuple | None = None
-                      ) -> list[ScorePrompt]:
+def prompts_from_rows(
+    rows: Sequence[_Raw],
+    fields: FieldNames,
+    path: Path,
+    problems: list[RowProblem],
+    names: tuple | None = None,
+) -> list[ScorePrompt]:
     """Generic JSONL/parquet rows -> ScorePrompts; bad rows are appended to `problems`.
     `names`: the field names (`row_field_names`), else resolved from `rows`."""
     id_f, q_f, r_f, lp_f, ref_f = names or row_field_names(rows, fields, path)
@@ -717,22 +849,40 @@ def prompts_from_rows(rows: Sequence[_Raw], fields: FieldNames, path: Path,
     for raw in rows:
         row = raw.data
         try:
-            pid = _prompt_id(get_path(row, id_f) if id_f else _MISSING, id_f, raw.index,
-                             explicit=fields.id is not None)
+            pid = _prompt_id(
+                get_path(row, id_f) if id_f else _MISSING,
+                id_f,
+                raw.index,
+                explicit=fields.id is not None,
+            )
             responses = _responses(_value(row, r_f, "responses", "--responses-field", True), r_f)
-            logprobs = _logprobs(_value(row, lp_f, "log-probs", "--logprobs-field",
-                                        fields.logprobs is not None), len(responses), lp_f)
-            question = _question(_value(row, q_f, "question", "--question-field",
-                                        fields.question is not None))
-            reference = _value(row, ref_f, "reference", "--reference-field",
-                               fields.reference is not None)
+            logprobs = _logprobs(
+                _value(row, lp_f, "log-probs", "--logprobs-field", fields.logprobs is not None),
+                len(responses),
+                lp_f,
+            )
+            question = _question(
+                _value(row, q_f, "question", "--question-field", fields.question is not None)
+            )
+            reference = _value(
+                row, ref_f, "reference", "--reference-field", fields.reference is not None
+            )
             finish_reasons = _finish_reasons(row, len(responses))
         except ScoreRowError as exc:
             problems.append(_problem(raw, exc, _peek_id(row, id_f)))
             continue
-        out.append(ScorePrompt(prompt_id=pid, question=question, responses=responses,
-                               logprobs=logprobs, reference=reference, line=raw.line, row=raw.row,
-                               finish_reasons=finish_reasons))
+        out.append(
+            ScorePrompt(
+                prompt_id=pid,
+                question=question,
+                responses=responses,
+                logprobs=logprobs,
+                reference=reference,
+                line=raw.line,
+                row=raw.row,
+                finish_reasons=finish_reasons,
+            )
+        )
     return out
 
 
@@ -770,7 +920,8 @@ class _UniqueIds:
         more = f" ({len(self.dupes) - 1} more rows repeat an id)" if len(self.dupes) > 1 else ""
         raise ScoreInputError(
             f"{path}: {self.unit} {first} and {second} share the id {_short(pid)}{more}; ids must "
-            f"be unique (one row per prompt with all its responses), or pick another {option}")
+            f"be unique (one row per prompt with all its responses), or pick another {option}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -808,9 +959,12 @@ def _lm_eval_question(row: dict, given: str | None) -> str:
             value = get_path(row.get("doc") or {}, given)
         if value is _MISSING:
             doc_fields = _present(row["doc"]) if isinstance(row.get("doc"), dict) else "(no doc)"
-            raise ScoreRowError(given, f"no question field {given!r} (top-level fields: "
-                                f"{_present(row)}; doc fields: {doc_fields})",
-                                "pass --question-field doc.FIELD")
+            raise ScoreRowError(
+                given,
+                f"no question field {given!r} (top-level fields: "
+                f"{_present(row)}; doc fields: {doc_fields})",
+                "pass --question-field doc.FIELD",
+            )
         return _question(value)
     doc = row.get("doc")
     if isinstance(doc, dict):
@@ -838,34 +992,46 @@ def lm_eval_filter(rows: Sequence[_Raw], fields: FieldNames, path: Path) -> str 
     id_f = fields.id or "doc_id"
     if not any(get_path(r.data, id_f) is not _MISSING for r in rows):
         if fields.id is None:
-            raise ScoreInputError(f"{path}: no row has a doc_id; fields present: "
-                                  f"{_present({k for r in rows for k in r.data})}. Is this an "
-                                  "lm-evaluation-harness samples file? Else pass --format jsonl")
+            raise ScoreInputError(
+                f"{path}: no row has a doc_id; fields present: "
+                f"{_present({k for r in rows for k in r.data})}. Is this an "
+                "lm-evaluation-harness samples file? Else pass --format jsonl"
+            )
         raise ScoreInputError(f"{path}: the id field {fields.id!r} (--id-field) is in no row")
     filters = lm_eval_filters(rows)
     if fields.lm_eval_filter is not None:
         if fields.lm_eval_filter not in filters:
             raise ScoreInputError(
                 f"{path}: no rows with filter {fields.lm_eval_filter!r}; filters present: "
-                f"{', '.join(filters) or '(the file has no filter field)'}")
+                f"{', '.join(filters) or '(the file has no filter field)'}"
+            )
         return fields.lm_eval_filter
     return filters[0] if len(filters) > 1 else None
 
 
 def _warn_filters(path: Path, filters: Sequence[str]) -> None:
-    log.warning("[score] %s holds %d filters (%s); scoring filter %r only (choose with "
-                "--lm-eval-filter)", path, len(filters), ", ".join(filters), filters[0])
+    log.warning(
+        "[score] %s holds %d filters (%s); scoring filter %r only (choose with --lm-eval-filter)",
+        path,
+        len(filters),
+        ", ".join(filters),
+        filters[0],
+    )
 
 
 def _warn_single_filtered(count: int) -> None:
     if count:
-        log.warning("[score] %d prompts have one filtered response but several raw ones: the "
-                    "task's filter keeps one repeat (take_first / majority_vote); score the raw "
-                    "repeats with --responses-field resps", count)
+        log.warning(
+            "[score] %d prompts have one filtered response but several raw ones: the "
+            "task's filter keeps one repeat (take_first / majority_vote); score the raw "
+            "repeats with --responses-field resps",
+            count,
+        )
 
 
-def prompts_from_lm_eval(rows: Sequence[_Raw], fields: FieldNames, path: Path,
-                         problems: list[RowProblem]) -> list[ScorePrompt]:
+def prompts_from_lm_eval(
+    rows: Sequence[_Raw], fields: FieldNames, path: Path, problems: list[RowProblem]
+) -> list[ScorePrompt]:
     """lm-evaluation-harness samples rows -> ScorePrompts (mapping documented in docs/score.md);
     bad rows are appended to `problems`."""
     chosen = lm_eval_filter(rows, fields, path)
@@ -876,8 +1042,9 @@ def prompts_from_lm_eval(rows: Sequence[_Raw], fields: FieldNames, path: Path,
     return prompts
 
 
-def _lm_eval_prompts(rows: Sequence[_Raw], fields: FieldNames, chosen: str | None,
-                     problems: list[RowProblem]) -> tuple[list[ScorePrompt], int]:
+def _lm_eval_prompts(
+    rows: Sequence[_Raw], fields: FieldNames, chosen: str | None, problems: list[RowProblem]
+) -> tuple[list[ScorePrompt], int]:
     """(the prompts of lm-eval rows under filter `chosen` (None: all rows), how many have one
     filtered response but several raw ones); bad rows are appended to `problems`."""
     if chosen is not None:
@@ -890,37 +1057,62 @@ def _lm_eval_prompts(rows: Sequence[_Raw], fields: FieldNames, chosen: str | Non
     for raw in rows:
         row = raw.data
         try:
-            pid = _prompt_id(get_path(row, id_f), id_f, raw.index, explicit=True,
-                             fix_missing="every lm-eval sample has one; name another with "
-                                         "--id-field")
+            pid = _prompt_id(
+                get_path(row, id_f),
+                id_f,
+                raw.index,
+                explicit=True,
+                fix_missing="every lm-eval sample has one; name another with --id-field",
+            )
             value = get_path(row, resp_f)
             if value is _MISSING:
-                raise ScoreRowError(resp_f, f"no {resp_f!r} field (fields present: "
-                                    f"{_present(row)})", "use --responses-field resps (raw "
-                                    "generations, one per repeat) or filtered_resps")
+                raise ScoreRowError(
+                    resp_f,
+                    f"no {resp_f!r} field (fields present: {_present(row)})",
+                    "use --responses-field resps (raw "
+                    "generations, one per repeat) or filtered_resps",
+                )
             responses = _responses(_flatten_responses(value), resp_f)
             reference = get_path(row, ref_f)
             if reference is _MISSING and not ref_f.startswith("doc."):
-                reference = get_path(row.get("doc") if isinstance(row.get("doc"), dict) else {},
-                                     ref_f)
+                reference = get_path(
+                    row.get("doc") if isinstance(row.get("doc"), dict) else {}, ref_f
+                )
             if reference is _MISSING and fields.reference is not None:
-                raise ScoreRowError(ref_f, f"no reference field {ref_f!r} (fields present: "
-                                    f"{_present(row)})", "every row needs it (or name another "
-                                    "with --reference-field)")
+                raise ScoreRowError(
+                    ref_f,
+                    f"no reference field {ref_f!r} (fields present: {_present(row)})",
+                    "every row needs it (or name another with --reference-field)",
+                )
             lp = None
             if fields.logprobs is not None:
-                lp = _logprobs(_value(row, fields.logprobs, "log-probs", "--logprobs-field", True),
-                               len(responses), fields.logprobs)
+                lp = _logprobs(
+                    _value(row, fields.logprobs, "log-probs", "--logprobs-field", True),
+                    len(responses),
+                    fields.logprobs,
+                )
             question = _lm_eval_question(row, fields.question)
         except ScoreRowError as exc:
             problems.append(_problem(raw, exc, _peek_id(row, id_f)))
             continue
-        if resp_f == "filtered_resps" and len(responses) == 1 and len(_flatten_responses(
-                row.get("resps", []))) > 1:
+        if (
+            resp_f == "filtered_resps"
+            and len(responses) == 1
+            and len(_flatten_responses(row.get("resps", []))) > 1
+        ):
             single_filtered += 1
-        out.append(ScorePrompt(prompt_id=pid, question=question, responses=responses, logprobs=lp,
-                               reference=None if reference is _MISSING else parse_target(reference),
-                               extra={"filter": row.get("filter")}, line=raw.line, row=raw.row))
+        out.append(
+            ScorePrompt(
+                prompt_id=pid,
+                question=question,
+                responses=responses,
+                logprobs=lp,
+                reference=None if reference is _MISSING else parse_target(reference),
+                extra={"filter": row.get("filter")},
+                line=raw.line,
+                row=raw.row,
+            )
+        )
     return out, single_filtered
 
 
@@ -945,8 +1137,9 @@ def is_path(source: Any) -> bool:
     return isinstance(source, (str, os.PathLike))
 
 
-def rows_from_data(data: Any, problems: list[RowProblem],
-                   replaced: dict[str, int]) -> tuple[list[_Raw], str]:
+def rows_from_data(
+    data: Any, problems: list[RowProblem], replaced: dict[str, int]
+) -> tuple[list[_Raw], str]:
     """In-memory input -> raw rows and its format: a pandas DataFrame (one row per prompt, the
     columns of the JSONL format), a list of dicts (the same fields) or a list of lists of
     response strings (one list per prompt; ids are the positions)."""
@@ -964,25 +1157,38 @@ def rows_from_data(data: Any, problems: list[RowProblem],
             raise ScoreInputError(
                 f"the data is a list of {', '.join(kinds)}: give one entry per prompt, either all "
                 "dicts ({'responses': [...], 'question': ..., 'reference': ...}) or all lists of "
-                "response strings")
+                "response strings"
+            )
     elif isinstance(data, dict):
-        raise ScoreInputError("the data is one dict: give a list of dicts, one per prompt (e.g. "
-                              "[data]), or a DataFrame with one row per prompt")
+        raise ScoreInputError(
+            "the data is one dict: give a list of dicts, one per prompt (e.g. "
+            "[data]), or a DataFrame with one row per prompt"
+        )
     else:
-        raise ScoreInputError(f"the data is a {type(data).__name__}: give a file path, a pandas "
-                              "DataFrame, a list of dicts or a list of lists of response strings")
+        raise ScoreInputError(
+            f"the data is a {type(data).__name__}: give a file path, a pandas "
+            "DataFrame, a list of dicts or a list of lists of response strings"
+        )
     rows = []
     for i, rec in enumerate(records):
-        raw = _clean_row(_Raw(data={str(k): _plain(v) for k, v in rec.items()}, index=i, row=i),
-                         problems, replaced)
+        raw = _clean_row(
+            _Raw(data={str(k): _plain(v) for k, v in rec.items()}, index=i, row=i),
+            problems,
+            replaced,
+        )
         if raw is not None:
             rows.append(raw)
     return rows, kind
 
 
-def read_input(source: Any, fmt: str = "auto", fields: FieldNames | None = None, *,
-               strict: bool = False,
-               validate: Callable[[ScorePrompt], Any] | None = None) -> ScoreInput:
+def read_input(
+    source: Any,
+    fmt: str = "auto",
+    fields: FieldNames | None = None,
+    *,
+    strict: bool = False,
+    validate: Callable[[ScorePrompt], Any] | None = None,
+) -> ScoreInput:
     """Read the input: every good row becomes a ScorePrompt, every bad one a RowProblem.
 
     `source` is a file path or data in memory (`rows_from_data`: a DataFrame, a list of dicts,
@@ -1012,8 +1218,14 @@ def _collector_paused():
             gc.enable()
 
 
-def _read_input(source: Any, fmt: str, fields: FieldNames | None, *, strict: bool,
-                validate: Callable[[ScorePrompt], Any] | None) -> ScoreInput:
+def _read_input(
+    source: Any,
+    fmt: str,
+    fields: FieldNames | None,
+    *,
+    strict: bool,
+    validate: Callable[[ScorePrompt], Any] | None,
+) -> ScoreInput:
     fields = fields or FieldNames()
     problems: list[RowProblem] = []
     replaced: dict[str, int] = {}
@@ -1026,8 +1238,9 @@ def _read_input(source: Any, fmt: str, fields: FieldNames | None, *, strict: boo
         rows, kind = rows_from_data(source, problems, replaced)
     n_rows = len(rows) + len(problems)
     if n_rows == 0:
-        raise ScoreInputError(f"{path} is empty: no rows to score; give one row per prompt with "
-                              "its sampled responses")
+        raise ScoreInputError(
+            f"{path} is empty: no rows to score; give one row per prompt with its sampled responses"
+        )
     if kind == "json":
         kind = "lm-eval" if _looks_lm_eval(rows) else "jsonl"
     reading = _Reading(path, kind, fields, strict, validate, problems, replaced)
@@ -1060,9 +1273,16 @@ class _Reading:
     the one taken (an optional field no earlier row had is taken when it first comes), or a
     second lm-eval filter (the earlier rows were not filtered)."""
 
-    def __init__(self, path: Path, kind: str, fields: FieldNames, strict: bool,
-                 validate: Callable[[ScorePrompt], Any] | None, problems: list[RowProblem],
-                 replaced: dict[str, int]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        kind: str,
+        fields: FieldNames,
+        strict: bool,
+        validate: Callable[[ScorePrompt], Any] | None,
+        problems: list[RowProblem],
+        replaced: dict[str, int],
+    ) -> None:
         self.path, self.kind, self.fields = path, kind, fields
         self.strict, self.validate = strict, validate
         self.problems, self.replaced = problems, replaced  # the row reader appends to both
@@ -1099,7 +1319,8 @@ class _Reading:
                 # so far, as a whole read would (the earlier rows lack it under every name).
                 self.names = tuple(
                     _usual_field(self.present, usual) if name is None else name
-                    for name, (_, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True))
+                    for name, (_, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True)
+                )
             prompts = prompts_from_rows(rows, self.fields, self.path, problems, self.names)
         if self.validate is not None:
             good = []
@@ -1107,8 +1328,16 @@ class _Reading:
                 try:
                     self.validate(p)
                 except ScoreRowError as exc:
-                    problems.append(RowProblem(line=p.line, row=p.row, field=exc.field,
-                                               problem=exc.problem, fix=exc.fix, id=p.prompt_id))
+                    problems.append(
+                        RowProblem(
+                            line=p.line,
+                            row=p.row,
+                            field=exc.field,
+                            problem=exc.problem,
+                            fix=exc.fix,
+                            id=p.prompt_id,
+                        )
+                    )
                     continue
                 good.append(p)
             prompts = good
@@ -1133,9 +1362,10 @@ class _Reading:
                 return True
             filters = list(self.filters)
             return self.names == (filters[0] if len(filters) > 1 else None)
-        return all(getattr(self.fields, attr) is not None
-                   or name == _usual_field(self.present, usual)
-                   for name, (attr, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True))
+        return all(
+            getattr(self.fields, attr) is not None or name == _usual_field(self.present, usual)
+            for name, (attr, usual, *_) in zip(self.names, _ROW_FIELDS, strict=True)
+        )
 
     def finish(self, n_rows: int) -> ScoreInput:
         """The whole input's checks and what was read (its prompts are the chunks'); an empty
@@ -1147,13 +1377,23 @@ class _Reading:
         if not self.n_prompts:
             err = ScoreInputError(
                 f"{self.path}: no row can be scored ({len(self.problems)} of {n_rows} rows have "
-                f"problems); the first: {self.problems[0].message()}")
+                f"problems); the first: {self.problems[0].message()}"
+            )
             err.problems = self.problems  # score() writes them next to --out
             raise err
-        self.ids.check(self.path, "--id-field (or --lm-eval-filter: one filter per doc_id)"
-                       if self.kind == "lm-eval" else "--id-field")
-        return ScoreInput(prompts=[], format=self.kind, skipped=self.problems, n_rows=n_rows,
-                          replaced_surrogates=self.kept_replaced)
+        self.ids.check(
+            self.path,
+            "--id-field (or --lm-eval-filter: one filter per doc_id)"
+            if self.kind == "lm-eval"
+            else "--id-field",
+        )
+        return ScoreInput(
+            prompts=[],
+            format=self.kind,
+            skipped=self.problems,
+            n_rows=n_rows,
+            replaced_surrogates=self.kept_replaced,
+        )
 
 
 class ReadAgain(Exception):
@@ -1174,9 +1414,17 @@ class InputChunks:
     A parquet file or data in memory is read whole and handed out `chunk_rows` prompts at a time
     (`unit` "prompts"). `format` is known once the first chunk is out."""
 
-    def __init__(self, source: Any, fmt: str = "auto", fields: FieldNames | None = None, *,
-                 strict: bool = False, validate: Callable[[ScorePrompt], Any] | None = None,
-                 chunk_rows: int = 2000, whole: bool = False) -> None:
+    def __init__(
+        self,
+        source: Any,
+        fmt: str = "auto",
+        fields: FieldNames | None = None,
+        *,
+        strict: bool = False,
+        validate: Callable[[ScorePrompt], Any] | None = None,
+        chunk_rows: int = 2000,
+        whole: bool = False,
+    ) -> None:
         self.source, self.fmt, self.fields = source, fmt, fields or FieldNames()
         self.strict, self.validate = strict, validate
         self.chunk_rows, self.whole = max(1, int(chunk_rows)), whole
@@ -1190,8 +1438,15 @@ class InputChunks:
 
     def again(self) -> InputChunks:
         """The same input, read whole (after ReadAgain)."""
-        return InputChunks(self.source, self.fmt, self.fields, strict=self.strict,
-                           validate=self.validate, chunk_rows=self.chunk_rows, whole=True)
+        return InputChunks(
+            self.source,
+            self.fmt,
+            self.fields,
+            strict=self.strict,
+            validate=self.validate,
+            chunk_rows=self.chunk_rows,
+            whole=True,
+        )
 
     def __iter__(self):
         path = Path(self.source) if is_path(self.source) else None
@@ -1206,14 +1461,16 @@ class InputChunks:
         replaced: dict[str, int] = {}
         counted = [0]
         digest = hashlib.sha256()
-        chunks = _jsonl_chunks(path, problems, replaced, chunk_rows=self.chunk_rows,
-                               counted=counted, digest=digest)
+        chunks = _jsonl_chunks(
+            path, problems, replaced, chunk_rows=self.chunk_rows, counted=counted, digest=digest
+        )
         with _collector_paused():
             first = next(chunks, [])
             if first and kind == "json":
                 kind = "lm-eval" if _looks_lm_eval(first) else "jsonl"
-            reading = _Reading(path, kind, self.fields, self.strict, self.validate, problems,
-                               replaced)
+            reading = _Reading(
+                path, kind, self.fields, self.strict, self.validate, problems, replaced
+            )
             try:
                 if first:
                     reading.plan(first)
@@ -1237,8 +1494,10 @@ class InputChunks:
         def finish() -> ScoreInput:
             self._check_unchanged(path, digest.hexdigest())
             if not reading.exact():
-                raise ReadAgain(f"{path}: later rows decide the fields otherwise than the first "
-                                f"{self.chunk_rows}")
+                raise ReadAgain(
+                    f"{path}: later rows decide the fields otherwise than the first "
+                    f"{self.chunk_rows}"
+                )
             return reading.finish(counted[0])
 
         self._finished = finish
@@ -1252,16 +1511,18 @@ class InputChunks:
                 raise ScoreInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
             self.file_hash = hashlib.sha256(data).hexdigest()
             with _snapshot(path, data):
-                got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
-                                 validate=self.validate)
+                got = read_input(
+                    self.source, self.fmt, self.fields, strict=self.strict, validate=self.validate
+                )
         else:
-            got = read_input(self.source, self.fmt, self.fields, strict=self.strict,
-                             validate=self.validate)
+            got = read_input(
+                self.source, self.fmt, self.fields, strict=self.strict, validate=self.validate
+            )
         self.format, self.unit, self.prompts = got.format, "prompts", got.prompts
         self._finished = lambda: got
         size = self.chunk_rows
         for start in range(0, len(got.prompts), size):
-            yield got.prompts[start:start + size]
+            yield got.prompts[start : start + size]
 
     def _check_unchanged(self, path: Path, read_hash: str) -> None:
         """ScoreInputError when the file changed while it was streamed: the bytes read differ
@@ -1271,7 +1532,8 @@ class InputChunks:
             raise ScoreInputError(
                 f"{path} changed while it was read (what was read is not the file as it was "
                 "when the read began); nothing was kept from this read: score it again once "
-                "nothing writes to it, or score a copy")
+                "nothing writes to it, or score a copy"
+            )
 
     def finish(self) -> ScoreInput:
         """After the last chunk: what was read (ScoreInput without its prompts, which were the
@@ -1280,8 +1542,13 @@ class InputChunks:
         if self._finished is None:
             raise RuntimeError("InputChunks.finish: the chunks have not all been read")
         got = self._finished()
-        return ScoreInput(prompts=[], format=got.format, skipped=got.skipped, n_rows=got.n_rows,
-                          replaced_surrogates=got.replaced_surrogates)
+        return ScoreInput(
+            prompts=[],
+            format=got.format,
+            skipped=got.skipped,
+            n_rows=got.n_rows,
+            replaced_surrogates=got.replaced_surrogates,
+        )
 
 
 def file_sha256(path: Path) -> str:
@@ -1300,12 +1567,15 @@ def _file_stat(path: Path) -> tuple[int, int]:
 
 def _raise_first(path: Path, problems: list[RowProblem]) -> None:
     first = min(problems, key=lambda p: p.position)
-    raise ScoreInputError(f"{path}: {first.message()} (--strict stops at the first bad row; "
-                          "without it bad rows are skipped and listed)")
+    raise ScoreInputError(
+        f"{path}: {first.message()} (--strict stops at the first bad row; "
+        "without it bad rows are skipped and listed)"
+    )
 
 
-def read_prompts(path: str | Path, fmt: str = "auto",
-                 fields: FieldNames | None = None) -> tuple[list[ScorePrompt], str]:
+def read_prompts(
+    path: str | Path, fmt: str = "auto", fields: FieldNames | None = None
+) -> tuple[list[ScorePrompt], str]:
     """Read the input file into ScorePrompts, strictly: the first bad row raises
     ScoreInputError. Returns (prompts, the format used). `read_input` skips bad rows instead."""
     got = read_input(path, fmt, fields, strict=True)

@@ -43,8 +43,11 @@ def quality_target(df) -> tuple[str, str, bool] | None:
     from pipeline.tasks.contract import METRICS
 
     prefix = f"quality_{OURS_COLUMN}_"  # from the columns: a slice or concat keeps them
-    metrics = sorted(c[len(prefix):] for c in df.columns
-                     if c.startswith(prefix) and c[len(prefix):] in METRICS and df[c].notna().any())
+    metrics = sorted(
+        c[len(prefix) :]
+        for c in df.columns
+        if c.startswith(prefix) and c[len(prefix) :] in METRICS and df[c].notna().any()
+    )
     if not metrics:
         return None
     return f"{prefix}{metrics[0]}", metrics[0], bool(METRICS[metrics[0]].higher_is_better)
@@ -67,8 +70,7 @@ def risk_coverage(df, target: tuple[str, str, bool]):
 
     def curve(name: str, order) -> None:
         means = np.cumsum(q[order])[::-1] / kept  # keep the first k of `order`
-        out.extend({"ranking": name, "coverage": k / n, "quality": m}
-                   for k, m in zip(kept, means))
+        out.extend({"ranking": name, "coverage": k / n, "quality": m} for k, m in zip(kept, means))
 
     for u in uncertainty_columns(rows):
         values = rows[u].to_numpy(float)
@@ -93,8 +95,16 @@ def calibration_bins(df, target: tuple[str, str, bool], n_bins: int = 5):
     realised = 1.0 - q if higher else q
     order = np.argsort(predicted, kind="stable")
     bins = [b for b in np.array_split(order, min(n_bins, len(order))) if len(b)]
-    return pd.DataFrame([{"predicted": float(predicted[b].mean()),
-                          "realised": float(realised[b].mean()), "n": len(b)} for b in bins])
+    return pd.DataFrame(
+        [
+            {
+                "predicted": float(predicted[b].mean()),
+                "realised": float(realised[b].mean()),
+                "n": len(b),
+            }
+            for b in bins
+        ]
+    )
 
 
 def _label(column: str) -> str:
@@ -110,12 +120,19 @@ def draw_risk_coverage(curves, target: tuple[str, str, bool]):
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     styles = {"oracle": dict(color="0.3", ls=":"), "random": dict(color="0.6", ls="--")}
     for name, c in curves.groupby("ranking", sort=False):
-        ax.plot(c["coverage"], c["quality"], label=_label(name), lw=2 if name == RISK_COLUMN else 1.2,
-                **styles.get(name, {}))
+        ax.plot(
+            c["coverage"],
+            c["quality"],
+            label=_label(name),
+            lw=2 if name == RISK_COLUMN else 1.2,
+            **styles.get(name, {}),
+        )
     _, metric, higher = target
     ax.set_xlabel("coverage (share of prompts answered; the riskiest abstained on)")
-    ax.set_ylabel(f"mean {metric} of the {METHODS[OURS].label} answer "
-                  f"({'higher' if higher else 'lower'} is better)")
+    ax.set_ylabel(
+        f"mean {metric} of the {METHODS[OURS].label} answer "
+        f"({'higher' if higher else 'lower'} is better)"
+    )
     ax.invert_xaxis()
     ax.legend(fontsize=8)
     ax.set_title(f"risk-coverage, {int(curves.groupby('ranking').size().max())} prompts")
@@ -130,8 +147,13 @@ def draw_calibration(bins, target: tuple[str, str, bool]):
     ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="calibrated")
     ax.plot(bins["predicted"], bins["realised"], marker="o", label="bins of equal count")
     for r in bins.itertuples():
-        ax.annotate(f"n={r.n}", (r.predicted, r.realised), textcoords="offset points",
-                    xytext=(4, -10), fontsize=7)
+        ax.annotate(
+            f"n={r.n}",
+            (r.predicted, r.realised),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=7,
+        )
     _, metric, higher = target
     ax.set_xlabel("predicted normalised risk (1 - confidence)")
     ax.set_ylabel(f"realised loss ({'1 - ' if higher else ''}{metric})")
@@ -150,24 +172,38 @@ def _loss_column(df) -> tuple[str, bool] | None:
 
 def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
     confidence = getattr(row, CONFIDENCE_COLUMN, math.nan)
-    lines = [f"{row.prompt_id}: Bayes risk {getattr(row, RISK_COLUMN):.3f}"
-             + (f" (confidence {confidence:.2f})" if not math.isnan(confidence) else "")
-             + "".join(f", {e.replace('_', ' ')} {getattr(row, e):.3f}" for e in ENTROPY_COLUMNS)
-             + (f", {loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer "
-                f"{getattr(row, loss[0]):.3f}" if loss and not math.isnan(getattr(row, loss[0]))
-                else "")]
+    lines = [
+        f"{row.prompt_id}: Bayes risk {getattr(row, RISK_COLUMN):.3f}"
+        + (f" (confidence {confidence:.2f})" if not math.isnan(confidence) else "")
+        + "".join(f", {e.replace('_', ' ')} {getattr(row, e):.3f}" for e in ENTROPY_COLUMNS)
+        + (
+            f", {loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer "
+            f"{getattr(row, loss[0]):.3f}"
+            if loss and not math.isnan(getattr(row, loss[0]))
+            else ""
+        )
+    ]
     lines.append(f"  question: {' '.join(str(row.question).split())[:300]}")
     if isinstance(getattr(row, "reference_labels", None), list):
         lines.append(f"  reference: {'; '.join(row.reference_labels) or '(none)'}")
     said = getattr(row, "abstention", "") or ""
-    lines.append(f"  Bayes answer: {getattr(row, f'{OURS_COLUMN}_text') or '(none)'}"
-                 + (f" - {said}" if said else ""))
-    counts = [(getattr(row, name, 0) or 0, what) for name, what in (
-        ("n_no_answer", "counted as 'no answer'"), ("n_discarded", "discarded"),
-        ("n_truncated", "cut by the token limit"))]
+    lines.append(
+        f"  Bayes answer: {getattr(row, f'{OURS_COLUMN}_text') or '(none)'}"
+        + (f" - {said}" if said else "")
+    )
+    counts = [
+        (getattr(row, name, 0) or 0, what)
+        for name, what in (
+            ("n_no_answer", "counted as 'no answer'"),
+            ("n_discarded", "discarded"),
+            ("n_truncated", "cut by the token limit"),
+        )
+    ]
     if any(k for k, _ in counts):
-        lines.append(f"  samples: {row.n_parsed} of {row.n_samples} read; "
-                     + ", ".join(f"{k} {what}" for k, what in counts if k))
+        lines.append(
+            f"  samples: {row.n_parsed} of {row.n_samples} read; "
+            + ", ".join(f"{k} {what}" for k, what in counts if k)
+        )
     if isinstance(sampling := getattr(row, "sampling", None), str):
         lines.append(f"  sampled with: {sampling}")
     if (shown := distribution_line(getattr(row, "latent_distribution", None))) is not None:
@@ -177,17 +213,22 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
     if isinstance(labels, list):
         from collections import Counter
 
-        counts = Counter("(unparseable)" if x is None else "{" + ", ".join(x) + "}"
-                         for x in labels)
-        lines.append("  responses read as: " + "; ".join(f"{n}x {k}" for k, n in counts.most_common()))
+        counts = Counter("(unparseable)" if x is None else "{" + ", ".join(x) + "}" for x in labels)
+        lines.append(
+            "  responses read as: " + "; ".join(f"{n}x {k}" for k, n in counts.most_common())
+        )
         if len(labels) >= 5 and getattr(row, "n_distinct_texts", 0) == 1:
-            lines.append(f"  warning: all {len(labels)} samples are the same text: the "
-                         "confidence reflects the sampling settings, not the model's uncertainty")
+            lines.append(
+                f"  warning: all {len(labels)} samples are the same text: the "
+                "confidence reflects the sampling settings, not the model's uncertainty"
+            )
     matches = getattr(row, "label_matches", None)
     if isinstance(matches, str):
         from pipeline.tracking.prompts import readable_matches
 
-        lines.append("  matches: " + readable_matches(row.reference_labels, matches).replace("\n", "; "))
+        lines.append(
+            "  matches: " + readable_matches(row.reference_labels, matches).replace("\n", "; ")
+        )
     warned = getattr(row, "reading_warnings", None)
     if isinstance(warned, list) and warned:
         lines.append("  warnings: " + "; ".join(warned))
@@ -213,8 +254,11 @@ def riskiest_first(df):
     without confidences (a space with neither agreement nor bound)."""
     ranked = df.dropna(subset=[RISK_COLUMN])
     if CONFIDENCE_COLUMN in ranked and ranked[CONFIDENCE_COLUMN].notna().any():
-        return ranked.assign(_c=ranked[CONFIDENCE_COLUMN].fillna(-1.0)).sort_values(
-            ["_c", RISK_COLUMN], ascending=[True, False], kind="stable").drop(columns="_c")
+        return (
+            ranked.assign(_c=ranked[CONFIDENCE_COLUMN].fillna(-1.0))
+            .sort_values(["_c", RISK_COLUMN], ascending=[True, False], kind="stable")
+            .drop(columns="_c")
+        )
     return ranked.sort_values(RISK_COLUMN, ascending=False, kind="stable")
 
 
@@ -227,10 +271,12 @@ def audit_report(df, n: int) -> str:
     parts = [f"The {min(n, len(ranked))} riskiest prompts:"]
     parts += [_audit_entry(r, loss) for r in ranked.head(n).itertuples()]
     if loss is not None:
-        confident = ranked.iloc[len(ranked) // 2:].dropna(subset=[loss[0]])
+        confident = ranked.iloc[len(ranked) // 2 :].dropna(subset=[loss[0]])
         worst = confident.sort_values(loss[0], ascending=loss[1], kind="stable").head(n)
-        parts.append(f"\nThe {len(worst)} most surprising prompts (most confident half, worst "
-                     f"{loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer):")
+        parts.append(
+            f"\nThe {len(worst)} most surprising prompts (most confident half, worst "
+            f"{loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer):"
+        )
         parts += [_audit_entry(r, loss) for r in worst.itertuples()]
     return "\n\n".join(parts)
 
@@ -245,10 +291,14 @@ def write_report(df, directory: str | Path, n: int = 10) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     target = quality_target(df)
-    head = [f"# Scored prompts: {len(df)}", "",
-            f"Prompts ranked by confidence, lowest first: the expected task quality of the "
-            f"{METHODS[OURS].label} answer under the samples (docs/score.md); the distribution "
-            "lists each label with the share of samples holding it.", ""]
+    head = [
+        f"# Scored prompts: {len(df)}",
+        "",
+        f"Prompts ranked by confidence, lowest first: the expected task quality of the "
+        f"{METHODS[OURS].label} answer under the samples (docs/score.md); the distribution "
+        "lists each label with the share of samples holding it.",
+        "",
+    ]
     if target is None:
         head += ["No references were given: no quality, risk-coverage or calibration figure.", ""]
     text = "\n".join(head) + "```\n" + audit_report(df, n) + "\n```\n"
@@ -258,12 +308,11 @@ def write_report(df, directory: str | Path, n: int = 10) -> dict[str, Path]:
         curves = risk_coverage(df, target)
         if len(curves):
             atomic_write_text(directory / "risk_coverage.csv", curves.to_csv(index=False))
-            written["risk_coverage"] = _save(draw_risk_coverage(curves, target), directory,
-                                             "risk_coverage")
+            written["risk_coverage"] = _save(
+                draw_risk_coverage(curves, target), directory, "risk_coverage"
+            )
         bins = calibration_bins(df, target)
         if bins is not None and len(bins):
             atomic_write_text(directory / "calibration.csv", bins.to_csv(index=False))
-            written["calibration"] = _save(draw_calibration(bins, target), directory,
-                                           "calibration")
+            written["calibration"] = _save(draw_calibration(bins, target), directory, "calibration")
     return written
-

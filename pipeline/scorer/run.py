@@ -97,8 +97,13 @@ def task_names(config_dirs: Sequence[str | Path] = ()) -> list[str]:
     from pipeline.tasks import task_folders
 
     dirs = [conf_dir(), *map(Path, config_dirs)]
-    return sorted({*task_folders(), *(name for d in config_dirs for name in task_folders(d)),
-                   *(p.stem for d in dirs for p in (d / "task").glob("*.yaml"))})
+    return sorted(
+        {
+            *task_folders(),
+            *(name for d in config_dirs for name in task_folders(d)),
+            *(p.stem for d in dirs for p in (d / "task").glob("*.yaml")),
+        }
+    )
 
 
 class ScoreWarning(UserWarning):
@@ -121,8 +126,9 @@ def reference_columns(reference_kind: str, reference: Any, prompt_id: str) -> di
     except (ValueError, RecursionError, OverflowError) as exc:
         if isinstance(exc, ScoreRowError):
             raise
-        raise ScoreRowError("reference", f"reference {exc}", f"give {kind.description}",
-                            f"prompt {prompt_id!r}") from None
+        raise ScoreRowError(
+            "reference", f"reference {exc}", f"give {kind.description}", f"prompt {prompt_id!r}"
+        ) from None
     return {**cols, "has_reference": kind.present(cols)}
 
 
@@ -138,36 +144,67 @@ def input_frames(prompts: Sequence[ScorePrompt], reference_kind: str, dataset_na
     dataset_rows, sample_rows, answer_rows, with_reference = [], [], [], set()
     for p in prompts:
         if (answer := p.extra.get("answer")) is not None:  # rated as a decode of its own
-            answer_rows.append({"prompt_id": p.prompt_id, "strategy": ANSWER_METHOD,
-                                "text": answer, "token_logprobs": [], "logprob": math.nan})
+            answer_rows.append(
+                {
+                    "prompt_id": p.prompt_id,
+                    "strategy": ANSWER_METHOD,
+                    "text": answer,
+                    "token_logprobs": [],
+                    "logprob": math.nan,
+                }
+            )
         cols = reference_columns(reference_kind, p.reference, p.prompt_id)
         if cols.pop("has_reference"):
             with_reference.add(p.prompt_id)
-        dataset_rows.append({"prompt_id": p.prompt_id, "dataset": dataset_name,
-                             "question": p.question, **cols})
+        dataset_rows.append(
+            {"prompt_id": p.prompt_id, "dataset": dataset_name, "question": p.question, **cols}
+        )
         for i, text in enumerate(p.responses):
             # No token log-probs come with outside generations: the sequence log-prob (when
             # given) is kept in `logprob`, token_logprobs stays empty; NaN = unknown.
             lp = p.logprobs[i] if p.logprobs is not None else math.nan
-            sample_rows.append({"prompt_id": p.prompt_id, "sample_idx": i, "text": text,
-                                "token_logprobs": [], "logprob": float(lp),
-                                "finish_reason": p.finish_reasons[i] if p.finish_reasons else ""})
+            sample_rows.append(
+                {
+                    "prompt_id": p.prompt_id,
+                    "sample_idx": i,
+                    "text": text,
+                    "token_logprobs": [],
+                    "logprob": float(lp),
+                    "finish_reason": p.finish_reasons[i] if p.finish_reasons else "",
+                }
+            )
 
     def frame(name, rows):
         return pd.DataFrame(rows, columns=list(ARTIFACTS[name]))
 
-    return (frame("dataset", dataset_rows), frame("samples", sample_rows),
-            frame("decodes", answer_rows), frame("ptrue", []), with_reference)
+    return (
+        frame("dataset", dataset_rows),
+        frame("samples", sample_rows),
+        frame("decodes", answer_rows),
+        frame("ptrue", []),
+        with_reference,
+    )
 
 
 def _prompts_hash(prompts: Sequence[ScorePrompt]) -> str:
     """The hash of what was read (ids, questions, responses, log-probs, references, finish
     reasons): the key of in-memory input, and of each part of a large input (a part is scored
     from its own content, so a file that changed while read cannot leave a stale part)."""
-    payload = [[p.prompt_id, p.question, p.responses, p.logprobs, p.reference, p.finish_reasons,
-                *([p.extra["answer"]] if "answer" in p.extra else [])] for p in prompts]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=repr,
-                                     ensure_ascii=False).encode()).hexdigest()
+    payload = [
+        [
+            p.prompt_id,
+            p.question,
+            p.responses,
+            p.logprobs,
+            p.reference,
+            p.finish_reasons,
+            *([p.extra["answer"]] if "answer" in p.extra else []),
+        ]
+        for p in prompts
+    ]
+    return hashlib.sha256(
+        json.dumps(payload, sort_keys=True, default=repr, ensure_ascii=False).encode()
+    ).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,9 +227,15 @@ def _hydra_context():
         GlobalHydra.instance().clear()
 
 
-def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
-                   dataset_name: str = "byo", config_dirs: Sequence[str | Path] = (),
-                   plugins: Sequence[str] = (), estimators: Sequence[str] = ()):
+def compose_config(
+    task: str,
+    mapper: str = "rule",
+    overrides: Sequence[str] = (),
+    dataset_name: str = "byo",
+    config_dirs: Sequence[str | Path] = (),
+    plugins: Sequence[str] = (),
+    estimators: Sequence[str] = (),
+):
     """The pipeline config for scoring: task group set to `task`, uq reduced to the estimators
     that need no LLM (plus `estimators`, baselines asked for), then the user's Hydra-style
     overrides (e.g. task.equivalence.threshold=0.9)."""
@@ -203,18 +246,27 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
 
     task = check_task(task, config_dirs)
     if mapper not in EXTRACTOR_KINDS:
-        raise ScoreInputError(f"--mapper {mapper!r} is not known; choose one of "
-                              f"{', '.join(EXTRACTOR_KINDS)}")
+        raise ScoreInputError(
+            f"--mapper {mapper!r} is not known; choose one of {', '.join(EXTRACTOR_KINDS)}"
+        )
     from pipeline.tasks import config_source
 
-    extra = [f"hydra.searchpath=[{','.join(config_source(d) for d in config_dirs)}]"
-             ] if config_dirs else []
+    extra = (
+        [f"hydra.searchpath=[{','.join(config_source(d) for d in config_dirs)}]"]
+        if config_dirs
+        else []
+    )
     if plugins:
         extra.append(f"plugins=[{','.join(plugins)}]")
-    base = [*extra, f"task={task}", f"task.extractor.kind={mapper}",
-            f"uq.estimators=[{','.join([*reversed(UQ_ESTIMATORS), *estimators])}]",
-            f"dataset.name={dataset_name}",
-            "wandb.enabled=false", "experiment=score"]  # conf/experiment/score.yaml
+    base = [
+        *extra,
+        f"task={task}",
+        f"task.extractor.kind={mapper}",
+        f"uq.estimators=[{','.join([*reversed(UQ_ESTIMATORS), *estimators])}]",
+        f"dataset.name={dataset_name}",
+        "wandb.enabled=false",
+        "experiment=score",
+    ]  # conf/experiment/score.yaml
     try:
         folders = [conf_dir(), *map(Path, config_dirs)]
         cfg = _composed(tuple(base + list(overrides)), _fingerprint(folders))
@@ -225,8 +277,10 @@ def compose_config(task: str, mapper: str = "rule", overrides: Sequence[str] = (
     except ValueError as exc:
         raise ScoreInputError(str(exc)) from None
     if cfg.task.name != task:
-        raise ScoreInputError(f"override task.name={cfg.task.name} contradicts --task {task}; "
-                              "choose the task with --task only")
+        raise ScoreInputError(
+            f"override task.name={cfg.task.name} contradicts --task {task}; "
+            "choose the task with --task only"
+        )
     return cfg
 
 
@@ -234,19 +288,34 @@ _COMPOSED: dict[tuple, Any] = {}  # overrides -> config: a notebook's 2nd call i
 _CELLS: dict[tuple, Any] = {}  # the same -> its resolved cell (read-only: shared, not copied)
 
 
-def compose_cell(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
-                 dataset_name: str = "byo", config_dirs: Sequence[str | Path] = (),
-                 plugins: Sequence[str] = (), estimators: Sequence[str] = ()):
+def compose_cell(
+    task: str,
+    mapper: str = "rule",
+    overrides: Sequence[str] = (),
+    dataset_name: str = "byo",
+    config_dirs: Sequence[str | Path] = (),
+    plugins: Sequence[str] = (),
+    estimators: Sequence[str] = (),
+):
     """`compose_config` resolved once into the cell the stages take (`pipeline.config`): kept
     while the config files stay as they are, so a notebook's second call costs nothing here."""
     from pipeline.config import resolve_cell
 
     folders = [conf_dir(), *map(Path, config_dirs)]
-    key = (task, mapper, tuple(overrides), dataset_name, tuple(map(str, config_dirs)),
-           tuple(plugins), tuple(estimators), _fingerprint(folders))
+    key = (
+        task,
+        mapper,
+        tuple(overrides),
+        dataset_name,
+        tuple(map(str, config_dirs)),
+        tuple(plugins),
+        tuple(estimators),
+        _fingerprint(folders),
+    )
     if key not in _CELLS:
-        _CELLS[key] = resolve_cell(compose_config(task, mapper, overrides, dataset_name,
-                                                  config_dirs, plugins, estimators))
+        _CELLS[key] = resolve_cell(
+            compose_config(task, mapper, overrides, dataset_name, config_dirs, plugins, estimators)
+        )
         if len(_CELLS) > 64:
             _CELLS.pop(next(iter(_CELLS)))
     return _CELLS[key]
@@ -255,8 +324,13 @@ def compose_cell(task: str, mapper: str = "rule", overrides: Sequence[str] = (),
 def _fingerprint(folders: Sequence[Path]) -> tuple:
     """(path, size, mtime) of every config file under `folders`: an edited config is composed
     again."""
-    return tuple((str(p), st.st_size, st.st_mtime_ns) for folder in folders if folder.is_dir()
-                 for p in sorted(folder.rglob("*.yaml")) for st in [p.stat()])
+    return tuple(
+        (str(p), st.st_size, st.st_mtime_ns)
+        for folder in folders
+        if folder.is_dir()
+        for p in sorted(folder.rglob("*.yaml"))
+        for st in [p.stat()]
+    )
 
 
 def _composed(overrides: tuple[str, ...], fingerprint: tuple = ()):
@@ -284,12 +358,17 @@ def check_task(task: str, config_dirs: Sequence[str | Path] = (), python: bool =
     names = task_names(config_dirs)
     given = str(task)
     if given not in names and given.replace("-", "_") in names:
-        return given.replace("-", "_")  # the space is spelled sets-fbeta, its task config sets_fbeta
+        return given.replace(
+            "-", "_"
+        )  # the space is spelled sets-fbeta, its task config sets_fbeta
     if given not in names:
         said = f"task={given!r}" if python else f"--task {given!r}"
         close = difflib.get_close_matches(given.lower(), names, n=1, cutoff=0.5)
-        hint = (f"; did you mean {f'task={close[0]!r}' if python else f'--task {close[0]}'}?"
-                if close else "")
+        hint = (
+            f"; did you mean {f'task={close[0]!r}' if python else f'--task {close[0]}'}?"
+            if close
+            else ""
+        )
         raise ScoreInputError(f"{said} is not known{hint} (tasks: {', '.join(names)})")
     return given
 
@@ -306,9 +385,15 @@ def run_pipeline(store, cell, with_reference: set[str]) -> dict[str, Any]:
     for name in ("map", "decide", "uq") + (("evaluate",) if with_reference else ()):
         run_stage(name, cell, store)
     names = ("dataset", "samples", "decodes", "latents", "decisions", "uncertainty") + (
-        ("quality", "uq_scores", "audit") if with_reference else ())
-    return {"quality": None, "uq_scores": None, "audit": None,
-            "estimators": list(cell.uq.estimators), **{name: store.read(name) for name in names}}
+        ("quality", "uq_scores", "audit") if with_reference else ()
+    )
+    return {
+        "quality": None,
+        "uq_scores": None,
+        "audit": None,
+        "estimators": list(cell.uq.estimators),
+        **{name: store.read(name) for name in names},
+    }
 
 
 def _sample_counts(out, samples, latents) -> None:
@@ -322,13 +407,18 @@ def _sample_counts(out, samples, latents) -> None:
     read = rows["read"].astype(bool) if "read" in rows else ok
     flags = rows[["prompt_id"]].assign(read=read, no_answer=ok & ~read).groupby("prompt_id")
     cut = (samples["finish_reason"] == "length") if "finish_reason" in samples else False
-    counts = {"n_samples": samples.groupby("prompt_id").size(),
-              "n_parsed": flags["read"].sum(),
-              "n_truncated": samples[["prompt_id"]].assign(cut=cut).groupby("prompt_id")["cut"].sum(),
-              "n_no_answer": flags["no_answer"].sum()}
+    counts = {
+        "n_samples": samples.groupby("prompt_id").size(),
+        "n_parsed": flags["read"].sum(),
+        "n_truncated": samples[["prompt_id"]].assign(cut=cut).groupby("prompt_id")["cut"].sum(),
+        "n_no_answer": flags["no_answer"].sum(),
+    }
     # 1 distinct text of 20 says the sampler, not the model, decided
-    counts["n_distinct_texts"] = samples.assign(
-        norm=[text_key(t) for t in samples["text"]]).groupby("prompt_id")["norm"].nunique()
+    counts["n_distinct_texts"] = (
+        samples.assign(norm=[text_key(t) for t in samples["text"]])
+        .groupby("prompt_id")["norm"]
+        .nunique()
+    )
     for name, values in counts.items():
         out[name] = out["prompt_id"].map(values).fillna(0).astype(int)
     out["n_discarded"] = out["n_samples"] - out["n_parsed"] - out["n_no_answer"]
@@ -390,8 +480,11 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         out["answer"] = out["prompt_id"].map(texts)
         out["answer_risk"] = out["prompt_id"].map(given["risk"]).astype(float)
     unc = frames["uncertainty"]
-    asked = [e for e in dict.fromkeys([*frames.get("estimators", ()), *unc["estimator"]])
-             if e not in UQ_ESTIMATORS]  # baselines asked for: a column each, NaN where none
+    asked = [
+        e
+        for e in dict.fromkeys([*frames.get("estimators", ()), *unc["estimator"]])
+        if e not in UQ_ESTIMATORS
+    ]  # baselines asked for: a column each, NaN where none
     for est in (*UQ_ESTIMATORS, *asked):
         if ESTIMATORS[est].decision is not None:
             continue  # = that decision's <column>_risk above (same number, from the decide stage)
@@ -403,15 +496,15 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         for (method, metric), q in quality.groupby(["method", "metric"], sort=False):
             if method not in METHOD_COLUMNS and method != ANSWER_METHOD:
                 continue
-            out[f"quality_{METHOD_COLUMNS.get(method, method)}_{metric}"] = out["prompt_id"].map(
-                q.set_index("prompt_id")["value"]).astype(float)
+            out[f"quality_{METHOD_COLUMNS.get(method, method)}_{metric}"] = (
+                out["prompt_id"].map(q.set_index("prompt_id")["value"]).astype(float)
+            )
     for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
         out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
     if space is not None:
         ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
         logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
-        columns = _readings(space, latents, ours, logprobs,
-                            given["action"] if len(given) else None)
+        columns = _readings(space, latents, ours, logprobs, given["action"] if len(given) else None)
         for name, values in columns.items():
             if name in WHITEBOX_COLUMNS and not values:
                 continue  # no log-probs in the input: no white-box column
@@ -421,9 +514,16 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
             out["answer_confidence"] = out["answer_confidence"].astype(float)
         _answer_texts(out, space, samples, ours)
         column = f"{OURS_COLUMN}_text"
-        out.insert(out.columns.get_loc(column) + 1, "abstention", [
-            abstention(space, ours.get(pid, "null"), n, k, t) for pid, n, k, t in zip(
-                out["prompt_id"], out["n_samples"], out["n_parsed"], out["n_truncated"])])
+        out.insert(
+            out.columns.get_loc(column) + 1,
+            "abstention",
+            [
+                abstention(space, ours.get(pid, "null"), n, k, t)
+                for pid, n, k, t in zip(
+                    out["prompt_id"], out["n_samples"], out["n_parsed"], out["n_truncated"]
+                )
+            ],
+        )
     audit = frames.get("audit")
     if audit is not None and len(audit):
         a = audit.set_index("prompt_id")
@@ -441,8 +541,7 @@ LEAN_DROPPED = ("response_labels", "latent_distribution", "reference_labels", "l
 def lean_frame(written):
     """The rows without `LEAN_DROPPED` and the decisions' latents (their texts stay)."""
     latents = {action_column(m) for m in METHOD_COLUMNS}
-    return written.drop(columns=[c for c in written.columns
-                                 if c in latents or c in LEAN_DROPPED])
+    return written.drop(columns=[c for c in written.columns if c in latents or c in LEAN_DROPPED])
 
 
 def python_objects(df, frames: dict[str, Any], space):
@@ -502,22 +601,30 @@ def _readings(space, latents, actions, logprobs, answers=None) -> dict[str, dict
     is decoded once. `answers` (prompt_id -> the JSON of a given answer's latent, "null" where
     it was not read): `answer_confidence` and `answer_labels` of each."""
     has_labels = type(space).labels is not LatentSpace.labels
-    rows = latents[latents["source"] == "sample"].sort_values(["prompt_id", "sample_idx"],
-                                                              kind="stable")
-    columns: dict[str, dict[str, Any]] = {name: {} for name in (
-        "response_labels", "latent_distribution", CONFIDENCE_COLUMN, *WHITEBOX_COLUMNS,
-        *(ANSWER_COLUMNS if answers is not None else ()))}
+    rows = latents[latents["source"] == "sample"].sort_values(
+        ["prompt_id", "sample_idx"], kind="stable"
+    )
+    columns: dict[str, dict[str, Any]] = {
+        name: {}
+        for name in (
+            "response_labels",
+            "latent_distribution",
+            CONFIDENCE_COLUMN,
+            *WHITEBOX_COLUMNS,
+            *(ANSWER_COLUMNS if answers is not None else ()),
+        )
+    }
     # each prompt's (latent JSON, parse_ok, sample_idx) as plain lists: a DataFrame per prompt
     # cost more than the readings themselves
     per_prompt: dict[str, list[tuple[str, bool, int, bool]]] = {}
     read = rows["read"] if "read" in rows else rows["parse_ok"]
-    for pid, x, ok, i, was_read in zip(rows["prompt_id"], rows["latent"], rows["parse_ok"],
-                                       rows["sample_idx"], read):
+    for pid, x, ok, i, was_read in zip(
+        rows["prompt_id"], rows["latent"], rows["parse_ok"], rows["sample_idx"], read
+    ):
         per_prompt.setdefault(pid, []).append((x, ok, i, was_read))
     for pid, group in per_prompt.items():
         lps = {i: logprobs.get((pid, i), math.nan) for _, _, i, _ in group}
-        for name, value in prompt_readings(space, group, actions.get(pid), lps,
-                                           has_labels).items():
+        for name, value in prompt_readings(space, group, actions.get(pid), lps, has_labels).items():
             columns[name][pid] = value
         if answers is not None and pid in answers:
             for name, value in answer_readings(space, group, answers[pid], has_labels).items():
@@ -528,8 +635,9 @@ def _readings(space, latents, actions, logprobs, answers=None) -> dict[str, dict
 ANSWER_COLUMNS = ("answer_confidence", "answer_labels")
 
 
-def answer_readings(space, group: list[tuple[str, bool, int, bool]], answer_json: str,
-                    has_labels: bool) -> dict[str, Any]:
+def answer_readings(
+    space, group: list[tuple[str, bool, int, bool]], answer_json: str, has_labels: bool
+) -> dict[str, Any]:
     """A given answer's `answer_confidence` (its expected task quality under the samples, as
     `confidence` is the Bayes answer's: a sample not read agrees with no answer) and
     `answer_labels` (its labels as read, JSON; null where the answer could not be read)."""
@@ -538,15 +646,21 @@ def answer_readings(space, group: list[tuple[str, bool, int, bool]], answer_json
     answer = space.from_json(answer_json)
     items = [space.from_json(x) for x, ok, _, _ in group if ok]
     read = [space.from_json(x) for x, ok, _, was_read in group if ok and was_read]
-    out: dict[str, Any] = {"answer_confidence": read_confidence(space, items, answer, read)
-                           if items else math.nan}
+    out: dict[str, Any] = {
+        "answer_confidence": read_confidence(space, items, answer, read) if items else math.nan
+    }
     if has_labels:
         out["answer_labels"] = json.dumps(space.labels(answer), ensure_ascii=False)
     return out
 
 
-def prompt_readings(space, group: list[tuple[str, bool, int, bool]], action_json: str | None,
-                    logprobs: dict[int, float], has_labels: bool) -> dict[str, Any]:
+def prompt_readings(
+    space,
+    group: list[tuple[str, bool, int, bool]],
+    action_json: str | None,
+    logprobs: dict[int, float],
+    has_labels: bool,
+) -> dict[str, Any]:
     """One prompt's reading columns (`_readings`): `group` holds each sample's (latent JSON,
     parse_ok, sample_idx, read) in sample order, `action_json` the Bayes action's JSON,
     `logprobs` sample_idx -> sequence log-prob (NaN unknown). Absent keys: no value."""
@@ -556,8 +670,12 @@ def prompt_readings(space, group: list[tuple[str, bool, int, bool]], action_json
     decoded = [space.from_json(x) if ok else None for x, ok, _, _ in group]
     if has_labels:  # null for a sample not read (also where it counts as "no answer")
         out["response_labels"] = json.dumps(
-            [space.labels(x) if was_read else None
-             for x, (_, _, _, was_read) in zip(decoded, group)], ensure_ascii=False)
+            [
+                space.labels(x) if was_read else None
+                for x, (_, _, _, was_read) in zip(decoded, group)
+            ],
+            ensure_ascii=False,
+        )
     parsed = [(x, i) for x, (_, ok, i, _) in zip(decoded, group) if ok]
     read = [x for x, (_, _, _, was_read) in zip(decoded, group) if was_read]
     if not parsed:
@@ -565,10 +683,12 @@ def prompt_readings(space, group: list[tuple[str, bool, int, bool]], action_json
     items = [x for x, _ in parsed]
     dist = space.distribution(items)
     out["latent_distribution"] = json.dumps(
-        None if dist is None else {k: round(v, 6) for k, v in dist.items()}, ensure_ascii=False)
+        None if dist is None else {k: round(v, 6) for k, v in dist.items()}, ensure_ascii=False
+    )
     action = None if action_json is None or action_json == "null" else space.from_json(action_json)
-    out[CONFIDENCE_COLUMN] = (math.nan if action is None
-                              else read_confidence(space, items, action, read))
+    out[CONFIDENCE_COLUMN] = (
+        math.nan if action is None else read_confidence(space, items, action, read)
+    )
     lps = [float(logprobs.get(i, math.nan)) for _, i in parsed]
     if action is not None and all(math.isfinite(lp) for lp in lps):
         canon = [space.canonical(x) for x in items]
@@ -602,16 +722,28 @@ def summary_frames(frames: dict[str, Any], **evaluation: Any):
         from pipeline.stages.evaluate import uq_score_rows
 
         ev = {**_scorer_evaluation(), **evaluation}
-        scores = uq_score_rows(quality, frames["uncertainty"], targets=[OURS],
-                               max_rejection=ev["max_rejection"], ties=ev["ties"],
-                               n_bootstrap=ev["n_bootstrap"], ci_alpha=ev["ci_alpha"],
-                               seed=ev["seed"])
+        scores = uq_score_rows(
+            quality,
+            frames["uncertainty"],
+            targets=[OURS],
+            max_rejection=ev["max_rejection"],
+            ties=ev["ties"],
+            n_bootstrap=ev["n_bootstrap"],
+            ci_alpha=ev["ci_alpha"],
+            seed=ev["seed"],
+        )
     uq = scores[scores["target"] == OURS]  # the scorer's estimators and baselines asked for
     uq = uq.sort_values(["metric", "estimator"]).reset_index(drop=True)
     q = quality[quality["method"].isin(METHOD_COLUMNS)]
-    mean = (q.groupby(["metric", "method"], sort=True)
-            .agg(mean=("value", "mean"), n=("value", "size"),
-                 higher_is_better=("higher_is_better", "first")).reset_index())
+    mean = (
+        q.groupby(["metric", "method"], sort=True)
+        .agg(
+            mean=("value", "mean"),
+            n=("value", "size"),
+            higher_is_better=("higher_is_better", "first"),
+        )
+        .reset_index()
+    )
     mean["method"] = mean["method"].map(METHOD_COLUMNS)
     return uq, mean
 
@@ -652,8 +784,7 @@ def _probe_dir(directory: Path, what: str) -> None:
 
     blocker = next((d for d in (directory, *directory.parents) if d.exists()), None)
     if blocker is not None and not blocker.is_dir():
-        raise ScoreInputError(f"{what}: {blocker} is a file, not a directory; choose another "
-                              "place")
+        raise ScoreInputError(f"{what}: {blocker} is a file, not a directory; choose another place")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".score-probe-")
@@ -661,31 +792,43 @@ def _probe_dir(directory: Path, what: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise ScoreInputError(f"{what}: cannot write in {directory} ({reason}); choose a "
-                              "writable place") from None
+        raise ScoreInputError(
+            f"{what}: cannot write in {directory} ({reason}); choose a writable place"
+        ) from None
 
 
 def check_output_path(out: Path, input_path: Path | None = None) -> None:
     """Fail early (before any scoring) when OUT cannot be written: wrong suffix, a directory,
     the input file itself, a directory that cannot be created or written."""
     if out.is_dir():
-        raise ScoreInputError(f"--out {out} is a directory; give a file name, e.g. "
-                              f"{out / ('results' + (out.suffix or '.parquet'))}")
+        raise ScoreInputError(
+            f"--out {out} is a directory; give a file name, e.g. "
+            f"{out / ('results' + (out.suffix or '.parquet'))}"
+        )
     if out.suffix not in OUT_SUFFIXES:
-        raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
-                              "or .csv")
-    if input_path is not None and out.exists() and input_path.exists() and \
-            out.resolve() == input_path.resolve():
-        raise ScoreInputError(f"--out {out} is the input file; writing it would destroy the input. "
-                              "Choose another name")
+        raise ScoreInputError(
+            f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl or .csv"
+        )
+    if (
+        input_path is not None
+        and out.exists()
+        and input_path.exists()
+        and out.resolve() == input_path.resolve()
+    ):
+        raise ScoreInputError(
+            f"--out {out} is the input file; writing it would destroy the input. "
+            "Choose another name"
+        )
     _probe_dir(out.parent, f"--out {out}")
     if out.exists():
         try:
             with out.open("r+b"):
                 pass
         except OSError as exc:
-            raise ScoreInputError(f"--out {out} exists and cannot be overwritten "
-                                  f"({exc.strerror or exc}); choose another name") from None
+            raise ScoreInputError(
+                f"--out {out} exists and cannot be overwritten "
+                f"({exc.strerror or exc}); choose another name"
+            ) from None
 
 
 def write_output(df, out: Path, to: Path | None = None) -> None:
@@ -693,8 +836,9 @@ def write_output(df, out: Path, to: Path | None = None) -> None:
     temporary name renamed to `out` later). `df` is a DataFrame, or the PartRows of an input
     scored in parts: written part after part, never all in memory at once."""
     if out.suffix not in OUT_SUFFIXES:
-        raise ScoreInputError(f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl "
-                              "or .csv")
+        raise ScoreInputError(
+            f"--out {out}: unknown suffix {out.suffix!r}; use .parquet, .jsonl or .csv"
+        )
     if to is None:
         with _atomic(out) as tmp:
             write_output(df, out, to=tmp)
@@ -725,6 +869,7 @@ def _write_parts(parts: PartRows, out: Path, to: Path) -> None:
     import pyarrow.parquet as pq
 
     if out.suffix == ".parquet":
+
         def tables():
             for frame in parts.frames():
                 yield pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata()
@@ -760,23 +905,41 @@ def _skipped_message(problems: Sequence[RowProblem], n_rows: int, listed: Path |
     if listed is not None:
         where = f" (all of them in {listed})"
     elif len(problems) > SHOWN_PROBLEMS:
-        where = (" (the full list: pass --out to write OUT.skipped.jsonl, or read "
-                 "df.attrs['skipped'] from Python)")
+        where = (
+            " (the full list: pass --out to write OUT.skipped.jsonl, or read "
+            "df.attrs['skipped'] from Python)"
+        )
     else:
         where = ""
-    return (f"skipped {len(problems)} of {n_rows} input rows with problems{where}; --strict "
-            f"stops at the first instead:\n{format_problems(problems, SHOWN_PROBLEMS)}")
+    return (
+        f"skipped {len(problems)} of {n_rows} input rows with problems{where}; --strict "
+        f"stops at the first instead:\n{format_problems(problems, SHOWN_PROBLEMS)}"
+    )
 
 
-def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
-          out: str | Path | None = None, id_field: str | None = None,
-          question_field: str | None = None, responses_field: str | None = None,
-          reference_field: str | None = None, logprobs_field: str | None = None,
-          lm_eval_filter: str | None = None, overrides: Sequence[str] = (),
-          work_dir: str | Path | None = None, strict: bool = False,
-          config_dirs: Sequence[str | Path] = (), plugins: Sequence[str] = (),
-          part_prompts: int | None = None, lean: bool = False, answers: Any = None,
-          estimators: Sequence[str] = ()):
+def score(
+    input: Any,
+    task: str,
+    mapper: str = "rule",
+    *,
+    fmt: str = "auto",
+    out: str | Path | None = None,
+    id_field: str | None = None,
+    question_field: str | None = None,
+    responses_field: str | None = None,
+    reference_field: str | None = None,
+    logprobs_field: str | None = None,
+    lm_eval_filter: str | None = None,
+    overrides: Sequence[str] = (),
+    work_dir: str | Path | None = None,
+    strict: bool = False,
+    config_dirs: Sequence[str | Path] = (),
+    plugins: Sequence[str] = (),
+    part_prompts: int | None = None,
+    lean: bool = False,
+    answers: Any = None,
+    estimators: Sequence[str] = (),
+):
     """Score sampled responses: one row per prompt (module docstring, docs/score.md).
 
     Args:
@@ -839,12 +1002,23 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         check_output_path(out_path, path if from_file else None)
     if work_dir is not None:
         _probe_dir(Path(work_dir), f"--work-dir {work_dir}")
-    fields = FieldNames(id=id_field, question=question_field, responses=responses_field,
-                        reference=reference_field, logprobs=logprobs_field,
-                        lm_eval_filter=lm_eval_filter)
-    cell = compose_cell(task, mapper, overrides,
-                        dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
-                        config_dirs=config_dirs, plugins=plugins, estimators=estimators)
+    fields = FieldNames(
+        id=id_field,
+        question=question_field,
+        responses=responses_field,
+        reference=reference_field,
+        logprobs=logprobs_field,
+        lm_eval_filter=lm_eval_filter,
+    )
+    cell = compose_cell(
+        task,
+        mapper,
+        overrides,
+        dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
+        config_dirs=config_dirs,
+        plugins=plugins,
+        estimators=estimators,
+    )
     reference_kind = cell.task.reference
     part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
     answer_of = _answer_lookup(answers, input, from_file)
@@ -854,18 +1028,52 @@ def score(input: Any, task: str, mapper: str = "rule", *, fmt: str = "auto",
         if (answer := answer_of(p)) is not None:
             p.extra["answer"] = answer
 
-    reader = InputChunks(path if from_file else input, fmt, fields, strict=strict,
-                         validate=prepare, chunk_rows=part_prompts)
-    answers_key = None if answers is None else hashlib.sha256(json.dumps(
-        answers if isinstance(answers, dict) else list(answers), sort_keys=True,
-        default=str).encode()).hexdigest()
+    reader = InputChunks(
+        path if from_file else input,
+        fmt,
+        fields,
+        strict=strict,
+        validate=prepare,
+        chunk_rows=part_prompts,
+    )
+    answers_key = (
+        None
+        if answers is None
+        else hashlib.sha256(
+            json.dumps(
+                answers if isinstance(answers, dict) else list(answers), sort_keys=True, default=str
+            ).encode()
+        ).hexdigest()
+    )
     try:
-        return _score_input(reader, cell, task, fields, path, from_file, out_path, work_dir,
-                            part_prompts, lean, answers_key)
+        return _score_input(
+            reader,
+            cell,
+            task,
+            fields,
+            path,
+            from_file,
+            out_path,
+            work_dir,
+            part_prompts,
+            lean,
+            answers_key,
+        )
     except ReadAgain as again:  # rare: a usual field or an lm-eval filter first in later rows
         log.info("[score] %s; reading the input again, whole", again)
-        return _score_input(reader.again(), cell, task, fields, path, from_file, out_path,
-                            work_dir, part_prompts, lean, answers_key)
+        return _score_input(
+            reader.again(),
+            cell,
+            task,
+            fields,
+            path,
+            from_file,
+            out_path,
+            work_dir,
+            part_prompts,
+            lean,
+            answers_key,
+        )
 
 
 def _checked_estimators(names: Sequence[str]) -> list[str]:
@@ -874,8 +1082,10 @@ def _checked_estimators(names: Sequence[str]) -> list[str]:
         names = [names]
     unknown = [n for n in names if n not in ESTIMATORS]
     if unknown:
-        raise ScoreInputError(f"estimators={list(names)}: unknown {', '.join(unknown)}; "
-                              f"choose from {', '.join(ESTIMATORS.names())}")
+        raise ScoreInputError(
+            f"estimators={list(names)}: unknown {', '.join(unknown)}; "
+            f"choose from {', '.join(ESTIMATORS.names())}"
+        )
     return [n for n in dict.fromkeys(names) if n not in UQ_ESTIMATORS]
 
 
@@ -886,8 +1096,10 @@ def _warn_missing_estimates(df, estimators: Sequence[str]) -> None:
             continue  # a lean frame keeps the column; a decision's risk is always there
         missing = int(df[name].isna().sum())
         if missing:
-            _warn(f"{name}: no value for {missing} of {len(df)} prompts: it reads "
-                  f"{ESTIMATORS[name].reads or 'what the input lacks'}")
+            _warn(
+                f"{name}: no value for {missing} of {len(df)} prompts: it reads "
+                f"{ESTIMATORS[name].reads or 'what the input lacks'}"
+            )
 
 
 def _answer_lookup(answers: Any, data: Any, from_file: bool):
@@ -899,58 +1111,104 @@ def _answer_lookup(answers: Any, data: Any, from_file: bool):
         given = {str(k): v for k, v in answers.items()}
         return lambda p: None if given.get(p.prompt_id) is None else str(given[p.prompt_id])
     if isinstance(answers, str) or not hasattr(answers, "__len__"):
-        raise ScoreInputError("answers= takes a dict {prompt id: answer} or one answer per "
-                              f"input row (a list), not {type(answers).__name__}")
+        raise ScoreInputError(
+            "answers= takes a dict {prompt id: answer} or one answer per "
+            f"input row (a list), not {type(answers).__name__}"
+        )
     if from_file:
-        raise ScoreInputError("answers= for a file: give a dict {prompt id: answer} (the rows "
-                              "of a file are matched by id)")
+        raise ScoreInputError(
+            "answers= for a file: give a dict {prompt id: answer} (the rows "
+            "of a file are matched by id)"
+        )
     rows = len(data) if hasattr(data, "__len__") else None
     if rows is not None and len(answers) != rows:
-        raise ScoreInputError(f"answers= has {len(answers)} answers for {rows} input rows; give "
-                              "one per row (None where there is none) or a dict by prompt id")
+        raise ScoreInputError(
+            f"answers= has {len(answers)} answers for {rows} input rows; give "
+            "one per row (None where there is none) or a dict by prompt id"
+        )
     listed = list(answers)
     return lambda p: None if p.row is None or listed[p.row] is None else str(listed[p.row])
 
 
-def _score_input(reader: InputChunks, cell, task: str, fields: FieldNames, path: Path,
-                 from_file: bool, out_path: Path | None, work_dir, part_prompts: int, lean: bool,
-                 answers_key: str | None = None):
+def _score_input(
+    reader: InputChunks,
+    cell,
+    task: str,
+    fields: FieldNames,
+    path: Path,
+    from_file: bool,
+    out_path: Path | None,
+    work_dir,
+    part_prompts: int,
+    lean: bool,
+    answers_key: str | None = None,
+):
     """`score` of the input `reader` reads: its rows as a DataFrame with the attrs `score`
     documents."""
     chunks = iter(reader)
     with _reading_errors(out_path):
         first = next(chunks)
     # a file: its hash before the read (the reader checks at the end that it read those bytes)
-    input_key = hashlib.sha256(json.dumps({
-        "file": reader.file_hash if from_file else _prompts_hash(reader.prompts),
-        "format": reader.format, "task": task, "fields": fields.as_dict(),
-        "version": SCORE_FORMAT_VERSION,
-        **({"answers": answers_key} if answers_key else {}),
-        # a plugin's reference kind turns the file's references into the dataset artifact
-        **({"plugin_code": code} if (code := plugin_code(cell.plugins, {cell.task.reference})) else {})},
-        sort_keys=True).encode()).hexdigest()[:20]
+    input_key = hashlib.sha256(
+        json.dumps(
+            {
+                "file": reader.file_hash if from_file else _prompts_hash(reader.prompts),
+                "format": reader.format,
+                "task": task,
+                "fields": fields.as_dict(),
+                "version": SCORE_FORMAT_VERSION,
+                **({"answers": answers_key} if answers_key else {}),
+                # a plugin's reference kind turns the file's references into the dataset artifact
+                **(
+                    {"plugin_code": code}
+                    if (code := plugin_code(cell.plugins, {cell.task.reference}))
+                    else {}
+                ),
+            },
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:20]
     source = str(path) if from_file else reader.format
-    with _work_root(work_dir, out_path) as (root, temporary), \
-            naming_a_full_disk(str(root), settings="--out / --work-dir"):
+    with (
+        _work_root(work_dir, out_path) as (root, temporary),
+        naming_a_full_disk(str(root), settings="--out / --work-dir"),
+    ):
         store = ArtifactStore(root / input_key)
         # a second scorer of the same input in this folder waits, then finds it current
         with cell_lock(store.root):
             written, df, uq_summary, quality_summary, (got, listed) = _score_in_store(
-                cell, store, input_key, reader, first, chunks, source, part_prompts,
-                keep_rows=out_path is not None, lean=lean, out_path=out_path)
+                cell,
+                store,
+                input_key,
+                reader,
+                first,
+                chunks,
+                source,
+                part_prompts,
+                keep_rows=out_path is not None,
+                lean=lean,
+                out_path=out_path,
+            )
             if out_path is not None:  # while the parts' rows files exist (a temporary store)
                 with naming_a_full_disk(str(out_path.parent), settings="--out"):
-                    _write_outputs(written, out_path, uq_summary, quality_summary, got.skipped,
-                                   listed)
+                    _write_outputs(
+                        written, out_path, uq_summary, quality_summary, got.skipped, listed
+                    )
     reading = _warn_about_the_reading(df)
     # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
     # (printing a wide frame does), which a DataFrame value cannot answer
-    df.attrs.update(summary=_records(uq_summary), quality_summary=_records(quality_summary),
-                    summary_key=frame_key(df),
-                    reading_warnings=reading, store=None if temporary else str(store.root),
-                    task=task, skipped=[p.as_dict() for p in got.skipped], n_rows=got.n_rows,
-                    replaced_surrogates=sum(got.replaced_surrogates.values()),
-                    skipped_path=None if listed is None else str(listed))
+    df.attrs.update(
+        summary=_records(uq_summary),
+        quality_summary=_records(quality_summary),
+        summary_key=frame_key(df),
+        reading_warnings=reading,
+        store=None if temporary else str(store.root),
+        task=task,
+        skipped=[p.as_dict() for p in got.skipped],
+        n_rows=got.n_rows,
+        replaced_surrogates=sum(got.replaced_surrogates.values()),
+        skipped_path=None if listed is None else str(listed),
+    )
     return df
 
 
@@ -964,8 +1222,9 @@ def _reading_errors(out_path: Path | None):
         if problems and out_path is not None:  # no good row: keep the list of what is wrong
             with _atomic(skipped_path(out_path)) as tmp:
                 write_skipped(problems, tmp)
-            raise ScoreInputError(f"{exc} (all {len(problems)} problems in "
-                                  f"{skipped_path(out_path)})") from None
+            raise ScoreInputError(
+                f"{exc} (all {len(problems)} problems in {skipped_path(out_path)})"
+            ) from None
         raise
 
 
@@ -980,9 +1239,11 @@ def _finish_reading(reader: InputChunks, out_path: Path | None):
     if got.replaced_surrogates:
         rows = list(got.replaced_surrogates)
         shown = ", ".join(rows[:SHOWN_PROBLEMS]) + (" ..." if len(rows) > SHOWN_PROBLEMS else "")
-        _warn(f"replaced {sum(got.replaced_surrogates.values())} lone surrogate(s) (\\ud800-\\udfff "
-              f"escapes without their pair, as in truncated LLM output) by U+FFFD in {len(rows)} "
-              f"row(s): {shown}")
+        _warn(
+            f"replaced {sum(got.replaced_surrogates.values())} lone surrogate(s) (\\ud800-\\udfff "
+            f"escapes without their pair, as in truncated LLM output) by U+FFFD in {len(rows)} "
+            f"row(s): {shown}"
+        )
     return got, listed
 
 
@@ -1002,9 +1263,19 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
             yield Path(temp), True
 
 
-def _score_in_store(cell, store: ArtifactStore, input_key: str, reader: InputChunks, first,
-                    chunks, source: str, part_prompts: int, keep_rows: bool = True,
-                    lean: bool = False, out_path: Path | None = None):
+def _score_in_store(
+    cell,
+    store: ArtifactStore,
+    input_key: str,
+    reader: InputChunks,
+    first,
+    chunks,
+    source: str,
+    part_prompts: int,
+    keep_rows: bool = True,
+    lean: bool = False,
+    out_path: Path | None = None,
+):
     """The input's artifacts written (where the store does not hold them, made here, already),
     the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
     summary, the quality summary, (what was read, where its skipped rows are listed)).
@@ -1026,15 +1297,27 @@ def _score_in_store(cell, store: ArtifactStore, input_key: str, reader: InputChu
         uq_summary, quality_summary = summary_frames(frames)
     else:
         written, df, uq_summary, quality_summary, with_reference, read = _score_parts(
-            cell, store, input_key, itertools.chain([first, second], chunks), source,
-            reader.format, reader.unit, part_prompts, space, keep_rows, lean,
-            finish=lambda: _finish_reading(reader, out_path))
+            cell,
+            store,
+            input_key,
+            itertools.chain([first, second], chunks),
+            source,
+            reader.format,
+            reader.unit,
+            part_prompts,
+            space,
+            keep_rows,
+            lean,
+            finish=lambda: _finish_reading(reader, out_path),
+        )
     _warn_unparsed(df)
     _warn_missing_estimates(df, [e for e in cell.uq.estimators if e not in UQ_ESTIMATORS])
     missing_ref = len(df) - int(df["has_reference"].sum())
     if with_reference and missing_ref:
-        _warn(f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
-              "not count in the PRR/AUC summary")
+        _warn(
+            f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
+            "not count in the PRR/AUC summary"
+        )
     return written, df, uq_summary, quality_summary, read
 
 
@@ -1050,13 +1333,22 @@ def _run_part(cell, store: ArtifactStore, key: str, prompts, source: str, fmt: s
     from pipeline.stage import made_here
 
     dataset, samples, decodes, ptrue, with_reference = input_frames(
-        prompts, cell.task.reference, cell.dataset.name)
-    for name, frame in (("dataset", dataset), ("samples", samples), ("decodes", decodes),
-                        ("ptrue", ptrue)):
+        prompts, cell.task.reference, cell.dataset.name
+    )
+    for name, frame in (
+        ("dataset", dataset),
+        ("samples", samples),
+        ("decodes", decodes),
+        ("ptrue", ptrue),
+    ):
         if not (store.is_current(name, key) and made_here(cell, store, name)):
-            store.write(name, frame, key=key,
-                        config={"source": source, "format": fmt, "task": cell.task.name},
-                        extra={"producer": SCORER_PRODUCER, "cell": cell.name})
+            store.write(
+                name,
+                frame,
+                key=key,
+                config={"source": source, "format": fmt, "task": cell.task.name},
+                extra={"producer": SCORER_PRODUCER, "cell": cell.name},
+            )
     return run_pipeline(store, cell, with_reference), with_reference
 
 
@@ -1072,10 +1364,12 @@ def _part(index: int):
     with (store.root / PART_INPUT).open("rb") as fh:
         prompts = pickle.load(fh)
     # and keyed by its own content: a part read while the file changed is never reused
-    key = hashlib.sha256(f"{job['key']}/{index}/{job['size']}/{job['unit']}/"
-                         f"{_prompts_hash(prompts)}".encode()).hexdigest()[:20]
-    frames, with_reference = _run_part(job["cell"], store, key, prompts, job["source"],
-                                       job["format"])
+    key = hashlib.sha256(
+        f"{job['key']}/{index}/{job['size']}/{job['unit']}/{_prompts_hash(prompts)}".encode()
+    ).hexdigest()[:20]
+    frames, with_reference = _run_part(
+        job["cell"], store, key, prompts, job["source"], job["format"]
+    )
     written = output_frame(frames, with_reference, job["space"])
     df = lean_frame(written) if job["lean"] else python_objects(written, frames, job["space"])
     # the rows as written go to a file of the part, not back to the parent (which writes --out
@@ -1111,7 +1405,7 @@ def _atomic(*paths: Path):
 
     for path in paths:  # a killed run's leftovers (its pid is gone): nothing reads them
         for stale in path.parent.glob(f".{path.name}.*.tmp"):
-            pid = stale.name[len(path.name) + 2:-4]
+            pid = stale.name[len(path.name) + 2 : -4]
             if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
                 stale.unlink(missing_ok=True)
     temps = [p.with_name(f".{p.name}.{os.getpid()}.tmp") for p in paths]
@@ -1171,8 +1465,20 @@ class PartRows(list):
             yield frame[self.columns]
 
 
-def _score_parts(cell, store: ArtifactStore, key: str, chunks, source: str, fmt: str, unit: str,
-                 size: int, space, keep_rows: bool, lean: bool, finish):
+def _score_parts(
+    cell,
+    store: ArtifactStore,
+    key: str,
+    chunks,
+    source: str,
+    fmt: str,
+    unit: str,
+    size: int,
+    space,
+    keep_rows: bool,
+    lean: bool,
+    finish,
+):
     """The parts of `_score_in_store`: each chunk of `chunks` goes to its part's folder and to a
     worker as it is read; `finish()` (what was read) after the last, before the parts' results
     are gathered."""
@@ -1185,10 +1491,21 @@ def _score_parts(cell, store: ArtifactStore, key: str, chunks, source: str, fmt:
     from pipeline.stages.evaluate import uq_score_rows
 
     # a part's own PRR / AUC are point values: the intervals are computed over all parts
-    part_cell = dataclasses.replace(cell, evaluation=dataclasses.replace(cell.evaluation,
-                                                                         n_bootstrap=0))
-    _PARTS.update(cell=part_cell, store=store, key=key, source=source,
-                  format=fmt, size=size, unit=unit, space=space, keep_rows=keep_rows, lean=lean)
+    part_cell = dataclasses.replace(
+        cell, evaluation=dataclasses.replace(cell.evaluation, n_bootstrap=0)
+    )
+    _PARTS.update(
+        cell=part_cell,
+        store=store,
+        key=key,
+        source=source,
+        format=fmt,
+        size=size,
+        unit=unit,
+        space=space,
+        keep_rows=keep_rows,
+        lean=lean,
+    )
     workers = forked_workers(sys.maxsize)  # at least two parts; the cores bound it
     pool = forked_pool(workers) if workers > 1 else None
     n_prompts = n_parts = 0
@@ -1207,8 +1524,14 @@ def _score_parts(cell, store: ArtifactStore, key: str, chunks, source: str, fmt:
             del prompts
             check_stop()
         read = finish()  # the whole input's checks: duplicate ids, no good row, ...
-        log.info("scoring %d prompts in %d parts of %d %s on %d worker(s)", n_prompts, n_parts,
-                 size, unit, workers)
+        log.info(
+            "scoring %d prompts in %d parts of %d %s on %d worker(s)",
+            n_prompts,
+            n_parts,
+            size,
+            unit,
+            workers,
+        )
         map_fn = pool.map if pool is not None else map
         parts = [f.result() if pool is not None else _part(f) for f in futures]
         with_reference = set().union(*(p[4] for p in parts))
@@ -1225,22 +1548,40 @@ def _score_parts(cell, store: ArtifactStore, key: str, chunks, source: str, fmt:
             frames["quality"] = pd.concat(qualities, ignore_index=True)
             # the intervals over all parts, kept in the input's store: a rerun reads them
             # (their key: every part's quality and uncertainty, the evaluation settings)
-            scores_key = hashlib.sha256(json.dumps([
-                [ArtifactStore(_part_dir(store, i)).key(name)
-                 for i in range(n_parts) for name in ("quality", "uncertainty")],
-                thaw(ev)], sort_keys=True).encode()
+            scores_key = hashlib.sha256(
+                json.dumps(
+                    [
+                        [
+                            ArtifactStore(_part_dir(store, i)).key(name)
+                            for i in range(n_parts)
+                            for name in ("quality", "uncertainty")
+                        ],
+                        thaw(ev),
+                    ],
+                    sort_keys=True,
+                ).encode()
             ).hexdigest()[:20]
             if store.is_current("uq_scores", scores_key):
                 frames["uq_scores"] = store.read("uq_scores")
             else:
                 frames["uq_scores"] = uq_score_rows(
-                    frames["quality"], uncertainty, targets=list(ev.targets),
-                    max_rejection=ev.max_rejection, ties=ev.ties,
-                    n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed,
-                    map_fn=map_fn)
-                store.write("uq_scores", frames["uq_scores"], key=scores_key,
-                            config={"parts": n_parts, "part_prompts": size},
-                            extra={"producer": SCORER_PRODUCER})
+                    frames["quality"],
+                    uncertainty,
+                    targets=list(ev.targets),
+                    max_rejection=ev.max_rejection,
+                    ties=ev.ties,
+                    n_bootstrap=ev.n_bootstrap,
+                    ci_alpha=ev.ci_alpha,
+                    seed=ev.seed,
+                    map_fn=map_fn,
+                )
+                store.write(
+                    "uq_scores",
+                    frames["uq_scores"],
+                    key=scores_key,
+                    config={"parts": n_parts, "part_prompts": size},
+                    extra={"producer": SCORER_PRODUCER},
+                )
     except BaseException as exc:
         if pool is not None and not isinstance(exc, Exception):
             # a stop (SIGTERM, Ctrl-C): the parts in flight are dropped whole, now (their
@@ -1267,9 +1608,11 @@ def _warn_about_the_reading(df) -> dict[str, int] | None:
 
     reading = count_warnings(w for w in df["reading_warnings"] if isinstance(w, list))
     if any(reading.values()):
-        _warn("how answers were read: " + ", ".join(f"{k} in {v} prompt(s)"
-                                                   for k, v in reading.items() if v)
-              + " (columns reading_warnings and label_matches; --audit N prints prompts)")
+        _warn(
+            "how answers were read: "
+            + ", ".join(f"{k} in {v} prompt(s)" for k, v in reading.items() if v)
+            + " (columns reading_warnings and label_matches; --audit N prints prompts)"
+        )
     return reading
 
 
@@ -1279,7 +1622,11 @@ def _write_outputs(written, out_path: Path, uq_summary, quality_summary, skipped
     full disk leaves the previous run's files as they were."""
     summary_path, quality_path = summary_paths(out_path)
     with _atomic(out_path, summary_path, quality_path, skipped_path(out_path)) as (
-            rows_tmp, summary_tmp, quality_tmp, skipped_tmp):
+        rows_tmp,
+        summary_tmp,
+        quality_tmp,
+        skipped_tmp,
+    ):
         write_output(written, out_path, to=rows_tmp)
         if uq_summary is not None:
             uq_summary.to_csv(summary_tmp, index=False)
@@ -1317,8 +1664,11 @@ def summaries(df, **evaluation: Any):
     default those `score` uses)."""
     import pandas as pd
 
-    if not evaluation and df.attrs.get("summary_key") == frame_key(df) and \
-            df.attrs.get("summary") is not None:
+    if (
+        not evaluation
+        and df.attrs.get("summary_key") == frame_key(df)
+        and df.attrs.get("summary") is not None
+    ):
         return tuple(pd.DataFrame(df.attrs[k]) for k in ("summary", "quality_summary"))
     return summary_frames(frames_from_columns(df), **evaluation)
 
@@ -1336,23 +1686,43 @@ def frames_from_columns(df) -> dict[str, Any]:
     for method, col in METHOD_COLUMNS.items():
         prefix = f"quality_{col}_"
         for column in (c for c in df.columns if c.startswith(prefix)):
-            metric = column[len(prefix):]
+            metric = column[len(prefix) :]
             if metric not in METRICS:
                 continue
             values = pd.to_numeric(df[column], errors="coerce").to_numpy(float)
-            quality += [{"prompt_id": i, "method": method, "metric": metric, "value": v,
-                         "higher_is_better": METRICS[metric].higher_is_better}
-                        for i, v in zip(ids, values) if v == v]
+            quality += [
+                {
+                    "prompt_id": i,
+                    "method": method,
+                    "metric": metric,
+                    "value": v,
+                    "higher_is_better": METRICS[metric].higher_is_better,
+                }
+                for i, v in zip(ids, values)
+                if v == v
+            ]
     if not quality:
         return {"quality": None, "uq_scores": None}
-    columns = {risk_estimator(OURS): RISK_OF_OURS, **{e: e for e in ENTROPY_COLUMNS},
-               **{e: e for e in df.columns if e in ESTIMATORS and ESTIMATORS[e].decision is None
-                  and df[e].notna().any()}}
-    uncertainty = [{"prompt_id": i, "estimator": est, "value": float(v)}
-                   for est, col in columns.items() if col in df
-                   for i, v in zip(ids, pd.to_numeric(df[col], errors="coerce"))]
-    return {"quality": pd.DataFrame(quality), "uncertainty": pd.DataFrame(uncertainty),
-            "uq_scores": None}
+    columns = {
+        risk_estimator(OURS): RISK_OF_OURS,
+        **{e: e for e in ENTROPY_COLUMNS},
+        **{
+            e: e
+            for e in df.columns
+            if e in ESTIMATORS and ESTIMATORS[e].decision is None and df[e].notna().any()
+        },
+    }
+    uncertainty = [
+        {"prompt_id": i, "estimator": est, "value": float(v)}
+        for est, col in columns.items()
+        if col in df
+        for i, v in zip(ids, pd.to_numeric(df[col], errors="coerce"))
+    ]
+    return {
+        "quality": pd.DataFrame(quality),
+        "uncertainty": pd.DataFrame(uncertainty),
+        "uq_scores": None,
+    }
 
 
 def _warn(message: str) -> None:
@@ -1363,6 +1733,9 @@ def _warn_unparsed(df) -> None:
     empty = df.loc[df["n_parsed"] == 0, "prompt_id"].tolist()
     if empty:
         shown = ", ".join(map(str, empty[:10])) + (" ..." if len(empty) > 10 else "")
-        fate = ("they abstain: column abstention" if "n_no_answer" in df and
-                bool((df.loc[df["n_parsed"] == 0, "n_no_answer"] > 0).all()) else "risk NaN")
+        fate = (
+            "they abstain: column abstention"
+            if "n_no_answer" in df and bool((df.loc[df["n_parsed"] == 0, "n_no_answer"] > 0).all())
+            else "risk NaN"
+        )
         _warn(f"{len(empty)} prompt(s) with no parseable response (n_parsed=0; {fate}): {shown}")

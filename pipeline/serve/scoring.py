@@ -44,11 +44,18 @@ class TaskScorer:
         # `score` computes these two itself (the Bayes risk is the decision's): a scorer
         # config with other estimators would need the uq stage
         if sorted(self.cell.uq.estimators) != sorted(UQ_ESTIMATORS):
-            raise ValueError(f"serve scores with {sorted(UQ_ESTIMATORS)}, the config asks for "
-                             f"{list(self.cell.uq.estimators)}")
+            raise ValueError(
+                f"serve scores with {sorted(UQ_ESTIMATORS)}, the config asks for "
+                f"{list(self.cell.uq.estimators)}"
+            )
 
-    def score(self, question: str, responses: list[str], logprobs: list[float] | None = None,
-              finish_reasons: list[str | None] | None = None):
+    def score(
+        self,
+        question: str,
+        responses: list[str],
+        logprobs: list[float] | None = None,
+        finish_reasons: list[str | None] | None = None,
+    ):
         """(the scored row as `pipeline.score` gives it, as a dict of Python objects; each
         sample's latent row) for one prompt, without pandas: the map stage's `prompt_rows`, the
         decide stage's `decide_many`, the latent entropy, and the scorer's per-prompt readings
@@ -79,16 +86,27 @@ class TaskScorer:
             row["logprobs"] = logprobs
         if finish_reasons is not None:
             row["finish_reasons"] = finish_reasons
-        prompt = read_input([row], "auto", FieldNames(), strict=True,
-                            validate=lambda p: reference_columns(self.cell.task.reference,
-                                                                 p.reference, p.prompt_id)
-                            ).prompts[0]
+        prompt = read_input(
+            [row],
+            "auto",
+            FieldNames(),
+            strict=True,
+            validate=lambda p: reference_columns(
+                self.cell.task.reference, p.reference, p.prompt_id
+            ),
+        ).prompts[0]
         texts = list(prompt.responses)
         reasons = list(prompt.finish_reasons or [""] * len(texts))
         clean = clean_text(prompt.question)
         cleaned = [clean_text(t) for t in texts]
-        item = (PROMPT_ID, clean, [("sample", i) for i in range(len(texts))], cleaned, (),
-                truncated_positions(reasons))
+        item = (
+            PROMPT_ID,
+            clean,
+            [("sample", i) for i in range(len(texts))],
+            cleaned,
+            (),
+            truncated_positions(reasons),
+        )
         task_ = self.cell.task
         mapper = MAPPERS[task_.mapper].build(task_.mapper_settings, self.map_context)
         try:
@@ -99,16 +117,22 @@ class TaskScorer:
         finally:
             getattr(mapper, "close", lambda: None)()
         space = self.space
-        samples = [(space.from_json(r["latent"]) if r["parse_ok"] else None,
-                    text if r["read"] else "") for r, text in zip(latents, texts)]
+        samples = [
+            (space.from_json(r["latent"]) if r["parse_ok"] else None, text if r["read"] else "")
+            for r, text in zip(latents, texts)
+        ]
         decided = {d["method"]: d for d in decide_many(space, [(samples, {})], self.extra)[0]}
         out: dict[str, Any] = {"prompt_id": prompt.prompt_id, "question": prompt.question}
         n_parsed = sum(bool(r["read"]) for r in latents)
         n_no_answer = sum(bool(r["parse_ok"]) and not r["read"] for r in latents)
-        out.update(n_samples=len(texts), n_parsed=n_parsed,
-                   n_truncated=sum(reason == "length" for reason in reasons),
-                   n_no_answer=n_no_answer, n_discarded=len(texts) - n_parsed - n_no_answer,
-                   n_distinct_texts=len(set(map(text_key, texts))))
+        out.update(
+            n_samples=len(texts),
+            n_parsed=n_parsed,
+            n_truncated=sum(reason == "length" for reason in reasons),
+            n_no_answer=n_no_answer,
+            n_discarded=len(texts) - n_parsed - n_no_answer,
+            n_distinct_texts=len(set(map(text_key, texts))),
+        )
         for method, col in METHOD_COLUMNS.items():
             d = decided.get(method)
             if d is None:
@@ -119,12 +143,14 @@ class TaskScorer:
         parsed = [r["latent"] for r in latents if r["parse_ok"]]
         out["latent_entropy"] = latent_entropy(parsed) if parsed else math.nan
         out["has_reference"] = False
-        lps = {i: float(logprobs[i]) if logprobs is not None else math.nan
-               for i in range(len(texts))}
+        lps = {
+            i: float(logprobs[i]) if logprobs is not None else math.nan for i in range(len(texts))
+        }
         bayes = decided.get("bayes", {}).get("action")
         group = [(r["latent"], r["parse_ok"], r["sample_idx"], r["read"]) for r in latents]
-        readings = prompt_readings(space, group, bayes, lps, type(space).labels
-                                   is not LatentSpace.labels)
+        readings = prompt_readings(
+            space, group, bayes, lps, type(space).labels is not LatentSpace.labels
+        )
         value = readings.get("response_labels")  # None where absent
         out["response_labels"] = json.loads(value) if isinstance(value, str) else None
         out["latent_distribution"] = readings.get("latent_distribution")  # JSON, as score's
@@ -139,8 +165,9 @@ class TaskScorer:
             answer = None if action is None else space.answer_text(action, texts)
             if answer:
                 out[text] = answer
-        out["abstention"] = abstention(space, bayes or "null", len(texts), n_parsed,
-                                       out["n_truncated"])
+        out["abstention"] = abstention(
+            space, bayes or "null", len(texts), n_parsed, out["n_truncated"]
+        )
         return out, latents
 
 
@@ -196,8 +223,9 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def ranked_answers(scorer: TaskScorer, row, latents, texts: list[str], k: int
-                   ) -> list[dict[str, Any]]:
+def ranked_answers(
+    scorer: TaskScorer, row, latents, texts: list[str], k: int
+) -> list[dict[str, Any]]:
     """The next `k` best answers after the Bayes answer (OpenAI's `n` > 1): the distinct read
     samples' latents and the other decisions' actions, by their Bayes risk under the samples
     (ties: the more frequent, then first seen), the Bayes action and "no answer" left out;
@@ -217,8 +245,11 @@ def ranked_answers(scorer: TaskScorer, row, latents, texts: list[str], k: int
                 read.append(latent)
     if not decided:
         return []
-    skip = {space.key(space.canonical(x)) for x in (row.get("bayes_action"), space.no_answer())
-            if x is not None}
+    skip = {
+        space.key(space.canonical(x))
+        for x in (row.get("bayes_action"), space.no_answer())
+        if x is not None
+    }
     counts: dict[Any, list] = {}  # key -> [count, first index, latent]
     for i, latent in enumerate(read + [row.get(action_column(m)) for m in METHOD_COLUMNS]):
         if latent is None:
@@ -226,13 +257,20 @@ def ranked_answers(scorer: TaskScorer, row, latents, texts: list[str], k: int
         key = space.key(space.canonical(latent))
         if key not in skip:
             counts.setdefault(key, [0, i, latent])[0] += 1
-    risked = [(space.risk(latent, decided), -count, first, latent)
-              for count, first, latent in counts.values()]
+    risked = [
+        (space.risk(latent, decided), -count, first, latent)
+        for count, first, latent in counts.values()
+    ]
     out = []
     for risk, _, _, latent in sorted(risked, key=lambda c: c[:3])[:k]:
         answer = space.answer_text(latent, [t for _, t in samples if t])
-        out.append({"text": answer or space.render(latent, samples), "latent": _plain(latent),
-                    "risk": _number(risk)})
+        out.append(
+            {
+                "text": answer or space.render(latent, samples),
+                "latent": _plain(latent),
+                "risk": _number(risk),
+            }
+        )
     return out
 
 
@@ -242,15 +280,23 @@ def sampler_warning(texts: list[str]) -> str:
     from pipeline.scorer.run import text_key
 
     if len(texts) >= 5 and len(set(map(text_key, texts))) == 1:
-        return (f"all {len(texts)} samples are the same text: the sampling settings (see "
-                "`sampling`) may be near-greedy, so the confidence reflects the sampler, not the "
-                "model's uncertainty; raise the temperature to measure it")
+        return (
+            f"all {len(texts)} samples are the same text: the sampling settings (see "
+            "`sampling`) may be near-greedy, so the confidence reflects the sampler, not the "
+            "model's uncertainty; raise the temperature to measure it"
+        )
     return ""
 
 
-def extension(scorer: TaskScorer, row, latents, texts: list[str],
-              logprobs: list[float] | None, finish_reasons: list[str | None] | None = None,
-              sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+def extension(
+    scorer: TaskScorer,
+    row,
+    latents,
+    texts: list[str],
+    logprobs: list[float] | None,
+    finish_reasons: list[str | None] | None = None,
+    sampling: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The `task_aware` field of a served answer (docs/serve.md): the Bayes answer, its risk and
     confidence, the latent distribution, the other decisions, and how each sample was read."""
     from pipeline.scorer.run import METHOD_COLUMNS, action_column
@@ -259,8 +305,11 @@ def extension(scorer: TaskScorer, row, latents, texts: list[str],
     samples = []
     for i, (text, latent_row) in enumerate(zip(texts, latents)):
         payload, was_read = latent_row["latent"], latent_row["read"]
-        sample: dict[str, Any] = {"text": text, "parsed": bool(was_read),
-                                  "latent": json.loads(payload) if was_read else None}
+        sample: dict[str, Any] = {
+            "text": text,
+            "parsed": bool(was_read),
+            "latent": json.loads(payload) if was_read else None,
+        }
         if finish_reasons is not None:
             sample["finish_reason"] = finish_reasons[i]
         if isinstance(labels, list) and i < len(labels):
@@ -271,20 +320,31 @@ def extension(scorer: TaskScorer, row, latents, texts: list[str],
     decisions = {}
     for method, col in METHOD_COLUMNS.items():
         if f"{col}_risk" in row:
-            decisions[col] = {"text": row.get(f"{col}_text", ""),
-                              "latent": _plain(row.get(action_column(method))),
-                              "risk": _number(row.get(f"{col}_risk"))}
+            decisions[col] = {
+                "text": row.get(f"{col}_text", ""),
+                "latent": _plain(row.get(action_column(method))),
+                "risk": _number(row.get(f"{col}_risk")),
+            }
     ours = decisions.get("bayes", {})
-    out = {"task": scorer.task, "mapper": scorer.mapper, "n": int(row["n_samples"]),
-           "n_parsed": int(row["n_parsed"]), "n_truncated": int(row["n_truncated"]),
-           "n_no_answer": int(row["n_no_answer"]), "n_discarded": int(row["n_discarded"]),
-           "answer": row.get("bayes_text", ""), "abstention": row.get("abstention", ""),
-           "latent": ours.get("latent"), "bayes_risk": ours.get("risk"),
-           "confidence": _number(row.get("confidence")),
-           "latent_entropy": _number(row.get("latent_entropy")),
-           "latent_distribution": _distribution(row.get("latent_distribution")),
-           "decisions": decisions, "samples": samples,
-           "sampling": sampling or {}}
+    out = {
+        "task": scorer.task,
+        "mapper": scorer.mapper,
+        "n": int(row["n_samples"]),
+        "n_parsed": int(row["n_parsed"]),
+        "n_truncated": int(row["n_truncated"]),
+        "n_no_answer": int(row["n_no_answer"]),
+        "n_discarded": int(row["n_discarded"]),
+        "answer": row.get("bayes_text", ""),
+        "abstention": row.get("abstention", ""),
+        "latent": ours.get("latent"),
+        "bayes_risk": ours.get("risk"),
+        "confidence": _number(row.get("confidence")),
+        "latent_entropy": _number(row.get("latent_entropy")),
+        "latent_distribution": _distribution(row.get("latent_distribution")),
+        "decisions": decisions,
+        "samples": samples,
+        "sampling": sampling or {},
+    }
     if warning := sampler_warning(texts):
         out["warning"] = warning
     for name in ("whitebox_msp", "whitebox_semantic_entropy"):

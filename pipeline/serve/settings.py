@@ -35,12 +35,16 @@ class ServeSettings:
         from pipeline.secrets import url_secrets
 
         if url_secrets(self.upstream):  # never echoed: not even in this message
-            raise ValueError("--upstream holds credentials inside the URL: they would be printed "
-                             "and logged. Remove them and export the upstream's key in "
-                             f"${self.upstream_api_key_env} (--upstream-api-key-env)")
+            raise ValueError(
+                "--upstream holds credentials inside the URL: they would be printed "
+                "and logged. Remove them and export the upstream's key in "
+                f"${self.upstream_api_key_env} (--upstream-api-key-env)"
+            )
         if not self.upstream.startswith(("http://", "https://")):
-            raise ValueError(f"--upstream {self.upstream[:200]!r}: give the upstream's base URL, "
-                             "e.g. http://127.0.0.1:8000/v1")
+            raise ValueError(
+                f"--upstream {self.upstream[:200]!r}: give the upstream's base URL, "
+                "e.g. http://127.0.0.1:8000/v1"
+            )
         for name in ("n", "max_n", "max_concurrency", "max_tokens", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")

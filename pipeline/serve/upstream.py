@@ -15,27 +15,46 @@ PROBE_TIMEOUT_S = 5.0  # GET /models for /health and /v1/models
 MAX_BACKENDS = 16  # upstream model clients kept (least recently used idle ones closed beyond)
 
 # OpenAI's error types by status
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-               403: "permission_error", 404: "not_found_error", 409: "conflict_error",
-               422: "invalid_request_error", 429: "rate_limit_error"}
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
 
 
 class ServeError(Exception):
     """An OpenAI-style error answer: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, type: str | None = None,
-                 param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
-        self.type = type or ERROR_TYPES.get(status, "server_error" if status >= 500
-                                            else "invalid_request_error")
+        self.type = type or ERROR_TYPES.get(
+            status, "server_error" if status >= 500 else "invalid_request_error"
+        )
         self.param = param
         self.code = code
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 class _Forgetful(dict):
@@ -64,8 +83,11 @@ def upstream_error(exc: BaseException, known: tuple[str, ...] = ()) -> ServeErro
 
     cause: BaseException | None = exc.__context__
     seen = 0
-    while cause is not None and seen < 8 and not isinstance(cause, (APIStatusError,
-                                                                    ConnectError, TimeoutError)):
+    while (
+        cause is not None
+        and seen < 8
+        and not isinstance(cause, (APIStatusError, ConnectError, TimeoutError))
+    ):
         cause, seen = cause.__context__, seen + 1
     text = _said(str(exc), known)
     if isinstance(cause, APIStatusError):
@@ -76,10 +98,10 @@ def upstream_error(exc: BaseException, known: tuple[str, ...] = ()) -> ServeErro
     if isinstance(cause, TimeoutError):
         return ServeError(504, f"upstream timed out: {text}", code="upstream_timeout")
     if isinstance(cause, ConnectError) or "is the server running" in text:
-        return ServeError(502, f"upstream unreachable: {text}", type="upstream_error",
-                          code="upstream_unreachable")
-    return ServeError(502, f"upstream failed: {text}", type="upstream_error",
-                      code="upstream_error")
+        return ServeError(
+            502, f"upstream unreachable: {text}", type="upstream_error", code="upstream_unreachable"
+        )
+    return ServeError(502, f"upstream failed: {text}", type="upstream_error", code="upstream_error")
 
 
 class Upstream:
@@ -123,10 +145,19 @@ class Upstream:
 
                 s = self.settings
                 backend = get_backend(
-                    "openai", model=model, base_url=s.upstream, api_key_env=s.upstream_api_key_env,
-                    cache_dir=s.cache_dir, max_concurrency=s.max_concurrency,
-                    max_retries=s.upstream_retries, timeout=s.timeout, deadline=s.timeout,
-                    logprobs=s.logprobs, check_model=False, settings_prefix="")
+                    "openai",
+                    model=model,
+                    base_url=s.upstream,
+                    api_key_env=s.upstream_api_key_env,
+                    cache_dir=s.cache_dir,
+                    max_concurrency=s.max_concurrency,
+                    max_retries=s.upstream_retries,
+                    timeout=s.timeout,
+                    deadline=s.timeout,
+                    logprobs=s.logprobs,
+                    check_model=False,
+                    settings_prefix="",
+                )
                 backend.client._failed = _Forgetful()
                 backend.client.backoff_max = 2.0  # small waits: a request has --timeout in all
                 self._backends[model] = backend
@@ -148,9 +179,17 @@ class Upstream:
         for old in evicted:
             old.client.close()
 
-    def sample(self, model: str, messages: list[dict], n: int, temperature: float | None,
-               top_p: float | None, max_tokens: int, seed: int | None,
-               extra: dict[str, Any] | None = None):
+    def sample(
+        self,
+        model: str,
+        messages: list[dict],
+        n: int,
+        temperature: float | None,
+        top_p: float | None,
+        max_tokens: int,
+        seed: int | None,
+        extra: dict[str, Any] | None = None,
+    ):
         """The n samples (pipeline.generation.base.Generation) of one chat; ServeError on
         failure. Without the cache, identical concurrent requests are told apart (each is its
         own draw); with it, a repeated unseeded request is answered from it."""
@@ -160,16 +199,24 @@ class Upstream:
 
         backend = self._acquire(model)
         stream = "serve" if self.settings.cache_dir else f"serve-{uuid.uuid4().hex}"
-        sampling = SamplingConfig(n=n, temperature=temperature, top_p=top_p, top_k=None,
-                                  max_new_tokens=max_tokens, seed=seed, stream=stream,
-                                  extra=dict(extra or {}))
+        sampling = SamplingConfig(
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=None,
+            max_new_tokens=max_tokens,
+            seed=seed,
+            stream=stream,
+            extra=dict(extra or {}),
+        )
         try:
             return backend.sample([backend.render_chat(messages)], sampling)[0]
         except LLMCallError as exc:
             raise upstream_error(exc, self.known_secrets()) from None
         except (PipelineError, ValueError) as exc:  # e.g. no upstream key in the environment
-            raise ServeError(500, _said(str(exc), self.known_secrets()),
-                             code="upstream_configuration") from None
+            raise ServeError(
+                500, _said(str(exc), self.known_secrets()), code="upstream_configuration"
+            ) from None
         finally:
             self._release(model)
 
@@ -180,10 +227,15 @@ class Upstream:
                 from pipeline.clients.llm_client import LLMClient
 
                 s = self.settings
-                self._probe = LLMClient(model="models", base_url=s.upstream,
-                                        api_key_env=s.upstream_api_key_env, cache_dir=None,
-                                        max_workers=2, max_retries=0,
-                                        timeout=min(PROBE_TIMEOUT_S, s.timeout))
+                self._probe = LLMClient(
+                    model="models",
+                    base_url=s.upstream,
+                    api_key_env=s.upstream_api_key_env,
+                    cache_dir=None,
+                    max_workers=2,
+                    max_retries=0,
+                    timeout=min(PROBE_TIMEOUT_S, s.timeout),
+                )
             return self._probe
 
     def models(self) -> list[str] | None:
@@ -195,12 +247,19 @@ class Upstream:
         try:
             return client._run(client.served_models())
         except APIStatusError as exc:
-            raise ServeError(exc.status_code, f"upstream: {_said(str(exc), self.known_secrets())}",
-                             code=f"upstream_{exc.status_code}") from None
+            raise ServeError(
+                exc.status_code,
+                f"upstream: {_said(str(exc), self.known_secrets())}",
+                code=f"upstream_{exc.status_code}",
+            ) from None
         except Exception as exc:  # noqa: BLE001 - ConnectError, a timeout, a missing key
             said = _said(str(exc), self.known_secrets()) or f"no answer in {client.timeout:g} s"
-            raise ServeError(502, f"upstream unreachable: {said}", type="upstream_error",
-                             code="upstream_unreachable") from None
+            raise ServeError(
+                502,
+                f"upstream unreachable: {said}",
+                type="upstream_error",
+                code="upstream_unreachable",
+            ) from None
 
     def close(self) -> None:
         with self._lock:

@@ -33,14 +33,21 @@ DECLARED = methods("latent", "task")
 COLUMNS = ["prompt_id", "method", "action", "risk", "text"]
 
 
-def decide_prompt(space, samples: list[tuple[Any, str]], decodes: dict[str, tuple[Any, str]],
-                  extra: dict[str, Any] | None = None) -> list[dict]:
+def decide_prompt(
+    space,
+    samples: list[tuple[Any, str]],
+    decodes: dict[str, tuple[Any, str]],
+    extra: dict[str, Any] | None = None,
+) -> list[dict]:
     """Rows (method, action, risk, text) for one prompt (`decide_many` of one prompt)."""
     return decide_many(space, [(samples, decodes)], extra)[0]
 
 
-def decide_many(space, prompts: list[tuple[list[tuple[Any, str]], dict[str, tuple[Any, str]]]],
-                extra: dict[str, Any] | None = None) -> list[list[dict]]:
+def decide_many(
+    space,
+    prompts: list[tuple[list[tuple[Any, str]], dict[str, tuple[Any, str]]]],
+    extra: dict[str, Any] | None = None,
+) -> list[list[dict]]:
     """Rows (method, action, risk, text) of every prompt, decided together in the spaces'
     array form (`LatentSpace.batch`).
 
@@ -57,14 +64,18 @@ def decide_many(space, prompts: list[tuple[list[tuple[Any, str]], dict[str, tupl
     def add(p: int, method: str, action, risk: float, text: str | None = None) -> None:
         if text is None or space.renders_latent:
             text = space.render(action, valid[p])
-        rows[p].append({"method": method, "action": space.to_json(action), "risk": risk,
-                        "text": text})
+        rows[p].append(
+            {"method": method, "action": space.to_json(action), "risk": risk, "text": text}
+        )
 
     decided, decode_risks = _decide_decidable(space, valid, decidable, prompts, extra)
     while isinstance(decided, RiskOverflowError):  # refused per prompt: those get no decision
         overflowed = {decidable[r] for r in decided.rows}
-        log.warning("[decide] %d prompt(s) get no decision (NaN risk), as unparseable ones: %s",
-                    len(overflowed), decided)
+        log.warning(
+            "[decide] %d prompt(s) get no decision (NaN risk), as unparseable ones: %s",
+            len(overflowed),
+            decided,
+        )
         decidable = [p for p in decidable if p not in overflowed]
         decided, decode_risks = _decide_decidable(space, valid, decidable, prompts, extra)
     for p, method, action, risk, text in decided:
@@ -100,11 +111,14 @@ def _decide_decidable(space, valid, decidable: list[int], prompts, extra: dict[s
                 (actions, risks), texts = extra[method].batch(latents).bayes(), None
             else:
                 continue
-            decided += [(p, method, actions[j], float(risks[j]),
-                         None if texts is None else texts[j]) for j, p in enumerate(decidable)]
+            decided += [
+                (p, method, actions[j], float(risks[j]), None if texts is None else texts[j])
+                for j, p in enumerate(decidable)
+            ]
         for strategy in dict.fromkeys(s for _, decodes in prompts for s in decodes):
             decode_risks[strategy] = batch.risk(
-                [prompts[p][1].get(strategy, (None, ""))[0] for p in decidable])
+                [prompts[p][1].get(strategy, (None, ""))[0] for p in decidable]
+            )
     except RiskOverflowError as exc:
         return exc, {}
     return decided, decode_risks
@@ -119,10 +133,12 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
     """decisions.parquet rows for every prompt of a cell."""
     import pandas as pd
 
-    texts = dict(zip(zip(samples_df["prompt_id"], samples_df["sample_idx"].astype(int)),
-                     samples_df["text"]))
-    decode_texts = dict(zip(zip(decodes_df["prompt_id"], decodes_df["strategy"]),
-                            decodes_df["text"]))
+    texts = dict(
+        zip(zip(samples_df["prompt_id"], samples_df["sample_idx"].astype(int)), samples_df["text"])
+    )
+    decode_texts = dict(
+        zip(zip(decodes_df["prompt_id"], decodes_df["strategy"]), decodes_df["text"])
+    )
     # prompts in order of first appearance, each prompt's rows by sample index
     order = pd.factorize(latents_df["prompt_id"])[0]
     rows = latents_df.assign(_order=order).sort_values(["_order", "sample_idx"], kind="stable")
@@ -132,8 +148,13 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
     # it is an abstention, not its unreadable text (frames of old caches: read = parse_ok)
     read = rows["read"] if "read" in rows else rows["parse_ok"]
     for prompt_id, source, idx, ok, was_read, payload in zip(
-            rows["prompt_id"], rows["source"], rows["sample_idx"].astype(int), rows["parse_ok"],
-            read, rows["latent"]):
+        rows["prompt_id"],
+        rows["source"],
+        rows["sample_idx"].astype(int),
+        rows["parse_ok"],
+        read,
+        rows["latent"],
+    ):
         if not prompt_ids or prompt_ids[-1] != prompt_id:
             prompt_ids.append(prompt_id)
             prompts.append(([], {}))
@@ -144,24 +165,38 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
             prompts[-1][0].append((latent, texts.get((prompt_id, idx), "") if was_read else ""))
         else:
             prompts[-1][1][source] = (latent, decode_texts.get((prompt_id, source), ""))
-    out = [{"prompt_id": prompt_id, **row}
-           for prompt_id, prompt_rows in zip(prompt_ids, decide_many(space, prompts, extra))
-           for row in prompt_rows]
+    out = [
+        {"prompt_id": prompt_id, **row}
+        for prompt_id, prompt_rows in zip(prompt_ids, decide_many(space, prompts, extra))
+        for row in prompt_rows
+    ]
     return pd.DataFrame(out, columns=COLUMNS)
 
 
 def decide_slice(cell: Cell) -> dict:
     from pipeline.store import with_file_digests  # a space option naming a file: its content
 
-    return {"space": cell.task.space, "space_options": with_file_digests(cell.task.space_options),
-            "decisions": plain(cell.task.decisions)}
+    return {
+        "space": cell.task.space,
+        "space_options": with_file_digests(cell.task.space_options),
+        "decisions": plain(cell.task.decisions),
+    }
 
 
 # v2: a cluster decision's text is the most frequent text of its members (LatentSpace.render).
 # v3: decided a cell at a time in the spaces' array form (risks exact in integer counts).
-@stage("decide", inputs=("latents", "samples", "decodes"), outputs=("decisions",),
-       config=decide_slice, version=3, parts=("task.space",))
+@stage(
+    "decide",
+    inputs=("latents", "samples", "decodes"),
+    outputs=("decisions",),
+    config=decide_slice,
+    version=3,
+    parts=("task.space",),
+)
 def decide_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
     space, extra = task_spaces(cell.task)
-    return {"decisions": decide_all(space, store.read("latents"), store.read("samples"),
-                                    store.read("decodes"), extra)}
+    return {
+        "decisions": decide_all(
+            space, store.read("latents"), store.read("samples"), store.read("decodes"), extra
+        )
+    }

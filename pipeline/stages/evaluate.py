@@ -63,9 +63,18 @@ def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
     judge.prepare(items)
 
 
-def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latents_df, *,
-                 reference: str, settings: Mapping[str, Any] | None = None,
-                 context: MetricContext | None = None, judge=None):
+def quality_rows(
+    space,
+    metrics: Sequence[str],
+    dataset_df,
+    decisions_df,
+    latents_df,
+    *,
+    reference: str,
+    settings: Mapping[str, Any] | None = None,
+    context: MetricContext | None = None,
+    judge=None,
+):
     """quality.parquet rows: every latent metric of `metrics` on every decision, then the text
     metrics (a text metric without a checkpoint is skipped and logged). Each metric gets its
     own typed settings, `settings[name]` (its dataclass defaults when absent). `reference` is the
@@ -80,8 +89,10 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     settings = {name: (settings or {}).get(name) or METRICS[name].Config() for name in metrics}
     # `present` reads plain lists, as the loaders give it (parquet hands back numpy arrays)
     all_records = dataset_df.to_dict("records")
-    keep = [kind.present({k: v.tolist() if hasattr(v, "tolist") else v for k, v in r.items()})
-            for r in all_records]
+    keep = [
+        kind.present({k: v.tolist() if hasattr(v, "tolist") else v for k, v in r.items()})
+        for r in all_records
+    ]
     dataset_df = dataset_df[keep]
     records = {r["prompt_id"]: r for r, kept in zip(all_records, keep) if kept}
     decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
@@ -90,12 +101,17 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
     rows: list[dict] = []
     latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
     unscored: dict[str, int] = {}
-    for pid, method, action_json, text in zip(decisions_df["prompt_id"], decisions_df["method"],
-                                              decisions_df["action"], decisions_df["text"]):
+    for pid, method, action_json, text in zip(
+        decisions_df["prompt_id"],
+        decisions_df["method"],
+        decisions_df["action"],
+        decisions_df["text"],
+    ):
         ref = references.get(pid)
         if ref is None:
-            ref = references[pid] = reference_of(records[pid], ref_latents.get(pid),
-                                                 mapped=mapped, judge=judge, space=space)
+            ref = references[pid] = reference_of(
+                records[pid], ref_latents.get(pid), mapped=mapped, judge=judge, space=space
+            )
         action = space.from_json(action_json)
         if action is None:
             unscored[method] = unscored.get(method, 0) + 1
@@ -107,28 +123,50 @@ def quality_rows(space, metrics: Sequence[str], dataset_df, decisions_df, latent
                 continue
             value = metric.fn(text if metric.reads == "text" else action, ref, settings[name])
             if value is not None:
-                rows.append({"prompt_id": pid, "method": method, "metric": name,
-                             "value": float(value), "higher_is_better": metric.higher_is_better})
+                rows.append(
+                    {
+                        "prompt_id": pid,
+                        "method": method,
+                        "metric": name,
+                        "value": float(value),
+                        "higher_is_better": metric.higher_is_better,
+                    }
+                )
 
     if unscored:
-        log.info("[evaluate] decisions without a latent, not scored (the paper discards them): %s",
-                 ", ".join(f"{m} {n}" for m, n in unscored.items()))
+        log.info(
+            "[evaluate] decisions without a latent, not scored (the paper discards them): %s",
+            ", ".join(f"{m} {n}" for m, n in unscored.items()),
+        )
     for name in metrics:
         metric = METRICS[name]
         if metric.scorer is None:
             continue
         scorer = metric.scorer(settings[name], context or MetricContext())
         if scorer is None:
-            log.warning("[evaluate] %s skipped: no checkpoint configured (%s)", name,
-                        metric.config_key)
+            log.warning(
+                "[evaluate] %s skipped: no checkpoint configured (%s)", name, metric.config_key
+            )
             continue
         ok = decisions_df[decisions_df["action"] != "null"]
         ref_rows = [records[pid] for pid in ok["prompt_id"]]
-        scores = scorer(sources=[r["question"] for r in ref_rows], hypotheses=ok["text"].tolist(),
-                        references=[r["reference_text"] for r in ref_rows])
-        for (pid, method), value in zip(ok[["prompt_id", "method"]].itertuples(index=False), scores):
-            rows.append({"prompt_id": pid, "method": method, "metric": name,
-                         "value": float(value), "higher_is_better": metric.higher_is_better})
+        scores = scorer(
+            sources=[r["question"] for r in ref_rows],
+            hypotheses=ok["text"].tolist(),
+            references=[r["reference_text"] for r in ref_rows],
+        )
+        for (pid, method), value in zip(
+            ok[["prompt_id", "method"]].itertuples(index=False), scores
+        ):
+            rows.append(
+                {
+                    "prompt_id": pid,
+                    "method": method,
+                    "metric": name,
+                    "value": float(value),
+                    "higher_is_better": metric.higher_is_better,
+                }
+            )
     return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
 
 
@@ -146,8 +184,18 @@ def interval_job(job: tuple) -> tuple[tuple, tuple]:
     return tuple(p), tuple(a)
 
 
-def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rejection: float,
-                  ties: str, n_bootstrap: int, ci_alpha: float, seed: int, map_fn=map):
+def uq_score_rows(
+    quality_df,
+    uncertainty_df,
+    *,
+    targets: Sequence[str],
+    max_rejection: float,
+    ties: str,
+    n_bootstrap: int,
+    ci_alpha: float,
+    seed: int,
+    map_fn=map,
+):
     """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals. Every
     estimator of a (target, metric) is scored on the same prompts: those with the target's
     quality where every estimator has a value (an estimator with none at all, e.g. P(True) on
@@ -157,8 +205,9 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
     import pandas as pd
 
     rows, jobs = [], []
-    unc = uncertainty_df.pivot_table(index="prompt_id", columns="estimator", values="value",
-                                     aggfunc="first", dropna=False)
+    unc = uncertainty_df.pivot_table(
+        index="prompt_id", columns="estimator", values="value", aggfunc="first", dropna=False
+    )
     for target in targets:
         q_target = quality_df[quality_df["method"] == target]
         for metric, qm in q_target.groupby("metric", sort=True):
@@ -170,13 +219,31 @@ def uq_score_rows(quality_df, uncertainty_df, *, targets: Sequence[str], max_rej
             q = quality[common].to_numpy(float)
             for estimator in unc.columns:
                 u = joined.loc[common, estimator].to_numpy(float) if estimator in present else []
-                rows.append({"estimator": estimator, "target": target, "metric": metric,
-                             "n": len(u), "n_dropped": int((~common).sum())})
+                rows.append(
+                    {
+                        "estimator": estimator,
+                        "target": target,
+                        "metric": metric,
+                        "n": len(u),
+                        "n_dropped": int((~common).sum()),
+                    }
+                )
                 jobs.append((u, q, max_rejection, ties, n_bootstrap, ci_alpha, seed))
     for row, (p, a) in zip(rows, map_fn(interval_job, jobs)):
         row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1], auc_high=a[2])
-    cols = ["estimator", "target", "metric", "prr", "prr_low", "prr_high", "auc", "auc_low",
-            "auc_high", "n", "n_dropped"]
+    cols = [
+        "estimator",
+        "target",
+        "metric",
+        "prr",
+        "prr_low",
+        "prr_high",
+        "auc",
+        "auc_low",
+        "auc_high",
+        "n",
+        "n_dropped",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -206,27 +273,42 @@ def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, j
         actions.setdefault(pid, []).append(action)
     rows = []
     for rec in dataset_df.itertuples():
-        response_labels = [None if x is None else list(x)
-                           for x in response_labels_of.get(rec.prompt_id, [])]
+        response_labels = [
+            None if x is None else list(x) for x in response_labels_of.get(rec.prompt_id, [])
+        ]
         extra = [x for a in actions.get(rec.prompt_id, []) for x in (labels(a) or [])]
         ref_latent = ref_latents.get(rec.prompt_id) if mapped else None
-        audit = audit_prompt(response_labels, [list(a) for a in rec.answers], rec.question,
-                             extra_labels=extra, judge=judge,
-                             reference_latent_labels=(space.labels(ref_latent) or [])
-                             if mapped else None)
-        rows.append({"prompt_id": rec.prompt_id, "reference_labels": audit.reference_labels,
-                     "label_matches": json.dumps(audit.label_matches, ensure_ascii=False,
-                                                 sort_keys=True),
-                     "warnings": audit.warnings})
+        audit = audit_prompt(
+            response_labels,
+            [list(a) for a in rec.answers],
+            rec.question,
+            extra_labels=extra,
+            judge=judge,
+            reference_latent_labels=(space.labels(ref_latent) or []) if mapped else None,
+        )
+        rows.append(
+            {
+                "prompt_id": rec.prompt_id,
+                "reference_labels": audit.reference_labels,
+                "label_matches": json.dumps(
+                    audit.label_matches, ensure_ascii=False, sort_keys=True
+                ),
+                "warnings": audit.warnings,
+            }
+        )
     return pd.DataFrame(rows, columns=list(AUDIT))
 
 
 def evaluate_slice(cell: Cell) -> dict:
     task = cell.task
-    return {"evaluation": plain(cell.evaluation),
-            "metrics": {name: cache_slice(s) for name, s in task.metric_settings.items()},
-            "space": task.space, "space_options": with_file_digests(task.space_options),
-            "reference": task.reference, "judge": judge_settings(cell)}
+    return {
+        "evaluation": plain(cell.evaluation),
+        "metrics": {name: cache_slice(s) for name, s in task.metric_settings.items()},
+        "space": task.space,
+        "space_options": with_file_digests(task.space_options),
+        "reference": task.reference,
+        "judge": judge_settings(cell),
+    }
 
 
 # v2: labels matched to reference answers by pipeline.evaluation.matching (head nouns, plurals,
@@ -234,26 +316,52 @@ def evaluate_slice(cell: Cell) -> dict:
 # v3: prompts without a reference (a scored file's) are not scored; every estimator of a target
 # and metric scored on one prompt set (n_dropped).
 # v4: a decision without a latent is not scored (the paper discards unparseable answers).
-@stage("evaluate", inputs=("dataset", "latents", "decisions", "uncertainty"),
-       outputs=("quality", "uq_scores", "audit"), config=evaluate_slice, version=4,
-       parts=("task.space", "task.metrics", "task.reference"))
+@stage(
+    "evaluate",
+    inputs=("dataset", "latents", "decisions", "uncertainty"),
+    outputs=("quality", "uq_scores", "audit"),
+    config=evaluate_slice,
+    version=4,
+    parts=("task.space", "task.metrics", "task.reference"),
+)
 def evaluate_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
     ev, task = cell.evaluation, cell.task
     space = task.latent_space()
-    dataset, decisions, latents = store.read("dataset"), store.read("decisions"), store.read("latents")
+    dataset, decisions, latents = (
+        store.read("dataset"),
+        store.read("decisions"),
+        store.read("latents"),
+    )
     judge = build_judge(cell)
     prepare_judge(judge, space, dataset, decisions)
-    quality = quality_rows(space, list(task.metrics), dataset, decisions, latents,
-                           reference=task.reference, settings=dict(task.metric_settings),
-                           context=MetricContext(cell.device, cell.cache_dir, space), judge=judge)
-    scores = uq_score_rows(quality, store.read("uncertainty"), targets=list(ev.targets),
-                           max_rejection=ev.max_rejection, ties=ev.ties,
-                           n_bootstrap=ev.n_bootstrap, ci_alpha=ev.ci_alpha, seed=ev.seed)
-    audit = audit_rows(space, dataset, decisions, latents, reference=task.reference,
-                       judge=judge)
+    quality = quality_rows(
+        space,
+        list(task.metrics),
+        dataset,
+        decisions,
+        latents,
+        reference=task.reference,
+        settings=dict(task.metric_settings),
+        context=MetricContext(cell.device, cell.cache_dir, space),
+        judge=judge,
+    )
+    scores = uq_score_rows(
+        quality,
+        store.read("uncertainty"),
+        targets=list(ev.targets),
+        max_rejection=ev.max_rejection,
+        ties=ev.ties,
+        n_bootstrap=ev.n_bootstrap,
+        ci_alpha=ev.ci_alpha,
+        seed=ev.seed,
+    )
+    audit = audit_rows(space, dataset, decisions, latents, reference=task.reference, judge=judge)
     counts = {k: v for k, v in count_warnings(audit["warnings"]).items() if v}
     if counts:
-        log.warning("[evaluate] reading audit: %s of %d prompts (audit.parquet lists them; "
-                    "`python -m pipeline.score --audit N` prints them)",
-                    ", ".join(f"{k} {v}" for k, v in counts.items()), len(audit))
+        log.warning(
+            "[evaluate] reading audit: %s of %d prompts (audit.parquet lists them; "
+            "`python -m pipeline.score --audit N` prints them)",
+            ", ".join(f"{k} {v}" for k, v in counts.items()),
+            len(audit),
+        )
     return {"quality": quality, "uq_scores": scores, "audit": audit}

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from pipeline.data.loaders import recording_sources
 from pipeline.devices import cuda_device_count, resolve_device
 from pipeline.errors import ConfigError
@@ -70,14 +69,15 @@ from pipeline.stage import MANIFEST_FIELDS, plain, stage
 from pipeline.stopping import check_stop
 from pipeline.store import ArtifactStore, canonical_json
 
-
 if TYPE_CHECKING:  # the resolved cell (pipeline.config)
     from pipeline.config import Cell
 
 log = logging.getLogger("pipeline")
 
 SHARDED = vllm_pass.SHARDED  # the shard groups one generation pass writes
-TRANSFORMERS_DECODES = "decodes_transformers"  # shard group of the transformers pass (decodes schema)
+TRANSFORMERS_DECODES = (
+    "decodes_transformers"  # shard group of the transformers pass (decodes schema)
+)
 PTRUE_BEAM = BEAM_SHARDS  # shard group of P(True) on the beam decode (ptrue schema)
 
 
@@ -100,15 +100,21 @@ def data_fingerprint(cell: Cell) -> str:
     model = plain(cell.model)
     model.pop("active_params_billions", None)  # the plan's estimate, not the data
     model.pop("hub_id", None)  # a name (backend=openai keys the name it asks for)
-    made_of = {"dataset": plain(cell.dataset), "model": model, "prompt": cell.task.prompt,
-               "reference": cell.task.reference, "cache_dir": cell.cache_dir}
+    made_of = {
+        "dataset": plain(cell.dataset),
+        "model": model,
+        "prompt": cell.task.prompt,
+        "reference": cell.task.reference,
+        "cache_dir": cell.cache_dir,
+    }
     if served(cell):  # its prompts are messages, not the model's chat template
         made_of["backend"] = {"name": cell.backend.name}
     memo = canonical_json(made_of)
     if memo not in _FINGERPRINTS:
         dataset = load_cell_dataset(cell)
-        payload = canonical_json({"records": dataset.to_dict("records"),
-                                  "prompts": render_prompts(cell, dataset)})
+        payload = canonical_json(
+            {"records": dataset.to_dict("records"), "prompts": render_prompts(cell, dataset)}
+        )
         if len(_FINGERPRINTS) >= 8:
             _FINGERPRINTS.pop(next(iter(_FINGERPRINTS)))
         _FINGERPRINTS[memo] = hashlib.sha256(payload.encode()).hexdigest()
@@ -117,8 +123,13 @@ def data_fingerprint(cell: Cell) -> str:
 
 def generate_slice(cell: Cell) -> dict:
     backend = plain(cell.backend)
-    for k in ("python", "device", "num_threads", "kv_cache_memory_bytes",
-              "gpu_memory_utilization"):  # memory and placement: not the samples' distribution
+    for k in (
+        "python",
+        "device",
+        "num_threads",
+        "kv_cache_memory_bytes",
+        "gpu_memory_utilization",
+    ):  # memory and placement: not the samples' distribution
         backend.pop(k, None)
     # batch_size stays: in bf16 the batch's shape changes the matmuls' rounding and so the
     # samples (SmolLM2, 8 prompts x 20 samples: 91 of 160 equal between batch sizes 4 and 1),
@@ -126,8 +137,14 @@ def generate_slice(cell: Cell) -> dict:
     # schedules its own batches: only the transformers batch sizes are keyed.
     if cell.backend.name == "vllm":
         backend.pop("batch_size", None)
-    for k in ("api_key_env", "max_concurrency", "timeout", "deadline",  # how the endpoint is
-              "requests_per_minute", "max_response_bytes"):  # reached, not what it says
+    for k in (
+        "api_key_env",
+        "max_concurrency",
+        "timeout",
+        "deadline",  # how the endpoint is
+        "requests_per_minute",
+        "max_response_bytes",
+    ):  # reached, not what it says
         backend.pop(k, None)
     if not served(cell):  # the endpoint's settings: absent from other backends' keys (their
         for k in ("base_url", "served_model", "logprobs"):  # cached samples stay current)
@@ -135,8 +152,13 @@ def generate_slice(cell: Cell) -> dict:
     else:  # the name the server is asked for, however it was given
         backend["served_model"] = served_model_name(cell)
     model = plain(cell.model)
-    for k in ("name", "hub_id", "gpus", "tensor_parallel_size",  # naming and placement,
-              "active_params_billions"):  # and the plan's time estimate
+    for k in (
+        "name",
+        "hub_id",
+        "gpus",
+        "tensor_parallel_size",  # naming and placement,
+        "active_params_billions",
+    ):  # and the plan's time estimate
         model.pop(k, None)
     if model.get("revision") is None:  # null: the key of configs written before the setting
         model.pop("revision", None)
@@ -146,8 +168,13 @@ def generate_slice(cell: Cell) -> dict:
     generation.pop("shard_size", None)  # how the work is cut, not what it computes
     if not generation.get(BEAM_SETTING):  # off: the key of configs written before the setting
         generation.pop(BEAM_SETTING, None)
-    return {"data": data_fingerprint(cell), "model": model, "backend": backend,
-            "max_new_tokens": cell.dataset.max_new_tokens, "generation": generation}
+    return {
+        "data": data_fingerprint(cell),
+        "model": model,
+        "backend": backend,
+        "max_new_tokens": cell.dataset.max_new_tokens,
+        "generation": generation,
+    }
 
 
 def ptrue_beam_on(cell: Cell) -> bool:
@@ -166,22 +193,37 @@ def _shards(cell: Cell, dataset, prompts: list[str]) -> list[Shard]:
     size = max(1, int(cell.generation.shard_size))
     ids = [str(x) for x in dataset["prompt_id"]]
     # what P(True) asks about (generation.ptrue_asks): the model's input text, as lm-polygraph
-    questions = (list(prompts) if cell.generation.ptrue_asks == "prompt"
-                 else [str(x) for x in dataset["question"]])
-    return [Shard(i, ids[i * size:(i + 1) * size], prompts[i * size:(i + 1) * size],
-                  questions[i * size:(i + 1) * size])
-            for i in range(math.ceil(len(prompts) / size))]
+    questions = (
+        list(prompts)
+        if cell.generation.ptrue_asks == "prompt"
+        else [str(x) for x in dataset["question"]]
+    )
+    return [
+        Shard(
+            i,
+            ids[i * size : (i + 1) * size],
+            prompts[i * size : (i + 1) * size],
+            questions[i * size : (i + 1) * size],
+        )
+        for i in range(math.ceil(len(prompts) / size))
+    ]
 
 
 def _sampling(cell: Cell):
     g = cell.generation
-    return SamplingConfig(n=g.n_samples, temperature=cell.model.temperature,
-                          top_p=cell.model.top_p, top_k=cell.model.top_k,
-                          max_new_tokens=cell.dataset.max_new_tokens, seed=g.seed)
+    return SamplingConfig(
+        n=g.n_samples,
+        temperature=cell.model.temperature,
+        top_p=cell.model.top_p,
+        top_k=cell.model.top_k,
+        max_new_tokens=cell.dataset.max_new_tokens,
+        seed=g.seed,
+    )
 
 
-def _todo(store: ArtifactStore, key: str, shards: list[Shard],
-          groups: Sequence[str] = SHARDED) -> list[Shard]:
+def _todo(
+    store: ArtifactStore, key: str, shards: list[Shard], groups: Sequence[str] = SHARDED
+) -> list[Shard]:
     """The shards not yet complete: every group written, intact and over the shard's prompts
     (a killed job resumes at the first of them; a shard of another partition is redone). An
     incomplete shard's other groups are removed, so it is written again as one."""
@@ -189,13 +231,17 @@ def _todo(store: ArtifactStore, key: str, shards: list[Shard],
     for s in todo:  # P(True) on a beam decode about to be made again is asked again
         store.remove_shard(PTRUE_BEAM, key, s.index)
     if todo and len(todo) < len(shards):
-        log.info("[generate] resuming: %d of %d shards already written",
-                 len(shards) - len(todo), len(shards))
+        log.info(
+            "[generate] resuming: %d of %d shards already written",
+            len(shards) - len(todo),
+            len(shards),
+        )
     return todo
 
 
-def _transformers_pass(cell: Cell, store: ArtifactStore, key: str,
-                       shards: list[Shard]) -> str | None:
+def _transformers_pass(
+    cell: Cell, store: ArtifactStore, key: str, shards: list[Shard]
+) -> str | None:
     """Every shard through the in-process backend; returns the hub commit its model loaded
     (None: a local or packaged model, an endpoint, or nothing left to do)."""
     g = cell.generation
@@ -204,14 +250,25 @@ def _transformers_pass(cell: Cell, store: ArtifactStore, key: str,
         return None
     backend = generation_backend(cell)
     # one bar over the cell's prompts still to do (log lines when stderr is no terminal)
-    with progress(sum(len(s.prompts) for s in todo), f"generate ({cell.model.name})",
-                  unit="prompt") if todo else _NO_BAR as bar:
+    with (
+        progress(sum(len(s.prompts) for s in todo), f"generate ({cell.model.name})", unit="prompt")
+        if todo
+        else _NO_BAR as bar
+    ):
         for shard in todo:
             frames = generate_records(
-                backend, shard.prompts, shard.prompt_ids, _sampling(cell),
-                strategies=tuple(g.strategies), beam_width=g.beam_width,
-                contrastive_alpha=g.contrastive_alpha, contrastive_top_k=g.contrastive_top_k,
-                ptrue=g.ptrue, questions=shard.questions, progress=bar)
+                backend,
+                shard.prompts,
+                shard.prompt_ids,
+                _sampling(cell),
+                strategies=tuple(g.strategies),
+                beam_width=g.beam_width,
+                contrastive_alpha=g.contrastive_alpha,
+                contrastive_top_k=g.contrastive_top_k,
+                ptrue=g.ptrue,
+                questions=shard.questions,
+                progress=bar,
+            )
             for name, frame in zip(SHARDED, frames):
                 store.write_shard(name, key, shard.index, frame, prompt_ids=shard.prompt_ids)
             log.info("[generate] shard %d/%d written", shard.index + 1, len(shards))
@@ -223,49 +280,60 @@ def _transformers_pass(cell: Cell, store: ArtifactStore, key: str,
 _NO_BAR = nullcontext()
 
 
-def _ptrue_beam_todo(cell: Cell, store: ArtifactStore, key: str,
-                     shards: list[Shard]) -> list[Shard]:
+def _ptrue_beam_todo(
+    cell: Cell, store: ArtifactStore, key: str, shards: list[Shard]
+) -> list[Shard]:
     """The shards whose P(True) on the beam decode is still to ask ([] with ptrue_beam off)."""
     if not ptrue_beam_on(cell):
         return []
     return [s for s in shards if not store.has_shard(PTRUE_BEAM, key, s.index, s.prompt_ids)]
 
 
-def _ptrue_beam_inputs(cell: Cell, store: ArtifactStore, key: str,
-                       shard: Shard) -> tuple[list[str], dict[str, float]]:
+def _ptrue_beam_inputs(
+    cell: Cell, store: ArtifactStore, key: str, shard: Shard
+) -> tuple[list[str], dict[str, float]]:
     """(the beam decode's text per prompt of the shard, {prompt_id: greedy log p(True)} where
     the beam text is the greedy text), read from the shard's written decodes and P(True)."""
     import pandas as pd
 
     part = [(shard.index, shard.prompt_ids)]
     decodes = [store.read_shards("decodes", key, part)]
-    if cell.backend.name == "vllm" and split_strategies(cell.generation.strategies,
-                                                       cell.generation.beam_backend)[1]:
+    if (
+        cell.backend.name == "vllm"
+        and split_strategies(cell.generation.strategies, cell.generation.beam_backend)[1]
+    ):
         decodes.append(store.read_shards(TRANSFORMERS_DECODES, key, part, schema="decodes"))
-    return beam_answers(pd.concat(decodes, ignore_index=True),
-                        store.read_shards("ptrue", key, part), shard.prompt_ids)
+    return beam_answers(
+        pd.concat(decodes, ignore_index=True),
+        store.read_shards("ptrue", key, part),
+        shard.prompt_ids,
+    )
 
 
-def _ptrue_beam_pass(cell: Cell, store: ArtifactStore, key: str, shards: list[Shard],
-                     backend) -> None:
+def _ptrue_beam_pass(
+    cell: Cell, store: ArtifactStore, key: str, shards: list[Shard], backend
+) -> None:
     """P(True) about the beam decode of every shard that lacks it, with the in-process backend
     that asked about the greedy one."""
     todo = _ptrue_beam_todo(cell, store, key, shards)
     if not todo:
         return
-    with progress(sum(len(s.prompts) for s in todo),
-                  f"P(True) of the beam decode ({cell.model.name})", unit="prompt") as bar:
+    with progress(
+        sum(len(s.prompts) for s in todo),
+        f"P(True) of the beam decode ({cell.model.name})",
+        unit="prompt",
+    ) as bar:
         for shard in todo:
             answers, known = _ptrue_beam_inputs(cell, store, key, shard)
             frame = ptrue_of_answers(backend, shard.prompt_ids, shard.questions, answers, known)
-            store.write_shard(PTRUE_BEAM, key, shard.index, frame, schema="ptrue",
-                              prompt_ids=shard.prompt_ids)
+            store.write_shard(
+                PTRUE_BEAM, key, shard.index, frame, schema="ptrue", prompt_ids=shard.prompt_ids
+            )
             bar.update(len(shard.prompts))
             check_stop()
 
 
-def _vllm_ptrue_beam_pass(cell: Cell, store: ArtifactStore, key: str,
-                          shards: list[Shard]) -> None:
+def _vllm_ptrue_beam_pass(cell: Cell, store: ArtifactStore, key: str, shards: list[Shard]) -> None:
     """P(True) about the beam decode in a second vLLM pass (the engine that asked about the
     greedy decode), once the beam decodes of every shard are written."""
     todo = _ptrue_beam_todo(cell, store, key, shards)
@@ -276,26 +344,42 @@ def _vllm_ptrue_beam_pass(cell: Cell, store: ArtifactStore, key: str,
         answers, known = _ptrue_beam_inputs(cell, store, key, shard)
         jobs.append({**vars(shard), "answers": answers, "known": known})
     log.info("[generate] P(True) of the beam decode: a second vLLM pass (%d shards)", len(todo))
-    _run_vllm_job(cell, {"mode": vllm_pass.PTRUE_BEAM_MODE, "store": str(Path(store.root).resolve()),
-                        "key": key, "engine": _vllm_engine(cell), "shards": jobs})
+    _run_vllm_job(
+        cell,
+        {
+            "mode": vllm_pass.PTRUE_BEAM_MODE,
+            "store": str(Path(store.root).resolve()),
+            "key": key,
+            "engine": _vllm_engine(cell),
+            "shards": jobs,
+        },
+    )
 
 
-def _vllm_pass(cell: Cell, store: ArtifactStore, key: str, shards: list[Shard],
-               strategies: list[str]) -> None:
+def _vllm_pass(
+    cell: Cell, store: ArtifactStore, key: str, shards: list[Shard], strategies: list[str]
+) -> None:
     """Everything but contrastive search, in the vLLM env's interpreter (its own process)."""
     todo = _todo(store, key, shards)
     if not todo:
         return
     g = cell.generation
     job = {
-        "store": str(Path(store.root).resolve()), "key": key,
+        "store": str(Path(store.root).resolve()),
+        "key": key,
         "engine": _vllm_engine(cell),
-        "sampling": vars(_sampling(cell)), "strategies": strategies,
-        "beam_width": g.beam_width, "ptrue": bool(g.ptrue),
+        "sampling": vars(_sampling(cell)),
+        "strategies": strategies,
+        "beam_width": g.beam_width,
+        "ptrue": bool(g.ptrue),
         "shards": [vars(s) for s in todo],
     }
-    log.info("[generate] vLLM pass (%d shards, tensor parallel %d) in %s", len(todo),
-             job["engine"]["tensor_parallel_size"], vllm_python(cell))
+    log.info(
+        "[generate] vLLM pass (%d shards, tensor parallel %d) in %s",
+        len(todo),
+        job["engine"]["tensor_parallel_size"],
+        vllm_python(cell),
+    )
     _run_vllm_job(cell, job)
 
 
@@ -304,17 +388,19 @@ def _vllm_engine(cell: Cell) -> dict[str, Any]:
     b, g = cell.backend, cell.generation
     model_path = resolve_model_path(cell.model.path, cell.cache_dir)
     return {
-            "model_path": model_path,
-            "dtype": cell.model.dtype, "max_model_len": vllm_max_model_len(cell, model_path),
-            "gpu_memory_utilization": b.gpu_memory_utilization,
-            "enable_prefix_caching": b.enable_prefix_caching, "seed": g.seed,
-            "tensor_parallel_size": tensor_parallel_size(cell.model),
-            "enforce_eager": bool(b.enforce_eager),
-            "kv_cache_memory_bytes": b.kv_cache_memory_bytes,
-            "trust_remote_code": bool(cell.model.trust_remote_code),
-            "chat_template_kwargs": dict(cell.model.chat_template_kwargs),
-            "name": f"vllm:{cell.model.name}",
-            **({} if model_revision(cell) is None else {"revision": model_revision(cell)}),
+        "model_path": model_path,
+        "dtype": cell.model.dtype,
+        "max_model_len": vllm_max_model_len(cell, model_path),
+        "gpu_memory_utilization": b.gpu_memory_utilization,
+        "enable_prefix_caching": b.enable_prefix_caching,
+        "seed": g.seed,
+        "tensor_parallel_size": tensor_parallel_size(cell.model),
+        "enforce_eager": bool(b.enforce_eager),
+        "kv_cache_memory_bytes": b.kv_cache_memory_bytes,
+        "trust_remote_code": bool(cell.model.trust_remote_code),
+        "chat_template_kwargs": dict(cell.model.chat_template_kwargs),
+        "name": f"vllm:{cell.model.name}",
+        **({} if model_revision(cell) is None else {"revision": model_revision(cell)}),
     }
 
 
@@ -328,12 +414,15 @@ def _run_vllm_job(cell: Cell, job: dict[str, Any]) -> None:
         # Output goes straight to this job's log; the pass writes shards, nothing else.
         done = subprocess.run(cmd, cwd=REPO_ROOT, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"the vLLM pass failed (exit {done.returncode}; its log is above). "
-                           "Shards written so far are kept: rerun the stage to resume.")
+        raise RuntimeError(
+            f"the vLLM pass failed (exit {done.returncode}; its log is above). "
+            "Shards written so far are kept: rerun the stage to resume."
+        )
 
 
-def _transformers_decodes_pass(cell: Cell, store: ArtifactStore, key: str,
-                               shards: list[Shard], strategies: list[str]) -> None:
+def _transformers_decodes_pass(
+    cell: Cell, store: ArtifactStore, key: str, shards: list[Shard], strategies: list[str]
+) -> None:
     """Contrastive (Su et al. 2022) and beam search through transformers, after the vLLM pass
     has released the GPUs; a model on several GPUs is spread over them (device_map=auto)."""
 
@@ -344,29 +433,60 @@ def _transformers_decodes_pass(cell: Cell, store: ArtifactStore, key: str,
     spread = device == "cuda" and cuda_device_count() > 1 and int(cell.model.gpus) > 1
     g = cell.generation
     backend = TransformersBackend(
-        resolve_model_path(cell.model.path, cell.cache_dir), dtype=cell.model.dtype, device=device,
-        device_map="auto" if spread else None, batch_size=g.transformers_batch_size,
-        num_threads=cell.backend.num_threads, trust_remote_code=bool(cell.model.trust_remote_code),
-        name=f"transformers:{cell.model.name}", revision=model_revision(cell))
-    log.info("[generate] %s through transformers on %s (%d shards)", " and ".join(strategies),
-             "all GPUs" if spread else device, len(todo))
-    with progress(sum(len(s.prompts) for s in todo), f"{' and '.join(strategies)} "
-                  f"({cell.model.name})", unit="prompt") as bar:
+        resolve_model_path(cell.model.path, cell.cache_dir),
+        dtype=cell.model.dtype,
+        device=device,
+        device_map="auto" if spread else None,
+        batch_size=g.transformers_batch_size,
+        num_threads=cell.backend.num_threads,
+        trust_remote_code=bool(cell.model.trust_remote_code),
+        name=f"transformers:{cell.model.name}",
+        revision=model_revision(cell),
+    )
+    log.info(
+        "[generate] %s through transformers on %s (%d shards)",
+        " and ".join(strategies),
+        "all GPUs" if spread else device,
+        len(todo),
+    )
+    with progress(
+        sum(len(s.prompts) for s in todo),
+        f"{' and '.join(strategies)} ({cell.model.name})",
+        unit="prompt",
+    ) as bar:
         for shard in todo:
-            frame = decode_records(backend, shard.prompts, shard.prompt_ids, strategies,
-                                   max_new_tokens=cell.dataset.max_new_tokens,
-                                   beam_width=g.beam_width, alpha=g.contrastive_alpha,
-                                   top_k=g.contrastive_top_k)
-            store.write_shard(TRANSFORMERS_DECODES, key, shard.index, frame, schema="decodes",
-                              prompt_ids=shard.prompt_ids)
+            frame = decode_records(
+                backend,
+                shard.prompts,
+                shard.prompt_ids,
+                strategies,
+                max_new_tokens=cell.dataset.max_new_tokens,
+                beam_width=g.beam_width,
+                alpha=g.contrastive_alpha,
+                top_k=g.contrastive_top_k,
+            )
+            store.write_shard(
+                TRANSFORMERS_DECODES,
+                key,
+                shard.index,
+                frame,
+                schema="decodes",
+                prompt_ids=shard.prompt_ids,
+            )
             bar.update(len(shard.prompts))
             check_stop()
     del backend
 
 
 # v2: the packaged SmolLM2 under vLLM (transformers 5) had lost whitespace in tokenization.
-@stage("generate", inputs=(), outputs=("dataset", "samples", "decodes", "ptrue"),
-       config=generate_slice, version=2, parts=("task.reference",))
+@stage(
+    "generate",
+    inputs=(),
+    outputs=("dataset", "samples", "decodes", "ptrue"),
+    config=generate_slice,
+    version=2,
+    parts=("task.reference",),
+)
 def generate_cell(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
     import pandas as pd
 
@@ -378,8 +498,9 @@ def generate_cell(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
     prompts = render_prompts(cell, dataset)
     shards = _shards(cell, dataset, prompts)
     strategies = list(dict.fromkeys(cell.generation.strategies))
-    vllm_strategies, hf_strategies = split_strategies(cell.generation.strategies,
-                                                      cell.generation.beam_backend)
+    vllm_strategies, hf_strategies = split_strategies(
+        cell.generation.strategies, cell.generation.beam_backend
+    )
     loaded = None
     if cell.backend.name == "vllm":
         _vllm_pass(cell, store, key, shards, vllm_strategies)
@@ -390,19 +511,22 @@ def generate_cell(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
     parts = [(s.index, s.prompt_ids) for s in shards]
     out = {name: store.read_shards(name, key, parts) for name in SHARDED}
     if cell.backend.name == "vllm" and hf_strategies:
-        decodes = pd.concat([out["decodes"],
-                             store.read_shards(TRANSFORMERS_DECODES, key, parts,
-                                               schema="decodes")],
-                            ignore_index=True)
+        decodes = pd.concat(
+            [out["decodes"], store.read_shards(TRANSFORMERS_DECODES, key, parts, schema="decodes")],
+            ignore_index=True,
+        )
         order = {pid: i for i, pid in enumerate(dataset["prompt_id"])}
         rank = {s: i for i, s in enumerate(strategies)}
-        out["decodes"] = (decodes.assign(_p=decodes["prompt_id"].map(order),
-                                         _s=decodes["strategy"].map(rank))
-                          .sort_values(["_p", "_s"], kind="stable")
-                          .drop(columns=["_p", "_s"]).reset_index(drop=True))
+        out["decodes"] = (
+            decodes.assign(_p=decodes["prompt_id"].map(order), _s=decodes["strategy"].map(rank))
+            .sort_values(["_p", "_s"], kind="stable")
+            .drop(columns=["_p", "_s"])
+            .reset_index(drop=True)
+        )
     if ptrue_beam_on(cell):
-        out["ptrue"] = with_beam_ptrue(out["ptrue"],
-                                       store.read_shards(PTRUE_BEAM, key, parts, schema="ptrue"))
+        out["ptrue"] = with_beam_ptrue(
+            out["ptrue"], store.read_shards(PTRUE_BEAM, key, parts, schema="ptrue")
+        )
     out["dataset"] = dataset
     out[MANIFEST_FIELDS] = {"revisions": revisions(cell, sources, loaded)}
     return out
@@ -417,14 +541,18 @@ def with_beam_ptrue(ptrue, beam):
     missing = [pid for pid in ids if pid not in lp]
     if missing:
         raise RuntimeError(f"generate: no P(True) of the beam decode for {missing[:3]}")
-    return ptrue.assign(logprob_true_beam=ids.map(lp).astype("float64"),
-                        p_true_beam=ids.map(p).astype("float64"))
+    return ptrue.assign(
+        logprob_true_beam=ids.map(lp).astype("float64"), p_true_beam=ids.map(p).astype("float64")
+    )
 
 
 def revisions(cell: Cell, sources: list[dict], loaded: str | None = None) -> dict:
     """What the generate stage's manifests record of where its model and data came from:
     {"model": {"repo", "requested", "resolved"} or {"source": "bundled", ...}, "dataset": the
     loader's noted source (several: a list)}. Metadata only: not in the cache key."""
-    dataset: Any = (sources[0] if len(sources) == 1 else sources) if sources else {
-        "source": "unrecorded", "dataset": cell.dataset.name}
+    dataset: Any = (
+        (sources[0] if len(sources) == 1 else sources)
+        if sources
+        else {"source": "unrecorded", "dataset": cell.dataset.name}
+    )
     return {"model": model_source(cell, loaded), "dataset": dataset}

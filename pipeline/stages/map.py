@@ -64,7 +64,8 @@ def check_call_failures(extractor, mapper) -> None:
             f"{failed} of {stats.requests} calls to {extractor.model} failed after retries "
             f"({share:.0%} > task.extractor.max_failed_share={extractor.max_failed_share}); "
             f"nothing was stored, answered calls are cached: rerun once the endpoint works. "
-            f"Last error: {stats.last_error}")
+            f"Last error: {stats.last_error}"
+        )
 
 
 def map_slice(cell: Cell) -> dict:
@@ -72,11 +73,17 @@ def map_slice(cell: Cell) -> dict:
     are made, not what they answer); the space options that decide the stored latents' canonical
     form; whether the reference goes through g_T too."""
     task = cell.task
-    canonical = {k: task.space_options[k] for k in space_class(task.space).canonical_options
-                 if k in task.space_options}
-    out = {"mapper": task.mapper, "settings": cache_slice(task.mapper_settings),
-           "canonical_form": with_file_digests(canonical),
-           "reference_mapped": task.reference_kind.mapped}
+    canonical = {
+        k: task.space_options[k]
+        for k in space_class(task.space).canonical_options
+        if k in task.space_options
+    }
+    out = {
+        "mapper": task.mapper,
+        "settings": cache_slice(task.mapper_settings),
+        "canonical_form": with_file_digests(canonical),
+        "reference_mapped": task.reference_kind.mapped,
+    }
     if (rule := cell.reading) != PAPER_READING:  # the paper's rule keeps its keys
         out["reading"] = {"unreadable": rule.unreadable, "truncated": rule.truncated}
     if task.options:  # the mapper sees the space, which may read any of them
@@ -87,8 +94,12 @@ def map_slice(cell: Cell) -> dict:
 def map_context(cell: Cell) -> MapContext:
     """The cell's device, cache folder, generation model (for task.extractor.kind=local) and the
     task's space."""
-    return MapContext(device=str(cell.device), cache_dir=str(cell.cache_dir),
-                      local_backend=lambda: make_backend(cell), space=cell.task.latent_space())
+    return MapContext(
+        device=str(cell.device),
+        cache_dir=str(cell.cache_dir),
+        local_backend=lambda: make_backend(cell),
+        space=cell.task.latent_space(),
+    )
 
 
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
@@ -98,11 +109,20 @@ def map_context(cell: Cell) -> MapContext:
 # question lists are answers, a class is named by its most frequent member's answer.
 # v6: the local triple prompt asks for "none" when a text states no fact (an empty reply is a
 # failed call now, retried and never cached). v8: each row says whether g_T read it (`read`).
-@stage("map", inputs=("dataset", "samples", "decodes"), outputs=("latents",), config=map_slice,
-       version=8, parts=("task.space", "task.mapper", "task.reference"))
+@stage(
+    "map",
+    inputs=("dataset", "samples", "decodes"),
+    outputs=("latents",),
+    config=map_slice,
+    version=8,
+    parts=("task.space", "task.mapper", "task.reference"),
+)
 def map_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
-    return {"latents": map_cell(cell, store.read("dataset"), store.read("samples"),
-                                store.read("decodes"))}
+    return {
+        "latents": map_cell(
+            cell, store.read("dataset"), store.read("samples"), store.read("decodes")
+        )
+    }
 
 
 # Below this many prompts the forked workers cost more than they save (measured: ~0.1 s to start).
@@ -117,14 +137,17 @@ def map_prompts(mapper, space, work: list[tuple], rule: ReadingRule = PAPER_READ
     from pipeline.devices import forked_pool, forked_workers
 
     workers = forked_workers(len(work) // (PARALLEL_MIN_PROMPTS // 2))
-    if not (getattr(mapper, "parallel_safe", False) and workers > 1
-            and len(work) >= PARALLEL_MIN_PROMPTS):
+    if not (
+        getattr(mapper, "parallel_safe", False)
+        and workers > 1
+        and len(work) >= PARALLEL_MIN_PROMPTS
+    ):
         return [prompt_rows(mapper, space, item, rule) for item in work]
     global _FORKED
     _FORKED = (mapper, space, rule)
     try:
         step = -(-len(work) // (4 * workers))  # a few chunks per worker: an even finish
-        chunks = [work[i:i + step] for i in range(0, len(work), step)]
+        chunks = [work[i : i + step] for i in range(0, len(work), step)]
         with forked_pool(workers) as pool:
             return [rows for chunk in pool.map(_forked_chunk, chunks) for rows in chunk]
     finally:
@@ -176,9 +199,16 @@ def prompt_rows(mapper, space, item: tuple, rule: ReadingRule = PAPER_READING) -
         read = latent is not None
         if not read and source == "sample":
             latent = no_answer
-        rows.append({"prompt_id": prompt_id, "source": source, "sample_idx": idx,
-                     "latent": space.to_json(latent) if latent is not None else "null",
-                     "parse_ok": latent is not None, "read": read})
+        rows.append(
+            {
+                "prompt_id": prompt_id,
+                "source": source,
+                "sample_idx": idx,
+                "latent": space.to_json(latent) if latent is not None else "null",
+                "parse_ok": latent is not None,
+                "read": read,
+            }
+        )
     return rows
 
 
@@ -190,13 +220,16 @@ def truncated_positions(finish_reasons: list[str]) -> tuple[int, ...]:
     return tuple(i for i, reason in enumerate(finish_reasons) if reason == "length")
 
 
-def map_cell(cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame,
-             decodes: pd.DataFrame) -> pd.DataFrame:
+def map_cell(
+    cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame, decodes: pd.DataFrame
+) -> pd.DataFrame:
     from pipeline.text import clean_text
 
     # every mapper reads the text as a reader sees it: "Paris\u200b" is "Paris" (pipeline/text.py)
-    dataset = dataset.assign(question=dataset["question"].map(clean_text),
-                             reference_text=dataset["reference_text"].map(clean_text))
+    dataset = dataset.assign(
+        question=dataset["question"].map(clean_text),
+        reference_text=dataset["reference_text"].map(clean_text),
+    )
     samples = samples.assign(text=samples["text"].map(clean_text))
     decodes = decodes.assign(text=decodes["text"].map(clean_text))
     task = cell.task
@@ -210,8 +243,9 @@ def map_cell(cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame,
     ordered = samples.sort_values(["prompt_id", "sample_idx"], kind="stable")
     # samples of a cache written before finish reasons were kept: unknown ("")
     reasons = ordered["finish_reason"] if "finish_reason" in ordered else [""] * len(ordered)
-    for pid, idx, text, reason in zip(ordered["prompt_id"], ordered["sample_idx"],
-                                      ordered["text"], reasons):
+    for pid, idx, text, reason in zip(
+        ordered["prompt_id"], ordered["sample_idx"], ordered["text"], reasons
+    ):
         sources, texts, finish = per_prompt.setdefault(pid, ([], [], []))
         sources.append(("sample", int(idx)))
         texts.append(text)
@@ -227,12 +261,12 @@ def map_cell(cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame,
         for rec in dataset.itertuples():
             sources, texts, finish = per_prompt.get(rec.prompt_id, ([], [], []))
             attached = (rec.reference_text,) if maps_reference and rec.reference_text else ()
-            work.append((rec.prompt_id, rec.question, sources, texts, attached,
-                         truncated_positions(finish)))
+            work.append(
+                (rec.prompt_id, rec.question, sources, texts, attached, truncated_positions(finish))
+            )
         cut = sum(len(item[5]) for item in work)
         if hasattr(mapper, "prefetch"):  # every text the loop below maps, references included
-            mapper.prefetch([(item[1], mapped_texts(item, rule), list(item[4]))
-                             for item in work])
+            mapper.prefetch([(item[1], mapped_texts(item, rule), list(item[4])) for item in work])
         with progress(len(work), f"[map] {task.mapper}", unit="prompt", lines=False) as bar:
             for prompt_rows in map_prompts(mapper, space, work, rule):
                 rows += prompt_rows
@@ -243,10 +277,19 @@ def map_cell(cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame,
     finally:
         getattr(mapper, "close", lambda: None)()
     level = logging.WARNING if total and failures / total > 0.5 else logging.INFO
-    fate = ("counted as 'no answer'" if rule.unreadable == "no_answer" and space.no_answer()
-            is not None else "dropped from the latent distribution")
-    log.log(level, "[map] %s: %d of %d responses unreadable (%s%s)%s", task.mapper, failures,
-            total, fate, f"; {cut} cut by the token limit" if cut else "",
-            ": most answers did not parse, check the model's outputs" if level > logging.INFO
-            else "")
+    fate = (
+        "counted as 'no answer'"
+        if rule.unreadable == "no_answer" and space.no_answer() is not None
+        else "dropped from the latent distribution"
+    )
+    log.log(
+        level,
+        "[map] %s: %d of %d responses unreadable (%s%s)%s",
+        task.mapper,
+        failures,
+        total,
+        fate,
+        f"; {cut} cut by the token limit" if cut else "",
+        ": most answers did not parse, check the model's outputs" if level > logging.INFO else "",
+    )
     return pd.DataFrame(rows, columns=LATENT_COLUMNS)

@@ -24,8 +24,20 @@ from pathlib import Path
 from typing import Any
 
 # The contract's public names (kept in step with pipeline.tasks.contract.__all__ by a test)
-__all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
-           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "reference_of"]
+__all__ = [
+    "MAPPERS",
+    "METRICS",
+    "REFERENCES",
+    "MapContext",
+    "Mapper",
+    "MapperInstance",
+    "Metric",
+    "MetricContext",
+    "Reference",
+    "ReferenceKind",
+    "describe_reference",
+    "reference_of",
+]
 
 
 def __getattr__(name: str) -> Any:

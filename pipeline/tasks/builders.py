@@ -12,8 +12,10 @@ from pipeline.text import canonical_label
 def local_backend(context):
     """The generation model itself as an extractor (task.extractor.kind=local)."""
     if context.local_backend is None:
-        raise ConfigError("task.extractor.kind=local needs the cell's generation model, which "
-                          "this run does not have; use kind=rule or kind=llm")
+        raise ConfigError(
+            "task.extractor.kind=local needs the cell's generation model, which "
+            "this run does not have; use kind=rule or kind=llm"
+        )
     return context.local_backend()
 
 
@@ -45,13 +47,16 @@ def core_answer(text: str, question: str) -> str:
     return " / ".join(sorted(answers)) if answers else canonical_label(text)
 
 
-_CLAUSE_STARTS = frozenset("with which who whose that where when while in at on for from by as "
-                           "approximately about around because since although".split())
+_CLAUSE_STARTS = frozenset(
+    "with which who whose that where when while in at on for from by as "
+    "approximately about around because since although".split()
+)
 
 
 def answers_as_distribution(text: str, question: str) -> dict[str, float] | None:
     """Fallback simplex g_T: the answers a response states, with equal belief (None if none)."""
     # "Sydney, with a population of ..." : a clause after the answer is not another answer
-    answers = sorted(a for a in extract_answers(text, question)
-                     if a.split()[0] not in _CLAUSE_STARTS)
+    answers = sorted(
+        a for a in extract_answers(text, question) if a.split()[0] not in _CLAUSE_STARTS
+    )
     return {a: 1.0 / len(answers) for a in answers} if answers else None

@@ -23,12 +23,23 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline.data.references import REFERENCES, ReferenceKind
-from pipeline.errors import ConfigError
 from pipeline.parts import NoSettings, option_defaults
 from pipeline.registry import Registry
 
-__all__ = ["MAPPERS", "METRICS", "REFERENCES", "MapContext", "Mapper", "MapperInstance", "Metric",
-           "MetricContext", "Reference", "ReferenceKind", "describe_reference", "reference_of"]
+__all__ = [
+    "MAPPERS",
+    "METRICS",
+    "REFERENCES",
+    "MapContext",
+    "Mapper",
+    "MapperInstance",
+    "Metric",
+    "MetricContext",
+    "Reference",
+    "ReferenceKind",
+    "describe_reference",
+    "reference_of",
+]
 
 
 class MapperInstance(Protocol):
@@ -143,16 +154,27 @@ MAPPERS: Registry[Mapper] = Registry("mapper", discover=TASK_MODULES)
 METRICS: Registry[Metric] = Registry("metric", discover=TASK_MODULES)
 
 
-def reference_of(record: Mapping[str, Any], latent: Any = None, mapped: bool = False,
-                 judge: Callable[[str, str, Sequence[str]], bool] | None = None,
-                 space: Any = None) -> Reference:
+def reference_of(
+    record: Mapping[str, Any],
+    latent: Any = None,
+    mapped: bool = False,
+    judge: Callable[[str, str, Sequence[str]], bool] | None = None,
+    space: Any = None,
+) -> Reference:
     """A DATASET row (dict or namedtuple-like) as the metrics' Reference."""
     get = record.get if isinstance(record, Mapping) else (lambda k, d=None: getattr(record, k, d))
-    return Reference(answers=[list(a) for a in (get("answers") if get("answers") is not None else [])],
-                     probabilities=[float(p) for p in (get("probabilities")
-                                                       if get("probabilities") is not None else [])],
-                     text=str(get("reference_text") or ""), latent=latent, mapped=mapped,
-                     question=str(get("question") or ""), judge=judge, space=space)
+    return Reference(
+        answers=[list(a) for a in (get("answers") if get("answers") is not None else [])],
+        probabilities=[
+            float(p) for p in (get("probabilities") if get("probabilities") is not None else [])
+        ],
+        text=str(get("reference_text") or ""),
+        latent=latent,
+        mapped=mapped,
+        question=str(get("question") or ""),
+        judge=judge,
+        space=space,
+    )
 
 
 def describe_reference(record: Mapping[str, Any]) -> str:

@@ -34,18 +34,40 @@ class AlignScoreSettings:
 def _comet(settings: CometSettings, context: MetricContext):
     from pipeline.aux_models import comet_scorer
 
-    return (comet_scorer(settings.model, context.device, settings.revision) if settings.model
-            else None)
+    return (
+        comet_scorer(settings.model, context.device, settings.revision) if settings.model else None
+    )
 
 
 def _alignscore(settings: AlignScoreSettings, context: MetricContext):
     from pipeline.aux_models import alignscore_scorer
 
-    return (alignscore_scorer(settings.ckpt, settings.model, context.device, settings.claim,
-                              settings.model_revision) if settings.ckpt else None)
+    return (
+        alignscore_scorer(
+            settings.ckpt, settings.model, context.device, settings.claim, settings.model_revision
+        )
+        if settings.ckpt
+        else None
+    )
 
 
-METRICS.add("comet", Metric("COMET", higher_is_better=True, scorer=_comet, Config=CometSettings,
-                            config_key="metrics.comet.model"))
-METRICS.add("alignscore", Metric("AlignScore", higher_is_better=True, scorer=_alignscore,
-                                 Config=AlignScoreSettings, config_key="metrics.alignscore.ckpt"))
+METRICS.add(
+    "comet",
+    Metric(
+        "COMET",
+        higher_is_better=True,
+        scorer=_comet,
+        Config=CometSettings,
+        config_key="metrics.comet.model",
+    ),
+)
+METRICS.add(
+    "alignscore",
+    Metric(
+        "AlignScore",
+        higher_is_better=True,
+        scorer=_alignscore,
+        Config=AlignScoreSettings,
+        config_key="metrics.alignscore.ckpt",
+    ),
+)

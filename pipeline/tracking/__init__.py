@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-
 from typing import TYPE_CHECKING
 
 from pipeline.parts import thaw
@@ -49,12 +48,27 @@ class NullTracker:
 
 
 # The artifacts a cell run reads to build its tables and summary.
-CELL_READS = ("dataset", "samples", "latents", "decisions", "uncertainty", "quality", "uq_scores",
-              "audit")
+CELL_READS = (
+    "dataset",
+    "samples",
+    "latents",
+    "decisions",
+    "uncertainty",
+    "quality",
+    "uq_scores",
+    "audit",
+)
 
 
-def _init_run(cell: Cell | ReportSettings, *, name: str, job_type: str, config: dict,
-              tags: list[str], group: str | None = None):
+def _init_run(
+    cell: Cell | ReportSettings,
+    *,
+    name: str,
+    job_type: str,
+    config: dict,
+    tags: list[str],
+    group: str | None = None,
+):
     """A run, quiet unless wandb.verbose; `group`: the cell's runs (its stages' lineage runs and
     its own) share one, which W&B's runs table shows as one row per cell (default: the
     experiment)."""
@@ -64,10 +78,19 @@ def _init_run(cell: Cell | ReportSettings, *, name: str, job_type: str, config: 
         os.environ.setdefault("WANDB_SILENT", "true")
         os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
     os.makedirs(cell.wandb.dir, exist_ok=True)
-    return wandb.init(project=cell.wandb.project, entity=cell.wandb.entity, mode=_mode(cell),
-                      dir=cell.wandb.dir, name=name, group=group or cell.experiment,
-                      job_type=job_type, tags=tags, config=config, reinit="finish_previous",
-                      settings=wandb.Settings(silent=not cell.wandb.verbose))
+    return wandb.init(
+        project=cell.wandb.project,
+        entity=cell.wandb.entity,
+        mode=_mode(cell),
+        dir=cell.wandb.dir,
+        name=name,
+        group=group or cell.experiment,
+        job_type=job_type,
+        tags=tags,
+        config=config,
+        reinit="finish_previous",
+        settings=wandb.Settings(silent=not cell.wandb.verbose),
+    )
 
 
 def cell_revisions(store) -> dict:
@@ -83,8 +106,14 @@ def cell_revisions(store) -> dict:
 
 
 class WandbTracker(NullTracker):
-    def __init__(self, cell: Cell | ReportSettings, name: str, job_type: str, tags: list[str] | None = None,
-                 group: str | None = None):
+    def __init__(
+        self,
+        cell: Cell | ReportSettings,
+        name: str,
+        job_type: str,
+        tags: list[str] | None = None,
+        group: str | None = None,
+    ):
         import wandb
 
         # the configuration as resolved (Hydra's own node left out: job-time interpolations)
@@ -92,8 +121,14 @@ class WandbTracker(NullTracker):
         config = redact(thaw(cell.recorded))
         self.cell = cell
         self.wandb = wandb
-        self.run = _init_run(cell, name=name, job_type=job_type, config=config,
-                             tags=tags or [f"experiment:{cell.experiment}"], group=group)
+        self.run = _init_run(
+            cell,
+            name=name,
+            job_type=job_type,
+            config=config,
+            tags=tags or [f"experiment:{cell.experiment}"],
+            group=group,
+        )
 
     @property
     def upload(self) -> bool:
@@ -109,8 +144,9 @@ class WandbTracker(NullTracker):
         """The cell's inputs (its stage artifacts), UQ scores, per-prompt table and summary."""
 
         cell_id = CellId(self.cell.experiment, self.cell.model.name, self.cell.dataset.name)
-        use_stage_artifacts(self.wandb, self.run, list(CELL_STAGES), cell_id, store,
-                            upload=self.upload)
+        use_stage_artifacts(
+            self.wandb, self.run, list(CELL_STAGES), cell_id, store, upload=self.upload
+        )
         self._log_revisions(store)
         frames = {name: store.read(name) for name in CELL_READS if store.manifest(name) is not None}
         if "uq_scores" in frames:
@@ -137,9 +173,10 @@ class WandbTracker(NullTracker):
         revisions = redact(revisions)
         self.run.config.update({"revisions": revisions}, allow_val_change=True)
         for part, entry in revisions.items():
-            for k, v in (entry.items() if isinstance(entry, dict) else [("sources", entry)]):
+            for k, v in entry.items() if isinstance(entry, dict) else [("sources", entry)]:
                 self.run.summary[f"revisions/{part}/{k}"] = (
-                    v if v is None or isinstance(v, (str, int, float, bool)) else json.dumps(v))
+                    v if v is None or isinstance(v, (str, int, float, bool)) else json.dumps(v)
+                )
 
     def _log_uq_scores(self, df) -> None:
         self.run.log({"uq_scores": self.wandb.Table(dataframe=df)})
@@ -154,12 +191,16 @@ class WandbTracker(NullTracker):
 
     def _log_prompts(self, frames: dict) -> None:
         space = self.cell.task.latent_space()
-        table = prompts_frame(space, frames, describe_reference,
-                              max_prompts=self.cell.wandb.max_prompts_logged)
+        table = prompts_frame(
+            space, frames, describe_reference, max_prompts=self.cell.wandb.max_prompts_logged
+        )
         if len(table) > self.wandb.Table.MAX_ROWS:
-            log.warning("[wandb] the prompts table has %d rows; W&B keeps the first %d of a logged "
-                        "table (set wandb.max_prompts_logged to choose)", len(table),
-                        self.wandb.Table.MAX_ROWS)
+            log.warning(
+                "[wandb] the prompts table has %d rows; W&B keeps the first %d of a logged "
+                "table (set wandb.max_prompts_logged to choose)",
+                len(table),
+                self.wandb.Table.MAX_ROWS,
+            )
         self.run.log({"prompts": self.wandb.Table(dataframe=table)})
         self.run.summary["prompts_logged"] = len(table)
 
@@ -171,15 +212,22 @@ class WandbTracker(NullTracker):
     def use_cells(self, cells) -> None:
         """Report run: each cell's evaluate artifact (what the report read) is an input."""
         for c in cells:
-            use_stage_artifacts(self.wandb, self.run, ["evaluate"],
-                                CellId(self.cell.experiment, c.model, c.dataset), c.store,
-                                upload=self.upload)
+            use_stage_artifacts(
+                self.wandb,
+                self.run,
+                ["evaluate"],
+                CellId(self.cell.experiment, c.model, c.dataset),
+                c.store,
+                upload=self.upload,
+            )
 
     def log_report(self, tables: dict, figures: dict) -> None:
         for name, df in tables.items():
             df = df.copy()
-            df.columns = ["/".join(map(str, c)).strip("/") if isinstance(c, tuple) else str(c)
-                          for c in df.columns]
+            df.columns = [
+                "/".join(map(str, c)).strip("/") if isinstance(c, tuple) else str(c)
+                for c in df.columns
+            ]
             self.run.log({f"table/{name}": self.wandb.Table(dataframe=df)})
         for name, path in figures.items():
             self.run.log({f"figure/{name}": self.wandb.Image(str(path))})
@@ -196,8 +244,12 @@ def make_tracker(cell: Cell | ReportSettings, *, report: bool = False) -> NullTr
     if not tracking_enabled(cell):
         return NullTracker()
     if report:
-        return WandbTracker(cell, f"{cell.experiment}/report", "report",
-                            tags=[f"experiment:{cell.experiment}", "report"])
+        return WandbTracker(
+            cell,
+            f"{cell.experiment}/report",
+            "report",
+            tags=[f"experiment:{cell.experiment}", "report"],
+        )
 
     cell_id = CellId(cell.experiment, cell.model.name, cell.dataset.name)
     return WandbTracker(cell, cell_id.run_name, "cell", tags=cell_id.tags, group=cell_id.run_name)
@@ -209,14 +261,25 @@ def log_stage_run(cell: Cell, stage: str, result: dict, store) -> None:
     import wandb
 
     cell_id = CellId(cell.experiment, cell.model.name, cell.dataset.name)
-    run = _init_run(cell, name=f"{cell_id.run_name}/{stage}", job_type=stage,
-                    config=stage_run_config(stage, result, store), tags=cell_id.tags,
-                    group=cell_id.run_name)
+    run = _init_run(
+        cell,
+        name=f"{cell_id.run_name}/{stage}",
+        job_type=stage,
+        config=stage_run_config(stage, result, store),
+        tags=cell_id.tags,
+        group=cell_id.run_name,
+    )
     try:
-        log_stage_lineage(wandb, run, stage, cell_id, store,
-                          upload=bool(cell.wandb.upload_artifacts))
-        run.summary.update({"wall_time_s": result["wall_time_s"], "skipped": result["skipped"],
-                            **{f"{out}_rows": n for out, n in result.get("rows", {}).items()}})
+        log_stage_lineage(
+            wandb, run, stage, cell_id, store, upload=bool(cell.wandb.upload_artifacts)
+        )
+        run.summary.update(
+            {
+                "wall_time_s": result["wall_time_s"],
+                "skipped": result["skipped"],
+                **{f"{out}_rows": n for out, n in result.get("rows", {}).items()},
+            }
+        )
     finally:
         run.finish()
 
@@ -262,9 +325,15 @@ def track_cell(cell: Cell, results: dict[str, dict], store) -> None:
     atomic_write_text(store.root / LOGGED, json.dumps(_artifact_keys(store), sort_keys=True))
     run_name = CellId(cell.experiment, cell.model.name, cell.dataset.name).run_name
     if where:
-        log.info("[wandb] %s: %d runs (group %s) at %s", run_name, len(results) + 1, run_name,
-                 where)
+        log.info(
+            "[wandb] %s: %d runs (group %s) at %s", run_name, len(results) + 1, run_name, where
+        )
     else:
-        log.info("[wandb] %s: %d runs (group %s) written offline under %s; upload them with "
-                 "`make sync` (wandb sync --sync-all in that folder)", run_name,
-                 len(results) + 1, run_name, os.path.join(str(cell.wandb.dir), "wandb"))
+        log.info(
+            "[wandb] %s: %d runs (group %s) written offline under %s; upload them with "
+            "`make sync` (wandb sync --sync-all in that folder)",
+            run_name,
+            len(results) + 1,
+            run_name,
+            os.path.join(str(cell.wandb.dir), "wandb"),
+        )

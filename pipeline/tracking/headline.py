@@ -33,8 +33,9 @@ def _mean_quality(quality, metric: str, method: str) -> float:
     return float(rows.mean()) if len(rows) else math.nan
 
 
-def headline(uq_scores, quality, metrics: Sequence[str],
-             is_baseline: Callable[[str], bool]) -> dict[str, Any]:
+def headline(
+    uq_scores, quality, metrics: Sequence[str], is_baseline: Callable[[str], bool]
+) -> dict[str, Any]:
     """Summary entries `headline/...` of a cell (NaN where a number is not defined, e.g. a PRR
     on prompts of equal quality); {} when no metric was scored."""
     metric = main_metric(metrics, set(quality["metric"]) | set(uq_scores["metric"]))
@@ -45,12 +46,14 @@ def headline(uq_scores, quality, metrics: Sequence[str],
     ours = scores[scores["estimator"] == risk]["prr"]
     baselines = scores[scores["estimator"].map(is_baseline) & scores["prr"].notna()]
     best = baselines.loc[baselines["prr"].idxmax()] if len(baselines) else None
-    return {f"{PREFIX}/metric": metric,
-            f"{PREFIX}/prr_{risk}": float(ours.iloc[0]) if len(ours) else math.nan,
-            f"{PREFIX}/prr_best_baseline": math.nan if best is None else float(best["prr"]),
-            f"{PREFIX}/best_baseline": "" if best is None else str(best["estimator"]),
-            f"{PREFIX}/quality_{method_column(OURS)}": _mean_quality(quality, metric, OURS),
-            f"{PREFIX}/quality_{method_column(BASELINE)}": _mean_quality(quality, metric, BASELINE)}
+    return {
+        f"{PREFIX}/metric": metric,
+        f"{PREFIX}/prr_{risk}": float(ours.iloc[0]) if len(ours) else math.nan,
+        f"{PREFIX}/prr_best_baseline": math.nan if best is None else float(best["prr"]),
+        f"{PREFIX}/best_baseline": "" if best is None else str(best["estimator"]),
+        f"{PREFIX}/quality_{method_column(OURS)}": _mean_quality(quality, metric, OURS),
+        f"{PREFIX}/quality_{method_column(BASELINE)}": _mean_quality(quality, metric, BASELINE),
+    }
 
 
 def is_baseline_estimator(name: str) -> bool:

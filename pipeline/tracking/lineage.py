@@ -66,11 +66,18 @@ def stage_artifact(wandb, stage: str, cell: CellId, store, *, upload: bool):
     """A draft artifact of the stage's files in `store`: references, or copies when `upload`."""
     outputs = STAGES[stage].outputs
     revisions = (store.manifest(outputs[0]) or {}).get("revisions")
-    artifact = wandb.Artifact(artifact_name(stage, cell), type=stage, metadata={
-        "experiment": cell.experiment, "model": cell.model, "dataset": cell.dataset,
-        "cache_key": store.key(outputs[0]),
-        "rows": {out: (store.manifest(out) or {}).get("rows") for out in outputs},
-        **({"revisions": redact(revisions)} if revisions else {})})
+    artifact = wandb.Artifact(
+        artifact_name(stage, cell),
+        type=stage,
+        metadata={
+            "experiment": cell.experiment,
+            "model": cell.model,
+            "dataset": cell.dataset,
+            "cache_key": store.key(outputs[0]),
+            "rows": {out: (store.manifest(out) or {}).get("rows") for out in outputs},
+            **({"revisions": redact(revisions)} if revisions else {}),
+        },
+    )
     for path in stage_files(stage, store):
         if upload:
             artifact.add_file(str(path), name=path.name)
@@ -96,8 +103,9 @@ def log_stage_lineage(wandb, run, stage: str, cell: CellId, store, *, upload: bo
     run.log_artifact(stage_artifact(wandb, stage, cell, store, upload=upload))
 
 
-def use_stage_artifacts(wandb, run, stages: list[str], cell: CellId, store, *,
-                        upload: bool) -> list[str]:
+def use_stage_artifacts(
+    wandb, run, stages: list[str], cell: CellId, store, *, upload: bool
+) -> list[str]:
     """Declare the artifacts of `stages` (those present in `store`) inputs of `run`."""
     used = []
     for stage in stages:
@@ -112,7 +120,11 @@ def stage_run_config(stage: str, result: dict[str, Any], store) -> dict[str, Any
     the hub revisions it read where its manifest records them (generate's)."""
 
     manifest = store.manifest(STAGES[stage].outputs[0]) or {}
-    return {"stage": stage, "skipped": bool(result.get("skipped")),
-            "cache_key": manifest.get("cache_key"), "inputs": manifest.get("inputs", {}),
-            "stage_config": redact(manifest.get("config", {})),
-            **({"revisions": redact(manifest["revisions"])} if "revisions" in manifest else {})}
+    return {
+        "stage": stage,
+        "skipped": bool(result.get("skipped")),
+        "cache_key": manifest.get("cache_key"),
+        "inputs": manifest.get("inputs", {}),
+        "stage_config": redact(manifest.get("config", {})),
+        **({"revisions": redact(manifest["revisions"])} if "revisions" in manifest else {}),
+    }

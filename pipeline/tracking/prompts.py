@@ -63,7 +63,9 @@ def _prompt_samples(space, latents, samples) -> dict[str, dict[str, Any]]:
     rows = latents[(latents["source"] == "sample") & latents["parse_ok"]]
     for r in rows.sort_values(["prompt_id", "sample_idx"]).itertuples():
         entry = out.setdefault(r.prompt_id, {"texts": [], "parsed": []})
-        entry["parsed"].append((space.from_json(r.latent), texts.get((r.prompt_id, int(r.sample_idx)), "")))
+        entry["parsed"].append(
+            (space.from_json(r.latent), texts.get((r.prompt_id, int(r.sample_idx)), ""))
+        )
     return out
 
 
@@ -88,7 +90,9 @@ def readable_matches(reference_labels: Sequence[str], label_matches: str) -> str
     lines = []
     for label, m in sorted(json.loads(label_matches).items()):
         target = reference_labels[m["answer"]] if m["answer"] is not None else "none"
-        lines.append(f"{label} -> {target}" + (f" ({m['rule']})" if m["answer"] is not None else ""))
+        lines.append(
+            f"{label} -> {target}" + (f" ({m['rule']})" if m["answer"] is not None else "")
+        )
     return SAMPLE_SEPARATOR.join(lines)
 
 
@@ -101,11 +105,17 @@ def _decision_columns(space, decisions) -> dict[str, dict[str, Any]]:
         row: dict[str, Any] = {}
         for column, method in DECISION_COLUMNS.items():
             d = by_method.get(method)
-            row[column] = str(d.at[prompt_id, "text"]) if d is not None and prompt_id in d.index else ""
+            row[column] = (
+                str(d.at[prompt_id, "text"]) if d is not None and prompt_id in d.index else ""
+            )
         ours, baseline = by_method.get(OURS), by_method.get(BASELINE)
         row[RISK_COLUMN] = float(ours.at[prompt_id, "risk"]) if ours is not None else math.nan
-        actions = [space.from_json(d.at[prompt_id, "action"]) if d is not None and prompt_id in d.index
-                   else None for d in (ours, baseline)]
+        actions = [
+            space.from_json(d.at[prompt_id, "action"])
+            if d is not None and prompt_id in d.index
+            else None
+            for d in (ours, baseline)
+        ]
         row[DIFFERS_COLUMN] = not same_decision(space, *actions)
         out[prompt_id] = row
     return out
@@ -116,13 +126,15 @@ def _wide(frame, index: str, columns: Sequence[str], value: str, prefix: str):
     if frame is None or not len(frame):
         return None
     wide = frame.pivot_table(index=index, columns=list(columns), values=value, aggfunc="first")
-    wide.columns = ["/".join([prefix, *map(str, c if isinstance(c, tuple) else (c,))])
-                    for c in wide.columns]
+    wide.columns = [
+        "/".join([prefix, *map(str, c if isinstance(c, tuple) else (c,))]) for c in wide.columns
+    ]
     return wide
 
 
-def prompts_frame(space, artifacts: Mapping[str, Any], describe_reference,
-                  max_prompts: int | None = None):
+def prompts_frame(
+    space, artifacts: Mapping[str, Any], describe_reference, max_prompts: int | None = None
+):
     """One row per prompt of the cell (the first `max_prompts` in dataset order; None = all).
 
     `artifacts`: the cell's frames by artifact name (dataset, samples, latents, decisions,
@@ -139,11 +151,18 @@ def prompts_frame(space, artifacts: Mapping[str, Any], describe_reference,
     rows = []
     for record in dataset.itertuples():
         entry = per_prompt.get(record.prompt_id, {"texts": [], "parsed": []})
-        rows.append({"prompt_id": record.prompt_id, "question": record.question,
-                     "reference": describe_reference(record), "samples": numbered(entry["texts"]),
-                     "n_samples": len(entry["texts"]), "n_parsed": len(entry["parsed"]),
-                     "latent_clusters": latent_clusters(space, entry["parsed"]),
-                     **decided.get(record.prompt_id, {})})
+        rows.append(
+            {
+                "prompt_id": record.prompt_id,
+                "question": record.question,
+                "reference": describe_reference(record),
+                "samples": numbered(entry["texts"]),
+                "n_samples": len(entry["texts"]),
+                "n_parsed": len(entry["parsed"]),
+                "latent_clusters": latent_clusters(space, entry["parsed"]),
+                **decided.get(record.prompt_id, {}),
+            }
+        )
     out = pd.DataFrame(rows)
     labels = sample_labels(space, artifacts["latents"])
     if labels:
@@ -152,19 +171,27 @@ def prompts_frame(space, artifacts: Mapping[str, Any], describe_reference,
     if audit is not None and len(audit):
         a = audit.set_index("prompt_id")
         out["reference_labels"] = out["prompt_id"].map(
-            lambda p: "; ".join(a.at[p, "reference_labels"]) if p in a.index else "")
+            lambda p: "; ".join(a.at[p, "reference_labels"]) if p in a.index else ""
+        )
         out["label_matches"] = out["prompt_id"].map(
-            lambda p: readable_matches(list(a.at[p, "reference_labels"]), a.at[p, "label_matches"])
-            if p in a.index else "")
+            lambda p: (
+                readable_matches(list(a.at[p, "reference_labels"]), a.at[p, "label_matches"])
+                if p in a.index
+                else ""
+            )
+        )
         out["reading_warnings"] = out["prompt_id"].map(
-            lambda p: SAMPLE_SEPARATOR.join(a.at[p, "warnings"]) if p in a.index else "")
+            lambda p: SAMPLE_SEPARATOR.join(a.at[p, "warnings"]) if p in a.index else ""
+        )
     uncertainty = artifacts.get("uncertainty")
     for name in entropy_estimators() if uncertainty is not None else ():
         entropy = uncertainty[uncertainty["estimator"] == name]
         if len(entropy):
             out[name] = out["prompt_id"].map(entropy.set_index("prompt_id")["value"])
-    for wide in (_wide(uncertainty, "prompt_id", ["estimator"], "value", "uncertainty"),
-                 _wide(artifacts.get("quality"), "prompt_id", ["metric", "method"], "value", "quality")):
+    for wide in (
+        _wide(uncertainty, "prompt_id", ["estimator"], "value", "uncertainty"),
+        _wide(artifacts.get("quality"), "prompt_id", ["metric", "method"], "value", "quality"),
+    ):
         if wide is not None:
             out = out.join(wide, on="prompt_id")
     return out

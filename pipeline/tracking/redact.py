@@ -11,8 +11,11 @@ _SECRET = re.compile(r"(api[_-]?key|token|secret|password|credential)", re.IGNOR
 def redact(obj: Any) -> Any:
     """Copy of a plain config without credential-like keys (env var *names* are kept)."""
     if isinstance(obj, dict):
-        return {k: redact(v) for k, v in obj.items()
-                if not (_SECRET.search(str(k)) and not str(k).endswith("_env"))}
+        return {
+            k: redact(v)
+            for k, v in obj.items()
+            if not (_SECRET.search(str(k)) and not str(k).endswith("_env"))
+        }
     if isinstance(obj, list):
         return [redact(v) for v in obj]
     return obj

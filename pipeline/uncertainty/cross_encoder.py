@@ -13,8 +13,9 @@ import numpy as np
 class CrossEncoderSimilarity:
     """`score_pairs([(a, b), ...])` -> similarity per pair; each distinct pair scored once."""
 
-    def __init__(self, model: str, device: str = "cpu", batch_size: int = 32,
-                 revision: str | None = None) -> None:
+    def __init__(
+        self, model: str, device: str = "cpu", batch_size: int = 32, revision: str | None = None
+    ) -> None:
         self.model_name, self.device, self.batch_size = model, device, batch_size
         self.revision = revision  # a hub revision (None: the latest commit)
         self._model = None

@@ -84,14 +84,17 @@ ESTIMATORS: Registry[Estimator] = Registry("UQ estimator", discover=("pipeline.t
 GROUPS: Registry[Group] = Registry("UQ estimator group")
 
 
-def register_group(name: str, *, reads: tuple[str, ...], Config: type = NoSettings
-                   ) -> Callable[[GroupFn], GroupFn]:
+def register_group(
+    name: str, *, reads: tuple[str, ...], Config: type = NoSettings
+) -> Callable[[GroupFn], GroupFn]:
     """Decorator: `fn(names, artifacts, settings, context)` computes the estimators `names` of
     group `name` from `artifacts` (exactly those of `reads`, by name), an instance of `Config`
     and the cell's UQContext."""
+
     def deco(fn: GroupFn) -> GroupFn:
         GROUPS.add(name, Group(fn, tuple(reads), Config))
         return fn
+
     return deco
 
 
@@ -110,30 +113,62 @@ def artifacts_read(names: list[str]) -> tuple[str, ...]:
     reads = [a for n in dict.fromkeys(names) for a in GROUPS[ESTIMATORS[n].group].reads]
     return tuple(dict.fromkeys(reads))
 
+
 # lm-polygraph's, declared once in pipeline.uncertainty.polygraph (class, label, description)
 for _name, (_class, _label, _order, _what) in POLYGRAPH_ESTIMATORS.items():
-    ESTIMATORS.add(_name, Estimator("lm_polygraph", f"lm-polygraph {_class}: {_what}",
-                                    label=_label, table_order=_order,
-                                    reads=EXTRA_INPUTS.get(_name, "")))
+    ESTIMATORS.add(
+        _name,
+        Estimator(
+            "lm_polygraph",
+            f"lm-polygraph {_class}: {_what}",
+            label=_label,
+            table_order=_order,
+            reads=EXTRA_INPUTS.get(_name, ""),
+        ),
+    )
 # P(True) asked about the beam decode (generation.ptrue_beam=true): a sensitivity row beside
 # P(True) on the greedy decode, not in the paper's comparison (after every other row; its own
 # colour in the figures leaves theirs as they were). It comes with ptrue wherever the ptrue
 # artifact holds it (`_lm_polygraph`), so the one generation setting turns it on.
-ESTIMATORS.add(PTRUE_BEAM, Estimator(
-    "lm_polygraph", f"lm-polygraph {PTRUE_BEAM_SPEC[0]}: {PTRUE_BEAM_SPEC[2]}",
-    label=PTRUE_BEAM_SPEC[1], table_order=9, in_paper=False,
-    reads="P(True) of the beam decode (generation.ptrue_beam=true)", target=BASELINE,
-    note=f"{PTRUE_BEAM_SPEC[1]}: a sensitivity row (generation.ptrue_beam=true), P(True) asked "
-         "about the beam output, the answer MSP and CoCoA score; the P(True) row beside it "
-         "(lm-polygraph's default, the greedy text) is the one compared."))
-ESTIMATORS.add("latent_entropy", Estimator(
-    "latent_entropy", "entropy of p(l | x) over the samples", task_aware=True,
-    label="Latent Entropy", table_order=6))
-ESTIMATORS.add("bayes_risk", Estimator(
-    "bayes_risk", "the Bayes risk of the Bayes decision (ours)", task_aware=True, decision="bayes",
-    label="R_Bayes (ours)", table_order=7))
+ESTIMATORS.add(
+    PTRUE_BEAM,
+    Estimator(
+        "lm_polygraph",
+        f"lm-polygraph {PTRUE_BEAM_SPEC[0]}: {PTRUE_BEAM_SPEC[2]}",
+        label=PTRUE_BEAM_SPEC[1],
+        table_order=9,
+        in_paper=False,
+        reads="P(True) of the beam decode (generation.ptrue_beam=true)",
+        target=BASELINE,
+        note=f"{PTRUE_BEAM_SPEC[1]}: a sensitivity row (generation.ptrue_beam=true), P(True) asked "
+        "about the beam output, the answer MSP and CoCoA score; the P(True) row beside it "
+        "(lm-polygraph's default, the greedy text) is the one compared.",
+    ),
+)
+ESTIMATORS.add(
+    "latent_entropy",
+    Estimator(
+        "latent_entropy",
+        "entropy of p(l | x) over the samples",
+        task_aware=True,
+        label="Latent Entropy",
+        table_order=6,
+    ),
+)
+ESTIMATORS.add(
+    "bayes_risk",
+    Estimator(
+        "bayes_risk",
+        "the Bayes risk of the Bayes decision (ours)",
+        task_aware=True,
+        decision="bayes",
+        label="R_Bayes (ours)",
+        table_order=7,
+    ),
+)
 # a task's own estimators are registered in its folder (pipeline/tasks/<task>/task.py), e.g. the
 # F-beta decision's risk
+
 
 def risk_estimator(decision: str) -> str | None:
     """The estimator that is the risk of decision method `decision` (e.g. the Bayes risk)."""
@@ -142,8 +177,9 @@ def risk_estimator(decision: str) -> str | None:
 
 def entropy_estimators() -> list[str]:
     """Task-aware estimators that are not a decision's risk (the latent entropy)."""
-    return [n for n in ESTIMATORS.names()
-            if ESTIMATORS[n].task_aware and ESTIMATORS[n].decision is None]
+    return [
+        n for n in ESTIMATORS.names() if ESTIMATORS[n].task_aware and ESTIMATORS[n].decision is None
+    ]
 
 
 def shown_for(name: str, target: str) -> bool:
@@ -192,53 +228,78 @@ class PolygraphSettings:
         one_of(self, "similarity", ("embedder", "cross_encoder"))
 
 
-@register_group("lm_polygraph", reads=("dataset", "samples", "decodes", "ptrue"),
-                Config=PolygraphSettings)
-def _lm_polygraph(names: list[str], artifacts: Mapping[str, pd.DataFrame],
-                  settings: PolygraphSettings, context: UQContext) -> pd.DataFrame:
+@register_group(
+    "lm_polygraph", reads=("dataset", "samples", "decodes", "ptrue"), Config=PolygraphSettings
+)
+def _lm_polygraph(
+    names: list[str],
+    artifacts: Mapping[str, pd.DataFrame],
+    settings: PolygraphSettings,
+    context: UQContext,
+) -> pd.DataFrame:
     if context.models is None:
-        raise ConfigError("the lm_polygraph estimators need the auxiliary models: pass "
-                          "UQContext(models=pipeline.aux_models) (the uq stage does)")
+        raise ConfigError(
+            "the lm_polygraph estimators need the auxiliary models: pass "
+            "UQContext(models=pipeline.aux_models) (the uq stage does)"
+        )
     build_embedder, cross_encoder = context.models.build_embedder, context.models.cross_encoder
     equivalence_judge = context.models.equivalence_judge
     if "ptrue" in names and PTRUE_BEAM not in names and has_ptrue_beam(artifacts["ptrue"]):
         names = [*names, PTRUE_BEAM]  # generation.ptrue_beam=true: its sensitivity row too
-    similarity = (cross_encoder(settings.cross_encoder, context.device,
-                                settings.cross_encoder_revision)
-                  if settings.similarity == "cross_encoder"
-                  else build_embedder(settings.equivalence.embedder, device=context.device))
+    similarity = (
+        cross_encoder(settings.cross_encoder, context.device, settings.cross_encoder_revision)
+        if settings.similarity == "cross_encoder"
+        else build_embedder(settings.equivalence.embedder, device=context.device)
+    )
     return compute_uncertainty(
-        artifacts["samples"], artifacts["decodes"], artifacts["ptrue"], artifacts["dataset"],
+        artifacts["samples"],
+        artifacts["decodes"],
+        artifacts["ptrue"],
+        artifacts["dataset"],
         equivalence=equivalence_judge(settings.equivalence, context.device, context.cache_dir),
-        embedder=similarity, estimators=names,
+        embedder=similarity,
+        estimators=names,
         target_strategy="beam",  # MSP/CoCoA of the beam output (paper)
         # SAR's relevance per token of the generating model
         tokenizer=context.tokenizer() if context.tokenizer else None,
-        estimator_kwargs=settings.kwargs, nli_with_question=settings.nli_with_question)
+        estimator_kwargs=settings.kwargs,
+        nli_with_question=settings.nli_with_question,
+    )
 
 
 @register_group("latent_entropy", reads=("latents",))
-def _latent_entropy(names: list[str], artifacts: Mapping[str, pd.DataFrame], settings,
-                    context: UQContext) -> pd.DataFrame:
+def _latent_entropy(
+    names: list[str], artifacts: Mapping[str, pd.DataFrame], settings, context: UQContext
+) -> pd.DataFrame:
     return latent_entropy_frame(artifacts["latents"])
 
 
 @register_group("bayes_risk", reads=("decisions",))
-def _bayes_risk(names: list[str], artifacts: Mapping[str, pd.DataFrame], settings,
-                context: UQContext) -> pd.DataFrame:
+def _bayes_risk(
+    names: list[str], artifacts: Mapping[str, pd.DataFrame], settings, context: UQContext
+) -> pd.DataFrame:
     decisions = artifacts["decisions"]
     methods = set(decisions["method"])
     # a decision the task does not declare (no F-beta action for classes) has no risk to report
     risk_of = {name: ESTIMATORS[name].decision for name in names}
-    frames = [bayes_risk_frame(decisions, method=risk_of[name], estimator=name) for name in names
-              if risk_of[name] in methods or risk_of[name] == "bayes"]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["prompt_id", "estimator", "value"])
+    frames = [
+        bayes_risk_frame(decisions, method=risk_of[name], estimator=name)
+        for name in names
+        if risk_of[name] in methods or risk_of[name] == "bayes"
+    ]
+    return (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["prompt_id", "estimator", "value"])
+    )
 
 
-def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame],
-                     settings: Mapping[str, Any] | None = None,
-                     context: UQContext | None = None) -> pd.DataFrame:
+def uncertainty_rows(
+    names: list[str],
+    artifacts: Mapping[str, pd.DataFrame],
+    settings: Mapping[str, Any] | None = None,
+    context: UQContext | None = None,
+) -> pd.DataFrame:
     """UNCERTAINTY rows of every estimator in `names`, one group call per group, each with its
     settings `settings[group]` (its dataclass defaults when absent)."""
     groups: dict[str, list[str]] = {}
@@ -251,10 +312,18 @@ def uncertainty_rows(names: list[str], artifacts: Mapping[str, pd.DataFrame],
     with progress(len(names), "[uq] estimators", unit="estimator", lines=False) as bar:
         for group, members in groups.items():  # the heartbeat shows which group runs
             bar.desc = f"[uq] estimators ({group}: {', '.join(members)})"
-            frames.append(GROUPS[group].fn(members, {a: artifacts[a] for a in GROUPS[group].reads},
-                                           settings.get(group) or GROUPS[group].Config(),
-                                           context))
+            frames.append(
+                GROUPS[group].fn(
+                    members,
+                    {a: artifacts[a] for a in GROUPS[group].reads},
+                    settings.get(group) or GROUPS[group].Config(),
+                    context,
+                )
+            )
             bar.update(len(members))
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["prompt_id", "estimator", "value"])
+    out = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["prompt_id", "estimator", "value"])
+    )
     return out[["prompt_id", "estimator", "value"]].astype({"value": "float64"})

@@ -46,8 +46,12 @@ log = logging.getLogger(__name__)
 
 # name: (lm-polygraph class, label in the paper's tables, its row there, what it measures)
 POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, int, str]] = {
-    "msp": ("MaximumSequenceProbability", "MSP", 5,
-            "maximum sequence probability of the beam decode"),
+    "msp": (
+        "MaximumSequenceProbability",
+        "MSP",
+        5,
+        "maximum sequence probability of the beam decode",
+    ),
     "semantic_entropy": ("SemanticEntropy", "SE", 4, "entropy over NLI clusters of the samples"),
     "kle": ("KernelLanguageEntropy", "KLE", 3, "kernel language entropy"),
     "sar": ("SAR", "SAR", 1, "shifting attention to relevance"),
@@ -59,7 +63,7 @@ POLYGRAPH_ESTIMATORS: dict[str, tuple[str, str, int, str]] = {
 EXTRA_INPUTS: dict[str, str] = {
     "msp": "a greedy decode's token log-probs",
     "semantic_entropy": "each sample's log-prob (token log-probs: generate_and_score from a "
-                        "server that returns them)",
+    "server that returns them)",
     "kle": "",
     "sar": "each sample's token log-probs",
     "cocoa_msp": "a greedy decode's token log-probs",
@@ -71,8 +75,11 @@ UNCERTAINTY_COLUMNS = ["prompt_id", "estimator", "value"]
 # P(True) asked about the beam decode (generation.ptrue_beam=true): lm-polygraph's PTrue on the
 # ptrue artifact's column logprob_true_beam; not among the defaults (it needs that column)
 PTRUE_BEAM, PTRUE_BEAM_COLUMN = "ptrue_beam", "logprob_true_beam"
-PTRUE_BEAM_SPEC = ("PTrue", "P(True) (beam output)",
-                   "P(True) of the beam decode (generation.ptrue_beam; a sensitivity row)")
+PTRUE_BEAM_SPEC = (
+    "PTrue",
+    "P(True) (beam output)",
+    "P(True) of the beam decode (generation.ptrue_beam; a sensitivity row)",
+)
 
 _REQUIRED = {
     "samples": ["prompt_id", "sample_idx", "text", "token_logprobs", "logprob"],
@@ -234,8 +241,18 @@ def compute_uncertainty(
     estimators = list(dict.fromkeys(estimators))
     if PTRUE_BEAM in estimators:
         return _with_ptrue_beam(
-            estimators, samples_df, decodes_df, ptrue_df, dataset_df, equivalence, embedder,
-            target_strategy, tokenizer, estimator_kwargs, nli_with_question)
+            estimators,
+            samples_df,
+            decodes_df,
+            ptrue_df,
+            dataset_df,
+            equivalence,
+            embedder,
+            target_strategy,
+            tokenizer,
+            estimator_kwargs,
+            nli_with_question,
+        )
     prompts, skipped = collect_prompts(
         samples_df, decodes_df, ptrue_df, dataset_df, target_strategy
     )
@@ -243,8 +260,7 @@ def compute_uncertainty(
     deps = {name: list(est.stats_dependencies) for name, est in instances.items()}
     all_keys = set().union(*deps.values()) if deps else set()
     if embedder is not None and hasattr(embedder, "embed"):
-        batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer,
-                                 embedder)
+        batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer, embedder)
         if batch:
             embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
     cache: dict[str, dict[str, object]] = defaultdict(dict)
@@ -264,8 +280,11 @@ def compute_uncertainty(
         have = cache[p.prompt_id]
         todo = {k for k in keys if k not in have}
         if "semantic_classes_entail" in todo:
-            todo = (todo - {"semantic_classes_entail"}) | {"sample_texts"} | (
-                set() if CLASS_LABELS in have else {"semantic_matrix_classes"})
+            todo = (
+                (todo - {"semantic_classes_entail"})
+                | {"sample_texts"}
+                | (set() if CLASS_LABELS in have else {"semantic_matrix_classes"})
+            )
             todo = {k for k in todo if k not in have}
         if todo:
             have.update(prompt_stats(p, todo, equivalence, embedder, tokenizer, nli_with_question))
@@ -308,35 +327,72 @@ def has_ptrue_beam(ptrue_df: pd.DataFrame | None) -> bool:
     return ptrue_df is not None and PTRUE_BEAM_COLUMN in ptrue_df.columns
 
 
-def _with_ptrue_beam(estimators, samples_df, decodes_df, ptrue_df, dataset_df, equivalence,
-                     embedder, target_strategy, tokenizer, estimator_kwargs, nli_with_question):
+def _with_ptrue_beam(
+    estimators,
+    samples_df,
+    decodes_df,
+    ptrue_df,
+    dataset_df,
+    equivalence,
+    embedder,
+    target_strategy,
+    tokenizer,
+    estimator_kwargs,
+    nli_with_question,
+):
     """compute_uncertainty of `estimators`, ptrue_beam among them: the others as asked, and
     lm-polygraph's PTrue on logprob_true_beam by the very code path of ptrue, renamed."""
     if not has_ptrue_beam(ptrue_df):
         raise ValueError(
             f"{PTRUE_BEAM} needs P(True) of the beam decode (the ptrue artifact's column "
-            f"{PTRUE_BEAM_COLUMN}): run the generate stage with generation.ptrue_beam=true")
+            f"{PTRUE_BEAM_COLUMN}): run the generate stage with generation.ptrue_beam=true"
+        )
     kwargs = dict(estimator_kwargs or {})
-    common = dict(target_strategy=target_strategy, tokenizer=tokenizer,
-                  nli_with_question=nli_with_question)
+    common = dict(
+        target_strategy=target_strategy, tokenizer=tokenizer, nli_with_question=nli_with_question
+    )
     parts, skipped = [], {}
     rest = [e for e in estimators if e != PTRUE_BEAM]
     if rest:
-        parts.append(compute_uncertainty(samples_df, decodes_df, ptrue_df, dataset_df, equivalence,
-                                         embedder, rest, estimator_kwargs=kwargs, **common))
+        parts.append(
+            compute_uncertainty(
+                samples_df,
+                decodes_df,
+                ptrue_df,
+                dataset_df,
+                equivalence,
+                embedder,
+                rest,
+                estimator_kwargs=kwargs,
+                **common,
+            )
+        )
         skipped.update(parts[-1].attrs.get("skipped", {}))
-    beam_ptrue = pd.DataFrame({"prompt_id": ptrue_df["prompt_id"],
-                               "logprob_true": ptrue_df[PTRUE_BEAM_COLUMN]})
+    beam_ptrue = pd.DataFrame(
+        {"prompt_id": ptrue_df["prompt_id"], "logprob_true": ptrue_df[PTRUE_BEAM_COLUMN]}
+    )
     own = compute_uncertainty(
-        samples_df, decodes_df, beam_ptrue, dataset_df, None, None, ["ptrue"],
+        samples_df,
+        decodes_df,
+        beam_ptrue,
+        dataset_df,
+        None,
+        None,
+        ["ptrue"],
         estimator_kwargs={"ptrue": kwargs[PTRUE_BEAM]} if PTRUE_BEAM in kwargs else None,
-        **common)
+        **common,
+    )
     skipped[f"{PTRUE_BEAM}_prompts_without_inputs"] = own.attrs["skipped"].get(
-        "ptrue_prompts_without_inputs", 0)
+        "ptrue_prompts_without_inputs", 0
+    )
     parts.append(own.assign(estimator=PTRUE_BEAM))
     rank = {n: i for i, n in enumerate(estimators)}
     result = pd.concat(parts, ignore_index=True)
-    result = (result.assign(_rank=result["estimator"].map(rank))
-              .sort_values("_rank", kind="stable").drop(columns="_rank").reset_index(drop=True))
+    result = (
+        result.assign(_rank=result["estimator"].map(rank))
+        .sort_values("_rank", kind="stable")
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )
     result.attrs["skipped"] = skipped
     return result

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # The stats that only full pair matrices give (KLE's); semantic classes alone need fewer pairs.
-FULL_MATRICES = frozenset({"semantic_matrix_entail", "semantic_matrix_contra",
-                           "semantic_matrix_classes"})
+FULL_MATRICES = frozenset(
+    {"semantic_matrix_entail", "semantic_matrix_contra", "semantic_matrix_classes"}
+)
 # A prompt's semantic class labels, clustered against class representatives (uq's own key).
 CLASS_LABELS = "semantic_class_labels"
 
@@ -125,7 +126,10 @@ def fitting_prefix(question: str, text: str, embedder: object | None) -> str:
 
 
 def token_similarity_strings(
-    question: str, text: str, n_tokens: int, tokenizer: object | None = None,
+    question: str,
+    text: str,
+    n_tokens: int,
+    tokenizer: object | None = None,
     embedder: object | None = None,
 ) -> tuple[str, list[str], list[int], list[bool]]:
     """The full string and the one-unit-dropped strings (lm-polygraph: input + " " + text),
@@ -153,8 +157,9 @@ def token_similarity(
     """
     if n_tokens <= 1:
         return np.full(n_tokens, 0.5)
-    full, dropped, owner, is_special = token_similarity_strings(question, text, n_tokens, tokenizer,
-                                                                embedder)
+    full, dropped, owner, is_special = token_similarity_strings(
+        question, text, n_tokens, tokenizer, embedder
+    )
     if not dropped:
         return np.full(n_tokens, 0.5)
     if hasattr(embedder, "score_pairs"):  # a cross-encoder: (full, dropped) pairs as lm-polygraph
@@ -194,7 +199,9 @@ def greedy_similarity(target_text: str, texts: Sequence[str], embedder: object) 
 
 
 def strings_to_embed(
-    prompts: Sequence[PromptArtifacts], keys: set[str], tokenizer: object | None = None,
+    prompts: Sequence[PromptArtifacts],
+    keys: set[str],
+    tokenizer: object | None = None,
     embedder: object | None = None,
 ) -> list[str]:
     """Every string the embedder will see for ``keys``: embedded up front in one batched call."""
@@ -248,9 +255,9 @@ def prompt_stats(
         out["semantic_matrix_entail"], out["semantic_matrix_contra"] = entail, contra
     if need("semantic_classes_entail", "semantic_matrix_classes"):
         _require(equivalence, "equivalence", "semantic classes")
-        out["semantic_matrix_classes"] = equivalence.decisions(premise_context, p.sample_texts).astype(
-            np.int64
-        )
+        out["semantic_matrix_classes"] = equivalence.decisions(
+            premise_context, p.sample_texts
+        ).astype(np.int64)
     if need("sample_sentence_similarity"):
         _require(embedder, "embedder", "sample_sentence_similarity")
         out["sample_sentence_similarity"] = sentence_similarity(p.sample_texts, embedder)
@@ -287,10 +294,13 @@ _STACKED = {
 def classes_from_labels(labels: Sequence[Sequence[int]]) -> dict[str, dict]:
     """semantic_classes_entail in lm-polygraph's layout from each prompt's class labels (class
     ids numbered by first member, as its SemanticClassesCalculator numbers them)."""
-    return {"sample_to_class": {b: dict(enumerate(map(int, lab))) for b, lab in enumerate(labels)},
-            "class_to_sample": {b: [[i for i, c in enumerate(lab) if c == k]
-                                    for k in range(max(lab, default=-1) + 1)]
-                                for b, lab in enumerate(labels)}}
+    return {
+        "sample_to_class": {b: dict(enumerate(map(int, lab))) for b, lab in enumerate(labels)},
+        "class_to_sample": {
+            b: [[i for i, c in enumerate(lab) if c == k] for k in range(max(lab, default=-1) + 1)]
+            for b, lab in enumerate(labels)
+        },
+    }
 
 
 def build_batch_stats(per_prompt: Sequence[dict[str, object]], keys: set[str]) -> dict[str, object]:
@@ -313,8 +323,9 @@ def build_batch_stats(per_prompt: Sequence[dict[str, object]], keys: set[str]) -
         else:
             stats[key] = values
     if labelled:
-        stats["semantic_classes_entail"] = classes_from_labels([s[CLASS_LABELS]
-                                                                for s in per_prompt])
+        stats["semantic_classes_entail"] = classes_from_labels(
+            [s[CLASS_LABELS] for s in per_prompt]
+        )
     elif "semantic_classes_entail" in keys:
         from lm_polygraph.stat_calculators.semantic_classes import SemanticClassesCalculator
 

@@ -20,8 +20,13 @@ EXPECTED = {
     "cnn_dm_bundled": ("graphs", 25),
 }
 # task -> the reference kind its records carry (pipeline/tasks/)
-REFERENCE = {"classes": "one_answer", "sets": "answer_set", "simplex": "distribution",
-             "sphere": "text", "graphs": "text"}
+REFERENCE = {
+    "classes": "one_answer",
+    "sets": "answer_set",
+    "simplex": "distribution",
+    "sphere": "text",
+    "graphs": "text",
+}
 
 
 # Independent re-statement of the schema's logical types (not read from pipeline.data).

@@ -15,13 +15,19 @@ from pipeline.data import prompts as P
 
 # The paper's LaTeX source lies in shared/ beside the repository (../shared/paper, also in CI's
 # checkout); the second place serves a checkout elsewhere on the project's machines.
-PAPER_CANDIDATES = tuple(dict.fromkeys((
-    Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "task_awareness.tex",
-    Path("/work/shared/paper/task_awareness.tex"),
-)))
+PAPER_CANDIDATES = tuple(
+    dict.fromkeys(
+        (
+            Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "task_awareness.tex",
+            Path("/work/shared/paper/task_awareness.tex"),
+        )
+    )
+)
 PAPER = next((p for p in PAPER_CANDIDATES if p.is_file()), None)
-NO_PAPER = ("the paper's LaTeX source, whose listings the prompts are compared with, is not "
-            "here; looked for it at " + " and ".join(str(p) for p in PAPER_CANDIDATES))
+NO_PAPER = (
+    "the paper's LaTeX source, whose listings the prompts are compared with, is not "
+    "here; looked for it at " + " and ".join(str(p) for p in PAPER_CANDIDATES)
+)
 
 LISTINGS = {
     "lst:set_prompt_gt": "SET_EXTRACTION_PROMPT",
@@ -154,9 +160,11 @@ def test_the_simplex_example_is_restored_to_what_its_output_line_says():
     assert stated == {"Atlantic": 0.55, "Pacific": 0.45}
     assert parse_distribution(restored[line].removeprefix("A: ")) == stated
     assert P.simplex_extraction_prompt("q", "a") == P.fill_extraction_prompt(
-        P.SIMPLEX_EXTRACTION_PROMPT_RESTORED, "q", "a")
+        P.SIMPLEX_EXTRACTION_PROMPT_RESTORED, "q", "a"
+    )
     assert P.simplex_extraction_prompt("q", "a", example="verbatim") == P.fill_extraction_prompt(
-        P.SIMPLEX_EXTRACTION_PROMPT, "q", "a")
+        P.SIMPLEX_EXTRACTION_PROMPT, "q", "a"
+    )
     with pytest.raises(ValueError, match="example='cut'"):
         P.simplex_extraction_prompt("q", "a", example="cut")
 

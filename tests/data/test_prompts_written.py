@@ -10,8 +10,15 @@ import pytest
 
 from pipeline.data.prompts import TASK_PROMPTS, build_messages, fill_prompt
 
-QUESTIONS = ["Which oceans border the USA?", "Name the colours of the flag.", "Name the colours",
-             "List them!", "ポケモンの名前は？", "ما هي عاصمة فرنسا؟", "Which oceans border the USA?  "]
+QUESTIONS = [
+    "Which oceans border the USA?",
+    "Name the colours of the flag.",
+    "Name the colours",
+    "List them!",
+    "ポケモンの名前は？",
+    "ما هي عاصمة فرنسا؟",
+    "Which oceans border the USA?  ",
+]
 
 
 @pytest.mark.parametrize("template", sorted(TASK_PROMPTS))
@@ -26,6 +33,8 @@ def test_every_template_reads_as_written_text(template, question):
 
 def test_the_paper_filling_is_verbatim():
     assert fill_prompt(TASK_PROMPTS["single_answer"], "Who wrote Hamlet?") == (
-        "Who wrote Hamlet?. Only provide the answer without explanation.")
+        "Who wrote Hamlet?. Only provide the answer without explanation."
+    )
     assert fill_prompt(TASK_PROMPTS["single_answer"], "Who wrote Hamlet?", written=True) == (
-        "Who wrote Hamlet? Only provide the answer without explanation.")
+        "Who wrote Hamlet? Only provide the answer without explanation."
+    )

@@ -154,15 +154,18 @@ def test_counted_prr_equals_the_replicates_computed_on_the_resampled_arrays(case
     """The counted form (a replicate from how often each item was drawn) against prr on each
     resample itself: the same draws, the same values up to the rounding of sums."""
     u, q = _tied_and_continuous_data()[case]
-    fast = bootstrap_ci(functools.partial(prr, max_rejection=max_rejection), u, q, n_boot=300,
-                        seed=3)
+    fast = bootstrap_ci(
+        functools.partial(prr, max_rejection=max_rejection), u, q, n_boot=300, seed=3
+    )
     assert fast.point == prr(u, q, max_rejection) or math.isnan(fast.point)
     if max_rejection * len(u) < 2:  # fewer than 2 rejection points: every replicate NaN
         assert math.isnan(fast.low) and math.isnan(fast.high)
         return
     ref = _reference_percentile_ci(lambda a, b: prr(a, b, max_rejection), [u, q], 300, 0.05, 3)
-    assert (fast.low, fast.high) == (pytest.approx(ref[0], abs=1e-12),
-                                     pytest.approx(ref[1], abs=1e-12))
+    assert (fast.low, fast.high) == (
+        pytest.approx(ref[0], abs=1e-12),
+        pytest.approx(ref[1], abs=1e-12),
+    )
     assert fast.low != fast.high
 
 
@@ -211,10 +214,11 @@ def test_polygraph_ties_have_no_counted_form_and_take_the_sorting_path() -> None
     u, q = _tied_and_continuous_data()[0]
     assert _prr_counted(u, q, ties="polygraph") is None
     fast = bootstrap_ci(functools.partial(prr, ties="polygraph"), u, q, n_boot=200, seed=1)
-    ref = _reference_percentile_ci(lambda a, b: prr(a, b, ties="polygraph"), [u, q], 200,
-                                   0.05, 1)
-    assert (fast.low, fast.high) == (pytest.approx(ref[0], abs=1e-12),
-                                     pytest.approx(ref[1], abs=1e-12))
+    ref = _reference_percentile_ci(lambda a, b: prr(a, b, ties="polygraph"), [u, q], 200, 0.05, 1)
+    assert (fast.low, fast.high) == (
+        pytest.approx(ref[0], abs=1e-12),
+        pytest.approx(ref[1], abs=1e-12),
+    )
 
 
 def test_draws_in_blocks_are_the_draws_of_one_call(monkeypatch) -> None:
@@ -226,8 +230,10 @@ def test_draws_in_blocks_are_the_draws_of_one_call(monkeypatch) -> None:
     monkeypatch.setattr(bootstrap, "_BATCH_ELEMENTS", 97 * 3)  # blocks of 3 replicates
     assert bootstrap_ci(np.mean, x, n_boot=250, seed=7) == whole
     ref = _reference_percentile_ci(np.mean, [x], 250, 0.05, 7)
-    assert (whole.low, whole.high) == (pytest.approx(ref[0], abs=1e-15),
-                                       pytest.approx(ref[1], abs=1e-15))
+    assert (whole.low, whole.high) == (
+        pytest.approx(ref[0], abs=1e-15),
+        pytest.approx(ref[1], abs=1e-15),
+    )
 
 
 @pytest.mark.parametrize("case", range(3))
@@ -237,9 +243,12 @@ def test_several_metrics_on_one_set_of_resamples_equal_each_bootstrapped_alone(c
     from pipeline.evaluation import bootstrap, bootstrap_cis
 
     u, q = _tied_and_continuous_data()[case]
-    metrics = [functools.partial(prr, max_rejection=0.5, ties="average"), concordance_auc,
-               functools.partial(prr, ties="polygraph"),  # the sorting path
-               lambda a, b: float(np.mean(a) - np.mean(b))]  # one call per replicate
+    metrics = [
+        functools.partial(prr, max_rejection=0.5, ties="average"),
+        concordance_auc,
+        functools.partial(prr, ties="polygraph"),  # the sorting path
+        lambda a, b: float(np.mean(a) - np.mean(b)),
+    ]  # one call per replicate
     for blocks in (None, 3):  # the default blocks of draws, then blocks of 3 replicates
         if blocks:
             monkeypatch.setattr(bootstrap, "_COUNTED_ELEMENTS", blocks * len(u))

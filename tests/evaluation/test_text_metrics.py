@@ -17,12 +17,24 @@ import pytest
 
 from pipeline.evaluation import text_metrics as tm
 
-SOURCES = ["Kissa istui matolla.", "Helsinki on Suomen pääkaupunki.", "Talvella on kylmä sää.",
-           "Koira haukkui kuulle."]
-HYPOTHESES = ["The cat sat on the mat.", "Helsinki is the capital.", "It is cold in winter.",
-              "A dog barked at the moon last night."]
-REFERENCES = ["The cat sat on the mat.", "Helsinki is the capital of Finland.",
-              "The weather is cold in winter.", "The dog barked at the moon."]
+SOURCES = [
+    "Kissa istui matolla.",
+    "Helsinki on Suomen pääkaupunki.",
+    "Talvella on kylmä sää.",
+    "Koira haukkui kuulle.",
+]
+HYPOTHESES = [
+    "The cat sat on the mat.",
+    "Helsinki is the capital.",
+    "It is cold in winter.",
+    "A dog barked at the moon last night.",
+]
+REFERENCES = [
+    "The cat sat on the mat.",
+    "Helsinki is the capital of Finland.",
+    "The weather is cold in winter.",
+    "The dog barked at the moon.",
+]
 
 
 # ------------------------------------------------------------------------------------- COMET
@@ -38,13 +50,15 @@ def test_comet_scores_shape_finite_deterministic(tiny_comet):
 
 def test_comet_scores_follow_their_segment(tiny_comet):
     base = tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model=tiny_comet, batch_size=1)
-    changed = tm.comet_scores(SOURCES, HYPOTHESES[:3] + ["Banana."], REFERENCES,
-                              model=tiny_comet, batch_size=1)
+    changed = tm.comet_scores(
+        SOURCES, HYPOTHESES[:3] + ["Banana."], REFERENCES, model=tiny_comet, batch_size=1
+    )
     assert abs(changed[3] - base[3]) > 1e-4
     assert changed[:3] == pytest.approx(base[:3], abs=1e-6)
     # COMET sorts by length internally; the scores must come back in input order.
-    reversed_scores = tm.comet_scores(SOURCES[::-1], HYPOTHESES[::-1], REFERENCES[::-1],
-                                      model=tiny_comet, batch_size=1)
+    reversed_scores = tm.comet_scores(
+        SOURCES[::-1], HYPOTHESES[::-1], REFERENCES[::-1], model=tiny_comet, batch_size=1
+    )
     assert reversed_scores[::-1] == pytest.approx(base, abs=1e-6)
 
 
@@ -59,16 +73,14 @@ def test_comet_missing_checkpoint_names_the_config_key(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"metrics\.comet\.model"):
         tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model=tmp_path / "nope" / "model.ckpt")
     (tmp_path / "empty_folder").mkdir()
-    with pytest.raises(FileNotFoundError,
-                       match=r"checkpoints/model\.ckpt.*metrics\.comet\.model"):
+    with pytest.raises(FileNotFoundError, match=r"checkpoints/model\.ckpt.*metrics\.comet\.model"):
         tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model=tmp_path / "empty_folder")
 
 
 def test_comet_hub_name_offline_names_the_config_key(monkeypatch):
     # The hub is unreachable here: the hub path must fail with a clear message, not hang.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(FileNotFoundError,
-                       match=r"Unbabel/wmt22-comet-da.*metrics\.comet\.model"):
+    with pytest.raises(FileNotFoundError, match=r"Unbabel/wmt22-comet-da.*metrics\.comet\.model"):
         tm.comet_scores(SOURCES, HYPOTHESES, REFERENCES, model="Unbabel/wmt22-comet-da")
 
 
@@ -88,8 +100,11 @@ CONTEXTS = [
     "The team won the final match 2-1 on Sunday. Fans celebrated in the streets.",
     "Scientists found water on the planet.",
 ]
-CLAIMS = ["Paris is the capital of France. The Louvre is a museum.", "The team lost.",
-          "Water was found."]
+CLAIMS = [
+    "Paris is the capital of France. The Louvre is a museum.",
+    "The team lost.",
+    "Water was found.",
+]
 
 
 def test_alignscore_shape_range_deterministic(tiny_alignscore):
@@ -105,8 +120,7 @@ def test_alignscore_shape_range_deterministic(tiny_alignscore):
 def test_alignscore_responds_to_the_claim(tiny_alignscore):
     ckpt, base = tiny_alignscore
     base_scores = tm.alignscore_scores(CONTEXTS, CLAIMS, ckpt, model=str(base))
-    changed = tm.alignscore_scores(CONTEXTS, CLAIMS[:2] + ["Numbers 0 1 2."], ckpt,
-                                   model=str(base))
+    changed = tm.alignscore_scores(CONTEXTS, CLAIMS[:2] + ["Numbers 0 1 2."], ckpt, model=str(base))
     assert abs(changed[2] - base_scores[2]) > 1e-4
     assert changed[:2] == pytest.approx(base_scores[:2], abs=1e-6)
 
@@ -124,8 +138,9 @@ def test_alignscore_nli_sp_aggregation_matches_brute_force(tiny_alignscore):
     context = "Paris is the capital of France. It has many museums. The Louvre is one of them."
     claim_sentences = ["Paris is the capital of France.", "The Louvre is a museum."]
     expected = sum(_pair_nli(ckpt, base, context, s) for s in claim_sentences) / 2
-    got = tm.alignscore_scores([context], [" ".join(claim_sentences)], ckpt, model=str(base),
-                               sentence_splitter="offline")
+    got = tm.alignscore_scores(
+        [context], [" ".join(claim_sentences)], ckpt, model=str(base), sentence_splitter="offline"
+    )
     assert got == pytest.approx([expected], abs=1e-6)
 
     # Long context (8 sentences, 400 words): 400 // 350 + 1 = 2 chunks of 4 sentences; each
@@ -134,17 +149,22 @@ def test_alignscore_nli_sp_aggregation_matches_brute_force(tiny_alignscore):
     long_context = " ".join(sentences)
     assert len(long_context.split()) == 400
     chunks = [" ".join(sentences[:4]), " ".join(sentences[4:])]
-    expected = sum(max(_pair_nli(ckpt, base, c, s) for c in chunks)
-                   for s in claim_sentences) / 2
-    got = tm.alignscore_scores([long_context], [" ".join(claim_sentences)], ckpt,
-                               model=str(base), sentence_splitter="offline")
+    expected = sum(max(_pair_nli(ckpt, base, c, s) for c in chunks) for s in claim_sentences) / 2
+    got = tm.alignscore_scores(
+        [long_context],
+        [" ".join(claim_sentences)],
+        ckpt,
+        model=str(base),
+        sentence_splitter="offline",
+    )
     assert got == pytest.approx([expected], abs=1e-6)
 
 
 def test_alignscore_whole_text_mode_is_the_pair_score(tiny_alignscore):
     ckpt, base = tiny_alignscore
-    got = tm.alignscore_scores(CONTEXTS[:1], CLAIMS[:1], ckpt, model=str(base),
-                               evaluation_mode="nli")
+    got = tm.alignscore_scores(
+        CONTEXTS[:1], CLAIMS[:1], ckpt, model=str(base), evaluation_mode="nli"
+    )
     assert got == pytest.approx([_pair_nli(ckpt, base, CONTEXTS[0], CLAIMS[0])], abs=1e-6)
 
 
@@ -158,7 +178,10 @@ def test_offline_sentence_splitter_keeps_abbreviations():
     split, name = tm.make_sentence_splitter("offline")
     assert name == "offline_punkt"
     assert split("Dr. Smith arrived at 5 p.m. on Monday. He left, e.g. by train. Why?") == [
-        "Dr. Smith arrived at 5 p.m. on Monday.", "He left, e.g. by train.", "Why?"]
+        "Dr. Smith arrived at 5 p.m. on Monday.",
+        "He left, e.g. by train.",
+        "Why?",
+    ]
     with pytest.raises(ValueError, match="sentence_splitter"):
         tm.make_sentence_splitter("spacy")
 

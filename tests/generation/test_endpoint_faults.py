@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import resolve_cell
 from pipeline.clients.llm_client import DEFAULT_MAX_RESPONSE_BYTES, LLMCallError, LLMClient
+from pipeline.config import resolve_cell
 from pipeline.errors import PipelineError
 from pipeline.generation.base import SamplingConfig, get_backend
 
@@ -53,15 +53,23 @@ def test_a_body_that_hangs_is_bounded_by_the_timeout_per_attempt(server, tmp_pat
     """Headers, a few bytes, then silence: each attempt ends at the timeout (the body read
     included); two attempts, not two hangs."""
     server.fault = ("hang",)
-    client = LLMClient(model="m", base_url=server.base_url, cache_dir=tmp_path, timeout=0.5,
-                       max_retries=1, backoff_base=0.01)
+    client = LLMClient(
+        model="m",
+        base_url=server.base_url,
+        cache_dir=tmp_path,
+        timeout=0.5,
+        max_retries=1,
+        backoff_base=0.01,
+    )
     started = time.monotonic()
     with pytest.raises(LLMCallError) as excinfo:
         client.chat(MESSAGES)
     elapsed = time.monotonic() - started
     message = one_line_error(excinfo)
-    assert "failed after 2 attempt(s): TimeoutError: no whole answer within the timeout of " \
-           "0.5 s" in message
+    assert (
+        "failed after 2 attempt(s): TimeoutError: no whole answer within the timeout of "
+        "0.5 s" in message
+    )
     assert 0.9 < elapsed < 3.0, elapsed
     assert server.state.requests == 2 and not cached_files(tmp_path)
 
@@ -79,9 +87,17 @@ def backend_from_config(tmp_path, *overrides):
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            f"output_root={tmp_path / 'outputs'}", f"cache_dir={tmp_path / 'cache'}",
-            "wandb.enabled=false", "backend=openai", "backend.served_model=m", *overrides])
+        cfg = compose(
+            "config",
+            overrides=[
+                f"output_root={tmp_path / 'outputs'}",
+                f"cache_dir={tmp_path / 'cache'}",
+                "wandb.enabled=false",
+                "backend=openai",
+                "backend.served_model=m",
+                *overrides,
+            ],
+        )
     return generation_backend(resolve_cell(cfg))
 
 
@@ -90,10 +106,17 @@ def test_a_deadline_bounds_every_retry_of_a_hung_server(server, tmp_path):
     backoff) would take 5 s and more; the deadline of 1.2 s ends them, and the message names
     both settings the way the config does."""
     server.fault = ("hang",)
-    backend = backend_from_config(tmp_path, f"backend.base_url={server.base_url}",
-                                  "backend.timeout=0.5", "backend.deadline=1.2")
+    backend = backend_from_config(
+        tmp_path,
+        f"backend.base_url={server.base_url}",
+        "backend.timeout=0.5",
+        "backend.deadline=1.2",
+    )
     assert (backend.client.timeout, backend.client.deadline, backend.client.max_retries) == (
-        0.5, 1.2, 5)
+        0.5,
+        1.2,
+        5,
+    )
     started = time.monotonic()
     with pytest.raises(LLMCallError) as excinfo:
         backend.sample(["q"], SamplingConfig(n=2, max_new_tokens=8))
@@ -101,8 +124,10 @@ def test_a_deadline_bounds_every_retry_of_a_hung_server(server, tmp_path):
     message = one_line_error(excinfo)
     assert isinstance(excinfo.value, PipelineError)  # the command line prints it and exits 2
     assert "passed their deadline of 1.2 s (backend.deadline) with 0 of 1 answered" in message
-    assert ("the last failed attempt: TimeoutError: no whole answer within the timeout of "
-            "0.5 s (backend.timeout)") in message
+    assert (
+        "the last failed attempt: TimeoutError: no whole answer within the timeout of "
+        "0.5 s (backend.timeout)"
+    ) in message
     assert 1.1 < elapsed < 3.0, elapsed
     assert 1 <= server.state.requests <= 2  # 0.5 s each, a backoff of 0.5-1 s between
     assert not cached_files(tmp_path / "cache")
@@ -113,18 +138,27 @@ def test_a_body_over_the_declared_cap_is_refused_at_once_naming_the_setting(serv
     not cached; the message names the cap and backend.max_response_bytes."""
     assert DEFAULT_MAX_RESPONSE_BYTES == 16 * 2**20
     server.state.sampler = lambda request: [{"text": "x" * (17 * 2**20), "tokens": []}]
-    backend = get_backend("openai", model="m", base_url=server.base_url, cache_dir=str(tmp_path),
-                          check_model=False)
+    backend = get_backend(
+        "openai", model="m", base_url=server.base_url, cache_dir=str(tmp_path), check_model=False
+    )
     with pytest.raises(LLMCallError) as excinfo:
         backend.sample(["q"], SamplingConfig(n=1, max_new_tokens=8))
     message = one_line_error(excinfo)
-    assert "failed after 1 attempt(s): ResponseTooLargeError: the response body passed the " \
-           "cap of 16777216 bytes" in message
+    assert (
+        "failed after 1 attempt(s): ResponseTooLargeError: the response body passed the "
+        "cap of 16777216 bytes" in message
+    )
     assert "raise backend.max_response_bytes" in message
     assert server.state.requests == 1 and not cached_files(tmp_path)
     # the same answer under a raised cap is taken and cached
-    raised = get_backend("openai", model="m", base_url=server.base_url, cache_dir=str(tmp_path),
-                         check_model=False, max_response_bytes=18 * 2**20)
+    raised = get_backend(
+        "openai",
+        model="m",
+        base_url=server.base_url,
+        cache_dir=str(tmp_path),
+        check_model=False,
+        max_response_bytes=18 * 2**20,
+    )
     got = raised.sample(["q"], SamplingConfig(n=1, max_new_tokens=8))
     assert len(got[0][0].text) == 17 * 2**20 and len(cached_files(tmp_path)) == 1
 
@@ -133,8 +167,13 @@ def test_a_streamed_body_without_a_length_is_cut_at_the_cap(server, tmp_path):
     """No Content-Length (chunked): the body is counted as it comes and the read stops just
     past the cap, long before the 4 MiB the server would send."""
     server.fault = ("stream", 4 * 2**20)
-    client = LLMClient(model="m", base_url=server.base_url, cache_dir=tmp_path,
-                       max_response_bytes=100_000, backoff_base=0.01)
+    client = LLMClient(
+        model="m",
+        base_url=server.base_url,
+        cache_dir=tmp_path,
+        max_response_bytes=100_000,
+        backoff_base=0.01,
+    )
     with pytest.raises(LLMCallError) as excinfo:
         client.chat(MESSAGES)
     message = one_line_error(excinfo)
@@ -145,14 +184,17 @@ def test_a_streamed_body_without_a_length_is_cut_at_the_cap(server, tmp_path):
 
 def test_a_server_that_keeps_failing_is_reported_with_its_own_error_body(server, tmp_path):
     server.fault = ("status", 500, "engine dead:\n  CUDA error: an illegal memory access")
-    client = LLMClient(model="m", base_url=server.base_url, cache_dir=tmp_path, max_retries=2,
-                       backoff_base=0.01)
+    client = LLMClient(
+        model="m", base_url=server.base_url, cache_dir=tmp_path, max_retries=2, backoff_base=0.01
+    )
     with pytest.raises(LLMCallError) as excinfo:
         client.chat(MESSAGES)
     message = one_line_error(excinfo)
-    assert message == (f"chat completion to {server.base_url} (model m) failed after 3 "
-                       "attempt(s): InternalServerError: 500 engine dead: CUDA error: an "
-                       "illegal memory access")
+    assert message == (
+        f"chat completion to {server.base_url} (model m) failed after 3 "
+        "attempt(s): InternalServerError: 500 engine dead: CUDA error: an "
+        "illegal memory access"
+    )
     assert server.state.requests == 3 and not cached_files(tmp_path)
     server.fault = ("status", 500, "engine dead " + "x" * 1000)  # a long body: cut, one line
     with pytest.raises(LLMCallError) as excinfo:
@@ -167,24 +209,43 @@ def test_the_generate_stage_over_a_failing_endpoint_exits_2_with_one_line(server
     server.fault = ("status", 500, "engine dead", {"Retry-After": "0"})
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "stage=generate", "backend=openai",
-         f"backend.base_url={server.base_url}", "backend.served_model=m",
-         "dataset=triviaqa_bundled", "dataset.limit=1", "generation.n_samples=2",
-         "generation.strategies=[greedy]", "evaluation.targets=[bayes]", "wandb.enabled=false",
-         f"output_root={tmp_path / 'out'}", f"cache_dir={tmp_path / 'cache'}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "stage=generate",
+            "backend=openai",
+            f"backend.base_url={server.base_url}",
+            "backend.served_model=m",
+            "dataset=triviaqa_bundled",
+            "dataset.limit=1",
+            "generation.n_samples=2",
+            "generation.strategies=[greedy]",
+            "evaluation.targets=[bayes]",
+            "wandb.enabled=false",
+            f"output_root={tmp_path / 'out'}",
+            f"cache_dir={tmp_path / 'cache'}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     output = done.stdout + done.stderr  # the pipeline's log goes to stdout
     assert done.returncode == 2, output[-3000:]
     errors = [line for line in output.splitlines() if "engine dead" in line]
     assert len(errors) == 1 and "Traceback" not in output, output[-3000:]
-    assert errors[0].endswith(f"[pipeline][ERROR] - chat completion to {server.base_url} "
-                              "(model m) failed after 6 attempt(s): InternalServerError: 500 "
-                              "engine dead")
+    assert errors[0].endswith(
+        f"[pipeline][ERROR] - chat completion to {server.base_url} "
+        "(model m) failed after 6 attempt(s): InternalServerError: 500 "
+        "engine dead"
+    )
     assert server.state.requests == 6
 
 
-def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_errors(server,
-                                                                                  tmp_path):
+def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_errors(server, tmp_path):
     """task.extractor.{timeout,deadline,max_response_bytes} reach the extractor's client (they
     were fixed at 60 s, none and none), its messages name them, and bad values are refused."""
     from hydra import compose, initialize_config_dir
@@ -197,10 +258,17 @@ def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_error
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "dataset=maqa_bundled", "task.extractor.kind=llm", "task.extractor.timeout=0.5",
-            "task.extractor.deadline=1.2", "task.extractor.max_response_bytes=1000",
-            f"task.extractor.base_url={server.base_url}"])
+        cfg = compose(
+            "config",
+            overrides=[
+                "dataset=maqa_bundled",
+                "task.extractor.kind=llm",
+                "task.extractor.timeout=0.5",
+                "task.extractor.deadline=1.2",
+                "task.extractor.max_response_bytes=1000",
+                f"task.extractor.base_url={server.base_url}",
+            ],
+        )
         bad = compose("config", overrides=["dataset=maqa_bundled", "task.extractor.timeout=0"])
     GlobalHydra.instance().clear()
     client = build_llm_client(cfg.task.extractor, str(tmp_path))

@@ -82,8 +82,13 @@ def test_fused_model_logits_are_bit_identical(smollm2_pair) -> None:
             for _ in range(3):
                 step_mask = torch.cat([step_mask, step_mask.new_ones(3, 1)], dim=1)
                 step_pos = step_pos + 1
-                out = model(input_ids=step_ids, attention_mask=step_mask, position_ids=step_pos,
-                            past_key_values=cache, use_cache=True)
+                out = model(
+                    input_ids=step_ids,
+                    attention_mask=step_mask,
+                    position_ids=step_pos,
+                    past_key_values=cache,
+                    use_cache=True,
+                )
                 logits.append(out.logits)
                 step_ids = out.logits[:, -1:].argmax(-1)
             outs.append(torch.cat(logits, dim=1))
@@ -95,8 +100,10 @@ def test_sampling_with_fusion_gives_the_same_tokens(smollm2_dir) -> None:
 
     backend = TransformersBackend(smollm2_dir, dtype="float32", batch_size=2, num_threads=1)
     assert backend.fused_ops == ALL_KINDS
-    prompts = [backend.render_chat([{"role": "user", "content": q}])
-               for q in ("Name a country in Africa.", "What is the capital of France?")]
+    prompts = [
+        backend.render_chat([{"role": "user", "content": q}])
+        for q in ("Name a country in Africa.", "What is the capital of France?")
+    ]
     cfg = SamplingConfig(n=4, max_new_tokens=8, temperature=1.0, seed=3)
     fused = backend.sample_and_decode(prompts, cfg, greedy=True)
     unfuse_small_ops(backend.model)
@@ -115,8 +122,9 @@ def test_fusion_switch_and_autograd(tiny_model_dir) -> None:
 
     from pipeline.generation.hf_backend import TransformersBackend
 
-    off = TransformersBackend(tiny_model_dir, dtype="float32", batch_size=2, num_threads=1,
-                              fuse_ops=False)
+    off = TransformersBackend(
+        tiny_model_dir, dtype="float32", batch_size=2, num_threads=1, fuse_ops=False
+    )
     assert off.fused_ops == [] and not is_fused(off.model)
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
@@ -140,8 +148,9 @@ def test_other_architectures_are_left_alone() -> None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
-                                       n_positions=16))
+    model = GPT2LMHeadModel(
+        GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
+    )
     assert fuse_small_ops(model) == [] and not is_fused(model)
     model.hf_device_map = {"": "cpu"}  # spread by accelerate: never touched
     assert fuse_small_ops(model) == []

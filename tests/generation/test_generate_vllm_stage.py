@@ -16,8 +16,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import resolve_cell
-from pipeline.config import register_configs
+from pipeline.config import register_configs, resolve_cell
 from pipeline.generation.vllm_worker import default_vllm_python
 from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
@@ -25,8 +24,9 @@ from pipeline.store import ArtifactStore
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not default_vllm_python().exists(),
-                       reason="vLLM env missing: run `make vllm-env`"),
+    pytest.mark.skipif(
+        not default_vllm_python().exists(), reason="vLLM env missing: run `make vllm-env`"
+    ),
 ]
 register_configs()
 
@@ -34,20 +34,37 @@ register_configs()
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
 def _cfg(tiny_model: Path, out: Path, *extra: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=[
-            "backend=vllm", f"model.path={tiny_model}", "model.name=tiny", "model.dtype=float32",
-            "dataset=triviaqa_bundled", "dataset.limit=3", "dataset.max_new_tokens=8",
-            "generation.n_samples=3", "generation.shard_size=2", "backend.enforce_eager=true",
-            "backend.max_model_len=512", "backend.kv_cache_memory_bytes=134217728",
-            f"output_root={out}", "wandb.enabled=false", *extra])
+        return compose(
+            "config",
+            overrides=[
+                "backend=vllm",
+                f"model.path={tiny_model}",
+                "model.name=tiny",
+                "model.dtype=float32",
+                "dataset=triviaqa_bundled",
+                "dataset.limit=3",
+                "dataset.max_new_tokens=8",
+                "generation.n_samples=3",
+                "generation.shard_size=2",
+                "backend.enforce_eager=true",
+                "backend.max_model_len=512",
+                "backend.kv_cache_memory_bytes=134217728",
+                f"output_root={out}",
+                "wandb.enabled=false",
+                *extra,
+            ],
+        )
 
 
 def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, tmp_path):
@@ -66,15 +83,18 @@ def test_vllm_generate_writes_every_strategy_including_contrastive(tiny_model, t
     assert not list(store.root.glob("*.shards"))  # merged into the artifacts
 
     # beam and contrastive rows are what transformers gives on the same prompts
-    from pipeline.generation.hf_backend import TransformersBackend
     from pipeline.generation.cell import render_prompts
+    from pipeline.generation.hf_backend import TransformersBackend
 
     prompts = render_prompts(resolve_cell(cfg), store.read("dataset"))
     hf = TransformersBackend(tiny_model, dtype="float32")
     expected = {
-        "contrastive": hf.contrastive(prompts, max_new_tokens=8,
-                                      alpha=cfg.generation.contrastive_alpha,
-                                      top_k=cfg.generation.contrastive_top_k),
+        "contrastive": hf.contrastive(
+            prompts,
+            max_new_tokens=8,
+            alpha=cfg.generation.contrastive_alpha,
+            top_k=cfg.generation.contrastive_top_k,
+        ),
         "beam": hf.beam(prompts, cfg.generation.beam_width, 8),
     }
     for strategy, reference in expected.items():
@@ -96,7 +116,10 @@ def test_tensor_parallel_from_the_model_config(tiny_model, tmp_path):
     cfg2 = _cfg(tiny_model, tmp_path, *base, "model.gpus=2")
     from pipeline.stage import STAGES, stage_key
 
-    assert stage_key(STAGES["generate"], resolve_cell(cfg2), two)[1]["backend"]["tensor_parallel_size"] == 2
+    assert (
+        stage_key(STAGES["generate"], resolve_cell(cfg2), two)[1]["backend"]["tensor_parallel_size"]
+        == 2
+    )
     run_stage("generate", resolve_cell(cfg2), two)
     g1 = one.read("decodes").query("strategy == 'greedy'")
     g2 = two.read("decodes").query("strategy == 'greedy'")

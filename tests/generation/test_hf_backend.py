@@ -282,19 +282,23 @@ def test_greedy_and_extra_rows_ride_in_the_sampling_call(tiny_backend, tiny_prom
     import dataclasses
 
     cfg = SamplingConfig(n=3, max_new_tokens=8, seed=5)
-    samples, greedy, extra = tiny_backend.sample_and_decode(tiny_prompts, cfg, greedy=True,
-                                                            extra_seed=99)
+    samples, greedy, extra = tiny_backend.sample_and_decode(
+        tiny_prompts, cfg, greedy=True, extra_seed=99
+    )
     assert [[g.token_ids for g in row] for row in samples] == [
-        [g.token_ids for g in row] for row in tiny_backend.sample(tiny_prompts, cfg)]
+        [g.token_ids for g in row] for row in tiny_backend.sample(tiny_prompts, cfg)
+    ]
     assert [g.token_ids for g in greedy] == [
-        g.token_ids for g in tiny_backend.greedy(tiny_prompts, 8)]
+        g.token_ids for g in tiny_backend.greedy(tiny_prompts, 8)
+    ]
     alone = tiny_backend.sample(tiny_prompts, dataclasses.replace(cfg, n=1, seed=99))
     assert [g.token_ids for g in extra] == [row[0].token_ids for row in alone]
     assert tiny_backend.sample_and_decode(tiny_prompts, cfg)[1:] == (None, None)
 
 
 def test_cpu_attention_gives_transformers_sdpa_results_without_repeating_kv_heads(
-        tiny_backend, tiny_prompts) -> None:
+    tiny_backend, tiny_prompts
+) -> None:
     """The tiny Llama has 2 KV heads for 4 query heads, and the prompts differ in length (a
     padding mask): the grouped-query SDPA gives the logits of transformers' own SDPA."""
     import torch
@@ -333,8 +337,9 @@ def test_own_decode_loop_equals_generate(tiny_backend, tiny_prompts, monkeypatch
         np.testing.assert_allclose(a.token_logprobs, b.token_logprobs, atol=2e-5)
 
 
-def test_own_loop_shares_each_prompts_cache_with_the_same_samples(tiny_backend, tiny_prompts,
-                                                                  monkeypatch) -> None:
+def test_own_loop_shares_each_prompts_cache_with_the_same_samples(
+    tiny_backend, tiny_prompts, monkeypatch
+) -> None:
     """The own loop keeps each prompt's keys once for its rows (`GrowingCache.share_prefix`,
     attention through `attend`) and samples what the per-row copies sample: the same tokens,
     log-probs equal up to float32 rounding; rows end at different steps (rows leave)."""
@@ -365,13 +370,15 @@ def test_own_loop_shares_each_prompts_cache_with_the_same_samples(tiny_backend, 
 
 
 def test_a_model_that_drops_the_shared_cache_on_the_way_decodes_with_copies(
-        tiny_model_dir, tiny_prompts, caplog) -> None:
+    tiny_model_dir, tiny_prompts, caplog
+) -> None:
     """A model whose attention never gets the shared cache (its layers drop keyword arguments)
     would attend over the rows' own tokens only: the loop notices after one step, before any
     draw, and decodes with per-row copies: the samples of a backend that never shared."""
     cfg = SamplingConfig(n=3, max_new_tokens=MAX_NEW, seed=5)
-    copied_backend = TransformersBackend(tiny_model_dir, dtype="float32", batch_size=2,
-                                         num_threads=1)
+    copied_backend = TransformersBackend(
+        tiny_model_dir, dtype="float32", batch_size=2, num_threads=1
+    )
     copied_backend.share_prompt_cache = False
     expected = copied_backend.sample(tiny_prompts, cfg)
     backend = TransformersBackend(tiny_model_dir, dtype="float32", batch_size=2, num_threads=1)
@@ -387,19 +394,21 @@ def test_a_model_that_drops_the_shared_cache_on_the_way_decodes_with_copies(
         got = backend.sample(tiny_prompts, cfg)
     assert "does not pass the shared prompt cache" in caplog.text
     assert not backend.share_prompt_cache
-    assert [[g.token_ids for g in row] for row in got] == \
-        [[g.token_ids for g in row] for row in expected]
+    assert [[g.token_ids for g in row] for row in got] == [
+        [g.token_ids for g in row] for row in expected
+    ]
 
 
-def test_a_generation_config_with_its_own_processors_keeps_generate(tiny_model_dir, tmp_path
-                                                                    ) -> None:
+def test_a_generation_config_with_its_own_processors_keeps_generate(
+    tiny_model_dir, tmp_path
+) -> None:
     """A repetition penalty (or any processor `generate` would add) is not applied by the own
     loop, so such a model samples through `generate`."""
     import shutil
 
     model_dir = tmp_path / "penalised"
     shutil.copytree(tiny_model_dir, model_dir)
-    config = (model_dir / "generation_config.json")
+    config = model_dir / "generation_config.json"
     import json
 
     settings = json.loads(config.read_text()) if config.exists() else {}

@@ -37,8 +37,9 @@ def _filled_cache(dtype, keep=None):
         if t == OWN_TOKENS - 1 and keep is not None:
             cache.batch_select_indices(torch.tensor(keep))
             live = live[torch.tensor(keep)]
-        keys, values = cache.update(own_k[live, :, t:t + 1].to(dtype),
-                                    own_v[live, :, t:t + 1].to(dtype), 0)
+        keys, values = cache.update(
+            own_k[live, :, t : t + 1].to(dtype), own_v[live, :, t : t + 1].to(dtype), 0
+        )
     query = rand(len(live), KV_HEADS * GROUP, 1, DIM)
     return cache, query, keys, values, (prompt_k, prompt_v, own_k, own_v, live)
 
@@ -51,13 +52,17 @@ def _reference(query, refs, scaling):
         p, pad = row // ROWS, PADDING[row // ROWS]
         k = torch.cat([prompt_k[p, :, pad:], own_k[row]], dim=1).repeat_interleave(GROUP, dim=0)
         v = torch.cat([prompt_v[p, :, pad:], own_v[row]], dim=1).repeat_interleave(GROUP, dim=0)
-        out.append(torch.nn.functional.scaled_dot_product_attention(
-            query[i:i + 1], k[None], v[None], scale=scaling))
+        out.append(
+            torch.nn.functional.scaled_dot_product_attention(
+                query[i : i + 1], k[None], v[None], scale=scaling
+            )
+        )
     return torch.cat(out).transpose(1, 2)  # (rows, 1, heads, dim)
 
 
-@pytest.mark.parametrize("keep", [None, [0, 2, 3, 5, 9, 11], [7]],
-                         ids=["all rows", "ragged rows", "one row"])
+@pytest.mark.parametrize(
+    "keep", [None, [0, 2, 3, 5, 9, 11], [7]], ids=["all rows", "ragged rows", "one row"]
+)
 def test_attend_equals_sdpa_over_each_rows_full_keys(keep) -> None:
     cache, query, keys, values, refs = _filled_cache(torch.float64, keep)
     scaling = 0.37
@@ -72,8 +77,9 @@ def test_attend_in_float32_and_bfloat16() -> None:
         cache, query, keys, values, refs = _filled_cache(dtype, [1, 4, 5, 6, 10])
         ours = cache.attend(0, query.to(dtype), keys, values, None)
         assert ours.dtype == dtype
-        torch.testing.assert_close(ours.double(), _reference(query, refs, DIM ** -0.5),
-                                   rtol=tol, atol=tol)
+        torch.testing.assert_close(
+            ours.double(), _reference(query, refs, DIM**-0.5), rtol=tol, atol=tol
+        )
 
 
 def test_a_shared_cache_refuses_what_it_cannot_do() -> None:

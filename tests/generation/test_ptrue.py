@@ -77,6 +77,7 @@ def test_ptrue_asks_about_the_models_input_text_as_lm_polygraph_unless_told(comp
     assert all(q in p for q, p in zip(dataset["question"], prompts))  # the prompt holds it
 
     bare = compose_cfg("dataset=triviaqa_bundled", "generation.ptrue_asks=question")
-    assert [q for s in _shards(bare, dataset, prompts) for q in s.questions] == \
-        list(dataset["question"])
+    assert [q for s in _shards(bare, dataset, prompts) for q in s.questions] == list(
+        dataset["question"]
+    )
     assert generate_slice(bare) != generate_slice(cfg)

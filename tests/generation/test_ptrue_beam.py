@@ -14,8 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import resolve_cell
-from pipeline.config import register_configs
+from pipeline.config import register_configs, resolve_cell
 from pipeline.generation.ptrue import (
     beam_answers,
     beam_setting_problems,
@@ -36,8 +35,9 @@ ANSWERS = ["Paris", "Leonardo da Vinci", "Pacific"]
 def _cfg(out: Path, *overrides: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=[f"output_root={out}", "wandb.enabled=false",
-                                            *overrides])
+        return compose(
+            "config", overrides=[f"output_root={out}", "wandb.enabled=false", *overrides]
+        )
 
 
 # --------------------------------------------------------------------------- the pieces
@@ -61,16 +61,21 @@ def test_ptrue_of_answers_asks_only_what_is_not_known(tiny_backend, monkeypatch)
     assert frame["logprob_true"].iloc[1] == -0.123
     assert frame["p_true"].iloc[1] == math.exp(-0.123)
     assert frame["logprob_true"].iloc[[0, 2]].tolist() == pytest.approx(
-        [direct[0], direct[2]], abs=1e-5)
+        [direct[0], direct[2]], abs=1e-5
+    )
     assert sent == [ptrue_prompts(tiny_backend, [QUESTIONS[i]], [ANSWERS[i]])[0] for i in (0, 2)]
     with pytest.raises(ValueError, match="3 prompt_ids, 2 questions"):
         ptrue_of_answers(tiny_backend, ids, QUESTIONS[:2], ANSWERS)
 
 
 def test_beam_answers_reuse_the_greedy_value_only_where_the_texts_are_equal() -> None:
-    decodes = pd.DataFrame({"prompt_id": ["p", "p", "q", "q", "r", "r"],
-                            "strategy": ["greedy", "beam"] * 3,
-                            "text": ["Paris", "Paris", "Lyon", "Lyon, France", "Rome", "rome"]})
+    decodes = pd.DataFrame(
+        {
+            "prompt_id": ["p", "p", "q", "q", "r", "r"],
+            "strategy": ["greedy", "beam"] * 3,
+            "text": ["Paris", "Paris", "Lyon", "Lyon, France", "Rome", "rome"],
+        }
+    )
     ptrue = pd.DataFrame({"prompt_id": ["p", "q", "r"], "logprob_true": [-1.0, -2.0, -3.0]})
     answers, known = beam_answers(decodes, ptrue, ["p", "q", "r"])
     assert answers == ["Paris", "Lyon, France", "rome"] and known == {"p": -1.0}
@@ -91,8 +96,13 @@ def test_a_cell_without_what_the_setting_needs_fails_before_any_generation(tmp_p
     from pipeline.errors import ConfigError
     from pipeline.stage import run_stage
 
-    cfg = _cfg(tmp_path, "dataset=triviaqa_bundled", "dataset.limit=2",
-               "generation.ptrue_beam=true", "generation.strategies=[greedy]")
+    cfg = _cfg(
+        tmp_path,
+        "dataset=triviaqa_bundled",
+        "dataset.limit=2",
+        "generation.ptrue_beam=true",
+        "generation.strategies=[greedy]",
+    )
     with pytest.raises(ConfigError, match="needs beam among generation.strategies"):
         run_stage("generate", resolve_cell(cfg), ArtifactStore(tmp_path / "cell"))
     assert not (tmp_path / "cell" / "samples.parquet").exists()
@@ -131,25 +141,58 @@ def test_the_stage_pass_asks_about_each_shards_beam_text_once(tmp_path):
     shards = [Shard(0, ["p", "q"], ["P?", "Q?"], ["P?", "Q?"]), Shard(1, ["r"], ["R?"], ["R?"])]
     texts = {"p": ("Paris", "Paris"), "q": ("Lyon", "Lyon, France"), "r": ("Rome", "Roma")}
     for s in shards:
-        store.write_shard("decodes", key, s.index, pd.DataFrame(
-            [{"prompt_id": pid, "strategy": strategy, "text": texts[pid][i],
-              "token_logprobs": [-1.0], "logprob": -1.0}
-             for pid in s.prompt_ids for i, strategy in enumerate(("greedy", "beam"))]),
-            prompt_ids=s.prompt_ids)
-        store.write_shard("ptrue", key, s.index, pd.DataFrame(
-            {"prompt_id": s.prompt_ids, "logprob_true": [-0.5] * len(s.prompt_ids),
-             "p_true": [math.exp(-0.5)] * len(s.prompt_ids)}), prompt_ids=s.prompt_ids)
-    store.write_shard(PTRUE_BEAM, key, 1, pd.DataFrame(
-        {"prompt_id": ["r"], "logprob_true": [-0.9], "p_true": [math.exp(-0.9)]}),
-        schema="ptrue", prompt_ids=["r"])
+        store.write_shard(
+            "decodes",
+            key,
+            s.index,
+            pd.DataFrame(
+                [
+                    {
+                        "prompt_id": pid,
+                        "strategy": strategy,
+                        "text": texts[pid][i],
+                        "token_logprobs": [-1.0],
+                        "logprob": -1.0,
+                    }
+                    for pid in s.prompt_ids
+                    for i, strategy in enumerate(("greedy", "beam"))
+                ]
+            ),
+            prompt_ids=s.prompt_ids,
+        )
+        store.write_shard(
+            "ptrue",
+            key,
+            s.index,
+            pd.DataFrame(
+                {
+                    "prompt_id": s.prompt_ids,
+                    "logprob_true": [-0.5] * len(s.prompt_ids),
+                    "p_true": [math.exp(-0.5)] * len(s.prompt_ids),
+                }
+            ),
+            prompt_ids=s.prompt_ids,
+        )
+    store.write_shard(
+        PTRUE_BEAM,
+        key,
+        1,
+        pd.DataFrame({"prompt_id": ["r"], "logprob_true": [-0.9], "p_true": [math.exp(-0.9)]}),
+        schema="ptrue",
+        prompt_ids=["r"],
+    )
     backend = _Recording()
     _ptrue_beam_pass(cfg, store, key, shards, backend)
     assert len(backend.asked) == 1 and "Possible answer:Lyon, France" in backend.asked[0]
     merged = with_beam_ptrue(
-        pd.concat([store.read_shards("ptrue", key, [(s.index, s.prompt_ids)]) for s in shards],
-                  ignore_index=True),
-        store.read_shards(PTRUE_BEAM, key, [(s.index, s.prompt_ids) for s in shards],
-                          schema="ptrue"))
+        pd.concat(
+            [store.read_shards("ptrue", key, [(s.index, s.prompt_ids)]) for s in shards],
+            ignore_index=True,
+        ),
+        store.read_shards(
+            PTRUE_BEAM, key, [(s.index, s.prompt_ids) for s in shards], schema="ptrue"
+        ),
+    )
     assert merged["logprob_true_beam"].tolist() == [-0.5, -len("Lyon, France") / 100, -0.9]
     assert merged["p_true_beam"].tolist() == [math.exp(v) for v in merged["logprob_true_beam"]]
     _ptrue_beam_pass(cfg, store, key, shards, backend)  # everything written: nothing asked
@@ -163,8 +206,9 @@ def test_the_ptrue_artifact_holds_the_beam_columns_only_when_written_with_them(t
     old = pd.DataFrame({"prompt_id": ["p"], "logprob_true": [-1.0], "p_true": [math.exp(-1.0)]})
     store.write("ptrue", old, key="a")
     assert list(store.read("ptrue").columns) == list(PTRUE)
-    store.write("ptrue", old.assign(logprob_true_beam=[-2.0], p_true_beam=[math.exp(-2.0)]),
-                key="b")
+    store.write(
+        "ptrue", old.assign(logprob_true_beam=[-2.0], p_true_beam=[math.exp(-2.0)]), key="b"
+    )
     assert list(store.read("ptrue").columns) == [*PTRUE, "logprob_true_beam", "p_true_beam"]
     assert store.read("ptrue")["logprob_true_beam"].dtype == "float64"
 
@@ -181,10 +225,16 @@ def test_the_generate_stage_on_smollm2_asks_ptrue_about_the_beam_output_too(tmp_
     from pipeline.stage import run_stage
     from pipeline.stages.generate import generate_slice
 
-    cfg = _cfg(tmp_path, "dataset=triviaqa_bundled", "dataset.limit=3",
-               "generation.n_samples=1", "dataset.max_new_tokens=16",
-               "generation.strategies=[greedy,beam]", "generation.shard_size=2",
-               "generation.ptrue_beam=true")
+    cfg = _cfg(
+        tmp_path,
+        "dataset=triviaqa_bundled",
+        "dataset.limit=3",
+        "generation.n_samples=1",
+        "dataset.max_new_tokens=16",
+        "generation.strategies=[greedy,beam]",
+        "generation.shard_size=2",
+        "generation.ptrue_beam=true",
+    )
     store = ArtifactStore(tmp_path / "cell")
     assert not run_stage("generate", resolve_cell(cfg), store)["skipped"]
     assert generate_slice(cfg)["generation"]["ptrue_beam"] is True
@@ -199,8 +249,11 @@ def test_the_generate_stage_on_smollm2_asks_ptrue_about_the_beam_output_too(tmp_
     for pid in same:
         assert by.loc[pid, "logprob_true_beam"] == by.loc[pid, "logprob_true"]
     prompts = dict(zip(store.read("dataset")["prompt_id"], cfg_prompts(cfg, store)))
-    direct = compute_ptrue(generation_backend(resolve_cell(cfg)), [prompts[pid] for pid in differ],
-                           [text["beam"][pid] for pid in differ])
+    direct = compute_ptrue(
+        generation_backend(resolve_cell(cfg)),
+        [prompts[pid] for pid in differ],
+        [text["beam"][pid] for pid in differ],
+    )
     for pid, lp in zip(differ, direct):
         assert by.loc[pid, "logprob_true_beam"] == pytest.approx(lp, abs=0.05)
         assert by.loc[pid, "logprob_true_beam"] != by.loc[pid, "logprob_true"]
@@ -238,22 +291,39 @@ def test_under_vllm_a_second_vllm_pass_asks_about_the_beam_output(tmp_path):
     from pipeline.stage import run_stage
 
     model = tmp_path / "tiny-llama"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model)],
-                   check=True, capture_output=True)
-    cfg = _cfg(tmp_path, "backend=vllm", f"model.path={model}", "model.name=tiny",
-               "model.dtype=float32", "dataset=triviaqa_bundled", "dataset.limit=3",
-               "dataset.max_new_tokens=8", "generation.n_samples=2", "generation.shard_size=2",
-               "backend.enforce_eager=true", "backend.max_model_len=512",
-               "backend.kv_cache_memory_bytes=134217728", "generation.strategies=[greedy,beam]",
-               "generation.ptrue_beam=true")
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model)],
+        check=True,
+        capture_output=True,
+    )
+    cfg = _cfg(
+        tmp_path,
+        "backend=vllm",
+        f"model.path={model}",
+        "model.name=tiny",
+        "model.dtype=float32",
+        "dataset=triviaqa_bundled",
+        "dataset.limit=3",
+        "dataset.max_new_tokens=8",
+        "generation.n_samples=2",
+        "generation.shard_size=2",
+        "backend.enforce_eager=true",
+        "backend.max_model_len=512",
+        "backend.kv_cache_memory_bytes=134217728",
+        "generation.strategies=[greedy,beam]",
+        "generation.ptrue_beam=true",
+    )
     store = ArtifactStore(tmp_path / "cell")
     assert not run_stage("generate", resolve_cell(cfg), store)["skipped"]
     ptrue, decodes = store.read("ptrue"), store.read("decodes")
     assert list(ptrue.columns) == [*PTRUE, "logprob_true_beam", "p_true_beam"]
     text = {s: dict(zip(d["prompt_id"], d["text"])) for s, d in decodes.groupby("strategy")}
     prompts = render_prompts(resolve_cell(cfg), store.read("dataset"))
-    hf = compute_ptrue(TransformersBackend(model, dtype="float32"), prompts,
-                       [text["beam"][pid] for pid in ptrue["prompt_id"]])
+    hf = compute_ptrue(
+        TransformersBackend(model, dtype="float32"),
+        prompts,
+        [text["beam"][pid] for pid in ptrue["prompt_id"]],
+    )
     for row, expected in zip(ptrue.itertuples(), hf):
         if text["greedy"][row.prompt_id] == text["beam"][row.prompt_id]:
             assert row.logprob_true_beam == row.logprob_true

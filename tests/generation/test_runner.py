@@ -123,10 +123,22 @@ class NoContrastiveBackend:
 
 def test_backend_without_contrastive_is_an_error_not_a_missing_row(tiny_backend, tiny_prompts):
     with pytest.raises(ValueError, match="has no contrastive search"):
-        generate_records(NoContrastiveBackend(tiny_backend), tiny_prompts[:1], ["a"], CFG,
-                         strategies=("contrastive", "ar"), progress=False)
-    _, decodes, ptrue = generate_records(NoContrastiveBackend(tiny_backend), tiny_prompts[:1],
-                                         ["a"], CFG, strategies=("ar",), progress=False)
+        generate_records(
+            NoContrastiveBackend(tiny_backend),
+            tiny_prompts[:1],
+            ["a"],
+            CFG,
+            strategies=("contrastive", "ar"),
+            progress=False,
+        )
+    _, decodes, ptrue = generate_records(
+        NoContrastiveBackend(tiny_backend),
+        tiny_prompts[:1],
+        ["a"],
+        CFG,
+        strategies=("ar",),
+        progress=False,
+    )
     assert decodes["strategy"].tolist() == ["ar"]
     assert len(ptrue) == 1  # P(True) computed its own greedy answer
 
@@ -135,8 +147,16 @@ def test_decode_records_equal_the_backends_decodes(tiny_backend, tiny_prompts):
     """The pass the generate stage runs after vLLM: per prompt one row per strategy, the same
     tokens and log-probs as the backend's own beam / contrastive search and as the rows
     generate_records writes for them."""
-    frame = decode_records(tiny_backend, tiny_prompts, IDS, ["beam", "contrastive"],
-                           max_new_tokens=8, beam_width=3, alpha=0.6, top_k=4)
+    frame = decode_records(
+        tiny_backend,
+        tiny_prompts,
+        IDS,
+        ["beam", "contrastive"],
+        max_new_tokens=8,
+        beam_width=3,
+        alpha=0.6,
+        top_k=4,
+    )
     beam = tiny_backend.beam(tiny_prompts, 3, 8)
     contrastive = tiny_backend.contrastive(tiny_prompts, max_new_tokens=8, alpha=0.6, top_k=4)
     assert list(frame.columns) == list(DECODES)
@@ -145,10 +165,16 @@ def test_decode_records_equal_the_backends_decodes(tiny_backend, tiny_prompts):
     expected = [g for pair in zip(beam, contrastive) for g in pair]
     assert frame["text"].tolist() == [g.text for g in expected]
     assert [list(x) for x in frame["token_logprobs"]] == [g.token_logprobs for g in expected]
-    _, decodes, _ = generate_records(tiny_backend, tiny_prompts, IDS,
-                                     dataclasses.replace(CFG, max_new_tokens=8),
-                                     strategies=("beam", "contrastive"), beam_width=3,
-                                     ptrue=False, progress=False)
+    _, decodes, _ = generate_records(
+        tiny_backend,
+        tiny_prompts,
+        IDS,
+        dataclasses.replace(CFG, max_new_tokens=8),
+        strategies=("beam", "contrastive"),
+        beam_width=3,
+        ptrue=False,
+        progress=False,
+    )
     assert decodes["text"].tolist() == frame["text"].tolist()
 
 

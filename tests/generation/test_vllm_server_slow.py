@@ -47,17 +47,18 @@ def _bundled(name: str, reference: str, limit: int):
 
 
 @needs_vllm_venv
-def test_generate_and_score_sets_against_vllms_server_with_default_settings(vllm_server,
-                                                                             tmp_path):
+def test_generate_and_score_sets_against_vllms_server_with_default_settings(vllm_server, tmp_path):
     import pipeline
 
     base_url, log_path = vllm_server
     data = _bundled("maqa_bundled", "answer_set", 6)
     frame = data.rename(columns={"prompt_id": "id"})[["id", "question"]].assign(
-        references=list(data["answers"]))
+        references=list(data["answers"])
+    )
     started = time.monotonic()
-    df = pipeline.generate_and_score(frame, task="sets", model=HUB_ID, base_url=base_url,
-                                     cache_dir=tmp_path)
+    df = pipeline.generate_and_score(
+        frame, task="sets", model=HUB_ID, base_url=base_url, cache_dir=tmp_path
+    )
     REPORT["sets: 6 prompts x 20 samples (s)"] = round(time.monotonic() - started, 1)
     assert not server_errors(log_path), server_errors(log_path)
     assert list(df["prompt_id"]) == list(data["prompt_id"])
@@ -69,10 +70,15 @@ def test_generate_and_score_sets_against_vllms_server_with_default_settings(vllm
     # the model's own temperature 0.2 applied: samples agree far more than at T=1 (where most
     # of a 135M model's samples are off-topic)
     assert df["confidence"].mean() > 0.3, df[["question", "bayes_text", "confidence"]]
-    REPORT["sets: Bayes answers"] = {q: (t, round(c, 3), round(f, 3)) for q, t, c, f in zip(
-        df["question"], df["bayes_text"], df["confidence"], df["quality_bayes_f1"])}
-    again = pipeline.generate_and_score(frame, task="sets", model=HUB_ID, base_url=base_url,
-                                        cache_dir=tmp_path)  # unseeded: the cache reproduces
+    REPORT["sets: Bayes answers"] = {
+        q: (t, round(c, 3), round(f, 3))
+        for q, t, c, f in zip(
+            df["question"], df["bayes_text"], df["confidence"], df["quality_bayes_f1"]
+        )
+    }
+    again = pipeline.generate_and_score(
+        frame, task="sets", model=HUB_ID, base_url=base_url, cache_dir=tmp_path
+    )  # unseeded: the cache reproduces
     assert list(again["bayes_text"]) == list(df["bayes_text"])
 
 
@@ -82,9 +88,16 @@ def test_generate_and_score_classes_against_vllms_server(vllm_server, tmp_path):
 
     base_url, log_path = vllm_server
     data = _bundled("triviaqa_bundled", "one_answer", 5)
-    df = pipeline.generate_and_score(list(data["question"]), task="classes", model=HUB_ID,
-                                     base_url=base_url, cache_dir=tmp_path, n_samples=10,
-                                     references=list(data["answers"]), max_new_tokens=24)
+    df = pipeline.generate_and_score(
+        list(data["question"]),
+        task="classes",
+        model=HUB_ID,
+        base_url=base_url,
+        cache_dir=tmp_path,
+        n_samples=10,
+        references=list(data["answers"]),
+        max_new_tokens=24,
+    )
     assert not server_errors(log_path)
     assert (df["n_samples"] == 10).all()
     assert df["confidence"].between(0, 1).all()
@@ -98,10 +111,17 @@ def test_the_first_errors_a_user_meets_against_vllms_server(vllm_server, tmp_pat
 
     base_url, _ = vllm_server
     with pytest.raises(FatalLLMCallError, match=f"it serves '{HUB_ID}'"):
-        pipeline.generate_and_score(["q"], task="sets", model="smollm2", base_url=base_url, cache_dir=tmp_path)
+        pipeline.generate_and_score(
+            ["q"], task="sets", model="smollm2", base_url=base_url, cache_dir=tmp_path
+        )
     with pytest.raises(FatalLLMCallError, match="add /v1 to the base URL"):
-        pipeline.generate_and_score(["q"], task="sets", model=HUB_ID, base_url=base_url.removesuffix("/v1"),
-                                    cache_dir=tmp_path)
+        pipeline.generate_and_score(
+            ["q"],
+            task="sets",
+            model=HUB_ID,
+            base_url=base_url.removesuffix("/v1"),
+            cache_dir=tmp_path,
+        )
 
 
 @needs_vllm_venv
@@ -109,14 +129,31 @@ def test_the_pipeline_with_backend_openai_against_vllms_server(vllm_server, tmp_
     """The real command line, every stage, on a bundled dataset; nothing local but the data."""
     base_url, log_path = vllm_server
     out = tmp_path / "outputs"
-    command = [sys.executable, "-m", "pipeline", "backend=openai", f"backend.base_url={base_url}",
-               "dataset=maqa_bundled", "dataset.limit=4", "generation.n_samples=10",
-               "generation.strategies=[greedy,ar]", "evaluation.targets=[bayes,bayes_fbeta]",
-               "uq.estimators=[bayes_risk,latent_entropy,ptrue]", "wandb.enabled=false",
-               f"output_root={out}", f"cache_dir={tmp_path / 'cache'}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "backend=openai",
+        f"backend.base_url={base_url}",
+        "dataset=maqa_bundled",
+        "dataset.limit=4",
+        "generation.n_samples=10",
+        "generation.strategies=[greedy,ar]",
+        "evaluation.targets=[bayes,bayes_fbeta]",
+        "uq.estimators=[bayes_risk,latent_entropy,ptrue]",
+        "wandb.enabled=false",
+        f"output_root={out}",
+        f"cache_dir={tmp_path / 'cache'}",
+    ]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        command,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     REPORT["pipeline backend=openai, 4 prompts (s)"] = round(time.monotonic() - started, 1)
     assert done.returncode == 0, done.stderr[-4000:]
     assert not server_errors(log_path)

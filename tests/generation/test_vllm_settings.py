@@ -22,8 +22,14 @@ def cfg_of(compose_cfg):
 def model_4k(tmp_path) -> str:
     from transformers import LlamaConfig
 
-    LlamaConfig(max_position_embeddings=4096, hidden_size=64, num_attention_heads=1,
-                num_hidden_layers=1, intermediate_size=64, vocab_size=32).save_pretrained(tmp_path)
+    LlamaConfig(
+        max_position_embeddings=4096,
+        hidden_size=64,
+        num_attention_heads=1,
+        num_hidden_layers=1,
+        intermediate_size=64,
+        vocab_size=32,
+    ).save_pretrained(tmp_path)
     return str(tmp_path)
 
 
@@ -39,12 +45,18 @@ def test_tensor_parallel_follows_the_models_gpus_unless_set(cfg_of):
     assert tensor_parallel_size(cfg_of("model=qwen3-30b-a3b").model) == 2
     assert tensor_parallel_size(cfg_of("model=qwen3-4b").model) == 1
     assert tensor_parallel_size(cfg_of("model=smollm2-135m").model) == 1  # 0 GPUs: one rank
-    assert tensor_parallel_size(cfg_of("model=qwen2.5-72b-instruct",
-                                       "model.tensor_parallel_size=8").model) == 8
+    assert (
+        tensor_parallel_size(
+            cfg_of("model=qwen2.5-72b-instruct", "model.tensor_parallel_size=8").model
+        )
+        == 8
+    )
 
 
 def test_decodes_vllm_lacks_or_scores_differently_run_through_transformers(cfg_of):
     assert _split(cfg_of()) == (["greedy", "ar"], ["beam", "contrastive"])
     assert _split(cfg_of("generation.beam_backend=vllm")) == (
-        ["greedy", "beam", "ar"], ["contrastive"])
+        ["greedy", "beam", "ar"],
+        ["contrastive"],
+    )
     assert _split(cfg_of("generation.strategies=[greedy]")) == (["greedy"], [])

@@ -55,11 +55,20 @@ def _samples_file(task, path) -> None:
     with path.open("w") as fh:
         for inst in sorted(task.instances, key=lambda i: i.doc_id):
             for key, resp in inst.filtered_resps.items():
-                fh.write(json.dumps({"doc_id": inst.doc_id, "doc": inst.doc,
-                                     "target": task.doc_to_target(inst.doc),
-                                     "arguments": [list(map(str, inst.args))],
-                                     "resps": [list(inst.resps)], "filtered_resps": [str(resp)],
-                                     "filter": key}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "doc_id": inst.doc_id,
+                            "doc": inst.doc,
+                            "target": task.doc_to_target(inst.doc),
+                            "arguments": [list(map(str, inst.args))],
+                            "resps": [list(inst.resps)],
+                            "filtered_resps": [str(resp)],
+                            "filter": key,
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def _taskaware_score(task, path, space_task: str):
@@ -83,9 +92,18 @@ def test_the_filter_gives_the_bayes_answer_and_lm_eval_aggregates_prr_and_auc(tm
     results = _results(task)
     ours, vote = results["task_aware"], results["majority_vote"]
     assert set(vote) == {"exact_match"}  # lm-eval's own filter beside ours, in the same run
-    for metric in ("exact_match", "bayes_exact_match_error", "bayes_risk", "confidence",
-                   "prr_bayes_risk", "prr_low_bayes_risk", "prr_high_bayes_risk",
-                   "auc_bayes_risk", "auc_low_bayes_risk", "auc_high_bayes_risk"):
+    for metric in (
+        "exact_match",
+        "bayes_exact_match_error",
+        "bayes_risk",
+        "confidence",
+        "prr_bayes_risk",
+        "prr_low_bayes_risk",
+        "prr_high_bayes_risk",
+        "auc_bayes_risk",
+        "auc_low_bayes_risk",
+        "auc_high_bayes_risk",
+    ):
         assert metric in ours, metric
     assert ours["prr_low_bayes_risk"] <= ours["prr_bayes_risk"] <= ours["prr_high_bayes_risk"]
     assert ours["auc_low_bayes_risk"] <= ours["auc_bayes_risk"] <= ours["auc_high_bayes_risk"]
@@ -119,7 +137,9 @@ def test_a_set_task_reads_each_response_as_a_set_and_scores_f1(tmp_path):
     ours = _results(task)["task_aware"]
     assert 0 < ours["bayes_f1"] <= 1 and ours["bayes_hamming"] >= 0
     scored, uq, _ = _taskaware_score(task, tmp_path / "samples.jsonl", "sets")
-    first = uq[(uq["estimator"] == "bayes_risk") & (uq["metric"] == "hamming")].iloc[0]  # the first metric
+    first = uq[(uq["estimator"] == "bayes_risk") & (uq["metric"] == "hamming")].iloc[
+        0
+    ]  # the first metric
     assert ours["prr_bayes_risk"] == pytest.approx(first["prr"], abs=1e-12)
     assert ours["bayes_f1"] == pytest.approx(scored["quality_bayes_f1"].mean(), abs=1e-12)
 

@@ -26,16 +26,22 @@ def random_prompts(name: str, rng: np.random.Generator, n_prompts: int = 40):
             samples = [_set(rng, labels) for _ in range(m)]
             action = _set(rng, labels + ["beyond", "other"])
         elif name == "graphs":
-            samples = [frozenset((a, "r", b) for a, b in zip(labels, labels[1:])
-                                 if rng.random() < 0.5) for _ in range(m)]
-            action = frozenset({("z", "r", "a")}) | (samples[0] if rng.random() < 0.5 else frozenset())
+            samples = [
+                frozenset((a, "r", b) for a, b in zip(labels, labels[1:]) if rng.random() < 0.5)
+                for _ in range(m)
+            ]
+            action = frozenset({("z", "r", "a")}) | (
+                samples[0] if rng.random() < 0.5 else frozenset()
+            )
         elif name == "classes":
             samples = [f"c{int(rng.integers(0, 3))}" for _ in range(m)]
             action = f"c{int(rng.integers(0, 4))}"
         elif name == "sphere":
             base = rng.normal(size=(3, 5))
-            samples = [base[int(rng.integers(0, 3))] + 0.01 * rng.normal(size=5) * (rng.random() < 0.5)
-                       for _ in range(m)]
+            samples = [
+                base[int(rng.integers(0, 3))] + 0.01 * rng.normal(size=5) * (rng.random() < 0.5)
+                for _ in range(m)
+            ]
             action = rng.normal(size=5)
         elif name == "simplex":
             names = labels or ["only"]
@@ -46,8 +52,10 @@ def random_prompts(name: str, rng: np.random.Generator, n_prompts: int = 40):
                 samples.append(dict(zip(support, q.tolist())))
             action = samples[0] if rng.random() < 0.5 else {x: 1.0 for x in names + ["beyond"]}
         else:  # reals
-            samples = [float(rng.integers(0, 5)) if rng.random() < 0.5 else float(rng.normal())
-                       for _ in range(m)]
+            samples = [
+                float(rng.integers(0, 5)) if rng.random() < 0.5 else float(rng.normal())
+                for _ in range(m)
+            ]
             action = float(rng.normal())
         if rng.random() < 0.2:
             samples = samples + samples[:1]  # a repeat: l_MAP has a clear winner
@@ -56,9 +64,17 @@ def random_prompts(name: str, rng: np.random.Generator, n_prompts: int = 40):
     return prompts, actions
 
 
-SPACES = [("sets", {}), ("sets-fbeta", {"beta": 1.0}), ("sets-fbeta", {"beta": 2.0}),
-          ("graphs", {}), ("classes", {}), ("sphere", {}), ("simplex", {}),
-          ("reals", {"loss": "l1"}), ("reals", {"loss": "l2"})]
+SPACES = [
+    ("sets", {}),
+    ("sets-fbeta", {"beta": 1.0}),
+    ("sets-fbeta", {"beta": 2.0}),
+    ("graphs", {}),
+    ("classes", {}),
+    ("sphere", {}),
+    ("simplex", {}),
+    ("reals", {"loss": "l1"}),
+    ("reals", {"loss": "l2"}),
+]
 
 
 def same_action(space, a, b) -> bool:
@@ -92,13 +108,15 @@ def test_a_batch_decides_what_the_one_prompt_maths_decides(name, options):
         assert same_action(space, batch.items[p][map_idx[p]], space.map(samples))
         # every sample's risk as the action is its empirical risk
         for i, sample in enumerate(samples):
-            assert batch.sample_risks()[p][i] == pytest.approx(space.risk(sample, samples),
-                                                               rel=1e-12, abs=1e-12)
+            assert batch.sample_risks()[p][i] == pytest.approx(
+                space.risk(sample, samples), rel=1e-12, abs=1e-12
+            )
         if candidates[p] is None:
             assert np.isnan(cand_risks[p])
         else:
-            assert cand_risks[p] == pytest.approx(space.risk(candidates[p], samples),
-                                                  rel=1e-12, abs=1e-12)
+            assert cand_risks[p] == pytest.approx(
+                space.risk(candidates[p], samples), rel=1e-12, abs=1e-12
+            )
 
 
 @pytest.mark.parametrize("name,options", SPACES, ids=lambda v: str(v))

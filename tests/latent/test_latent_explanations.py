@@ -55,7 +55,8 @@ def test_set_marginals_equal_direct_counts_and_confidence_is_the_expected_f1(nam
         assert space.confidence(samples) == pytest.approx(want)
         other = draw()  # any answer, not only the Bayes one
         assert space.confidence(samples, other) == pytest.approx(
-            np.mean([_f1(other, s) for s in samples]))
+            np.mean([_f1(other, s) for s in samples])
+        )
 
 
 def test_an_empty_answer_from_scattered_samples_is_not_confident():
@@ -80,8 +81,11 @@ def test_the_set_bound_is_reached_when_every_answer_splits_the_samples_in_half()
 
 def test_simplex_distribution_is_the_mean_and_the_bound_log_k_is_reached_by_one_hot_splits():
     space = get_space("simplex")
-    one_hot = [{"a": 1.0, "b": 0.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 0.0},
-               {"a": 0.0, "b": 0.0, "c": 1.0}]
+    one_hot = [
+        {"a": 1.0, "b": 0.0, "c": 0.0},
+        {"a": 0.0, "b": 1.0, "c": 0.0},
+        {"a": 0.0, "b": 0.0, "c": 1.0},
+    ]
     assert space.bayes(one_hot).risk == pytest.approx(math.log(3))
     # exp(-KL(e_k || uniform)) = 1/3 for each one-hot sample
     assert space.confidence(one_hot) == pytest.approx(1 / 3)
@@ -143,18 +147,33 @@ def _unit(v):
 # Per space: samples that scatter, samples split between two answers, unanimous samples.
 ORDERING_CASES = {
     "classes": ([f"c{i}" for i in range(10)], ["paris"] * 6 + ["lyon"] * 4, ["paris"] * 10),
-    "sets": ([{f"x{i}", f"y{i}"} for i in range(10)], [{"a"}] * 6 + [{"b", "c"}] * 4,
-             [{"a", "b"}] * 10),
-    "graphs": ([{(f"h{i}", "r", f"t{i}")} for i in range(10)],
-               [{("a", "r", "b")}] * 6 + [{("c", "r", "d")}] * 4, [{("a", "r", "b")}] * 10),
+    "sets": (
+        [{f"x{i}", f"y{i}"} for i in range(10)],
+        [{"a"}] * 6 + [{"b", "c"}] * 4,
+        [{"a", "b"}] * 10,
+    ),
+    "graphs": (
+        [{(f"h{i}", "r", f"t{i}")} for i in range(10)],
+        [{("a", "r", "b")}] * 6 + [{("c", "r", "d")}] * 4,
+        [{("a", "r", "b")}] * 10,
+    ),
     "sets-fbeta": ([{f"x{i}"} for i in range(10)], [{"a"}] * 6 + [{"b"}] * 4, [{"a"}] * 10),
     # ten of eleven evenly spaced directions: |mu| = 1/10
-    "sphere": ([np.array([np.cos(t), np.sin(t)]) for t in 2 * np.pi * np.arange(10) / 11], [_unit([1, 0])] * 6 + [_unit([0, 1])] * 4,
-               [_unit([1, 1])] * 10),
-    "simplex": ([{f"k{i}": 1.0} for i in range(10)], [{"a": 1.0}] * 6 + [{"b": 1.0}] * 4,
-                [{"a": 0.7, "b": 0.3}] * 10),
-    "reals": ([1.0, -40.0, 300.0, 7.0, 1e4, -2.0, 55.0, 0.5, 90.0, -600.0],
-              [8.0] * 6 + [12.0] * 4, [8.0] * 10),
+    "sphere": (
+        [np.array([np.cos(t), np.sin(t)]) for t in 2 * np.pi * np.arange(10) / 11],
+        [_unit([1, 0])] * 6 + [_unit([0, 1])] * 4,
+        [_unit([1, 1])] * 10,
+    ),
+    "simplex": (
+        [{f"k{i}": 1.0} for i in range(10)],
+        [{"a": 1.0}] * 6 + [{"b": 1.0}] * 4,
+        [{"a": 0.7, "b": 0.3}] * 10,
+    ),
+    "reals": (
+        [1.0, -40.0, 300.0, 7.0, 1e4, -2.0, 55.0, 0.5, 90.0, -600.0],
+        [8.0] * 6 + [12.0] * 4,
+        [8.0] * 10,
+    ),
 }
 
 

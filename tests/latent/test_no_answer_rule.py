@@ -46,7 +46,8 @@ def test_bayes_with_no_answer_matches_brute_force(name, seed):
     assert res.risk == pytest.approx(want_risk, abs=1e-12)
     assert space.risk(res.action, latents) == pytest.approx(want_risk, abs=1e-12)
     assert space.confidence(latents) == pytest.approx(
-        sum(space.agreement(res.action, x) for x in latents) / len(latents), abs=1e-12)
+        sum(space.agreement(res.action, x) for x in latents) / len(latents), abs=1e-12
+    )
     if name == "classes":
         assert res.action == want_action
     # decided in the decide stage's batch form: the same action and risk
@@ -58,8 +59,13 @@ def test_bayes_with_no_answer_matches_brute_force(name, seed):
 def test_two_read_samples_of_twenty_abstain_through_score():
     import pipeline
 
-    rows = [{"id": "rings", "question": "Which planets of the solar system have rings?",
-             "responses": ["Saturn, Jupiter"] * 2 + ["##"] * 18}]
+    rows = [
+        {
+            "id": "rings",
+            "question": "Which planets of the solar system have rings?",
+            "responses": ["Saturn, Jupiter"] * 2 + ["##"] * 18,
+        }
+    ]
     sets = pipeline.score(rows, task="sets").iloc[0]
     assert (sets["n_parsed"], sets["n_no_answer"], sets["n_discarded"]) == (2, 18, 0)
     assert sets["bayes_text"] == "" and sets["abstention"].startswith("abstains")
@@ -71,8 +77,9 @@ def test_two_read_samples_of_twenty_abstain_through_score():
     assert classes["bayes_action"] == NO_ANSWER_CLASS and classes["bayes_text"] == ""
     assert classes["bayes_risk"] == pytest.approx(0.1) and classes["confidence"] == 0.0
     # 17 read "Saturn, Jupiter" and 3 unread: the answer, at 17/20
-    more = pipeline.score([{**rows[0], "responses": ["Saturn, Jupiter"] * 17 + ["##"] * 3}],
-                          task="classes").iloc[0]
+    more = pipeline.score(
+        [{**rows[0], "responses": ["Saturn, Jupiter"] * 17 + ["##"] * 3}], task="classes"
+    ).iloc[0]
     assert more["bayes_text"] != "" and more["confidence"] == pytest.approx(17 / 20)
     # the paper's rule decides over the 2 read samples: a confident answer
     paper = pipeline.score(rows, task="classes", overrides=["reading.unreadable=discard"]).iloc[0]
@@ -82,14 +89,20 @@ def test_two_read_samples_of_twenty_abstain_through_score():
 def test_a_truncated_sample_is_not_an_answer():
     import pipeline
 
-    rows = [{"id": "fr", "question": "What is the capital of France?",
-             "responses": ["Paris", "Paris", "The capital of", "The capital of", "The capital of"],
-             "finish_reasons": ["stop", "stop", "length", "length", "length"]}]
+    rows = [
+        {
+            "id": "fr",
+            "question": "What is the capital of France?",
+            "responses": ["Paris", "Paris", "The capital of", "The capital of", "The capital of"],
+            "finish_reasons": ["stop", "stop", "length", "length", "length"],
+        }
+    ]
     got = pipeline.score(rows, task="classes").iloc[0]
     assert (got["n_truncated"], got["n_parsed"], got["n_no_answer"]) == (3, 2, 3)
     assert got["abstention"] and "3 cut by the token limit" in got["abstention"]
-    read = pipeline.score(rows, task="classes", overrides=["reading.truncated=read",
-                                                          "reading.unreadable=discard"]).iloc[0]
+    read = pipeline.score(
+        rows, task="classes", overrides=["reading.truncated=read", "reading.unreadable=discard"]
+    ).iloc[0]
     assert read["n_parsed"] == 5  # the paper's rule reads them
 
 
@@ -102,8 +115,10 @@ def test_read_confidence_against_brute_force(seed):
     rng = random.Random(seed)
     for name in ("sets", "classes"):
         space = get_space(name)
-        read = [frozenset(rng.sample("abc", rng.randint(0, 2))) if name == "sets"
-                else rng.choice("abc") for _ in range(rng.randint(0, 6))]
+        read = [
+            frozenset(rng.sample("abc", rng.randint(0, 2))) if name == "sets" else rng.choice("abc")
+            for _ in range(rng.randint(0, 6))
+        ]
         items = read + [space.no_answer()] * rng.randint(0, 6)
         if not items:
             continue

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.clients.disk_cache import JsonRecordCache, record_digest, sha256_key
-from pipeline.mapping.equivalence import PairCache
 from pipeline.clients.llm_client import LLMClient
+from pipeline.mapping.equivalence import PairCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from openai_stand_in import FakeOpenAIServer
@@ -28,8 +28,9 @@ def server():
 
 
 def make_client(server, tmp_path):
-    return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=tmp_path / "llm",
-                     backoff_base=0.01)
+    return LLMClient(
+        model="rule-server", base_url=server.base_url, cache_dir=tmp_path / "llm", backoff_base=0.01
+    )
 
 
 def record_of(tmp_path, content):
@@ -45,8 +46,7 @@ def warnings_of(caplog):
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
-def test_an_edited_record_is_a_miss_asked_again_counted_and_logged_once(server, tmp_path,
-                                                                        caplog):
+def test_an_edited_record_is_a_miss_asked_again_counted_and_logged_once(server, tmp_path, caplog):
     client = make_client(server, tmp_path)
     assert client.complete(["paris", "rome"]) == ["PARIS", "ROME"]
     for content in ("paris", "rome"):  # valid JSON, same request, another answer
@@ -73,8 +73,9 @@ def test_a_record_without_a_digest_is_a_miss(server, tmp_path):
     client = make_client(server, tmp_path)
     client.complete(["paris"])
     path, record = record_of(tmp_path, "paris")
-    assert record["digest"] == record_digest(path.stem, {k: v for k, v in record.items()
-                                                         if k != "digest"})
+    assert record["digest"] == record_digest(
+        path.stem, {k: v for k, v in record.items() if k != "digest"}
+    )
     del record["digest"]
     path.write_text(json.dumps(record))
     fresh = make_client(server, tmp_path)
@@ -157,8 +158,9 @@ def test_a_pair_cache_row_edited_in_sqlite_is_a_miss_counted_and_logged_once(tmp
     assert found == {k: v for k, v in pairs.items() if k not in (edited, nulled)}
     assert cache.unverified == 3
     said = warnings_of(caplog)
-    assert len(said) == 1 and said[0].startswith(f"2 pair cache rows in {cache.path} did not "
-                                                 "verify"), said
+    assert len(said) == 1 and said[0].startswith(
+        f"2 pair cache rows in {cache.path} did not verify"
+    ), said
     cache.put_many({edited: pairs[edited], nulled: pairs[nulled]})  # scored again
     assert cache.get_many(list(pairs)) == pairs and cache.unverified == 3
 
@@ -168,8 +170,9 @@ def test_a_pair_cache_from_before_digests_opens_and_its_rows_are_misses(tmp_path
     pairs = _pairs()
     with sqlite3.connect(path) as con:  # the old schema: no digest column
         con.execute("CREATE TABLE pairs (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        con.executemany("INSERT INTO pairs VALUES (?, ?)",
-                        [(k, json.dumps(v)) for k, v in pairs.items()])
+        con.executemany(
+            "INSERT INTO pairs VALUES (?, ?)", [(k, json.dumps(v)) for k, v in pairs.items()]
+        )
     cache = PairCache(tmp_path)
     assert cache.get_many(list(pairs)) == {} and cache.unverified == len(pairs)
     cache.put_many(pairs)
@@ -184,15 +187,21 @@ def test_a_verified_row_that_is_no_list_of_numbers_is_a_miss_and_never_shifts_ot
     cache.put_many(pairs)
     odd = {"odd-a": "0.5, 0.25", "odd-b": '{"a": 1}', "odd-c": '["x"]'}
     with sqlite3.connect(cache.path) as con:
-        con.executemany("INSERT INTO pairs VALUES (?, ?, ?)",
-                        [(k, v, PairCache._row_digest(k, v)) for k, v in odd.items()])
+        con.executemany(
+            "INSERT INTO pairs VALUES (?, ?, ?)",
+            [(k, v, PairCache._row_digest(k, v)) for k, v in odd.items()],
+        )
     assert cache.get_many(["odd-a", *pairs, "odd-b", "odd-c"]) == pairs
     assert cache.unverified == len(odd)
 
 
 def test_pair_values_are_stored_as_json_dumps_writes_them_and_read_back_exactly(tmp_path):
-    values = {"a": [0.1, 0.25, 1.0], "b": [5e-324, -0.0, 1e22, 123456789.123], "c": [1, 2],
-              "d": [float("nan"), float("inf"), -1.5]}
+    values = {
+        "a": [0.1, 0.25, 1.0],
+        "b": [5e-324, -0.0, 1e22, 123456789.123],
+        "c": [1, 2],
+        "d": [float("nan"), float("inf"), -1.5],
+    }
     cache = PairCache(tmp_path)
     cache.put_many(values)
     with sqlite3.connect(cache.path) as con:
@@ -200,5 +209,6 @@ def test_pair_values_are_stored_as_json_dumps_writes_them_and_read_back_exactly(
     assert stored == {k: json.dumps([float(x) for x in v]) for k, v in values.items()}
     got = cache.get_many(list(values))
     assert {k: repr(v) for k, v in got.items()} == {
-        k: repr([float(x) for x in v]) for k, v in values.items()}
+        k: repr([float(x) for x in v]) for k, v in values.items()
+    }
     assert cache.unverified == 0

@@ -45,8 +45,11 @@ def random_prompt(rng, q, n_texts, n_distinct, p_entail):
         for b in distinct:
             if a != b:
                 same = hidden[a] == hidden[b]
-                table[(q, a, b)] = ENTAIL if rng.random() < (p_entail if same else 0.05) else \
-                    int(rng.choice([NEUTRAL, CONTRA]))
+                table[(q, a, b)] = (
+                    ENTAIL
+                    if rng.random() < (p_entail if same else 0.05)
+                    else int(rng.choice([NEUTRAL, CONTRA]))
+                )
     return texts, table
 
 
@@ -67,8 +70,13 @@ def test_batched_lazy_clustering_equals_the_full_greedy(strict):
         items, table = [], {}
         for k in range(int(rng.integers(1, 6))):
             q = f"q{trial}-{k}"
-            texts, t = random_prompt(rng, q, int(rng.integers(0, 25)), int(rng.integers(1, 15)),
-                                     float(rng.uniform(0.3, 1.0)))
+            texts, t = random_prompt(
+                rng,
+                q,
+                int(rng.integers(0, 25)),
+                int(rng.integers(1, 15)),
+                float(rng.uniform(0.3, 1.0)),
+            )
             items.append((q, texts))
             table.update(t)
         eq = TableEquivalence(table, strict=strict)
@@ -84,8 +92,12 @@ def test_far_fewer_pairs_than_the_full_matrix_on_a_triviaqa_shaped_prompt():
     # 22 distinct answers (20 samples + decodes) in 3 classes: the full matrix is 22 * 21 pairs
     distinct = [f"a{i}" for i in range(22)]
     hidden = {a: i % 3 for i, a in enumerate(distinct)}
-    table = {("q", a, b): ENTAIL if hidden[a] == hidden[b] else CONTRA
-             for a in distinct for b in distinct if a != b}
+    table = {
+        ("q", a, b): ENTAIL if hidden[a] == hidden[b] else CONTRA
+        for a in distinct
+        for b in distinct
+        if a != b
+    }
     eq = TableEquivalence(table)
     assert eq.cluster("q", distinct) == [i % 3 for i in range(22)]
     # round 1: 21 answers x a0 (both directions); round 2: 13 left x a1; round 3: 6 left x a2

@@ -262,8 +262,10 @@ def test_a_long_question_is_cut_never_the_answers(random_model):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(random_model)
-    naive = [tok(f"{ARTICLE} {a}", truncation=True, max_length=64)["input_ids"]
-             for a in ("paris", "lyon")]
+    naive = [
+        tok(f"{ARTICLE} {a}", truncation=True, max_length=64)["input_ids"]
+        for a in ("paris", "lyon")
+    ]
     assert naive[0] == naive[1]  # the failure mode being fixed
 
     eq = NliEquivalence(random_model, max_length=64)
@@ -313,24 +315,31 @@ def _packaged_tokenizers():
 
     smollm2 = AutoTokenizer.from_pretrained(str(ensure_dense_model(None)))
     smollm2.pad_token = smollm2.eos_token
-    return {"wordlevel": _tokenizer(),
-            "wordpiece": AutoTokenizer.from_pretrained(str(packaged_minilm_path())),
-            "bytelevel_bpe": smollm2}
+    return {
+        "wordlevel": _tokenizer(),
+        "wordpiece": AutoTokenizer.from_pretrained(str(packaged_minilm_path())),
+        "bytelevel_bpe": smollm2,
+    }
 
 
 def test_pairs_built_from_texts_tokenized_once_equal_the_tokenizers_pair_encoding():
     """The model inputs built from each text's own encoding, joined by the pair template, are
     the tokenizer's own pair encoding, padded alike (ids, token types, mask)."""
-    pairs = [("what is the capital of france paris", "what is the capital of france lyon city"),
-             ("it", "it is paris"), ("Capital: Paris, France.", " a city"), ("paris", "")]
+    pairs = [
+        ("what is the capital of france paris", "what is the capital of france lyon city"),
+        ("it", "it is paris"),
+        ("Capital: Paris, France.", " a city"),
+        ("paris", ""),
+    ]
     for name, tokenizer in _packaged_tokenizers().items():
         judge = NliEquivalence(model="unused", max_length=512)
         judge._use_tokenizer(tokenizer)
         for batch in (pairs[:-1], pairs):  # an empty text: HF makes no pair, the tokenizer runs
             judge._encodings = {}
             got = judge._batch(batch)
-            want = tokenizer([a for a, _ in batch], [b for _, b in batch], padding=True,
-                             return_tensors="pt")
+            want = tokenizer(
+                [a for a, _ in batch], [b for _, b in batch], padding=True, return_tensors="pt"
+            )
             for key in ("input_ids", "attention_mask", "token_type_ids"):
                 if key in want:
                     assert torch.equal(got[key], want[key]), (name, key)
@@ -368,8 +377,9 @@ def test_the_judge_of_a_config_runs_float32_on_cpu(random_model, tmp_path):
     from pipeline.mapping.settings import EquivalenceConfig
     from pipeline.parts import SettingError
 
-    judge = equivalence_judge(EquivalenceConfig(backend="nli", nli_model=random_model), "cpu",
-                              str(tmp_path))
+    judge = equivalence_judge(
+        EquivalenceConfig(backend="nli", nli_model=random_model), "cpu", str(tmp_path)
+    )
     assert judge.dtype == "float32" and judge.name == random_model
     assert resolve_dtype("auto", "cpu") == "float32"
     assert resolve_dtype("bfloat16", "cpu") == "bfloat16"  # asked for: kept

@@ -12,7 +12,9 @@ from pipeline.mapping import extract_answers
 from pipeline.mapping.numbers import parse_number
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_extraction", ROOT / "scripts" / "bench_extraction.py")
+_spec = importlib.util.spec_from_file_location(
+    "bench_extraction", ROOT / "scripts" / "bench_extraction.py"
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -29,12 +31,28 @@ def real():
 
 def test_corpora_are_well_formed(corpus, real):
     assert bench.check_set_corpus(corpus) == [] and bench.check_set_corpus(real) == []
-    assert len(corpus) == 48 and sum(len(q["responses"]) for q in corpus) == 266  # >= 200 (issue 14)
+    assert (
+        len(corpus) == 48 and sum(len(q["responses"]) for q in corpus) == 266
+    )  # >= 200 (issue 14)
     assert sum(len(q["responses"]) for q in real) == 124
     tags = {t for q in corpus for r in q["responses"] for t in r["tags"]}
-    assert {"inline_numbered", "numbered_lines", "bullets", "both", "as_well_as", "prose_verbs", "directions",
-            "parenthetical", "hedge", "preamble", "explanation", "symbols", "abbreviation", "json",
-            "refusal"} <= tags
+    assert {
+        "inline_numbered",
+        "numbered_lines",
+        "bullets",
+        "both",
+        "as_well_as",
+        "prose_verbs",
+        "directions",
+        "parenthetical",
+        "hedge",
+        "preamble",
+        "explanation",
+        "symbols",
+        "abbreviation",
+        "json",
+        "refusal",
+    } <= tags
     graphs = bench.graph_corpus()
     assert len(graphs) == 75 and all(len(t) == 3 for g in graphs for t in g["triples"])
     numbers = bench.number_corpus()
@@ -82,8 +100,20 @@ def test_names_corpus_is_well_formed(names):
     """The names corpus (issue 20): 33 questions on 22+ topics, labels written as in the text."""
     assert len(names) == 33 and sum(len(q["responses"]) for q in names) == 201
     tags = {t for q in names for r in q["responses"] for t in r["tags"]}
-    assert {"symbols", "letters_in_name", "article_in_name", "and_in_name", "semicolon", "or",
-            "newline", "bullets", "numbered", "options_echoed", "hedge", "preamble"} <= tags
+    assert {
+        "symbols",
+        "letters_in_name",
+        "article_in_name",
+        "and_in_name",
+        "semicolon",
+        "or",
+        "newline",
+        "bullets",
+        "numbered",
+        "options_echoed",
+        "hedge",
+        "preamble",
+    } <= tags
     index_problems = [p for p in bench.check_set_corpus(names) if "answer list" in p]
     assert index_problems == []  # every label is one of its question's answers
 
@@ -131,50 +161,107 @@ def test_triples_and_numbers_on_their_corpora():
 
 # The failures issue 14 reported on real SmolLM2 generations, each read as a careful person would.
 ISSUE_CASES = [
-    ("Pakistan and China have long, disputed borders with India.", "Which countries border India?",
-     {"pakistan", "china"}),
-    ("The Beatles' John Lennon and Paul McCartney wrote most of the songs.", "Who were the Beatles?",
-     {"john lennon", "paul mccartney"}),
-    ("There are five permanent members, including the United States, France and China.",
-     "Which countries are permanent members of the UN Security Council?", {"united states", "france", "china"}),
-    ("Dutch, the official language of Flanders, French and German.", "What are the official languages of Belgium?",
-     {"dutch", "french", "german"}),
-    ("1. Portugal, 2. Spain, 3. Italy", "Which countries are on the Iberian Peninsula?", {"portugal", "spain", "italy"}),
-    ("A: 1. Blue, 2. Red, 3. Green", "What are the primary colours of light?", {"blue", "red", "green"}),
-    ("1. The Dominican Republic, known for its culture. 2. The Haiti, in the west.", "Which countries share Hispaniola?",
-     {"dominican republic", "haiti"}),
-    ("Mercury, Venus, Earth, Mars, and Moon.", "Which planets orbit closer to the Sun than Jupiter?",
-     {"mercury", "venus", "earth", "mars", "moon"}),
-    ("The noble gases are helium (He), neon (Ne) and argon (Ar).", "What are the noble gases?",
-     {"helium", "neon", "argon"}),
-    ("Mexico and the United States share a long border.", "Which countries share a land border with the United States?",
-     {"mexico"}),
-    ("The borders are: India - Pakistan, India - China.", "Which countries border India?", {"pakistan", "china"}),
-    ("Switzerland borders Germany to the north, France to the west and Italy to the south.",
-     "Which countries border Switzerland?", {"germany", "france", "italy"}),
+    (
+        "Pakistan and China have long, disputed borders with India.",
+        "Which countries border India?",
+        {"pakistan", "china"},
+    ),
+    (
+        "The Beatles' John Lennon and Paul McCartney wrote most of the songs.",
+        "Who were the Beatles?",
+        {"john lennon", "paul mccartney"},
+    ),
+    (
+        "There are five permanent members, including the United States, France and China.",
+        "Which countries are permanent members of the UN Security Council?",
+        {"united states", "france", "china"},
+    ),
+    (
+        "Dutch, the official language of Flanders, French and German.",
+        "What are the official languages of Belgium?",
+        {"dutch", "french", "german"},
+    ),
+    (
+        "1. Portugal, 2. Spain, 3. Italy",
+        "Which countries are on the Iberian Peninsula?",
+        {"portugal", "spain", "italy"},
+    ),
+    (
+        "A: 1. Blue, 2. Red, 3. Green",
+        "What are the primary colours of light?",
+        {"blue", "red", "green"},
+    ),
+    (
+        "1. The Dominican Republic, known for its culture. 2. The Haiti, in the west.",
+        "Which countries share Hispaniola?",
+        {"dominican republic", "haiti"},
+    ),
+    (
+        "Mercury, Venus, Earth, Mars, and Moon.",
+        "Which planets orbit closer to the Sun than Jupiter?",
+        {"mercury", "venus", "earth", "mars", "moon"},
+    ),
+    (
+        "The noble gases are helium (He), neon (Ne) and argon (Ar).",
+        "What are the noble gases?",
+        {"helium", "neon", "argon"},
+    ),
+    (
+        "Mexico and the United States share a long border.",
+        "Which countries share a land border with the United States?",
+        {"mexico"},
+    ),
+    (
+        "The borders are: India - Pakistan, India - China.",
+        "Which countries border India?",
+        {"pakistan", "china"},
+    ),
+    (
+        "Switzerland borders Germany to the north, France to the west and Italy to the south.",
+        "Which countries border Switzerland?",
+        {"germany", "france", "italy"},
+    ),
     ("1. Australia - 2. India", "Which countries ...?", {"australia", "india"}),
 ]
 
 
 # Issue 20: names read as names.
 ISSUE_CASES += [
-    ("C++, C#, F# and .NET", "Which programming languages and platforms did Microsoft create?",
-     {"c++", "c#", "f#", ".net"}),
+    (
+        "C++, C#, F# and .NET",
+        "Which programming languages and platforms did Microsoft create?",
+        {"c++", "c#", "f#", ".net"},
+    ),
     ("C and C++", "Which languages were created at Bell Labs?", {"c", "c++"}),
     ("Vitamin A, Vitamin D", "Which vitamins are fat-soluble?", {"vitamin a", "vitamin d"}),
-    ("Vitamins A, D, E and K.", "Which vitamins are fat-soluble?",
-     {"vitamin a", "vitamin d", "vitamin e", "vitamin k"}),
-    ("United Kingdom; United States", "Which countries are permanent members of the UN Security Council?",
-     {"united kingdom", "united states"}),
-    ("Kangaroo, koala and wombat", "Which are marsupials: kangaroo, koala, platypus, wombat?",
-     {"kangaroo", "koala", "wombat"}),
-    ("Of these, the kangaroo, koala and wombat are marsupials, but the platypus is not.",
-     "Which are marsupials: kangaroo, koala, platypus, wombat?", {"kangaroo", "koala", "wombat"}),
+    (
+        "Vitamins A, D, E and K.",
+        "Which vitamins are fat-soluble?",
+        {"vitamin a", "vitamin d", "vitamin e", "vitamin k"},
+    ),
+    (
+        "United Kingdom; United States",
+        "Which countries are permanent members of the UN Security Council?",
+        {"united kingdom", "united states"},
+    ),
+    (
+        "Kangaroo, koala and wombat",
+        "Which are marsupials: kangaroo, koala, platypus, wombat?",
+        {"kangaroo", "koala", "wombat"},
+    ),
+    (
+        "Of these, the kangaroo, koala and wombat are marsupials, but the platypus is not.",
+        "Which are marsupials: kangaroo, koala, platypus, wombat?",
+        {"kangaroo", "koala", "wombat"},
+    ),
     ("The Hague, Malcolm X", "Which ...?", {"hague", "malcolm x"}),
     ("AT&T and Verizon", "Which carriers?", {"at&t", "verizon"}),
     ("A, B, AB and O.", "What are the ABO blood types?", {"a", "b", "ab", "o"}),
-    ("Bosnia and Herzegovina, Serbia and Montenegro", "Which countries border Croatia?",
-     {"bosnia and herzegovina", "serbia", "montenegro"}),
+    (
+        "Bosnia and Herzegovina, Serbia and Montenegro",
+        "Which countries border Croatia?",
+        {"bosnia and herzegovina", "serbia", "montenegro"},
+    ),
     ("- Pacific\n- Atlantic\n- Arctic", "Which oceans?", {"pacific", "atlantic", "arctic"}),
     ("1) Paris\n2) Lyon", "Which cities?", {"paris", "lyon"}),
     ("Pacific or Atlantic", "Which ocean?", {"pacific", "atlantic"}),

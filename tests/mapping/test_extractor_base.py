@@ -18,7 +18,12 @@ def test_readers_share_the_base(cls):
     names = {f.name for f in dataclasses.fields(cls)}
     assert {"method", "client", "equivalence", "n_failures", "n_responses"} <= names
     reader = cls()
-    assert (reader.method, reader.client, reader.n_failures, reader.n_responses) == ("rule", None, 0, 0)
+    assert (reader.method, reader.client, reader.n_failures, reader.n_responses) == (
+        "rule",
+        None,
+        0,
+        0,
+    )
 
 
 def test_local_readers_share_the_backend():
@@ -29,11 +34,14 @@ def test_local_readers_share_the_backend():
     assert GraphExtractor().max_new_tokens == 128
 
 
-@pytest.mark.parametrize("cls, methods", [
-    (SetExtractor, "('rule', 'llm', 'local')"),
-    (GraphExtractor, "('rule', 'kggen', 'local', 'llm')"),
-    (SimplexMapper, "('rule', 'llm')"),
-])
+@pytest.mark.parametrize(
+    "cls, methods",
+    [
+        (SetExtractor, "('rule', 'llm', 'local')"),
+        (GraphExtractor, "('rule', 'kggen', 'local', 'llm')"),
+        (SimplexMapper, "('rule', 'llm')"),
+    ],
+)
 def test_unknown_method_is_named(cls, methods):
     with pytest.raises(ValueError) as err:
         cls(method="gpt")
@@ -51,8 +59,10 @@ def test_llm_without_client_is_named(cls):
 def test_local_without_backend_is_named(cls):
     with pytest.raises(ValueError) as err:
         cls(method="local")
-    assert str(err.value) == (f"{cls.__name__}(method='local') needs backend=<a generation backend> "
-                              "(the cell's model: task.extractor.kind=local)")
+    assert str(err.value) == (
+        f"{cls.__name__}(method='local') needs backend=<a generation backend> "
+        "(the cell's model: task.extractor.kind=local)"
+    )
 
 
 def test_local_is_not_a_simplex_method():
@@ -61,10 +71,13 @@ def test_local_is_not_a_simplex_method():
     assert str(err.value) == "SimplexMapper.method must be one of ('rule', 'llm') (got 'local')"
 
 
-@pytest.mark.parametrize("read", [
-    lambda: SetExtractor().extract(["q"], ["a", "b"]),
-    lambda: SimplexMapper().parse(["q"], ["a", "b"]),
-])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda: SetExtractor().extract(["q"], ["a", "b"]),
+        lambda: SimplexMapper().parse(["q"], ["a", "b"]),
+    ],
+)
 def test_one_question_per_response(read):
     with pytest.raises(ValueError) as err:
         read()
@@ -81,14 +94,26 @@ class _Client:
         return self.outputs[: len(prompts)]
 
 
-@pytest.mark.parametrize("reader, read, outputs", [
-    (lambda c: SetExtractor(method="llm", client=c), lambda r: r.extract(["q", "q"], ["Paris", "x"]),
-     ["Paris", None]),
-    (lambda c: GraphExtractor(method="llm", client=c), lambda r: r.extract(["a text", "b text"]),
-     ["Marie Curie | won | Nobel Prize", None]),
-    (lambda c: SimplexMapper(method="llm", client=c), lambda r: r.parse(["q", "q"], ["a", "b"]),
-     ['{"Paris": 0.9, "Lyon": 0.1}', None]),
-])
+@pytest.mark.parametrize(
+    "reader, read, outputs",
+    [
+        (
+            lambda c: SetExtractor(method="llm", client=c),
+            lambda r: r.extract(["q", "q"], ["Paris", "x"]),
+            ["Paris", None],
+        ),
+        (
+            lambda c: GraphExtractor(method="llm", client=c),
+            lambda r: r.extract(["a text", "b text"]),
+            ["Marie Curie | won | Nobel Prize", None],
+        ),
+        (
+            lambda c: SimplexMapper(method="llm", client=c),
+            lambda r: r.parse(["q", "q"], ["a", "b"]),
+            ['{"Paris": 0.9, "Lyon": 0.1}', None],
+        ),
+    ],
+)
 def test_llm_outputs_are_counted(reader, read, outputs):
     client = _Client(outputs)
     r = reader(client)

@@ -22,8 +22,10 @@ def by_head_word(question, labels):
 def test_representatives_most_frequent_then_first_seen():
     occ = ["pacific ocean", "atlantic", "pacific", "pacific", "atlantic ocean"]
     assert representatives("q", occ, by_head_word) == {
-        "pacific ocean": "pacific", "pacific": "pacific",  # "pacific" seen twice
-        "atlantic": "atlantic", "atlantic ocean": "atlantic",  # tie 1-1: first seen
+        "pacific ocean": "pacific",
+        "pacific": "pacific",  # "pacific" seen twice
+        "atlantic": "atlantic",
+        "atlantic ocean": "atlantic",  # tie 1-1: first seen
     }
     assert representatives("q", occ) == {x: x for x in occ}
     with pytest.raises(ValueError, match="one per label"):
@@ -32,11 +34,17 @@ def test_representatives_most_frequent_then_first_seen():
 
 def test_distribution_remapped_onto_reference_answers():
     answers = [["Pacific Ocean", "Pacific"], ["Atlantic Ocean", "the Atlantic"], ["Arctic"]]
-    dist = {"pacific": 0.5, "Atlantic": 0.2, "the atlantic ocean": 0.05, "Arctic Ocean": 0.05,
-            "Indian Ocean": 0.2}
+    dist = {
+        "pacific": 0.5,
+        "Atlantic": 0.2,
+        "the atlantic ocean": 0.05,
+        "Arctic Ocean": 0.05,
+        "Indian Ocean": 0.2,
+    }
     # alias, head noun ("Arctic Ocean" names "Arctic"); the Indian Ocean names no answer
     assert remap_distribution(dist, answers) == pytest.approx(
-        {"pacific ocean": 0.5, "atlantic ocean": 0.25, "arctic": 0.05, "indian ocean": 0.2})
+        {"pacific ocean": 0.5, "atlantic ocean": 0.25, "arctic": 0.05, "indian ocean": 0.2}
+    )
     assert remap_distribution({"x": 1.0}, []) == {"x": 1.0}
 
 

@@ -34,7 +34,9 @@ def server():
 
 def make_client(server, tmp_path, **kw):
     kw.setdefault("backoff_base", 0.01)
-    return LLMClient(model="rule-server", base_url=server.base_url, cache_dir=tmp_path / "cache", **kw)
+    return LLMClient(
+        model="rule-server", base_url=server.base_url, cache_dir=tmp_path / "cache", **kw
+    )
 
 
 def test_set_extraction_then_rerun_makes_zero_requests(server, tmp_path):
@@ -52,8 +54,9 @@ def test_set_extraction_then_rerun_makes_zero_requests(server, tmp_path):
     files = sorted((tmp_path / "cache").rglob("*.json"))
     assert len(files) == 4
     record = json.loads(files[0].read_text())
-    assert files[0].stem == cache_key(record["model"], record["messages"], record["params"],
-                                      record["endpoint"])
+    assert files[0].stem == cache_key(
+        record["model"], record["messages"], record["params"], record["endpoint"]
+    )
     assert record["params"]["temperature"] == 0.0
     # a fresh client on the same cache: zero HTTP requests
     again = make_client(server, tmp_path)
@@ -125,8 +128,12 @@ def test_identical_concurrent_requests_share_one_call(server, tmp_path):
 def test_missing_key_for_remote_base_url(monkeypatch, tmp_path):
     monkeypatch.delenv("MY_EXTRACTOR_KEY", raising=False)
     # an address that is never contacted: the key check happens before any request
-    client = LLMClient(model="gpt-4.1-mini", base_url="https://api.invalid.example/v1", api_key_env="MY_EXTRACTOR_KEY",
-                       cache_dir=tmp_path)
+    client = LLMClient(
+        model="gpt-4.1-mini",
+        base_url="https://api.invalid.example/v1",
+        api_key_env="MY_EXTRACTOR_KEY",
+        cache_dir=tmp_path,
+    )
     with pytest.raises(MissingAPIKeyError, match="MY_EXTRACTOR_KEY"):
         client.chat([{"role": "user", "content": "hi"}])
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -160,11 +167,15 @@ def test_the_cache_is_per_endpoint_and_serves_a_record_only_under_its_own_key(se
     client = make_client(server, tmp_path)
     client.complete(["one", "two"])
     with FakeOpenAIServer() as other:  # same model name, another server: asked again
-        again = LLMClient(model="rule-server", base_url=other.base_url, cache_dir=tmp_path / "cache")
+        again = LLMClient(
+            model="rule-server", base_url=other.base_url, cache_dir=tmp_path / "cache"
+        )
         assert again.complete(["one"]) == ["ONE"] and other.state.requests == 1
-    files = {json.loads(f.read_text())["messages"][0]["content"]: f
-             for f in (tmp_path / "cache").rglob("*.json")
-             if json.loads(f.read_text())["endpoint"] == client.endpoint}
+    files = {
+        json.loads(f.read_text())["messages"][0]["content"]: f
+        for f in (tmp_path / "cache").rglob("*.json")
+        if json.loads(f.read_text())["endpoint"] == client.endpoint
+    }
     files["one"].write_text(files["two"].read_text())  # a swapped record
     fresh = make_client(server, tmp_path)
     assert fresh.complete(["one"]) == ["ONE"] and fresh.stats.cache_hits == 0  # asked again
@@ -172,13 +183,15 @@ def test_the_cache_is_per_endpoint_and_serves_a_record_only_under_its_own_key(se
 
 
 def test_a_base_url_with_credentials_is_refused(tmp_path, compose_cfg):
-    from pipeline.errors import ConfigError
     from pipeline.config import mapper_config
+    from pipeline.errors import ConfigError
 
     with pytest.raises(ValueError, match="holds credentials"):
         LLMClient(base_url="https://user:s3cret@example.com/v1", cache_dir=tmp_path)
     with pytest.raises(ConfigError, match="holds credentials.*api_key_env"):
-        mapper_config(compose_cfg("task=sets", "task.extractor.base_url=https://u:p@h.io/v1"), "sets")
+        mapper_config(
+            compose_cfg("task=sets", "task.extractor.base_url=https://u:p@h.io/v1"), "sets"
+        )
 
 
 def test_a_retry_after_header_sets_the_wait(server, tmp_path, monkeypatch):
@@ -202,12 +215,24 @@ def test_the_map_stage_queues_extraction_calls_across_prompts(server, tmp_path):
     import pipeline
 
     server.state.delay = 0.2
-    records = [{"question": f"Which oceans border country {i}?",
-                "responses": [f"The Atlantic {i}.", f"Pacific and Atlantic {i}", "Arctic"]}
-               for i in range(6)]
-    df = pipeline.score(records, task="sets", mapper="llm", overrides=[
-        f"task.extractor.base_url={server.base_url}", "task.extractor.model=rule-server",
-        "task.extractor.max_concurrency=8", f"cache_dir={tmp_path / 'cache'}"])
+    records = [
+        {
+            "question": f"Which oceans border country {i}?",
+            "responses": [f"The Atlantic {i}.", f"Pacific and Atlantic {i}", "Arctic"],
+        }
+        for i in range(6)
+    ]
+    df = pipeline.score(
+        records,
+        task="sets",
+        mapper="llm",
+        overrides=[
+            f"task.extractor.base_url={server.base_url}",
+            "task.extractor.model=rule-server",
+            "task.extractor.max_concurrency=8",
+            f"cache_dir={tmp_path / 'cache'}",
+        ],
+    )
     assert len(df) == 6 and (df["n_parsed"] == 3).all()
     assert server.state.requests == 6 * 3  # one call per response, none twice
     assert 3 < server.state.peak_in_flight <= 8
@@ -220,8 +245,14 @@ def test_the_in_flight_bound_holds_across_threads_calling_one_client(server, tmp
     server.state.delay = 0.2
     client = make_client(server, tmp_path, max_workers=3)
     replies = {}
-    threads = [threading.Thread(target=lambda t=t: replies.__setitem__(
-        t, client.complete([f"{t}-{i}" for i in range(6)]))) for t in ("a", "b")]
+    threads = [
+        threading.Thread(
+            target=lambda t=t: replies.__setitem__(
+                t, client.complete([f"{t}-{i}" for i in range(6)])
+            )
+        )
+        for t in ("a", "b")
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -273,8 +304,11 @@ def test_a_blank_choice_is_retried_never_cached_then_the_answer_is(server, tmp_p
     assert server.state.requests == 2  # the answer was cached, the blank never was
     server.state.sampler = scripted(blank)
     broken = make_client(server, tmp_path / "other", max_retries=1)
-    with pytest.raises(LLMCallError, match=r"failed after 2 attempt\(s\): EmptyReplyError: 200 "
-                                           r"with a choice whose content is"):
+    with pytest.raises(
+        LLMCallError,
+        match=r"failed after 2 attempt\(s\): EmptyReplyError: 200 "
+        r"with a choice whose content is",
+    ):
         broken.choices_many([JOB])
     assert not list((tmp_path / "other").rglob("*.json"))
     server.state.sampler = scripted(blank)  # the chat path (extractors) refuses it too
@@ -297,13 +331,20 @@ def test_a_log_prob_that_is_no_log_prob_is_retried_and_never_cached(server, tmp_
     assert not list((tmp_path / "other").rglob("*.json"))
 
 
-def test_log_probs_within_rounding_of_zero_are_zero_and_minus_inf_is_a_top_log_prob(server,
-                                                                                   tmp_path):
+def test_log_probs_within_rounding_of_zero_are_zero_and_minus_inf_is_a_top_log_prob(
+    server, tmp_path
+):
     """A top token's log-softmax can round to +1e-7: read as 0.0 (probabilities stay <= 1). A
     top log-prob of -inf (probability 0) is a log-prob; a sampled token's is not."""
+
     def sampler(request):
-        return [{"text": "Pacific", "tokens": [("Pac", 1e-7), ("ific", -0.25)],
-                 "top": {"Pac": 1e-7, "Atl": float("-inf")}}]
+        return [
+            {
+                "text": "Pacific",
+                "tokens": [("Pac", 1e-7), ("ific", -0.25)],
+                "top": {"Pac": 1e-7, "Atl": float("-inf")},
+            }
+        ]
 
     server.state.sampler = sampler
     client = make_client(server, tmp_path)
@@ -314,14 +355,17 @@ def test_log_probs_within_rounding_of_zero_are_zero_and_minus_inf_is_a_top_log_p
     assert again.choices_many([JOB])[0][0] == choice and again.stats.cache_hits == 1
 
 
-@pytest.mark.parametrize("response", [
-    [{"text": "", "tokens": [], "logprobs": [], "top_logprobs": []}],
-    [{"text": "  ", "tokens": [], "logprobs": [], "top_logprobs": []}],
-    [{"text": "Pacific", "tokens": ["x"], "logprobs": [float("nan")], "top_logprobs": [{}]}],
-    [{"text": "Pacific", "tokens": ["x"], "logprobs": [0.5], "top_logprobs": [{}]}],
-    [{"text": "Pacific", "tokens": ["x"], "logprobs": [-0.5], "top_logprobs": [{"x": 2.0}]}],
-    [{"text": "Pacific", "tokens": ["x"], "logprobs": None, "top_logprobs": [{}]}],
-])
+@pytest.mark.parametrize(
+    "response",
+    [
+        [{"text": "", "tokens": [], "logprobs": [], "top_logprobs": []}],
+        [{"text": "  ", "tokens": [], "logprobs": [], "top_logprobs": []}],
+        [{"text": "Pacific", "tokens": ["x"], "logprobs": [float("nan")], "top_logprobs": [{}]}],
+        [{"text": "Pacific", "tokens": ["x"], "logprobs": [0.5], "top_logprobs": [{}]}],
+        [{"text": "Pacific", "tokens": ["x"], "logprobs": [-0.5], "top_logprobs": [{"x": 2.0}]}],
+        [{"text": "Pacific", "tokens": ["x"], "logprobs": None, "top_logprobs": [{}]}],
+    ],
+)
 def test_a_cached_reply_that_is_no_usable_reply_is_a_miss(server, tmp_path, response):
     """A record written before these checks (here: with a valid digest, so only the reply is
     wrong) is asked again and overwritten with the server's answer."""
@@ -329,9 +373,16 @@ def test_a_cached_reply_that_is_no_usable_reply_is_a_miss(server, tmp_path, resp
     client = make_client(server, tmp_path)
     messages, params = JOB
     key = cache_key(client.model, messages, {**client.params, **params}, client.endpoint)
-    client._cache.put(key, {"endpoint": client.endpoint, "model": client.model,
-                            "messages": messages, "params": {**client.params, **params},
-                            "response": response})
+    client._cache.put(
+        key,
+        {
+            "endpoint": client.endpoint,
+            "model": client.model,
+            "messages": messages,
+            "params": {**client.params, **params},
+            "response": response,
+        },
+    )
     assert client.choices_many([JOB])[0][0]["text"] == "Pacific"
     assert server.state.requests == 1 and client.stats.cache_hits == 0
     assert client._cache.get(key)["response"][0]["logprobs"] == [-0.5]
@@ -341,6 +392,14 @@ def test_a_cached_blank_chat_reply_is_a_miss(server, tmp_path):
     client = make_client(server, tmp_path)
     messages = [{"role": "user", "content": "hello"}]
     key = cache_key(client.model, messages, client.params, client.endpoint)
-    client._cache.put(key, {"endpoint": client.endpoint, "model": client.model,
-                            "messages": messages, "params": client.params, "response": " \n"})
+    client._cache.put(
+        key,
+        {
+            "endpoint": client.endpoint,
+            "model": client.model,
+            "messages": messages,
+            "params": client.params,
+            "response": " \n",
+        },
+    )
     assert client.chat(messages) == "HELLO" and server.state.requests == 1

@@ -25,7 +25,9 @@ def test_local_set_extractor(backend):
     from pipeline.tasks.sets.reading import SetExtractor
 
     ex = SetExtractor(method="local", backend=backend, max_new_tokens=24)
-    out = ex.extract(["Which oceans border the USA?"] * 2, ["The Atlantic and Pacific Oceans.", "I don't know."])
+    out = ex.extract(
+        ["Which oceans border the USA?"] * 2, ["The Atlantic and Pacific Oceans.", "I don't know."]
+    )
     assert len(out) == 2 and ex.n_responses == 2
     assert all(o is None or isinstance(o, frozenset) for o in out)
     assert ex.n_failures == sum(o is None for o in out)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.mapping import extract_answers, parse_distribution
 from pipeline.clients.llm_client import LLMClient
+from pipeline.mapping import extract_answers, parse_distribution
 from pipeline.tasks.graphs.reading import GraphExtractor, extract_triples, parse_triples_output
 from pipeline.tasks.sets.reading import SetExtractor, extract_answer_set, parse_extractor_output
 from pipeline.tasks.simplex.reading import SimplexMapper
@@ -61,7 +61,9 @@ REFUSALS = {109, 110, 111, 112, 113}
 def test_corpus_size_and_kinds():
     assert len(CORPUS) == 125
     assert {e["kind"] for e in CORPUS} == {"text", "repeat", "bytes_hex", "value", "nan"}
-    assert sum(isinstance(r, str) and len(r.encode()) >= 1_000_000 for r in RESPONSES) == 7  # ~1 MB each
+    assert (
+        sum(isinstance(r, str) and len(r.encode()) >= 1_000_000 for r in RESPONSES) == 7
+    )  # ~1 MB each
 
 
 # A hang guard, not a speed target (the corpus has ~1 MB responses; catastrophic regex
@@ -78,12 +80,26 @@ def test_parse_distribution_on_corpus():
 # inside otherwise invalid distributions, "label: value" lines (the value is not an answer), and
 # junk prose cut at its first verb ("lorem ipsum dolor sit ...").
 SET_SUCCESSES = {
-    21: {"atlantic"}, 27: {"atlantic"}, 28: {"atlantic"}, 42: {"atlantic"}, 61: {"lorem ipsum dolor"},
-    43: {"atlantic"}, 44: {"atlantic"}, 45: {"atlantic"}, 48: {"atlantic"}, 49: {"atlantic"},
-    57: {"atlantic", "pacific"}, 119: {"atlantic", "pacific"}, 123: {"atlantic"}, 124: {"p"},
+    21: {"atlantic"},
+    27: {"atlantic"},
+    28: {"atlantic"},
+    42: {"atlantic"},
+    61: {"lorem ipsum dolor"},
+    43: {"atlantic"},
+    44: {"atlantic"},
+    45: {"atlantic"},
+    48: {"atlantic"},
+    49: {"atlantic"},
+    57: {"atlantic", "pacific"},
+    119: {"atlantic", "pacific"},
+    123: {"atlantic"},
+    124: {"p"},
     # numbers are answers ("How many moons ...?" -> [1, 2]), and the lone letter "A" is a name
     # (an option, Vitamin A's letter), not a dropped article
-    23: {"1", "2", "3"}, 31: {"a"}, 34: {"1", "2", "3"}, 82: {"1", "2"},
+    23: {"1", "2", "3"},
+    31: {"a"},
+    34: {"1", "2", "3"},
+    82: {"1", "2"},
 }
 
 
@@ -100,14 +116,26 @@ def test_rule_set_extractors_on_corpus():
     # count for both (the 11 entries extract_answers reads from JSON above)
     assert sum(s is None for s in extractor_out) == 73
     assert {i for i, s in enumerate(extractor_out) if s is not None and i in SET_SUCCESSES} >= {
-        21, 27, 28, 42, 48, 49, 57}
+        21,
+        27,
+        28,
+        42,
+        48,
+        49,
+        57,
+    }
     assert {i for i, s in enumerate(extractor_out) if s == frozenset()} == REFUSALS
 
 
 def test_rule_graph_extractors_on_corpus():
     triples = [extract_triples(r) for r in RESPONSES]
-    assert sum(t is None for t in triples) == 121  # "Q: Which oceans border the USA?" is a question, not a fact (was 120)
-    assert all(t is None or all(len(x) == 3 and all(isinstance(p, str) and p for p in x) for x in t) for t in triples)
+    assert (
+        sum(t is None for t in triples) == 121
+    )  # "Q: Which oceans border the USA?" is a question, not a fact (was 120)
+    assert all(
+        t is None or all(len(x) == 3 and all(isinstance(p, str) and p for p in x) for x in t)
+        for t in triples
+    )
     assert sum(parse_triples_output(r) is None for r in RESPONSES) == 125
 
 
@@ -120,7 +148,8 @@ def test_mapper_classes_count_failures_on_corpus():
     dists = simplex.map_prompt(QUESTION, RESPONSES)
     assert (simplex.n_responses, simplex.n_failures) == (125, 119)
     assert {i: d for i, d in enumerate(dists) if d is not None} == {
-        35: {"atlantic": 1.0}, **{i: {"i dont know": 1.0} for i in REFUSALS}
+        35: {"atlantic": 1.0},
+        **{i: {"i dont know": 1.0} for i in REFUSALS},
     }
     graphs = GraphExtractor(method="rule")
     graphs.map_prompt(RESPONSES)
@@ -130,7 +159,13 @@ def test_mapper_classes_count_failures_on_corpus():
 def test_llm_extractors_on_corpus_through_loopback_server(tmp_path):
     """The corpus through the OpenAI-compatible path (real HTTP, rule-answering server)."""
     with FakeOpenAIServer() as server:
-        client = LLMClient(model="rule-server", base_url=server.base_url, cache_dir=tmp_path, max_workers=4, backoff_base=0.01)
+        client = LLMClient(
+            model="rule-server",
+            base_url=server.base_url,
+            cache_dir=tmp_path,
+            max_workers=4,
+            backoff_base=0.01,
+        )
         sets = SetExtractor(method="llm", client=client)
         out = sets.extract([QUESTION] * len(RESPONSES), RESPONSES)
         # The server answers "I don't know" when its rules find no item, so nothing fails to
@@ -140,7 +175,9 @@ def test_llm_extractors_on_corpus_through_loopback_server(tmp_path):
         simplex = SimplexMapper(method="llm", client=client)
         dists = simplex.parse([QUESTION] * len(RESPONSES), RESPONSES)
         assert (simplex.n_responses, simplex.n_failures) == (125, 0)
-        assert {i: d for i, d in enumerate(dists) if d != {"I don't know": 1.0}} == {35: {"Atlantic": 0.5}}
+        assert {i: d for i, d in enumerate(dists) if d != {"I don't know": 1.0}} == {
+            35: {"Atlantic": 0.5}
+        }
         graphs = GraphExtractor(method="llm", client=client)
         graphs.extract(RESPONSES)
         assert (graphs.n_responses, graphs.n_failures) == (125, 121)  # as the rule extractor

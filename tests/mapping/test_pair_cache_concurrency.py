@@ -23,8 +23,10 @@ def _work(cache_dir: str, writer: int) -> tuple[int, int]:
     cache = PairCache(cache_dir)
     wrong, mine = 0, []
     for b in range(BATCHES):
-        keys = [PairCache.key("m", "q", f"w{(writer + (i % 2)) % WRITERS}-{b}", f"a{i}")
-                for i in range(PER_BATCH)]
+        keys = [
+            PairCache.key("m", "q", f"w{(writer + (i % 2)) % WRITERS}-{b}", f"a{i}")
+            for i in range(PER_BATCH)
+        ]
         cache.put_many({k: _value(k) for k in keys})
         mine.extend(keys)
         found = cache.get_many(mine)
@@ -38,8 +40,12 @@ def test_concurrent_cells_share_one_pair_cache_without_loss(tmp_path):
         results = list(pool.map(_work, [str(tmp_path)] * WRITERS, range(WRITERS)))
     assert all(wrong == 0 for _, wrong in results), results
     # writer w wrote the even pairs of label w and the odd pairs of label w + 1: every pair once
-    expected = {PairCache.key("m", "q", f"w{w}-{b}", f"a{i}")
-                for w in range(WRITERS) for b in range(BATCHES) for i in range(PER_BATCH)}
+    expected = {
+        PairCache.key("m", "q", f"w{w}-{b}", f"a{i}")
+        for w in range(WRITERS)
+        for b in range(BATCHES)
+        for i in range(PER_BATCH)
+    }
     found = PairCache(tmp_path).get_many(sorted(expected))
     assert set(found) == expected
     assert all(found[k] == _value(k) for k in expected)
@@ -49,8 +55,10 @@ def _open_and_use(cache_dir: str, writer: int) -> tuple[int, int]:
     """Open a cache written before row digests (each process adds the digest column if no other
     did first), then write and read back pairs of its own: (pairs found, unverified rows)."""
     cache = PairCache(cache_dir)
-    mine = {PairCache.key("m", "q", f"new-{writer}", f"a{i}"): _value(str(i).zfill(6))
-            for i in range(50)}
+    mine = {
+        PairCache.key("m", "q", f"new-{writer}", f"a{i}"): _value(str(i).zfill(6))
+        for i in range(50)
+    }
     cache.put_many(mine)
     return len(cache.get_many(list(mine))), cache.unverified
 
@@ -62,8 +70,9 @@ def test_concurrent_cells_upgrade_a_pair_cache_from_before_digests(tmp_path):
     old = {PairCache.key("m", "q", "old", f"a{i}"): [0.5, 0.25, 0.25] for i in range(20)}
     with sqlite3.connect(tmp_path / "equivalence_pairs.sqlite") as con:
         con.execute("CREATE TABLE pairs (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        con.executemany("INSERT INTO pairs VALUES (?, ?)",
-                        [(k, json.dumps(v)) for k, v in old.items()])
+        con.executemany(
+            "INSERT INTO pairs VALUES (?, ?)", [(k, json.dumps(v)) for k, v in old.items()]
+        )
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=WRITERS, mp_context=context) as pool:
         results = list(pool.map(_open_and_use, [str(tmp_path)] * WRITERS, range(WRITERS)))

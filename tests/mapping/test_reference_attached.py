@@ -24,8 +24,11 @@ def shared_word(question, labels):
     return [root(i) for i in range(len(labels))]
 
 
-SAMPLES = [frozenset({("alice", "met", "bob smith")}), frozenset({("alice", "met", "carol jones")}),
-           frozenset({("alice", "met", "bob smith")})]
+SAMPLES = [
+    frozenset({("alice", "met", "bob smith")}),
+    frozenset({("alice", "met", "carol jones")}),
+    frozenset({("alice", "met", "bob smith")}),
+]
 BRIDGE = frozenset({("alice", "met", "smith jones")})  # joins both of the samples' clusters
 
 
@@ -37,11 +40,15 @@ def test_a_bridging_reference_leaves_the_samples_clusters_alone():
     # the reference takes the representative of the most frequent sample cluster it touches
     assert with_ref[3] == frozenset({("alice", "met", "bob smith")})
     # the old behaviour (the reference clustered with the samples) merged carol into bob
-    assert merge_graphs([*SAMPLES, BRIDGE], shared_word)[1] == frozenset({("alice", "met", "bob smith")})
+    assert merge_graphs([*SAMPLES, BRIDGE], shared_word)[1] == frozenset(
+        {("alice", "met", "bob smith")}
+    )
 
 
 def test_attached_label_without_a_sample_cluster_stays_itself():
-    rep = representatives("q", ["paris", "paris", "lyon"], shared_word, attached=["nice", "paris city"])
+    rep = representatives(
+        "q", ["paris", "paris", "lyon"], shared_word, attached=["nice", "paris city"]
+    )
     assert rep == {"paris": "paris", "lyon": "lyon", "nice": "nice", "paris city": "paris"}
     assert representatives("q", ["a"], None, attached=["b"]) == {"a": "a", "b": "b"}
 
@@ -57,14 +64,18 @@ def test_map_stage_samples_latents_do_not_depend_on_the_reference(compose_cfg, t
     from pipeline.stages.map import map_cell
 
     cfg = compose_cfg("dataset=cnn_dm_bundled", f"cache_dir={tmp_path}")
-    texts = ["Alice met Bob Smith in Paris.", "Alice met Carol Jones in Paris.",
-             "Alice met Bob Smith in Paris."]
+    texts = [
+        "Alice met Bob Smith in Paris.",
+        "Alice met Carol Jones in Paris.",
+        "Alice met Bob Smith in Paris.",
+    ]
     samples = pd.DataFrame({"prompt_id": ["p0"] * 3, "sample_idx": [0, 1, 2], "text": texts})
     decodes = pd.DataFrame({"prompt_id": ["p0"], "strategy": ["greedy"], "text": [texts[0]]})
 
     def run(reference):
-        dataset = pd.DataFrame({"prompt_id": ["p0"], "question": ["(article)"],
-                                "reference_text": [reference]})
+        dataset = pd.DataFrame(
+            {"prompt_id": ["p0"], "question": ["(article)"], "reference_text": [reference]}
+        )
         return map_cell(resolve_cell(cfg), dataset, samples, decodes)
 
     without, with_ref = run(""), run("Alice met Smith Jones in Paris.")

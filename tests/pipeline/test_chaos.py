@@ -27,16 +27,28 @@ def parse_table(stdout: str) -> dict[str, dict[str, int]]:
     for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 5 and cells[1].isdigit():
-            rows[cells[0]] = dict(zip(("tries", "identical", "refused", "wrong"),
-                                      map(int, cells[1:])))
+            rows[cells[0]] = dict(
+                zip(("tries", "identical", "refused", "wrong"), map(int, cells[1:]))
+            )
     return rows
 
 
 @pytest.mark.slow  # a few minutes: each attack also has its own fast test beside the behaviour
 def test_quick_chaos_run_has_no_wrong_outcome(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "chaos.py"), "--quick",
-                           "--keep", str(tmp_path / "work")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1500, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "chaos.py"),
+            "--quick",
+            "--keep",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
     rows = parse_table(done.stdout)
     assert len(rows) == ATTACKS, done.stdout + done.stderr[-3000:]
     wrong = [line for line in done.stderr.splitlines() if "WRONG" in line]

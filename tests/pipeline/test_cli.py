@@ -20,22 +20,34 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"} if env is None else env
-    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # -- unknown keys ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("override, suggestion", [
-    ("datset=maqa_bundled", "unknown key 'datset'; did you mean dataset=?"),
-    ("wandb.enable=false", "unknown key 'wandb.enable'; did you mean wandb.enabled=?"),
-    ("generation.num_samples=5", "did you mean generation.n_samples=?"),
-    # Hydra's own advice, followed: accepted before with no effect (W&B stayed on)
-    ("+datset=maqa_bundled", "unknown key 'datset'; did you mean dataset=?"),
-    ("+wandb.enable=false", "unknown key 'wandb.enable'; did you mean wandb.enabled=?"),
-])
-def test_an_unknown_key_is_one_line_with_the_closest_keys_and_exit_2(tmp_path, override,
-                                                                      suggestion):
+
+@pytest.mark.parametrize(
+    "override, suggestion",
+    [
+        ("datset=maqa_bundled", "unknown key 'datset'; did you mean dataset=?"),
+        ("wandb.enable=false", "unknown key 'wandb.enable'; did you mean wandb.enabled=?"),
+        ("generation.num_samples=5", "did you mean generation.n_samples=?"),
+        # Hydra's own advice, followed: accepted before with no effect (W&B stayed on)
+        ("+datset=maqa_bundled", "unknown key 'datset'; did you mean dataset=?"),
+        ("+wandb.enable=false", "unknown key 'wandb.enable'; did you mean wandb.enabled=?"),
+    ],
+)
+def test_an_unknown_key_is_one_line_with_the_closest_keys_and_exit_2(
+    tmp_path, override, suggestion
+):
     done = cli("stage=plan", f"output_root={tmp_path}", override)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
@@ -43,75 +55,118 @@ def test_an_unknown_key_is_one_line_with_the_closest_keys_and_exit_2(tmp_path, o
     assert suggestion in lines[0] and "+" not in lines[0] and not done.stdout
 
 
-@pytest.mark.parametrize("override, closest", [
-    ("num_samples=5", "generation.n_samples="),  # under the wrong parent
-    ("~wandb.enable", "wandb.enabled="),
-    ("++task.extractor.kindd=llm", "task.extractor.kind="),
-    ("generation.beam=3", "generation.beam_width="),
-    # a registered part's settings are known (Hydra said "+mappers.sphere.dimm=3")
-    ("mappers.sphere.dimm=3", "mappers.sphere has embedder"),
-    ("metrics.f1.meen=geometric", "metrics.f1.mean="),
-    ("uq.groups.lm_polygraph.simlarity=x", "uq.groups.lm_polygraph.similarity="),
-    ("wandb.zzz=1", "wandb has dir, enabled, entity"),
-    ("-m", None), ("dataset=a,b", None), ("+rehearsal=local", None), ("~report_models", None),
-    ("hydra.job.chdir=true", None), ("hydra/launcher=slurm", None), ("model=qwen3-4b", None),
-    ("+mappers.sphere.embedder=x", None), ("metrics.f1.mean=geometric", None),
-    ("mappers.my_plugin_mapper.x=1", None),  # maybe a plugin's part: validate() checks it
-    ("+uq.groups.lm_polygraph.kwargs.sar.t=0.5", None),  # a free-form mapping
-    ("dataset.overrides.split=test", None), ("--cfg", None), ("job", None),
-])
+@pytest.mark.parametrize(
+    "override, closest",
+    [
+        ("num_samples=5", "generation.n_samples="),  # under the wrong parent
+        ("~wandb.enable", "wandb.enabled="),
+        ("++task.extractor.kindd=llm", "task.extractor.kind="),
+        ("generation.beam=3", "generation.beam_width="),
+        # a registered part's settings are known (Hydra said "+mappers.sphere.dimm=3")
+        ("mappers.sphere.dimm=3", "mappers.sphere has embedder"),
+        ("metrics.f1.meen=geometric", "metrics.f1.mean="),
+        ("uq.groups.lm_polygraph.simlarity=x", "uq.groups.lm_polygraph.similarity="),
+        ("wandb.zzz=1", "wandb has dir, enabled, entity"),
+        ("-m", None),
+        ("dataset=a,b", None),
+        ("+rehearsal=local", None),
+        ("~report_models", None),
+        ("hydra.job.chdir=true", None),
+        ("hydra/launcher=slurm", None),
+        ("model=qwen3-4b", None),
+        ("+mappers.sphere.embedder=x", None),
+        ("metrics.f1.mean=geometric", None),
+        ("mappers.my_plugin_mapper.x=1", None),  # maybe a plugin's part: validate() checks it
+        ("+uq.groups.lm_polygraph.kwargs.sar.t=0.5", None),  # a free-form mapping
+        ("dataset.overrides.split=test", None),
+        ("--cfg", None),
+        ("job", None),
+    ],
+)
 def test_which_keys_are_known(override, closest):
     problem = unknown_key_problem([override])
     assert (problem is None) if closest is None else (closest in problem)
 
 
-@pytest.mark.parametrize("override, problem", [
-    ("generation.n_samples=2.0", "generation.n_samples=2.0: an integer is expected; write 2"),
-    ("dataset.limit=1e9", "dataset.limit=1000000000.0: an integer is expected; write 1000000000"),
-    ("dataset.max_new_tokens=nan", "dataset.max_new_tokens=nan: an integer is expected"),
-    ("model.temperature=inf", "model.temperature=inf: a finite number is expected"),
-    ("model.top_p=nan", "model.top_p=nan: a finite number is expected"),
-    ("generation.n_samples=2,3.5", "generation.n_samples=3.5: an integer is expected"),
-    ("wandb.enabled=maybe", "wandb.enabled='maybe': true or false is expected"),
-    ("generation.n_samples=3", None), ("generation.n_samples='4'", None),
-    ("model.temperature=0.7", None), ("model.top_p=1", None), ("dataset.limit=null", None),
-    ("wandb.enabled=yes", None), ("dataset=maqa_bundled", None),
-    ("~dataset.limit", None), ("~report_models", None),
-    ("mappers.sphere.dim=3", None),  # not a typed field of the schema: validate() checks it
-    # round 3b (the independent attack run): null where a setting cannot be null, a deletion,
-    # a scalar for a group of settings
-    ("generation.n_samples=null", "generation.n_samples=null: this setting cannot be null; "
-                                  "give an integer"),
-    ("wandb.enabled=null", "wandb.enabled=null: this setting cannot be null; give true or false"),
-    ("~generation.n_samples", "~generation.n_samples removes a setting the pipeline reads; set "
-                              "it instead (generation.n_samples=...)"),
-    ("generation=5", "generation is a group of settings, not a value: set one of them, e.g. "
-                     "generation.n_samples=..."),
-    ("dataset.limit=null", None), ("model.temperature=null", None), ("dataset=maqa_bundled", None),
-    # the second attack run: lists and groups
-    ("uq.estimators=null", "uq.estimators=null: this setting cannot be null; give a list, e.g. "
-                           "uq.estimators=[a,b]"),
-    ("task.metrics=5", "task.metrics=5: a list is expected, e.g. task.metrics=[5]"),
-    ("~task.metrics", "~task.metrics removes a setting the pipeline reads; set it instead "
-                      "(task.metrics=...)"),
-    ("backend=null", "backend=null: choose a backend (e.g. the one of conf/backend/)"),
-    ("~dataset", "~dataset removes the dataset choice the pipeline needs; choose one instead"),
-    ("generation.strategies=[greedy]", None), ("task=ticks", None),
-])
-
+@pytest.mark.parametrize(
+    "override, problem",
+    [
+        ("generation.n_samples=2.0", "generation.n_samples=2.0: an integer is expected; write 2"),
+        (
+            "dataset.limit=1e9",
+            "dataset.limit=1000000000.0: an integer is expected; write 1000000000",
+        ),
+        ("dataset.max_new_tokens=nan", "dataset.max_new_tokens=nan: an integer is expected"),
+        ("model.temperature=inf", "model.temperature=inf: a finite number is expected"),
+        ("model.top_p=nan", "model.top_p=nan: a finite number is expected"),
+        ("generation.n_samples=2,3.5", "generation.n_samples=3.5: an integer is expected"),
+        ("wandb.enabled=maybe", "wandb.enabled='maybe': true or false is expected"),
+        ("generation.n_samples=3", None),
+        ("generation.n_samples='4'", None),
+        ("model.temperature=0.7", None),
+        ("model.top_p=1", None),
+        ("dataset.limit=null", None),
+        ("wandb.enabled=yes", None),
+        ("dataset=maqa_bundled", None),
+        ("~dataset.limit", None),
+        ("~report_models", None),
+        ("mappers.sphere.dim=3", None),  # not a typed field of the schema: validate() checks it
+        # round 3b (the independent attack run): null where a setting cannot be null, a deletion,
+        # a scalar for a group of settings
+        (
+            "generation.n_samples=null",
+            "generation.n_samples=null: this setting cannot be null; give an integer",
+        ),
+        (
+            "wandb.enabled=null",
+            "wandb.enabled=null: this setting cannot be null; give true or false",
+        ),
+        (
+            "~generation.n_samples",
+            "~generation.n_samples removes a setting the pipeline reads; set "
+            "it instead (generation.n_samples=...)",
+        ),
+        (
+            "generation=5",
+            "generation is a group of settings, not a value: set one of them, e.g. "
+            "generation.n_samples=...",
+        ),
+        ("dataset.limit=null", None),
+        ("model.temperature=null", None),
+        ("dataset=maqa_bundled", None),
+        # the second attack run: lists and groups
+        (
+            "uq.estimators=null",
+            "uq.estimators=null: this setting cannot be null; give a list, e.g. "
+            "uq.estimators=[a,b]",
+        ),
+        ("task.metrics=5", "task.metrics=5: a list is expected, e.g. task.metrics=[5]"),
+        (
+            "~task.metrics",
+            "~task.metrics removes a setting the pipeline reads; set it instead (task.metrics=...)",
+        ),
+        ("backend=null", "backend=null: choose a backend (e.g. the one of conf/backend/)"),
+        ("~dataset", "~dataset removes the dataset choice the pipeline needs; choose one instead"),
+        ("generation.strategies=[greedy]", None),
+        ("task=ticks", None),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_one_line_before_hydra(override, problem):
     assert value_type_problem([override]) == problem
 
 
-@pytest.mark.parametrize("override", ["dataset.limit=a=b", "generation.n_samples=[1,",
-                                      "backend.base_url=http://h/v1?code=X"])
+@pytest.mark.parametrize(
+    "override",
+    ["dataset.limit=a=b", "generation.n_samples=[1,", "backend.base_url=http://h/v1?code=X"],
+)
 def test_an_override_hydra_cannot_parse_is_one_line_saying_to_quote_it(override):
     from pipeline.overrides import syntax_problem
 
     problem = syntax_problem(["stage=plan", override])
     assert problem.startswith(f"{override!r} cannot be read as an override (")
-    assert problem.endswith(f"quote a value holding = [ ] ( ) or spaces: "
-                            f"{override.split('=')[0]}='...'")
+    assert problem.endswith(
+        f"quote a value holding = [ ] ( ) or spaces: {override.split('=')[0]}='...'"
+    )
     assert syntax_problem(["stage=plan", "backend.base_url='http://h/v1?code=X'"]) is None
 
 
@@ -120,7 +175,8 @@ def test_a_type_error_on_the_command_line_is_exit_2_and_one_line(tmp_path):
     assert done.returncode == 2 and not done.stdout
     assert done.stderr.strip().splitlines() == [
         "[pipeline] invalid configuration: generation.n_samples=2.0: an integer is expected; "
-        "write 2"]
+        "write 2"
+    ]
 
 
 def test_a_key_nothing_resembles_points_to_the_key_listing():
@@ -129,13 +185,23 @@ def test_a_key_nothing_resembles_points_to_the_key_listing():
 
 
 def test_multirun_syntax_and_a_real_config_group_added_with_plus_still_run(tmp_path):
-    done = cli("-m", "stage=plan", f"output_root={tmp_path}",
-               "dataset=triviaqa_bundled,maqa_bundled", "hydra.job.chdir=false", "~report_models")
+    done = cli(
+        "-m",
+        "stage=plan",
+        f"output_root={tmp_path}",
+        "dataset=triviaqa_bundled,maqa_bundled",
+        "hydra.job.chdir=false",
+        "~report_models",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "smollm2-135m/maqa_bundled" in done.stdout and "smollm2-135m/triviaqa_bundled" in done.stdout
+    assert (
+        "smollm2-135m/maqa_bundled" in done.stdout
+        and "smollm2-135m/triviaqa_bundled" in done.stdout
+    )
 
 
 # -- offline --------------------------------------------------------------------------------------
+
 
 def test_an_unreachable_hub_puts_the_process_offline_once():
     env, asked = {}, []
@@ -146,8 +212,9 @@ def test_an_unreachable_hub_puts_the_process_offline_once():
     assert asked == ["http://mirror:8080"] and not any(v in env for v in OFFLINE_VARS)
 
 
-@pytest.mark.parametrize("setting", [{"HF_HUB_OFFLINE": "0"}, {"HF_HUB_OFFLINE": "1"},
-                                     {"TRANSFORMERS_OFFLINE": "1"}])
+@pytest.mark.parametrize(
+    "setting", [{"HF_HUB_OFFLINE": "0"}, {"HF_HUB_OFFLINE": "1"}, {"TRANSFORMERS_OFFLINE": "1"}]
+)
 def test_the_users_own_setting_wins_without_a_probe(setting):
     env = dict(setting)
     assert not go_offline_if_unreachable(env, reachable=lambda url: pytest.fail("probed"))
@@ -177,6 +244,7 @@ def test_the_command_line_goes_offline_with_one_line_when_the_hub_is_unreachable
 
 # -- the report -----------------------------------------------------------------------------------
 
+
 def test_a_report_over_no_cells_names_the_folder_and_what_to_run(tmp_path):
     done = cli("stage=report", f"output_root={tmp_path}", "wandb.enabled=false")
     assert done.returncode == 2
@@ -202,8 +270,9 @@ def test_a_report_goes_under_output_root_never_into_the_repositorys_results(tmp_
 
 
 def test_make_reproduce_still_writes_the_repositorys_results():
-    done = subprocess.run(["make", "-n", "reproduce"], cwd=REPO,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["make", "-n", "reproduce"], cwd=REPO, capture_output=True, text=True, check=False
+    )
     line = [x for x in done.stdout.splitlines() if "-m pipeline" in x]
     assert line and f"results_dir={REPO}/results" in line[-1], done.stdout + done.stderr
 
@@ -212,13 +281,26 @@ def test_make_reproduce_still_writes_the_repositorys_results():
 def test_help_is_a_short_usage_page_that_writes_nothing(tmp_path, flag):
     env = {**os.environ}
     env.pop("HF_HUB_OFFLINE", None)  # a probe of the hub would go offline and say so
-    done = subprocess.run([sys.executable, "-m", "pipeline", flag], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", flag],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("usage: taskaware") and len(lines) < 40
-    for named in ("taskaware doctor", "taskaware serve", "taskaware-score", "experiment=",
-                  "--hydra-help", "--cfg job"):
+    for named in (
+        "taskaware doctor",
+        "taskaware serve",
+        "taskaware-score",
+        "experiment=",
+        "--hydra-help",
+        "--cfg job",
+    ):
         assert named in done.stdout, named
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no log
 
@@ -226,8 +308,12 @@ def test_help_is_a_short_usage_page_that_writes_nothing(tmp_path, flag):
 def test_an_interpolation_that_cannot_be_resolved_is_one_line_and_exit_2(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NOPE_TASKAWARE_X"}
     env.update(HF_HUB_OFFLINE="1", WANDB_MODE="offline")
-    done = cli("stage=plan", f"output_root={tmp_path}", "generation.n_samples=${oc.env:NOPE_TASKAWARE_X}",
-               env=env)
+    done = cli(
+        "stage=plan",
+        f"output_root={tmp_path}",
+        "generation.n_samples=${oc.env:NOPE_TASKAWARE_X}",
+        env=env,
+    )
     said = done.stdout + done.stderr
     assert done.returncode == 2 and "Traceback" not in said, said[-2000:]
     assert "generation.n_samples cannot be resolved" in said

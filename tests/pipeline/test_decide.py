@@ -20,12 +20,17 @@ def by_method(rows):
 
 def test_sets_methods_exact_values():
     s = lambda *xs: frozenset(xs)  # noqa: E731
-    samples = [(s("pacific"), "Pacific."), (s("pacific", "atlantic"), "Pacific and Atlantic."),
-               (s("pacific", "atlantic"), "pacific, atlantic"), (s("indian"), "Indian"),
-               (None, "???")]  # unparseable: dropped from the distribution
+    samples = [
+        (s("pacific"), "Pacific."),
+        (s("pacific", "atlantic"), "Pacific and Atlantic."),
+        (s("pacific", "atlantic"), "pacific, atlantic"),
+        (s("indian"), "Indian"),
+        (None, "???"),
+    ]  # unparseable: dropped from the distribution
     decodes = {"beam": (s("atlantic"), "Atlantic"), "greedy": (None, "")}
-    rows = by_method(decide_prompt(SETS, samples, decodes,
-                                   {"bayes_fbeta": get_space("sets-fbeta", beta=1.0)}))
+    rows = by_method(
+        decide_prompt(SETS, samples, decodes, {"bayes_fbeta": get_space("sets-fbeta", beta=1.0)})
+    )
     # p(pacific) = 3/4, p(atlantic) = 1/2, p(indian) = 1/4
     assert json.loads(rows["bayes"]["action"]) == ["atlantic", "pacific"]
     assert rows["bayes"]["risk"] == pytest.approx(0.25 + 0.5 + 0.25)
@@ -48,8 +53,15 @@ def test_sets_methods_exact_values():
     assert json.loads(rows["bayes_fbeta"]["action"]) == ["atlantic", "pacific"]
     assert rows["bayes_fbeta"]["risk"] == pytest.approx(1 - 2 / 3)
     assert rows["bayes_fbeta"]["text"] == "Atlantic, Pacific"
-    assert list(rows) == ["bayes", "bayes_fbeta", "map", "sample_mbr", "self_consistency",
-                          "beam", "greedy"]
+    assert list(rows) == [
+        "bayes",
+        "bayes_fbeta",
+        "map",
+        "sample_mbr",
+        "self_consistency",
+        "beam",
+        "greedy",
+    ]
 
 
 def test_sphere_text_is_the_closest_sample():
@@ -64,21 +76,28 @@ def test_sphere_text_is_the_closest_sample():
 
 def test_no_parseable_sample_gives_null_actions_not_a_crash():
     rows = by_method(decide_prompt(CLASSES, [(None, "x"), (None, "y")], {"beam": ("paris", "P")}))
-    assert all(rows[m]["action"] == "null" and math.isnan(rows[m]["risk"])
-               for m in ("bayes", "map", "sample_mbr", "self_consistency"))
+    assert all(
+        rows[m]["action"] == "null" and math.isnan(rows[m]["risk"])
+        for m in ("bayes", "map", "sample_mbr", "self_consistency")
+    )
     assert rows["beam"]["action"] == '"paris"' and math.isnan(rows["beam"]["risk"])
 
 
 def test_set_text_says_what_the_set_says():
     """A sample that maps to {australia} while also listing India does not stand for the set."""
     s = lambda *xs: frozenset(xs)  # noqa: E731
-    samples = [(s("australia"), "1. Australia - 2. India"), (s("australia"), "Australia."),
-               (s("people s republic of china"), "The People's Republic of China")]
+    samples = [
+        (s("australia"), "1. Australia - 2. India"),
+        (s("australia"), "Australia."),
+        (s("people s republic of china"), "The People's Republic of China"),
+    ]
     rows = by_method(decide_prompt(SETS, samples, {}))
     assert json.loads(rows["bayes"]["action"]) == ["australia"]
     assert rows["bayes"]["text"] == "Australia"
-    assert surface_form("people s republic of china", ["x", "The People's Republic of China."]) == \
-        "People's Republic of China"
+    assert (
+        surface_form("people s republic of china", ["x", "The People's Republic of China."])
+        == "People's Republic of China"
+    )
     assert surface_form("john lennon", ["The Beatles' John  Lennon wrote"]) == "John  Lennon"
     assert surface_form("nowhere", ["Atlantic"]) == "nowhere"  # no sample writes it: the label
     assert surface_form("art", ["Earth, Mars"]) == "art"  # whole words only, not inside "Earth"
@@ -89,9 +108,14 @@ def test_graph_text_is_g_inverse():
     from pipeline.tasks.graphs.reading import graph_to_text
 
     g = frozenset({("marie curie", "won", "nobel prize"), ("marie curie", "born in", "warsaw")})
-    rows = by_method(decide_prompt(get_space("graphs"),
-                                   [(g, "Marie Curie won the Nobel Prize."), (g, "x")], {}))
-    assert rows["bayes"]["text"] == graph_to_text(g) == "Marie curie born in warsaw. Marie curie won nobel prize."
+    rows = by_method(
+        decide_prompt(get_space("graphs"), [(g, "Marie Curie won the Nobel Prize."), (g, "x")], {})
+    )
+    assert (
+        rows["bayes"]["text"]
+        == graph_to_text(g)
+        == "Marie curie born in warsaw. Marie curie won nobel prize."
+    )
 
 
 def test_every_latent_method_has_a_decision_rule_and_only_those():
@@ -111,16 +135,22 @@ def test_the_decision_rules_against_brute_force_on_sets():
     from pipeline.latent.decision_rules import DECISION_RULES
 
     space = get_space("sets")
-    valid = [(frozenset({"a", "b"}), "A and B"), (frozenset({"a"}), "a"),
-             (frozenset({"a", "b"}), "a and b"), (frozenset({"c"}), "C"), (frozenset({"a"}), "A")]
+    valid = [
+        (frozenset({"a", "b"}), "A and B"),
+        (frozenset({"a"}), "a"),
+        (frozenset({"a", "b"}), "a and b"),
+        (frozenset({"c"}), "C"),
+        (frozenset({"a"}), "A"),
+    ]
     latents = [lat for lat, _ in valid]
 
     def risk(action):
         return sum(space.distance(lat, action) for lat in latents) / len(latents)
 
     labels = sorted(set().union(*latents))
-    subsets = [frozenset(c) for r in range(len(labels) + 1)
-               for c in itertools.combinations(labels, r)]
+    subsets = [
+        frozenset(c) for r in range(len(labels) + 1) for c in itertools.combinations(labels, r)
+    ]
     best = min(risk(s) for s in subsets)
     # a cell of one prompt, as the decide stage hands the rules every prompt of a cell
     batch, texts = space.batch([latents]), [[txt for _, txt in valid]]
@@ -133,7 +163,9 @@ def test_the_decision_rules_against_brute_force_on_sets():
     assert r == pytest.approx(best) and risk(frozenset(action)) == pytest.approx(best)
     assert text is None
     action, r, _ = rule("map")
-    assert frozenset(action) == frozenset({"a", "b"}) and r == pytest.approx(risk(frozenset(action)))
+    assert frozenset(action) == frozenset({"a", "b"}) and r == pytest.approx(
+        risk(frozenset(action))
+    )
     action, r, _ = rule("sample_mbr")
     assert r == pytest.approx(min(risk(lat) for lat in latents))
     action, r, text = rule("self_consistency")
@@ -166,8 +198,10 @@ def test_a_cell_decided_together_equals_its_prompts_decided_alone(space_name):
     prompts = []
     for p in range(12):
         m = int(rng.integers(1, 7))
-        samples = [(None if (p == 3 or rng.random() < 0.15) else latent(p), f"text {i % 3}")
-                   for i in range(m)]
+        samples = [
+            (None if (p == 3 or rng.random() < 0.15) else latent(p), f"text {i % 3}")
+            for i in range(m)
+        ]
         decodes = {} if p == 5 else {"greedy": (latent(p), "g"), "beam": (latent(p), "b")}
         if p == 7:
             decodes = dict(reversed(list(decodes.items())))
@@ -179,7 +213,8 @@ def test_a_cell_decided_together_equals_its_prompts_decided_alone(space_name):
         for a, b in zip(together[p], alone):
             assert a["text"] == b["text"]
             assert (math.isnan(a["risk"]) and math.isnan(b["risk"])) or a["risk"] == pytest.approx(
-                b["risk"], rel=1e-12, abs=1e-12)
+                b["risk"], rel=1e-12, abs=1e-12
+            )
             if space_name in ("sphere", "simplex"):  # means: equal up to rounding
                 va, vb = json.loads(a["action"]), json.loads(b["action"])
                 if isinstance(va, dict):
@@ -198,8 +233,10 @@ def test_a_reals_prompt_whose_risk_overflows_gets_no_decision_and_the_others_the
     from pipeline.latent import get_space
     from pipeline.stages.decide import decide_many
 
-    prompts = [([(1e308, "a"), (-1e308, "b"), (1e308, "c")], {}),
-               ([(1.0, "x"), (3.0, "y")], {"greedy": (2.0, "z")})]
+    prompts = [
+        ([(1e308, "a"), (-1e308, "b"), (1e308, "c")], {}),
+        ([(1.0, "x"), (3.0, "y")], {"greedy": (2.0, "z")}),
+    ]
     with caplog.at_level("WARNING", logger="pipeline"):
         overflowed, fine = decide_many(get_space("reals", loss="l2"), prompts)
     assert {r["method"] for r in overflowed} >= {"bayes", "map"}

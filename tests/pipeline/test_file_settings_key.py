@@ -24,8 +24,10 @@ def test_a_setting_naming_a_file_or_folder_is_keyed_by_its_content(tmp_path, mon
     lexicon = tmp_path / "lexicon.tsv"
     lexicon.write_text("paris\tParis\n")
     before = cache_slice(Lexicon(str(lexicon)))
-    assert before == {"lexicon": {"path": str(lexicon), "sha256": path_digest(lexicon)},
-                      "mode": "exact"}
+    assert before == {
+        "lexicon": {"path": str(lexicon), "sha256": path_digest(lexicon)},
+        "mode": "exact",
+    }
     lexicon.write_text("paris\tFrance\n")
     assert cache_slice(Lexicon(str(lexicon))) != before  # same name, new content: new key
     folder = tmp_path / "tree"
@@ -40,7 +42,7 @@ def test_a_setting_naming_a_file_or_folder_is_keyed_by_its_content(tmp_path, mon
         assert not looks_like_path(name) and with_file_digests(name) == name
 
 
-PLUGIN = '''
+PLUGIN = """
 from dataclasses import dataclass
 
 import pytest
@@ -61,7 +63,7 @@ def build(settings, context):
 
 
 MAPPERS.add("lexicon_labels", Mapper(build, LexiconSettings), replace=True)
-'''
+"""
 
 
 def test_editing_a_tasks_lexicon_gives_new_latents_in_the_same_work_folder(tmp_path, monkeypatch):
@@ -76,16 +78,27 @@ def test_editing_a_tasks_lexicon_gives_new_latents_in_the_same_work_folder(tmp_p
     (conf / "lexicon_classes.yaml").write_text(
         "defaults:\n  - /schema/task@_here_\nname: lexicon_classes\nspace: classes\n"
         "mapper: lexicon_labels\nreference: one_answer\nprompt: single_answer\n"
-        "metrics: [exact_match_error]\n")
+        "metrics: [exact_match_error]\n"
+    )
     lexicon = tmp_path / "lexicon.tsv"
     lexicon.write_text("paris\tParis\nparis, france\tParis\nrome\tRome\n")
-    rows = [{"id": "q0", "question": "Capital of France?",
-             "responses": ["Paris", "Paris, France", "Rome"]}]
+    rows = [
+        {
+            "id": "q0",
+            "question": "Capital of France?",
+            "responses": ["Paris", "Paris, France", "Rome"],
+        }
+    ]
 
     def run():
-        return score(rows, task="lexicon_classes", plugins=["lexplugin"],
-                     config_dirs=[tmp_path / "conf"], work_dir=tmp_path / "work",
-                     overrides=[f"++mappers.lexicon_labels.lexicon={lexicon}"])
+        return score(
+            rows,
+            task="lexicon_classes",
+            plugins=["lexplugin"],
+            config_dirs=[tmp_path / "conf"],
+            work_dir=tmp_path / "work",
+            overrides=[f"++mappers.lexicon_labels.lexicon={lexicon}"],
+        )
 
     assert run()["bayes_risk"].tolist() == [pytest.approx(1 / 3)]  # {Paris, Paris, Rome}
     lexicon.write_text("paris\tParis\nparis, france\tParis\nrome\tParis\n")  # now all Paris

@@ -18,8 +18,16 @@ def _work(n: int) -> list[tuple]:
     out = []
     for p in range(n):
         texts = [f"{COUNTRIES[p % 6]} and {COUNTRIES[(p + k) % 6]}" for k in range(5)] + ["no idea"]
-        out.append((f"p{p}", f"Which countries ({p})?", [("sample", k) for k in range(6)], texts,
-                    (), (4,) if p % 2 else ()))  # odd prompts: sample 4 cut by the token limit
+        out.append(
+            (
+                f"p{p}",
+                f"Which countries ({p})?",
+                [("sample", k) for k in range(6)],
+                texts,
+                (),
+                (4,) if p % 2 else (),
+            )
+        )  # odd prompts: sample 4 cut by the token limit
     return out
 
 
@@ -65,12 +73,21 @@ class _PidSpace:
 def test_only_a_parallel_safe_mapper_leaves_this_process(two_workers):
     work = _work(32)
     here = str(os.getpid())
-    forked = {r["latent"] for rows in map_module.map_prompts(_pid_mapper(True), _PidSpace(), work)
-              for r in rows}
+    forked = {
+        r["latent"]
+        for rows in map_module.map_prompts(_pid_mapper(True), _PidSpace(), work)
+        for r in rows
+    }
     assert here not in forked and len(forked) >= 1
-    kept = {r["latent"] for rows in map_module.map_prompts(_pid_mapper(False), _PidSpace(), work)
-            for r in rows}
+    kept = {
+        r["latent"]
+        for rows in map_module.map_prompts(_pid_mapper(False), _PidSpace(), work)
+        for r in rows
+    }
     assert kept == {here}
-    few = {r["latent"] for rows in map_module.map_prompts(_pid_mapper(True), _PidSpace(), work[:4])
-           for r in rows}
+    few = {
+        r["latent"]
+        for rows in map_module.map_prompts(_pid_mapper(True), _PidSpace(), work[:4])
+        for r in rows
+    }
     assert few == {here}  # too few prompts to pay for workers

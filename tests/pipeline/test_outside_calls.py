@@ -12,11 +12,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import resolve_cell
-from pipeline.config import register_configs
 from pipeline.clients.llm_client import FatalLLMCallError
-from pipeline.stages.map import ExtractionCallsFailed
+from pipeline.config import register_configs, resolve_cell
 from pipeline.stage import run_stage
+from pipeline.stages.map import ExtractionCallsFailed
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,8 +24,10 @@ from openai_stand_in import FakeOpenAIServer  # noqa: E402
 
 register_configs()
 QUESTIONS = ["Which oceans border Canada?", "Name the primary colours."]
-ANSWERS = [["Atlantic and Pacific", "The Pacific, Atlantic and Arctic", "Pacific"],
-           ["Red, yellow and blue", "Red and blue", "Red, yellow, blue"]]
+ANSWERS = [
+    ["Atlantic and Pacific", "The Pacific, Atlantic and Arctic", "Pacific"],
+    ["Red, yellow and blue", "Red and blue", "Red, yellow, blue"],
+]
 
 
 # not made by the generate stage: the stages read them as another producer's inputs, made for
@@ -38,26 +39,61 @@ def _cell(root: Path) -> ArtifactStore:
     """A cell whose generate artifacts hold hand-written responses (no model needed)."""
     store = ArtifactStore(root)
     ids = [f"p{i}" for i in range(len(QUESTIONS))]
-    store.write("dataset", pd.DataFrame({
-        "prompt_id": ids, "dataset": "maqa_bundled", "question": QUESTIONS,
-        "answers": [[["Atlantic"], ["Pacific"], ["Arctic"]], [["Red"], ["Yellow"], ["Blue"]]],
-        "probabilities": [[], []], "reference_text": ["", ""]}), key="gen", extra=HAND)
-    rows = [{"prompt_id": pid, "sample_idx": j, "text": t, "token_logprobs": [-0.1],
-             "logprob": -0.1} for pid, texts in zip(ids, ANSWERS) for j, t in enumerate(texts)]
+    store.write(
+        "dataset",
+        pd.DataFrame(
+            {
+                "prompt_id": ids,
+                "dataset": "maqa_bundled",
+                "question": QUESTIONS,
+                "answers": [
+                    [["Atlantic"], ["Pacific"], ["Arctic"]],
+                    [["Red"], ["Yellow"], ["Blue"]],
+                ],
+                "probabilities": [[], []],
+                "reference_text": ["", ""],
+            }
+        ),
+        key="gen",
+        extra=HAND,
+    )
+    rows = [
+        {"prompt_id": pid, "sample_idx": j, "text": t, "token_logprobs": [-0.1], "logprob": -0.1}
+        for pid, texts in zip(ids, ANSWERS)
+        for j, t in enumerate(texts)
+    ]
     store.write("samples", pd.DataFrame(rows), key="gen", extra=HAND)
-    store.write("decodes", pd.DataFrame({
-        "prompt_id": ids, "strategy": "greedy", "text": ["Pacific and Atlantic", "Blue and red"],
-        "token_logprobs": [[-0.1]] * 2, "logprob": [-0.1] * 2}), key="gen", extra=HAND)
+    store.write(
+        "decodes",
+        pd.DataFrame(
+            {
+                "prompt_id": ids,
+                "strategy": "greedy",
+                "text": ["Pacific and Atlantic", "Blue and red"],
+                "token_logprobs": [[-0.1]] * 2,
+                "logprob": [-0.1] * 2,
+            }
+        ),
+        key="gen",
+        extra=HAND,
+    )
     return store
 
 
 def _cfg(server: FakeOpenAIServer, tmp_path: Path, *extra: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=[
-            "dataset=maqa_bundled", "task.extractor.kind=llm",
-            f"task.extractor.base_url={server.base_url}", "task.extractor.max_retries=1",
-            f"cache_dir={tmp_path / 'cache'}", *extra])
+        return compose(
+            "config",
+            overrides=[
+                "dataset=maqa_bundled",
+                "task.extractor.kind=llm",
+                f"task.extractor.base_url={server.base_url}",
+                "task.extractor.max_retries=1",
+                f"cache_dir={tmp_path / 'cache'}",
+                *extra,
+            ],
+        )
 
 
 def test_a_rejected_key_stops_the_stage_and_a_fixed_one_recomputes(tmp_path):
@@ -97,8 +133,12 @@ def test_a_tolerated_share_stores_the_failed_responses_as_unparseable(tmp_path):
     store = _cell(tmp_path / "cell")
     with FakeOpenAIServer() as server:
         server.state.faults = [500, 500]  # the first call fails twice (1 retry)
-        cfg = _cfg(server, tmp_path, "task.extractor.max_concurrency=1",
-                   "task.extractor.max_failed_share=0.2")
+        cfg = _cfg(
+            server,
+            tmp_path,
+            "task.extractor.max_concurrency=1",
+            "task.extractor.max_failed_share=0.2",
+        )
         run_stage("map", resolve_cell(cfg), store)
     latents = store.read("latents")
     assert int((~latents["parse_ok"]).sum()) == 1

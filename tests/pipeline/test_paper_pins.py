@@ -40,7 +40,8 @@ def test_self_consistency_votes_on_the_normalised_raw_text_not_on_the_latents():
     assert DECISION_RULES["map"](batch, texts)[0] == ["paris"]
     # all texts differ (the usual case on WMT19, CNN/DM, MAQA*): the first sample
     actions, _, chosen = DECISION_RULES["self_consistency"](
-        space.batch([["lyon", "paris", "paris"]]), [["Lyon is it", "Paris", "It is Paris"]])
+        space.batch([["lyon", "paris", "paris"]]), [["Lyon is it", "Paris", "It is Paris"]]
+    )
     assert (actions, chosen) == (["lyon"], ["Lyon is it"])
 
 
@@ -62,8 +63,10 @@ class _RecordingBackend:
         from pipeline.generation.base import Generation
 
         self.sample_calls.append(cfg)
-        return [[Generation(f"{cfg.stream}:{cfg.seed}:{j}", [1], [-0.5]) for j in range(cfg.n)]
-                for _ in prompts]
+        return [
+            [Generation(f"{cfg.stream}:{cfg.seed}:{j}", [1], [-0.5]) for j in range(cfg.n)]
+            for _ in prompts
+        ]
 
     def greedy(self, prompts, max_new_tokens):
         from pipeline.generation.base import Generation
@@ -92,10 +95,13 @@ def test_ar_is_one_extra_sample_with_a_shifted_seed():
     assert AR_SEED_OFFSET == 1_000_003
     backend = _RecordingBackend()
     cfg = SamplingConfig(n=3, temperature=0.7, top_p=0.8, top_k=20, max_new_tokens=16, seed=5)
-    samples, decodes, _ = generate_records(backend, ["q1", "q2"], ["a", "b"], cfg,
-                                           strategies=["ar"], ptrue=False, progress=False)
-    assert [(c.n, c.seed, c.stream) for c in backend.sample_calls] == [(3, 5, "samples"),
-                                                                       (1, 1_000_008, "ar")]
+    samples, decodes, _ = generate_records(
+        backend, ["q1", "q2"], ["a", "b"], cfg, strategies=["ar"], ptrue=False, progress=False
+    )
+    assert [(c.n, c.seed, c.stream) for c in backend.sample_calls] == [
+        (3, 5, "samples"),
+        (1, 1_000_008, "ar"),
+    ]
     ar = backend.sample_calls[1]
     assert (ar.temperature, ar.top_p, ar.top_k, ar.max_new_tokens) == (0.7, 0.8, 20, 16)
     assert list(decodes["text"]) == ["ar:1000008:0", "ar:1000008:0"]
@@ -112,8 +118,15 @@ def test_ptrue_judges_the_greedy_answer_not_the_beam_output():
     from pipeline.generation.runner import generate_records
 
     backend = _RecordingBackend()
-    _, _, ptrue = generate_records(backend, ["Capital of France?"], ["a"], SamplingConfig(n=2),
-                                   strategies=["beam"], ptrue=True, progress=False)
+    _, _, ptrue = generate_records(
+        backend,
+        ["Capital of France?"],
+        ["a"],
+        SamplingConfig(n=2),
+        strategies=["beam"],
+        ptrue=True,
+        progress=False,
+    )
     [prompt] = backend.ptrue_prompts
     assert "GREEDY ANSWER" in prompt and "BEAM ANSWER" not in prompt
     assert "Capital of France?" in prompt
@@ -147,16 +160,31 @@ def test_msp_and_cocoa_read_the_beam_decode():
     samples = ["Paris", "Paris", "Lyon", "Rome"]
     artifacts = {
         "dataset": pd.DataFrame({"prompt_id": ["p"], "question": ["Capital of France?"]}),
-        "samples": pd.DataFrame({"prompt_id": ["p"] * 4, "sample_idx": range(4), "text": samples,
-                                 "token_logprobs": [[-1.0]] * 4, "logprob": [-1.0] * 4}),
-        "decodes": pd.DataFrame({"prompt_id": ["p", "p"], "strategy": ["greedy", "beam"],
-                                 "text": ["Lyon", "Paris"],
-                                 "token_logprobs": [[-3.0, -4.0], [-0.5, -1.5]]}),
+        "samples": pd.DataFrame(
+            {
+                "prompt_id": ["p"] * 4,
+                "sample_idx": range(4),
+                "text": samples,
+                "token_logprobs": [[-1.0]] * 4,
+                "logprob": [-1.0] * 4,
+            }
+        ),
+        "decodes": pd.DataFrame(
+            {
+                "prompt_id": ["p", "p"],
+                "strategy": ["greedy", "beam"],
+                "text": ["Lyon", "Paris"],
+                "token_logprobs": [[-3.0, -4.0], [-0.5, -1.5]],
+            }
+        ),
         "ptrue": pd.DataFrame({"prompt_id": ["p"], "logprob_true": [-0.1]}),
     }
-    rows = uncertainty_rows(["msp", "cocoa_msp"], artifacts,
-                            {"lm_polygraph": PolygraphSettings(similarity="cross_encoder")},
-                            UQContext(models=_FakeModels()))
+    rows = uncertainty_rows(
+        ["msp", "cocoa_msp"],
+        artifacts,
+        {"lm_polygraph": PolygraphSettings(similarity="cross_encoder")},
+        UQContext(models=_FakeModels()),
+    )
     value = dict(zip(rows["estimator"], rows["value"]))
     assert value["msp"] == pytest.approx(2.0)  # -(-0.5 - 1.5): the beam's, greedy's is 7.0
     # CoCoA-MSP = MSP x mean dissimilarity of the beam text ("Paris") to the samples: 2 x 1/2
@@ -171,16 +199,25 @@ def test_the_beam_target_tables_say_ptrue_reads_the_greedy_text(tmp_path):
     from pipeline.reporting import PAPER_DIR
     from pipeline.reporting.tables import TABLES, build_tables
 
-    quality = pd.DataFrame(columns=["model", "dataset", "method", "metric", "value", "low",
-                                    "high", "n"])
-    scores = pd.DataFrame(columns=["model", "dataset", "target", "estimator", "metric", "prr",
-                                   "auc"])
-    build_tables(quality, scores, pd.read_csv(PAPER_DIR / "generation.csv"),
-                 pd.read_csv(PAPER_DIR / "uq.csv"), tmp_path)
+    quality = pd.DataFrame(
+        columns=["model", "dataset", "method", "metric", "value", "low", "high", "n"]
+    )
+    scores = pd.DataFrame(
+        columns=["model", "dataset", "target", "estimator", "metric", "prr", "auc"]
+    )
+    build_tables(
+        quality,
+        scores,
+        pd.read_csv(PAPER_DIR / "generation.csv"),
+        pd.read_csv(PAPER_DIR / "uq.csv"),
+        tmp_path,
+    )
     beam = [name for name, (_, _, _, target, _) in TABLES.items() if target == "beam"]
     assert beam == ["uq_prr_beam", "uq_auc_beam"]
-    said = ("P(True) is computed on the greedy text, as lm-polygraph 0.5.0's default does; MSP "
-            "and CoCoA on the beam output (App. B.4).")
+    said = (
+        "P(True) is computed on the greedy text, as lm-polygraph 0.5.0's default does; MSP "
+        "and CoCoA on the beam output (App. B.4)."
+    )
     for name in beam:
         for ext in ("md", "tex"):
             assert said in (tmp_path / f"{name}.{ext}").read_text(encoding="utf-8"), (name, ext)
@@ -207,15 +244,32 @@ def test_with_ptrue_on_the_beam_output_tables_5_6_gain_a_marked_sensitivity_row(
     from pipeline.reporting import PAPER_DIR
     from pipeline.reporting.tables import EXTRA_MARK, build_tables
 
-    quality = pd.DataFrame(columns=["model", "dataset", "method", "metric", "value", "low",
-                                    "high", "n"])
-    scores = pd.DataFrame([
-        {"model": "qwen3-4b", "dataset": "maqa", "target": target, "estimator": est,
-         "metric": "hamming", "prr": prr, "auc": 0.5, "n": 40}
-        for target in ("bayes", "beam")
-        for est, prr in (("ptrue", 0.1), ("msp", 0.2), ("ptrue_beam", 0.9))])
-    build_tables(quality, scores, pd.read_csv(PAPER_DIR / "generation.csv"),
-                 pd.read_csv(PAPER_DIR / "uq.csv"), tmp_path)
+    quality = pd.DataFrame(
+        columns=["model", "dataset", "method", "metric", "value", "low", "high", "n"]
+    )
+    scores = pd.DataFrame(
+        [
+            {
+                "model": "qwen3-4b",
+                "dataset": "maqa",
+                "target": target,
+                "estimator": est,
+                "metric": "hamming",
+                "prr": prr,
+                "auc": 0.5,
+                "n": 40,
+            }
+            for target in ("bayes", "beam")
+            for est, prr in (("ptrue", 0.1), ("msp", 0.2), ("ptrue_beam", 0.9))
+        ]
+    )
+    build_tables(
+        quality,
+        scores,
+        pd.read_csv(PAPER_DIR / "generation.csv"),
+        pd.read_csv(PAPER_DIR / "uq.csv"),
+        tmp_path,
+    )
     said = "P(True) (beam output): a sensitivity row (generation.ptrue_beam=true)"
     for name in ("uq_prr_beam", "uq_auc_beam"):
         md = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
@@ -263,15 +317,18 @@ def test_g_t_nli_reads_question_plus_answer_with_entailment_both_ways():
     answer` (Kuhn et al.); with `strict` (the paper configuration) two answers are one class only
     when each entails the other."""
     q = QUESTION
-    probs = {(f"{q} paris", f"{q} it is paris"): (0.9, 0.05, 0.05),
-             (f"{q} it is paris", f"{q} paris"): (0.8, 0.1, 0.1),
-             (f"{q} paris", f"{q} paris city"): (0.9, 0.05, 0.05),  # one way only
-             (f"{q} paris city", f"{q} paris"): (0.1, 0.8, 0.1)}
+    probs = {
+        (f"{q} paris", f"{q} it is paris"): (0.9, 0.05, 0.05),
+        (f"{q} it is paris", f"{q} paris"): (0.8, 0.1, 0.1),
+        (f"{q} paris", f"{q} paris city"): (0.9, 0.05, 0.05),  # one way only
+        (f"{q} paris city", f"{q} paris"): (0.1, 0.8, 0.1),
+    }
     texts = ["paris", "it is paris", "paris city"]
     strict = _nli_judge(True, probs)
     assert strict.cluster(q, texts) == [0, 0, 1]
-    assert strict.seen and all(p.startswith(f"{q} ") and h.startswith(f"{q} ")
-                               for p, h in strict.seen)
+    assert strict.seen and all(
+        p.startswith(f"{q} ") and h.startswith(f"{q} ") for p, h in strict.seen
+    )
     assert _nli_judge(False, probs).cluster(q, texts) == [0, 0, 0]  # Kuhn et al.'s non-strict
 
 
@@ -289,11 +346,16 @@ def test_the_classes_g_t_clusters_whole_responses_under_their_question(monkeypat
             calls.append((question, list(texts)))
             return [0, 0, 1]
 
-    monkeypatch.setattr(pipeline.aux_models, "equivalence_judge",
-                        lambda eq, device, cache_dir: calls.append(eq) or Judge())
+    monkeypatch.setattr(
+        pipeline.aux_models,
+        "equivalence_judge",
+        lambda eq, device, cache_dir: calls.append(eq) or Judge(),
+    )
     paper = EquivalenceConfig(backend="nli", nli_model="microsoft/deberta-large-mnli", strict=True)
-    classes = build_classes(ClassesSettings(equivalence=paper),
-                            types.SimpleNamespace(device="cpu", cache_dir=str(tmp_path)))
+    classes = build_classes(
+        ClassesSettings(equivalence=paper),
+        types.SimpleNamespace(device="cpu", cache_dir=str(tmp_path)),
+    )
     question = "What is the capital of France?"
     responses = ["Paris.", "The capital is Paris", "Lyon"]
     assert classes(question, responses) == ["paris", "paris", "lyon"]
@@ -316,8 +378,10 @@ def test_embeddinggemma_runs_without_a_task_prompt_at_full_dimension(monkeypatch
     class FakeSentenceTransformer:
         def __init__(self, *args, **kwargs):
             seen["init"] = (args, kwargs)
-            self.prompts = {"query": "task: search result | query: ",
-                            "STS": "task: sentence similarity | query: "}
+            self.prompts = {
+                "query": "task: search result | query: ",
+                "STS": "task: sentence similarity | query: ",
+            }
 
         def encode(self, texts, **kwargs):
             seen["encode"] = (list(texts), kwargs)
@@ -367,7 +431,10 @@ def test_kggen_runs_at_temperature_0_with_4096_tokens(monkeypatch, tmp_path):
     runner = GraphExtractor(method="kggen", model="gpt-4.1-mini", cache_dir=str(tmp_path))._runner()
     make_kggen(runner.settings)
     assert (built["model"], built["temperature"], built["max_tokens"]) == (
-        "openai/gpt-4.1-mini", 0.0, 4096)
+        "openai/gpt-4.1-mini",
+        0.0,
+        4096,
+    )
 
 
 # --------------------------------------------------------------------------- 7. simplex
@@ -380,30 +447,35 @@ def test_stated_probabilities_are_kept_by_g_t_and_renormalised_by_the_simplex():
     from pipeline.mapping.parsing import parse_distribution
     from pipeline.tasks.simplex.reading import merge_distributions
 
-    stated = parse_distribution('{"items":[{"answer":"Atlantic","p":0.3},'
-                                '{"answer":"Pacific","p":0.2}]}')
+    stated = parse_distribution(
+        '{"items":[{"answer":"Atlantic","p":0.3},{"answer":"Pacific","p":0.2}]}'
+    )
     assert stated == {"Atlantic": 0.3, "Pacific": 0.2}  # sums to 0.5: kept
     assert merge_distributions("q", [{"Atlantic": 0.3, "the atlantic.": 0.1}]) == [
-        {"atlantic": pytest.approx(0.4)}]  # merged, summed, not renormalised
+        {"atlantic": pytest.approx(0.4)}
+    ]  # merged, summed, not renormalised
     space = get_space("simplex")
-    assert space.canonical(stated) == {"Atlantic": pytest.approx(0.6),
-                                       "Pacific": pytest.approx(0.4)}
+    assert space.canonical(stated) == {
+        "Atlantic": pytest.approx(0.6),
+        "Pacific": pytest.approx(0.4),
+    }
     action, risk = space.batch([[stated, {"Atlantic": 1.0}]]).bayes()
     assert action[0] == {"Atlantic": pytest.approx(0.8), "Pacific": pytest.approx(0.2)}
     h = -(0.8 * np.log(0.8) + 0.2 * np.log(0.2))  # H(mean) - mean H(l), l renormalised
     assert risk[0] == pytest.approx(h - (-(0.6 * np.log(0.6) + 0.4 * np.log(0.4))) / 2)
 
 
-def test_the_simplex_g_t_example_is_restored_and_the_cut_one_an_option(hydra_ctx, monkeypatch,
-                                                                         tmp_path):
+def test_the_simplex_g_t_example_is_restored_and_the_cut_one_an_option(
+    hydra_ctx, monkeypatch, tmp_path
+):
     """docs/fidelity.md "Simplex g_T example": under `experiment=paper` the simplex g_T sends
     gpt-4.1-mini the listing with its example answer completed from the JSON line after it
     ("A: Atlantic (55%), Pacific (45%)"); `mappers.simplex.prompt_example=verbatim` sends the
     listing as published, cut at "%"."""
     import pipeline.clients.llm_client
+    from pipeline.config import mapper_config
     from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPT
     from pipeline.tasks.contract import MAPPERS
-    from pipeline.config import mapper_config
 
     sent = []
 
@@ -418,9 +490,13 @@ def test_the_simplex_g_t_example_is_restored_and_the_cut_one_an_option(hydra_ctx
     context = types.SimpleNamespace(device="cpu", cache_dir=str(tmp_path))
     example = "Q: Which oceans border the USA?\nA: Atlantic (55%), Pacific (45%)\nOutput:\n"
     answer = "Pacific (60%), Atlantic (40%)"
-    for overrides, want in (([], example),
-                            (["mappers.simplex.prompt_example=verbatim"],
-                             "Q: Which oceans border the USA?\nA: Atlantic (55%\nOutput:\n")):
+    for overrides, want in (
+        ([], example),
+        (
+            ["mappers.simplex.prompt_example=verbatim"],
+            "Q: Which oceans border the USA?\nA: Atlantic (55%\nOutput:\n",
+        ),
+    ):
         cfg = _paper("dataset=maqa_star", "mappers.simplex.merge_by=canonical", *overrides)
         assert cfg.task.extractor.kind == "llm"
         sent.clear()
@@ -428,11 +504,14 @@ def test_the_simplex_g_t_example_is_restored_and_the_cut_one_an_option(hydra_ctx
         assert g_t("Which oceans border Canada?", [answer]) == [{"pacific": 0.6}]
         [prompt] = sent
         assert want in prompt
-        assert prompt.endswith(f"Q: Which oceans border Canada?\nA: {answer}\n\n"
-                               "Task: Extract answer probability pairs.")
+        assert prompt.endswith(
+            f"Q: Which oceans border Canada?\nA: {answer}\n\n"
+            "Task: Extract answer probability pairs."
+        )
     # the option's text is the published listing (compared with the .tex in tests/data)
     assert prompt.replace("Which oceans border Canada?", "{question}").replace(
-        answer, "{answer}") == SIMPLEX_EXTRACTION_PROMPT.replace("{{", "{").replace("}}", "}")
+        answer, "{answer}"
+    ) == SIMPLEX_EXTRACTION_PROMPT.replace("{{", "{").replace("}}", "}")
 
 
 # --------------------------------------------------------------------------- 8. ablation
@@ -454,11 +533,25 @@ def test_the_ablation_subsamples_m_in_1_2_5_10_15_20_with_10_repeats(monkeypatch
     monkeypatch.setattr(ablation, "prr", lambda *a, **k: calls.append(1) or real_prr(*a, **k))
     rng = np.random.default_rng(3)
     labels = ["a", "b", "c", "d"]
-    rows = [{"model": "m", "prompt_id": p, "source": "sample", "sample_idx": i, "parse_ok": True,
-             "latent": json.dumps(sorted(set(rng.choice(labels, size=2))))}
-            for p in ("p1", "p2", "p3") for i in range(20)]
-    dataset = pd.DataFrame({"model": "m", "prompt_id": ["p1", "p2", "p3"],
-                            "answers": [[["a"]], [["b"], ["c"]], [["d"]]]})
+    rows = [
+        {
+            "model": "m",
+            "prompt_id": p,
+            "source": "sample",
+            "sample_idx": i,
+            "parse_ok": True,
+            "latent": json.dumps(sorted(set(rng.choice(labels, size=2)))),
+        }
+        for p in ("p1", "p2", "p3")
+        for i in range(20)
+    ]
+    dataset = pd.DataFrame(
+        {
+            "model": "m",
+            "prompt_id": ["p1", "p2", "p3"],
+            "answers": [[["a"]], [["b"], ["c"]], [["d"]]],
+        }
+    )
     quality = pd.DataFrame(columns=["model", "prompt_id", "method", "metric", "value"])
     out = ablation.samples_ablation(pd.DataFrame(rows), dataset, quality, "sets")
     assert out["m"].tolist() == [1, 2, 5, 10, 15, 20]
@@ -467,8 +560,8 @@ def test_the_ablation_subsamples_m_in_1_2_5_10_15_20_with_10_repeats(monkeypatch
     assert out.set_index("m").loc[1, "hamming_sd"] > 0.0
     import pipeline.reporting
 
-    report = inspect.getsource(pipeline.reporting)
-    call = report[report.index("samples_ablation(per_prompt"):]
+    report = "".join(inspect.getsource(pipeline.reporting).split())  # however it is wrapped
+    call = report[report.index("samples_ablation(per_prompt") :]
     call = call[: call.index("ablation.to_csv")]
     assert "ms=" not in call and "repeats=" not in call
 
@@ -503,10 +596,12 @@ def _paper(*overrides):
     return compose("config", overrides=["experiment=paper", *overrides])
 
 
-@pytest.mark.parametrize("model, hub_id", [("qwen3-4b", "Qwen/Qwen3-4B"),
-                                           ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B")])
-def test_qwen3_is_the_hybrid_checkpoint_unthinking_with_the_cards_sampling(hydra_ctx, model,
-                                                                           hub_id):
+@pytest.mark.parametrize(
+    "model, hub_id", [("qwen3-4b", "Qwen/Qwen3-4B"), ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B")]
+)
+def test_qwen3_is_the_hybrid_checkpoint_unthinking_with_the_cards_sampling(
+    hydra_ctx, model, hub_id
+):
     """docs/fidelity.md "Qwen3 checkpoints": the hybrid `Qwen/Qwen3-*` checkpoints (not the
     `-Instruct-2507` ones), `enable_thinking: false`, and the card's non-thinking values in the
     generate stage's SamplingConfig (T 0.7, top-p 0.8, top-k 20)."""
@@ -542,10 +637,12 @@ class _RecordingTokenizer:
         return "RENDERED"
 
 
-@pytest.mark.parametrize("model, template_kwargs", [("qwen3-4b", {"enable_thinking": False}),
-                                                    ("gemma-3-4b-it", {})])
-def test_the_prompt_is_one_user_turn_without_a_system_prompt(hydra_ctx, monkeypatch, model,
-                                                             template_kwargs):
+@pytest.mark.parametrize(
+    "model, template_kwargs", [("qwen3-4b", {"enable_thinking": False}), ("gemma-3-4b-it", {})]
+)
+def test_the_prompt_is_one_user_turn_without_a_system_prompt(
+    hydra_ctx, monkeypatch, model, template_kwargs
+):
     """docs/fidelity.md "Chat template": the generate stage renders each task prompt as a single
     user turn, no system message, in the model's own chat template with the generation prompt
     (and Qwen3's `enable_thinking: false`)."""
@@ -572,8 +669,14 @@ def test_latent_entropy_counts_distinct_latents_on_the_sphere_and_simplex():
     from pipeline.uncertainty.estimators import uncertainty_rows
 
     def entropy(space, latents):
-        frame = pd.DataFrame({"prompt_id": "p", "source": "sample", "parse_ok": True,
-                              "latent": [to_json(space, x) for x in latents]})
+        frame = pd.DataFrame(
+            {
+                "prompt_id": "p",
+                "source": "sample",
+                "parse_ok": True,
+                "latent": [to_json(space, x) for x in latents],
+            }
+        )
         return uncertainty_rows(["latent_entropy"], {"latents": frame})["value"].item()
 
     a, b, near_a = [0.6, 0.8], [0.8, 0.6], [0.6, 0.8000001]
@@ -601,11 +704,13 @@ def test_prr_ties_are_averaged_as_set_in_the_paper_configuration(hydra_ctx):
     q = [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
     order = [1, 0, 5, 4, 3, 2]
     score = prr(u, q, max_rejection=ev.max_rejection, ties=ev.ties)
-    assert score == prr([u[i] for i in order], [q[i] for i in order],
-                        max_rejection=ev.max_rejection, ties=ev.ties)
-    polygraph = {prr(u, q, max_rejection=1.0, ties="polygraph"),
-                 prr([u[i] for i in order], [q[i] for i in order], max_rejection=1.0,
-                     ties="polygraph")}
+    assert score == prr(
+        [u[i] for i in order], [q[i] for i in order], max_rejection=ev.max_rejection, ties=ev.ties
+    )
+    polygraph = {
+        prr(u, q, max_rejection=1.0, ties="polygraph"),
+        prr([u[i] for i in order], [q[i] for i in order], max_rejection=1.0, ties="polygraph"),
+    }
     assert len(polygraph) == 2  # the row order decides lm-polygraph's number
 
 
@@ -631,12 +736,25 @@ PAPER_VALUES = {
     "generation.strategies": (["greedy", "beam", "contrastive", "ar"], _DECODERS),
     "generation.ptrue": (True, "App. A.2 UQ tables: the P(True) rows"),
     # bayes_risk_fbeta is our extra (the F1 loss's risk; Estimator.in_paper False)
-    "uq.estimators": (["msp", "semantic_entropy", "kle", "sar", "cocoa_msp", "ptrue",
-                       "latent_entropy", "bayes_risk", "bayes_risk_fbeta"],
-                      "App. A.2: P(True), SAR, COCOA, KLE, SE, MSP, Latent Entropy, R_Bayes"),
+    "uq.estimators": (
+        [
+            "msp",
+            "semantic_entropy",
+            "kle",
+            "sar",
+            "cocoa_msp",
+            "ptrue",
+            "latent_entropy",
+            "bayes_risk",
+            "bayes_risk_fbeta",
+        ],
+        "App. A.2: P(True), SAR, COCOA, KLE, SE, MSP, Latent Entropy, R_Bayes",
+    ),
     # bayes_fbeta is our extra (the F1-optimal response)
-    "evaluation.targets": (["bayes", "beam", "bayes_fbeta"],
-                           'App. A.2: "the Bayes optimal response", "the beam search response"'),
+    "evaluation.targets": (
+        ["bayes", "beam", "bayes_fbeta"],
+        'App. A.2: "the Bayes optimal response", "the beam search response"',
+    ),
     "evaluation.max_rejection": (0.5, _PRR),
     "task.equivalence.backend": ("nli", 'App. B.1: "we use DeBERTa as an entailment model"'),
     # the checkpoint is lm-polygraph's default NLI model
@@ -680,10 +798,14 @@ def _at(cfg, dotted: str):
 def test_experiment_paper_pins_every_value_the_paper_states(hydra_ctx, dataset):
     """Every value `experiment=paper` sets that the paper states (or, marked "(not stated)", the
     component the paper names without the value), on each of the five paper datasets."""
-    cfg = compose("config", overrides=["experiment=paper", f"dataset={dataset}"],
-                  return_hydra_config=True)
-    wrong = {key: (_at(cfg, key), want, source)
-             for key, (want, source) in PAPER_VALUES.items() if _at(cfg, key) != want}
+    cfg = compose(
+        "config", overrides=["experiment=paper", f"dataset={dataset}"], return_hydra_config=True
+    )
+    wrong = {
+        key: (_at(cfg, key), want, source)
+        for key, (want, source) in PAPER_VALUES.items()
+        if _at(cfg, key) != want
+    }
     assert not wrong, wrong
     task, space, metrics = PAPER_TASKS[dataset]
     assert (cfg.task.name, cfg.task.space, list(cfg.task.metrics)) == (task, space, metrics)
@@ -692,8 +814,13 @@ def test_experiment_paper_pins_every_value_the_paper_states(hydra_ctx, dataset):
     # Sec. 4.1 Models: Gemma-3-4B/12B, Qwen3-4B, Qwen3-30B-A3B; App. A.4: Qwen-2.5-72B; the
     # five datasets of Table 2
     sweep = cfg.hydra.sweeper.params
-    assert sweep.model.split(",") == ["gemma-3-4b-it", "gemma-3-12b-it", "qwen3-4b",
-                                      "qwen3-30b-a3b", "qwen2.5-72b-instruct"]
+    assert sweep.model.split(",") == [
+        "gemma-3-4b-it",
+        "gemma-3-12b-it",
+        "qwen3-4b",
+        "qwen3-30b-a3b",
+        "qwen2.5-72b-instruct",
+    ]
     assert tuple(sweep.dataset.split(",")) == PAPER_DATASETS
 
 
@@ -704,12 +831,13 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 # revision setting -> the setting naming the checkpoint it pins
-PINNED_BY = {"task.equivalence.nli_revision": "task.equivalence.nli_model",
-             "mappers.sphere.embedder_revision": "mappers.sphere.embedder",
-             "uq.groups.lm_polygraph.cross_encoder_revision":
-                 "uq.groups.lm_polygraph.cross_encoder",
-             "metrics.comet.revision": "metrics.comet.model",
-             "metrics.alignscore.model_revision": "metrics.alignscore.model"}
+PINNED_BY = {
+    "task.equivalence.nli_revision": "task.equivalence.nli_model",
+    "mappers.sphere.embedder_revision": "mappers.sphere.embedder",
+    "uq.groups.lm_polygraph.cross_encoder_revision": "uq.groups.lm_polygraph.cross_encoder",
+    "metrics.comet.revision": "metrics.comet.model",
+    "metrics.alignscore.model_revision": "metrics.alignscore.model",
+}
 
 
 def _fetch_script():
@@ -723,7 +851,8 @@ def _fetch_script():
 
 
 def test_every_auxiliary_checkpoint_has_a_revision_pin_that_paper_assets_prints(
-        hydra_ctx, tmp_path, monkeypatch):
+    hydra_ctx, tmp_path, monkeypatch
+):
     """docs/fidelity.md "Auxiliary checkpoints' revisions": `experiment=paper` names a revision
     setting for each auxiliary checkpoint it loads (null, the latest commit, until pinned; the
     commit used is recorded either way), and `make paper-assets` prints, for each, the commit to
@@ -744,8 +873,12 @@ def test_every_auxiliary_checkpoint_has_a_revision_pin_that_paper_assets_prints(
             assert aliases.get(loads, loads) == repo, (key, loads)
     assert [key for key, _ in fetch.AUX_PINS] == list(PINNED_BY)
     assert {repo for _, repo in fetch.AUX_PINS} == {
-        "microsoft/deberta-large-mnli", "google/embeddinggemma-300m",
-        "cross-encoder/stsb-roberta-large", "Unbabel/wmt22-comet-da", "roberta-large"}
+        "microsoft/deberta-large-mnli",
+        "google/embeddinggemma-300m",
+        "cross-encoder/stsb-roberta-large",
+        "Unbabel/wmt22-comet-da",
+        "roberta-large",
+    }
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -756,7 +889,8 @@ def test_every_auxiliary_checkpoint_has_a_revision_pin_that_paper_assets_prints(
     with pytest.raises(RuntimeError) as missing:
         fetch.revisions_to_pin()
     assert "not in the HF cache and the hub unreachable: microsoft/deberta-large-mnli" in str(
-        missing.value)
+        missing.value
+    )
     assert "task.equivalence.nli_revision=<unresolved>" in str(missing.value)
     refs = tmp_path / "models--microsoft--deberta-large-mnli" / "refs"
     refs.mkdir(parents=True)
@@ -781,12 +915,16 @@ def test_the_tables_name_the_maqa_file_they_read(tmp_path):
     from pipeline.store import ArtifactStore
 
     data = tmp_path / "MAQA.json"
-    data.write_bytes(json.dumps([{"question": "Which oceans?",
-                                  "answers": ["Pacific", "Atlantic"]}]).encode())
+    data.write_bytes(
+        json.dumps([{"question": "Which oceans?", "answers": ["Pacific", "Atlantic"]}]).encode()
+    )
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
     repository = "https://github.com/YangYongJin/MAQA-Official-Repo"
-    Path(f"{data}.source.json").write_text(json.dumps(
-        {"repository": repository, "commit": COMMIT, "file": "data/MAQA.json", "sha256": digest}))
+    Path(f"{data}.source.json").write_text(
+        json.dumps(
+            {"repository": repository, "commit": COMMIT, "file": "data/MAQA.json", "sha256": digest}
+        )
+    )
 
     def recorded(**pin):
         with recording_sources() as seen:
@@ -794,37 +932,69 @@ def test_the_tables_name_the_maqa_file_they_read(tmp_path):
         return seen[0]
 
     unpinned, pinned = recorded(), recorded(sha256=digest)
-    assert unpinned == {"source": "files", "data_files": {"train": str(data)}, "split": "train",
-                        "sha256": digest, "pinned": False, "repository": repository,
-                        "commit": COMMIT, "file": "data/MAQA.json"}
+    assert unpinned == {
+        "source": "files",
+        "data_files": {"train": str(data)},
+        "split": "train",
+        "sha256": digest,
+        "pinned": False,
+        "repository": repository,
+        "commit": COMMIT,
+        "file": "data/MAQA.json",
+    }
     assert pinned == {**unpinned, "pinned": True}
 
     cell_dir = tmp_path / "outputs" / "paper" / "qwen3-4b" / "maqa"
     cell_dir.mkdir(parents=True)
-    (cell_dir / "dataset.manifest.json").write_text(json.dumps(
-        {"revisions": {"model": {"repo": "Qwen/Qwen3-4B"}, "dataset": unpinned}}))
+    (cell_dir / "dataset.manifest.json").write_text(
+        json.dumps({"revisions": {"model": {"repo": "Qwen/Qwen3-4B"}, "dataset": unpinned}})
+    )
     bundled = tmp_path / "outputs" / "paper" / "qwen3-4b" / "triviaqa_bundled"
     bundled.mkdir(parents=True)
-    (bundled / "dataset.manifest.json").write_text(json.dumps(
-        {"revisions": {"dataset": {"source": "bundled", "file": "x.jsonl", "sha256": "0" * 64}}}))
-    cells = [Cell("qwen3-4b", "maqa", ArtifactStore(cell_dir)),
-             Cell("qwen3-4b", "triviaqa_bundled", ArtifactStore(bundled))]
+    (bundled / "dataset.manifest.json").write_text(
+        json.dumps(
+            {"revisions": {"dataset": {"source": "bundled", "file": "x.jsonl", "sha256": "0" * 64}}}
+        )
+    )
+    cells = [
+        Cell("qwen3-4b", "maqa", ArtifactStore(cell_dir)),
+        Cell("qwen3-4b", "triviaqa_bundled", ArtifactStore(bundled)),
+    ]
     files = data_files(cells)
     assert list(files) == ["maqa"]  # a bundled set traces by the package version
     note = data_note("maqa", files["maqa"])
-    assert note == (f"Data of MAQA {{0,1}}^K: MAQA.json, SHA-256 {digest}, from {repository} "
-                    f"at commit {COMMIT} (data/MAQA.json) [UNPINNED: no SHA-256 pinned in its "
-                    "dataset config; make paper-assets fills the pin].")
+    assert note == (
+        f"Data of MAQA {{0,1}}^K: MAQA.json, SHA-256 {digest}, from {repository} "
+        f"at commit {COMMIT} (data/MAQA.json) [UNPINNED: no SHA-256 pinned in its "
+        "dataset config; make paper-assets fills the pin]."
+    )
     assert data_note("maqa", [("m", pinned)]).endswith("(data/MAQA.json) (pinned).")
 
-    quality = pd.DataFrame([{"model": "qwen3-4b", "dataset": "maqa", "method": "bayes",
-                             "metric": "hamming", "value": 0.5, "low": 0.4, "high": 0.6,
-                             "n": 40}])
-    scores = pd.DataFrame(columns=["model", "dataset", "target", "estimator", "metric", "prr",
-                                   "auc"])
-    build_tables(quality, scores, pd.read_csv(PAPER_DIR / "generation.csv"),
-                 pd.read_csv(PAPER_DIR / "uq.csv"), tmp_path / "tables",
-                 data_notes={"maqa": note})
+    quality = pd.DataFrame(
+        [
+            {
+                "model": "qwen3-4b",
+                "dataset": "maqa",
+                "method": "bayes",
+                "metric": "hamming",
+                "value": 0.5,
+                "low": 0.4,
+                "high": 0.6,
+                "n": 40,
+            }
+        ]
+    )
+    scores = pd.DataFrame(
+        columns=["model", "dataset", "target", "estimator", "metric", "prr", "auc"]
+    )
+    build_tables(
+        quality,
+        scores,
+        pd.read_csv(PAPER_DIR / "generation.csv"),
+        pd.read_csv(PAPER_DIR / "uq.csv"),
+        tmp_path / "tables",
+        data_notes={"maqa": note},
+    )
     for ext in ("md", "tex"):
         assert note in (tmp_path / "tables" / f"generation.{ext}").read_text(encoding="utf-8")
     # Table 3's rows of ours: none here (no UQ scores), so the file is not its data

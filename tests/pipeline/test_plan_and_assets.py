@@ -14,9 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import resolve_cell
 from pipeline.assets import MissingAssetsError, cell_assets, check_assets
-from pipeline.config import register_configs
+from pipeline.config import register_configs, resolve_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -38,8 +37,9 @@ def _missing(cfg) -> dict[str, str]:
 
 
 def test_paper_cnn_dm_names_every_missing_input_and_its_fetch_step(compose_cfg):
-    cfg = compose_cfg("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
-                      "backend.python=/nonexistent/python")
+    cfg = compose_cfg(
+        "experiment=paper", "model=qwen3-4b", "dataset=cnn_dm", "backend.python=/nonexistent/python"
+    )
     missing = _missing(cfg)
     assert missing["AlignScore checkpoint"] == "make paper-assets"
     assert missing["AlignScore base model"].startswith("make paper-assets")
@@ -65,34 +65,75 @@ def test_maqa_default_source_is_the_fetched_json(compose_cfg, tmp_path):
 
 
 def test_default_experiment_needs_nothing_it_does_not_ship(compose_cfg):
-    for dataset in ("triviaqa_bundled", "maqa_bundled", "maqa_star_bundled",
-                    "wmt19_fien_bundled", "cnn_dm_bundled"):
+    for dataset in (
+        "triviaqa_bundled",
+        "maqa_bundled",
+        "maqa_star_bundled",
+        "wmt19_fien_bundled",
+        "cnn_dm_bundled",
+    ):
         assert _missing(compose_cfg(f"dataset={dataset}")) == {}
 
 
 def test_a_run_with_a_missing_input_stops_before_any_work(tmp_path):
     out = tmp_path / "out"
-    env = {**os.environ, "TASK_AWARE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
-           "WANDB_MODE": "disabled"}
+    env = {
+        **os.environ,
+        "TASK_AWARE_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "dataset=cnn_dm_bundled", f"output_root={out}",
-         "metrics.alignscore.ckpt=/nowhere/AlignScore-large.ckpt", "wandb.enabled=false"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "dataset=cnn_dm_bundled",
+            f"output_root={out}",
+            "metrics.alignscore.ckpt=/nowhere/AlignScore-large.ckpt",
+            "wandb.enabled=false",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
     output = done.stdout + done.stderr
-    assert "AlignScore checkpoint: /nowhere/AlignScore-large.ckpt (needed by evaluate) -> " \
-           "make paper-assets" in output
+    assert (
+        "AlignScore checkpoint: /nowhere/AlignScore-large.ckpt (needed by evaluate) -> "
+        "make paper-assets" in output
+    )
     assert "Traceback" not in output
     assert not list(out.rglob("*.parquet"))  # no stage started, no artifact written
 
 
 def test_plan_of_the_paper_sweep(tmp_path):
     """The paper sweep's plan: 25 cells, each with its GPUs and tensor parallel size."""
-    env = {**os.environ, "TASK_AWARE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    done = subprocess.run([sys.executable, "-m", "pipeline", "experiment=paper", "stage=plan",
-                           f"output_root={tmp_path / 'out'}", "dataset.limit=1000"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "TASK_AWARE_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "experiment=paper",
+            "stage=plan",
+            f"output_root={tmp_path / 'out'}",
+            "dataset.limit=1000",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "/" in line]
     assert len(rows) == 25
@@ -111,7 +152,8 @@ def test_plan_of_the_paper_sweep(tmp_path):
     # the same counts; generation (1000 prompts x 31 rows x 24 tokens) scales with the parameters
     extra = 1000 * 31 * 24 * (72.7 - 4.0) / 60_000 / 3600
     assert hours["qwen2.5-72b-instruct/triviaqa"] - hours["qwen3-4b/triviaqa"] == pytest.approx(
-        extra, abs=0.011)
+        extra, abs=0.011
+    )
     assert "Estimated wall time:" in done.stdout and "H100 (estimate)" in done.stdout
     assert not list((tmp_path / "out").rglob("*.parquet"))  # nothing ran
 
@@ -122,14 +164,22 @@ def test_estimated_hours_are_the_counts_over_the_rates(compose_cfg):
     from pipeline.plan import RATES, CellPlan, Count, estimate_hours
 
     cfg = compose_cfg("experiment=paper", "model=qwen3-4b", "dataset=triviaqa")
-    plan = CellPlan("qwen3-4b/triviaqa", 1, 1, prompts=100,
-                    nli_pairs=Count("5000 (1000 cached)", 4000),
-                    llm_calls=Count("<= 3/prompt", 3, per_prompt=True))
+    plan = CellPlan(
+        "qwen3-4b/triviaqa",
+        1,
+        1,
+        prompts=100,
+        nli_pairs=Count("5000 (1000 cached)", 4000),
+        llm_calls=Count("<= 3/prompt", 3, per_prompt=True),
+    )
     rates = RATES["gpu"]
     rows = 20 + 2 + 5 + 4  # M, greedy and ar, 5 beams, contrastive's 4 candidates
-    seconds = (100 * rows * 24 * 4.0 / rates.generated_tokens_per_s_at_1b
-               + 4000 / rates.nli_pairs_per_s + 300 / rates.llm_calls_per_s
-               + 100 * 20 * 24 / rates.embedded_strings_per_s)
+    seconds = (
+        100 * rows * 24 * 4.0 / rates.generated_tokens_per_s_at_1b
+        + 4000 / rates.nli_pairs_per_s
+        + 300 / rates.llm_calls_per_s
+        + 100 * 20 * 24 / rates.embedded_strings_per_s
+    )
     assert estimate_hours(cfg, plan) == pytest.approx(seconds / 3600)
     assert plan.rates == rates.name
     default = compose_cfg("dataset=triviaqa_bundled")  # the CPU default: this machine's rates
@@ -141,33 +191,80 @@ def test_estimated_hours_are_the_counts_over_the_rates(compose_cfg):
 def test_plan_counts_exact_pairs_and_cache_hits_once_samples_exist(tmp_path):
     """After generate, the plan counts the unique NLI pairs and LLM-extraction prompts of the
     cell's real samples and how many are already cached."""
+    import pandas as pd
+
     from pipeline.mapping.equivalence import PairCache
     from pipeline.store import ArtifactStore
-    import pandas as pd
 
     cache = tmp_path / "cache"
     cell = tmp_path / "out" / "default" / "smollm2-135m" / "triviaqa_bundled"
     HAND = {"producer": "hand-written (test)", "cell": "default/smollm2-135m/triviaqa_bundled"}
     store = ArtifactStore(cell)
-    store.write("dataset", pd.DataFrame({
-        "prompt_id": ["p0", "p1"], "dataset": ["triviaqa_bundled"] * 2,
-        "question": ["q0", "q1"], "answers": [[["a"]], [["b"]]],
-        "probabilities": [[], []], "reference_text": ["", ""]}), key="k", extra=HAND)
-    store.write("samples", pd.DataFrame({
-        "prompt_id": ["p0"] * 3 + ["p1"] * 3, "sample_idx": [0, 1, 2] * 2,
-        "text": ["x", "y", "x", "z", "z", "z"], "token_logprobs": [[0.0]] * 6,
-        "logprob": [0.0] * 6}), key="k", extra=HAND)
-    store.write("decodes", pd.DataFrame({
-        "prompt_id": ["p0", "p1"], "strategy": ["greedy", "greedy"], "text": ["w", "z"],
-        "token_logprobs": [[0.0]] * 2, "logprob": [0.0] * 2}), key="k", extra=HAND)
+    store.write(
+        "dataset",
+        pd.DataFrame(
+            {
+                "prompt_id": ["p0", "p1"],
+                "dataset": ["triviaqa_bundled"] * 2,
+                "question": ["q0", "q1"],
+                "answers": [[["a"]], [["b"]]],
+                "probabilities": [[], []],
+                "reference_text": ["", ""],
+            }
+        ),
+        key="k",
+        extra=HAND,
+    )
+    store.write(
+        "samples",
+        pd.DataFrame(
+            {
+                "prompt_id": ["p0"] * 3 + ["p1"] * 3,
+                "sample_idx": [0, 1, 2] * 2,
+                "text": ["x", "y", "x", "z", "z", "z"],
+                "token_logprobs": [[0.0]] * 6,
+                "logprob": [0.0] * 6,
+            }
+        ),
+        key="k",
+        extra=HAND,
+    )
+    store.write(
+        "decodes",
+        pd.DataFrame(
+            {
+                "prompt_id": ["p0", "p1"],
+                "strategy": ["greedy", "greedy"],
+                "text": ["w", "z"],
+                "token_logprobs": [[0.0]] * 2,
+                "logprob": [0.0] * 2,
+            }
+        ),
+        key="k",
+        extra=HAND,
+    )
     PairCache(cache / "pairs").put_many({PairCache.key("nli-x", "q0", "x", "y"): [1, 0, 0]})
     env = {**os.environ, "TASK_AWARE_CACHE": str(cache), "WANDB_MODE": "disabled"}
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "-m", "stage=plan", "dataset=triviaqa_bundled",
-         f"output_root={tmp_path / 'out'}", "task.equivalence.backend=nli",
-         "task.equivalence.nli_model=nli-x", "generation.n_samples=3",
-         "generation.strategies=[greedy]"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "-m",
+            "stage=plan",
+            "dataset=triviaqa_bundled",
+            f"output_root={tmp_path / 'out'}",
+            "task.equivalence.backend=nli",
+            "task.equivalence.nli_model=nli-x",
+            "generation.n_samples=3",
+            "generation.strategies=[greedy]",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     row = next(line for line in done.stdout.splitlines() if "triviaqa_bundled |" in line)
     cols = [c.strip() for c in row.split("|")[1:-1]]
@@ -176,7 +273,9 @@ def test_plan_counts_exact_pairs_and_cache_hits_once_samples_exist(tmp_path):
 
 
 def _fetch_module():
-    spec = importlib.util.spec_from_file_location("fetch", ROOT / "scripts" / "fetch_paper_assets.py")
+    spec = importlib.util.spec_from_file_location(
+        "fetch", ROOT / "scripts" / "fetch_paper_assets.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -187,17 +286,23 @@ def test_fetch_finds_the_maqa_json_in_a_checkout(tmp_path):
     (tmp_path / "repo" / "data").mkdir(parents=True)
     (tmp_path / "repo" / "package.json").write_text(json.dumps({"name": "x"}))
     (tmp_path / "repo" / "data" / "small.json").write_text(
-        json.dumps([{"question": "q", "answers": ["a"]}]))
-    (tmp_path / "repo" / "data" / "MAQA_full.json").write_text(json.dumps(
-        {"data": [{"question": f"q{i}", "answers": ["a", "b"]} for i in range(5)]}))
+        json.dumps([{"question": "q", "answers": ["a"]}])
+    )
+    (tmp_path / "repo" / "data" / "MAQA_full.json").write_text(
+        json.dumps({"data": [{"question": f"q{i}", "answers": ["a", "b"]} for i in range(5)]})
+    )
     assert fetch.find_maqa_json(tmp_path / "repo").name == "MAQA_full.json"
     with pytest.raises(FileNotFoundError):
         fetch.find_maqa_json(tmp_path / "repo" / "missing")
 
 
 def _git(*args, cwd):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 def _maqa_repo(tmp_path):
@@ -219,8 +324,9 @@ def test_fetch_takes_maqa_at_the_pinned_commit_checks_its_hash_and_records_it(tm
 
     fetch = _fetch_module()
     repo, first = _maqa_repo(tmp_path)
-    pinned = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
-                            capture_output=True, text=True).stdout.strip()
+    pinned = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
     (repo / "MAQA.json").write_text(json.dumps([{"question": "q", "answers": ["a"]}] * 5))
     _git("commit", "-q", "-am", "v2", cwd=repo)
     digest = hashlib.sha256(first.encode()).hexdigest()
@@ -232,7 +338,11 @@ def test_fetch_takes_maqa_at_the_pinned_commit_checks_its_hash_and_records_it(tm
     said = fetch.fetch_maqa(target, str(repo), pinned, digest)
     assert target.read_text() == first and "UNPINNED" not in said
     assert json.loads(Path(f"{target}.source.json").read_text()) == {
-        "repository": str(repo), "commit": pinned, "file": "MAQA.json", "sha256": digest}
+        "repository": str(repo),
+        "commit": pinned,
+        "file": "MAQA.json",
+        "sha256": digest,
+    }
     assert "UNPINNED" in fetch.fetch_maqa(target, str(repo), None, None)  # the head: v2
     assert json.loads(target.read_text())[0] == {"question": "q", "answers": ["a"]}
 
@@ -264,8 +374,9 @@ def test_the_first_maqa_fetch_fills_the_pin_every_later_fetch_reads(tmp_path):
     config.write_text((ROOT / "conf" / "dataset" / "maqa.yaml").read_text())
     assert fetch.maqa_pin(config) == (None, None)  # the checkout's pin: not yet read
     repo, first = _maqa_repo(tmp_path)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
     digest = hashlib.sha256(first.encode()).hexdigest()
 
     target = tmp_path / "cache" / "MAQA.json"

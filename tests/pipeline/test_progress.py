@@ -50,8 +50,14 @@ def test_a_slow_loop_logs_every_30_s_between_the_tenths():
     for _ in range(20):  # 20 prompts, 10 s each: far from 10 % (100 prompts)
         clock.now += 10
         bar.update(1)
-    assert [re.match(r"map: (\d+)/", line).group(1) for line in lines] == ["3", "6", "9", "12",
-                                                                          "15", "18"]
+    assert [re.match(r"map: (\d+)/", line).group(1) for line in lines] == [
+        "3",
+        "6",
+        "9",
+        "12",
+        "15",
+        "18",
+    ]
     assert "ETA 2h46m" in lines[0]  # 997 prompts at 10 s
 
 
@@ -60,8 +66,10 @@ def test_a_batch_past_several_marks_logs_once_and_the_last_batch_logs_100():
     bar = Progress(7, "decode", unit="prompt", stream=Pipe(), clock=clock, emit=lines.append)
     bar.update(4)
     bar.update(3)
-    assert [line.split(",")[0] for line in lines] == ["decode: 4/7 prompts (57 %)",
-                                                       "decode: 7/7 prompts (100 %)"]
+    assert [line.split(",")[0] for line in lines] == [
+        "decode: 4/7 prompts (57 %)",
+        "decode: 7/7 prompts (100 %)",
+    ]
 
 
 def test_a_terminal_gets_a_bar_not_lines():
@@ -93,8 +101,16 @@ def test_generate_records_logs_progress_lines_when_stderr_is_a_pipe(caplog, caps
     """The generation runner's bar: log lines in a SLURM log instead of nothing."""
     caplog.set_level("INFO", logger="pipeline")
     prompts = [f"p{i}" for i in range(6)]
-    generate_records(FakeBackend(), prompts, prompts, SamplingConfig(n=2, max_new_tokens=4),
-                     strategies=("greedy",), ptrue=False, progress=True, chunk_size=2)
+    generate_records(
+        FakeBackend(),
+        prompts,
+        prompts,
+        SamplingConfig(n=2, max_new_tokens=4),
+        strategies=("greedy",),
+        ptrue=False,
+        progress=True,
+        chunk_size=2,
+    )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("generate (fake)")]
     assert lines[-1].startswith("generate (fake): 6/6 prompts (100 %)") and len(lines) == 3
     assert "generated 6 prompts" in capsys.readouterr().err
@@ -102,11 +118,19 @@ def test_generate_records_logs_progress_lines_when_stderr_is_a_pipe(caplog, caps
 
 def test_generate_records_updates_a_bar_of_the_caller_over_several_calls():
     clock, lines = Clock(), []
-    bar = Progress(4, "generate (cell)", unit="prompt", stream=Pipe(), clock=clock,
-                   emit=lines.append)
+    bar = Progress(
+        4, "generate (cell)", unit="prompt", stream=Pipe(), clock=clock, emit=lines.append
+    )
     for ids in (["a", "b"], ["c", "d"]):
-        generate_records(FakeBackend(), ids, ids, SamplingConfig(n=1, max_new_tokens=4),
-                         strategies=("greedy",), ptrue=False, progress=bar)
+        generate_records(
+            FakeBackend(),
+            ids,
+            ids,
+            SamplingConfig(n=1, max_new_tokens=4),
+            strategies=("greedy",),
+            ptrue=False,
+            progress=bar,
+        )
     assert bar.done == 4 and lines[-1].startswith("generate (cell): 4/4 prompts (100 %)")
 
 

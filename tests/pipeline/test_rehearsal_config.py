@@ -40,16 +40,21 @@ WHERE_FROM = {
     "hydra.launcher.array_parallelism": "cluster: the local node's size",
     "hydra.sweeper.params.model": "which paper models are rehearsed (a subset, checked below)",
 }
-ENV = {"REHEARSAL_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
-       "TASK_AWARE_REHEARSAL_ASSETS": "/rehearsal-assets"}
+ENV = {
+    "REHEARSAL_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    "TASK_AWARE_REHEARSAL_ASSETS": "/rehearsal-assets",
+}
 
 
 def _plain(cfg) -> dict:
     """The job config and the launcher/sweeper of the hydra node, resolved."""
-    job = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]),
-                                 resolve=True)
-    job["hydra"] = {"launcher": OmegaConf.to_container(cfg.hydra.launcher, resolve=False),
-                    "sweeper": OmegaConf.to_container(cfg.hydra.sweeper, resolve=True)}
+    job = OmegaConf.to_container(
+        OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True
+    )
+    job["hydra"] = {
+        "launcher": OmegaConf.to_container(cfg.hydra.launcher, resolve=False),
+        "sweeper": OmegaConf.to_container(cfg.hydra.sweeper, resolve=True),
+    }
     job["hydra"]["launcher"].pop("submitit_folder", None)  # ${hydra.sweep.dir}: set per run
     job["hydra"]["launcher"].pop("name", None)  # ${hydra.job.name}
     return job
@@ -72,18 +77,36 @@ def differing_keys(a: dict, b: dict) -> set[str]:
 
 def not_where_from(keys: set[str]) -> set[str]:
     """Keys matching no WHERE_FROM pattern ("a.*" also covers the node "a" itself)."""
-    return {k for k in keys if not any(fnmatch.fnmatchcase(k, p) or k == p.removesuffix(".*")
-                                       for p in WHERE_FROM)}
+    return {
+        k
+        for k in keys
+        if not any(fnmatch.fnmatchcase(k, p) or k == p.removesuffix(".*") for p in WHERE_FROM)
+    }
 
 
 def _pair(model: str, dataset: str, *extra: str):
-    paper = compose("config", overrides=["experiment=paper", "hydra/launcher=slurm",
-                                         f"model={model}", f"dataset={dataset}"],
-                    return_hydra_config=True)
-    rehearsal = compose("config", overrides=["experiment=paper", "+rehearsal=local",
-                                             "hydra/launcher=slurm_local", f"model={model}",
-                                             f"dataset={dataset}", *extra],
-                        return_hydra_config=True)
+    paper = compose(
+        "config",
+        overrides=[
+            "experiment=paper",
+            "hydra/launcher=slurm",
+            f"model={model}",
+            f"dataset={dataset}",
+        ],
+        return_hydra_config=True,
+    )
+    rehearsal = compose(
+        "config",
+        overrides=[
+            "experiment=paper",
+            "+rehearsal=local",
+            "hydra/launcher=slurm_local",
+            f"model={model}",
+            f"dataset={dataset}",
+            *extra,
+        ],
+        return_hydra_config=True,
+    )
     return _plain(paper), _plain(rehearsal)
 
 
@@ -95,8 +118,9 @@ def test_rehearsal_sweep_covers_every_dataset_and_the_72b_model(hydra_ctx, monke
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
     paper = compose("config", overrides=["experiment=paper"], return_hydra_config=True)
-    rehearsal = compose("config", overrides=["experiment=paper", "+rehearsal=local"],
-                        return_hydra_config=True)
+    rehearsal = compose(
+        "config", overrides=["experiment=paper", "+rehearsal=local"], return_hydra_config=True
+    )
     assert _sweep(rehearsal, "dataset") == _sweep(paper, "dataset")
     assert len(_sweep(paper, "dataset")) == 5
     models = _sweep(rehearsal, "model")
@@ -107,8 +131,9 @@ def test_rehearsal_sweep_covers_every_dataset_and_the_72b_model(hydra_ctx, monke
 def test_rehearsal_differs_from_paper_only_in_where_from_keys(hydra_ctx, monkeypatch):
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
-    probe = compose("config", overrides=["experiment=paper", "+rehearsal=local"],
-                    return_hydra_config=True)
+    probe = compose(
+        "config", overrides=["experiment=paper", "+rehearsal=local"], return_hydra_config=True
+    )
     seen: set[str] = set()
     for model in _sweep(probe, "model"):
         for dataset in _sweep(probe, "dataset"):
@@ -120,16 +145,24 @@ def test_rehearsal_differs_from_paper_only_in_where_from_keys(hydra_ctx, monkeyp
             assert paper["model"]["gpus"] == rehearsal["model"]["gpus"]
             assert rehearsal["model"]["path"].startswith(ENV["TASK_AWARE_REHEARSAL_ASSETS"])
     # the overlay really swaps the sources (a rehearsal reading the hub would not be one)
-    for key in ("model.path", "task.equivalence.nli_model", "task.extractor.base_url",
-                "metrics.comet.model", "metrics.alignscore.ckpt"):
+    for key in (
+        "model.path",
+        "task.equivalence.nli_model",
+        "task.extractor.base_url",
+        "metrics.comet.model",
+        "metrics.alignscore.ckpt",
+    ):
         assert key in seen
 
 
 def test_the_check_catches_a_setting_that_changes_what_is_computed(hydra_ctx, monkeypatch):
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
-    for extra in ("generation.n_samples=5", "task.equivalence.strict=false",
-                  "evaluation.max_rejection=1.0",
-                  "hydra.launcher.per_cell.gpus_per_node=model.tensor_parallel_size"):
+    for extra in (
+        "generation.n_samples=5",
+        "task.equivalence.strict=false",
+        "evaluation.max_rejection=1.0",
+        "hydra.launcher.per_cell.gpus_per_node=model.tensor_parallel_size",
+    ):
         paper, rehearsal = _pair("qwen3-4b", "maqa", extra)
         assert not_where_from(differing_keys(paper, rehearsal)), extra

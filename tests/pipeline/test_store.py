@@ -11,19 +11,22 @@ from pipeline.store import ArtifactError, ArtifactStore, cache_key
 
 
 def _samples(n=3):
-    return pd.DataFrame({
-        "prompt_id": [f"p{i}" for i in range(n)],
-        "sample_idx": list(range(n)),
-        "text": ["a", "b", "c"][:n],
-        "token_logprobs": [[-0.5, -0.25], [-1.0], []][:n],
-        "logprob": [-0.75, -1.0, 0.0][:n],
-    })
+    return pd.DataFrame(
+        {
+            "prompt_id": [f"p{i}" for i in range(n)],
+            "sample_idx": list(range(n)),
+            "text": ["a", "b", "c"][:n],
+            "token_logprobs": [[-0.5, -0.25], [-1.0], []][:n],
+            "logprob": [-0.75, -1.0, 0.0][:n],
+        }
+    )
 
 
 def test_roundtrip_and_manifest(tmp_path):
     store = ArtifactStore(tmp_path / "cell")
-    store.write("samples", _samples(), key="k1", config={"a": 1}, inputs={"x": "y"},
-                wall_time_s=1.5)
+    store.write(
+        "samples", _samples(), key="k1", config={"a": 1}, inputs={"x": "y"}, wall_time_s=1.5
+    )
     back = store.read("samples")
     assert back["token_logprobs"].map(list).tolist() == [[-0.5, -0.25], [-1.0], []]
     m = store.manifest("samples")
@@ -89,14 +92,18 @@ def test_cache_key_depends_on_config_and_inputs():
     assert a == cache_key({"y": [1, 2], "x": 1}, {"samples": "k"})  # order-free
     assert a != cache_key({"x": 2, "y": [1, 2]}, {"samples": "k"})
     assert a != cache_key({"x": 1, "y": [1, 2]}, {"samples": "k2"})
-    assert a != cache_key({"x": 1, "y": [1, 2]}, {"samples": "k"}, code_version=2)  # a stage's code changed
+    assert a != cache_key(
+        {"x": 1, "y": [1, 2]}, {"samples": "k"}, code_version=2
+    )  # a stage's code changed
 
 
 def test_shards(tmp_path):
     store = ArtifactStore(tmp_path)
     store.write_shard("samples", "key", 0, _samples(2))
     ids = ["p0", "p1"]
-    assert store.has_shard("samples", "key", 0, ids) and not store.has_shard("samples", "key", 1, ids)
+    assert store.has_shard("samples", "key", 0, ids) and not store.has_shard(
+        "samples", "key", 1, ids
+    )
     assert not store.has_shard("samples", "other", 0, ids)
     df = store.read_shards("samples", "key", [(0, ids)])
     assert df["prompt_id"].tolist() == ["p0", "p1"]
@@ -139,8 +146,9 @@ def test_a_valid_parquet_with_other_rows_is_not_trusted(tmp_path):
     half = _samples().iloc[: len(_samples()) // 2]
     pq.write_table(to_table("samples", half), store.path("samples"))
     assert not store.is_current("samples", "k1")
-    assert store.damage("samples").endswith("does not hash to its manifest's sha256") or \
-        "bytes" in store.damage("samples")
+    assert store.damage("samples").endswith(
+        "does not hash to its manifest's sha256"
+    ) or "bytes" in store.damage("samples")
     with pytest.raises(ArtifactError, match="cannot be trusted"):
         store.read("samples")
 
@@ -177,14 +185,19 @@ def test_a_shard_counts_only_when_its_sidecar_vouches_for_it(tmp_path, attack, c
     if attack == "other_prompts":
         wanted = ["p0"]
     elif attack == "swapped":
-        store.shard_path("samples", "k", 0).write_bytes(store.shard_path("samples", "k", 1).read_bytes())
+        store.shard_path("samples", "k", 0).write_bytes(
+            store.shard_path("samples", "k", 1).read_bytes()
+        )
     elif attack == "no_sidecar":
         store.shard_path("samples", "k", 0).with_suffix(".json").unlink()
     else:
         meta = store.shard_path("samples", "k", 0).with_suffix(".json")
         meta.write_text(meta.read_text().replace('"key": "k"', '"key": "k2"'))
     assert not store.has_shard("samples", "k", 0, wanted)
-    assert not store.shard_path("samples", "k", 0).exists() and "removed, it will be redone" in caplog.text
+    assert (
+        not store.shard_path("samples", "k", 0).exists()
+        and "removed, it will be redone" in caplog.text
+    )
     assert store.has_shard("samples", "k", 1, ["p2"])  # the intact one stays
 
 
@@ -206,8 +219,9 @@ def test_the_cell_lock_makes_a_second_process_wait(tmp_path):
     first = subprocess.Popen([sys.executable, "-c", code, "2"], stdout=subprocess.PIPE, text=True)
     assert first.stdout.readline().startswith("in")
     started = time.time()
-    second = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True,
-                            timeout=60)
+    second = subprocess.run(
+        [sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60
+    )
     out_first = float(first.stdout.readline().split()[1])
     first.wait(timeout=60)
     in_second = float(second.stdout.split()[1])

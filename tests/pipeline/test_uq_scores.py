@@ -18,25 +18,47 @@ LOSS = [0.0, 1.0, 0.0, 1.0, 0.5, 1.0]
 
 
 def _frames(values: dict[str, list[float]]):
-    quality = pd.DataFrame({"prompt_id": PIDS, "method": "bayes", "metric": "hamming",
-                            "value": LOSS, "higher_is_better": False})
-    unc = pd.DataFrame([{"prompt_id": pid, "estimator": name, "value": v}
-                        for name, vs in values.items() for pid, v in zip(PIDS, vs)])
+    quality = pd.DataFrame(
+        {
+            "prompt_id": PIDS,
+            "method": "bayes",
+            "metric": "hamming",
+            "value": LOSS,
+            "higher_is_better": False,
+        }
+    )
+    unc = pd.DataFrame(
+        [
+            {"prompt_id": pid, "estimator": name, "value": v}
+            for name, vs in values.items()
+            for pid, v in zip(PIDS, vs)
+        ]
+    )
     return quality, unc
 
 
 def _scores(values):
     quality, unc = _frames(values)
-    out = uq_score_rows(quality, unc, targets=["bayes"], max_rejection=0.5, ties="average",
-                        n_bootstrap=0, ci_alpha=0.05, seed=0)
+    out = uq_score_rows(
+        quality,
+        unc,
+        targets=["bayes"],
+        max_rejection=0.5,
+        ties="average",
+        n_bootstrap=0,
+        ci_alpha=0.05,
+        seed=0,
+    )
     return out.set_index("estimator")
 
 
 def test_a_missing_value_drops_the_prompt_for_every_estimator():
     nan = math.nan
-    values = {"risk": [0.1, 0.9, 0.2, 0.8, 0.5, nan],  # no value on p5
-              "msp": [0.3, 0.6, 0.1, 0.9, 0.2, 0.7],
-              "ptrue": [nan] * 6}  # computed on no prompt (outside generations)
+    values = {
+        "risk": [0.1, 0.9, 0.2, 0.8, 0.5, nan],  # no value on p5
+        "msp": [0.3, 0.6, 0.1, 0.9, 0.2, 0.7],
+        "ptrue": [nan] * 6,
+    }  # computed on no prompt (outside generations)
     scores = _scores(values)
     assert scores.loc["risk", "n"] == scores.loc["msp", "n"] == 5
     assert scores.loc["risk", "n_dropped"] == scores.loc["msp", "n_dropped"] == 1

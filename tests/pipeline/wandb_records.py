@@ -71,8 +71,11 @@ def _scan(run_dir: Path) -> tuple[OfflineRun, bool]:
         rec.ParseFromString(data)
         kind = rec.WhichOneof("record_type")
         if kind == "run":
-            run.name, run.job_type, run.group = (rec.run.display_name, rec.run.job_type,
-                                                 rec.run.run_group)
+            run.name, run.job_type, run.group = (
+                rec.run.display_name,
+                rec.run.job_type,
+                rec.run.run_group,
+            )
             run.tags = list(rec.run.tags)
             run.start_ns = rec.run.start_time.ToNanoseconds()
             run.config = {i.key: json.loads(i.value_json) for i in rec.run.config.update}

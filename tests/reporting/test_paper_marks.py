@@ -31,8 +31,9 @@ def _uq(paper_uq, name: str) -> tables.Table:
 
 
 def _gen(paper_gen, ours: pd.DataFrame | None = None) -> tables.Table:
-    long = tables.generation_long(pd.DataFrame() if ours is None else ours, paper_gen,
-                                  "performance_generations")
+    long = tables.generation_long(
+        pd.DataFrame() if ours is None else ours, paper_gen, "performance_generations"
+    )
     return tables.Table.from_long(long, "method", tables.METHODS)
 
 
@@ -63,8 +64,10 @@ def test_a_tie_the_paper_marks_once_shows_one_bold(paper_uq):
     # Table 4, Qwen3-4B, MAQA-simplex KL: four estimators at 0.639, one best, one runner-up
     table = _uq(paper_uq, "uq_auc_bayes")
     ranks = tables._ranks(table.values, False, None, table)
-    got = {e: ranks.loc[("qwen3-4b", e, "paper"), ("maqa_star", "kl")]
-           for e in ("cocoa_msp", "msp", "sar", "bayes_risk")}
+    got = {
+        e: ranks.loc[("qwen3-4b", e, "paper"), ("maqa_star", "kl")]
+        for e in ("cocoa_msp", "msp", "sar", "bayes_risk")
+    }
     assert got["cocoa_msp"] == 1 and got["msp"] == 2
     assert pd.isna(got["sar"]) and pd.isna(got["bayes_risk"])
 
@@ -86,8 +89,10 @@ def test_a_merged_cell_is_marked_once_on_its_row(paper_gen):
     # Gemma-3-4B, COMET: Beam, Self-Consistency, l_MAP and the merged l_Sample/Bayes cell are
     # bold in the paper: four bolds, l_Sample's covered cell flagged, unmarked
     col = ("wmt19_fien", "comet")
-    got = {m: ranks.loc[("gemma-3-4b-it", m, "paper"), col]
-           for m in ("beam", "self_consistency", "map", "bayes", "sample_mbr", "ar")}
+    got = {
+        m: ranks.loc[("gemma-3-4b-it", m, "paper"), col]
+        for m in ("beam", "self_consistency", "map", "bayes", "sample_mbr", "ar")
+    }
     assert [m for m, r in got.items() if r == 1] == ["beam", "self_consistency", "map", "bayes"]
     tex = tables.render_latex(table, "t", "tab:t", tables.METHOD_LABEL, lower_better=None)
     assert r"& 0.848$^\ddagger$ &" in _lines(tex, "gemma-3-4b-it", r"l\_Sample &")[0]
@@ -99,9 +104,19 @@ def test_a_merged_cell_is_marked_once_on_its_row(paper_gen):
 def test_our_rows_keep_computed_marks_beside_the_papers(paper_gen):
     # ours: Beam and Bayes tie at 0.7 (both best, computed), Greedy 0.6 below; the paper's
     # Gemma-3-12B MAQA F1: Beam and Bayes both 0.684, both bold in the paper itself.
-    ours = pd.DataFrame([{"model": "gemma-3-12b-it", "method": m, "dataset": "maqa",
-                          "metric": "f1", "value": v, "n": 100}
-                         for m, v in (("beam", 0.7), ("bayes", 0.7), ("greedy", 0.6))])
+    ours = pd.DataFrame(
+        [
+            {
+                "model": "gemma-3-12b-it",
+                "method": m,
+                "dataset": "maqa",
+                "metric": "f1",
+                "value": v,
+                "n": 100,
+            }
+            for m, v in (("beam", 0.7), ("bayes", 0.7), ("greedy", 0.6))
+        ]
+    )
     table = _gen(paper_gen[paper_gen["model"] == "gemma-3-12b-it"], ours)
     ranks = tables._ranks(table.values, None, tables.too_small(table, 30), table)
     col = ("maqa", "f1")
@@ -117,8 +132,19 @@ def test_our_rows_keep_computed_marks_beside_the_papers(paper_gen):
 
 def test_a_table_without_the_papers_marks_ranks_its_rows():
     # a long frame with no `emphasis` behind it (not results/paper): ranked as before
-    long = pd.DataFrame([{"model": "m", "estimator": e, "source": "paper", "dataset": "maqa",
-                          "metric": "f1", "value": v} for e, v in (("msp", 0.7), ("sar", 0.7))])
+    long = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "estimator": e,
+                "source": "paper",
+                "dataset": "maqa",
+                "metric": "f1",
+                "value": v,
+            }
+            for e, v in (("msp", 0.7), ("sar", 0.7))
+        ]
+    )
     table = tables.Table.from_long(long, "estimator", tables.ESTIMATORS)
     assert table.marks is None
     md = tables.render_markdown(table, "t", tables.ESTIMATOR_LABEL, lower_better=False)

@@ -15,8 +15,19 @@ from pipeline.reporting.figures import estimator_color, prr_ranks
 
 
 def _wide(rows: dict[str, float]) -> pd.DataFrame:
-    long = pd.DataFrame([{"model": "m", "method": k, "source": "ours", "dataset": "maqa",
-                          "metric": "f1", "value": v} for k, v in rows.items()])
+    long = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "method": k,
+                "source": "ours",
+                "dataset": "maqa",
+                "metric": "f1",
+                "value": v,
+            }
+            for k, v in rows.items()
+        ]
+    )
     return tables.wide_table(long, "method", tables.METHODS)
 
 
@@ -33,9 +44,19 @@ def test_an_extra_row_is_never_best_or_runner_up():
 
 
 def test_fig_2a_ranks_the_paper_estimators_only():
-    scores = pd.DataFrame([
-        {"model": "m", "dataset": "maqa", "metric": "f1", "target": "bayes", "estimator": e,
-         "prr": v} for e, v in (("bayes_risk", 0.5), ("msp", 0.3), ("bayes_risk_fbeta", 0.9))])
+    scores = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "dataset": "maqa",
+                "metric": "f1",
+                "target": "bayes",
+                "estimator": e,
+                "prr": v,
+            }
+            for e, v in (("bayes_risk", 0.5), ("msp", 0.3), ("bayes_risk_fbeta", 0.9))
+        ]
+    )
     ranks = prr_ranks(scores).set_index("estimator")["mean_rank"].to_dict()
     assert ranks == {"bayes_risk": 1.0, "msp": 2.0}  # the F-beta risk would have pushed both down
 
@@ -50,10 +71,17 @@ def test_an_estimator_keeps_its_colour_in_every_figure():
 def test_improvement_figures_say_how_many_prompts_each_bin_averages():
     from pipeline.reporting.figures import bin_count_labels, draw_improvement_per_model
 
-    table = pd.DataFrame([
-        {"model": "m", "baseline": b, "entropy_bin": k, "entropy_mid": x, "delta": 0.1, "n": n}
-        for b, k, x, n in (("beam", 0, 0.5, 4), ("greedy", 0, 0.5, 4), ("beam", 1, 1.5, 5),
-                           ("greedy", 1, 1.5, 3))])
+    table = pd.DataFrame(
+        [
+            {"model": "m", "baseline": b, "entropy_bin": k, "entropy_mid": x, "delta": 0.1, "n": n}
+            for b, k, x, n in (
+                ("beam", 0, 0.5, 4),
+                ("greedy", 0, 0.5, 4),
+                ("beam", 1, 1.5, 5),
+                ("greedy", 1, 1.5, 3),
+            )
+        ]
+    )
     assert bin_count_labels(table) == [(0.5, "n=4"), (1.5, "n=3-5")]
     fig = draw_improvement_per_model(table, "maqa", "hamming", "MAQA")
     top = fig.axes[0].child_axes  # the panel's top axis of counts
@@ -64,10 +92,20 @@ def test_an_ablation_panel_without_data_says_so():
     from pipeline.reporting.ablation import COLUMNS
     from pipeline.reporting.figures import draw_samples_ablation
 
-    rows = pd.DataFrame([{c: np.nan for c in COLUMNS} | {"model": "m", "m": m, "hamming": 0.5,
-                                                          "hamming_sd": 0.1, "prr_bayes": 0.3,
-                                                          "prr_bayes_sd": 0.1}
-                         for m in (1, 5)])
+    rows = pd.DataFrame(
+        [
+            {c: np.nan for c in COLUMNS}
+            | {
+                "model": "m",
+                "m": m,
+                "hamming": 0.5,
+                "hamming_sd": 0.1,
+                "prr_bayes": 0.3,
+                "prr_bayes_sd": 0.1,
+            }
+            for m in (1, 5)
+        ]
+    )
     fig = draw_samples_ablation(rows)
     said = [[t.get_text() for t in ax.texts] for ax in fig.axes]
     assert said == [[], [], ["no data"]]  # no beam decode: the l_Beam panel is empty
@@ -84,15 +122,39 @@ def test_the_samples_ablation_at_full_m_is_the_bayes_decision_of_every_sample():
     from pipeline.reporting.ablation import samples_ablation
     from pipeline.tasks.contract import METRICS, Reference
 
-    samples = {"p1": [["a"], ["a", "b"], ["a"], ["c"]], "p2": [["x"], ["y"], ["x", "y"], ["x"]],
-               "p3": [["u"], ["u"], ["u"], ["v"]]}
+    samples = {
+        "p1": [["a"], ["a", "b"], ["a"], ["c"]],
+        "p2": [["x"], ["y"], ["x", "y"], ["x"]],
+        "p3": [["u"], ["u"], ["u"], ["v"]],
+    }
     answers = {"p1": [["a"]], "p2": [["x"], ["z"]], "p3": [["v"]]}
     beams = {"p1": ["a", "b"], "p2": ["x"], "p3": ["u"]}
-    rows = [{"model": "m", "prompt_id": p, "source": "sample", "sample_idx": i, "parse_ok": True,
-             "latent": json.dumps(sorted(s))} for p, ss in samples.items() for i, s in enumerate(ss)]
-    rows += [{"model": "m", "prompt_id": p, "source": "beam", "sample_idx": -1, "parse_ok": True,
-              "latent": json.dumps(b)} for p, b in beams.items()]
-    dataset = pd.DataFrame([{"model": "m", "prompt_id": p, "answers": a} for p, a in answers.items()])
+    rows = [
+        {
+            "model": "m",
+            "prompt_id": p,
+            "source": "sample",
+            "sample_idx": i,
+            "parse_ok": True,
+            "latent": json.dumps(sorted(s)),
+        }
+        for p, ss in samples.items()
+        for i, s in enumerate(ss)
+    ]
+    rows += [
+        {
+            "model": "m",
+            "prompt_id": p,
+            "source": "beam",
+            "sample_idx": -1,
+            "parse_ok": True,
+            "latent": json.dumps(b),
+        }
+        for p, b in beams.items()
+    ]
+    dataset = pd.DataFrame(
+        [{"model": "m", "prompt_id": p, "answers": a} for p, a in answers.items()]
+    )
 
     def hamming(a, b):
         return len(set(a) ^ set(b))
@@ -112,14 +174,29 @@ def test_the_samples_ablation_at_full_m_is_the_bayes_decision_of_every_sample():
         losses[p] = metric(bayes[p], p)
         beam_risks[p] = risk(beams[p], ss)
     beam_quality = {p: -metric(beams[p], p) for p in samples}
-    quality = pd.DataFrame([{"model": "m", "prompt_id": p, "method": "beam", "metric": "hamming",
-                             "value": -q} for p, q in beam_quality.items()])
-    out = samples_ablation(pd.DataFrame(rows), dataset, quality, "sets", ms=(4,), repeats=3,
-                           max_rejection=1.0).iloc[0]
+    quality = pd.DataFrame(
+        [
+            {"model": "m", "prompt_id": p, "method": "beam", "metric": "hamming", "value": -q}
+            for p, q in beam_quality.items()
+        ]
+    )
+    out = samples_ablation(
+        pd.DataFrame(rows), dataset, quality, "sets", ms=(4,), repeats=3, max_rejection=1.0
+    ).iloc[0]
     pids = sorted(samples)
     assert out["hamming"] == pytest.approx(np.mean([losses[p] for p in pids]))
     assert out["hamming_sd"] == 0.0
-    assert out["prr_bayes"] == pytest.approx(prr(np.array([risk(bayes[p], samples[p]) for p in pids]),
-                                                 -np.array([losses[p] for p in pids]), max_rejection=1.0))
-    assert out["prr_beam"] == pytest.approx(prr(np.array([beam_risks[p] for p in pids]),
-                                                np.array([beam_quality[p] for p in pids]), max_rejection=1.0))
+    assert out["prr_bayes"] == pytest.approx(
+        prr(
+            np.array([risk(bayes[p], samples[p]) for p in pids]),
+            -np.array([losses[p] for p in pids]),
+            max_rejection=1.0,
+        )
+    )
+    assert out["prr_beam"] == pytest.approx(
+        prr(
+            np.array([beam_risks[p] for p in pids]),
+            np.array([beam_quality[p] for p in pids]),
+            max_rejection=1.0,
+        )
+    )

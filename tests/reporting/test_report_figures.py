@@ -21,8 +21,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.config import resolve_cell, resolve_report
-from pipeline.config import Config
+from pipeline.config import Config, resolve_report
 from pipeline.evaluation import prr
 from pipeline.reporting import FIGURE_NAMES, build_report, figure_options, figures
 from pipeline.reporting.ablation import samples_ablation
@@ -55,53 +54,120 @@ def _write_cell(root, model: str, canonical: str, rng) -> None:
     store = ArtifactStore(root / EXPERIMENT / model / configured)
     pids = [f"{canonical}-{i:03d}" for i in range(N_PROMPTS)]
     truth = {p: sorted(rng.choice(LABELS, size=2, replace=False)) for p in pids}
-    store.write("dataset", pd.DataFrame({
-        "prompt_id": pids, "dataset": configured, "question": "q",
-        "answers": [[[t] for t in truth[p]] for p in pids], "probabilities": [[] for _ in pids],
-        "reference_text": ""}), key="k")
+    store.write(
+        "dataset",
+        pd.DataFrame(
+            {
+                "prompt_id": pids,
+                "dataset": configured,
+                "question": "q",
+                "answers": [[[t] for t in truth[p]] for p in pids],
+                "probabilities": [[] for _ in pids],
+                "reference_text": "",
+            }
+        ),
+        key="k",
+    )
     quality, latents = [], []
     if canonical == "maqa":  # real set latents: the ablation recomputes from them
         from pipeline.latent import get_space
 
         sets = get_space("sets")
         for p in pids:
-            samples = [frozenset(rng.choice(LABELS, size=rng.integers(1, 4), replace=False))
-                       for _ in range(M)]
+            samples = [
+                frozenset(rng.choice(LABELS, size=rng.integers(1, 4), replace=False))
+                for _ in range(M)
+            ]
             beam = frozenset(rng.choice(LABELS, size=rng.integers(1, 3), replace=False))
             for i, s in enumerate(samples):
-                latents.append({"prompt_id": p, "source": "sample", "sample_idx": i,
-                                "latent": sets.to_json(s), "parse_ok": True})
-            latents.append({"prompt_id": p, "source": "beam", "sample_idx": -1,
-                            "latent": sets.to_json(beam), "parse_ok": True})
+                latents.append(
+                    {
+                        "prompt_id": p,
+                        "source": "sample",
+                        "sample_idx": i,
+                        "latent": sets.to_json(s),
+                        "parse_ok": True,
+                    }
+                )
+            latents.append(
+                {
+                    "prompt_id": p,
+                    "source": "beam",
+                    "sample_idx": -1,
+                    "latent": sets.to_json(beam),
+                    "parse_ok": True,
+                }
+            )
             bayes = sets.bayes(samples).action
             for method, action in (("bayes", bayes), ("beam", beam)):
-                quality.append({"prompt_id": p, "method": method, "metric": "hamming",
-                                "value": _hamming(action, truth[p]), "higher_is_better": False})
+                quality.append(
+                    {
+                        "prompt_id": p,
+                        "method": method,
+                        "metric": "hamming",
+                        "value": _hamming(action, truth[p]),
+                        "higher_is_better": False,
+                    }
+                )
             for method in METHODS[2:]:
-                quality.append({"prompt_id": p, "method": method, "metric": "hamming",
-                                "value": float(rng.uniform(0, 2)), "higher_is_better": False})
+                quality.append(
+                    {
+                        "prompt_id": p,
+                        "method": method,
+                        "metric": "hamming",
+                        "value": float(rng.uniform(0, 2)),
+                        "higher_is_better": False,
+                    }
+                )
         store.write("latents", pd.DataFrame(latents).assign(read=lambda d: d["parse_ok"]), key="k")
-        store.write("decisions", pd.DataFrame({"prompt_id": pids, "method": "bayes",
-                                               "action": "[]", "risk": 0.0, "text": ""}),
-                    key="k", config={"space": "sets"})
+        store.write(
+            "decisions",
+            pd.DataFrame(
+                {"prompt_id": pids, "method": "bayes", "action": "[]", "risk": 0.0, "text": ""}
+            ),
+            key="k",
+            config={"space": "sets"},
+        )
     else:
         for p in pids:
             for method in METHODS:
-                quality.append({"prompt_id": p, "method": method, "metric": metric,
-                                "value": float(rng.uniform(0, 1)), "higher_is_better": False})
+                quality.append(
+                    {
+                        "prompt_id": p,
+                        "method": method,
+                        "metric": metric,
+                        "value": float(rng.uniform(0, 1)),
+                        "higher_is_better": False,
+                    }
+                )
     store.write("quality", pd.DataFrame(quality), key="k")
-    unc = [{"prompt_id": p, "estimator": e, "value": float(rng.uniform(0, 3))}
-           for p in pids for e in ESTIMATORS]
+    unc = [
+        {"prompt_id": p, "estimator": e, "value": float(rng.uniform(0, 3))}
+        for p in pids
+        for e in ESTIMATORS
+    ]
     store.write("uncertainty", pd.DataFrame(unc), key="k")
     scores = []
     for target in ("bayes", "beam"):
         for e in ESTIMATORS:
             # R_Bayes is the best of every cell of the paper's LLMs and the worst of the 72B:
             # averaging the 72B in would move its rank away from 1.
-            value = (0.9 if model != BIG else -0.9) if e == "bayes_risk" else rng.uniform(-.5, .5)
-            scores.append({"estimator": e, "target": target, "metric": metric, "prr": value,
-                           "prr_low": value - 0.1, "prr_high": value + 0.1, "auc": 0.5,
-                           "auc_low": 0.4, "auc_high": 0.6, "n": N_PROMPTS, "n_dropped": 0})
+            value = (0.9 if model != BIG else -0.9) if e == "bayes_risk" else rng.uniform(-0.5, 0.5)
+            scores.append(
+                {
+                    "estimator": e,
+                    "target": target,
+                    "metric": metric,
+                    "prr": value,
+                    "prr_low": value - 0.1,
+                    "prr_high": value + 0.1,
+                    "auc": 0.5,
+                    "auc_low": 0.4,
+                    "auc_high": 0.6,
+                    "n": N_PROMPTS,
+                    "n_dropped": 0,
+                }
+            )
     store.write("uq_scores", pd.DataFrame(scores), key="k")
 
 
@@ -113,8 +179,13 @@ def outputs(tmp_path_factory):
         for canonical in DATASETS:
             _write_cell(root, model, canonical, rng)
     cells = find_cells(root, EXPERIMENT)
-    return {"root": root, "cells": cells, "quality": per_prompt(cells, "quality"),
-            "uncertainty": per_prompt(cells, "uncertainty"), "scores": uq_scores(cells)}
+    return {
+        "root": root,
+        "cells": cells,
+        "quality": per_prompt(cells, "quality"),
+        "uncertainty": per_prompt(cells, "uncertainty"),
+        "scores": uq_scores(cells),
+    }
 
 
 def _titles(fig) -> list[str]:
@@ -124,8 +195,9 @@ def _titles(fig) -> list[str]:
 @pytest.mark.parametrize("name", list(figures.IMPROVEMENT_FIGURES))
 def test_improvement_figures_have_one_panel_per_model(outputs, name, tmp_path):
     dataset, metric, _ = figures.IMPROVEMENT_FIGURES[name]
-    table = figures.improvement_table(outputs["quality"], outputs["uncertainty"], dataset=dataset,
-                                      metric=metric, per_model=True)
+    table = figures.improvement_table(
+        outputs["quality"], outputs["uncertainty"], dataset=dataset, metric=metric, per_model=True
+    )
     fig = figures.draw_improvement_per_model(table, dataset, metric, "x")
     assert len(fig.axes) == len(MODELS)
     assert _titles(fig) == PAPER4 + [BIG]  # the paper's panel order, then the others
@@ -143,16 +215,23 @@ def test_improvement_figures_have_one_panel_per_model(outputs, name, tmp_path):
 
 def test_improvement_is_binned_and_signed_per_model(outputs):
     q, u = outputs["quality"], outputs["uncertainty"]
-    table = figures.improvement_table(q, u, dataset="wmt19_fien", metric="cosine_distance", per_model=True)
+    table = figures.improvement_table(
+        q, u, dataset="wmt19_fien", metric="cosine_distance", per_model=True
+    )
     for model in MODELS:
-        alone = figures.improvement_table(q[q["model"] == model], u[u["model"] == model],
-                                          dataset="wmt19_fien", metric="cosine_distance")
+        alone = figures.improvement_table(
+            q[q["model"] == model],
+            u[u["model"] == model],
+            dataset="wmt19_fien",
+            metric="cosine_distance",
+        )
         own = table[table["model"] == model].drop(columns="model").reset_index(drop=True)
         pd.testing.assert_frame_equal(own, alone.reset_index(drop=True))
     # Delta = d(l*, l_beam) - d(l*, l_Bayes) over one model's prompts, computed here
     model = "qwen3-4b"
     w = q[(q["model"] == model) & (q["dataset"] == "wmt19_fien")].pivot_table(
-        index="prompt_id", columns="method", values="value")
+        index="prompt_id", columns="method", values="value"
+    )
     beam = table[(table["model"] == model) & (table["baseline"] == "beam")]
     assert (beam["n"] * beam["delta"]).sum() == pytest.approx((w["beam"] - w["bayes"]).sum())
 
@@ -172,14 +251,22 @@ def test_entropy_vs_risk_is_one_model_on_maqa_star(outputs, tmp_path):
     others = unc[unc["model"] != "gemma-3-12b-it"]
     title = figures.draw_entropy_vs_risk(others, report_models=["nope", BIG]).axes[0].get_title()
     assert title.startswith(BIG)
-    assert figures.draw_entropy_vs_risk(unc, model="qwen3-4b").axes[0].get_title().startswith(
-        "qwen3-4b")
+    assert (
+        figures.draw_entropy_vs_risk(unc, model="qwen3-4b")
+        .axes[0]
+        .get_title()
+        .startswith("qwen3-4b")
+    )
     assert figures.fig_entropy_vs_risk(unc, tmp_path).name == "latent_entropy_vs_risk.png"
 
 
 def test_prr_rank_averages_the_paper_llms_without_the_72b(outputs):
-    scores, paper_rank = outputs["scores"], pd.read_csv(
-        figures.Path(__file__).resolve().parents[2] / "results" / "paper" / "prr_rank.csv")
+    scores, paper_rank = (
+        outputs["scores"],
+        pd.read_csv(
+            figures.Path(__file__).resolve().parents[2] / "results" / "paper" / "prr_rank.csv"
+        ),
+    )
     ranks = figures.prr_ranks(scores, models=figures.rank_models(set(scores["model"]))[0])
     bayes_risk = ranks[ranks["estimator"] == "bayes_risk"]
     assert len(bayes_risk) == len(DATASETS) and (bayes_risk["mean_rank"] == 1.0).all()
@@ -200,25 +287,26 @@ def test_maqa_prr_draws_the_paper_llms_without_the_72b(outputs):
     # the synthetic MAQA cells score Hamming: relabel them as the figure's metric (F1)
     scores = outputs["scores"]
     scores = scores[scores["dataset"] == PRR_DATASET].assign(metric=PRR_METRIC)
-    paper_uq = pd.read_csv(figures.Path(__file__).resolve().parents[2] / "results" / "paper"
-                           / "uq.csv")
+    paper_uq = pd.read_csv(
+        figures.Path(__file__).resolve().parents[2] / "results" / "paper" / "uq.csv"
+    )
     assert BIG in set(scores["model"])
     ax = figures.draw_maqa_prr(scores, paper_uq).axes[0]
-    bars = {c.get_label(): c for c in ax.containers
-            if c.get_label().startswith(("ours", "paper"))}
+    bars = {c.get_label(): c for c in ax.containers if c.get_label().startswith(("ours", "paper"))}
     assert list(bars) == [f"ours: {m}" for m in figures.model_order(PAPER4)] + [
-        "paper: mean of 4 LLMs"]
+        "paper: mean of 4 LLMs"
+    ]
     # the R_Bayes bar of each is that model's PRR (0.9 for the paper's LLMs; the 72B's -0.9
     # is drawn nowhere)
-    heights = [b.get_height() for label, c in bars.items() if label.startswith("ours")
-               for b in c]
+    heights = [b.get_height() for label, c in bars.items() if label.startswith("ours") for b in c]
     assert -0.9 not in [round(h, 6) for h in heights] and 0.9 in [round(h, 6) for h in heights]
     # without the paper's LLMs: the models present but the 72B (as Fig. 2a)
     small = scores[scores["model"] == "qwen3-4b"].assign(model="smollm2-135m")
     only = pd.concat([small, scores[scores["model"] == BIG]], ignore_index=True)
     ax = figures.draw_maqa_prr(only, paper_uq).axes[0]
-    assert [c.get_label() for c in ax.containers
-            if c.get_label().startswith("ours")] == ["ours: smollm2-135m"]
+    assert [c.get_label() for c in ax.containers if c.get_label().startswith("ours")] == [
+        "ours: smollm2-135m"
+    ]
 
 
 def test_prr_rank_without_the_paper_llms_uses_the_models_present(outputs):
@@ -282,8 +370,11 @@ def test_report_writes_every_figure_per_model(outputs, tmp_path):
     pooled = pd.read_csv(tmp_path / "results" / "tables" / "hamming_improvement.csv")
     expected = figures.improvement_table(paper4["quality"], paper4["uncertainty"])
     np.testing.assert_allclose(pooled["delta"], expected["delta"])
-    assert pooled["n"].sum() == expected["n"].sum() == N_PROMPTS * len(PAPER4) * (
-        pooled["baseline"].nunique())
+    assert (
+        pooled["n"].sum()
+        == expected["n"].sum()
+        == N_PROMPTS * len(PAPER4) * (pooled["baseline"].nunique())
+    )
     assert not (tmp_path / "results" / "figures" / "latent_entropy_vs_risk_pooled.png").exists()
     assert figure_options(resolve_report(cfg))["rank_models"] == PAPER4
 
@@ -306,7 +397,8 @@ def test_every_figure_survives_empty_inputs(tmp_path):
         assert (tmp_path / "results" / "figures" / f"{name}.png").stat().st_size > 1000
     empty = pd.DataFrame()
     fig = figures.draw_improvement_per_model(
-        figures.improvement_table(empty, empty, per_model=True), "maqa", "hamming", "x")
+        figures.improvement_table(empty, empty, per_model=True), "maqa", "hamming", "x"
+    )
     assert len(fig.axes) == 1
 
 

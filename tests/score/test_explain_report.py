@@ -24,7 +24,7 @@ def test_risk_coverage_is_the_mean_quality_of_the_least_risky(scored):
     col, _, higher = target
     curves = risk_coverage(scored, target)
     q = scored[col].to_numpy(float)
-    for name, c in curves.groupby("ranking"):
+    for _name, c in curves.groupby("ranking"):
         assert c["quality"].iloc[0] == pytest.approx(q.mean())  # full coverage: everyone
     # brute force for our risk: keep the k prompts of least risk
     order = np.argsort(scored["bayes_risk"].to_numpy(float), kind="stable")
@@ -33,8 +33,11 @@ def test_risk_coverage_is_the_mean_quality_of_the_least_risky(scored):
         assert quality == pytest.approx(q[order[:k]].mean())
     oracle = curves[curves["ranking"] == "oracle"]["quality"].to_numpy()
     for name, c in curves.groupby("ranking"):
-        better = oracle >= c["quality"].to_numpy() - 1e-12 if higher else \
-            oracle <= c["quality"].to_numpy() + 1e-12
+        better = (
+            oracle >= c["quality"].to_numpy() - 1e-12
+            if higher
+            else oracle <= c["quality"].to_numpy() + 1e-12
+        )
         assert better.all(), name
 
 
@@ -70,15 +73,22 @@ def test_the_riskiest_list_ranks_by_the_confidence_column_not_the_raw_risk():
     one label: a small risk. The column says the scattered prompt is the least trustworthy and
     the report lists it first, whatever the unnormalised risks say."""
     scattered = [f"junk{i}, more{i}" for i in range(10)]  # empty Bayes set, risk 2.0
-    split = ["Paris"] * 6 + ["Lyon"] * 4                  # {paris}, risk 0.4 + 0.4 = 0.8
+    split = ["Paris"] * 6 + ["Lyon"] * 4  # {paris}, risk 0.4 + 0.4 = 0.8
     wide = ["a, b, c, d, e"] * 6 + ["f, g, h, i, j"] * 4  # risk 10 x 0.4 = 4.0
-    df = pipeline.score([{"id": "scattered", "responses": scattered},
-                         {"id": "split", "responses": split},
-                         {"id": "wide", "responses": wide}], task="sets")
+    df = pipeline.score(
+        [
+            {"id": "scattered", "responses": scattered},
+            {"id": "split", "responses": split},
+            {"id": "wide", "responses": wide},
+        ],
+        task="sets",
+    )
     conf = df.set_index("prompt_id")["confidence"]
     assert conf["scattered"] == 0.0 and conf["split"] == pytest.approx(0.6)
-    assert df.set_index("prompt_id")["bayes_risk"]["wide"] > df.set_index(
-        "prompt_id")["bayes_risk"]["scattered"]  # the raw risk would list "wide" first
+    assert (
+        df.set_index("prompt_id")["bayes_risk"]["wide"]
+        > df.set_index("prompt_id")["bayes_risk"]["scattered"]
+    )  # the raw risk would list "wide" first
     from pipeline.scorer.report import audit_report
 
     text = audit_report(df, n=3)
@@ -90,9 +100,21 @@ def test_the_riskiest_list_ranks_by_the_confidence_column_not_the_raw_risk():
 
 def test_numbers_are_one_class_as_digits_or_words_and_the_answer_is_the_label():
     question = "How many legs does a spider have?"
-    df = pipeline.score([{"question": question, "responses": [
-        "8", "eight", "A spider has eight legs.", "Eight.", "A spider has 6 legs."]}],
-        task="classes")
+    df = pipeline.score(
+        [
+            {
+                "question": question,
+                "responses": [
+                    "8",
+                    "eight",
+                    "A spider has eight legs.",
+                    "Eight.",
+                    "A spider has 6 legs.",
+                ],
+            }
+        ],
+        task="classes",
+    )
     row = df.iloc[0]
     assert row["bayes_action"] == "8" and row["bayes_risk"] == pytest.approx(0.2)
     assert json.loads(row["latent_distribution"]) == {"8": 0.8, "6": 0.2}
@@ -109,8 +131,13 @@ def _scored(rows, **kwargs):
 
 def _rows(n, offset=0):
     cities = ["Paris", "Lyon", "Nice"]
-    return [{"responses": [cities[(i + k) % 3] for k in range((i % 4) + 2)] + ["Paris"],
-             "reference": "Paris"} for i in range(offset, offset + n)]
+    return [
+        {
+            "responses": [cities[(i + k) % 3] for k in range((i % 4) + 2)] + ["Paris"],
+            "reference": "Paris",
+        }
+        for i in range(offset, offset + n)
+    ]
 
 
 def test_summaries_and_the_report_survive_concat_slices_and_a_parquet_round_trip(tmp_path):

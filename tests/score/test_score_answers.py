@@ -33,8 +33,7 @@ def test_a_given_set_answers_risk_and_confidence_against_brute_force(seed):
     def some() -> list[str]:
         return rng.sample(WORDS, rng.randint(1, 3))
 
-    rows = [{"responses": [", ".join(some()) for _ in range(rng.randint(3, 7))]}
-            for _ in range(3)]
+    rows = [{"responses": [", ".join(some()) for _ in range(rng.randint(3, 7))]} for _ in range(3)]
     answers = [" and ".join(some()) for _ in rows]
     df = _score(rows, "sets", answers)
     for (_, r), given in zip(df.iterrows(), answers):
@@ -43,8 +42,9 @@ def test_a_given_set_answers_risk_and_confidence_against_brute_force(seed):
         assert answer == set(given.split(" and "))  # read like a response
         hamming = sum(len(answer ^ x) for x in labels) / len(labels)
         assert r["answer_risk"] == pytest.approx(hamming)
-        assert r["answer_confidence"] == pytest.approx(sum(_f1(answer, x) for x in labels)
-                                                       / len(labels))
+        assert r["answer_confidence"] == pytest.approx(
+            sum(_f1(answer, x) for x in labels) / len(labels)
+        )
         assert r["answer_risk"] >= r["bayes_risk"] - 1e-12  # the Bayes answer minimises it
 
 
@@ -52,8 +52,10 @@ def test_a_given_set_answers_risk_and_confidence_against_brute_force(seed):
 def test_a_given_class_answers_risk_is_the_share_of_samples_it_disagrees_with(seed):
     rng = random.Random(seed)
     cities = ["Paris", "Lyon", "Nice"]
-    rows = [{"responses": [rng.choice(cities) for _ in range(rng.randint(3, 9))],
-             "reference": "Paris"} for _ in range(3)]
+    rows = [
+        {"responses": [rng.choice(cities) for _ in range(rng.randint(3, 9))], "reference": "Paris"}
+        for _ in range(3)
+    ]
     answers = [rng.choice(cities) for _ in rows]
     df = _score(rows, "classes", answers)
     for (_, r), row, given in zip(df.iterrows(), rows, answers):
@@ -65,8 +67,12 @@ def test_a_given_class_answers_risk_is_the_share_of_samples_it_disagrees_with(se
 
 def test_answers_by_prompt_id_for_a_file_and_none_where_not_given(tmp_path):
     path = tmp_path / "in.jsonl"
-    path.write_text("".join(json.dumps({"id": f"q{i}", "responses": ["Paris", "Paris", "Lyon"]})
-                            + "\n" for i in range(3)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "responses": ["Paris", "Paris", "Lyon"]}) + "\n"
+            for i in range(3)
+        )
+    )
     df = _score(path, "classes", {"q1": "Lyon"}).set_index("prompt_id")
     assert df.loc["q1", "answer_risk"] == pytest.approx(2 / 3)
     assert df["answer_risk"].isna().tolist() == [True, False, True]
@@ -77,10 +83,13 @@ def test_answers_by_prompt_id_for_a_file_and_none_where_not_given(tmp_path):
     assert again.set_index("prompt_id").loc["q1", "answer_risk"] == pytest.approx(2 / 3)
 
 
-@pytest.mark.parametrize("answers, said", [
-    (["a", "b"], "answers= has 2 answers for 1 input rows"),
-    ("Paris", "answers= takes a dict"),
-])
+@pytest.mark.parametrize(
+    "answers, said",
+    [
+        (["a", "b"], "answers= has 2 answers for 1 input rows"),
+        ("Paris", "answers= takes a dict"),
+    ],
+)
 def test_answers_that_cannot_be_matched_are_refused_before_any_work(answers, said):
     with pytest.raises(ScoreInputError, match=said):
         _score([["Paris", "Lyon"]], "classes", answers)
@@ -90,11 +99,19 @@ def test_baseline_estimators_from_the_api_kle_from_texts_and_a_warning_for_the_r
     """`estimators=` adds lm-polygraph's baselines: KLE reads the texts alone and gets a column
     and summary rows; semantic entropy needs log-probs the input lacks: NaN, and a warning
     saying what it reads. Unknown names are refused before any work."""
-    rows = [{"question": f"Capital {i}?", "reference": "Paris",
-             "responses": ["Paris", "Paris", "Lyon", "Nice"][: 2 + i % 3] + ["Paris"]}
-            for i in range(6)]
-    with pytest.warns(UserWarning, match=r"semantic_entropy: no value for 6 of 6 prompts: it "
-                                         r"reads each sample's log-prob"):
+    rows = [
+        {
+            "question": f"Capital {i}?",
+            "reference": "Paris",
+            "responses": ["Paris", "Paris", "Lyon", "Nice"][: 2 + i % 3] + ["Paris"],
+        }
+        for i in range(6)
+    ]
+    with pytest.warns(
+        UserWarning,
+        match=r"semantic_entropy: no value for 6 of 6 prompts: it "
+        r"reads each sample's log-prob",
+    ):
         df = score(rows, task="classes", estimators=["kle", "semantic_entropy"])
     assert df["kle"].notna().all() and df["semantic_entropy"].isna().all()
     import pipeline

@@ -15,7 +15,6 @@ import sys
 import pandas as pd
 import pytest
 
-from pipeline.scorer.run import score
 from pipeline.scorer.readers import (
     MAX_DEPTH,
     MAX_ID_CHARS,
@@ -24,6 +23,7 @@ from pipeline.scorer.readers import (
     read_input,
     read_prompts,
 )
+from pipeline.scorer.run import score
 
 from .conftest import EXAMPLES, REPO
 
@@ -32,8 +32,14 @@ ENTROPY_2_1 = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
 
 
 def cli(*argv, timeout=300):
-    res = subprocess.run([sys.executable, "-m", "pipeline.score", *map(str, argv)], cwd=REPO,
-                         check=False, capture_output=True, text=True, timeout=timeout)
+    res = subprocess.run(
+        [sys.executable, "-m", "pipeline.score", *map(str, argv)],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert "Traceback" not in res.stderr, res.stderr
     return res
 
@@ -44,8 +50,14 @@ def line(obj) -> bytes:
 
 def good(k: int) -> bytes:
     """A reals prompt: k, k, k + 3 -> Bayes action (l1 median) k, risk 3/3 = 1, reference k."""
-    return line({"id": f"g{k}", "question": f"q{k}",
-                 "responses": [str(10 + k), str(10 + k), str(13 + k)], "reference": 10 + k})
+    return line(
+        {
+            "id": f"g{k}",
+            "question": f"q{k}",
+            "responses": [str(10 + k), str(10 + k), str(13 + k)],
+            "reference": 10 + k,
+        }
+    )
 
 
 # 18 kinds of bad rows: (the bytes of the line, the field reported, a piece of the problem)
@@ -54,29 +66,53 @@ BAD = [
     (line({"id": "b", "responses": "12"}), "responses", "field 'responses' is one string"),
     (line({"id": "b", "question": "no responses here"}), "responses", "no responses field"),
     (line({"id": "b", "responses": ["1"], "logprobs": [0.5]}), "logprobs", "holds 0.5"),
-    (line({"id": "b", "responses": ["1", "2"], "logprobs": [-1.0]}), "logprobs",
-     "has 1 entries for 2 responses"),
-    (b'{"id": "b", "responses": ' + b"[" * 20000 + b"]" * 20000 + b"}\n", None,
-     "nested too deeply for the JSON parser"),
-    (line({"id": "b", "responses": ["1"], "meta": json.loads("[" * 150 + "]" * 150)}), "meta",
-     f"nested more than {MAX_DEPTH} levels deep (in field 'meta')"),
+    (
+        line({"id": "b", "responses": ["1", "2"], "logprobs": [-1.0]}),
+        "logprobs",
+        "has 1 entries for 2 responses",
+    ),
+    (
+        b'{"id": "b", "responses": ' + b"[" * 20000 + b"]" * 20000 + b"}\n",
+        None,
+        "nested too deeply for the JSON parser",
+    ),
+    (
+        line({"id": "b", "responses": ["1"], "meta": json.loads("[" * 150 + "]" * 150)}),
+        "meta",
+        f"nested more than {MAX_DEPTH} levels deep (in field 'meta')",
+    ),
     (b'{"id": ' + b"7" * 5001 + b', "responses": ["1"]}\n', "id", "id is a 5001-digit number"),
-    (line({"id": "x" * (MAX_ID_CHARS + 1), "responses": ["1"]}), "id",
-     f"id has {MAX_ID_CHARS + 1} characters"),
+    (
+        line({"id": "x" * (MAX_ID_CHARS + 1), "responses": ["1"]}),
+        "id",
+        f"id has {MAX_ID_CHARS + 1} characters",
+    ),
     (line({"id": ["a", "b"], "responses": ["1"]}), "id", "id is a list"),
     (b'{"id": "b", "responses": ["caf\xe9"]}\n', None, "not UTF-8 text (byte 0xE9 at byte 31"),
     (line([1, 2, 3]), None, "is a JSON list, not an object"),
-    (line({"id": "b", "responses": ["1"], "reference": "unknown"}), "reference",
-     "reference 'unknown' holds no number"),
+    (
+        line({"id": "b", "responses": ["1"], "reference": "unknown"}),
+        "reference",
+        "reference 'unknown' holds no number",
+    ),
     # rows the reliability audit found scored as if valid (stringified or read as no answer)
     (line({"id": "b", "responses": []}), "responses", "field 'responses' is an empty list"),
-    (line({"id": "b", "responses": [1, 2, None]}), "responses",
-     "response 2 of field 'responses' is null"),
-    (line({"id": "b", "responses": [["1", "2"], "3"]}), "responses",
-     "response 0 of field 'responses' is a list"),
+    (
+        line({"id": "b", "responses": [1, 2, None]}),
+        "responses",
+        "response 2 of field 'responses' is null",
+    ),
+    (
+        line({"id": "b", "responses": [["1", "2"], "3"]}),
+        "responses",
+        "response 0 of field 'responses' is a list",
+    ),
     (line({"id": "b", "responses": ["1", True]}), "responses", "is a boolean"),
-    (line({"id": "b", "responses": ["1"], "reference": [1, 2]}), "reference",
-     "is a list of 2 values; give the one true value"),
+    (
+        line({"id": "b", "responses": ["1"], "reference": [1, 2]}),
+        "reference",
+        "is a list of 2 values; give the one true value",
+    ),
 ]
 
 
@@ -147,8 +183,16 @@ def test_200_bad_lines_score_the_good_rows_and_list_every_bad_one(mixed, tmp_pat
 def test_200_bad_lines_on_the_command_line(mixed, tmp_path):
     path, good_ids, bad = mixed
     out = tmp_path / "res.jsonl"
-    res = cli(path, "--task", "reals", "--out", out, "-q", "evaluation.n_bootstrap=20",
-              f"cache_dir={tmp_path / 'cache'}")
+    res = cli(
+        path,
+        "--task",
+        "reals",
+        "--out",
+        out,
+        "-q",
+        "evaluation.n_bootstrap=20",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
     assert res.returncode == 0, res.stderr
     assert "warning: skipped 200 of 220 input rows with problems" in res.stderr
     first = sorted(bad)[:10]
@@ -164,19 +208,34 @@ def test_200_bad_lines_on_the_command_line(mixed, tmp_path):
     assert listed["line"].tolist() == sorted(bad)
 
 
-@pytest.mark.parametrize("task, reference, problem", [
-    ("sets", {"answer": "Pacific"}, "must be a list of correct answers"),
-    ("sets", [["Pacific", ["Atlantic"]]], "holds list ['Atlantic'] where an answer's name"),
-    ("classes", {"answer": "Paris"}, "holds dict"),
-    ("simplex", {"": 1.0}, "has an empty answer label"),
-])
-def test_references_that_would_be_read_as_their_repr_are_refused(tmp_path, overrides, task,
-                                                                  reference, problem):
+@pytest.mark.parametrize(
+    "task, reference, problem",
+    [
+        ("sets", {"answer": "Pacific"}, "must be a list of correct answers"),
+        ("sets", [["Pacific", ["Atlantic"]]], "holds list ['Atlantic'] where an answer's name"),
+        ("classes", {"answer": "Paris"}, "holds dict"),
+        ("simplex", {"": 1.0}, "has an empty answer label"),
+    ],
+)
+def test_references_that_would_be_read_as_their_repr_are_refused(
+    tmp_path, overrides, task, reference, problem
+):
     path = tmp_path / "in.jsonl"
-    path.write_text(json.dumps({"id": "ok", "question": "q?", "responses": ["Paris", "Paris"],
-                                "reference": "Paris" if task != "simplex" else {"Paris": 1}})
-                    + "\n" + json.dumps({"id": "bad", "question": "q?", "responses": ["Paris"],
-                                         "reference": reference}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "ok",
+                "question": "q?",
+                "responses": ["Paris", "Paris"],
+                "reference": "Paris" if task != "simplex" else {"Paris": 1},
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {"id": "bad", "question": "q?", "responses": ["Paris"], "reference": reference}
+        )
+        + "\n"
+    )
     with pytest.warns(UserWarning, match="skipped 1 of 2 input rows"):
         df = score(path, task, overrides=overrides)
     assert df["prompt_id"].tolist() == ["ok"]
@@ -187,8 +246,11 @@ def test_references_that_would_be_read_as_their_repr_are_refused(tmp_path, overr
 def test_strict_stops_at_the_first_bad_line(mixed, tmp_path, overrides):
     path, _, bad = mixed
     assert min(bad) == 6 and bad[6] == (BAD[0][1], BAD[0][2])  # line 6: the first bad one
-    with pytest.raises(ScoreInputError, match=r"mixed\.jsonl: line 6: .*--strict stops at the "
-                                              r"first bad row"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"mixed\.jsonl: line 6: .*--strict stops at the "
+        r"first bad row",
+    ):
         score(path, "reals", overrides=overrides, strict=True)
     res = cli(path, "--task", "reals", "--strict", "--out", tmp_path / "s.parquet")
     assert res.returncode == 2
@@ -200,8 +262,9 @@ def test_strict_stops_at_the_first_bad_line(mixed, tmp_path, overrides):
 def test_strict_reports_the_lowest_line_whatever_the_check(tmp_path):
     # the reference problem (line 2) is found after reading, the JSON one (line 3) while reading
     path = tmp_path / "x.jsonl"
-    path.write_bytes(good(0) + line({"id": "r", "responses": ["1"], "reference": "none"})
-                     + b"{oops\n" + good(1))
+    path.write_bytes(
+        good(0) + line({"id": "r", "responses": ["1"], "reference": "none"}) + b"{oops\n" + good(1)
+    )
     with pytest.raises(ScoreInputError, match="x.jsonl: line 2: reference 'none' holds no number"):
         score(path, "reals", strict=True)
 
@@ -212,11 +275,15 @@ def test_strict_reports_the_lowest_line_whatever_the_check(tmp_path):
 def test_lone_surrogates_are_replaced_and_counted_through_the_whole_scorer(tmp_path, overrides):
     # a truncated LLM output ends inside a surrogate pair; a complete pair is an emoji and stays
     rows = [
-        ('{"id": "p1\\ud800", "question": "Primary colours?\\udfff", "reference": ["red", "blue"],'
-         ' "responses": ["red, blue", "red, blue\\ud83d", "red", "red, blue \\ud83d\\ude00",'
-         ' "\\udc00"]}'),
-        ('{"id": "p2", "question": "Ocean?", "reference": ["Pacific"],'
-         ' "responses": ["Pacific", "Pacific", "Atlantic"]}'),
+        (
+            '{"id": "p1\\ud800", "question": "Primary colours?\\udfff", "reference": ["red", "blue"],'
+            ' "responses": ["red, blue", "red, blue\\ud83d", "red", "red, blue \\ud83d\\ude00",'
+            ' "\\udc00"]}'
+        ),
+        (
+            '{"id": "p2", "question": "Ocean?", "reference": ["Pacific"],'
+            ' "responses": ["Pacific", "Pacific", "Atlantic"]}'
+        ),
     ]
     path = tmp_path / "s.jsonl"
     path.write_text("\n".join(rows) + "\n", encoding="ascii")  # the escapes are plain ASCII
@@ -224,11 +291,14 @@ def test_lone_surrogates_are_replaced_and_counted_through_the_whole_scorer(tmp_p
     p1 = got.prompts[0]
     assert p1.prompt_id == "p1\ufffd" and p1.question == "Primary colours?\ufffd"
     assert p1.responses[1] == "red, blue\ufffd" and p1.responses[4] == "\ufffd"
-    assert p1.responses[3] == "red, blue \U0001F600"
+    assert p1.responses[3] == "red, blue \U0001f600"
     assert got.replaced_surrogates == {"line 1": 4} and got.skipped == []
 
-    with pytest.warns(UserWarning, match=r"replaced 4 lone surrogate\(s\) .* by U\+FFFD in 1 "
-                                         r"row\(s\): line 1"):
+    with pytest.warns(
+        UserWarning,
+        match=r"replaced 4 lone surrogate\(s\) .* by U\+FFFD in 1 "
+        r"row\(s\): line 1",
+    ):
         df = score(path, "sets", out=tmp_path / "s.parquet", overrides=overrides + [NO_MERGE])
     assert df.attrs["replaced_surrogates"] == 4
     assert df["prompt_id"].tolist() == ["p1\ufffd", "p2"]
@@ -243,24 +313,45 @@ def test_lone_surrogates_are_replaced_and_counted_through_the_whole_scorer(tmp_p
     assert back["prompt_id"].tolist() == ["p1\ufffd", "p2"]
     assert back["question"].tolist() == ["Primary colours?\ufffd", "Ocean?"]
     for suffix in (".jsonl", ".csv"):
-        res = cli(path, "--task", "sets", "--out", tmp_path / f"t{suffix}", "-q", NO_MERGE,
-                  "evaluation.n_bootstrap=20", f"cache_dir={tmp_path / 'cache'}")
+        res = cli(
+            path,
+            "--task",
+            "sets",
+            "--out",
+            tmp_path / f"t{suffix}",
+            "-q",
+            NO_MERGE,
+            "evaluation.n_bootstrap=20",
+            f"cache_dir={tmp_path / 'cache'}",
+        )
         assert res.returncode == 0, res.stderr
         assert "replaced 4 lone surrogate(s)" in res.stderr
         text = (tmp_path / f"t{suffix}").read_bytes().decode("utf-8")  # valid UTF-8
         assert "p1\ufffd" in text and "\\ud800" not in text
-    res = cli(path, "--task", "sets", "-q", NO_MERGE, "evaluation.n_bootstrap=20",
-              f"cache_dir={tmp_path / 'cache'}")  # printed to stdout
+    res = cli(
+        path,
+        "--task",
+        "sets",
+        "-q",
+        NO_MERGE,
+        "evaluation.n_bootstrap=20",
+        f"cache_dir={tmp_path / 'cache'}",
+    )  # printed to stdout
     assert res.returncode == 0 and "p1\ufffd" in res.stdout
 
 
 def test_nesting_limit(tmp_path):
     # the row is level 0, so a field may hold MAX_DEPTH - 1 nested lists
-    ok = {"id": "ok", "responses": ["1"], "meta": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))}
+    ok = {
+        "id": "ok",
+        "responses": ["1"],
+        "meta": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)),
+    }
     deep = dict(ok, id="deep", meta=json.loads("[" * MAX_DEPTH + "]" * MAX_DEPTH))
     path = tmp_path / "d.jsonl"
-    path.write_bytes(line(ok) + line(deep) + b'{"responses": ' + b"[" * 100000 + b"]" * 100000
-                     + b"}\n")
+    path.write_bytes(
+        line(ok) + line(deep) + b'{"responses": ' + b"[" * 100000 + b"]" * 100000 + b"}\n"
+    )
     got = read_input(path)
     assert [p.prompt_id for p in got.prompts] == ["ok"]
     assert [(p.line, p.id, p.field) for p in got.skipped] == [(2, "deep", "meta"), (3, None, None)]
@@ -273,18 +364,27 @@ def test_nesting_limit(tmp_path):
 def test_huge_numbers_and_odd_ids(tmp_path):
     path = tmp_path / "ids.jsonl"
     path.write_bytes(
-        b'{"id": ' + b"9" * 5001 + b', "responses": ["1"]}\n'                     # line 1
-        + b'{"id": "' + b"9" * 5001 + b'", "responses": ["1"]}\n'                   # line 2
-        + line({"id": "x" * MAX_ID_CHARS, "responses": ["1"]})                      # 3: fine
-        + line({"id": True, "responses": ["1"]})                                     # 4
-        + line({"id": "", "responses": ["1"]})                                       # 5
-        + line({"id": "a\nb", "responses": ["1"]})                                   # 6
-        + line({"id": {"k": 1}, "responses": ["1"]})                                 # 7
-        + line({"id": 12, "responses": ["1"]})                                       # 8: fine
-        + b'{"id": "big", "responses": ["1"], "logprobs": [-' + b"1" * 5001 + b"]}\n"  # 9: -inf
-        + b'{"id": "big2", "responses": ["1"], "logprobs": [' + b"1" * 5001 + b"]}\n"  # 10
-        + line({"id": "lp", "responses": ["1"], "logprobs": [True]})                 # 11
-        + line({"id": "lp2", "responses": ["1"], "logprobs": [["a"]]}))             # 12
+        b'{"id": '
+        + b"9" * 5001
+        + b', "responses": ["1"]}\n'  # line 1
+        + b'{"id": "'
+        + b"9" * 5001
+        + b'", "responses": ["1"]}\n'  # line 2
+        + line({"id": "x" * MAX_ID_CHARS, "responses": ["1"]})  # 3: fine
+        + line({"id": True, "responses": ["1"]})  # 4
+        + line({"id": "", "responses": ["1"]})  # 5
+        + line({"id": "a\nb", "responses": ["1"]})  # 6
+        + line({"id": {"k": 1}, "responses": ["1"]})  # 7
+        + line({"id": 12, "responses": ["1"]})  # 8: fine
+        + b'{"id": "big", "responses": ["1"], "logprobs": [-'
+        + b"1" * 5001
+        + b"]}\n"  # 9: -inf
+        + b'{"id": "big2", "responses": ["1"], "logprobs": ['
+        + b"1" * 5001
+        + b"]}\n"  # 10
+        + line({"id": "lp", "responses": ["1"], "logprobs": [True]})  # 11
+        + line({"id": "lp2", "responses": ["1"], "logprobs": [["a"]]})
+    )  # 12
     got = read_input(path)
     assert [p.prompt_id for p in got.prompts] == ["x" * MAX_ID_CHARS, "12", "big"]
     assert got.prompts[2].logprobs == [-math.inf]  # a log-prob beyond float range: probability 0
@@ -315,14 +415,16 @@ def test_utf8_bom_is_accepted(tmp_path, overrides):
 
 def test_non_utf8_byte_names_its_line_and_does_not_suggest_parquet(tmp_path):
     path = tmp_path / "latin.jsonl"
-    path.write_bytes(good(0) + good(1) + b"\n" + b'{"id": "x", "responses": ["Z\xfcrich"]}\n'
-                     + good(2))
+    path.write_bytes(
+        good(0) + good(1) + b"\n" + b'{"id": "x", "responses": ["Z\xfcrich"]}\n' + good(2)
+    )
     got = read_input(path)
     assert [p.prompt_id for p in got.prompts] == ["g0", "g1", "g2"]
     (problem,) = got.skipped
     assert problem.line == 4
-    assert problem.problem == ("not UTF-8 text (byte 0xFC at byte 29 of the line: invalid start "
-                               "byte)")
+    assert problem.problem == (
+        "not UTF-8 text (byte 0xFC at byte 29 of the line: invalid start byte)"
+    )
     assert problem.fix == "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT"
     res = cli(path, "--task", "reals", "--strict")
     assert res.returncode == 2
@@ -332,36 +434,48 @@ def test_non_utf8_byte_names_its_line_and_does_not_suggest_parquet(tmp_path):
     path.write_bytes(b'{"responses": ["Z\xfcrich"]}\n' * 3)
     res = cli(path, "--task", "reals")
     assert res.returncode == 2 and "parquet" not in res.stderr
-    assert res.stderr == (f"error: {path}: no row can be scored (3 of 3 rows have problems); the "
-                          "first: line 1: not UTF-8 text (byte 0xFC at byte 18 of the line: "
-                          "invalid start byte); save the file as UTF-8, e.g. iconv -f latin1 -t "
-                          "utf-8 IN > OUT\n")
+    assert res.stderr == (
+        f"error: {path}: no row can be scored (3 of 3 rows have problems); the "
+        "first: line 1: not UTF-8 text (byte 0xFC at byte 18 of the line: "
+        "invalid start byte); save the file as UTF-8, e.g. iconv -f latin1 -t "
+        "utf-8 IN > OUT\n"
+    )
 
 
 def test_a_parquet_file_named_jsonl_is_recognised(tmp_path):
     pd.DataFrame({"responses": [["1", "2"]]}).to_parquet(tmp_path / "p.jsonl")
     res = cli(tmp_path / "p.jsonl", "--task", "reals")
     assert res.returncode == 2
-    assert "this is a parquet file (it starts with PAR1), not JSON Lines; pass --format parquet" \
+    assert (
+        "this is a parquet file (it starts with PAR1), not JSON Lines; pass --format parquet"
         in res.stderr
+    )
 
 
 def test_parquet_bad_rows_are_numbered_like_pandas(tmp_path):
-    df = pd.DataFrame({"id": ["a", "b", "c", "d"],
-                       "responses": [["1"], None, ["2", "3"], ["4"]],
-                       "logprobs": [[-1.0], None, [-0.5, -0.25], [0.5]]})
+    df = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "responses": [["1"], None, ["2", "3"], ["4"]],
+            "logprobs": [[-1.0], None, [-0.5, -0.25], [0.5]],
+        }
+    )
     df.to_parquet(tmp_path / "x.parquet")
     got = read_input(tmp_path / "x.parquet")
     assert [p.prompt_id for p in got.prompts] == ["a", "c"]
     assert [(p.row, p.line, p.id, p.field) for p in got.skipped] == [
-        (1, None, "b", "responses"), (3, None, "d", "logprobs")]
-    assert got.skipped[0].message() == ("row 1: field 'responses' is a null; make it the list of "
-                                        "the M sampled responses (strings)")
+        (1, None, "b", "responses"),
+        (3, None, "d", "logprobs"),
+    ]
+    assert got.skipped[0].message() == (
+        "row 1: field 'responses' is a null; make it the list of the M sampled responses (strings)"
+    )
 
 
 def test_parquet_gaps_in_an_integer_id_column_fall_back_to_the_row_number(tmp_path):
     pd.DataFrame({"id": [7, None, 9], "responses": [["1"], ["2"], ["3"]]}).to_parquet(
-        tmp_path / "x.parquet")  # pandas stores 7.0, NaN, 9.0
+        tmp_path / "x.parquet"
+    )  # pandas stores 7.0, NaN, 9.0
     got = read_input(tmp_path / "x.parquet")
     assert [p.prompt_id for p in got.prompts] == ["7.0", "1", "9.0"]
     with pytest.raises(ScoreInputError, match="row 1: no id \\(field 'id' is null\\)"):
@@ -369,8 +483,12 @@ def test_parquet_gaps_in_an_integer_id_column_fall_back_to_the_row_number(tmp_pa
 
 
 def test_lm_eval_file_with_bad_lines(tmp_path):
-    rows = [json.loads(x) for x in (EXAMPLES / "samples_triviaqa_2025-06-01T12-00-00.000000.jsonl")
-            .read_text().splitlines()]
+    rows = [
+        json.loads(x)
+        for x in (EXAMPLES / "samples_triviaqa_2025-06-01T12-00-00.000000.jsonl")
+        .read_text()
+        .splitlines()
+    ]
     del rows[2]["doc_id"]
     del rows[3]["resps"]
     text = "\n".join(json.dumps(r) for r in rows).splitlines()
@@ -383,17 +501,27 @@ def test_lm_eval_file_with_bad_lines(tmp_path):
     assert [(p.line, p.field, p.problem) for p in got.skipped] == [
         (2, None, "not valid JSON (Expecting value at column 27)"),
         (4, "doc_id", "no id (field 'doc_id' is missing)"),
-        (5, "resps", ("no 'resps' field (fields present: arguments, doc, doc_hash, doc_id, "
-                      "exact_match, filter, filtered_resps, metrics, prompt_hash, target, "
-                      "target_hash)"))]
+        (
+            5,
+            "resps",
+            (
+                "no 'resps' field (fields present: arguments, doc, doc_hash, doc_id, "
+                "exact_match, filter, filtered_resps, metrics, prompt_hash, target, "
+                "target_hash)"
+            ),
+        ),
+    ]
 
 
 def test_file_level_problems_stay_errors(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(line({"question": "q", "outputs_": ["a"]}) + b"{bad\n")
-    with pytest.raises(ScoreInputError, match=r"no responses field in any row \(looked for "
-                                              r"responses, samples, generations, outputs, "
-                                              r"completions\); fields present: outputs_, question"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"no responses field in any row \(looked for "
+        r"responses, samples, generations, outputs, "
+        r"completions\); fields present: outputs_, question",
+    ):
         read_input(path)
     path.write_bytes(good(0) + good(0))
     with pytest.raises(ScoreInputError, match="lines 1 and 2 share the id 'g0'"):
@@ -409,10 +537,12 @@ def test_no_good_row_lists_all_problems_next_to_out(tmp_path):
     out = tmp_path / "r.csv"
     res = cli(path, "--task", "reals", "--out", out)
     assert res.returncode == 2
-    assert res.stderr == (f"error: {path}: no row can be scored (3 of 3 rows have problems); the "
-                          "first: line 1: not valid JSON (Expecting property name enclosed in "
-                          "double quotes at column 2); each line must hold one complete JSON "
-                          f"object (JSON Lines) (all 3 problems in {tmp_path / 'r.skipped.jsonl'})\n")
+    assert res.stderr == (
+        f"error: {path}: no row can be scored (3 of 3 rows have problems); the "
+        "first: line 1: not valid JSON (Expecting property name enclosed in "
+        "double quotes at column 2); each line must hold one complete JSON "
+        f"object (JSON Lines) (all 3 problems in {tmp_path / 'r.skipped.jsonl'})\n"
+    )
     listed = pd.read_json(tmp_path / "r.skipped.jsonl", lines=True)
     assert listed["line"].tolist() == [1, 2, 3] and not out.exists()
 
@@ -440,10 +570,14 @@ def test_unwritable_out_is_reported_before_scoring(tmp_path):
     (tmp_path / "adir.parquet").mkdir()
     (tmp_path / "afile").write_text("x")
     cases = [
-        (tmp_path / "adir.parquet",
-         f"--out {tmp_path / 'adir.parquet'} is a directory; give a file name"),
-        (tmp_path / "afile" / "r.parquet",
-         f"--out {tmp_path / 'afile' / 'r.parquet'}: {tmp_path / 'afile'} is a file, not a directory"),
+        (
+            tmp_path / "adir.parquet",
+            f"--out {tmp_path / 'adir.parquet'} is a directory; give a file name",
+        ),
+        (
+            tmp_path / "afile" / "r.parquet",
+            f"--out {tmp_path / 'afile' / 'r.parquet'}: {tmp_path / 'afile'} is a file, not a directory",
+        ),
         ("/proc/score-out.parquet", "--out /proc/score-out.parquet: cannot write in /proc"),
         (tmp_path / "r.txt", "unknown suffix '.txt'; use .parquet, .jsonl or .csv"),
         (src, "is the input file; writing it would destroy the input"),
@@ -456,8 +590,10 @@ def test_unwritable_out_is_reported_before_scoring(tmp_path):
     assert _no_work_done(tmp_path, "adir.work", "r.work", "afile.work")
     res = cli(src, "--task", "reals", "--work-dir", tmp_path / "afile" / "w")
     assert res.returncode == 2
-    assert res.stderr == (f"error: --work-dir {tmp_path / 'afile' / 'w'}: {tmp_path / 'afile'} is "
-                          "a file, not a directory; choose another place\n")
+    assert res.stderr == (
+        f"error: --work-dir {tmp_path / 'afile' / 'w'}: {tmp_path / 'afile'} is "
+        "a file, not a directory; choose another place\n"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through directory permissions")
@@ -484,8 +620,14 @@ def test_no_traceback_for_any_bad_input(tmp_path):
             assert problem in res.stderr and res.stderr.count("\n") == 1, res.stderr
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_bytes(good(0) + b"".join(d for d, _, _ in BAD))
-    res = cli(mixed, "--task", "reals", "-q", "evaluation.n_bootstrap=10",
-              f"cache_dir={tmp_path / 'cache'}")
+    res = cli(
+        mixed,
+        "--task",
+        "reals",
+        "-q",
+        "evaluation.n_bootstrap=10",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
     assert res.returncode == 0, res.stderr
     assert f"skipped {len(BAD)} of {len(BAD) + 1} input rows" in res.stderr
 
@@ -497,16 +639,35 @@ def test_an_endpoint_outage_is_one_error_line_not_a_traceback(tmp_path):
     from openai_stand_in import FakeOpenAIServer
 
     path = tmp_path / "in.jsonl"
-    path.write_text(json.dumps({"id": "q", "question": "Which oceans border the USA?",
-                                "responses": ["Atlantic and Pacific", "Pacific"]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "q",
+                "question": "Which oceans border the USA?",
+                "responses": ["Atlantic and Pacific", "Pacific"],
+            }
+        )
+        + "\n"
+    )
     with FakeOpenAIServer() as server:
         server.state.faults = [503] * 50
-        res = cli(path, "--task", "sets", "--mapper", "llm",
-                  f"task.extractor.base_url={server.base_url}", "task.extractor.max_retries=0",
-                  f"cache_dir={tmp_path / 'cache'}", "--work-dir", tmp_path / "work")
+        res = cli(
+            path,
+            "--task",
+            "sets",
+            "--mapper",
+            "llm",
+            f"task.extractor.base_url={server.base_url}",
+            "task.extractor.max_retries=0",
+            f"cache_dir={tmp_path / 'cache'}",
+            "--work-dir",
+            tmp_path / "work",
+        )
     assert res.returncode == 2, res.stderr
     [error] = [x for x in res.stderr.splitlines() if x.startswith("error:")]
-    assert "calls to gpt-4.1-mini failed after retries" in error and "rerun once the endpoint" in error
+    assert (
+        "calls to gpt-4.1-mini failed after retries" in error and "rerun once the endpoint" in error
+    )
 
 
 def test_rows_with_nothing_to_clean_are_read_as_the_cleaning_walk_reads_them(tmp_path):
@@ -514,12 +675,22 @@ def test_rows_with_nothing_to_clean_are_read_as_the_cleaning_walk_reads_them(tmp
     # must equal the walked ones, with the walk still taken where there is something to clean
     from pipeline.scorer.readers import _Cleaner
 
-    rows = [{"id": "a", "question": "Primary colours?", "responses": ["red", "blue\u00e9 \U0001f600"],
-             "reference": [["red"], ["blue", "azure"]], "meta": {"k": [1, 2.5, None, True, 10 ** 30]}},
-            {"id": "b", "responses": ["\\ud800 is text, not an escape"], "reference": "x"}]
+    rows = [
+        {
+            "id": "a",
+            "question": "Primary colours?",
+            "responses": ["red", "blue\u00e9 \U0001f600"],
+            "reference": [["red"], ["blue", "azure"]],
+            "meta": {"k": [1, 2.5, None, True, 10**30]},
+        },
+        {"id": "b", "responses": ["\\ud800 is text, not an escape"], "reference": "x"},
+    ]
     path = tmp_path / "r.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"id": "c", "responses": '
-                    '["lone \\udc00"]}\n', encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"id": "c", "responses": '
+        '["lone \\udc00"]}\n',
+        encoding="utf-8",
+    )
     from pipeline.scorer.readers import read_rows
 
     replaced: dict = {}

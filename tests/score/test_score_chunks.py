@@ -64,8 +64,11 @@ def test_the_reader_holds_one_chunk(tmp_path, monkeypatch):
     path = _lines(tmp_path / "a.jsonl", [{"responses": [str(i)]} for i in range(100)])
     parsed = []
     real = readers._parse_line
-    monkeypatch.setattr(readers, "_parse_line", lambda raw, lineno, *a: (
-        parsed.append(lineno), real(raw, lineno, *a))[1])
+    monkeypatch.setattr(
+        readers,
+        "_parse_line",
+        lambda raw, lineno, *a: (parsed.append(lineno), real(raw, lineno, *a))[1],
+    )
     chunks = iter(InputChunks(path, chunk_rows=30))
     assert len(next(chunks)) == 30 and parsed == list(range(1, 31))
     assert [len(c) for c in chunks] == [30, 30, 10] and len(parsed) == 100
@@ -111,8 +114,9 @@ def test_a_usual_field_first_seen_in_a_later_chunk_makes_a_read_again(tmp_path, 
     """The whole file takes "responses" (the first usual name any row has): chunk 1, with only
     "samples", would have read those rows; `finish` says so, and `score` reads the file whole."""
     rows = [{"id": f"s{i}", "samples": ["France", "Spain"]} for i in range(3)]
-    rows += [{"id": f"r{i}", "responses": ["France", "Italy"], "reference": ["France"]}
-             for i in range(4)]
+    rows += [
+        {"id": f"r{i}", "responses": ["France", "Italy"], "reference": ["France"]} for i in range(4)
+    ]
     path = _lines(tmp_path / "f.jsonl", rows)
     whole = read_input(path)
     assert [p.prompt_id for p in whole.prompts] == ["r0", "r1", "r2", "r3"]
@@ -132,8 +136,16 @@ def test_optional_fields_first_seen_in_a_later_chunk_are_taken_there(tmp_path):
     """Log-probs, reference, question and id only from row 4 on: the first rows have them
     under no usual name, so a whole read gives them none either; no read again."""
     rows = [{"responses": ["a", "b"]} for _ in range(3)]
-    rows += [{"qid": f"q{i}", "query": f"Q{i}", "responses": ["a", "b"],
-              "sample_logprobs": [-1.0, -2.0], "answers": ["a"]} for i in range(5)]
+    rows += [
+        {
+            "qid": f"q{i}",
+            "query": f"Q{i}",
+            "responses": ["a", "b"],
+            "sample_logprobs": [-1.0, -2.0],
+            "answers": ["a"],
+        }
+        for i in range(5)
+    ]
     path = _lines(tmp_path / "o.jsonl", rows)
     whole, _ = _same_reading(path, 3)
     assert [p.prompt_id for p in whole.prompts] == ["0", "1", "2", *(f"q{i}" for i in range(5))]
@@ -151,13 +163,23 @@ def test_a_first_chunk_that_cannot_decide_reads_the_file_whole(tmp_path):
 
 
 def _lm_eval_rows(filters_of):
-    return [{"doc_id": i, "doc": {"question": f"q{i}"}, "target": "a", "filter": filters_of(i),
-             "resps": [["a", "b"]], "filtered_resps": ["a", "b"]} for i in range(8)]
+    return [
+        {
+            "doc_id": i,
+            "doc": {"question": f"q{i}"},
+            "target": "a",
+            "filter": filters_of(i),
+            "resps": [["a", "b"]],
+            "filtered_resps": ["a", "b"],
+        }
+        for i in range(8)
+    ]
 
 
 def test_lm_eval_filters_in_chunks(tmp_path, caplog):
-    both = _lines(tmp_path / "both.jsonl",
-                  _lm_eval_rows(lambda i: "strict" if i % 2 else "flexible"))
+    both = _lines(
+        tmp_path / "both.jsonl", _lm_eval_rows(lambda i: "strict" if i % 2 else "flexible")
+    )
     with caplog.at_level("WARNING"):
         whole, _ = _same_reading(both, 3)
     assert whole.format == "lm-eval" and len(whole.prompts) == 4
@@ -165,8 +187,9 @@ def test_lm_eval_filters_in_chunks(tmp_path, caplog):
     assert "holds 2 filters (flexible, strict)" in caplog.text
     named, _ = _same_reading(both, 3, fields=FieldNames(lm_eval_filter="strict"))
     assert [p.prompt_id for p in named.prompts] == ["1", "3", "5", "7"]
-    late = _lines(tmp_path / "late.jsonl",
-                  _lm_eval_rows(lambda i: "strict" if i >= 5 else "flexible"))
+    late = _lines(
+        tmp_path / "late.jsonl", _lm_eval_rows(lambda i: "strict" if i >= 5 else "flexible")
+    )
     reader = InputChunks(late, chunk_rows=3)
     with pytest.raises(ReadAgain):
         list(reader), reader.finish()
@@ -174,8 +197,7 @@ def test_lm_eval_filters_in_chunks(tmp_path, caplog):
 
 
 def test_parquet_and_data_in_memory_are_read_whole_and_handed_out_in_chunks(tmp_path):
-    frame = pd.DataFrame({"id": [f"q{i}" for i in range(5)],
-                          "responses": [["a", "b"]] * 5})
+    frame = pd.DataFrame({"id": [f"q{i}" for i in range(5)], "responses": [["a", "b"]] * 5})
     frame.to_parquet(tmp_path / "p.parquet")
     for source in (tmp_path / "p.parquet", frame):
         reader, chunks, got = _chunked(source, 2)
@@ -190,17 +212,24 @@ def test_a_chunked_score_with_bad_rows_writes_what_a_whole_one_writes(tmp_path, 
     outs = {}
     for name, part_prompts in (("whole", None), ("chunks", 6)):
         with pytest.warns(UserWarning, match="skipped 200 of 220"):
-            outs[name] = score(path, "reals", out=tmp_path / f"{name}.jsonl",
-                               overrides=overrides, part_prompts=part_prompts)
+            outs[name] = score(
+                path,
+                "reals",
+                out=tmp_path / f"{name}.jsonl",
+                overrides=overrides,
+                part_prompts=part_prompts,
+            )
     pd.testing.assert_frame_equal(outs["whole"], outs["chunks"])
     for key in ("skipped", "n_rows"):
         assert outs["whole"].attrs[key] == outs["chunks"].attrs[key], key
     for key in ("summary", "quality_summary"):  # records with NaN (constant risks here)
-        pd.testing.assert_frame_equal(pd.DataFrame(outs["whole"].attrs[key]),
-                                      pd.DataFrame(outs["chunks"].attrs[key]))
+        pd.testing.assert_frame_equal(
+            pd.DataFrame(outs["whole"].attrs[key]), pd.DataFrame(outs["chunks"].attrs[key])
+        )
     for suffix in ("jsonl", "skipped.jsonl", "summary.csv", "quality.csv"):
-        assert (tmp_path / f"whole.{suffix}").read_bytes() == \
-            (tmp_path / f"chunks.{suffix}").read_bytes(), suffix
+        assert (tmp_path / f"whole.{suffix}").read_bytes() == (
+            tmp_path / f"chunks.{suffix}"
+        ).read_bytes(), suffix
     # a part per chunk of 6 rows (non-blank lines) with a good row; chunks of bad rows only
     # make none
     good_lines = {p.line for p in read_input(path, validate=_numbers).prompts}

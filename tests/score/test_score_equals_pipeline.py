@@ -11,8 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.config import resolve_cell
-from pipeline.config import register_configs
+from pipeline.config import register_configs, resolve_cell
 from pipeline.data import load_dataset
 from pipeline.schema import ARTIFACTS
 from pipeline.scorer.run import METHOD_COLUMNS, score, summaries
@@ -42,22 +41,33 @@ def pipeline_run(tmp_path, dataset_name, samples, overrides):
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"dataset={dataset_name}",
-                                           "uq.estimators=[latent_entropy,bayes_risk]", *overrides])
+        cfg = compose(
+            "config",
+            overrides=[
+                f"dataset={dataset_name}",
+                "uq.estimators=[latent_entropy,bayes_risk]",
+                *overrides,
+            ],
+        )
     GlobalHydra.instance().clear()
     store = ArtifactStore(tmp_path / "cell")
     dataset = load_dataset(dataset_name, limit=4)
     empty = {n: pd.DataFrame(columns=list(ARTIFACTS[n])) for n in ("decodes", "ptrue")}
     for name, frame in (("dataset", dataset), ("samples", samples), *empty.items()):
-        store.write(name, frame, key="generated", extra={"producer": "hand-written (test)",
-                                                         "cell": resolve_cell(cfg).name})
+        store.write(
+            name,
+            frame,
+            key="generated",
+            extra={"producer": "hand-written (test)", "cell": resolve_cell(cfg).name},
+        )
     for name in ("map", "decide", "uq", "evaluate"):
         run_stage(name, resolve_cell(cfg), store)
     return dataset, store
 
 
-@pytest.mark.parametrize(("dataset_name", "task"), [("maqa_bundled", "sets"),
-                                                    ("triviaqa_bundled", "classes")])
+@pytest.mark.parametrize(
+    ("dataset_name", "task"), [("maqa_bundled", "sets"), ("triviaqa_bundled", "classes")]
+)
 def test_score_equals_the_pipeline_stages(tmp_path, overrides, dataset_name, task):
     rng = np.random.default_rng(7)
     dataset = load_dataset(dataset_name, limit=4)
@@ -65,16 +75,31 @@ def test_score_equals_the_pipeline_stages(tmp_path, overrides, dataset_name, tas
     for rec in dataset.itertuples():
         answers = [list(a) for a in rec.answers]
         texts = responses_for(answers, task, rng)
-        rows.append({"id": rec.prompt_id, "question": rec.question, "responses": texts,
-                     "reference": answers})
-        samples += [{"prompt_id": rec.prompt_id, "sample_idx": i, "text": t, "token_logprobs": [],
-                     "logprob": float("nan")} for i, t in enumerate(texts)]
+        rows.append(
+            {
+                "id": rec.prompt_id,
+                "question": rec.question,
+                "responses": texts,
+                "reference": answers,
+            }
+        )
+        samples += [
+            {
+                "prompt_id": rec.prompt_id,
+                "sample_idx": i,
+                "text": t,
+                "token_logprobs": [],
+                "logprob": float("nan"),
+            }
+            for i, t in enumerate(texts)
+        ]
     _, store = pipeline_run(tmp_path, dataset_name, pd.DataFrame(samples), overrides)
 
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
     df = score(path, task, overrides=overrides, out=tmp_path / "mine.parquet").set_index(
-        "prompt_id")
+        "prompt_id"
+    )
     written = pd.read_parquet(tmp_path / "mine.parquet").set_index("prompt_id")  # JSON actions
 
     decisions = store.read("decisions")
@@ -96,6 +121,7 @@ def test_score_equals_the_pipeline_stages(tmp_path, overrides, dataset_name, tas
         assert df.loc[r.prompt_id, f"quality_{METHOD_COLUMNS[r.method]}_{r.metric}"] == r.value
     scores = store.read("uq_scores")
     expected = scores[(scores["target"] == "bayes")].sort_values(["metric", "estimator"])
-    pd.testing.assert_frame_equal(summaries(df)[0].reset_index(drop=True),
-                                  expected.reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        summaries(df)[0].reset_index(drop=True), expected.reset_index(drop=True)
+    )
     assert df["bayes_risk"].notna().all() and (df["n_parsed"] == 8).all()

@@ -12,8 +12,14 @@ from pipeline.scorer.readers import ScoreInputError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "byo"
 ROWS = [json.loads(line) for line in (EXAMPLES / "sets.jsonl").read_text().splitlines()]
-KEEP = ["prompt_id", "bayes_action", "bayes_risk", "confidence", "latent_distribution",
-        "quality_bayes_f1"]
+KEEP = [
+    "prompt_id",
+    "bayes_action",
+    "bayes_risk",
+    "confidence",
+    "latent_distribution",
+    "quality_bayes_f1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +29,11 @@ def from_file(tmp_path_factory):
 
 @pytest.mark.parametrize("form", ["records", "dataframe", "path_str"])
 def test_every_form_gives_the_rows_of_the_file(from_file, form):
-    data = {"records": ROWS, "dataframe": pd.DataFrame(ROWS),
-            "path_str": str(EXAMPLES / "sets.jsonl")}[form]
+    data = {
+        "records": ROWS,
+        "dataframe": pd.DataFrame(ROWS),
+        "path_str": str(EXAMPLES / "sets.jsonl"),
+    }[form]
     got = pipeline.score(data, task="sets")
     pd.testing.assert_frame_equal(got[KEEP], from_file[KEEP])
     assert got.attrs["summary"] == from_file.attrs["summary"]
@@ -53,12 +62,15 @@ def test_a_bad_entry_is_skipped_and_listed_by_its_row():
     assert got.attrs["skipped"][0]["row"] == 1
 
 
-@pytest.mark.parametrize("data, message", [
-    ([], "is empty"),
-    ({"responses": ["a"]}, "one dict"),
-    ([{"responses": ["a"]}, ["a"]], "list of dict, list"),
-    (42, "int"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ([], "is empty"),
+        ({"responses": ["a"]}, "one dict"),
+        ([{"responses": ["a"]}, ["a"]], "list of dict, list"),
+        (42, "int"),
+    ],
+)
 def test_data_of_the_wrong_shape_is_refused_with_the_fix(data, message):
     with pytest.raises(ScoreInputError, match=message):
         pipeline.score(data, task="classes")
@@ -69,7 +81,9 @@ def test_pipeline_score_is_a_function_and_its_cli_file_refuses_an_import():
     import inspect
 
     assert inspect.isfunction(pipeline.score)
-    with pytest.raises(ImportError, match=r"pipeline.score is a function .* the scorer is pipeline.scorer"):
+    with pytest.raises(
+        ImportError, match=r"pipeline.score is a function .* the scorer is pipeline.scorer"
+    ):
         importlib.import_module("pipeline.score")  # would rebind the package attribute
     assert inspect.isfunction(pipeline.score)  # the failed import bound nothing
     got = pipeline.score([["a", "a", "b"]], task="classes")
@@ -85,8 +99,10 @@ def test_a_config_edited_between_two_calls_is_composed_again(tmp_path):
 
     task = tmp_path / "conf" / "task" / "mine.yaml"
     task.parent.mkdir(parents=True)
-    body = ("defaults:\n  - /schema/task@_here_\nname: mine\nspace: classes\nmapper: classes\n"
-            "reference: one_answer\nprompt: single_answer\nmetrics: [{}]\n")
+    body = (
+        "defaults:\n  - /schema/task@_here_\nname: mine\nspace: classes\nmapper: classes\n"
+        "reference: one_answer\nprompt: single_answer\nmetrics: [{}]\n"
+    )
     task.write_text(body.format("exact_match_error"))
     rows = [{"responses": ["Paris", "Paris", "Lyon"], "reference": "Paris"}]
     first = score_rows(rows, task="mine", config_dirs=[tmp_path / "conf"])
@@ -104,15 +120,22 @@ def test_the_api_requires_the_task_and_checks_options_before_any_request():
     import pipeline
     from pipeline.scorer.readers import ScoreInputError
 
-    with pytest.raises(ScoreInputError, match=r"score: task= is required, e.g. task='classes' "
-                                              r"\(tasks: classes, graphs, reals, sets"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"score: task= is required, e.g. task='classes' "
+        r"\(tasks: classes, graphs, reals, sets",
+    ):
         pipeline.score([["Paris", "Paris", "Lyon"]])
-    with pytest.raises(TypeError, match=r"score: unknown option\(s\) mapperr; the options are "
-                                        r"mapper, fmt"):
+    with pytest.raises(
+        TypeError,
+        match=r"score: unknown option\(s\) mapperr; the options are "
+        r"mapper, fmt",
+    ):
         pipeline.score([["Paris"]], task="classes", mapperr="rule")
     # nothing listens on port 9: a request would fail with a connection error, not these
     with pytest.raises(ScoreInputError, match="generate_and_score: task= is required"):
         pipeline.generate_and_score(["q"], model="m", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(TypeError, match=r"generate_and_score: unknown option\(s\) overides"):
-        pipeline.generate_and_score(["q"], task="sets", model="m",
-                                    base_url="http://127.0.0.1:9/v1", overides=["x=1"])
+        pipeline.generate_and_score(
+            ["q"], task="sets", model="m", base_url="http://127.0.0.1:9/v1", overides=["x=1"]
+        )

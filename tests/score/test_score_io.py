@@ -7,8 +7,14 @@ import sys
 import pandas as pd
 import pytest
 
+from pipeline.scorer.readers import (
+    FieldNames,
+    ScoreInputError,
+    parse_target,
+    read_input,
+    read_prompts,
+)
 from pipeline.scorer.run import reference_columns, score
-from pipeline.scorer.readers import FieldNames, ScoreInputError, parse_target, read_input, read_prompts
 
 from .conftest import EXAMPLES, LM_EVAL_FILE, REPO
 
@@ -34,19 +40,38 @@ def test_lm_eval_samples_mapping():
     first = prompts[0]
     assert first.prompt_id == "0"
     # question: doc["question"]; responses: resps[0], one string per repeat; reference: target
-    assert first.question == "Which American-born Sinclair won the Nobel Prize for Literature in 1930?"
-    assert first.responses == [" Sinclair Lewis", " Upton Sinclair", " Sinclair Lewis",
-                               " Sinclair Lewis", " Upton Sinclair"]
+    assert (
+        first.question == "Which American-born Sinclair won the Nobel Prize for Literature in 1930?"
+    )
+    assert first.responses == [
+        " Sinclair Lewis",
+        " Upton Sinclair",
+        " Sinclair Lewis",
+        " Sinclair Lewis",
+        " Upton Sinclair",
+    ]
     assert first.reference[:2] == ["Sinclair Lewis", "Lewis"]  # str(list) parsed back
     assert reference_columns("one_answer", first.reference, "0")["answers"] == [
-        ["Sinclair Lewis", "Lewis", "Harry Sinclair Lewis", "Harry Lewis", "Grace Hegger",
-         "Sinclair lewis"]]
+        [
+            "Sinclair Lewis",
+            "Lewis",
+            "Harry Sinclair Lewis",
+            "Harry Lewis",
+            "Grace Hegger",
+            "Sinclair lewis",
+        ]
+    ]
 
 
 def test_lm_eval_filtered_resps_and_other_fields():
-    prompts, _ = read_prompts(LM_EVAL_FILE, fields=FieldNames(
-        responses="filtered_resps", question="arguments.gen_args_0.arg_0",
-        reference="doc.answer.value"))
+    prompts, _ = read_prompts(
+        LM_EVAL_FILE,
+        fields=FieldNames(
+            responses="filtered_resps",
+            question="arguments.gen_args_0.arg_0",
+            reference="doc.answer.value",
+        ),
+    )
     assert prompts[1].responses == ["York"]  # take_first kept one repeat
     assert prompts[1].question == "Question: Where in England was Dame Judi Dench born?\nAnswer:"
     assert prompts[1].reference == "York"
@@ -82,8 +107,9 @@ def test_parquet_reader_matches_jsonl(tmp_path):
     a, _ = read_prompts(EXAMPLES / "reals.jsonl")
     b, fmt = read_prompts(tmp_path / "reals.parquet")
     assert fmt == "parquet"
-    assert [(p.prompt_id, p.question, p.responses, p.logprobs) for p in a] == \
-        [(p.prompt_id, p.question, p.responses, p.logprobs) for p in b]
+    assert [(p.prompt_id, p.question, p.responses, p.logprobs) for p in a] == [
+        (p.prompt_id, p.question, p.responses, p.logprobs) for p in b
+    ]
 
 
 # ---- errors: each names the problem and the fix
@@ -91,22 +117,31 @@ def test_parquet_reader_matches_jsonl(tmp_path):
 
 def test_missing_responses_field_lists_fields_present(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"question": "q", "answers_given": ["a"]}])
-    with pytest.raises(ScoreInputError, match=r"no responses field.*fields present: "
-                                              r"answers_given, question.*--responses-field"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"no responses field.*fields present: "
+        r"answers_given, question.*--responses-field",
+    ):
         read_prompts(path)
 
 
 def test_named_field_missing(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"question": "q", "responses": ["a"]}])
-    with pytest.raises(ScoreInputError, match=r"'outs' \(--responses-field\) is in no row; "
-                                              r"fields present: question, responses"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"'outs' \(--responses-field\) is in no row; "
+        r"fields present: question, responses",
+    ):
         read_prompts(path, fields=FieldNames(responses="outs"))
 
 
 def test_field_missing_in_a_later_row(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"responses": ["a"]}, {"text": ["b"]}])
-    with pytest.raises(ScoreInputError, match="line 2: no responses field 'responses' "
-                                              r"\(fields present: text\)"):
+    with pytest.raises(
+        ScoreInputError,
+        match="line 2: no responses field 'responses' "
+        r"\(fields present: text\)",
+    ):
         read_prompts(path)  # strict
     got = read_input(path)  # lenient: the good row is read, the bad one listed
     assert [p.responses for p in got.prompts] == [["a"]]
@@ -130,7 +165,9 @@ def test_unparseable_file(tmp_path):
 
 def test_responses_must_be_a_list(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"responses": "Paris"}])
-    with pytest.raises(ScoreInputError, match="line 1: field .responses. is one string; make it the list"):
+    with pytest.raises(
+        ScoreInputError, match="line 1: field .responses. is one string; make it the list"
+    ):
         read_prompts(path)
 
 
@@ -144,8 +181,9 @@ def test_logprobs_length_and_sign(tmp_path):
 
 
 def test_duplicate_ids(tmp_path):
-    path = write_jsonl(tmp_path / "x.jsonl", [{"id": 1, "responses": ["a"]},
-                                              {"id": 1, "responses": ["b"]}])
+    path = write_jsonl(
+        tmp_path / "x.jsonl", [{"id": 1, "responses": ["a"]}, {"id": 1, "responses": ["b"]}]
+    )
     with pytest.raises(ScoreInputError, match="lines 1 and 2 share the id '1'"):
         read_prompts(path)
     with pytest.raises(ScoreInputError, match="lines 1 and 2 share the id '1'"):
@@ -153,8 +191,11 @@ def test_duplicate_ids(tmp_path):
 
 
 def test_wrong_task_lists_valid_ones():
-    with pytest.raises(ScoreInputError, match=r"did you mean --task sets\? \(tasks: classes, "
-                                              r"graphs, reals, sets, sets_fbeta, simplex, sphere\)"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"did you mean --task sets\? \(tasks: classes, "
+        r"graphs, reals, sets, sets_fbeta, simplex, sphere\)",
+    ):
         score(EXAMPLES / "sets.jsonl", task="set")
 
 
@@ -171,12 +212,20 @@ def test_cli_errors_exit_2_without_traceback(tmp_path):
         (["--task", "sets", str(tmp_path / "e.jsonl")], "is empty"),
         (["--task", "bogus", str(EXAMPLES / "sets.jsonl")], "--task 'bogus' is not known"),
         (["--task", "sets", str(tmp_path / "missing.jsonl")], "does not exist"),
-        (["--task", "sets", "--responses-field", "outs", str(EXAMPLES / "sets.jsonl")],
-         "fields present: id, question, reference, responses"),
+        (
+            ["--task", "sets", "--responses-field", "outs", str(EXAMPLES / "sets.jsonl")],
+            "fields present: id, question, reference, responses",
+        ),
     ]
     for argv, message in cases:
-        res = subprocess.run([sys.executable, "-m", "pipeline.score", *argv], cwd=REPO,
-                             check=False, capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "pipeline.score", *argv],
+            cwd=REPO,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 2, res.stderr
         assert message in res.stderr
         assert "Traceback" not in res.stderr

@@ -15,8 +15,16 @@ from pipeline.scorer.run import score
 
 def _rows(n, label="Paris"):
     # 400 kB a row: the reader reads 1 MiB at a time, a change must land past what it holds
-    return [{"id": f"q{i}", "question": "Capital of France?", "reference": "Paris",
-             "responses": [label, label, "Lyon"], "note": "x" * 400_000} for i in range(n)]
+    return [
+        {
+            "id": f"q{i}",
+            "question": "Capital of France?",
+            "reference": "Paris",
+            "responses": [label, label, "Lyon"],
+            "note": "x" * 400_000,
+        }
+        for i in range(n)
+    ]
 
 
 def _write(path, rows):
@@ -71,8 +79,15 @@ def test_no_stale_part_after_a_refused_read(tmp_path, monkeypatch):
 
 
 def _small(path, n=4, label="Paris"):
-    rows = [{"id": f"q{i}", "question": "Capital of France?", "reference": "Paris",
-             "responses": [label, label, "Lyon"]} for i in range(n)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": "Capital of France?",
+            "reference": "Paris",
+            "responses": [label, label, "Lyon"],
+        }
+        for i in range(n)
+    ]
     return _write(path, rows)
 
 
@@ -101,16 +116,21 @@ def small_disk(tmp_path):
 
     folder = tmp_path / "disk"
     folder.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs (needs root): {done.stderr.strip()}")
     yield folder
     subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-def test_a_full_disk_at_any_write_of_the_scorer_is_one_line_and_exit_2(tmp_path, small_disk,
-                                                                     monkeypatch, capsys):
+def test_a_full_disk_at_any_write_of_the_scorer_is_one_line_and_exit_2(
+    tmp_path, small_disk, monkeypatch, capsys
+):
     """--out and the work folder on a real tmpfs filled to leave 0 B ... 400 kB, so that each
     of the scorer's writes (input artifacts, parts, stages, rows, summaries, lock) is the one
     that fails: one `error:` line naming the full disk, exit 2, no temporary file left; with
@@ -151,23 +171,31 @@ def _scorer(*args):
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-m", "pipeline.score", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                            start_new_session=True)  # its own group: a group signal stays there
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.score", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        start_new_session=True,
+    )  # its own group: a group signal stays there
 
 
 def test_three_scorers_on_one_work_folder_all_succeed_with_the_same_rows(tmp_path):
     """The others wait for the first's lock, then find its artifacts current."""
     data = _small(tmp_path / "in.jsonl", n=300)
     work = tmp_path / "work"
-    procs = [_scorer(data, "--task", "sets", "--work-dir", work, "--out",
-                     tmp_path / f"out{i}.parquet") for i in range(3)]
+    procs = [
+        _scorer(data, "--task", "sets", "--work-dir", work, "--out", tmp_path / f"out{i}.parquet")
+        for i in range(3)
+    ]
     logs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], logs
     for i in (1, 2):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out0.parquet"),
-                                      pd.read_parquet(tmp_path / f"out{i}.parquet"))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "out0.parquet"),
+            pd.read_parquet(tmp_path / f"out{i}.parquet"),
+        )
 
 
 def test_sigterm_stops_the_scorer_in_one_line_with_exit_75_and_the_rerun_resumes(tmp_path):
@@ -189,7 +217,8 @@ def test_sigterm_stops_the_scorer_in_one_line_with_exit_75_and_the_rerun_resumes
     assert "Traceback" not in logs
     assert [line for line in logs.splitlines() if "stopped cleanly" in line] == [
         "error: stopped by SIGTERM: stopped cleanly (finished parts are kept; --out is whole: "
-        "the previous one or this run's); rerun the same command to resume"]
+        "the previous one or this run's); rerun the same command to resume"
+    ]
     assert not out.exists() and list(work.rglob("*.tmp")) == []
     again = _scorer(data, "--task", "classes", "--work-dir", work, "--out", out)
     assert again.wait(timeout=300) == 0
@@ -205,8 +234,12 @@ def test_a_killed_runs_temporary_files_are_dropped_by_the_next_run(tmp_path):
     import sys
 
     out = tmp_path / "res.parquet"
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     stale = tmp_path / f".res.parquet.{gone}.tmp"
     live = tmp_path / f".res.parquet.{os.getppid()}.tmp"
     stale.write_bytes(b"half a file")
@@ -215,8 +248,9 @@ def test_a_killed_runs_temporary_files_are_dropped_by_the_next_run(tmp_path):
     assert not stale.exists() and live.exists() and len(pd.read_parquet(out)) == 4
 
 
-def test_a_parquet_changed_while_the_library_reads_it_is_scored_from_one_snapshot(tmp_path,
-                                                                                 monkeypatch):
+def test_a_parquet_changed_while_the_library_reads_it_is_scored_from_one_snapshot(
+    tmp_path, monkeypatch
+):
     """A parquet input (read whole) changed in place while pyarrow reads it, then restored
     with its modification time: the rows scored are those of the bytes the key was made from,
     so the run and a rerun agree with a fresh scoring of the file."""
@@ -249,9 +283,19 @@ def test_a_parquet_changed_while_the_library_reads_it_is_scored_from_one_snapsho
 
 
 def _parts_file(path, n=4500):
-    path.write_text("".join(json.dumps({"id": f"q{i}", "reference": "Paris",
-                                        "responses": ["Paris", "Lyon", "Paris"][: 2 + i % 2]})
-                            + "\n" for i in range(n)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "reference": "Paris",
+                    "responses": ["Paris", "Lyon", "Paris"][: 2 + i % 2],
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
+    )
     return path
 
 
@@ -275,11 +319,12 @@ def test_a_stopped_scorer_in_parts_exits_75_without_tracebacks_a_second_signal_t
     data = _parts_file(tmp_path / "in.jsonl")
     for sig, twice in ((signal.SIGINT, False), (signal.SIGTERM, True)):
         work = tmp_path / f"work-{sig}"
-        proc = _scorer(data, "--task", "classes", "--work-dir", work, "--out",
-                       tmp_path / f"out-{sig}.parquet")
+        proc = _scorer(
+            data, "--task", "classes", "--work-dir", work, "--out", tmp_path / f"out-{sig}.parquet"
+        )
         proc_group = os.getpgid(proc.pid)
         _wait_for(proc, lambda w=work: list(w.rglob("part-00000/prompts.pkl")))
-        if sig == signal.SIGINT:
+        if not twice:
             os.killpg(proc_group, sig)  # a terminal's Ctrl-C: the workers get it too
         else:
             proc.send_signal(sig)
@@ -300,8 +345,9 @@ def test_a_killed_scorers_workers_die_with_it(tmp_path):
 
     psutil = pytest.importorskip("psutil")
     data = _parts_file(tmp_path / "in.jsonl")
-    proc = _scorer(data, "--task", "classes", "--work-dir", tmp_path / "w", "--out",
-                   tmp_path / "out.parquet")
+    proc = _scorer(
+        data, "--task", "classes", "--work-dir", tmp_path / "w", "--out", tmp_path / "out.parquet"
+    )
     parent = psutil.Process(proc.pid)
     _wait_for(proc, lambda: len(parent.children()) >= 1)
     workers = parent.children()
@@ -314,7 +360,8 @@ def test_a_killed_scorers_workers_die_with_it(tmp_path):
 
 
 def test_a_full_disk_while_the_report_is_written_is_one_line_and_no_truncated_figure(
-        tmp_path, small_disk, capsys):
+    tmp_path, small_disk, capsys
+):
     """--report on a full disk: matplotlib's pdf writer failed with a 2-traceback page (exit 1)
     and left a truncated pdf; the figures are now drawn in memory and written whole."""
     import shutil
@@ -334,7 +381,8 @@ def test_a_full_disk_while_the_report_is_written_is_one_line_and_no_truncated_fi
         if rc == 2:
             refused += 1
             assert [x for x in err.splitlines() if x.startswith("error:")][0].startswith(
-                f"error: --report {report}: writing"), err
+                f"error: --report {report}: writing"
+            ), err
             assert "no space left" in err
         for pdf in report.glob("*.pdf"):  # every figure written is whole
             assert pdf.read_bytes().rstrip().endswith(b"%%EOF"), pdf

@@ -36,10 +36,19 @@ def proxy(vllm, tmp_path_factory):
     from pipeline.serve.settings import ServeSettings
 
     port = free_port()
-    settings = ServeSettings(upstream=vllm[0], port=port, n=8, max_tokens=256, timeout=300,
-                             access_log=str(tmp_path_factory.mktemp("serve") / "access.jsonl"))
-    server = uvicorn.Server(uvicorn.Config(build_app(settings, proxy_key=""), port=port,
-                                           log_level="warning", access_log=False))
+    settings = ServeSettings(
+        upstream=vllm[0],
+        port=port,
+        n=8,
+        max_tokens=256,
+        timeout=300,
+        access_log=str(tmp_path_factory.mktemp("serve") / "access.jsonl"),
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_app(settings, proxy_key=""), port=port, log_level="warning", access_log=False
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
@@ -56,15 +65,22 @@ def proxy(vllm, tmp_path_factory):
 
 
 @needs_vllm_venv
-@pytest.mark.parametrize("task, question", [
-    ("sets", "Name the primary colors."),
-    ("classes", "What is the capital of France?"),
-])
+@pytest.mark.parametrize(
+    "task, question",
+    [
+        ("sets", "Name the primary colors."),
+        ("classes", "What is the capital of France?"),
+    ],
+)
 def test_a_bayes_answer_through_serve_from_vllm(proxy, vllm, task, question):
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
     resp = client.chat.completions.create(
-        model=f"{HUB_ID}:{task}", messages=[{"role": "user", "content": question}],
-        max_tokens=256, seed=1, extra_body={"task_prompt": True, "samples": 8})
+        model=f"{HUB_ID}:{task}",
+        messages=[{"role": "user", "content": question}],
+        max_tokens=256,
+        seed=1,
+        extra_body={"task_prompt": True, "samples": 8},
+    )
     ext = resp.model_extra["task_aware"]
     assert resp.choices[0].finish_reason == "stop" and ext["task"] == task
     assert ext["n"] == 8 and ext["n_parsed"] > 0
@@ -72,8 +88,11 @@ def test_a_bayes_answer_through_serve_from_vllm(proxy, vllm, task, question):
     assert resp.choices[0].message.content == ext["answer"] != ""
     assert all(s["logprob"] is not None and s["logprob"] <= 0 for s in ext["samples"])
     assert not server_errors(vllm[1])
-    REPORT[f"{task}: answer, risk, confidence"] = (ext["answer"], ext["bayes_risk"],
-                                                   ext["confidence"])
+    REPORT[f"{task}: answer, risk, confidence"] = (
+        ext["answer"],
+        ext["bayes_risk"],
+        ext["confidence"],
+    )
 
 
 @needs_vllm_venv
@@ -83,20 +102,30 @@ def test_truncated_samples_abstain_with_a_low_confidence(proxy, vllm):
     null, `refusal`, finish_reason "length") and LangChain (additional_kwargs["refusal"])."""
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
     resp = client.chat.completions.create(
-        model=f"{HUB_ID}:sets", messages=[{"role": "user", "content": "Name the primary colors."}],
-        max_tokens=2, extra_body={"task_prompt": True, "samples": 8})
+        model=f"{HUB_ID}:sets",
+        messages=[{"role": "user", "content": "Name the primary colors."}],
+        max_tokens=2,
+        extra_body={"task_prompt": True, "samples": 8},
+    )
     ext, choice = resp.model_extra["task_aware"], resp.choices[0]
     assert ext["n_truncated"] >= 6, ext["samples"]
     assert choice.message.content is None and choice.message.refusal.startswith("abstains")
     assert choice.finish_reason == "length" and ext["confidence"] <= 0.25
-    REPORT["truncated (max_tokens=2): refusal, confidence"] = (choice.message.refusal,
-                                                               ext["confidence"])
+    REPORT["truncated (max_tokens=2): refusal, confidence"] = (
+        choice.message.refusal,
+        ext["confidence"],
+    )
     import langchain_openai  # the dev extra
 
-    chat = langchain_openai.ChatOpenAI(model=f"{HUB_ID}:sets", base_url=proxy + "/v1",
-                                       api_key="unused", max_tokens=2, max_retries=0,
-                                       timeout=300,
-                                       extra_body={"task_prompt": True, "samples": 8})
+    chat = langchain_openai.ChatOpenAI(
+        model=f"{HUB_ID}:sets",
+        base_url=proxy + "/v1",
+        api_key="unused",
+        max_tokens=2,
+        max_retries=0,
+        timeout=300,
+        extra_body={"task_prompt": True, "samples": 8},
+    )
     message = chat.invoke("Name the primary colors.")
     assert message.content == "" and message.additional_kwargs["refusal"].startswith("abstains")
 
@@ -113,30 +142,50 @@ def test_every_client_reads_the_risk(proxy, vllm):
     fields = {"max_tokens": 64, "seed": 3, "extra_body": {"task_prompt": True, "samples": 6}}
 
     async def ask():
-        client = openai.AsyncOpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0,
-                                    timeout=300)
-        return await asyncio.gather(*(client.chat.completions.create(
-            model=f"{HUB_ID}:classes", messages=question, **fields) for _ in range(2)))
+        client = openai.AsyncOpenAI(
+            base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300
+        )
+        return await asyncio.gather(
+            *(
+                client.chat.completions.create(
+                    model=f"{HUB_ID}:classes", messages=question, **fields
+                )
+                for _ in range(2)
+            )
+        )
 
     for resp in asyncio.run(ask()):
         assert resp.model_extra["task_aware"]["bayes_risk"] is not None
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
-    chunks = list(client.chat.completions.create(model=f"{HUB_ID}:classes", messages=question,
-                                                 stream=True, **fields))
+    chunks = list(
+        client.chat.completions.create(
+            model=f"{HUB_ID}:classes", messages=question, stream=True, **fields
+        )
+    )
     last = [c for c in chunks if c.choices][-1]
     risk = last.model_extra["task_aware"]["bayes_risk"]
     assert risk is not None and last.choices[0].finish_reason in ("stop", "length")
-    chat = langchain_openai.ChatOpenAI(model=f"{HUB_ID}:classes", base_url=proxy + "/v1",
-                                       api_key="unused", max_retries=0, timeout=300,
-                                       max_tokens=64, seed=3, include_response_headers=True,
-                                       extra_body={"task_prompt": True, "samples": 6})
+    chat = langchain_openai.ChatOpenAI(
+        model=f"{HUB_ID}:classes",
+        base_url=proxy + "/v1",
+        api_key="unused",
+        max_retries=0,
+        timeout=300,
+        max_tokens=64,
+        seed=3,
+        include_response_headers=True,
+        extra_body={"task_prompt": True, "samples": 6},
+    )
     message = chat.invoke("What is the capital of France?")
     assert float(message.response_metadata["headers"]["x-taskaware-bayes-risk"]) >= 0
     assert len(chat.batch(["What is the capital of France?"] * 2)) == 2
-    assert "".join(c.content for c in chat.stream("What is the capital of France?")) \
-        == message.content
-    REPORT["clients: streamed answer, risk"] = ("".join(
-        c.choices[0].delta.content or "" for c in chunks if c.choices), risk)
+    assert (
+        "".join(c.content for c in chat.stream("What is the capital of France?")) == message.content
+    )
+    REPORT["clients: streamed answer, risk"] = (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices),
+        risk,
+    )
 
 
 @needs_vllm_venv
@@ -148,11 +197,24 @@ def test_the_proxy_overhead_over_vllm_alone(proxy, vllm):
     served = openai.OpenAI(base_url=proxy + "/v1", api_key="unused", max_retries=0, timeout=300)
     times: dict[str, list[float]] = {"vllm": [], "serve": []}
     for i in range(6):
-        for name, call in (("vllm", lambda s: direct.chat.completions.create(
-                model=HUB_ID, messages=message, n=8, max_tokens=16, seed=s, logprobs=True)),
-                           ("serve", lambda s: served.chat.completions.create(
-                model=f"{HUB_ID}:classes", messages=message, max_tokens=16, seed=s,
-                extra_body={"samples": 8}))):
+        for name, call in (
+            (
+                "vllm",
+                lambda s: direct.chat.completions.create(
+                    model=HUB_ID, messages=message, n=8, max_tokens=16, seed=s, logprobs=True
+                ),
+            ),
+            (
+                "serve",
+                lambda s: served.chat.completions.create(
+                    model=f"{HUB_ID}:classes",
+                    messages=message,
+                    max_tokens=16,
+                    seed=s,
+                    extra_body={"samples": 8},
+                ),
+            ),
+        ):
             started = time.perf_counter()
             call(100 + i)
             if i:  # the first round warms both up
@@ -160,5 +222,6 @@ def test_the_proxy_overhead_over_vllm_alone(proxy, vllm):
     medians = {k: statistics.median(v) for k, v in times.items()}
     REPORT["overhead vs vLLM, n=8, 16 tokens (median ms)"] = {
         **{k: round(v, 1) for k, v in medians.items()},
-        "overhead": round(medians["serve"] - medians["vllm"], 1)}
+        "overhead": round(medians["serve"] - medians["vllm"], 1),
+    }
     assert medians["serve"] > 0

@@ -30,8 +30,17 @@ def test_the_serve_extra_of_the_wheel_answers_the_openai_client(wheel, tmp_path)
         pytest.skip("needs Python 3.12 and uv (the dev extra)")
     venv = tmp_path / "venv"
     _ok([uv(), "venv", "-q", "-p", python, str(venv)])
-    _ok([uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-         f"task-aware-pipeline[serve] @ {wheel.as_uri()}"])
+    _ok(
+        [
+            uv(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            f"task-aware-pipeline[serve] @ {wheel.as_uri()}",
+        ]
+    )
     listed = _ok([uv(), "pip", "list", "--format=json", "--python", str(venv / "bin" / "python")])
     names = {p["name"].lower() for p in json.loads(listed.stdout)}
     assert {"fastapi", "uvicorn"} <= names and "torch" not in names
@@ -45,15 +54,30 @@ def test_the_serve_extra_of_the_wheel_answers_the_openai_client(wheel, tmp_path)
         upstream.state.served_models = ["stand-in"]
         port = free_port()
         process = subprocess.Popen(
-            [str(venv / "bin" / "taskaware"), "serve", "--upstream", upstream.base_url,
-             "--port", str(port), "--n", "5", "--log-level", "warning"],
-            cwd=elsewhere, env=env, stderr=subprocess.PIPE, text=True)
+            [
+                str(venv / "bin" / "taskaware"),
+                "serve",
+                "--upstream",
+                upstream.base_url,
+                "--port",
+                str(port),
+                "--n",
+                "5",
+                "--log-level",
+                "warning",
+            ],
+            cwd=elsewhere,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             wait_listening(url, process, limit=120)
             client = openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0, timeout=60)
             answer = client.chat.completions.create(
-                model="stand-in:sets", messages=[{"role": "user", "content": QUESTION["sets"]}])
+                model="stand-in:sets", messages=[{"role": "user", "content": QUESTION["sets"]}]
+            )
             ext = answer.model_extra["task_aware"]
             # samples: "Paris and Lyon", "Paris", "Paris, Lyon", "Nice", "Paris and Nice":
             # paris 4/5, lyon 2/5, nice 2/5 -> {paris}; risk 1/5 + 2/5 + 2/5

@@ -18,10 +18,14 @@ def test_every_declared_extraction_is_registered():
 
 def test_the_prompted_extractions_send_the_papers_prompts():
     q, a = "Which oceans border the USA?", "The Pacific\u200b and the Atlantic."
-    assert EXTRACTIONS["answer_set"].prompt(q, a) == extraction_prompt("answer_set", q, a) == \
-        prompts.set_extraction_prompt(q, "The Pacific and the Atlantic.")
+    assert (
+        EXTRACTIONS["answer_set"].prompt(q, a)
+        == extraction_prompt("answer_set", q, a)
+        == prompts.set_extraction_prompt(q, "The Pacific and the Atlantic.")
+    )
     assert EXTRACTIONS["answer_distribution"].prompt(q, a) == prompts.simplex_extraction_prompt(
-        q, "The Pacific and the Atlantic.")  # the restored example, as the plan counted it
+        q, "The Pacific and the Atlantic."
+    )  # the restored example, as the plan counted it
 
 
 def test_kggen_writes_its_own_prompts_in_its_own_environment(monkeypatch, tmp_path):

@@ -28,20 +28,37 @@ def test_every_built_in_task_is_a_folder_with_its_config_and_space():
         assert cfg.task.name == name
         # the space is the folder's own; the parts are registered by a task folder's task.py
         assert space_class(cfg.task.space).__module__ == f"pipeline.tasks.{name}.space"
-        for part in (MAPPERS[cfg.task.mapper].build, REFERENCES[cfg.task.reference].check,
-                     *(METRICS[m].fn or METRICS[m].scorer for m in cfg.task.metrics)):
+        for part in (
+            MAPPERS[cfg.task.mapper].build,
+            REFERENCES[cfg.task.reference].check,
+            *(METRICS[m].fn or METRICS[m].scorer for m in cfg.task.metrics),
+        ):
             assert part.__module__.startswith("pipeline.tasks."), (name, part)
 
 
 def test_a_space_imports_alone_and_pipeline_latent_keeps_its_public_names():
-    code = ("import sys; import pipeline.tasks.sets_fbeta.space as s; "
-            "print(sorted(m.split('.')[0] if not m.startswith('pipeline') else m "
-            "for m in sys.modules if m.startswith(('pipeline', 'pandas', 'torch', 'omegaconf'))))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code = (
+        "import sys; import pipeline.tasks.sets_fbeta.space as s; "
+        "print(sorted(m.split('.')[0] if not m.startswith('pipeline') else m "
+        "for m in sys.modules if m.startswith(('pipeline', 'pandas', 'torch', 'omegaconf'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert eval(loaded.stdout) == [  # numpy only: no mapping, data, pandas or config code
-        "pipeline", "pipeline.api", "pipeline.errors", "pipeline.latent", "pipeline.latent.base",
-        "pipeline.latent.codec", "pipeline.registry", "pipeline.tasks", "pipeline.tasks.sets",
-        "pipeline.tasks.sets.space", "pipeline.tasks.sets_fbeta", "pipeline.tasks.sets_fbeta.space"]
+        "pipeline",
+        "pipeline.api",
+        "pipeline.errors",
+        "pipeline.latent",
+        "pipeline.latent.base",
+        "pipeline.latent.codec",
+        "pipeline.registry",
+        "pipeline.tasks",
+        "pipeline.tasks.sets",
+        "pipeline.tasks.sets.space",
+        "pipeline.tasks.sets_fbeta",
+        "pipeline.tasks.sets_fbeta.space",
+    ]
 
     from pipeline import latent
     from pipeline.tasks.sets.space import SetSpace
@@ -50,15 +67,22 @@ def test_a_space_imports_alone_and_pipeline_latent_keeps_its_public_names():
     assert latent.SetSpace is SetSpace and latent.sphere_bayes_batch is sphere_bayes_batch
     for name in latent.__all__:
         assert getattr(latent, name) is not None, name
-    assert latent.available_spaces() == ["classes", "graphs", "reals", "sets", "sets-fbeta",
-                                         "simplex", "sphere"]
+    assert latent.available_spaces() == [
+        "classes",
+        "graphs",
+        "reals",
+        "sets",
+        "sets-fbeta",
+        "simplex",
+        "sphere",
+    ]
     with pytest.raises(AttributeError, match="no attribute 'TreeSpace'"):
         latent.TreeSpace  # noqa: B018
 
 
 # A plugin task on a clock of `period` hours: the space, the mapper and the metric each read
 # `period` from task.options; the metric computes d_T through the space it is handed.
-PLUGIN = '''
+PLUGIN = """
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,7 +139,7 @@ seen = []
 MAPPERS.add("ticks", Mapper(build, Period), replace=True)
 METRICS.add("ticks_off", Metric("Ticks off", higher_is_better=False, fn=ticks_off, Config=Period),
             replace=True)
-'''
+"""
 
 
 @pytest.fixture
@@ -125,7 +149,8 @@ def ticks(tmp_path, monkeypatch):
     (tmp_path / "conf" / "task").mkdir(parents=True)
     (tmp_path / "conf" / "task" / "ticks.yaml").write_text(
         "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
-        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n"
+    )
     yield tmp_path
     sys.modules.pop("ticksplugin", None)
 
@@ -133,9 +158,17 @@ def ticks(tmp_path, monkeypatch):
 def _score(tmp_path, *overrides):
     from pipeline.scorer.run import score
 
-    rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"], "reference": "23"}]
-    return score(rows, task="ticks", plugins=["ticksplugin"], config_dirs=[tmp_path / "conf"],
-                 work_dir=tmp_path / "work", overrides=list(overrides))
+    rows = [
+        {"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"], "reference": "23"}
+    ]
+    return score(
+        rows,
+        task="ticks",
+        plugins=["ticksplugin"],
+        config_dirs=[tmp_path / "conf"],
+        work_dir=tmp_path / "work",
+        overrides=list(overrides),
+    )
 
 
 def circular(a, b, period):  # the clock distance, written again for the check
@@ -146,8 +179,12 @@ def test_task_options_reach_the_space_the_mapper_and_the_metric(ticks):
     out = _score(ticks)
     # period 12: 13 -> 1, so the latents are [1, 1, 11]; the Bayes action 1 (risk 2/3 on the
     # 12-hour clock, 10/3 had the space kept its default of 24)
-    assert out["bayes_risk"].tolist() == [pytest.approx(sum(circular(1, b, 12) for b in (1, 1, 11)) / 3)]
-    assert out["quality_bayes_ticks_off"].tolist() == [circular(1, 23 % 12, 12)]  # d_T via ref.space
+    assert out["bayes_risk"].tolist() == [
+        pytest.approx(sum(circular(1, b, 12) for b in (1, 1, 11)) / 3)
+    ]
+    assert out["quality_bayes_ticks_off"].tolist() == [
+        circular(1, 23 % 12, 12)
+    ]  # d_T via ref.space
     assert sys.modules["ticksplugin"].seen[-1] == (12, 12)  # the mapper's setting and its space
     # an option is in the map stage's key: changed in the same work folder, new latents
     out = _score(ticks, "task.options.period=24")
@@ -159,10 +196,15 @@ def test_task_options_reach_the_space_the_mapper_and_the_metric(ticks):
 def test_a_task_option_no_part_reads_or_set_twice_is_refused(ticks):
     from pipeline.scorer.run import ScoreInputError
 
-    with pytest.raises(ScoreInputError, match=r"task.options.perod: no part of task ticks reads it"):
+    with pytest.raises(
+        ScoreInputError, match=r"task.options.perod: no part of task ticks reads it"
+    ):
         _score(ticks, "+task.options.perod=3")
-    with pytest.raises(ScoreInputError, match=r"mappers.ticks.period=5 and task.options.period=12: "
-                                              r"set it once, as task.options.period"):
+    with pytest.raises(
+        ScoreInputError,
+        match=r"mappers.ticks.period=5 and task.options.period=12: "
+        r"set it once, as task.options.period",
+    ):
         _score(ticks, "++mappers.ticks.period=5")
 
 
@@ -183,26 +225,44 @@ def test_a_plugin_task_is_one_folder_like_a_built_in_one(tmp_path, monkeypatch):
     source = textwrap.dedent(PLUGIN)
     split = source.index("@dataclass\nclass Period")
     (folder / "space.py").write_text(source[:split])  # the space, then the parts using it
-    (folder / "task.py").write_text("from dataclasses import dataclass\n\n"
-                                    "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n"
-                                    + source[split:])
+    (folder / "task.py").write_text(
+        "from dataclasses import dataclass\n\n"
+        "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n" + source[split:]
+    )
     (folder / "__init__.py").write_text("from . import space, task  # noqa: F401\n")
     (folder / "task.yaml").write_text(
         "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
-        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert config_source(tmp_path / "my_tasks") == f"taskfolders://{tmp_path / 'my_tasks'}"
     try:
-        rows = [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
-                 "reference": "23"}]
-        out = score(rows, task="ticks", plugins=["my_tasks.ticks"],
-                    config_dirs=[tmp_path / "my_tasks"], work_dir=tmp_path / "work")
+        rows = [
+            {
+                "id": "q0",
+                "question": "Which hour?",
+                "responses": ["13", "1", "11"],
+                "reference": "23",
+            }
+        ]
+        out = score(
+            rows,
+            task="ticks",
+            plugins=["my_tasks.ticks"],
+            config_dirs=[tmp_path / "my_tasks"],
+            work_dir=tmp_path / "work",
+        )
         assert out["quality_bayes_ticks_off"].tolist() == [circular(1, 23 % 12, 12)]
         # the command line's form: the folder on Hydra's search path
         register_configs()
         with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-            cfg = compose("config", overrides=[
-                f"hydra.searchpath=[{config_source(tmp_path / 'my_tasks')}]", "task=ticks"])
+            cfg = compose(
+                "config",
+                overrides=[
+                    f"hydra.searchpath=[{config_source(tmp_path / 'my_tasks')}]",
+                    "task=ticks",
+                ],
+            )
         assert cfg.task.options.period == 12 and cfg.task.space == "ticks"
     finally:
         for name in [m for m in sys.modules if m.startswith("my_tasks")]:
@@ -213,10 +273,12 @@ def _ticks_folder(folder, tmp_path, monkeypatch) -> list[dict]:
     """The ticks task's task.yaml in `folder`, `tmp_path` importable: the rows to score."""
     (folder / "task.yaml").write_text(
         "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
-        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    return [{"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"],
-             "reference": "23"}]
+    return [
+        {"id": "q0", "question": "Which hour?", "responses": ["13", "1", "11"], "reference": "23"}
+    ]
 
 
 def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, monkeypatch):
@@ -233,11 +295,17 @@ def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, 
     split, metric = source.index("@dataclass\nclass Period"), source.index("def ticks_off")
     head = "from dataclasses import dataclass\n\nfrom pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n"
     (folder / "space.py").write_text(source[:split])
-    (folder / "task.py").write_text(head + source[split:metric] + "\nseen = []\n"
-                                    "MAPPERS.add('ticks', Mapper(build, Period), replace=True)\n")
-    metric_src = (head + "from .task import Period\n\n\n" + source[metric:source.index("\n\nseen")]
-                  + "\n\n\nMETRICS.add('ticks_off', Metric('Ticks off', higher_is_better=False, "
-                  "fn=ticks_off, Config=Period), replace=True)\n")
+    (folder / "task.py").write_text(
+        head + source[split:metric] + "\nseen = []\n"
+        "MAPPERS.add('ticks', Mapper(build, Period), replace=True)\n"
+    )
+    metric_src = (
+        head
+        + "from .task import Period\n\n\n"
+        + source[metric : source.index("\n\nseen")]
+        + "\n\n\nMETRICS.add('ticks_off', Metric('Ticks off', higher_is_better=False, "
+        "fn=ticks_off, Config=Period), replace=True)\n"
+    )
     (folder / "metric.py").write_text(metric_src)
     (folder / "__init__.py").write_text("from . import metric, space, task  # noqa: F401\n")
     rows = _ticks_folder(folder, tmp_path, monkeypatch)
@@ -246,8 +314,13 @@ def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, 
     def run():
         for name in [m for m in sys.modules if m.startswith("my_tasks")]:
             sys.modules.pop(name)  # as a new process would: the edited files are imported
-        out = score(rows, task="ticks", plugins=["my_tasks.ticks"],
-                    config_dirs=[tmp_path / "my_tasks"], work_dir=tmp_path / "work")
+        out = score(
+            rows,
+            task="ticks",
+            plugins=["my_tasks.ticks"],
+            config_dirs=[tmp_path / "my_tasks"],
+            work_dir=tmp_path / "work",
+        )
         store = ArtifactStore(out.attrs["store"])
         return out, {name: store.key(name) for name in names}
 
@@ -259,14 +332,19 @@ def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, 
         assert out["quality_bayes_ticks_off"].tolist() == [circular(1, 23 % 12, 12)]
         assert changed(keys, run()[1]) == set()  # nothing edited: all current
         # the metric's code: evaluate only (its distance now doubled)
-        (folder / "metric.py").write_text(metric_src.replace("return ref.space", "return 2 * ref.space"))
+        (folder / "metric.py").write_text(
+            metric_src.replace("return ref.space", "return 2 * ref.space")
+        )
         out, after = run()
         assert changed(keys, after) == {"quality"}
         assert out["quality_bayes_ticks_off"].tolist() == [2 * circular(1, 23 % 12, 12)]
         keys = after
         # the mapper's reader (what the issue's user fixed): map and all it feeds
-        (folder / "task.py").write_text((folder / "task.py").read_text().replace(
-            "int(t) % settings.period", "(int(t) + 1) % settings.period"))
+        (folder / "task.py").write_text(
+            (folder / "task.py")
+            .read_text()
+            .replace("int(t) % settings.period", "(int(t) + 1) % settings.period")
+        )
         out, after = run()
         assert changed(keys, after) == {"latents", "decisions", "uncertainty", "quality"}
         # latents [2, 2, 0]: the Bayes action 2, risk 2/3
@@ -286,20 +364,48 @@ def test_the_console_scripts_import_plugins_from_the_working_directory(tmp_path)
     (tmp_path / "conf" / "task").mkdir(parents=True)
     (tmp_path / "conf" / "task" / "ticks.yaml").write_text(
         "defaults:\n  - /schema/task@_here_\nname: ticks\nspace: ticks\nmapper: ticks\n"
-        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n")
+        "reference: one_answer\nprompt: single_answer\nmetrics: [ticks_off]\noptions: {period: 12}\n"
+    )
     (tmp_path / "in.jsonl").write_text('{"responses": ["13", "1", "11"], "reference": "23"}\n')
     bin_dir = Path(sys.executable).parent
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([str(bin_dir / "taskaware-score"), "in.jsonl", "--task", "ticks",
-                           "--config-dir", "conf", "--plugin", "ticksplugin", "-q"],
-                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            str(bin_dir / "taskaware-score"),
+            "in.jsonl",
+            "--task",
+            "ticks",
+            "--config-dir",
+            "conf",
+            "--plugin",
+            "ticksplugin",
+            "-q",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "scored 1 prompts" in done.stdout
-    done = subprocess.run([str(bin_dir / "taskaware"), "stage=plan", "plugins=[ticksplugin]",
-                           "task=ticks", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
-                           f"output_root={tmp_path / 'out'}", "wandb.enabled=false",
-                           f"hydra.run.dir={tmp_path / 'hydra'}"],
-                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            str(bin_dir / "taskaware"),
+            "stage=plan",
+            "plugins=[ticksplugin]",
+            "task=ticks",
+            f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+            f"output_root={tmp_path / 'out'}",
+            "wandb.enabled=false",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -314,7 +420,8 @@ def test_one_file_imported_under_two_names_registers_once_a_second_file_is_refus
     (tmp_path / "twice.py").write_text(
         "from pipeline.tasks import METRICS, Metric\n\n"
         "def off(action, reference, settings):\n    return 0.0\n\n"
-        "METRICS.add('twice_off', Metric('Twice', higher_is_better=False, fn=off))\n")
+        "METRICS.add('twice_off', Metric('Twice', higher_is_better=False, fn=off))\n"
+    )
     (tmp_path / "other.py").write_text((tmp_path / "twice.py").read_text())
     try:
         for name in ("twice", "pkg.twice"):
@@ -343,21 +450,29 @@ def test_a_plugins_helpers_beside_it_and_loaded_by_name_are_in_its_key(tmp_path,
     (tmp_path / "mylib" / "scale.py").write_text("FACTOR = 1\n")
     (folder / "offset.py").write_text("OFFSET = 0\n")
     source = textwrap.dedent(PLUGIN)
-    (folder / "space.py").write_text(source[:source.index("@dataclass\nclass Period")])
-    task = source[source.index("@dataclass\nclass Period"):].replace(
-        "    return ref.space.distance(", "    offset = importlib.import_module("
-        "'my_tasks.ticks.offset').OFFSET\n    return offset + FACTOR * ref.space.distance(")
+    (folder / "space.py").write_text(source[: source.index("@dataclass\nclass Period")])
+    task = source[source.index("@dataclass\nclass Period") :].replace(
+        "    return ref.space.distance(",
+        "    offset = importlib.import_module("
+        "'my_tasks.ticks.offset').OFFSET\n    return offset + FACTOR * ref.space.distance(",
+    )
     (folder / "task.py").write_text(
         "import importlib\nfrom dataclasses import dataclass\n\nfrom mylib.scale import FACTOR\n"
-        "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n" + task)
+        "from pipeline.tasks import MAPPERS, METRICS, Mapper, Metric\n\n" + task
+    )
     (folder / "__init__.py").write_text("from . import space, task  # noqa: F401\n")
     rows = _ticks_folder(folder, tmp_path, monkeypatch)
 
     def off():
         for name in [m for m in sys.modules if m.startswith(("my_tasks", "mylib"))]:
             sys.modules.pop(name)  # as a new process would
-        out = score(rows, task="ticks", plugins=["my_tasks.ticks"],
-                    config_dirs=[tmp_path / "my_tasks"], work_dir=tmp_path / "work")
+        out = score(
+            rows,
+            task="ticks",
+            plugins=["my_tasks.ticks"],
+            config_dirs=[tmp_path / "my_tasks"],
+            work_dir=tmp_path / "work",
+        )
         return out["quality_bayes_ticks_off"].tolist()
 
     try:
@@ -372,15 +487,24 @@ def test_a_plugins_helpers_beside_it_and_loaded_by_name_are_in_its_key(tmp_path,
             sys.modules.pop(name)
 
 
-@pytest.mark.parametrize("source, said", [
-    ("x = (\n", r"plugins: importing 'brokenplug' failed with SyntaxError at .*brokenplug.py:1"),
-    ("raise RuntimeError('boom')\n",
-     r"plugins: importing 'brokenplug' failed with RuntimeError at .*brokenplug.py:1: boom"),
-    ("import not_installed_pkg_xyz\n",
-     r"plugins: 'brokenplug' imports 'not_installed_pkg_xyz', which is not installed"),
-])
-def test_a_plugin_that_fails_to_import_is_one_error_naming_it(tmp_path, monkeypatch, source,
-                                                               said):
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        (
+            "x = (\n",
+            r"plugins: importing 'brokenplug' failed with SyntaxError at .*brokenplug.py:1",
+        ),
+        (
+            "raise RuntimeError('boom')\n",
+            r"plugins: importing 'brokenplug' failed with RuntimeError at .*brokenplug.py:1: boom",
+        ),
+        (
+            "import not_installed_pkg_xyz\n",
+            r"plugins: 'brokenplug' imports 'not_installed_pkg_xyz', which is not installed",
+        ),
+    ],
+)
+def test_a_plugin_that_fails_to_import_is_one_error_naming_it(tmp_path, monkeypatch, source, said):
     """A plugin's own SyntaxError or exception at import was a traceback and exit 1; a missing
     dependency of the plugin was reported as the plugin itself not being importable."""
     from pipeline.scorer.readers import ScoreInputError

@@ -14,8 +14,9 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 @pytest.fixture(scope="module")
 def cross_encoder(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("build_rehearsal_assets",
-                                                  SCRIPTS / "build_rehearsal_assets.py")
+    spec = importlib.util.spec_from_file_location(
+        "build_rehearsal_assets", SCRIPTS / "build_rehearsal_assets.py"
+    )
     builder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(builder)
     out = tmp_path_factory.mktemp("ce")
@@ -35,9 +36,11 @@ class _Model:
 
 def test_sentence_token_and_greedy_similarities_equal_lm_polygraph(cross_encoder, tiny_chat_model):
     from lm_polygraph.stat_calculators.cross_encoder_similarity import (
-        CrossEncoderSimilarityMatrixCalculator)
+        CrossEncoderSimilarityMatrixCalculator,
+    )
     from lm_polygraph.stat_calculators.greedy_cross_encoder_similarity import (
-        GreedyCrossEncoderSimilarityMatrixCalculator)
+        GreedyCrossEncoderSimilarityMatrixCalculator,
+    )
     from transformers import AutoTokenizer
 
     from pipeline.uncertainty.cross_encoder import CrossEncoderSimilarity
@@ -48,21 +51,33 @@ def test_sentence_token_and_greedy_similarities_equal_lm_polygraph(cross_encoder
     texts = ["Atlantic and Pacific", "Indian", "Atlantic and Pacific"]
     tokens = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     model = _Model(tok)
-    deps = {"sample_texts": [texts], "input_texts": [question], "sample_tokens": [tokens],
-            "greedy_tokens": [tokens[0]], "greedy_texts": [texts[0]]}
+    deps = {
+        "sample_texts": [texts],
+        "input_texts": [question],
+        "sample_tokens": [tokens],
+        "greedy_tokens": [tokens[0]],
+        "greedy_texts": [texts[0]],
+    }
     theirs = CrossEncoderSimilarityMatrixCalculator(cross_encoder_name=cross_encoder)(
-        deps, [question], model)
+        deps, [question], model
+    )
     greedy = GreedyCrossEncoderSimilarityMatrixCalculator(cross_encoder_name=cross_encoder)(
-        deps, [question], model)
+        deps, [question], model
+    )
 
     judge = CrossEncoderSimilarity(cross_encoder)
-    np.testing.assert_allclose(sentence_similarity(texts, judge),
-                               theirs["sample_sentence_similarity"][0], atol=1e-6)
-    np.testing.assert_allclose(greedy_similarity(texts[0], texts, judge),
-                               greedy["greedy_sentence_similarity"][0], atol=1e-6)
+    np.testing.assert_allclose(
+        sentence_similarity(texts, judge), theirs["sample_sentence_similarity"][0], atol=1e-6
+    )
+    np.testing.assert_allclose(
+        greedy_similarity(texts[0], texts, judge),
+        greedy["greedy_sentence_similarity"][0],
+        atol=1e-6,
+    )
     for text, ids, expected in zip(texts, tokens, theirs["sample_token_similarity"][0]):
-        np.testing.assert_allclose(token_similarity(question, text, len(ids), judge, tok),
-                                   expected, atol=1e-6)
+        np.testing.assert_allclose(
+            token_similarity(question, text, len(ids), judge, tok), expected, atol=1e-6
+        )
 
 
 def test_paper_configuration_uses_lm_polygraphs_defaults(compose_cfg):

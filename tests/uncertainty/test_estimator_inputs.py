@@ -17,9 +17,17 @@ def test_each_group_declares_what_it_reads():
     assert artifacts_read(["latent_entropy"]) == ("latents",)
     assert artifacts_read(["bayes_risk", "bayes_risk_fbeta"]) == ("decisions",)
     assert artifacts_read(["bayes_risk", "msp", "latent_entropy"]) == (
-        "decisions", "dataset", "samples", "decodes", "ptrue", "latents")
-    assert all(set(GROUPS[g].reads) <= {"dataset", "samples", "decodes", "ptrue", "latents",
-                                        "decisions"} for g in GROUPS)
+        "decisions",
+        "dataset",
+        "samples",
+        "decodes",
+        "ptrue",
+        "latents",
+    )
+    assert all(
+        set(GROUPS[g].reads) <= {"dataset", "samples", "decodes", "ptrue", "latents", "decisions"}
+        for g in GROUPS
+    )
 
 
 def test_a_group_gets_only_its_declared_artifacts():
@@ -32,11 +40,14 @@ def test_a_group_gets_only_its_declared_artifacts():
 
     ESTIMATORS.add("test_latent_reader", Estimator("test_reads_latents"))
     try:
-        everything = {name: pd.DataFrame() for name in ("dataset", "samples", "latents", "decisions")}
+        everything = {
+            name: pd.DataFrame() for name in ("dataset", "samples", "latents", "decisions")
+        }
         rows = uncertainty_rows(["test_latent_reader"], everything)
         assert seen["keys"] == {"latents"}
-        assert rows.to_dict("records") == [{"prompt_id": "p", "estimator": "test_latent_reader",
-                                            "value": 1.0}]
+        assert rows.to_dict("records") == [
+            {"prompt_id": "p", "estimator": "test_latent_reader", "value": 1.0}
+        ]
     finally:
         GROUPS._entries.pop("test_reads_latents")
         ESTIMATORS._entries.pop("test_latent_reader")

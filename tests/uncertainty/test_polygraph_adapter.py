@@ -288,10 +288,12 @@ def test_semantic_entropy_without_kle_reads_fewer_pairs_and_gives_the_same_value
     judges = {}
     for names in (("semantic_entropy", "kle"), ("semantic_entropy",)):
         judges[names] = EmbeddingEquivalence(embedder)
-        alone = compute_uncertainty(samples, decodes, ptrue, dataset, judges[names], embedder,
-                                    estimators=list(names))
+        alone = compute_uncertainty(
+            samples, decodes, ptrue, dataset, judges[names], embedder, estimators=list(names)
+        )
         assert _values(alone, "semantic_entropy") == pytest.approx(
-            _values(result, "semantic_entropy"), rel=1e-12, abs=1e-12)
+            _values(result, "semantic_entropy"), rel=1e-12, abs=1e-12
+        )
     assert judges[("semantic_entropy", "kle")].n_pairs_scored == 24  # U (U - 1) per prompt
     assert judges[("semantic_entropy",)].n_pairs_scored == 18
 
@@ -303,12 +305,27 @@ def test_samples_given_as_texts_alone_feed_the_estimators_that_read_texts_alone(
     _, equivalence = setup
     samples, decodes, ptrue, dataset = _frames()
     embedder = equivalence.embedder if hasattr(equivalence, "embedder") else Embedder("minilm")
-    full = compute_uncertainty(samples, decodes, ptrue, dataset, equivalence, embedder,
-                               estimators=["kle", "semantic_entropy"])
-    texts_only = samples.assign(token_logprobs=[[] for _ in range(len(samples))],
-                                logprob=float("nan"))
-    bare = compute_uncertainty(texts_only, decodes.iloc[0:0], None, dataset, equivalence,
-                               embedder, estimators=["kle", "semantic_entropy"])
+    full = compute_uncertainty(
+        samples,
+        decodes,
+        ptrue,
+        dataset,
+        equivalence,
+        embedder,
+        estimators=["kle", "semantic_entropy"],
+    )
+    texts_only = samples.assign(
+        token_logprobs=[[] for _ in range(len(samples))], logprob=float("nan")
+    )
+    bare = compute_uncertainty(
+        texts_only,
+        decodes.iloc[0:0],
+        None,
+        dataset,
+        equivalence,
+        embedder,
+        estimators=["kle", "semantic_entropy"],
+    )
     kle = lambda df: df[df["estimator"] == "kle"].set_index("prompt_id")["value"]  # noqa: E731
     # the prompts whose samples all had log-probs: the same texts, the same KLE
     whole = [pid for pid, rows in SAMPLES.items() if all(lps is not None for _, lps in rows)]

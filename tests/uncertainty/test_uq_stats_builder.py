@@ -121,9 +121,15 @@ def test_a_long_question_is_shortened_never_the_text_under_test(embedder):
     """SAR's strings are question + text: with a whole article as the question, the embedder's
     truncation would cut every text away (all similarities 1). The question's head is kept
     instead, as much as fits with the whole text."""
-    from pipeline.uncertainty.stats import MIN_PREFIX_WORDS, fitting_prefix, token_similarity_strings
+    from pipeline.uncertainty.stats import (
+        MIN_PREFIX_WORDS,
+        fitting_prefix,
+        token_similarity_strings,
+    )
 
-    article = " ".join(f"The council met on day {i} to discuss the new tram line." for i in range(60))
+    article = " ".join(
+        f"The council met on day {i} to discuss the new tram line." for i in range(60)
+    )
     text = "The council approved a tram line to the eastern suburbs."
     assert embedder.count_tokens(f"{article} {text}") > embedder.max_tokens == 256
     prefix = fitting_prefix(article, text, embedder)

@@ -27,8 +27,15 @@ def _bundled(name: str, **_: Any):
 
     path = BUNDLED_DIR / f"{name}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    docs = [{"prompt_id": r["prompt_id"], "question": r["question"], "answers": r["answers"],
-             "aliases": r["answers"][0] if r["answers"] else []} for r in rows]
+    docs = [
+        {
+            "prompt_id": r["prompt_id"],
+            "question": r["question"],
+            "answers": r["answers"],
+            "aliases": r["answers"][0] if r["answers"] else [],
+        }
+        for r in rows
+    ]
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
 
 
@@ -72,8 +79,9 @@ def single_answer_results(doc: dict, results: list) -> dict[str, Any]:
     """lm-eval's exact match of the filtered answer against any alias (ignore case and
     punctuation, as lm-eval's TriviaQA), plus the task_aware metrics where the filter is ours."""
     prediction = _normalised(results[0])
-    out: dict[str, Any] = {"exact_match": float(any(prediction == _normalised(a)
-                                                    for a in doc["aliases"]))}
+    out: dict[str, Any] = {
+        "exact_match": float(any(prediction == _normalised(a) for a in doc["aliases"]))
+    }
     if hasattr(results[0], "bayes_risk"):
         out.update(task_aware_results(doc, results))
     return out

@@ -22,59 +22,84 @@ import re
 
 _PREAMBLE = re.compile(
     r"^\W*(?:sure(?:\s+thing)?|of\s+course|certainly|absolutely|great\s+question|good\s+question|"
-    r"okay|ok|happy\s+to\s+help|glad\s+you\s+asked)\b[^.!?\n]{0,40}[.!?]\s+", re.IGNORECASE)
+    r"okay|ok|happy\s+to\s+help|glad\s+you\s+asked)\b[^.!?\n]{0,40}[.!?]\s+",
+    re.IGNORECASE,
+)
 _LEAD_IN = re.compile(
     r"^\W*(?:the\s+(?:short\s+|correct\s+)?answer\s+is:?|answer:|"
-    r"(?:it|that|this|they|he|she)(?:\s+(?:is|was|are|were)|['\u2019](?:s|re)))\s+", re.IGNORECASE)
+    r"(?:it|that|this|they|he|she)(?:\s+(?:is|was|are|were)|['\u2019](?:s|re)))\s+",
+    re.IGNORECASE,
+)
 # "I'm sorry, but I can't ...": a refusal, though it has a "but"
 SORRY_BUT_CANNOT = re.compile(
     r"^\W*(?:i['\u2019]?m|i\s+am)\s+(?:sorry|afraid),?\s+(?:but\s+)?(?:i\s+(?:can['\u2019]?t|cannot|"
     r"can\s+not|don['\u2019]?t|do\s+not|am\s+unable|am\s+not\s+able|am\s+not\s+sure)|"
-    r"i['\u2019]m\s+not\s+sure)\b", re.IGNORECASE)
+    r"i['\u2019]m\s+not\s+sure)\b",
+    re.IGNORECASE,
+)
 # "Beethoven wrote it": the answer is the subject of a verb whose object is "it"
 _SUBJECT_OF_IT = re.compile(r"^(.{1,60}?)\s+[a-z]+\s+(?:it|them|this|that)$")
-YEAR_QUESTION = re.compile(r"^\W*(?:(?:in|by|since)\s+)?(?:(?:what|which)\s+year|when)\b",
-                            re.IGNORECASE)
+YEAR_QUESTION = re.compile(
+    r"^\W*(?:(?:in|by|since)\s+)?(?:(?:what|which)\s+year|when)\b", re.IGNORECASE
+)
 _NUMBER_QUESTION = re.compile(
-    r"^\W*(?:how\s+(?:many|much)\b|(?:what|which)\b[^?]*\bnumber\b)", re.IGNORECASE)
+    r"^\W*(?:how\s+(?:many|much)\b|(?:what|which)\b[^?]*\bnumber\b)", re.IGNORECASE
+)
 _PERSON_QUESTION = re.compile(
     r"^\W*(?:who\b|(?:which|what)\s+(?:\w+\s+)?(?:writer|author|artist|painter|composer|"
     r"physicist|scientist|poet|playwright|novelist|inventor|explorer|philosopher|president|"
     r"person|actor|actress|director|singer|musician|mathematician|chemist|astronomer|sculptor|"
-    r"architect|emperor|king|queen)\b)", re.IGNORECASE)
+    r"architect|emperor|king|queen)\b)",
+    re.IGNORECASE,
+)
 # "The novel "Nineteen Eighty-Four" by George Orwell is ...": a work named with its maker
-_BY_NAME = re.compile(r"\bby\s+((?:Sir\s+)?[A-Z][\w.'\u2019-]*(?:\s+(?:[A-Z][\w.'\u2019-]*|da|de|di|van|"
-                      r"von|del|la|le)){0,4})")
+_BY_NAME = re.compile(
+    r"\bby\s+((?:Sir\s+)?[A-Z][\w.'\u2019-]*(?:\s+(?:[A-Z][\w.'\u2019-]*|da|de|di|van|"
+    r"von|del|la|le)){0,4})"
+)
 _POSSESSOR = re.compile(r"^((?:[A-Z][\w.-]*\s+){0,3}[A-Z][\w.-]*)['\u2019]s\s+(.+)$")
 # a predicate that describes how, not what: "is based on", "is typically made from"
 _NOT_A_NAME = re.compile(r"^(?:not|never|no|\w+ly|\w+ed)\b", re.IGNORECASE)
-_KIND_OF = re.compile(r"^(?:(?:a|an|the)\s+)?(?:type|kind|form|variety|sort|species)\s+of\s+(?:\w+\s+"
-                      r"called\s+)?|^(?:none\s+other\s+than|called)\s+", re.IGNORECASE)
+_KIND_OF = re.compile(
+    r"^(?:(?:a|an|the)\s+)?(?:type|kind|form|variety|sort|species)\s+of\s+(?:\w+\s+"
+    r"called\s+)?|^(?:none\s+other\s+than|called)\s+",
+    re.IGNORECASE,
+)
 _PLACE_QUESTION = re.compile(
     r"^\W*(?:where\b|(?:in\s+)?(?:what|which)\s+(?:city|country|town|place|state|continent)\b|"
     r"(?:what|which)\s+(?:is|was)\s+the\s+capital\b)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _YEAR = re.compile(r"(?<![\d,.])(1[0-9]{3}|20[0-9]{2})(?!\d|[,.]\d|\s*(?:m|km|kg|%|people)\b)")
 _NUMBER = re.compile(
     r"(?<![\w.])(\d+(?:[.,]\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
-    r"twelve)(?![\w])", re.IGNORECASE)
+    r"twelve)(?![\w])",
+    re.IGNORECASE,
+)
 _BOLD = re.compile(r"(?<![\w*])\*\*([^*\n]{1,60}?)\*\*(?![\w*])|(?<!\w)__([^_\n]{1,60}?)__(?!\w)")
 _NOT_Y = re.compile(r"\s*(?:,|\u2014|\u2013|\s-)\s*(?:and\s+)?not\s+.*$", re.IGNORECASE)
 _PASSIVE_BY = re.compile(
     r"\b(?:is|are|was|were|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:\w+ed|written|won|built|"
     r"sung|led|made|held|given|taken|drawn|known|found|begun|run|credited\s+to)\s+(?:by\s+)?"
-    r"(?<=by\s|to\s)(.+)$", re.IGNORECASE)
-_COPULA = re.compile(r"^(.+?)\s+(?:is|are|was|were)\s+(?:called\s+|known\s+as\s+|named\s+)?(.+)$",
-                     re.IGNORECASE)
-_IN_PLACE = re.compile(r"\b(?:in|at)\s+((?:[A-Z][\w'\u2019.-]*)(?:\s+(?:[A-Z][\w'\u2019.-]*|of|de|du|"
-                       r"la|le|upon))*)")
+    r"(?<=by\s|to\s)(.+)$",
+    re.IGNORECASE,
+)
+_COPULA = re.compile(
+    r"^(.+?)\s+(?:is|are|was|were)\s+(?:called\s+|known\s+as\s+|named\s+)?(.+)$", re.IGNORECASE
+)
+_IN_PLACE = re.compile(
+    r"\b(?:in|at)\s+((?:[A-Z][\w'\u2019.-]*)(?:\s+(?:[A-Z][\w'\u2019.-]*|of|de|du|"
+    r"la|le|upon))*)"
+)
 # where a phrase's answer ends: a clause, a preposition of time or place, a parenthesis
 _PHRASE_END = re.compile(
     r"\s*(?:[,;:(\[]|\s\u2014|\s\u2013|\s-\s|(?<!\b[A-Z])\.(?:\s|$)|\s(?:in|on|at|during|for|from|"
-    r"while|when|after|before|with|who|which|that|between|around|since|and\s+(?=[a-z]))\b).*$")
+    r"while|when|after|before|with|who|which|that|between|around|since|and\s+(?=[a-z]))\b).*$"
+)
 _DASH_LEAD = re.compile(r"^([^,;:]{1,40}?)\s+[\u2014\u2013]\s+\S")
-_KNOWN_FOR = re.compile(r"^(?:(?:best|widely|most|world)[\s-])?(?:famous|known|renowned|noted)\s+for\s+",
-                        re.IGNORECASE)
+_KNOWN_FOR = re.compile(
+    r"^(?:(?:best|widely|most|world)[\s-])?(?:famous|known|renowned|noted)\s+for\s+", re.IGNORECASE
+)
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
 _PARTICLES = frozenset("da de di del della van von der den du la le bin ibn al".split())
 # words that describe a person before the name ("the English playwright William Shakespeare")
@@ -82,16 +107,20 @@ _DESCRIPTOR_CAPS = frozenset(
     "renaissance impressionist baroque romantic post-impressionist dutch italian french english "
     "british american german spanish russian austrian polish greek roman scottish irish welsh "
     "swedish norwegian danish chinese japanese indian flemish belgian swiss canadian australian "
-    "portuguese mexican brazilian hungarian czech".split())
+    "portuguese mexican brazilian hungarian czech".split()
+)
 _WORD = re.compile(r"[a-z0-9]+")
 _ACTIVE_VERBS = frozenset(
     "won wrote painted composed discovered invented founded directed built designed created "
     "developed sang led recorded climbed scored hosted made starred played coined proposed "
-    "formulated sculpted authored produced".split())
+    "formulated sculpted authored produced".split()
+)
 
 
-_STOP = frozenset("the a an of in on at is was are were what which who when where how did does "
-                  "do to and by for as known called that often usually".split())
+_STOP = frozenset(
+    "the a an of in on at is was are were what which who when where how did does "
+    "do to and by for as known called that often usually".split()
+)
 
 
 def _content(text: str) -> set[str]:
@@ -140,7 +169,7 @@ def _name_of_person(phrase: str) -> str:
 def _first_sentence(text: str) -> str:
     text = _PREAMBLE.sub("", text.strip(), count=1)
     match = re.search(r"(?<!\b[A-Z])(?<!\b(?:St|Mr|Dr|Mt|Jr|Sr))[.!?](?:\s|$)", text)
-    return text[:match.start()] if match else text
+    return text[: match.start()] if match else text
 
 
 def question_answer(text: str, question: str | None) -> str | None:
@@ -167,8 +196,9 @@ def question_answer(text: str, question: str | None) -> str | None:
         return _clean(subject.group(1))
     # "Canberra, not Sydney"; after a lead-in, "The answer is Ottawa, Ontario". A bare short
     # answer ("Paris, France") is kept whole: the benchmark's exact match decides on it
-    if 0 < len(cut.split()) <= 4 and (cut != sentence or led and (
-            "(" in cut or _PLACE_QUESTION.match(question))):
+    if 0 < len(cut.split()) <= 4 and (
+        cut != sentence or led and ("(" in cut or _PLACE_QUESTION.match(question))
+    ):
         return _clean(cut)
     if dash := _DASH_LEAD.match(cut):  # "Chile - the desert covers ..."
         return _clean(dash.group(1))
@@ -178,7 +208,8 @@ def question_answer(text: str, question: str | None) -> str | None:
             if not _restates(maker.group(1), question):
                 return maker.group(1)
         if (owner := _POSSESSOR.match(cut)) and _restates_mostly(
-                _COPULA.sub(r"\1", owner.group(2)), question):  # "Einstein's theory of ... is"
+            _COPULA.sub(r"\1", owner.group(2)), question
+        ):  # "Einstein's theory of ... is"
             return owner.group(1)
     if agent := _PASSIVE_BY.search(cut):
         phrase = _clean(agent.group(1))
@@ -187,7 +218,7 @@ def question_answer(text: str, question: str | None) -> str | None:
     words = cut.split()
     for i in range(1, min(6, len(words) - 1)):  # "France won the 2018 FIFA World Cup, ..."
         if words[i] in _ACTIVE_VERBS and words[i - 1][:1].isupper():
-            rest = _clean(" ".join(words[i + 1:]))
+            rest = _clean(" ".join(words[i + 1 :]))
             if rest and _restates(rest, question) and len(_content(rest)) >= 2:
                 return _clean(" ".join(words[:i]))
             break
@@ -199,7 +230,12 @@ def question_answer(text: str, question: str | None) -> str | None:
         # "Wimbledon is famous for cricket": what it is known for is the answer
         subject, said = copula.group(1), _KNOWN_FOR.sub("", copula.group(2))
         predicate = _clean(_KIND_OF.sub("", _ARTICLE.sub("", said.strip())))
-        if (predicate and _restates_mostly(subject, question) and not _NOT_A_NAME.match(said)
-                and not _restates(predicate, question) and len(predicate.split()) <= 5):
+        if (
+            predicate
+            and _restates_mostly(subject, question)
+            and not _NOT_A_NAME.match(said)
+            and not _restates(predicate, question)
+            and len(predicate.split()) <= 5
+        ):
             return _name_of_person(predicate) if person else predicate
     return None

@@ -39,8 +39,9 @@ from pipeline.text import canonical_label
 
 __all__ = ["read_single_answer", "surface_span"]
 
-_IT_IS = re.compile(r"^(?:it|that|this|he|she|they)\s+(?:is|was|are|were|would\s+be|'s|\u2019s)\s+",
-                    re.IGNORECASE)
+_IT_IS = re.compile(
+    r"^(?:it|that|this|he|she|they)\s+(?:is|was|are|were|would\s+be|'s|\u2019s)\s+", re.IGNORECASE
+)
 _ANSWER_LINE_END = re.compile(r"[.!;]+\s*$")
 
 
@@ -61,10 +62,14 @@ def surface_span(label: str, text: str) -> str:
 
 _NUMERIC_QUESTION = re.compile(
     r"^\W*(?:(?:at|in|to|by|for|on)\s+)?(?:how\s+(?:many|much|old|long|far|tall|high|deep|wide|heavy|big|fast)|"
-    r"what\s+(?:year|percentage|number|age|temperature))\b", re.IGNORECASE)
+    r"what\s+(?:year|percentage|number|age|temperature))\b",
+    re.IGNORECASE,
+)
 
 
-_BY_NAME = re.compile(r"\bby\s+((?:[A-Z][\w'.-]*)(?:\s+(?:[A-Z][\w'.-]*|da|de|di|van|von|del|la|le)){0,4})")
+_BY_NAME = re.compile(
+    r"\bby\s+((?:[A-Z][\w'.-]*)(?:\s+(?:[A-Z][\w'.-]*|da|de|di|van|von|del|la|le)){0,4})"
+)
 
 
 def read_single_answer(text: str, question: str | None = None) -> str:
@@ -83,8 +88,14 @@ def read_single_answer(text: str, question: str | None = None) -> str:
 
     if is_refusal(lines[0]) and not _BUT.search(lines[0]):
         return ""
-    raw_first = next((x for x in text.splitlines()[:_MAX_LINES] if _strip_markup(x)
-                      and not _ECHO_LINE.match(_strip_markup(x))), "")
+    raw_first = next(
+        (
+            x
+            for x in text.splitlines()[:_MAX_LINES]
+            if _strip_markup(x) and not _ECHO_LINE.match(_strip_markup(x))
+        ),
+        "",
+    )
     if SORRY_BUT_CANNOT.match(_strip_markup(raw_first)):
         return ""
     if not _REFUSAL_START.match(_strip_markup(raw_first)):
@@ -111,5 +122,7 @@ def read_single_answer(text: str, question: str | None = None) -> str:
         return surface_span(labels[0], text)
     agent = _BY_NAME.search(first)
     if agent and re.match(r"^\W*who\b", question or "", re.IGNORECASE):
-        return _trim(agent.group(1), " ,;:")  # "... is a classic story by William Shakespeare": who wrote it
+        return _trim(
+            agent.group(1), " ,;:"
+        )  # "... is a classic story by William Shakespeare": who wrote it
     return _restore(s)

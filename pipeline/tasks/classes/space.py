@@ -38,8 +38,10 @@ class ClassBatch(LatentBatch):
         return actions, np.array([1.0 - c[b] / n for c, b, n in zip(self.counts, best, self.sizes)])
 
     def map(self) -> np.ndarray:
-        return np.array([int(np.argmax(codes == np.argmax(c)))
-                         for codes, c in zip(self.codes, self.counts)], dtype=np.int64)
+        return np.array(
+            [int(np.argmax(codes == np.argmax(c))) for codes, c in zip(self.codes, self.counts)],
+            dtype=np.int64,
+        )
 
     def _compute_sample_risks(self) -> list[np.ndarray]:
         return [(n - c[codes]) / n for codes, c, n in zip(self.codes, self.counts, self.sizes)]

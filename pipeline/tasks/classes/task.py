@@ -48,7 +48,8 @@ _NUMBER_ONLY = re.compile(
     r"[-+\u2212]?(?:[\d.,\s]|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
     r"eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|"
     r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|and|a)\b|-)+",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def class_key(text: str, question: str) -> str:
@@ -83,7 +84,11 @@ def build_classes(settings: ClassesSettings, context) -> Any:
     def classes(question: str, texts: list[str]) -> list[Any]:
         keys = [class_key(t, question) for t in texts]
         keep = [i for i, k in enumerate(keys) if k]
-        ids = clusterer.cluster(question, [texts[i] if nli else keys[i] for i in keep]) if keep else []
+        ids = (
+            clusterer.cluster(question, [texts[i] if nli else keys[i] for i in keep])
+            if keep
+            else []
+        )
         members: dict[Any, Counter] = {}
         for i, c in zip(keep, ids):  # Counter keeps first-seen order: ties go to the first
             members.setdefault(c, Counter())[keys[i]] += 1
@@ -95,19 +100,27 @@ def build_classes(settings: ClassesSettings, context) -> Any:
 
     def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         if nli and hasattr(clusterer, "cluster_many"):  # the pairs clustering reads, batched
-            clusterer.cluster_many([(q, [t for t in texts if class_key(t, q)])
-                                    for q, texts, _ in items])
+            clusterer.cluster_many(
+                [(q, [t for t in texts if class_key(t, q)]) for q, texts, _ in items]
+            )
 
     classes.prefetch = prefetch  # type: ignore[attr-defined]
     return classes
 
 
-MAPPERS.add("classes", Mapper(build_classes, ClassesSettings, clusters_responses=True,
-                              description="clusters of whole responses (NLI) or of core answers"))
+MAPPERS.add(
+    "classes",
+    Mapper(
+        build_classes,
+        ClassesSettings,
+        clusters_responses=True,
+        description="clusters of whole responses (NLI) or of core answers",
+    ),
+)
 
 
 def one_answer_from_user(raw: Any) -> dict[str, Any]:
-    """"Paris" | ["Paris", "City of Paris"] (aliases of one answer) | [[...]]."""
+    """ "Paris" | ["Paris", "City of Paris"] (aliases of one answer) | [[...]]."""
     if isinstance(raw, (list, tuple)) and any(isinstance(r, (list, tuple)) for r in raw):
         answers = [a for a in (answer_aliases(r) for r in raw) if a]
     else:
@@ -115,11 +128,17 @@ def one_answer_from_user(raw: Any) -> dict[str, Any]:
     return {"answers": answers, "probabilities": [], "reference_text": ""}
 
 
-REFERENCES.add("one_answer", ReferenceKind(
-    check=lambda r: None if len(r["answers"]) == 1 else "needs exactly one answer (with its aliases)",
-    from_user=one_answer_from_user,
-    present=lambda r: len(r["answers"]) > 0,
-    description="one correct answer with its aliases"))
+REFERENCES.add(
+    "one_answer",
+    ReferenceKind(
+        check=lambda r: (
+            None if len(r["answers"]) == 1 else "needs exactly one answer (with its aliases)"
+        ),
+        from_user=one_answer_from_user,
+        present=lambda r: len(r["answers"]) > 0,
+        description="one correct answer with its aliases",
+    ),
+)
 
 
 def exact_match_error(text: Any, ref: Reference, settings: ExactMatchSettings) -> float:
@@ -140,5 +159,13 @@ def exact_match_error(text: Any, ref: Reference, settings: ExactMatchSettings) -
     return 1.0 - float(right)
 
 
-METRICS.add("exact_match_error", Metric("Exact Match", higher_is_better=False, fn=exact_match_error,
-                                        reads="text", Config=ExactMatchSettings))
+METRICS.add(
+    "exact_match_error",
+    Metric(
+        "Exact Match",
+        higher_is_better=False,
+        fn=exact_match_error,
+        reads="text",
+        Config=ExactMatchSettings,
+    ),
+)

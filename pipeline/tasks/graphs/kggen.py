@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 CACHE_VERSION = "kg-gen-0.4.0"  # the pinned kg-gen: its prompts define what a cached answer means
 
 
-
-
 def default_kggen_python() -> Path:
     """$KGGEN_PYTHON if set, else <repo>/.venv-kggen/bin/python (made by scripts/setup_kggen_venv.sh)."""
     override = os.environ.get("KGGEN_PYTHON")
@@ -81,8 +79,12 @@ class KGGenRunner:
         max_workers: int = 4,
     ) -> None:
         self.settings: dict[str, Any] = {
-            "model": litellm_model(model), "api_base": api_base, "api_key_env": api_key_env,
-            "temperature": temperature, "max_tokens": max_tokens, "max_workers": max_workers,
+            "model": litellm_model(model),
+            "api_base": api_base,
+            "api_key_env": api_key_env,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "max_workers": max_workers,
             "loopback": _is_loopback(api_base),
         }
         if python:
@@ -91,11 +93,14 @@ class KGGenRunner:
                 raise KGGenError(
                     f"task.extractor.kggen_python={python} does not exist. Build the KGGen env with "
                     "`bash scripts/setup_kggen_venv.sh` (kg-gen conflicts with the main env), or unset it to "
-                    "use $KGGEN_PYTHON / .venv-kggen, or kg_gen in this process.")
+                    "use $KGGEN_PYTHON / .venv-kggen, or kg_gen in this process."
+                )
         else:
             default = default_kggen_python()
             self.python = default if default.exists() else None
-        self.cache = JsonRecordCache(cache_dir, key_of=lambda record: sha256_key(record["keyed_by"]))
+        self.cache = JsonRecordCache(
+            cache_dir, key_of=lambda record: sha256_key(record["keyed_by"])
+        )
         self.stats = KGGenStats()
         self._logged: KGGenStats | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -110,16 +115,25 @@ class KGGenRunner:
     def _check_key(self) -> None:
         """Fail here, before a worker starts, when the endpoint needs a key that is not set."""
         api_base = self.settings["api_base"]
-        api_key_from_env(self.settings["api_key_env"], api_base,
-                         where=f"KGGen at {api_base or 'the provider of ' + self.settings['model']}")
+        api_key_from_env(
+            self.settings["api_key_env"],
+            api_base,
+            where=f"KGGen at {api_base or 'the provider of ' + self.settings['model']}",
+        )
 
     def _start_worker(self) -> None:
         assert self.python is not None
         # PYTHONHASHSEED: KGGen iterates sets of strings when clustering; fixed so prompts repeat.
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
-            [str(self.python), "-m", "pipeline.tasks.graphs.kggen_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=None, text=True, encoding="utf-8", env=env)
+            [str(self.python), "-m", "pipeline.tasks.graphs.kggen_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            text=True,
+            encoding="utf-8",
+            env=env,
+        )
         self._proc = proc
         self._send(self.settings)  # names the key's variable, not the key
 
@@ -137,7 +151,9 @@ class KGGenRunner:
         if not line:
             code = proc.wait(timeout=10)
             self._proc = None
-            raise KGGenError(f"the KGGen worker ({self.python}) exited with code {code}; its stderr is above")
+            raise KGGenError(
+                f"the KGGen worker ({self.python}) exited with code {code}; its stderr is above"
+            )
         reply = json.loads(line)
         if "fatal" in reply:
             self.close()
@@ -159,7 +175,8 @@ class KGGenRunner:
                     raise KGGenError(
                         f"kg_gen is not importable here and {default_kggen_python()} does not exist: build the "
                         "KGGen env with `bash scripts/setup_kggen_venv.sh` (kg-gen conflicts with the main env), "
-                        "or point task.extractor.kggen_python / $KGGEN_PYTHON at a python that has kg-gen") from exc
+                        "or point task.extractor.kggen_python / $KGGEN_PYTHON at a python that has kg-gen"
+                    ) from exc
             try:
                 reply = kggen_worker.handle(self._kg, request, int(self.settings["max_workers"]))
             except kggen_worker.FatalKGGenError as exc:
@@ -172,9 +189,16 @@ class KGGenRunner:
         stats = getattr(self, "stats", None)
         if stats is not None and (stats.texts_sent or stats.cache_hits) and stats != self._logged:
             self._logged = dataclasses.replace(stats)  # close() runs again from __del__: log once
-            log.info("[kggen] %s: %d texts extracted, %d from the cache, %d parse and %d API failures, "
-                     "%d clusterings", self.settings["model"], stats.texts_sent, stats.cache_hits,
-                     stats.parse_failures, stats.api_failures, stats.clusterings_sent)
+            log.info(
+                "[kggen] %s: %d texts extracted, %d from the cache, %d parse and %d API failures, "
+                "%d clusterings",
+                self.settings["model"],
+                stats.texts_sent,
+                stats.cache_hits,
+                stats.parse_failures,
+                stats.api_failures,
+                stats.clusterings_sent,
+            )
         proc, self._proc = getattr(self, "_proc", None), None
         if proc is not None and proc.poll() is None:
             try:
@@ -230,8 +254,9 @@ class KGGenRunner:
                 todo.setdefault(key, []).append(i)  # duplicate texts: one extraction
         if todo:
             first = [idx[0] for idx in todo.values()]
-            results = self._send_extractions([texts[i] for i in first], [asked[i] for i in first],
-                                             list(todo), context)
+            results = self._send_extractions(
+                [texts[i] for i in first], [asked[i] for i in first], list(todo), context
+            )
             for key, result in zip(todo, results):
                 for i in todo[key]:
                     out[i] = _triples(result.get("relations"))
@@ -250,15 +275,17 @@ class KGGenRunner:
             if key not in self._failed and self.cache.get(key) is None:
                 keyed[key] = (text, asked)
         for part in self._in_chunks(list(keyed.items())):
-            results = self._send_extractions([t for _, (t, _) in part], [a for _, (_, a) in part],
-                                             [k for k, _ in part], context)
+            results = self._send_extractions(
+                [t for _, (t, _) in part], [a for _, (_, a) in part], [k for k, _ in part], context
+            )
             for (key, _), result in zip(part, results):
                 self._sent.add(key)
                 if result.get("relations") is None and result.get("kind") == "api":
                     self._failed[key] = result
 
-    def _send_extractions(self, texts: list[str], asked: list[dict[str, Any]], keys: list[str],
-                          context: str) -> list[dict[str, Any]]:
+    def _send_extractions(
+        self, texts: list[str], asked: list[dict[str, Any]], keys: list[str], context: str
+    ) -> list[dict[str, Any]]:
         """One extract request for `texts`; relations and parse failures cached (a retry at
         temperature 0 gives the same answer), API failures not."""
         self._check_key()
@@ -269,8 +296,9 @@ class KGGenRunner:
             if relations is not None:
                 self.cache.put(key, {"relations": relations, "keyed_by": keyed_by})
             elif result.get("kind") == "parse":
-                self.cache.put(key, {"relations": None, "error": result.get("error", ""),
-                                     "keyed_by": keyed_by})
+                self.cache.put(
+                    key, {"relations": None, "error": result.get("error", ""), "keyed_by": keyed_by}
+                )
             elif result.get("kind") == "api":
                 self.stats.last_error = str(result.get("error", ""))
         return results
@@ -279,13 +307,17 @@ class KGGenRunner:
         self.stats.api_failures += result.get("kind") == "api"
         self.stats.parse_failures += result.get("kind") != "api"
 
-    def cached_relations(self, texts: Sequence[str], context: str = "") -> list[list[Triple] | None]:
+    def cached_relations(
+        self, texts: Sequence[str], context: str = ""
+    ) -> list[list[Triple] | None]:
         """The triples `extract` would give each text from the cache, with nothing sent or
         counted (None: not cached, or failed)."""
         records = [self.cache.get(self._extraction_request(t, context)[1]) for t in texts]
         return [None if record is None else _triples(record.get("relations")) for record in records]
 
-    def _clustering_request(self, relations: Sequence[Triple], context: str) -> tuple[list, dict, str]:
+    def _clustering_request(
+        self, relations: Sequence[Triple], context: str
+    ) -> tuple[list, dict, str]:
         """(the sorted distinct triples, what their cached record answers, its key)."""
         triples = sorted({tuple(map(str, r)) for r in relations})
         asked = self._keyed_by("cluster", {"relations": triples, "context": context})
@@ -311,12 +343,15 @@ class KGGenRunner:
                 todo[key] = (triples, asked)
         for part in self._in_chunks(list(todo.items())):
             self._check_key()
-            results = self._call({"op": "cluster_many", "graphs": [t for _, (t, _) in part],
-                                  "context": context})["results"]
+            results = self._call(
+                {"op": "cluster_many", "graphs": [t for _, (t, _) in part], "context": context}
+            )["results"]
             for (key, (_, asked)), record in zip(part, results):
                 self._store_clustering(key, asked, record)
 
-    def cluster(self, relations: Sequence[Triple], context: str = "") -> tuple[dict[str, str], dict[str, str]]:
+    def cluster(
+        self, relations: Sequence[Triple], context: str = ""
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """KGGen's clustering of one prompt's aggregated graph: (entity -> representative, edge -> representative).
 
         A failed clustering leaves every entity and edge as it is (an empty mapping).

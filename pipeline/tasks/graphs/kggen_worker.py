@@ -26,7 +26,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
-__all__ = ["make_kggen", "extract_graphs", "cluster_graph", "cluster_graphs", "FatalKGGenError", "main"]
+__all__ = [
+    "make_kggen",
+    "extract_graphs",
+    "cluster_graph",
+    "cluster_graphs",
+    "FatalKGGenError",
+    "main",
+]
 
 
 class FatalKGGenError(RuntimeError):
@@ -50,20 +57,44 @@ def make_kggen(settings: dict[str, Any]) -> Any:
 # lm15), LiteLLM and openai. Matched by name so this module needs none of them at import.
 _PER_TEXT = {"ContextWindowExceededError", "ContextLengthError"}  # this text only: cached failure
 _FATAL = {
-    "LMAuthError", "LMBillingError", "LMConfigurationError", "LMUnsupportedModelError", "LMInvalidRequestError",
-    "AuthError", "BillingError", "ConfigurationError", "UnsupportedModelError", "InvalidRequestError",
-    "AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+    "LMAuthError",
+    "LMBillingError",
+    "LMConfigurationError",
+    "LMUnsupportedModelError",
+    "LMInvalidRequestError",
+    "AuthError",
+    "BillingError",
+    "ConfigurationError",
+    "UnsupportedModelError",
+    "InvalidRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "BadRequestError",
 }
 _TRANSIENT = {
-    "LMServerError", "LMRateLimitError", "LMTimeoutError", "LMTransportError", "LMLockTimeoutError",
-    "ServerError", "RateLimitError", "RequestTimeoutError", "TransportError", "LockTimeoutError",
-    "APIConnectionError", "APITimeoutError", "InternalServerError", "ServiceUnavailableError", "Timeout",
-    "ConnectError", "ReadTimeout",
+    "LMServerError",
+    "LMRateLimitError",
+    "LMTimeoutError",
+    "LMTransportError",
+    "LMLockTimeoutError",
+    "ServerError",
+    "RateLimitError",
+    "RequestTimeoutError",
+    "TransportError",
+    "LockTimeoutError",
+    "APIConnectionError",
+    "APITimeoutError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "Timeout",
+    "ConnectError",
+    "ReadTimeout",
 }
 
 
 def _classify(exc: BaseException) -> str:
-    """"api" for transient transport/provider errors (not cached: a rerun retries them), "parse"
+    """ "api" for transient transport/provider errors (not cached: a rerun retries them), "parse"
     for a reply that did not parse or a text too long (cached); raises `FatalKGGenError` for
     errors no other text can avoid (bad key, unknown model, invalid request)."""
     seen: set[int] = set()
@@ -89,7 +120,9 @@ def _one_graph(kg: Any, text: str, context: str) -> dict[str, Any]:
     return {"relations": sorted([list(map(str, r)) for r in graph.relations])}
 
 
-def extract_graphs(kg: Any, texts: Sequence[str], context: str, max_workers: int = 4) -> list[dict[str, Any]]:
+def extract_graphs(
+    kg: Any, texts: Sequence[str], context: str, max_workers: int = 4
+) -> list[dict[str, Any]]:
     """KGGen's generate (entities, then relations) on each text, `max_workers` texts at a time."""
     if not texts:
         return []
@@ -102,8 +135,11 @@ def cluster_graph(kg: Any, relations: Sequence[Sequence[str]], context: str) -> 
     from kg_gen.models import Graph
 
     triples = {(str(h), str(r), str(t)) for h, r, t in relations}
-    graph = Graph(entities={x for h, _, t in triples for x in (h, t)}, edges={r for _, r, _ in triples},
-                  relations=triples)
+    graph = Graph(
+        entities={x for h, _, t in triples for x in (h, t)},
+        edges={r for _, r, _ in triples},
+        relations=triples,
+    )
     try:
         clustered = kg.cluster(graph, context=context)
     except Exception as exc:  # noqa: BLE001 - clustering failed: keep the graph unclustered
@@ -114,8 +150,9 @@ def cluster_graph(kg: Any, relations: Sequence[Sequence[str]], context: str) -> 
     }
 
 
-def cluster_graphs(kg: Any, graphs: Sequence[Sequence[Sequence[str]]], context: str,
-                   max_workers: int = 4) -> list[dict[str, Any]]:
+def cluster_graphs(
+    kg: Any, graphs: Sequence[Sequence[Sequence[str]]], context: str, max_workers: int = 4
+) -> list[dict[str, Any]]:
     """`cluster_graph` on many prompts' graphs, `max_workers` at a time (a clustering is several
     chat requests in sequence, so prompts overlap as extractions do)."""
     if not graphs:
@@ -127,11 +164,17 @@ def cluster_graphs(kg: Any, graphs: Sequence[Sequence[Sequence[str]]], context: 
 def handle(kg: Any, request: dict[str, Any], max_workers: int) -> dict[str, Any]:
     op = request.get("op")
     if op == "extract":
-        return {"results": extract_graphs(kg, request["texts"], request.get("context", ""), max_workers)}
+        return {
+            "results": extract_graphs(kg, request["texts"], request.get("context", ""), max_workers)
+        }
     if op == "cluster":
         return cluster_graph(kg, request["relations"], request.get("context", ""))
     if op == "cluster_many":
-        return {"results": cluster_graphs(kg, request["graphs"], request.get("context", ""), max_workers)}
+        return {
+            "results": cluster_graphs(
+                kg, request["graphs"], request.get("context", ""), max_workers
+            )
+        }
     return {"fatal": f"unknown op {op!r}; expected 'extract', 'cluster' or 'cluster_many'"}
 
 
@@ -143,7 +186,9 @@ def main(stdin: TextIO = sys.stdin) -> int:
     try:
         kg = make_kggen(settings)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        out.write(json.dumps({"fatal": f"could not start KGGen: {type(exc).__name__}: {exc}"}) + "\n")
+        out.write(
+            json.dumps({"fatal": f"could not start KGGen: {type(exc).__name__}: {exc}"}) + "\n"
+        )
         return 1
     out.write(json.dumps({"ready": True}) + "\n")
     max_workers = int(settings.get("max_workers", 4))

@@ -64,35 +64,239 @@ TRIPLE_EXTRACTION_PROMPT = (
 # ----------------------------------------------------------------------------- rule-based SVO
 
 _AUX = {
-    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "having",
-    "will", "would", "can", "could", "may", "might", "shall", "should", "must", "do", "does", "did",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "am",
+    "has",
+    "have",
+    "had",
+    "having",
+    "will",
+    "would",
+    "can",
+    "could",
+    "may",
+    "might",
+    "shall",
+    "should",
+    "must",
+    "do",
+    "does",
+    "did",
 }
-_NEG_ADV = {"not", "also", "now", "still", "already", "reportedly", "recently", "finally", "never", "just", "only"}
+_NEG_ADV = {
+    "not",
+    "also",
+    "now",
+    "still",
+    "already",
+    "reportedly",
+    "recently",
+    "finally",
+    "never",
+    "just",
+    "only",
+}
 # Common verbs of news summaries, in stem form (see `_stem`).
 _VERBS = {
-    "say", "said", "announc", "win", "won", "lose", "lost", "kill", "arrest", "charg", "find", "found", "make",
-    "made", "take", "took", "give", "gave", "lead", "led", "become", "became", "hold", "held", "meet", "met",
-    "tell", "told", "show", "reveal", "claim", "accus", "deni", "sign", "join", "leave", "left", "launch",
-    "release", "report", "warn", "call", "plan", "die", "died", "injur", "attack", "visit", "buy", "bought",
-    "sell", "sold", "own", "hit", "beat", "score", "defeat", "elect", "appoint", "name", "includ", "contain",
-    "cause", "caus", "help", "want", "need", "face", "receive", "receiv", "pay", "paid", "raise", "rais",
-    "ban", "approve", "approv", "reject", "support", "oppos", "discover", "creat", "build", "built", "start",
-    "begin", "began", "end", "close", "open", "move", "return", "play", "live", "work", "write", "wrote",
-    "born", "marri", "divorc", "sue", "sued", "fire", "hire", "rescu", "save", "destroy", "damag", "flee",
-    "fled", "invad", "capture", "captur", "seiz", "convict", "sentenc", "jail", "releas", "border", "locat",
-    "paint", "invent", "found", "establish", "compris", "consist", "orbit", "produc", "develop", "design",
-    "discovered", "host", "serve", "serv", "represent", "describ", "believ", "expect", "increas", "decreas",
-    "grow", "grew", "fall", "fell", "rise", "rose", "drop", "cut", "post", "earn", "spend", "spent",
+    "say",
+    "said",
+    "announc",
+    "win",
+    "won",
+    "lose",
+    "lost",
+    "kill",
+    "arrest",
+    "charg",
+    "find",
+    "found",
+    "make",
+    "made",
+    "take",
+    "took",
+    "give",
+    "gave",
+    "lead",
+    "led",
+    "become",
+    "became",
+    "hold",
+    "held",
+    "meet",
+    "met",
+    "tell",
+    "told",
+    "show",
+    "reveal",
+    "claim",
+    "accus",
+    "deni",
+    "sign",
+    "join",
+    "leave",
+    "left",
+    "launch",
+    "release",
+    "report",
+    "warn",
+    "call",
+    "plan",
+    "die",
+    "died",
+    "injur",
+    "attack",
+    "visit",
+    "buy",
+    "bought",
+    "sell",
+    "sold",
+    "own",
+    "hit",
+    "beat",
+    "score",
+    "defeat",
+    "elect",
+    "appoint",
+    "name",
+    "includ",
+    "contain",
+    "cause",
+    "caus",
+    "help",
+    "want",
+    "need",
+    "face",
+    "receive",
+    "receiv",
+    "pay",
+    "paid",
+    "raise",
+    "rais",
+    "ban",
+    "approve",
+    "approv",
+    "reject",
+    "support",
+    "oppos",
+    "discover",
+    "creat",
+    "build",
+    "built",
+    "start",
+    "begin",
+    "began",
+    "end",
+    "close",
+    "open",
+    "move",
+    "return",
+    "play",
+    "live",
+    "work",
+    "write",
+    "wrote",
+    "born",
+    "marri",
+    "divorc",
+    "sue",
+    "sued",
+    "fire",
+    "hire",
+    "rescu",
+    "save",
+    "destroy",
+    "damag",
+    "flee",
+    "fled",
+    "invad",
+    "capture",
+    "captur",
+    "seiz",
+    "convict",
+    "sentenc",
+    "jail",
+    "releas",
+    "border",
+    "locat",
+    "paint",
+    "invent",
+    "establish",
+    "compris",
+    "consist",
+    "orbit",
+    "produc",
+    "develop",
+    "design",
+    "discovered",
+    "host",
+    "serve",
+    "serv",
+    "represent",
+    "describ",
+    "believ",
+    "expect",
+    "increas",
+    "decreas",
+    "grow",
+    "grew",
+    "fall",
+    "fell",
+    "rise",
+    "rose",
+    "drop",
+    "cut",
+    "post",
+    "earn",
+    "spend",
+    "spent",
 }
-_NOT_VERBS_ED = {"united", "red", "bed", "need", "based", "armed", "aged", "related", "detailed", "advanced", "limited", "unnamed"}
-_PREPS = {"in", "on", "at", "to", "for", "with", "by", "from", "of", "into", "over", "against", "about", "as", "after", "during"}
+_NOT_VERBS_ED = {
+    "united",
+    "red",
+    "bed",
+    "need",
+    "based",
+    "armed",
+    "aged",
+    "related",
+    "detailed",
+    "advanced",
+    "limited",
+    "unnamed",
+}
+_PREPS = {
+    "in",
+    "on",
+    "at",
+    "to",
+    "for",
+    "with",
+    "by",
+    "from",
+    "of",
+    "into",
+    "over",
+    "against",
+    "about",
+    "as",
+    "after",
+    "during",
+}
 _PRONOUNS = {"he", "she", "it", "they", "him", "her", "them", "this", "these", "those", "who"}
 _LEADING = re.compile(
     r"^(?:however|meanwhile|also|moreover|furthermore|additionally|in addition|but|and|so|then|later|earlier|"
     r"on \w+day|last \w+|this \w+|in \d{4}|about|around|nearly|almost|over|some|roughly|approximately)\s*,?\s+",
     re.IGNORECASE,
 )
-_DETERMINERS = re.compile(r"^(?:his|her|its|their|our|my|your|this|that|these|those|some|several)\s+", re.IGNORECASE)
+_DETERMINERS = re.compile(
+    r"^(?:his|her|its|their|our|my|your|this|that|these|those|some|several)\s+", re.IGNORECASE
+)
 _POSSESSIVES = re.compile(r"\b(?:his|her|its|their|our|my|your)\s+", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s+")
 # Clause boundaries: coordinated clauses, subordinate clauses (each is read on its own) and
@@ -101,41 +305,258 @@ _CLAUSES = re.compile(
     r",\s+(?:and|but|while|whereas)\s+|\s+and\s+(?=(?:he|she|it|they|the|its|his|her|their)\s)"
     r"|,?\s+\b(?:after|when|because|as|while|before|since|although|though|until|whereas|once)\s+(?=\S+\s+\S)"
     r"|\s+that\s+(?=(?:the|a|an|its|his|her|their|he|she|it|they)\s)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Participle clauses and reporting tails say nothing new: ", delaying trains", ", the head teacher said".
 _PARTICIPLE_CLAUSE = re.compile(r",\s+\w+ing\b[^,;]*", re.IGNORECASE)
-_REPORTING_TAIL = re.compile(r",\s+(?:[\w'\- ]{1,40}?\s)?(?:said|says|told|added|reported|announced)\s*\.?\s*$", re.IGNORECASE)
-_RELATIVE = re.compile(r"(?P<head>\b[A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)*|\b\w+),\s+(?:which|who)\s+(?P<body>[^,]+),", re.UNICODE)
-_TOKEN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|[A-Za-z0-9][A-Za-z0-9'\-.]*[A-Za-z0-9]|[A-Za-z0-9]")
+_REPORTING_TAIL = re.compile(
+    r",\s+(?:[\w'\- ]{1,40}?\s)?(?:said|says|told|added|reported|announced)\s*\.?\s*$",
+    re.IGNORECASE,
+)
+_RELATIVE = re.compile(
+    r"(?P<head>\b[A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)*|\b\w+),\s+(?:which|who)\s+(?P<body>[^,]+),",
+    re.UNICODE,
+)
+_TOKEN = re.compile(
+    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|[A-Za-z0-9][A-Za-z0-9'\-.]*[A-Za-z0-9]|[A-Za-z0-9]"
+)
 MAX_OBJECT_WORDS = 6
 _TIME = re.compile(
     r"^(?:(?:on|in|at|by|during|since|until|for|last|next|this|early|late)\s+)?(?:the\s+)?"
     r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|"
     r"august|september|october|november|december|spring|summer|autumn|fall|winter|today|yesterday|tomorrow|"
     r"tonight|morning|evening|night|week|month|year|decade|weekend|\d{4}s?|\d+\s+(?:years?|months?|weeks?|days?|hours?))\b",
-    re.IGNORECASE)
-_TIME_WORDS = {"last", "next", "yesterday", "today", "tomorrow", "tonight", "earlier", "later", "ago"}
+    re.IGNORECASE,
+)
+_TIME_WORDS = {
+    "last",
+    "next",
+    "yesterday",
+    "today",
+    "tomorrow",
+    "tonight",
+    "earlier",
+    "later",
+    "ago",
+}
 _PARTICLES = {"out", "up", "off", "down", "away", "back", "over"}
-_MODALS = {"will", "would", "can", "could", "may", "might", "shall", "should", "must", "do", "does", "did", "cannot"}
-_REPORTING = {"said", "say", "told", "tell", "claim", "believ", "think", "thought", "suggest", "warn"}
-_ADVERB_OBJECTS = {"twice", "once", "again", "too", "also", "here", "there", "home", "abroad", "early", "late"}
+_MODALS = {
+    "will",
+    "would",
+    "can",
+    "could",
+    "may",
+    "might",
+    "shall",
+    "should",
+    "must",
+    "do",
+    "does",
+    "did",
+    "cannot",
+}
+_REPORTING = {
+    "said",
+    "say",
+    "told",
+    "tell",
+    "claim",
+    "believ",
+    "think",
+    "thought",
+    "suggest",
+    "warn",
+}
+_ADVERB_OBJECTS = {
+    "twice",
+    "once",
+    "again",
+    "too",
+    "also",
+    "here",
+    "there",
+    "home",
+    "abroad",
+    "early",
+    "late",
+}
 _OBJECT_PRONOUNS = {"him", "her", "them", "it"}
-_NOT_VERB_AFTER = {"the", "a", "an", "his", "her", "its", "their", "our", "my", "your", "this", "that", "these",
-                   "those", "some", "several", "new", "former", "local", "heavy", "private", "first"}
+_NOT_VERB_AFTER = {
+    "the",
+    "a",
+    "an",
+    "his",
+    "her",
+    "its",
+    "their",
+    "our",
+    "my",
+    "your",
+    "this",
+    "that",
+    "these",
+    "those",
+    "some",
+    "several",
+    "new",
+    "former",
+    "local",
+    "heavy",
+    "private",
+    "first",
+}
 _EXTRA_VERBS = {
-    "live", "go", "spread", "stop", "weigh", "treat", "vote", "hire", "bring", "keep", "analyse", "analyze", "replace",
-    "steal", "stole", "stolen", "spend", "welcome", "oppose", "promise", "add", "blame", "collect", "organise",
-    "organize", "rescue", "elect", "defeat", "injure", "flood", "destroy", "criticise", "criticize", "reduce", "thank",
-    "start", "close", "open", "ran", "run", "give", "gave", "lose", "lost", "save", "cancel", "sentence", "convict",
-    "receive", "build", "identify", "knock", "hit", "score", "beat", "lead", "leads", "make", "makes", "report",
-    "uncover", "strike", "fine", "order", "perform", "sign", "meet", "warn", "burst", "break", "take",
+    "live",
+    "go",
+    "spread",
+    "stop",
+    "weigh",
+    "treat",
+    "vote",
+    "hire",
+    "bring",
+    "keep",
+    "analyse",
+    "analyze",
+    "replace",
+    "steal",
+    "stole",
+    "stolen",
+    "spend",
+    "welcome",
+    "oppose",
+    "promise",
+    "add",
+    "blame",
+    "collect",
+    "organise",
+    "organize",
+    "rescue",
+    "elect",
+    "defeat",
+    "injure",
+    "flood",
+    "destroy",
+    "criticise",
+    "criticize",
+    "reduce",
+    "thank",
+    "start",
+    "close",
+    "open",
+    "ran",
+    "run",
+    "give",
+    "gave",
+    "lose",
+    "lost",
+    "save",
+    "cancel",
+    "sentence",
+    "convict",
+    "receive",
+    "build",
+    "identify",
+    "knock",
+    "hit",
+    "score",
+    "beat",
+    "lead",
+    "leads",
+    "make",
+    "makes",
+    "report",
+    "uncover",
+    "strike",
+    "fine",
+    "order",
+    "perform",
+    "sign",
+    "meet",
+    "warn",
+    "burst",
+    "break",
+    "take",
     # irregular past forms (the "-ed" rule cannot see them)
-    "struck", "broke", "took", "brought", "caught", "taught", "fought", "sought", "built", "sent", "spent", "lent",
-    "kept", "left", "felt", "dealt", "held", "told", "sold", "found", "stood", "understood", "shot", "cut", "put",
-    "shut", "threw", "drew", "grew", "knew", "flew", "blew", "wore", "tore", "rode", "wrote", "drove", "rose",
-    "chose", "froze", "spoke", "woke", "sang", "rang", "sank", "drank", "swam", "began", "came", "became", "overcame",
-    "forgave", "ate", "fell", "hid", "bit", "lit", "fled", "led", "fed", "met", "won", "dug", "hung", "stuck", "swept",
-    "paid", "laid", "said", "made", "did", "went", "saw", "got", "sat", "seized", "shook", "withdrew", "undertook",
+    "struck",
+    "broke",
+    "took",
+    "brought",
+    "caught",
+    "taught",
+    "fought",
+    "sought",
+    "built",
+    "sent",
+    "spent",
+    "lent",
+    "kept",
+    "left",
+    "felt",
+    "dealt",
+    "held",
+    "told",
+    "sold",
+    "found",
+    "stood",
+    "understood",
+    "shot",
+    "cut",
+    "put",
+    "shut",
+    "threw",
+    "drew",
+    "grew",
+    "knew",
+    "flew",
+    "blew",
+    "wore",
+    "tore",
+    "rode",
+    "wrote",
+    "drove",
+    "rose",
+    "chose",
+    "froze",
+    "spoke",
+    "woke",
+    "sang",
+    "rang",
+    "sank",
+    "drank",
+    "swam",
+    "began",
+    "came",
+    "became",
+    "overcame",
+    "forgave",
+    "ate",
+    "fell",
+    "hid",
+    "bit",
+    "lit",
+    "fled",
+    "led",
+    "fed",
+    "met",
+    "won",
+    "dug",
+    "hung",
+    "stuck",
+    "swept",
+    "paid",
+    "laid",
+    "said",
+    "made",
+    "did",
+    "went",
+    "saw",
+    "got",
+    "sat",
+    "seized",
+    "shook",
+    "withdrew",
+    "undertook",
 }
 
 
@@ -154,10 +575,21 @@ def _is_verb(word: str, position: int, previous: str = "") -> bool:
         return True
     if position == 0 or previous.lower() in _NOT_VERB_AFTER or previous[:1].isdigit():
         return False  # a sentence-initial word, or one after a determiner or number, is a noun's
-    if (previous.lower() in _MODALS and w.isalpha() and w.islower() and w not in _NEG_ADV
-            and w not in _NOT_VERB_AFTER and w not in _OBJECT_PREPS):
+    if (
+        previous.lower() in _MODALS
+        and w.isalpha()
+        and w.islower()
+        and w not in _NEG_ADV
+        and w not in _NOT_VERB_AFTER
+        and w not in _OBJECT_PREPS
+    ):
         return True  # "will replace", "can treat": a modal governs a verb in its base form
-    if w in _VERBS or _stem(w) in _VERBS or w in _EXTRA_VERBS or _stem(w) in {_stem(v) for v in _EXTRA_VERBS}:
+    if (
+        w in _VERBS
+        or _stem(w) in _VERBS
+        or w in _EXTRA_VERBS
+        or _stem(w) in {_stem(v) for v in _EXTRA_VERBS}
+    ):
         return True
     return len(w) > 4 and w.endswith("ed") and w not in _NOT_VERBS_ED
 
@@ -169,8 +601,11 @@ def _entity(text: str) -> str:
     s = _POSSESSIVES.sub("", _DETERMINERS.sub("", text.strip()))
     words = s.split()
     first_name = next((i for i, w in enumerate(words) if w[:1].isupper()), None)
-    if first_name and all(w[:1].islower() and w.isalpha() for w in words[:first_name]) and not any(
-            w.lower() in _OBJECT_PREPS | {"of"} for w in words[:first_name]):
+    if (
+        first_name
+        and all(w[:1].islower() and w.isalpha() for w in words[:first_name])
+        and not any(w.lower() in _OBJECT_PREPS | {"of"} for w in words[:first_name])
+    ):
         s = " ".join(words[first_name:])
     return canonical_label(s)
 
@@ -185,10 +620,51 @@ def _relation(words: list[str]) -> str:
     return f"not {rel}" if negated else rel
 
 
-_OBJECT_PREPS = {"in", "on", "at", "to", "for", "with", "by", "from", "into", "over", "against", "during", "as",
-                 "near", "across", "between", "through", "after", "before", "under", "off", "onto", "around", "about",
-                 "beneath", "below", "above", "inside", "outside", "behind", "beyond", "despite", "amid", "among",
-                 "along", "via", "within", "without", "toward", "towards", "throughout", "underneath", "alongside"}
+_OBJECT_PREPS = {
+    "in",
+    "on",
+    "at",
+    "to",
+    "for",
+    "with",
+    "by",
+    "from",
+    "into",
+    "over",
+    "against",
+    "during",
+    "as",
+    "near",
+    "across",
+    "between",
+    "through",
+    "after",
+    "before",
+    "under",
+    "off",
+    "onto",
+    "around",
+    "about",
+    "beneath",
+    "below",
+    "above",
+    "inside",
+    "outside",
+    "behind",
+    "beyond",
+    "despite",
+    "amid",
+    "among",
+    "along",
+    "via",
+    "within",
+    "without",
+    "toward",
+    "towards",
+    "throughout",
+    "underneath",
+    "alongside",
+}
 
 
 def _noun_phrases(words: list[str]) -> tuple[list[str], list[str]]:
@@ -202,10 +678,17 @@ def _noun_phrases(words: list[str]) -> tuple[list[str], list[str]]:
         word, low = words[k], words[k].lower()
         if low == ",":
             break
-        if current and (low in _OBJECT_PREPS or low in _TIME_WORDS or _TIME.match(" ".join(words[k:]))
-                        or (low in _AUX and low not in ("have", "has", "had"))
-                        or len(current) >= MAX_OBJECT_WORDS
-                        or (low in ("the", "a", "an", "its", "his", "her", "their") and current[-1].lower() != "of")):
+        if current and (
+            low in _OBJECT_PREPS
+            or low in _TIME_WORDS
+            or _TIME.match(" ".join(words[k:]))
+            or (low in _AUX and low not in ("have", "has", "had"))
+            or len(current) >= MAX_OBJECT_WORDS
+            or (
+                low in ("the", "a", "an", "its", "his", "her", "their")
+                and current[-1].lower() != "of"
+            )
+        ):
             break
         if not current and low in ("and", "or"):
             break  # "stopped and called ...": no object, a second verb phrase follows
@@ -238,15 +721,21 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
     tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(clause)]
     if len(tokens) < 2:
         return []
-    vi = next((i for i, (w, _, _) in enumerate(tokens)
-               if _is_verb(w, i, tokens[i - 1][0] if i else "")), None)
+    vi = next(
+        (i for i, (w, _, _) in enumerate(tokens) if _is_verb(w, i, tokens[i - 1][0] if i else "")),
+        None,
+    )
     if vi is None or vi == 0:
         return []
     vj = vi + 1
-    while vj < len(tokens) and (_is_verb(tokens[vj][0], vj, tokens[vj - 1][0]) or tokens[vj][0].lower() in _NEG_ADV):
+    while vj < len(tokens) and (
+        _is_verb(tokens[vj][0], vj, tokens[vj - 1][0]) or tokens[vj][0].lower() in _NEG_ADV
+    ):
         vj += 1
     subject_text = clause[: tokens[vi][1]]
-    if re.search(r",\s", subject_text):  # "On Monday, the police said" -> "the police" (not "4,000")
+    if re.search(
+        r",\s", subject_text
+    ):  # "On Monday, the police said" -> "the police" (not "4,000")
         subject_text = re.split(r",\s", subject_text)[-1]
     subject = _entity(_LEADING.sub("", subject_text.strip()))
     if subject in {"i", "you", "we", "me", "us"}:
@@ -257,7 +746,7 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
         subject = last_subject
     verb_words = [w for w, _, _ in tokens[vi:vj]]
     rest = []
-    for raw in clause[tokens[vj - 1][2]:].split():
+    for raw in clause[tokens[vj - 1][2] :].split():
         word = raw.strip(".,;:!?\"'")
         if word:
             rest.append(word)
@@ -265,19 +754,30 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
             rest.append(",")  # "Warsaw, Poland": the phrase ends at the comma
     out: list[Triple] = []
     passive = any(w.lower() in ("was", "were", "is", "are", "been", "be") for w in verb_words) and (
-        verb_words[-1].lower().endswith(("ed", "en", "wn")) or verb_words[-1].lower() in _VERBS)
-    if passive and rest and rest[0].lower() == "by":  # "was arrested by police" -> police arrested X
+        verb_words[-1].lower().endswith(("ed", "en", "wn")) or verb_words[-1].lower() in _VERBS
+    )
+    if (
+        passive and rest and rest[0].lower() == "by"
+    ):  # "was arrested by police" -> police arrested X
         agents, _ = _noun_phrases(rest[1:])
         relation = _relation([w for w in verb_words if w.lower() not in _AUX])
         out.extend((_entity(a), relation, subject) for a in agents if _entity(a) and subject)
         return out
-    if rest and rest[0].lower() in _PARTICLES and len(rest) > 1 and rest[1].lower() not in _OBJECT_PREPS:
+    if (
+        rest
+        and rest[0].lower() in _PARTICLES
+        and len(rest) > 1
+        and rest[1].lower() not in _OBJECT_PREPS
+    ):
         verb_words, rest = verb_words + [rest[0]], rest[1:]  # "knocked out power"
     if rest and rest[0].lower() in _OBJECT_PREPS | {"of"}:
         if _TIME.match(" ".join(rest)):
             objects, remainder = [], rest
         else:
-            verb_words, rest = verb_words + [rest[0]], rest[1:]  # "born in", "convicted of", "spread to"
+            verb_words, rest = (
+                verb_words + [rest[0]],
+                rest[1:],
+            )  # "born in", "convicted of", "spread to"
             objects, remainder = _noun_phrases(rest)
     elif rest and _TIME.match(" ".join(rest)):
         objects, remainder = [], rest
@@ -292,13 +792,17 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
             tail = _entity(obj)
             if tail in _OBJECT_PRONOUNS and last_subject is not None:
                 tail = last_subject  # "when a van hit him": the cyclist of the main clause
-            if tail and not _TIME.match(obj + " ") or (_TIME.match(obj) and len(_TIME.match(obj).group(0)) < len(obj)):
+            if (
+                tail
+                and not _TIME.match(obj + " ")
+                or (_TIME.match(obj) and len(_TIME.match(obj).group(0)) < len(obj))
+            ):
                 out.append((subject, relation, tail))
     if depth < 3 and subject:  # "... and destroyed hundreds of homes": same subject, next verb
         tail_text = " ".join(remainder)
         m = re.search(r"\band\s+(?=(\w+))", tail_text)
         if m is not None and _is_verb(m.group(1), 1):
-            out.extend(_clause_triples(f"{subject} {tail_text[m.end():]}", subject, depth + 1))
+            out.extend(_clause_triples(f"{subject} {tail_text[m.end() :]}", subject, depth + 1))
     return out
 
 
@@ -334,7 +838,12 @@ def extract_triples(text: object) -> frozenset[Triple] | None:
         triples: list[Triple] = []
         last_subject: str | None = None
         for sentence in _SENTENCES.split(s):
-            if len(sentence) > 2_000 or "{" in sentence or "}" in sentence or sentence.rstrip().endswith("?"):
+            if (
+                len(sentence) > 2_000
+                or "{" in sentence
+                or "}" in sentence
+                or sentence.rstrip().endswith("?")
+            ):
                 continue  # not a statement: junk, JSON, a table or a question
             for clause in _clauses_of(sentence):
                 found = _clause_triples(clause, last_subject)
@@ -344,12 +853,22 @@ def extract_triples(text: object) -> frozenset[Triple] | None:
                 else:  # "A cyclist was injured when ...": still the entity pronouns refer to
                     last_subject = _clause_subject(clause) or last_subject
         return frozenset(triples) if triples else None
-    except (ValueError, TypeError, IndexError, RecursionError, MemoryError):  # pragma: no cover - defence in depth
+    except (
+        ValueError,
+        TypeError,
+        IndexError,
+        RecursionError,
+        MemoryError,
+    ):  # pragma: no cover - defence in depth
         return None
 
 
-_TRIPLE_LINE = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])?\s*\(?\s*(?P<h>[^|()]+?)\s*\|\s*(?P<r>[^|()]+?)\s*\|\s*(?P<t>[^|()]+?)\s*\)?\s*[.;]?\s*$")
-_TRIPLE_TUPLE = re.compile(r"\(\s*[\"']?(?P<h>[^,()\"']+)[\"']?\s*,\s*[\"']?(?P<r>[^,()\"']+)[\"']?\s*,\s*[\"']?(?P<t>[^,()\"']+)[\"']?\s*\)")
+_TRIPLE_LINE = re.compile(
+    r"^\s*(?:[-*\u2022]|\d{1,3}[.)])?\s*\(?\s*(?P<h>[^|()]+?)\s*\|\s*(?P<r>[^|()]+?)\s*\|\s*(?P<t>[^|()]+?)\s*\)?\s*[.;]?\s*$"
+)
+_TRIPLE_TUPLE = re.compile(
+    r"\(\s*[\"']?(?P<h>[^,()\"']+)[\"']?\s*,\s*[\"']?(?P<r>[^,()\"']+)[\"']?\s*,\s*[\"']?(?P<t>[^,()\"']+)[\"']?\s*\)"
+)
 
 
 def _canonical_triple(h: object, r: object, t: object) -> Triple | None:
@@ -410,19 +929,30 @@ def merge_graphs(
     split = len(canon) - n_attached
     own = [sorted(g) for g in canon[:split] if g is not None]
     attached = [sorted(g) for g in canon[split:] if g is not None]
-    ent = representatives(context, [x for g in own for h, _, t in g for x in (h, t)], equivalence,
-                          attached=[x for g in attached for h, _, t in g for x in (h, t)])
-    rel = representatives(context, [r for g in own for _, r, _ in g], equivalence,
-                          attached=[r for g in attached for _, r, _ in g])
-    return [None if g is None else frozenset((ent[h], rel[r], ent[t]) for h, r, t in g) for g in canon]
+    ent = representatives(
+        context,
+        [x for g in own for h, _, t in g for x in (h, t)],
+        equivalence,
+        attached=[x for g in attached for h, _, t in g for x in (h, t)],
+    )
+    rel = representatives(
+        context,
+        [r for g in own for _, r, _ in g],
+        equivalence,
+        attached=[r for g in attached for _, r, _ in g],
+    )
+    return [
+        None if g is None else frozenset((ent[h], rel[r], ent[t]) for h, r, t in g) for g in canon
+    ]
 
 
 # g_T^-1 lives with the graph space, which writes decisions as text.
 graph_to_text = _graph_to_text
 
 
-def _clustering_inputs(graphs: Sequence[Sequence[Triple] | None],
-                       n_attached: int) -> tuple[list[Triple], list[Triple]]:
+def _clustering_inputs(
+    graphs: Sequence[Sequence[Triple] | None], n_attached: int
+) -> tuple[list[Triple], list[Triple]]:
     """What KGGen clusters for one prompt: the responses' relations, and (when the last
     `n_attached` graphs, the reference's, have any) the responses' and the reference's together
     (empty otherwise)."""
@@ -465,9 +995,14 @@ class GraphExtractor(LocalModelExtractor):
         if self.kggen is None:
             from pipeline.tasks.graphs.kggen import KGGenRunner
 
-            self.kggen = KGGenRunner(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                                     python=self.kggen_python, cache_dir=self.cache_dir,
-                                     max_workers=self.max_concurrency)
+            self.kggen = KGGenRunner(
+                model=self.model,
+                api_base=self.api_base,
+                api_key_env=self.api_key_env,
+                python=self.kggen_python,
+                cache_dir=self.cache_dir,
+                max_workers=self.max_concurrency,
+            )
         return self.kggen
 
     def prefetch(self, items: Sequence[tuple[object, Sequence[object], Sequence[object]]]) -> None:
@@ -484,14 +1019,18 @@ class GraphExtractor(LocalModelExtractor):
                 for _, responses, attached in items:
                     own, joint = _clustering_inputs(
                         runner.cached_relations([to_text(t) for t in (*responses, *attached)]),
-                        len(attached))
+                        len(attached),
+                    )
                     graphs += [own, joint] if joint else [own]
                 runner.prefetch_clusters(graphs)
         elif self.method == "llm":
-            self.client.complete(list(dict.fromkeys(
-                TRIPLE_EXTRACTION_PROMPT.format(text=t.strip()) for t in texts)))
+            self.client.complete(
+                list(dict.fromkeys(TRIPLE_EXTRACTION_PROMPT.format(text=t.strip()) for t in texts))
+            )
 
-    def _kggen_graphs(self, texts: Sequence[object], n_attached: int = 0) -> list[frozenset[Triple] | None]:
+    def _kggen_graphs(
+        self, texts: Sequence[object], n_attached: int = 0
+    ) -> list[frozenset[Triple] | None]:
         # KGGen gets no context: its extraction ignores it, and for clustering it would be the
         # whole source article in every call. `context` still keys our own equivalence merging.
         graphs = self._runner().extract([to_text(t) for t in texts])
@@ -501,22 +1040,28 @@ class GraphExtractor(LocalModelExtractor):
             own, joint = _clustering_inputs(graphs, n_attached)
             entity_of, edge_of = self.kggen.cluster(own)
             if joint:  # the reference joins the samples' clusters, never shapes them
-                attached = joint[len(own):]
+                attached = joint[len(own) :]
                 joint_entity, joint_edge = self.kggen.cluster(joint)
                 entities = lambda rs: [x for h, _, t in rs for x in (h, t)]  # noqa: E731
-                entity_of = attach_labels(entity_of, joint_entity, entities(own), entities(attached))
-                edge_of = attach_labels(edge_of, joint_edge, [r for _, r, _ in own],
-                                        [r for _, r, _ in attached])
+                entity_of = attach_labels(
+                    entity_of, joint_entity, entities(own), entities(attached)
+                )
+                edge_of = attach_labels(
+                    edge_of, joint_edge, [r for _, r, _ in own], [r for _, r, _ in attached]
+                )
         out: list[frozenset[Triple] | None] = []
         for g in graphs:
-            triples = {_canonical_triple(entity_of.get(h, h), edge_of.get(r, r), entity_of.get(t, t))
-                       for h, r, t in g or ()}
+            triples = {
+                _canonical_triple(entity_of.get(h, h), edge_of.get(r, r), entity_of.get(t, t))
+                for h, r, t in g or ()
+            }
             kept = frozenset(t for t in triples if t is not None)
             out.append(kept or None)
         return out
 
-    def extract(self, texts: Sequence[object], context: str = "",
-                n_attached: int = 0) -> list[frozenset[Triple] | None]:
+    def extract(
+        self, texts: Sequence[object], context: str = "", n_attached: int = 0
+    ) -> list[frozenset[Triple] | None]:
         """One triple set per response (None = parse failure); not yet merged across samples.
         KGGen clusters over all but the last `n_attached` texts (see `map_prompt`)."""
         if self.method == "rule":
@@ -524,7 +1069,9 @@ class GraphExtractor(LocalModelExtractor):
         elif self.method == "kggen":
             out = self._kggen_graphs(texts, n_attached)
         else:
-            raw = self._complete([TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts])
+            raw = self._complete(
+                [TRIPLE_EXTRACTION_PROMPT.format(text=to_text(t).strip()) for t in texts]
+            )
             out = [parse_triples_output(r) for r in raw]
         return self._counted(out)
 
@@ -533,11 +1080,13 @@ class GraphExtractor(LocalModelExtractor):
         if self.kggen is not None:
             self.kggen.close()
 
-    def map_prompt(self, texts: Sequence[object], context: str = "",
-                   attached: Sequence[object] = ()) -> list[frozenset[Triple] | None]:
+    def map_prompt(
+        self, texts: Sequence[object], context: str = "", attached: Sequence[object] = ()
+    ) -> list[frozenset[Triple] | None]:
         """The responses of one prompt: extract, then aggregate entities and relations across
         them. `attached` texts (the reference) are mapped into the responses' clusters without
         changing them; their graphs come last in the result."""
         texts = [*texts, *attached]
-        return merge_graphs(self.extract(texts, context, len(attached)), self.equivalence, context,
-                            len(attached))
+        return merge_graphs(
+            self.extract(texts, context, len(attached)), self.equivalence, context, len(attached)
+        )

@@ -34,8 +34,10 @@ class GraphSpace(SetSpace):
 
     def __init__(self, directed: bool = False, relation_labels: bool = True) -> None:
         if not isinstance(directed, bool) or not isinstance(relation_labels, bool):
-            raise ValueError("graphs: directed and relation_labels must be true or false, got "
-                             f"{directed!r}, {relation_labels!r}")
+            raise ValueError(
+                "graphs: directed and relation_labels must be true or false, got "
+                f"{directed!r}, {relation_labels!r}"
+            )
         self.directed = directed
         self.relation_labels = relation_labels
 
@@ -53,9 +55,12 @@ class GraphSpace(SetSpace):
         return [list(e) for e in sorted(self.canonical(latent))]
 
     def decode(self, payload: Any) -> frozenset[Triple]:
-        if not isinstance(payload, list) or not all(isinstance(e, list) and len(e) == 3
-                                                    for e in payload):
-            raise ValueError(f"graphs: expected a list of [head, relation, tail], got {payload!r:.200}")
+        if not isinstance(payload, list) or not all(
+            isinstance(e, list) and len(e) == 3 for e in payload
+        ):
+            raise ValueError(
+                f"graphs: expected a list of [head, relation, tail], got {payload!r:.200}"
+            )
         return self.canonical(payload)
 
     def labels(self, latent: Any) -> list[str] | None:

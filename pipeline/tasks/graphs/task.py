@@ -19,15 +19,20 @@ def build_graphs(settings: ExtractionSettings, context) -> Any:
     ex = settings.extractor
     method = {"rule": "rule", "llm": "kggen", "local": "local"}[ex.kind]
     extractor = GraphExtractor(
-        method=method, model=ex.model, api_base=ex.base_url, api_key_env=ex.api_key_env,
-        kggen_python=ex.kggen_python, kggen_cluster=ex.kggen_cluster,
-        cache_dir=str(Path(context.cache_dir) / "kggen"), max_concurrency=ex.max_concurrency,
+        method=method,
+        model=ex.model,
+        api_base=ex.base_url,
+        api_key_env=ex.api_key_env,
+        kggen_python=ex.kggen_python,
+        kggen_cluster=ex.kggen_cluster,
+        cache_dir=str(Path(context.cache_dir) / "kggen"),
+        max_concurrency=ex.max_concurrency,
         equivalence=label_merge(settings, context),
-        backend=local_backend(context) if method == "local" else None)
+        backend=local_backend(context) if method == "local" else None,
+    )
 
     def graphs(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
         return extractor.map_prompt(texts, context=question, attached=attached)
-
 
     graphs.prefetch = extractor.prefetch  # type: ignore[attr-defined]
     graphs.close = extractor.close  # type: ignore[attr-defined]  # stops KGGen's worker
@@ -35,8 +40,15 @@ def build_graphs(settings: ExtractionSettings, context) -> Any:
     return graphs
 
 
-MAPPERS.add("graphs", Mapper(build_graphs, ExtractionSettings, extraction="kggen",
-                             description="the relations a text states, as a set of triples"))
+MAPPERS.add(
+    "graphs",
+    Mapper(
+        build_graphs,
+        ExtractionSettings,
+        extraction="kggen",
+        description="the relations a text states, as a set of triples",
+    ),
+)
 
 
 def kggen_python(extractor: Any) -> str:
@@ -49,8 +61,10 @@ def kggen_python(extractor: Any) -> str:
 
 # with task.extractor.kind=llm: KGGen writes its own prompts (entities, then relations, per
 # response; then its clustering), in its own environment
-EXTRACTIONS.add("kggen", Extraction(calls=2, label="KGGen", environment=kggen_python,
-                                    environment_fix="make kggen-env"))
+EXTRACTIONS.add(
+    "kggen",
+    Extraction(calls=2, label="KGGen", environment=kggen_python, environment_fix="make kggen-env"),
+)
 
 
 def text_from_user(raw: Any) -> dict[str, Any]:
@@ -60,9 +74,13 @@ def text_from_user(raw: Any) -> dict[str, Any]:
     return {"answers": [], "probabilities": [], "reference_text": str(raw).strip()}
 
 
-REFERENCES.add("text", ReferenceKind(
-    check=lambda r: None if r["reference_text"].strip() else "needs a reference_text",
-    from_user=text_from_user,
-    present=lambda r: bool(r["reference_text"].strip()),
-    mapped=True,
-    description="a reference text, mapped by the task's g_T like a response"))
+REFERENCES.add(
+    "text",
+    ReferenceKind(
+        check=lambda r: None if r["reference_text"].strip() else "needs a reference_text",
+        from_user=text_from_user,
+        present=lambda r: bool(r["reference_text"].strip()),
+        mapped=True,
+        description="a reference text, mapped by the task's g_T like a response",
+    ),
+)

@@ -42,18 +42,34 @@ from pipeline.latent.base import (
 _LOSSES = ("l1", "l2")
 
 
-def _overflow_message(loss: str, what: str, lows: Sequence[float], highs: Sequence[float],
-                      rows: Sequence[int] | None = None) -> str:
-    where = "" if rows is None else (
-        f" of batch row {rows[0]}" if len(rows) == 1 else
-        f" of batch rows {', '.join(map(str, rows[:10]))}{' ...' if len(rows) > 10 else ''}")
+def _overflow_message(
+    loss: str,
+    what: str,
+    lows: Sequence[float],
+    highs: Sequence[float],
+    rows: Sequence[int] | None = None,
+) -> str:
+    where = (
+        ""
+        if rows is None
+        else (
+            f" of batch row {rows[0]}"
+            if len(rows) == 1
+            else f" of batch rows {', '.join(map(str, rows[:10]))}{' ...' if len(rows) > 10 else ''}"
+        )
+    )
     spans = "; ".join(f"{lo!r} to {hi!r}" for lo, hi in list(zip(lows, highs))[:3])
     cause = "squared" if loss == "l2" else "absolute"
-    fix = ("give the numbers in larger units, or use loss=l1 (its Bayes risk never overflows)"
-           if loss == "l2" else "give the numbers in larger units")
-    return (f"reals ({loss}): the {what}{where} exceeds the largest float "
-            f"({np.finfo(np.float64).max:.4g}): the values span {spans}, and their mean {cause} "
-            f"difference cannot be represented; {fix}")
+    fix = (
+        "give the numbers in larger units, or use loss=l1 (its Bayes risk never overflows)"
+        if loss == "l2"
+        else "give the numbers in larger units"
+    )
+    return (
+        f"reals ({loss}): the {what}{where} exceeds the largest float "
+        f"({np.finfo(np.float64).max:.4g}): the values span {spans}, and their mean {cause} "
+        f"difference cannot be represented; {fix}"
+    )
 
 
 def _exponent(magnitude: Any) -> Any:
@@ -92,12 +108,19 @@ class RealBatch(LatentBatch):
         self.highest = np.where(self.valid, self.values, -np.inf).max(axis=1, initial=-np.inf)
         self.magnitude = np.maximum(np.abs(self.lowest), np.abs(self.highest))
 
-    def _unscaled(self, scaled_risks: np.ndarray, e: np.ndarray, rows: np.ndarray, what: str,
-                  actions: np.ndarray | None = None) -> np.ndarray:
+    def _unscaled(
+        self,
+        scaled_risks: np.ndarray,
+        e: np.ndarray,
+        rows: np.ndarray,
+        what: str,
+        actions: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Risks of the values scaled by 2^-e back to their size (one row per prompt `rows`);
         RiskOverflowError naming the prompts where that exceeds the largest float."""
-        out = _to_size(scaled_risks, e.reshape((-1,) + (1,) * (scaled_risks.ndim - 1)),
-                       self.space.loss)
+        out = _to_size(
+            scaled_risks, e.reshape((-1,) + (1,) * (scaled_risks.ndim - 1)), self.space.loss
+        )
         finite = np.isfinite(out)
         bad = ~(finite if finite.ndim == 1 else finite.all(axis=1))
         if bad.any():
@@ -105,8 +128,15 @@ class RealBatch(LatentBatch):
             if actions is not None:
                 lows, highs = np.minimum(lows, actions), np.maximum(highs, actions)
             raise RiskOverflowError(
-                _overflow_message(self.space.loss, what, lows[bad].tolist(), highs[bad].tolist(),
-                                  rows[bad].tolist()), rows[bad])
+                _overflow_message(
+                    self.space.loss,
+                    what,
+                    lows[bad].tolist(),
+                    highs[bad].tolist(),
+                    rows[bad].tolist(),
+                ),
+                rows[bad],
+            )
         return out
 
     def _risks_of(self, actions: np.ndarray, known: np.ndarray, what: str) -> np.ndarray:
@@ -236,8 +266,12 @@ class RealSpace(LatentSpace[float]):
         x = np.array(items, dtype=np.float64)
         risks = self._mean_losses(x, x, w)
         best = first_min_index(risks)
-        return BayesResult(items[best], self._refuse(float(risks[best]), float(x.min()),
-                                                     float(x.max()), "risk of the chosen sample"))
+        return BayesResult(
+            items[best],
+            self._refuse(
+                float(risks[best]), float(x.min()), float(x.max()), "risk of the chosen sample"
+            ),
+        )
 
     def batch(self, prompts: Sequence[Sequence[Any]]) -> RealBatch:
         return RealBatch(self, prompts)

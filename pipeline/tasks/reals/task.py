@@ -22,6 +22,7 @@ from pipeline.tasks.contract import (
 def build_reals(settings: Any, context: Any) -> Any:
     """g_T = the number a response gives (pipeline.mapping.numbers.parse_number: digits or words,
     asides such as years and list numbers set back); None when it gives none."""
+
     def reals(question: str, texts: list[str]) -> list[Any]:
         return [parse_number(t) for t in texts]
 
@@ -43,21 +44,35 @@ def number_from_user(raw: Any) -> dict[str, Any]:
         if len(raw) > 1:
             raise ValueError(f"is a list of {len(raw)} values; give the one true value")
         raw = raw[0] if raw else None
-    value = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else (
-        parse_number(str(raw)) if raw is not None else None)
+    value = (
+        raw
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool)
+        else (parse_number(str(raw)) if raw is not None else None)
+    )
     if value is None or not math.isfinite(float(value)):
-        raise ValueError(f"{raw!r:.80} holds no number; give the true value as a number "
-                         "(or a text with one)")
-    return {"answers": [[repr(float(value))]], "probabilities": [],
-            "reference_text": repr(float(value))}
+        raise ValueError(
+            f"{raw!r:.80} holds no number; give the true value as a number (or a text with one)"
+        )
+    return {
+        "answers": [[repr(float(value))]],
+        "probabilities": [],
+        "reference_text": repr(float(value)),
+    }
 
 
-REFERENCES.add("number", ReferenceKind(
-    check=lambda r: None if reference_number(r["answers"], r["reference_text"]) is not None
-    else "needs a numeric answer",
-    from_user=number_from_user,
-    present=lambda r: len(r["answers"]) > 0 or bool(r["reference_text"].strip()),
-    description="the true value as a number"))
+REFERENCES.add(
+    "number",
+    ReferenceKind(
+        check=lambda r: (
+            None
+            if reference_number(r["answers"], r["reference_text"]) is not None
+            else "needs a numeric answer"
+        ),
+        from_user=number_from_user,
+        present=lambda r: len(r["answers"]) > 0 or bool(r["reference_text"].strip()),
+        description="the true value as a number",
+    ),
+)
 
 
 def _error(action: Any, ref: Reference) -> tuple[float, float] | None:

@@ -72,7 +72,9 @@ def f1_score(
 
 
 def align_to_aliases(
-    pred_labels: Iterable[object], answers: Sequence[Sequence[object]], question: str = "",
+    pred_labels: Iterable[object],
+    answers: Sequence[Sequence[object]],
+    question: str = "",
     judge: Judge | None = None,
 ) -> tuple[frozenset[str], frozenset[str]]:
     """Predicted set and reference set in one label space, for the set metrics above.

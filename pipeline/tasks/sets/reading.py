@@ -131,7 +131,8 @@ def _first_content_line(text: str) -> str:
 
 _ECHO = re.compile(r"^\s*(?:q|question|task|rules?|example\s*\d*)\s*:", re.IGNORECASE)
 _HEADER = re.compile(
-    r"^\s*(?:output|answers?|items?|extracted(?:\s+answers?)?|here\s+(?:is|are)\b[^:]*)\s*:\s*", re.IGNORECASE
+    r"^\s*(?:output|answers?|items?|extracted(?:\s+answers?)?|here\s+(?:is|are)\b[^:]*)\s*:\s*",
+    re.IGNORECASE,
 )
 
 
@@ -178,7 +179,10 @@ def merge_sets(
     question: str, sets: Sequence[frozenset[str] | None], equivalence: EquivalenceFn | None = None
 ) -> list[frozenset[str] | None]:
     """Merge equivalent labels across the samples of one prompt (failures stay None)."""
-    canon_sets = [None if s is None else frozenset(c for c in (canonical_label(x) for x in s) if c) for s in sets]
+    canon_sets = [
+        None if s is None else frozenset(c for c in (canonical_label(x) for x in s) if c)
+        for s in sets
+    ]
     occurrences = [label for s in canon_sets if s is not None for label in sorted(s)]
     # sorted() only fixes the order within one sample; first-seen across samples is preserved
     rep = representatives(question, occurrences, equivalence)
@@ -203,16 +207,23 @@ class SetExtractor(LocalModelExtractor):
 
     fallback_to_rules: bool = False
 
-    def extract(self, questions: Sequence[object], texts: Sequence[object]) -> list[frozenset[str] | None]:
+    def extract(
+        self, questions: Sequence[object], texts: Sequence[object]
+    ) -> list[frozenset[str] | None]:
         """One label set per (question, response) pair, or None for a parse failure."""
         self._check_pairs(questions, texts)
         if self.method == "rule":
             out = _read_once(questions, texts)
         else:
-            raw = self._complete([extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)])
+            raw = self._complete(
+                [extraction_prompt("answer_set", q, t) for q, t in zip(questions, texts)]
+            )
             out = [parse_extractor_output(r) for r in raw]
             if self.fallback_to_rules:
-                out = [o if o is not None else extract_answer_set(t, q) for o, q, t in zip(out, questions, texts)]
+                out = [
+                    o if o is not None else extract_answer_set(t, q)
+                    for o, q, t in zip(out, questions, texts)
+                ]
         return self._counted(out)
 
     def map_prompt(self, question: object, texts: Sequence[object]) -> list[frozenset[str] | None]:
@@ -220,7 +231,9 @@ class SetExtractor(LocalModelExtractor):
         q = to_text(question)
         return merge_sets(q, self.extract([q] * len(texts), texts), self.equivalence)
 
-    def map_prompts(self, questions: Sequence[object], texts_per_prompt: Sequence[Sequence[object]]) -> list[list[frozenset[str] | None]]:
+    def map_prompts(
+        self, questions: Sequence[object], texts_per_prompt: Sequence[Sequence[object]]
+    ) -> list[list[frozenset[str] | None]]:
         """Many prompts at once (one batched extractor call), merged per prompt."""
         flat_q = [to_text(q) for q, texts in zip(questions, texts_per_prompt) for _ in texts]
         flat_t = [t for texts in texts_per_prompt for t in texts]

@@ -183,8 +183,12 @@ class IncidenceBatch(LatentBatch):
         super().__init__(space, prompts)
         # the cell's vocabulary, built once: every label coded in one pass
         codes: dict[Hashable, int] = {}
-        hit_labels = [codes.setdefault(lab, len(codes))
-                      for items in self.items for item in items for lab in item]
+        hit_labels = [
+            codes.setdefault(lab, len(codes))
+            for items in self.items
+            for item in items
+            for lab in item
+        ]
         set_sizes = [len(item) for items in self.items for item in items]
         self.names = sorted_labels(frozenset(codes))
         self._rank_of = {name: k for k, name in enumerate(self.names)}  # a label's sorted place
@@ -193,8 +197,11 @@ class IncidenceBatch(LatentBatch):
         self._n_names = max(1, len(codes))
         counts = np.asarray(set_sizes, dtype=np.int64)
         sample_prompt = np.repeat(np.arange(len(self.items)), self.sizes)
-        sample_index = np.concatenate([np.arange(n) for n in self.sizes]) if len(self.items) else \
-            np.zeros(0, dtype=np.int64)
+        sample_index = (
+            np.concatenate([np.arange(n) for n in self.sizes])
+            if len(self.items)
+            else np.zeros(0, dtype=np.int64)
+        )
         self._hit_prompt = np.repeat(sample_prompt, counts)
         self._hit_sample = np.repeat(sample_index, counts)
         hit_keys = self._hit_prompt * self._n_names + rank[np.asarray(hit_labels, dtype=np.int64)]
@@ -209,7 +216,9 @@ class IncidenceBatch(LatentBatch):
         """bool (prompts, n_samples, width) of the prompts in `sl`; padding is False."""
         x = np.zeros((sl.stop - sl.start, self.n_samples, width), dtype=bool)
         lo, hi = np.searchsorted(self._hit_prompt, [sl.start, sl.stop])
-        x[self._hit_prompt[lo:hi] - sl.start, self._hit_sample[lo:hi], self._hit_column[lo:hi]] = True
+        x[self._hit_prompt[lo:hi] - sl.start, self._hit_sample[lo:hi], self._hit_column[lo:hi]] = (
+            True
+        )
         return x
 
     def action_masks(self, actions: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -237,7 +246,9 @@ class IncidenceBatch(LatentBatch):
 
     def to_set(self, p: int, mask: np.ndarray) -> frozenset:
         cols = np.flatnonzero(mask[: self.widths[p]])
-        return frozenset(self.names[k] for k in (self._keys[self._starts[p] + cols] % self._n_names))
+        return frozenset(
+            self.names[k] for k in (self._keys[self._starts[p] + cols] % self._n_names)
+        )
 
 
 class SetBatch(IncidenceBatch):
@@ -247,16 +258,14 @@ class SetBatch(IncidenceBatch):
         actions: list[Any] = []
         risks = np.empty(len(self.items))
         for sl, width in self.chunks:
-            chosen, risks[sl] = sets_bayes_batch(self.incidence(sl, width),
-                                                 self.weights(sl))
+            chosen, risks[sl] = sets_bayes_batch(self.incidence(sl, width), self.weights(sl))
             actions.extend(self.to_set(p, row) for p, row in zip(range(sl.start, sl.stop), chosen))
         return actions, risks
 
     def _compute_sample_risks(self) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         for sl, width in self.chunks:
-            risks = sets_pairwise_risks_batch(self.incidence(sl, width),
-                                              self.weights(sl))
+            risks = sets_pairwise_risks_batch(self.incidence(sl, width), self.weights(sl))
             out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
         return out
 
@@ -267,8 +276,11 @@ class SetBatch(IncidenceBatch):
         for sl, width in self.chunks:
             mass = self.incidence(sl, width).sum(axis=1, dtype=np.int64)  # (p, K)
             mask, n = masks[sl, :width], self.sizes[sl]
-            total = (n * (mask.sum(axis=1) + beyond[sl]) + mass.sum(axis=1)
-                     - 2 * (mass * mask).sum(axis=1))
+            total = (
+                n * (mask.sum(axis=1) + beyond[sl])
+                + mass.sum(axis=1)
+                - 2 * (mass * mask).sum(axis=1)
+            )
             out[sl] = np.where(known[sl], total / n, np.nan)
         return out
 
@@ -276,9 +288,11 @@ class SetBatch(IncidenceBatch):
 def _already_canonical(space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> bool:
     """Every prompt has samples and every sample is a frozenset, in a space whose canonical
     form of a frozenset is itself (sets, F-beta sets; not graphs, which orient edges)."""
-    return (getattr(type(space), "frozensets_are_canonical", False)
-            and all(len(p) for p in prompts)
-            and all(type(item) is frozenset for p in prompts for item in p))
+    return (
+        getattr(type(space), "frozensets_are_canonical", False)
+        and all(len(p) for p in prompts)
+        and all(type(item) is frozenset for p in prompts for item in p)
+    )
 
 
 def _canonical_set(latent: Any, space: str) -> frozenset:
@@ -389,8 +403,10 @@ def _surface_pattern(label: str) -> re.Pattern:
     """A label's words with articles and punctuation allowed between them (compiled once: every
     decision of a prompt writes the same labels)."""
     gap = r"(?:[\W_]+(?:(?:the|a|an)[\W_]+)?)"
-    return re.compile(r"(?<![^\W_])" + gap.join(re.escape(w) for w in label.split())
-                      + r"(?![^\W_])", re.IGNORECASE)
+    return re.compile(
+        r"(?<![^\W_])" + gap.join(re.escape(w) for w in label.split()) + r"(?![^\W_])",
+        re.IGNORECASE,
+    )
 
 
 def surface_form(label: str, texts: list[str]) -> str:

@@ -32,8 +32,12 @@ def build_sets(settings: ExtractionSettings, context) -> Any:
 
     kind = settings.extractor.kind
     client = build_llm_client(settings.extractor, context.cache_dir) if kind == "llm" else None
-    extractor = SetExtractor(method=kind, equivalence=label_merge(settings, context), client=client,
-                             backend=local_backend(context) if kind == "local" else None)
+    extractor = SetExtractor(
+        method=kind,
+        equivalence=label_merge(settings, context),
+        client=client,
+        backend=local_backend(context) if kind == "local" else None,
+    )
 
     def sets(question: str, texts: list[str]) -> list[Any]:
         return extractor.map_prompt(question, texts)
@@ -42,22 +46,37 @@ def build_sets(settings: ExtractionSettings, context) -> Any:
         """Every extraction call of the cell through one pool (the client's max_concurrency in
         flight across prompts, not within one): the per-prompt calls then read the cache."""
         if client is not None:
-            client.complete(list(dict.fromkeys(
-                extraction_prompt("answer_set", q, t) for q, texts, attached in items
-                for t in (*texts, *attached))))
+            client.complete(
+                list(
+                    dict.fromkeys(
+                        extraction_prompt("answer_set", q, t)
+                        for q, texts, attached in items
+                        for t in (*texts, *attached)
+                    )
+                )
+            )
 
     sets.prefetch = prefetch  # type: ignore[attr-defined]
     # rule reading merged by rules or canonical forms: pure CPU work, so the map stage may split
     # the prompts over worker processes (an LLM, a local model or NLI merging may not)
     sets.parallel_safe = kind == "rule" and (  # type: ignore[attr-defined]
-        not settings.extractor.merge_labels or settings.merge_by in ("canonical", "rule")
-        or settings.equivalence.backend != "nli")
+        not settings.extractor.merge_labels
+        or settings.merge_by in ("canonical", "rule")
+        or settings.equivalence.backend != "nli"
+    )
     sets.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
     return sets
 
 
-MAPPERS.add("sets", Mapper(build_sets, ExtractionSettings, extraction="answer_set",
-                           description="the answers a response states, as a set of labels"))
+MAPPERS.add(
+    "sets",
+    Mapper(
+        build_sets,
+        ExtractionSettings,
+        extraction="answer_set",
+        description="the answers a response states, as a set of labels",
+    ),
+)
 # with task.extractor.kind=llm: the paper's set-extraction prompt, one per response
 EXTRACTIONS.add("answer_set", Extraction(prompt=partial(extraction_prompt, "answer_set")))
 
@@ -71,17 +90,26 @@ def answer_set_from_user(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         raw = split_names(raw)
     if not isinstance(raw, (list, tuple)):
-        raise ValueError("must be a list of correct answers (each a string or a list of aliases), "
-                         f"got {type(raw).__name__}")
-    return {"answers": [a for a in (answer_aliases(r) for r in raw) if a], "probabilities": [],
-            "reference_text": ""}
+        raise ValueError(
+            "must be a list of correct answers (each a string or a list of aliases), "
+            f"got {type(raw).__name__}"
+        )
+    return {
+        "answers": [a for a in (answer_aliases(r) for r in raw) if a],
+        "probabilities": [],
+        "reference_text": "",
+    }
 
 
-REFERENCES.add("answer_set", ReferenceKind(
-    check=lambda r: None if r["answers"] else "needs at least one answer",
-    from_user=answer_set_from_user,
-    present=lambda r: len(r["answers"]) > 0,
-    description="the correct answers, each with its aliases"))
+REFERENCES.add(
+    "answer_set",
+    ReferenceKind(
+        check=lambda r: None if r["answers"] else "needs at least one answer",
+        from_user=answer_set_from_user,
+        present=lambda r: len(r["answers"]) > 0,
+        description="the correct answers, each with its aliases",
+    ),
+)
 
 
 def _sets(action: Any, ref: Reference) -> tuple[set, set] | None:

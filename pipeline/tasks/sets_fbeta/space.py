@@ -88,8 +88,7 @@ def f_beta_losses(refs: np.ndarray, cands: np.ndarray, beta: float) -> np.ndarra
     return 1.0 - np.where(empty, 1.0, (1.0 + b2) * inter / np.where(empty, 1.0, denom))
 
 
-def gfm_batch(x: np.ndarray, w: np.ndarray, widths: np.ndarray,
-              beta: float) -> np.ndarray:
+def gfm_batch(x: np.ndarray, w: np.ndarray, widths: np.ndarray, beta: float) -> np.ndarray:
     """`gfm` for many prompts: x bool (P, M, K) padded incidence, w (P, M) normalised weights
     (0 on padding), widths (P,) each prompt's own labels. Returns bool (P, K) predictions.
 
@@ -128,8 +127,12 @@ class FBetaBatch(IncidenceBatch):
         actions: list[Any] = []
         for sl, width in padded_chunks(self.widths, self.n_samples, square=True):
             w = self.weights(sl)
-            masks = gfm_batch(self.incidence(sl, width), w / w.sum(axis=1, keepdims=True),
-                              self.widths[sl], self.space.beta)
+            masks = gfm_batch(
+                self.incidence(sl, width),
+                w / w.sum(axis=1, keepdims=True),
+                self.widths[sl],
+                self.space.beta,
+            )
             actions.extend(self.to_set(p, m) for p, m in zip(range(sl.start, sl.stop), masks))
         # the risk recomputed from the action, as the one-prompt `bayes` does
         return actions, self.risk(actions)
@@ -146,7 +149,7 @@ class FBetaBatch(IncidenceBatch):
     def risk(self, actions: Sequence[Any]) -> np.ndarray:
         """sum_j (1 - F_beta(s_j, a)) / n; an action's labels beyond its prompt's count in |a|."""
         known, masks, beyond = self.action_masks(actions)
-        b2 = self.space.beta ** 2
+        b2 = self.space.beta**2
         out = np.full(len(self.items), np.nan)
         for sl, width in self.chunks:
             x = self.incidence(sl, width)

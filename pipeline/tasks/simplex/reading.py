@@ -91,19 +91,26 @@ class SimplexMapper(ResponseExtractor):
     renormalise: bool = False
     prompt_example: str = "restored"
 
-    def parse(self, questions: Sequence[object], texts: Sequence[object]) -> list[Distribution | None]:
+    def parse(
+        self, questions: Sequence[object], texts: Sequence[object]
+    ) -> list[Distribution | None]:
         """One distribution per (question, response) pair, or None for a parse failure."""
         self._check_pairs(questions, texts)
         if self.method == "rule":
             out = [parse_distribution(t) for t in texts]
         else:
-            raw = self._complete([extraction_prompt("answer_distribution", q, t,
-                                                    example=self.prompt_example)
-                                  for q, t in zip(questions, texts)])
+            raw = self._complete(
+                [
+                    extraction_prompt("answer_distribution", q, t, example=self.prompt_example)
+                    for q, t in zip(questions, texts)
+                ]
+            )
             out = [None if r is None else parse_distribution(r) for r in raw]
         return self._counted(out)
 
     def map_prompt(self, question: object, texts: Sequence[object]) -> list[Distribution | None]:
         """The samples of one prompt: parse, merge equivalent answers, optionally renormalise."""
         q = to_text(question)
-        return merge_distributions(q, self.parse([q] * len(texts), texts), self.equivalence, self.renormalise)
+        return merge_distributions(
+            q, self.parse([q] * len(texts), texts), self.equivalence, self.renormalise
+        )

@@ -74,8 +74,9 @@ class SimplexBatch(LatentBatch):
     def __init__(self, space: LatentSpace, prompts: Sequence[Sequence[Any]]) -> None:
         super().__init__(space, prompts)
         self.aligned = [_align(items) for items in self.items]  # (labels, (n, K) matrix)
-        self.chunks = padded_chunks(np.array([len(labels) for labels, _ in self.aligned]),
-                                    self.n_samples)
+        self.chunks = padded_chunks(
+            np.array([len(labels) for labels, _ in self.aligned]), self.n_samples
+        )
 
     def matrices(self, sl: slice, width: int) -> np.ndarray:
         x = np.zeros((sl.stop - sl.start, self.n_samples, width))
@@ -108,7 +109,9 @@ class SimplexBatch(LatentBatch):
             neg_entropy = (x * log_x).sum(axis=2)  # (p, M)
             cross = np.matmul(x, np.swapaxes(log_x, 1, 2))  # [j, i] = sum_k l_jk log l_ik
             kl = np.maximum(neg_entropy[:, :, None] - cross, 0.0)
-            missing = np.matmul(pos.astype(np.float64), np.swapaxes(~pos, 1, 2).astype(np.float64)) > 0
+            missing = (
+                np.matmul(pos.astype(np.float64), np.swapaxes(~pos, 1, 2).astype(np.float64)) > 0
+            )
             kl[missing] = np.inf
             for row, n in enumerate(self.sizes[sl]):
                 out.append(kl[row, :n, :n].sum(axis=0) / n)
@@ -191,7 +194,8 @@ class SimplexSpace(LatentSpace[dict]):
         for key in latent:
             if not isinstance(key, str):
                 raise LatentTypeError(
-                    f"simplex labels must be strings to round-trip through JSON, got {key!r}")
+                    f"simplex labels must be strings to round-trip through JSON, got {key!r}"
+                )
         return {k: float(json_scalar(v, "simplex probability")) for k, v in latent.items()}
 
     def decode(self, payload: Any) -> dict[str, float]:
@@ -212,8 +216,9 @@ class SimplexSpace(LatentSpace[dict]):
             for k, v in item.items():
                 totals[str(k)] = totals.get(str(k), 0.0) + float(wi) * float(v)
         total = float(w.sum())
-        return dict(sorted(((k, v / total) for k, v in totals.items()),
-                           key=lambda kv: (-kv[1], kv[0])))
+        return dict(
+            sorted(((k, v / total) for k, v in totals.items()), key=lambda kv: (-kv[1], kv[0]))
+        )
 
     def max_risk(self, latents: Sequence[Any]) -> float:
         # H(mean) - mean H(l) <= H(mean) <= log K, K the labels the samples give mass to

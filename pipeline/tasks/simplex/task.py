@@ -52,41 +52,63 @@ def build_simplex(settings: SimplexSettings, context) -> Any:
 
     kind = settings.extractor.kind
     if kind == "local":
-        raise ConfigError("task.extractor.kind=local is not available for the simplex task; "
-                          "use rule (parse the JSON answer) or llm")
+        raise ConfigError(
+            "task.extractor.kind=local is not available for the simplex task; "
+            "use rule (parse the JSON answer) or llm"
+        )
     client = build_llm_client(settings.extractor, context.cache_dir) if kind == "llm" else None
     merge = label_merge(settings, context)
-    mapper = SimplexMapper(method=kind, equivalence=merge, client=client,
-                           renormalise=settings.renormalize,
-                           prompt_example=settings.prompt_example)
+    mapper = SimplexMapper(
+        method=kind,
+        equivalence=merge,
+        client=client,
+        renormalise=settings.renormalize,
+        prompt_example=settings.prompt_example,
+    )
 
     def simplex(question: str, texts: list[str]) -> list[Any]:
         if not settings.answers_fallback:
             return mapper.map_prompt(question, texts)
         dists = mapper.parse([question] * len(texts), texts)
-        dists = [d if d is not None else answers_as_distribution(t, question)
-                 for d, t in zip(dists, texts)]
+        dists = [
+            d if d is not None else answers_as_distribution(t, question)
+            for d, t in zip(dists, texts)
+        ]
         return merge_distributions(question, dists, merge, settings.renormalize)
 
     def prefetch(items: list[tuple[str, list[str], list[str]]]) -> None:
         """Every extraction call of the cell through one pool (see the sets mapper)."""
         if client is not None:
-            client.complete(list(dict.fromkeys(extraction_prompt("answer_distribution", q, t,
-                                                                 example=settings.prompt_example)
-                                               for q, texts, attached in items
-                                               for t in (*texts, *attached))))
+            client.complete(
+                list(
+                    dict.fromkeys(
+                        extraction_prompt(
+                            "answer_distribution", q, t, example=settings.prompt_example
+                        )
+                        for q, texts, attached in items
+                        for t in (*texts, *attached)
+                    )
+                )
+            )
 
     simplex.prefetch = prefetch  # type: ignore[attr-defined]
     simplex.call_stats = lambda: client.stats if client else None  # type: ignore[attr-defined]
     return simplex
 
 
-MAPPERS.add("simplex", Mapper(
-    build_simplex, SimplexSettings, extraction="answer_distribution",
-    description="the answers a response states with their probabilities"))
+MAPPERS.add(
+    "simplex",
+    Mapper(
+        build_simplex,
+        SimplexSettings,
+        extraction="answer_distribution",
+        description="the answers a response states with their probabilities",
+    ),
+)
 # with task.extractor.kind=llm: the paper's simplex extraction prompt, one per response
-EXTRACTIONS.add("answer_distribution", Extraction(prompt=partial(extraction_prompt,
-                                                                 "answer_distribution")))
+EXTRACTIONS.add(
+    "answer_distribution", Extraction(prompt=partial(extraction_prompt, "answer_distribution"))
+)
 
 
 def distribution_from_user(raw: Any) -> dict[str, Any]:
@@ -95,37 +117,48 @@ def distribution_from_user(raw: Any) -> dict[str, Any]:
         try:
             raw = json.loads(raw)
         except ValueError:
-            raise ValueError("is a string that is not a JSON object; give the true distribution "
-                             "as {\"answer\": probability, ...}") from None
+            raise ValueError(
+                "is a string that is not a JSON object; give the true distribution "
+                'as {"answer": probability, ...}'
+            ) from None
     if isinstance(raw, (list, tuple)) and all(isinstance(r, dict) and "answer" in r for r in raw):
         raw = {str(r["answer"]): r.get("probability", r.get("p")) for r in raw}
     if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"must be a non-empty object {{\"answer\": probability}}, got {raw!r:.80}")
+        raise ValueError(f'must be a non-empty object {{"answer": probability}}, got {raw!r:.80}')
     probs = []
     for label, p in raw.items():
         if not str(label).strip():
-            raise ValueError(f"has an empty answer label (probability {p!r}); every answer "
-                             "needs its name")
+            raise ValueError(
+                f"has an empty answer label (probability {p!r}); every answer needs its name"
+            )
         try:
             p = float(p)
         except (TypeError, ValueError):
             raise ValueError(f"probability of {label!r} is {p!r}, not a number") from None
         if not math.isfinite(p) or p < 0:
-            raise ValueError(f"probability of {label!r} is {p}; probabilities must be finite "
-                             "and >= 0")
+            raise ValueError(
+                f"probability of {label!r} is {p}; probabilities must be finite and >= 0"
+            )
         probs.append(p)
     if math.fsum(probs) <= 0:
         raise ValueError("probabilities sum to 0; cannot form a distribution")
     probs, _ = normalise_probabilities(probs, None, len(probs), "the distribution")  # as MAQA*'s
-    return {"answers": [[str(label)] for label in raw], "probabilities": probs,
-            "reference_text": ""}
+    return {
+        "answers": [[str(label)] for label in raw],
+        "probabilities": probs,
+        "reference_text": "",
+    }
 
 
-REFERENCES.add("distribution", ReferenceKind(
-    check=lambda r: None if r["probabilities"] else "needs probabilities (p*)",
-    from_user=distribution_from_user,
-    present=lambda r: len(r["probabilities"]) > 0,
-    description="answers with their true probabilities p*"))
+REFERENCES.add(
+    "distribution",
+    ReferenceKind(
+        check=lambda r: None if r["probabilities"] else "needs probabilities (p*)",
+        from_user=distribution_from_user,
+        present=lambda r: len(r["probabilities"]) > 0,
+        description="answers with their true probabilities p*",
+    ),
+)
 
 
 @dataclass

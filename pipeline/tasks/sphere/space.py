@@ -182,8 +182,9 @@ class SphereBatch(LatentBatch):
         vectors = [v for items in self.items for v in items]
         space._check_compatible(vectors)  # one padded array: one dimension across prompts too
         self.dim = vectors[0].shape[0] if vectors else 1
-        self.chunks = [sl for sl, _ in padded_chunks(np.full(len(self.items), self.dim),
-                                                      self.n_samples)]
+        self.chunks = [
+            sl for sl, _ in padded_chunks(np.full(len(self.items), self.dim), self.n_samples)
+        ]
 
     def vectors(self, sl: slice) -> np.ndarray:
         x = np.zeros((sl.stop - sl.start, self.n_samples, self.dim))
@@ -195,16 +196,18 @@ class SphereBatch(LatentBatch):
         actions: list[Any] = []
         risks = np.empty(len(self.items))
         for sl in self.chunks:
-            chosen, risks[sl] = sphere_bayes_batch(self.vectors(sl), self.weights(sl),
-                                                   assume_normalized=True)
+            chosen, risks[sl] = sphere_bayes_batch(
+                self.vectors(sl), self.weights(sl), assume_normalized=True
+            )
             actions.extend(chosen)
         return actions, risks
 
     def _compute_sample_risks(self) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         for sl in self.chunks:
-            risks = sphere_pairwise_risks_batch(self.vectors(sl), self.weights(sl),
-                                                assume_normalized=True)
+            risks = sphere_pairwise_risks_batch(
+                self.vectors(sl), self.weights(sl), assume_normalized=True
+            )
             out.extend(row[:n] for row, n in zip(risks, self.sizes[sl]))
         return out
 
@@ -216,7 +219,9 @@ class SphereBatch(LatentBatch):
                 if actions[p] is not None:
                     action = self.space.canonical(actions[p])
                     if action.shape[0] != self.dim:
-                        raise ValueError(f"sphere: dimension mismatch {action.shape[0]} vs {self.dim}")
+                        raise ValueError(
+                            f"sphere: dimension mismatch {action.shape[0]} vs {self.dim}"
+                        )
                     out[p] = float(1.0 - np.einsum("d,d->", mu[row], action))
         return out
 
@@ -284,8 +289,9 @@ class SphereSpace(LatentSpace[np.ndarray]):
     def sample_mbr(self, latents: Sequence[Any], weights: Any = None) -> BayesResult:
         """l_Sample in O(M d): a sample's risk is 1 - <x_i, mu> (`sphere_pairwise_risks_batch`)."""
         items, w = self._prepare(latents, weights)
-        risks = sphere_pairwise_risks_batch(np.stack(items)[None], w[None],
-                                            assume_normalized=True)[0]
+        risks = sphere_pairwise_risks_batch(np.stack(items)[None], w[None], assume_normalized=True)[
+            0
+        ]
         best = first_min_index(risks)
         return BayesResult(items[best], float(risks[best]))
 

@@ -22,8 +22,9 @@ def build_sphere(settings: SphereSettings, context) -> Any:
     """g_T = the embedder of mappers.sphere.embedder (EmbeddingGemma in the paper; MiniLM offline)."""
     from pipeline.aux_models import build_embedder
 
-    embedder = build_embedder(settings.embedder, device=context.device,
-                              revision=settings.embedder_revision)
+    embedder = build_embedder(
+        settings.embedder, device=context.device, revision=settings.embedder_revision
+    )
 
     def sphere(question: str, texts: list[str], attached: list[str] = ()) -> list[Any]:
         texts = [*texts, *attached]  # each text is embedded alone: nothing to attach to
@@ -37,8 +38,9 @@ def build_sphere(settings: SphereSettings, context) -> Any:
     return sphere
 
 
-MAPPERS.add("sphere", Mapper(build_sphere, SphereSettings,
-                             description="the response's sentence embedding"))
+MAPPERS.add(
+    "sphere", Mapper(build_sphere, SphereSettings, description="the response's sentence embedding")
+)
 
 
 def cosine(action: Any, ref: Reference, settings: Any) -> float | None:

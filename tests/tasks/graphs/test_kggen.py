@@ -34,10 +34,13 @@ def test_worker_without_kg_gen_reports_a_clear_error(tmp_path):
     pytest.importorskip("pipeline")
     try:
         import kg_gen  # noqa: F401
+
         pytest.skip("kg_gen is importable in this env")
     except ImportError:
         pass
-    runner = KGGenRunner(python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path)
+    runner = KGGenRunner(
+        python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path
+    )
     with pytest.raises(KGGenError, match="could not start KGGen: ModuleNotFoundError"):
         runner.extract(["Marie Curie won the Nobel Prize."])
     assert runner._proc is None  # the failed worker is reaped
@@ -64,7 +67,10 @@ def test_failure_classes_by_name_through_the_cause_chain():
         assert _classify(exc) == "api"
     assert _classify(_error("AdapterParseError")("no [[ ## entities ## ]]")) == "parse"
     assert _classify(ValueError("bad JSON")) == "parse"
-    assert _classify(_error("ContextWindowExceededError", (_error("LMInvalidRequestError"),))("long")) == "parse"
+    assert (
+        _classify(_error("ContextWindowExceededError", (_error("LMInvalidRequestError"),))("long"))
+        == "parse"
+    )
     with pytest.raises(FatalKGGenError, match="LMAuthError"):
         _classify(_error("LMAuthError")("401"))
 
@@ -73,7 +79,9 @@ def test_the_cache_serves_a_record_only_for_the_request_it_answers(tmp_path):
     # The runner's own cache, no worker: what `extract` and `cluster` read before calling KGGen.
     from pipeline.clients.disk_cache import sha256_key
 
-    runner = KGGenRunner(python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path)
+    runner = KGGenRunner(
+        python=sys.executable, api_base="http://127.0.0.1:9/v1", cache_dir=tmp_path
+    )
     asked = {t: runner._keyed_by("extract", {"text": t, "context": ""}) for t in ("one", "two")}
     for text, a in asked.items():
         runner.cache.put(sha256_key(a), {"relations": [[text, "is", "text"]], "keyed_by": a})

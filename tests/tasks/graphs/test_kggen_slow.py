@@ -26,8 +26,10 @@ from openai_stand_in import FakeOpenAIServer  # noqa: E402
 KGGEN_PYTHON = default_kggen_python()
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not KGGEN_PYTHON.exists(),
-                       reason=f"{KGGEN_PYTHON} not found: run `bash scripts/setup_kggen_venv.sh`"),
+    pytest.mark.skipif(
+        not KGGEN_PYTHON.exists(),
+        reason=f"{KGGEN_PYTHON} not found: run `bash scripts/setup_kggen_venv.sh`",
+    ),
 ]
 
 TEXTS = [
@@ -45,8 +47,13 @@ def server(monkeypatch, tmp_path):
 
 
 def kggen_extractor(server, cache_dir, **kw):
-    return GraphExtractor(method="kggen", model="gpt-4.1-mini", api_base=server.base_url,
-                          cache_dir=str(cache_dir), **kw)
+    return GraphExtractor(
+        method="kggen",
+        model="gpt-4.1-mini",
+        api_base=server.base_url,
+        cache_dir=str(cache_dir),
+        **kw,
+    )
 
 
 def test_kggen_extracts_clusters_and_counts_failures(server, tmp_path):
@@ -65,7 +72,12 @@ def test_kggen_extracts_clusters_and_counts_failures(server, tmp_path):
     ]
     assert (ex.n_responses, ex.n_failures) == (3, 1)
     stats = ex.kggen.stats
-    assert (stats.texts_sent, stats.parse_failures, stats.api_failures, stats.clusterings_sent) == (3, 1, 0, 1)
+    assert (stats.texts_sent, stats.parse_failures, stats.api_failures, stats.clusterings_sent) == (
+        3,
+        1,
+        0,
+        1,
+    )
     assert set(server.state.models) == {"gpt-4.1-mini"}  # LiteLLM's "openai/" prefix stripped
     assert server.state.requests >= 2 * 2 + 3  # entities + relations per text, then clustering
     assert ex.kggen._proc is None  # the worker was stopped
@@ -86,7 +98,8 @@ def test_rerun_makes_zero_calls(server, tmp_path, caplog):
         again.close()
         again.close()
     assert [r.getMessage() for r in caplog.records] == [
-        "[kggen] openai/gpt-4.1-mini: 0 texts extracted, 3 from the cache, 1 parse and 0 API failures, 0 clusterings"]
+        "[kggen] openai/gpt-4.1-mini: 0 texts extracted, 3 from the cache, 1 parse and 0 API failures, 0 clusterings"
+    ]
 
 
 def test_a_swapped_cache_record_is_asked_again_not_served(server, tmp_path):
@@ -112,7 +125,9 @@ def test_api_failures_are_counted_and_not_cached(server, tmp_path):
     assert ex.extract(["Paris is the capital of France."]) == [None]
     assert ex.kggen.stats.api_failures == 1 and ex.n_failures == 1
     server.state.faults = []
-    assert ex.extract(["Paris is the capital of France."]) == [frozenset({("paris", "be", "capital of france")})]
+    assert ex.extract(["Paris is the capital of France."]) == [
+        frozenset({("paris", "be", "capital of france")})
+    ]
     ex.close()
 
 
@@ -125,13 +140,27 @@ def test_map_stage_with_kggen_and_rerun_without_calls(server, tmp_path):
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "dataset=cnn_dm_bundled", f"cache_dir={tmp_path / 'cache'}", "task.extractor.kind=llm",
-            f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}"])
+    with initialize_config_dir(
+        config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"
+    ):
+        cfg = compose(
+            "config",
+            overrides=[
+                "dataset=cnn_dm_bundled",
+                f"cache_dir={tmp_path / 'cache'}",
+                "task.extractor.kind=llm",
+                f"task.extractor.base_url={server.base_url}",
+                f"task.extractor.kggen_python={KGGEN_PYTHON}",
+            ],
+        )
     GlobalHydra.instance().clear()
-    dataset = pd.DataFrame({"prompt_id": ["p0"], "question": ["(article)"],
-                            "reference_text": ["The storm killed 12 people in Texas."]})
+    dataset = pd.DataFrame(
+        {
+            "prompt_id": ["p0"],
+            "question": ["(article)"],
+            "reference_text": ["The storm killed 12 people in Texas."],
+        }
+    )
     samples = pd.DataFrame({"prompt_id": ["p0"] * 3, "sample_idx": [0, 1, 2], "text": TEXTS})
     decodes = pd.DataFrame({"prompt_id": ["p0"], "strategy": ["greedy"], "text": [TEXTS[0]]})
     latents = map_cell(resolve_cell(cfg), dataset, samples, decodes)
@@ -148,9 +177,12 @@ def test_server_stand_in_agrees_with_the_rule_extractor():
     # The stand-in's relations are the rule extractor's: what KGGen returns unclustered is known.
     from openai_stand_in import _dspy_values
 
-    values = _dspy_values("Extract subject-predicate-object triples from the source text.",
-                          {"source_text": TEXTS[0]})
-    assert {(r["subject"], r["predicate"], r["object"]) for r in values["relations"]} == extract_triples(TEXTS[0])
+    values = _dspy_values(
+        "Extract subject-predicate-object triples from the source text.", {"source_text": TEXTS[0]}
+    )
+    assert {
+        (r["subject"], r["predicate"], r["object"]) for r in values["relations"]
+    } == extract_triples(TEXTS[0])
 
 
 def test_rejected_key_stops_the_stage_with_the_providers_error(server, tmp_path):
@@ -184,7 +216,10 @@ def test_malformed_corpus_through_kggen(server, tmp_path):
     out = ex.extract(RESPONSES)
     ex.close()
     rule = [extract_triples(r) for r in RESPONSES]
-    assert (ex.n_responses, ex.n_failures) == (125, 121)  # as the rule extractor (test_malformed_corpus)
+    assert (ex.n_responses, ex.n_failures) == (
+        125,
+        121,
+    )  # as the rule extractor (test_malformed_corpus)
     # Not encodable as UTF-8: crosses our pipe and cache, then fails in the HTTP client; a counted,
     # cached failure of that text (it would fail again), not a crash.
     requests = server.state.requests
@@ -206,20 +241,44 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "dataset=cnn_dm_bundled", f"cache_dir={tmp_path / 'cache'}", "task.extractor.kind=llm",
-            f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}",
-            "task.extractor.max_concurrency=8", "task.extractor.kggen_cluster=false"])
+    with initialize_config_dir(
+        config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"
+    ):
+        cfg = compose(
+            "config",
+            overrides=[
+                "dataset=cnn_dm_bundled",
+                f"cache_dir={tmp_path / 'cache'}",
+                "task.extractor.kind=llm",
+                f"task.extractor.base_url={server.base_url}",
+                f"task.extractor.kggen_python={KGGEN_PYTHON}",
+                "task.extractor.max_concurrency=8",
+                "task.extractor.kggen_cluster=false",
+            ],
+        )
     GlobalHydra.instance().clear()
     cities = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Tokyo"]
-    dataset = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "question": ["(article)"] * 6,
-                            "reference_text": [f"{c} hosted the final." for c in cities]})
-    samples = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6) for _ in range(3)],
-                            "sample_idx": [j for _ in range(6) for j in range(3)],
-                            "text": [f"{c} hosted game {j}." for c in cities for j in range(3)]})
-    decodes = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "strategy": ["greedy"] * 6,
-                            "text": [f"{c} hosted the games." for c in cities]})
+    dataset = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i}" for i in range(6)],
+            "question": ["(article)"] * 6,
+            "reference_text": [f"{c} hosted the final." for c in cities],
+        }
+    )
+    samples = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i}" for i in range(6) for _ in range(3)],
+            "sample_idx": [j for _ in range(6) for j in range(3)],
+            "text": [f"{c} hosted game {j}." for c in cities for j in range(3)],
+        }
+    )
+    decodes = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i}" for i in range(6)],
+            "strategy": ["greedy"] * 6,
+            "text": [f"{c} hosted the games." for c in cities],
+        }
+    )
     server.state.delay = 0.2
     with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
         latents = map_cell(resolve_cell(cfg), dataset, samples, decodes)
@@ -228,14 +287,16 @@ def test_the_map_stage_queues_kggen_extractions_across_prompts(server, tmp_path,
     # every text sent once, by the queue; the per-prompt reads of its answers are no cache hits
     assert [r.getMessage() for r in caplog.records if "[kggen]" in r.getMessage()] == [
         "[kggen] openai/gpt-4.1-mini: 30 texts extracted, 0 from the cache, 0 parse and 0 API "
-        "failures, 0 clusterings"]
+        "failures, 0 clusterings"
+    ]
     calls = server.state.requests
     pd.testing.assert_frame_equal(map_cell(resolve_cell(cfg), dataset, samples, decodes), latents)
     assert server.state.requests == calls  # the rerun was served from the cache
 
 
-def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path, caplog,
-                                                               monkeypatch):
+def test_the_map_stage_queues_kggen_clusterings_across_prompts(
+    server, tmp_path, caplog, monkeypatch
+):
     """Six prompts with references: twelve clusterings (the responses', then the responses' and
     the reference's together), queued across prompts (more than one in flight; the per-prompt
     path clusters one prompt at a time) once the extractions are cached, and the same graphs as
@@ -250,32 +311,64 @@ def test_the_map_stage_queues_kggen_clusterings_across_prompts(server, tmp_path,
 
     def config(cache, cluster):
         GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[3] / "conf"),
-                                   version_base="1.3"):
-            cfg = compose("config", overrides=[
-                "dataset=cnn_dm_bundled", f"cache_dir={cache}", "task.extractor.kind=llm",
-                f"task.extractor.base_url={server.base_url}", f"task.extractor.kggen_python={KGGEN_PYTHON}",
-                "task.extractor.max_concurrency=8", f"task.extractor.kggen_cluster={cluster}"])
+        with initialize_config_dir(
+            config_dir=str(Path(__file__).resolve().parents[3] / "conf"), version_base="1.3"
+        ):
+            cfg = compose(
+                "config",
+                overrides=[
+                    "dataset=cnn_dm_bundled",
+                    f"cache_dir={cache}",
+                    "task.extractor.kind=llm",
+                    f"task.extractor.base_url={server.base_url}",
+                    f"task.extractor.kggen_python={KGGEN_PYTHON}",
+                    "task.extractor.max_concurrency=8",
+                    f"task.extractor.kggen_cluster={cluster}",
+                ],
+            )
         GlobalHydra.instance().clear()
         return cfg
 
-    people = ["Marie Curie", "Ada Lovelace", "Alan Turing", "Emmy Noether", "Niels Bohr", "Lise Meitner"]
-    dataset = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6)], "question": ["(article)"] * 6,
-                            "reference_text": [f"{p} lived in Vienna." for p in people]})
-    samples = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(6) for _ in range(2)],
-                            "sample_idx": [j for _ in range(6) for j in range(2)],
-                            "text": [t for p in people for t in (
-                                f"{p} won the prize.", f"{p.split()[-1]} won the prizes in Paris.")]})
+    people = [
+        "Marie Curie",
+        "Ada Lovelace",
+        "Alan Turing",
+        "Emmy Noether",
+        "Niels Bohr",
+        "Lise Meitner",
+    ]
+    dataset = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i}" for i in range(6)],
+            "question": ["(article)"] * 6,
+            "reference_text": [f"{p} lived in Vienna." for p in people],
+        }
+    )
+    samples = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i}" for i in range(6) for _ in range(2)],
+            "sample_idx": [j for _ in range(6) for j in range(2)],
+            "text": [
+                t
+                for p in people
+                for t in (f"{p} won the prize.", f"{p.split()[-1]} won the prizes in Paris.")
+            ],
+        }
+    )
     decodes = samples.iloc[:0].rename(columns={"sample_idx": "strategy"})
     cache = tmp_path / "cache"
-    map_cell(resolve_cell(config(cache, "false")), dataset, samples, decodes)  # the extractions, cached
+    map_cell(
+        resolve_cell(config(cache, "false")), dataset, samples, decodes
+    )  # the extractions, cached
     server.state.peak_in_flight, server.state.delay = 0, 0.05
     with caplog.at_level("INFO", logger="pipeline.tasks.graphs.kggen"):
         queued = map_cell(resolve_cell(config(cache, "true")), dataset, samples, decodes)
     assert server.state.peak_in_flight > 1
     said = [r.getMessage() for r in caplog.records if "[kggen]" in r.getMessage()]
-    assert said == ["[kggen] openai/gpt-4.1-mini: 0 texts extracted, 18 from the cache, 0 parse "
-                    "and 0 API failures, 12 clusterings"]
+    assert said == [
+        "[kggen] openai/gpt-4.1-mini: 0 texts extracted, 18 from the cache, 0 parse "
+        "and 0 API failures, 12 clusterings"
+    ]
     # prompt by prompt (no clustering queue), on a fresh cache: the same graphs
     from pipeline.tasks.graphs.kggen import KGGenRunner
 

@@ -19,8 +19,10 @@ def test_distance_is_symmetric_in_the_endpoints():
     g = get_space("graphs")
     assert g.distance({("paris", "capital of", "france")}, {("france", "capital of", "paris")}) == 0
     assert g.distance({("a", "r", "b")}, {("b", "s", "a")}) == 2  # relations still count
-    assert get_space("graphs", relation_labels=False).distance({("a", "r", "b")},
-                                                               {("b", "s", "a")}) == 0
+    assert (
+        get_space("graphs", relation_labels=False).distance({("a", "r", "b")}, {("b", "s", "a")})
+        == 0
+    )
     assert get_space("graphs", directed=True).distance({("a", "r", "b")}, {("b", "r", "a")}) == 2
 
 
@@ -45,19 +47,33 @@ def test_bayes_matches_brute_force_over_edge_subsets(labels):
         for s in samples:
             for h, r, t in s:
                 distinct[(frozenset((h, t)), r if labels else "")] = (h, r, t)
-        cands = [frozenset(c) for n in range(len(distinct) + 1)
-                 for c in itertools.combinations(distinct.values(), n)]
-        risks = [sum(w * _undirected_hamming(s, c, labels) for s, w in zip(samples, weights))
-                 / weights.sum() for c in cands]
+        cands = [
+            frozenset(c)
+            for n in range(len(distinct) + 1)
+            for c in itertools.combinations(distinct.values(), n)
+        ]
+        risks = [
+            sum(w * _undirected_hamming(s, c, labels) for s, w in zip(samples, weights))
+            / weights.sum()
+            for c in cands
+        ]
         assert res.risk == pytest.approx(min(risks))
-        assert sum(w * _undirected_hamming(s, res.action, labels)
-                   for s, w in zip(samples, weights)) / weights.sum() == pytest.approx(min(risks))
+        assert sum(
+            w * _undirected_hamming(s, res.action, labels) for s, w in zip(samples, weights)
+        ) / weights.sum() == pytest.approx(min(risks))
 
 
 def test_an_undirected_edge_is_written_the_way_the_samples_state_it():
     g = get_space("graphs")
     action = g.canonical({("paris", "capital of", "france")})
     assert next(iter(action))[0] == "france"  # stored in sorted order
-    assert g.render(action, [(action, "Paris is the capital of France.")]) == "Paris capital of france."
-    assert get_space("graphs", directed=True).render(
-        frozenset({("france", "capital of", "paris")}), []) == "France capital of paris."
+    assert (
+        g.render(action, [(action, "Paris is the capital of France.")])
+        == "Paris capital of france."
+    )
+    assert (
+        get_space("graphs", directed=True).render(
+            frozenset({("france", "capital of", "paris")}), []
+        )
+        == "France capital of paris."
+    )

@@ -34,7 +34,8 @@ def exact_risk(action: float, values, weights, loss: str) -> Fraction:
 
 def exact_mean(values, weights) -> Fraction:
     return sum(Fraction(w) * Fraction(x) for w, x in zip(weights, values)) / sum(
-        Fraction(w) for w in weights)
+        Fraction(w) for w in weights
+    )
 
 
 def risk_of(decide, *args) -> float:
@@ -83,8 +84,11 @@ def test_l2_mean_of_values_near_the_limit_is_finite():
 def test_a_risk_beyond_the_largest_float_is_refused_by_name():
     space = RealSpace("l2")
     values = [1e308, 1e308, -1e308]  # variance 8/9 * 1e616
-    with pytest.raises(RiskOverflowError, match=r"reals \(l2\): the Bayes risk exceeds the "
-                       r"largest float .*values span -1e\+308 to 1e\+308.*loss=l1"):
+    with pytest.raises(
+        RiskOverflowError,
+        match=r"reals \(l2\): the Bayes risk exceeds the "
+        r"largest float .*values span -1e\+308 to 1e\+308.*loss=l1",
+    ):
         space.bayes(values)
     with pytest.raises(RiskOverflowError, match="risk exceeds"):
         space.risk(0.0, values)
@@ -100,7 +104,9 @@ def test_a_risk_beyond_the_largest_float_is_refused_by_name():
         batch.sample_risks()
     # a decode far from its samples: only its row is named; an unknown action is not computed
     assert np.isnan(space.batch([[1e200, 1e200]]).risk([None])[0])
-    with pytest.raises(RiskOverflowError, match=r"risk of batch row 0 exceeds .* span -1e\+200 to 1e\+200"):
+    with pytest.raises(
+        RiskOverflowError, match=r"risk of batch row 0 exceeds .* span -1e\+200 to 1e\+200"
+    ):
         space.batch([[1e200, 1e200]]).risk([-1e200])
     # l1: an action on the far side of values near the limit
     with pytest.raises(RiskOverflowError, match=r"reals \(l1\).*larger units$"):
@@ -111,8 +117,16 @@ def huge_values(rng: np.random.Generator, n: int) -> list[float]:
     """Values from tiny to near the largest float, mostly huge, both signs, with repeats."""
     out = []
     for _ in range(n):
-        exponent = int(rng.choice([int(rng.integers(1010, 1025)), int(rng.integers(-20, 20)),
-                                   int(rng.integers(500, 520))], p=[0.7, 0.15, 0.15]))
+        exponent = int(
+            rng.choice(
+                [
+                    int(rng.integers(1010, 1025)),
+                    int(rng.integers(-20, 20)),
+                    int(rng.integers(500, 520)),
+                ],
+                p=[0.7, 0.15, 0.15],
+            )
+        )
         out.append(float(np.ldexp(rng.uniform(0.5, 1.0), exponent) * rng.choice([-1, 1])))
     if n > 1 and rng.random() < 0.3:
         out[-1] = out[0]
@@ -145,19 +159,27 @@ def test_risks_of_huge_values_match_exact_arithmetic(loss, seed):
             if variance < FLOAT_MAX / 2:
                 scale = max(abs(x) for x in values)
                 assert space.bayes(values, weights).action == pytest.approx(
-                    float(mean), rel=1e-13, abs=1e-13 * scale)
-        check(partial(space.risk, action, values, weights), exact_risk(action, values, weights, loss))
+                    float(mean), rel=1e-13, abs=1e-13 * scale
+                )
+        check(
+            partial(space.risk, action, values, weights), exact_risk(action, values, weights, loss)
+        )
         sample_risks = [exact_risk(x, values, weights, loss) for x in values]
         check(partial(risk_of, space.sample_mbr, values, weights), min(sample_risks))
 
     # the batch names exactly the prompts whose risk is no float, and decides the others
     uniform = [[1] * len(v) for v in prompts]
-    exact_bayes = [min(exact_risk(x, v, u, loss) for x in v) if loss == "l1"
-                   else exact_risk(float(exact_mean(v, u)), v, u, loss)
-                   for v, u in zip(prompts, uniform)]
+    exact_bayes = [
+        min(exact_risk(x, v, u, loss) for x in v)
+        if loss == "l1"
+        else exact_risk(float(exact_mean(v, u)), v, u, loss)
+        for v, u in zip(prompts, uniform)
+    ]
     exact_actions = [exact_risk(a, v, u, loss) for a, v, u in zip(actions, prompts, uniform)]
-    for exact, decide in ((exact_bayes, lambda b, keep: b.bayes()[1]),
-                          (exact_actions, lambda b, keep: b.risk([actions[p] for p in keep]))):
+    for exact, decide in (
+        (exact_bayes, lambda b, keep: b.bayes()[1]),
+        (exact_actions, lambda b, keep: b.risk([actions[p] for p in keep])),
+    ):
         rows = [p for p, r in enumerate(exact) if r > FLOAT_MAX]
         if rows:
             with pytest.raises(RiskOverflowError) as err:

@@ -10,12 +10,17 @@ def test_set_extractor_merges_pacific_variants():
     samples = ["The Pacific Ocean and the Atlantic.", "the Pacific", "Pacific.", "I don't know", ""]
     ex = SetExtractor(method="rule", equivalence=by_head_word)
     assert ex.map_prompt("Which ocean is largest?", samples) == [
-        frozenset({"pacific", "atlantic"}), frozenset({"pacific"}), frozenset({"pacific"}), frozenset(), None
+        frozenset({"pacific", "atlantic"}),
+        frozenset({"pacific"}),
+        frozenset({"pacific"}),
+        frozenset(),
+        None,
     ]
     assert (ex.n_responses, ex.n_failures) == (5, 1)
     # without clustering, canonical form alone merges case/article/punctuation variants only
     assert merge_sets("q", [frozenset({"The Pacific."}), frozenset({"pacific ocean"})]) == [
-        frozenset({"pacific"}), frozenset({"pacific ocean"})
+        frozenset({"pacific"}),
+        frozenset({"pacific ocean"}),
     ]
 
 
@@ -26,9 +31,14 @@ def test_map_prompts_batches_and_splits_back():
 
 
 def test_parse_extractor_output_forms():
-    assert parse_extractor_output("Output:\nAtlantic Ocean\nPacific Ocean\n\nQ: Next question?\nA: foo\nOutput:\nFoo") == \
-        frozenset({"atlantic ocean", "pacific ocean"})
-    assert parse_extractor_output("- Atlantic\n2. Pacific\n\"Arctic\"") == frozenset({"atlantic", "pacific", "arctic"})
-    assert parse_extractor_output("German, French; Italian") == frozenset({"german", "french", "italian"})
+    assert parse_extractor_output(
+        "Output:\nAtlantic Ocean\nPacific Ocean\n\nQ: Next question?\nA: foo\nOutput:\nFoo"
+    ) == frozenset({"atlantic ocean", "pacific ocean"})
+    assert parse_extractor_output('- Atlantic\n2. Pacific\n"Arctic"') == frozenset(
+        {"atlantic", "pacific", "arctic"}
+    )
+    assert parse_extractor_output("German, French; Italian") == frozenset(
+        {"german", "french", "italian"}
+    )
     assert parse_extractor_output("I don't know.") == frozenset()
     assert parse_extractor_output("") is None and parse_extractor_output(None) is None

@@ -15,8 +15,12 @@ def _cell(seed: int, n_prompts: int = 40, m: int = 12):
     for p in range(n_prompts):
         labels = [f"l{p % 5}-{k}" for k in range(int(rng.integers(1, 8)))]
         share = rng.uniform(0.05, 0.95, len(labels))
-        cell.append([frozenset(x for x, q in zip(labels, share) if rng.random() < q)
-                     for _ in range(int(rng.integers(1, m + 1)))])
+        cell.append(
+            [
+                frozenset(x for x, q in zip(labels, share) if rng.random() < q)
+                for _ in range(int(rng.integers(1, m + 1)))
+            ]
+        )
     return cell
 
 

@@ -14,7 +14,7 @@ from ._brute import kl, normalise
 
 def _simplex_risk_loop(a, latents, weights):
     total = sum(weights)
-    return sum(w * kl(normalise(l), a) for l, w in zip(latents, weights)) / total
+    return sum(w * kl(normalise(lat), a) for lat, w in zip(latents, weights)) / total
 
 
 def _random_dist(rng, labels):
@@ -39,13 +39,13 @@ def test_simplex_nothing_beats_closed_form(seed):
         for c in (0.3, 1, 5)
         for _ in range(1000)
     ]
-    candidates += [normalise(l) for l in latents]
+    candidates += [normalise(lat) for lat in latents]
     mean = np.array([res.action.get(k, 0.0) for k in labels])
     for _ in range(300):  # small perturbations inside the simplex
         q = np.clip(mean + 0.01 * rng.normal(size=len(labels)), 1e-9, None)
         candidates.append(dict(zip(labels, q / q.sum())))
     # vectorised over candidates (all have full support on `labels`, so KL is finite)
-    lat = np.array([[normalise(l).get(k, 0.0) for k in labels] for l in latents])
+    lat = np.array([[normalise(lat).get(k, 0.0) for k in labels] for lat in latents])
     cand = np.array([[c.get(k, 0.0) for k in labels] for c in candidates])
     with np.errstate(divide="ignore", invalid="ignore"):
         plogp = np.where(lat > 0, lat * np.log(np.where(lat > 0, lat, 1.0)), 0.0).sum(axis=1)

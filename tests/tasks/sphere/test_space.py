@@ -20,8 +20,8 @@ def _sphere_risk_loop(a, latents, weights):
     total = sum(weights)
     return (
         sum(
-            w * (1 - float(np.dot(np.asarray(l, float) / np.linalg.norm(l), a)))
-            for l, w in zip(latents, weights)
+            w * (1 - float(np.dot(np.asarray(lat, float) / np.linalg.norm(lat), a)))
+            for lat, w in zip(latents, weights)
         )
         / total
     )

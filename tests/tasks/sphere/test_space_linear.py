@@ -15,8 +15,12 @@ from pipeline.tasks.sphere.space import (
 
 def brute_risks(vectors: np.ndarray, weights: np.ndarray) -> np.ndarray:
     space = get_space("sphere")
-    return np.array([sum(w * space.distance(c, r) for r, w in zip(vectors, weights))
-                     / weights.sum() for c in vectors])
+    return np.array(
+        [
+            sum(w * space.distance(c, r) for r, w in zip(vectors, weights)) / weights.sum()
+            for c in vectors
+        ]
+    )
 
 
 @pytest.mark.parametrize("m,dim", [(1, 3), (5, 2), (20, 16), (100, 8)])
@@ -53,8 +57,9 @@ def test_one_prompt_sample_mbr_is_linear_and_agrees():
     vectors = list(rng.normal(size=(30, 5)))
     res = get_space("sphere").sample_mbr(vectors)
     risks = brute_risks(np.stack(vectors), np.ones(30))
-    assert np.array_equal(res.action, vectors[int(np.argmin(risks))] / np.linalg.norm(
-        vectors[int(np.argmin(risks))]))
+    assert np.array_equal(
+        res.action, vectors[int(np.argmin(risks))] / np.linalg.norm(vectors[int(np.argmin(risks))])
+    )
     assert res.risk == pytest.approx(risks.min(), abs=1e-12)
     # the batch form gives the same choice
     idx, _ = get_space("sphere").batch([vectors]).sample_mbr()
