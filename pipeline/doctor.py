@@ -467,8 +467,8 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
     to transformers, the auxiliary models the cells read (pipeline.assets: NLI, cross-encoder,
     embedders, COMET, AlignScore), the uq estimator groups, the dataset loaders, W&B and the
     launcher."""
+    from pipeline.data.catalog import spec_for
     from pipeline.data.loaders import load_bundled
-    from pipeline.data.registry import spec_for
     from pipeline.tracking import tracking_enabled
     from pipeline.uncertainty.estimators import groups_of
 
@@ -851,7 +851,7 @@ def _hub_datasets(ctx: Context) -> list[_Item]:
     """The cells' datasets read from the hub (a registered hub dataset with no local files)."""
     from omegaconf import OmegaConf
 
-    from pipeline.data.registry import DATASETS
+    from pipeline.data.catalog import DATASETS
 
     out = {}
     for cfg in ctx.cells:

@@ -71,7 +71,7 @@ LAYERS = {
         "pipeline.tasks",
         "pipeline.tasks.contract",
         "pipeline.tasks.builders",
-        "pipeline.tasks.text_metrics",
+        "pipeline.tasks.shared_metrics",
     ),
     "stages": ("pipeline.stages",),
     "app": (

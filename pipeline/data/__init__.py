@@ -8,6 +8,16 @@ Importing this package is cheap: `datasets` is imported only when a real dataset
 pandas only inside `load_dataset`.
 """
 
+from pipeline.data.catalog import (
+    DATASETS,
+    LOADERS,
+    DatasetSpec,
+    get_spec,
+    load_dataset,
+    register_dataset,
+    spec_for,
+    subset_indices,
+)
 from pipeline.data.loaders import BUNDLED_DIR, DatasetUnavailableError
 from pipeline.data.prompts import (
     EXTRACTION_PROMPTS,
@@ -23,16 +33,6 @@ from pipeline.data.prompts import (
     task_prompt,
 )
 from pipeline.data.records import DatasetFormatError, validate_records
-from pipeline.data.registry import (
-    DATASETS,
-    LOADERS,
-    DatasetSpec,
-    get_spec,
-    load_dataset,
-    register_dataset,
-    spec_for,
-    subset_indices,
-)
 
 __all__ = [
     "BUNDLED_DIR",

@@ -33,7 +33,7 @@ from pipeline.errors import PipelineError
 from pipeline.revisions import hub_entry, is_commit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pipeline.data.registry import DatasetSpec
+    from pipeline.data.catalog import DatasetSpec
 
 log = logging.getLogger(__name__)
 

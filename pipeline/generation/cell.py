@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.data import build_messages, load_dataset
-from pipeline.data.registry import spec_for
+from pipeline.data.catalog import spec_for
 from pipeline.devices import resolve_device
 from pipeline.errors import ConfigError
 from pipeline.generation.base import get_backend

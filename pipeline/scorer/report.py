@@ -224,7 +224,7 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
             )
     matches = getattr(row, "label_matches", None)
     if isinstance(matches, str):
-        from pipeline.tracking.prompts import readable_matches
+        from pipeline.tracking.prompt_table import readable_matches
 
         lines.append(
             "  matches: " + readable_matches(row.reference_labels, matches).replace("\n", "; ")

@@ -149,7 +149,7 @@ def metric_option_defaults() -> dict[str, dict[str, Any]]:
 
 # where the built-in parts are registered: each task folder's task.py, and the text metrics
 # several tasks share
-TASK_MODULES = ("pipeline.tasks.*.task", "pipeline.tasks.text_metrics")
+TASK_MODULES = ("pipeline.tasks.*.task", "pipeline.tasks.shared_metrics")
 MAPPERS: Registry[Mapper] = Registry("mapper", discover=TASK_MODULES)
 METRICS: Registry[Metric] = Registry("metric", discover=TASK_MODULES)
 

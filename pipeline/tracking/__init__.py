@@ -1,6 +1,6 @@
 """Weights & Biases tracking: per (experiment, model, dataset) cell, one run per stage (its
 artifact lineage, pipeline.tracking.lineage) and one cell run (config, stage times, UQ scores,
-the per-prompt table of pipeline.tracking.prompts, summary with the headline numbers of
+the per-prompt table of pipeline.tracking.prompt_table, summary with the headline numbers of
 pipeline.tracking.headline); one report run per report. Runs are grouped by experiment and
 tagged `experiment:`, `model:`, `dataset:`.
 
@@ -26,7 +26,7 @@ from pipeline.tracking.lineage import (
     stage_run_config,
     use_stage_artifacts,
 )
-from pipeline.tracking.prompts import prompts_frame
+from pipeline.tracking.prompt_table import prompts_frame
 from pipeline.tracking.redact import redact
 
 if TYPE_CHECKING:  # the resolved cell (pipeline.config)

@@ -341,7 +341,7 @@ def test_the_paper_settings_it_leaves_open_are_the_documented_ones(
 
 def test_the_paper_datasets_read_the_documented_splits():
     """docs/fidelity.md "Dataset splits and sizes"."""
-    from pipeline.data.registry import DATASETS
+    from pipeline.data.catalog import DATASETS
 
     def where(name):
         d = DATASETS[name].defaults

@@ -13,7 +13,7 @@ from pipeline.latent import get_space
 from pipeline.stages.decide import decide_all
 from pipeline.tasks.contract import describe_reference
 from pipeline.tracking.headline import headline, is_baseline_estimator
-from pipeline.tracking.prompts import prompts_frame
+from pipeline.tracking.prompt_table import prompts_frame
 
 
 def artifacts(space, per_prompt: dict[str, list[tuple[object, str]]], beam: dict[str, tuple]):
