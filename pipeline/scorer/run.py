@@ -1045,35 +1045,23 @@ def score(
             ).encode()
         ).hexdigest()
     )
+    rest = (
+        cell,
+        task,
+        fields,
+        path,
+        from_file,
+        out_path,
+        work_dir,
+        part_prompts,
+        lean,
+        answers_key,
+    )
     try:
-        return _score_input(
-            reader,
-            cell,
-            task,
-            fields,
-            path,
-            from_file,
-            out_path,
-            work_dir,
-            part_prompts,
-            lean,
-            answers_key,
-        )
+        return _score_input(reader, *rest)
     except ReadAgain as again:  # rare: a usual field or an lm-eval filter first in later rows
         log.info("[score] %s; reading the input again, whole", again)
-        return _score_input(
-            reader.again(),
-            cell,
-            task,
-            fields,
-            path,
-            from_file,
-            out_path,
-            work_dir,
-            part_prompts,
-            lean,
-            answers_key,
-        )
+        return _score_input(reader.again(), *rest)
 
 
 def _checked_estimators(names: Sequence[str]) -> list[str]:
