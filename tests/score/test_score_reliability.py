@@ -316,7 +316,8 @@ def test_a_stopped_scorer_in_parts_exits_75_without_tracebacks_a_second_signal_t
 
     from pipeline.stopping import REQUEUE_EXIT
 
-    data = _parts_file(tmp_path / "in.jsonl")
+    # 10 parts: the run outlasts the signal's way even on an idle machine (3 parts finished first)
+    data = _parts_file(tmp_path / "in.jsonl", n=20_000)
     for sig, twice in ((signal.SIGINT, False), (signal.SIGTERM, True)):
         work = tmp_path / f"work-{sig}"
         proc = _scorer(
