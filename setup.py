@@ -6,7 +6,7 @@
 
 (each built-in task's config, pipeline/tasks/<name>/task.yaml, ships with its package) so an
 installed package runs from any directory. The repository keeps them where docs, Makefile
-and tests name them; pipeline/resources.py looks in the package first, then in the checkout
+and tests name them; pipeline/runtime/resources.py looks in the package first, then in the checkout
 (editable installs and runs from the repository). Everything else is in pyproject.toml.
 """
 

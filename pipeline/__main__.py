@@ -9,10 +9,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.app import in_sweep, run
 from pipeline.config import register_configs
-from pipeline.errors import PipelineError
-from pipeline.resources import conf_path
+from pipeline.driver.job import in_sweep, run
+from pipeline.runtime.errors import PipelineError
+from pipeline.runtime.resources import conf_path
 
 register_configs()
 log = logging.getLogger("pipeline")
@@ -26,7 +26,7 @@ def refuse_config_secrets(cfg: DictConfig) -> None:
 
     from hydra.core.hydra_config import HydraConfig
 
-    from pipeline.secrets import config_problem, redact_files
+    from pipeline.runtime.secrets import config_problem, redact_files
 
     if (found := config_problem(cfg)) is None:
         return
@@ -43,9 +43,9 @@ def refuse_config_secrets(cfg: DictConfig) -> None:
 
 @hydra.main(version_base="1.3", config_path=conf_path(), config_name="config")
 def main(cfg: DictConfig) -> None:
-    from pipeline.errors import naming_a_full_disk
-    from pipeline.extras import naming_the_extra
-    from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
+    from pipeline.runtime.errors import naming_a_full_disk
+    from pipeline.runtime.extras import naming_the_extra
+    from pipeline.runtime.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
 
     refuse_config_secrets(cfg)
     try:
@@ -96,7 +96,7 @@ def check_output_root(argv: list[str]) -> str | None:
 def check_launcher(argv: list[str]) -> str | None:
     """The SLURM launchers come with the `paper` extra (submitit): without it Hydra would only
     say it cannot load `hydra/launcher/per_cell_slurm`. The problem in one line, or None."""
-    from pipeline.extras import install_fix, missing
+    from pipeline.runtime.extras import install_fix, missing
 
     launchers = [a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")]
     if not launchers or launchers[-1] in ("local", "basic"):
@@ -112,7 +112,7 @@ def check_launcher(argv: list[str]) -> str | None:
 def usage() -> str:
     """`taskaware --help`: the commands, the common overrides and where each group's choices
     and Hydra's own help are (built from conf/ on disk: nothing is composed or probed)."""
-    from pipeline.resources import conf_dir
+    from pipeline.runtime.resources import conf_dir
 
     conf = conf_dir()
 
@@ -148,25 +148,25 @@ Every key and its value: `taskaware --cfg job` (the composed config); Hydra's ow
 def cli() -> None:
     """The command line (`taskaware`, `python -m pipeline`): the checks that must run before
     Hydra writes anything, then the Hydra app. `taskaware doctor [overrides...]` checks instead
-    what that configuration needs on this node (pipeline/doctor.py) and exits 0 when it can run;
+    what that configuration needs on this node (pipeline/driver/doctor.py) and exits 0 when it can run;
     `taskaware serve --upstream URL ...` serves task-aware answers (pipeline/serve/cli.py)."""
     if sys.argv[1:] in (["--help"], ["-h"], ["help"]):  # Hydra's page dumps the whole config
         print(usage())
         sys.exit(0)
     if sys.argv[1:2] == ["doctor"]:
-        from pipeline.doctor import main as doctor
+        from pipeline.driver.doctor import main as doctor
 
         sys.exit(doctor(sys.argv[2:]))
     if sys.argv[1:2] == ["serve"]:
         from pipeline.serve.cli import main as serve
 
         sys.exit(serve(sys.argv[2:]))
-    from pipeline.stopping import install_early_stop
+    from pipeline.runtime.stopping import install_early_stop
 
     install_early_stop("[pipeline] ")  # the Hydra app's runs (serve handles its own signals)
-    from pipeline.offline import go_offline_if_unreachable
-    from pipeline.overrides import syntax_problem, unknown_key_problem, value_type_problem
-    from pipeline.secrets import argv_problem
+    from pipeline.driver.overrides import syntax_problem, unknown_key_problem, value_type_problem
+    from pipeline.runtime.offline import go_offline_if_unreachable
+    from pipeline.runtime.secrets import argv_problem
 
     # credentials first: the other checks' messages quote values
     for check in (

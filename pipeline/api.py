@@ -15,11 +15,11 @@ from typing import Any
 
 def _names_the_extra(func):
     """A ModuleNotFoundError of an optional library becomes the error naming the install extra
-    that brings it (pipeline.extras), without the import's traceback."""
+    that brings it (pipeline.runtime.extras), without the import's traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any):
-        from pipeline.extras import naming_the_extra
+        from pipeline.runtime.extras import naming_the_extra
 
         with naming_the_extra():
             return func(*args, **kwargs)
@@ -315,11 +315,11 @@ def read_prompts(prompts: Any, references: Any = None, ids: Any = None):
 def _local_backend(model: str | None, cache_dir: str, batch_size: int | None):
     """A transformers backend for a model config name, a local folder / hub id, or (None) the
     packaged SmolLM2; and the model config's sampling defaults."""
-    from pipeline.devices import resolve_device
-    from pipeline.extras import require
     from pipeline.generation.base import get_backend
     from pipeline.generation.cell import resolve_model_path
-    from pipeline.resources import conf_dir
+    from pipeline.runtime.devices import resolve_device
+    from pipeline.runtime.extras import require
+    from pipeline.runtime.resources import conf_dir
 
     require("torch", "transformers", needed_for="an in-process model (no base_url=)")
     defaults: dict[str, Any] = {}

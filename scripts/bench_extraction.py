@@ -54,7 +54,7 @@ def set_corpus(name: str = "sets_corpus.yaml") -> list[dict]:
     """Questions with their responses; every label is a str (YAML would read 1969 as int).
     Corpora that write labels and aliases as surface strings are read through
     `canonical_label`, so all corpora are compared in one label space."""
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     questions = load_yaml(name)["questions"]
     surface = name in SURFACE_LABELS
@@ -108,7 +108,7 @@ def evaluate_matching(pairs: list[dict]) -> dict:
     careful reader's judgement, overall and per kind of case."""
     from pipeline.evaluation import match_label
     from pipeline.evaluation.matching import spelling_form
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     def words(text: str) -> set[str]:
         return set(spelling_form(canonical_label(text)))
@@ -161,7 +161,7 @@ def evaluate_references(items: list[dict]) -> dict:
     """References read by the task's reference kind, compared answer by answer (each answer's
     aliases in canonical form, in order) with the careful reader's answers."""
     from pipeline.tasks.contract import REFERENCES
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     kind_of = {"sets": "answer_set", "classes": "one_answer", "simplex": "distribution"}
 
@@ -219,14 +219,14 @@ def label_prf(predicted: list[set], gold: list[set]) -> dict:
 
 def is_span(label: str, text: str) -> bool:
     """`label` (canonical) occurs in the canonical response as a run of whole words."""
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     return f" {label} " in f" {canonical_label(text)} "
 
 
 def answer_index(question: dict) -> dict[str, int]:
     """canonical alias -> answer number, for scoring at the answer level."""
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     index: dict[str, int] = {}
     for i, aliases in enumerate(question["answers"]):
@@ -267,7 +267,7 @@ def evaluate_chat(questions: list[dict]) -> dict:
     """Per-response accuracy: a response is read right when every label read names one of its
     gold answers (an alias, compared in canonical form) and every gold answer is read; no
     answer read for an abstention."""
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     rows = []
     for q in questions:
@@ -367,7 +367,7 @@ def evaluate_merging(questions: list[dict]) -> dict:
 
 def check_set_corpus(questions: list[dict]) -> list[str]:
     """Problems of the corpus itself: labels not canonical, not spans, not among the answers."""
-    from pipeline.text import canonical_label
+    from pipeline.text.normal_forms import canonical_label
 
     problems = []
     for q in questions:

@@ -104,12 +104,12 @@ def main() -> None:
     import torch
     from transformers import GenerationConfig
 
-    from pipeline.devices import configure_torch_threads
     from pipeline.generation.base import SamplingConfig
     from pipeline.generation.cell import resolve_model_path
     from pipeline.generation.fused_ops import fuse_small_ops, unfuse_small_ops
     from pipeline.generation.hf_backend import TransformersBackend, use_cpu_attention
     from pipeline.generation.ptrue import TRUE_TOKEN, ptrue_prompts
+    from pipeline.runtime.devices import configure_torch_threads
 
     prompts, questions, max_new, settings = _cell_prompts(args.dataset, args.prompts, args.model)
     cfg = settings["cfg"]

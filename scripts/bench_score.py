@@ -185,7 +185,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from pipeline.devices import cpu_threads
+    from pipeline.runtime.devices import cpu_threads
     from pipeline.scorer.run import score
 
     print(

@@ -71,9 +71,9 @@ def configurations() -> list[tuple[str, ...]]:
 def slices() -> dict[str, dict]:
     from hydra import compose, initialize_config_dir
 
+    from pipeline.artifacts.stage import STAGES
+    from pipeline.artifacts.store import cache_key
     from pipeline.config import register_configs
-    from pipeline.stage import STAGES
-    from pipeline.store import cache_key
 
     try:  # the resolved cell, where the stages take one
         from pipeline.config import resolve_cell

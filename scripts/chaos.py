@@ -55,15 +55,15 @@ from hydra.core.global_hydra import GlobalHydra  # noqa: E402
 from hydra.errors import HydraException  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
-import pipeline.store as store_module  # noqa: E402
+import pipeline.artifacts.store as store_module  # noqa: E402
+from pipeline.artifacts.schema import PRODUCER  # noqa: E402
+from pipeline.artifacts.stage import CELL_STAGES, STAGES, run_stage, stage_key  # noqa: E402
+from pipeline.artifacts.store import ArtifactStore, cell_lock  # noqa: E402
 from pipeline.config import (
     register_configs,  # noqa: E402
     resolve_cell,
 )
-from pipeline.errors import PipelineError  # noqa: E402
-from pipeline.schema import PRODUCER  # noqa: E402
-from pipeline.stage import CELL_STAGES, STAGES, run_stage, stage_key  # noqa: E402
-from pipeline.store import ArtifactStore, cell_lock  # noqa: E402
+from pipeline.runtime.errors import PipelineError  # noqa: E402
 
 IDENTICAL, REFUSED, WRONG = "identical", "refused", "wrong"
 SHARD_GROUPS = ("samples", "decodes", "ptrue")  # what the generate stage writes per shard
@@ -288,7 +288,7 @@ def compose_cfg(overrides: list[str]):
 
 
 def run_cell(cfg) -> dict[str, dict]:
-    """`stage=all` of one cell in-process, as pipeline.app.run does it (without the report)."""
+    """`stage=all` of one cell in-process, as pipeline.driver.job.run does it (without the report)."""
     store = ArtifactStore(resolve_cell(cfg).root)
     store.root.mkdir(parents=True, exist_ok=True)
     with cell_lock(store.root):
@@ -313,7 +313,7 @@ def setup(ctx: Chaos) -> None:
     """The tiny model, then a clean triviaqa cell (the reference) and a clean maqa cell."""
     import importlib.util
 
-    from pipeline.devices import configure_torch_threads
+    from pipeline.runtime.devices import configure_torch_threads
 
     spec = importlib.util.spec_from_file_location(
         "make_tiny_model", REPO / "scripts" / "make_tiny_model.py"
@@ -626,11 +626,11 @@ def config_in_process(args: list[str]) -> tuple[str, str]:
     """What `python -m pipeline ARGS` checks before any work, in this process: `wrong` when
     ARGS are taken."""
     from pipeline.__main__ import check_output_root
-    from pipeline.assets import check_assets
+    from pipeline.artifacts.stage import stages_to_run
     from pipeline.config import validate
-    from pipeline.overrides import value_type_problem
+    from pipeline.driver.assets import check_assets
+    from pipeline.driver.overrides import value_type_problem
     from pipeline.reporting import build_report
-    from pipeline.stage import stages_to_run
 
     for check in (check_output_root, value_type_problem):
         if (problem := check(args)) is not None:
@@ -1372,7 +1372,7 @@ def attack_sigterm(ctx: Chaos) -> Row:
     """SIGTERM (SLURM's warning before a kill) or SIGINT sent to `python -m pipeline stage=all`
     once a shard is written, or after a delay: one log line, exit 75 (requeue), and the rerun
     gives the clean cell."""
-    from pipeline.stopping import REQUEUE_EXIT
+    from pipeline.runtime.stopping import REQUEUE_EXIT
 
     row = Row("SIGTERM / SIGINT")
     tries = [
@@ -1992,7 +1992,7 @@ def attack_finaliser_signal(ctx: Chaos) -> Row:
     frees), at the n-th of a chain of such finalisers running all through `stage=all`: Python
     swallows the exception there; the run must still stop at once with exit 75 and one line
     (never go on to exit 0), with no traceback, and the rerun gives the clean cell."""
-    from pipeline.stopping import REQUEUE_EXIT
+    from pipeline.runtime.stopping import REQUEUE_EXIT
 
     row = Row("SIGTERM inside a finaliser")
     plugins = ctx.work / "finaliser-plugin"
@@ -2331,7 +2331,7 @@ def attack_scorer_sigterm(ctx: Chaos) -> Row:
     """SIGTERM / SIGINT to `taskaware-score` once its input is in the store, or in the middle
     of a 4,000-prompt run in parts: exit 75, one `stopped cleanly` line, --out untouched, and
     the rerun gives the rows of a run never stopped."""
-    from pipeline.stopping import REQUEUE_EXIT
+    from pipeline.runtime.stopping import REQUEUE_EXIT
 
     row = Row("scorer SIGTERM / SIGINT")
     root = ctx.root("scorer-signal")

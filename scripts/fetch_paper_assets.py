@@ -211,7 +211,7 @@ def revisions_to_pin(pins: list[tuple[str, str]] = AUX_PINS) -> str:
     """The commit each auxiliary checkpoint resolves to now (the HF cache's, as an offline run
     reads it, else the hub's), as the lines to write into conf/experiment/paper.yaml; raises,
     naming them, when some resolve to nothing (not cached, hub unreachable)."""
-    from pipeline.revisions import cached_commit, online_commit
+    from pipeline.runtime.revisions import cached_commit, online_commit
 
     lines, unresolved = [], []
     for key, repo in pins:

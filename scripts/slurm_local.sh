@@ -59,7 +59,7 @@ SlurmdLogFile=$STATE/log/slurmd.log
 SlurmctldPort=6817
 SlurmdPort=6818
 KillWait=5
-# a job that stops cleanly on SIGTERM exits 75 (EX_TEMPFAIL, pipeline/stopping.py): requeued
+# a job that stops cleanly on SIGTERM exits 75 (EX_TEMPFAIL, pipeline/runtime/stopping.py): requeued
 RequeueExit=75
 MinJobAge=300
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$GPUS State=UNKNOWN

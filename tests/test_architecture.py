@@ -50,19 +50,24 @@ def test_the_components_are_ordered_sub_layers():
     assert import_graph.layer("pipeline.tasks.builders") == "tasks"
     # a component reaching up to the model factories is an upward import, even in a function
     planted = [
-        import_graph.Import("pipeline.mapping.judges", "pipeline.aux_models", 1, True),
+        import_graph.Import("pipeline.mapping.judges", "pipeline.aux_models.factories", 1, True),
         import_graph.Import("pipeline.mapping.labels", "pipeline.generation.base", 1, False),
-        import_graph.Import("pipeline.aux_models", "pipeline.uncertainty.cross_encoder", 1, True),
+        import_graph.Import(
+            "pipeline.aux_models.factories", "pipeline.uncertainty.cross_encoder", 1, True
+        ),
     ]
     assert import_graph.upward(planted) == planted[:2]
 
 
 def test_the_stage_contract_needs_only_the_base_layer():
-    # stage modules import the contract (pipeline.stage); the driver (pipeline.app) runs them
-    assert {import_graph.layer(e.target) for e in EDGES if e.source == "pipeline.stage"} == {"base"}
-    assert {e.source for e in EDGES if e.target == "pipeline.app"} <= {
+    # stage modules import the contract (pipeline.artifacts.stage); the Hydra job
+    # (pipeline.driver.job) runs them
+    assert {
+        import_graph.layer(e.target) for e in EDGES if e.source == "pipeline.artifacts.stage"
+    } == {"base"}
+    assert {e.source for e in EDGES if e.target == "pipeline.driver.job"} <= {
         "pipeline.__main__",
-        "pipeline.callbacks",
+        "pipeline.driver.callbacks",
     }
 
 
@@ -71,8 +76,14 @@ def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
     pkg = tmp_path / "pipeline"
     (pkg / "latent").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "errors.py").write_text("from pipeline.text import x\n")  # base -> base: a cycle
-    (pkg / "text.py").write_text("def f():\n    from pipeline.errors import y\n")
+    for package in ("runtime", "text"):
+        (pkg / package).mkdir()
+        (pkg / package / "__init__.py").write_text("")
+    # base -> base: a cycle
+    (pkg / "runtime" / "errors.py").write_text("from pipeline.text.normal_forms import x\n")
+    (pkg / "text" / "normal_forms.py").write_text(
+        "def f():\n    from pipeline.runtime.errors import y\n"
+    )
     (pkg / "latent" / "__init__.py").write_text("")
     (pkg / "latent" / "sets.py").write_text("def g():\n    from pipeline.stages import z\n")
     (pkg / "stages").mkdir()
@@ -84,7 +95,7 @@ def test_the_checker_finds_a_planted_cycle_and_upward_import(tmp_path):
     (pkg / "tasks" / "clock" / "space.py").write_text("from pipeline.tasks.clock import task\n")
     (pkg / "tasks" / "clock" / "task.py").write_text("from pipeline.latent import sets\n")
     edges = import_graph.imports(tmp_path)
-    assert import_graph.cycles(edges) == [["pipeline.errors", "pipeline.text"]]
+    assert import_graph.cycles(edges) == [["pipeline.runtime.errors", "pipeline.text.normal_forms"]]
     assert [(e.source, e.target, e.in_function) for e in import_graph.upward(edges)] == [
         ("pipeline.latent.sets", "pipeline.stages", True),
         ("pipeline.tasks.clock.space", "pipeline.tasks.clock.task", False),
@@ -100,7 +111,7 @@ def test_only_the_resolving_layer_and_the_entry_points_take_the_config():
         f"{t.module}:{t.line} {t.function}({t.parameter})"
         for t in import_graph.outside_readers(takers)
     ] == []
-    assert {t.module for t in takers} >= {"pipeline.config.resolve", "pipeline.app"}
+    assert {t.module for t in takers} >= {"pipeline.config.resolve", "pipeline.driver.job"}
 
 
 def test_the_config_check_finds_a_planted_config_taker(tmp_path):
@@ -112,10 +123,12 @@ def test_the_config_check_finds_a_planted_config_taker(tmp_path):
         "def a(cfg):\n    pass\n\ndef b(cell, sampling):\n    pass\n\n"
         "def c(node: 'DictConfig'):\n    pass\n"
     )
-    (pkg / "app.py").write_text("def run(cfg):\n    pass\n")
+    (pkg / "driver").mkdir()
+    (pkg / "driver" / "__init__.py").write_text("")
+    (pkg / "driver" / "job.py").write_text("def run(cfg):\n    pass\n")
     takers = import_graph.config_takers(tmp_path)
     assert sorted((t.module, t.function) for t in takers) == [
-        ("pipeline.app", "run"),
+        ("pipeline.driver.job", "run"),
         ("pipeline.stages.x", "a"),
         ("pipeline.stages.x", "c"),
     ]

@@ -1,6 +1,6 @@
 """The generic layers name no task, latent space, decision method or UQ estimator: pipeline/config,
 the stages, the scorer, tracking and reporting loop over what the registries and the task
-declare (pipeline.methods: OURS/BASELINE/F_BETA are the roles they compare; the estimators'
+declare (pipeline.components.methods: OURS/BASELINE/F_BETA are the roles they compare; the estimators'
 registry: labels, table order, the risk of a decision). A string literal in their code (not a
 docstring) equal to a registered name fails here, naming file and line. Names that are also a
 stage or an artifact ("map", "ptrue") mean the stage or artifact there, and are not counted.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.artifacts.schema import ARTIFACTS
+from pipeline.artifacts.stage import STAGES
+from pipeline.components.methods import METHODS
 from pipeline.latent import available_spaces
-from pipeline.methods import METHODS
-from pipeline.schema import ARTIFACTS
-from pipeline.stage import STAGES
 from pipeline.tasks import task_folders
 from pipeline.uncertainty.estimators import ESTIMATORS
 
@@ -127,7 +127,7 @@ COMPONENTS = [
     "pipeline/mapping",
     "pipeline/generation",
     "pipeline/uncertainty",
-    "pipeline/aux_models.py",
+    "pipeline/aux_models/factories.py",
 ]
 
 
@@ -223,8 +223,8 @@ def test_every_generic_module_is_checked():
         "pipeline/tasks/contract.py",
         "pipeline/tasks/builders.py",
         "pipeline/tasks/shared_metrics.py",
-        "pipeline/plan.py",
-        "pipeline/assets.py",
+        "pipeline/driver/plan.py",
+        "pipeline/driver/assets.py",
         "pipeline/mapping/answer_rules.py",
         "pipeline/latent/__init__.py",
         "pipeline/stages/map.py",

@@ -1,5 +1,5 @@
 """The install files agree with each other (issue 37): pyproject.toml's extras, constraints.txt,
-environment.yml, the Makefile, the README's Install section, and pipeline.extras' table of which
+environment.yml, the Makefile, the README's Install section, and pipeline.runtime.extras' table of which
 extra brings each module (checked against the installed distributions' own file lists)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from pipeline.extras import EXTRA_OF, EXTRAS, MissingExtraError, explain, require
+from pipeline.runtime.extras import EXTRA_OF, EXTRAS, MissingExtraError, explain, require
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

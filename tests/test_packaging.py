@@ -1,7 +1,7 @@
 """`pip install .` gives a package that runs from any directory (issue 24, "installs like a
 library"): the wheel carries the Hydra configs (conf/ -> pipeline/conf), the paper's numbers
 (results/paper -> pipeline/paper) and the bundled data (setup.py), and an installed wheel's
-entry points find them with no checkout around (pipeline/resources.py).
+entry points find them with no checkout around (pipeline/runtime/resources.py).
 
 The wheel is built from a copy of the working tree (git's tracked and untracked, not ignored
 files: what a clone with the work in progress holds), so the build leaves nothing in the
@@ -206,8 +206,8 @@ def test_the_installed_wheel_runs_its_entry_points_from_any_directory(wheel, tmp
 
 
 def test_a_package_without_its_configs_says_how_to_fix_it(monkeypatch, tmp_path):
-    from pipeline import resources
-    from pipeline.errors import ConfigError
+    from pipeline.runtime import resources
+    from pipeline.runtime.errors import ConfigError
 
     places = {**resources._PLACES, "conf": (tmp_path / "pkg", tmp_path / "checkout", "config.yaml")}
     monkeypatch.setattr(resources, "_PLACES", places)

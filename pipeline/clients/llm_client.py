@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pipeline.clients.disk_cache import JsonRecordCache, sha256_key
-from pipeline.errors import PipelineError
+from pipeline.runtime.errors import PipelineError
 
 __all__ = [
     "LLMClient",
@@ -119,8 +119,8 @@ def endpoint_id(base_url: str | None) -> str:
 
 def check_base_url(base_url: str | None) -> None:
     """Refuse a base URL with credentials in it (user:key@, ?api_key=...: what the command line
-    refuses, pipeline.secrets): they would land in caches, manifests and logs."""
-    from pipeline.secrets import url_secrets
+    refuses, pipeline.runtime.secrets): they would land in caches, manifests and logs."""
+    from pipeline.runtime.secrets import url_secrets
 
     if url_secrets(base_url or ""):
         raise ValueError(

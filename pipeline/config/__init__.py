@@ -10,6 +10,7 @@ An entry point composes, validates and resolves; below it nothing reads the conf
 
 from __future__ import annotations
 
+from pipeline.components.registry import load_plugins
 from pipeline.config.checks import (
     CHOICES,
     MODEL_DTYPES,
@@ -44,8 +45,7 @@ from pipeline.config.structured import (
     WandbConfig,
     register_configs,
 )
-from pipeline.errors import ConfigError
-from pipeline.registry import load_plugins
+from pipeline.runtime.errors import ConfigError
 
 __all__ = [
     "CHOICES",

@@ -9,16 +9,16 @@ import math
 import re
 from dataclasses import fields
 
+from pipeline.components.methods import METHODS, methods
+from pipeline.components.registry import load_plugins
 from pipeline.config.resolve import group_config, mapper_config, metric_config, option_readers
 from pipeline.config.structured import Config
 from pipeline.data.prompts import TASK_PROMPTS, is_prompt
-from pipeline.errors import ConfigError
 from pipeline.generation.base import BACKENDS
 from pipeline.latent import available_spaces
 from pipeline.mapping.judges import JUDGES
 from pipeline.mapping.settings import EXTRACTOR_KINDS
-from pipeline.methods import METHODS, methods
-from pipeline.registry import load_plugins
+from pipeline.runtime.errors import ConfigError
 from pipeline.tasks.contract import MAPPERS, METRICS, REFERENCES
 
 STAGES = ("generate", "map", "decide", "uq", "evaluate", "report", "all", "plan")
@@ -269,7 +269,7 @@ def revision_problems(cfg) -> list[str]:
     from omegaconf import OmegaConf
 
     from pipeline.generation.cell import dataset_hub_repo
-    from pipeline.revisions import is_hub_id
+    from pipeline.runtime.revisions import is_hub_id
 
     problems = []
     model_rev = OmegaConf.select(cfg, "model.revision")

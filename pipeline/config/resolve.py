@@ -39,9 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.config import structured
-from pipeline.errors import ConfigError
-from pipeline.parts import (
+from pipeline.artifacts.schema import producer_of
+from pipeline.components.parts import (
     SHARED_TASK_SETTINGS,
     TASK_PART_NODES,
     FrozenDict,
@@ -49,7 +48,8 @@ from pipeline.parts import (
     part_config,
     thaw,
 )
-from pipeline.schema import producer_of
+from pipeline.config import structured
+from pipeline.runtime.errors import ConfigError
 from pipeline.stages.map import ReadingRule
 from pipeline.tasks.contract import MAPPERS, METRICS
 from pipeline.uncertainty.estimators import GROUPS, groups_of

@@ -137,7 +137,9 @@ class GenerationConfig:
     # prompt tokens too (so beams of different lengths rank differently) and which runs one
     # engine call per step (slow). Under backend=transformers beam search is always transformers'.
     beam_backend: str = "transformers"
-    strategies: list[str] = MISSING  # decode methods (pipeline.methods); conf/config.yaml
+    strategies: list[str] = (
+        MISSING  # decode methods (pipeline.components.methods); conf/config.yaml
+    )
     contrastive_alpha: float = 0.6
     contrastive_top_k: int = 4
     # prompts per batch of the decodes that run through transformers after vLLM (contrastive

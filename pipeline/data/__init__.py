@@ -1,7 +1,7 @@
 """Datasets (real HuggingFace loaders + bundled offline sets) and prompt templates.
 
     from pipeline.data import load_dataset, DATASETS, build_messages, render_chat
-    df = load_dataset("maqa_bundled", limit=10)          # DataFrame in pipeline.schema.DATASET
+    df = load_dataset("maqa_bundled", limit=10)          # DataFrame in pipeline.artifacts.schema.DATASET
     msgs = build_messages("answer_list", df.iloc[0])  # a task's `prompt`
 
 Importing this package is cheap: `datasets` is imported only when a real dataset is loaded,

@@ -4,7 +4,7 @@ A dataset is one registration: `register_dataset(DatasetSpec(name, reference, lo
 or one config file naming a registered loader (`loader: bundled` with the file in `overrides`).
 `load_dataset(name, limit=..., seed=..., **overrides)` merges the overrides into the spec's
 defaults (unknown keys are an error), loads, converts and validates, and returns a pandas
-DataFrame with exactly the columns of `pipeline.schema.DATASET`.
+DataFrame with exactly the columns of `pipeline.artifacts.schema.DATASET`.
 
 Subsets: `limit=N` keeps the first N rows in the source's order; with `shuffle=True` the rows
 are first permuted by `numpy.random.default_rng(seed).permutation(n)` (so `seed` matters only
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from pipeline.components.registry import Registry
 from pipeline.data import loaders as L
 from pipeline.data.records import COLUMNS, validate_records
-from pipeline.registry import Registry
 
 Loader = Callable[..., list[dict[str, Any]]]
 

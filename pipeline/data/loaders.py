@@ -14,7 +14,7 @@ Sources: inside `recording_sources()`, every loader notes where its rows came fr
 dataset: its repo, config, split, the revision asked for and the commit used; local files; a
 bundled file; a released file, MAQA's JSON or the CNN/DM benchmark's, with its SHA-256 and
 origin: `file_provenance`), which the generate stage records in its manifests
-(pipeline/revisions.py) and the report names under the tables that use it.
+(pipeline/runtime/revisions.py) and the report names under the tables that use it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.data import records as R
-from pipeline.errors import PipelineError
-from pipeline.revisions import hub_entry, is_commit
+from pipeline.runtime.errors import PipelineError
+from pipeline.runtime.revisions import hub_entry, is_commit
 
 if TYPE_CHECKING:  # pragma: no cover
     from pipeline.data.catalog import DatasetSpec
@@ -274,7 +274,7 @@ def file_provenance(
     pinned hash, None: unpinned), and where it came from: the `<file>.source.json` that
     `make paper-assets` writes beside it (repository, commit, file) when it describes these very
     bytes, else the pin's `commit`. Empty for a URL or several files (nothing local to hash)."""
-    from pipeline.store import file_sha256
+    from pipeline.artifacts.store import file_sha256
 
     if not isinstance(source, (str, os.PathLike)) or str(source).startswith(
         ("http://", "https://")
@@ -511,7 +511,7 @@ def load_bundled(
     source = Path(path) if path is not None else BUNDLED_DIR / (file or f"{spec.name}.jsonl")
     rows = read_jsonl(source)
     if recording():
-        from pipeline.store import file_sha256
+        from pipeline.artifacts.store import file_sha256
 
         note_source(
             {

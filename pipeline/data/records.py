@@ -2,7 +2,7 @@
 
 Pure Python (no `datasets` import): the converters take one row as a plain dict, exactly as
 `datasets` yields it, so they are tested on hand-written rows and on local files alike.
-A record is a dict with the columns of `pipeline.schema.DATASET`, in that order.
+A record is a dict with the columns of `pipeline.artifacts.schema.DATASET`, in that order.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipeline.artifacts.schema import DATASET
 from pipeline.data.references import REFERENCES
-from pipeline.errors import PipelineError
-from pipeline.schema import DATASET
+from pipeline.runtime.errors import PipelineError
 
 COLUMNS: tuple[str, ...] = tuple(DATASET)
 PROBABILITY_TOLERANCE = 1e-6
@@ -305,7 +305,7 @@ def gsm8k_record(row: Mapping[str, Any], dataset: str, index: int) -> dict[str, 
 
 
 def validate_records(records: Sequence[Mapping[str, Any]], reference: str | None = None) -> None:
-    """Raise DatasetFormatError unless every record follows `pipeline.schema.DATASET`.
+    """Raise DatasetFormatError unless every record follows `pipeline.artifacts.schema.DATASET`.
 
     Checks columns, types, non-empty questions and aliases, p* in [0, 1] summing to 1 within
     1e-6 and aligned with `answers`, unique prompt ids; with `reference` (a reference kind of

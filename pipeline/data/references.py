@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.registry import Registry
+from pipeline.components.registry import Registry
 
 
 @dataclass(frozen=True)

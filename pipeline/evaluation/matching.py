@@ -1,7 +1,7 @@
 """Does a predicted answer label name a reference answer? One rule for every task that compares
 labels with a dataset's alias lists (sets: Hamming and F1; simplex: KL), stdlib only.
 
-Both sides are read as names: `pipeline.text.canonical_label` (case, accents, a leading article,
+Both sides are read as names: `pipeline.text.normal_forms.canonical_label` (case, accents, a leading article,
 acronym dots and punctuation do not matter; letters and symbols inside a name do: "Vitamin A"
 != "Vitamin D", "C" != "C++"), then a spelling form for comparison only: "&" is "and", "#" is
 "sharp", "+" is "plus", number words and Roman numerals after a name are digits ("World War
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipeline.text import canonical_label, to_text
+from pipeline.text.normal_forms import canonical_label, to_text
 
 __all__ = [
     "GENERIC_HEADS",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pipeline.registry import Registry
+from pipeline.components.registry import Registry
 
 
 @dataclass

@@ -5,7 +5,7 @@ through these, so they agree on what "the cell's model" is.
 
 Revisions: a hub model loads at `model.revision` and a hub dataset at `dataset.revision` (null:
 the latest commit); `model_source` and the dataset loaders' noted sources are what the generate
-stage records in its manifests (pipeline/revisions.py, docs/revisions.md).
+stage records in its manifests (pipeline/runtime/revisions.py, docs/revisions.md).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.components.parts import thaw
 from pipeline.data import build_messages, load_dataset
 from pipeline.data.catalog import spec_for
-from pipeline.devices import resolve_device
-from pipeline.errors import ConfigError
 from pipeline.generation.base import get_backend
-from pipeline.parts import thaw
-from pipeline.revisions import hub_entry, is_hub_id, package_entry, snapshot_commit
+from pipeline.runtime.devices import resolve_device
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.revisions import hub_entry, is_hub_id, package_entry, snapshot_commit
 
 if TYPE_CHECKING:  # the resolved cell (pipeline.config)
     from pipeline.config import Cell

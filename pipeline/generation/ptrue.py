@@ -82,7 +82,7 @@ def beam_setting_problems(ptrue: bool, strategies: Sequence[str]) -> list[str]:
 def beam_answers(decodes, ptrue, prompt_ids: Sequence[str]) -> tuple[list[str], dict[str, float]]:
     """(the beam decode's text per prompt of `prompt_ids`, {prompt_id: greedy log p(True)} where
     the beam text is the greedy text: the same P(True) prompt, its value taken as is) from the
-    `decodes` and `ptrue` rows of those prompts (DataFrames of pipeline.schema)."""
+    `decodes` and `ptrue` rows of those prompts (DataFrames of pipeline.artifacts.schema)."""
     text = {
         s: dict(zip(d["prompt_id"].astype(str), d["text"])) for s, d in decodes.groupby("strategy")
     }

@@ -1,7 +1,7 @@
 """Generate everything one set of prompts needs: samples, decoding baselines, P(True).
 
 `generate_records` returns three DataFrames with exactly the columns of
-`pipeline.schema.SAMPLES`, `DECODES` and `PTRUE`. The stage (sharding, resume, manifests)
+`pipeline.artifacts.schema.SAMPLES`, `DECODES` and `PTRUE`. The stage (sharding, resume, manifests)
 is built on top of it in `pipeline.stages.generate` (the cell's model and data: `pipeline.generation.cell`).
 """
 
@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.artifacts.schema import DECODES, PTRUE, SAMPLES
 from pipeline.generation.base import Generation, GenerationBackend, SamplingConfig
 from pipeline.generation.ptrue import compute_ptrue, to_probability
-from pipeline.schema import DECODES, PTRUE, SAMPLES
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,8 @@ def generate_records(
     `questions` are the texts P(True) asks about (lm-polygraph's input text); when omitted the
     prompts themselves are used. P(True) uses lm-polygraph's plain prompt (estimator `PTrue`);
     `ptrue_with_samples=True` switches to its sampling variant (`PTrueSampling`).
-    `progress`: True, a bar of these prompts (pipeline.progress: log lines when stderr is no
-    terminal) and a closing line; a `pipeline.progress.Progress` of the caller's (over several
+    `progress`: True, a bar of these prompts (pipeline.runtime.progress: log lines when stderr is no
+    terminal) and a closing line; a `pipeline.runtime.progress.Progress` of the caller's (over several
     calls), updated per batch; False, none.
     Returns (samples_df, decodes_df, ptrue_df).
     """
@@ -110,7 +110,7 @@ def generate_records(
 
     bar = None if isinstance(progress, bool) else progress  # the caller's, left open
     if progress is True:  # a bar on a terminal, else a log line every ~10 % or 30 s
-        from pipeline.progress import progress as progress_bar
+        from pipeline.runtime.progress import progress as progress_bar
 
         bar = progress_bar(
             len(prompts), f"generate ({getattr(backend, 'name', 'backend')})", unit="prompt"
@@ -199,7 +199,7 @@ def ptrue_of_answers(
     known: Mapping[str, float] | None = None,
 ) -> Any:
     """P(True) (lm-polygraph's plain prompt) asked about `answers`, one per prompt: a DataFrame
-    with the columns of `pipeline.schema.PTRUE`, in the order of `prompt_ids`.
+    with the columns of `pipeline.artifacts.schema.PTRUE`, in the order of `prompt_ids`.
 
     `known`: {prompt_id: log p("True")} already computed for the same question and answer text
     (the greedy pass's, where the beam decode's text equals the greedy one's), taken as is and

@@ -94,7 +94,7 @@ def fetch_gguf(dest: Path | None = None) -> Path:
     import sys
     import zipfile
 
-    from pipeline.store import file_sha256
+    from pipeline.artifacts.store import file_sha256
 
     dest = Path(dest) if dest is not None else fetched_gguf_path()
     if dest.is_file():

@@ -39,9 +39,9 @@ PTRUE_BEAM_MODE = "ptrue_beam"  # the job of generation.ptrue_beam=true
 
 def run_job(job: dict[str, Any]) -> int:
     """Write every missing shard of the job; returns the number of shards written."""
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.generation.base import SamplingConfig
     from pipeline.generation.runner import generate_records
-    from pipeline.store import ArtifactStore
 
     store, key = ArtifactStore(Path(job["store"])), job["key"]
     if job.get("mode") == PTRUE_BEAM_MODE:

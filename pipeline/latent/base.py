@@ -24,8 +24,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from pipeline.errors import ConfigError
-from pipeline.registry import Registry
+from pipeline.components.registry import Registry
+from pipeline.runtime.errors import ConfigError
 
 TIE_TOLERANCE = 1e-12
 

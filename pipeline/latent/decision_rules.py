@@ -1,4 +1,4 @@
-"""How each `latent` decision method of pipeline/methods.py decides from a cell's samples:
+"""How each `latent` decision method of pipeline/components/methods.py decides from a cell's samples:
 registered by the method's name, so the decide stage loops over the declared methods and names
 none. A rule gets the task's `LatentBatch` (every decidable prompt's parsed samples) and each
 prompt's sample texts, and returns per prompt (actions, their empirical risks, their texts or
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.registry import Registry
-from pipeline.text import canonical_label
+from pipeline.components.registry import Registry
+from pipeline.text.normal_forms import canonical_label
 
 from .base import LatentBatch
 

@@ -40,10 +40,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from pipeline.lexicon import protect_and_names as protect
 from pipeline.mapping.labels import QUALIFIERS
 from pipeline.mapping.response_text import json_answer_strings
-from pipeline.text import canonical_label
+from pipeline.text.lexicon import protect_and_names as protect
+from pipeline.text.normal_forms import canonical_label
 
 __all__ = ["read_answers"]
 
@@ -286,7 +286,7 @@ def _question_options(question: str) -> tuple[list[str], int]:
 
 
 def protect_and_names(text: str) -> str:
-    """`text` with the "and" of one-name phrases (pipeline/lexicon.py, "X & Y") kept from
+    """`text` with the "and" of one-name phrases (pipeline/text/lexicon.py, "X & Y") kept from
     splitting."""
     return protect(text, _AND)
 

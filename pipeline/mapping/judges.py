@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.text import to_text
+from pipeline.text.normal_forms import to_text
 
 log = logging.getLogger("pipeline")
 
@@ -90,7 +90,7 @@ def judge_settings(cell) -> dict[str, Any] | None:
     """What the verdicts of the cell's `evaluation.match_judge` depend on (the evaluate stage's
     cache key): the equivalence model's settings, the chat model and its endpoint, or None
     without a judge."""
-    from pipeline.parts import thaw
+    from pipeline.components.parts import thaw
 
     kind = cell.evaluation.match_judge
     if kind == "equivalence":

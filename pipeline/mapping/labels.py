@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipeline.text import canonical_label
+from pipeline.text.normal_forms import canonical_label
 
 # (question, labels) -> one cluster id per label; `LabelMerger.cluster` and the equivalence
 # judges' `cluster` fit.

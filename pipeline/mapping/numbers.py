@@ -13,7 +13,7 @@
   here, so a reference written "45%" compares equal);
 - number words ("eight and a half million", "twenty-one", "a dozen") when no digit is present.
 
-The text is read as `pipeline.text.clean_text` gives it: invisible characters dropped
+The text is read as `pipeline.text.normal_forms.clean_text` gives it: invisible characters dropped
 ("4\u200b2" is 42), full-width digits folded, superscripts after a digit an exponent.
 
 Which number, when a response has several: the first one after the last answer marker
@@ -27,7 +27,7 @@ import math
 import re
 from decimal import Decimal
 
-from pipeline.text import clean_text, to_text
+from pipeline.text.normal_forms import clean_text, to_text
 
 _MAGNITUDES = {
     "thousand": 1e3,

@@ -10,7 +10,7 @@ the tasks' readers (pipeline/tasks/<task>/reading.py) build on.
   hedges/articles/parentheticals, "I don't know" -> no item).
 
 Both accept anything (bytes are decoded with replacement, None is empty), read it as
-`pipeline.text.clean_text` gives it (invisible characters dropped, NFKC), and never raise on model
+`pipeline.text.normal_forms.clean_text` gives it (invisible characters dropped, NFKC), and never raise on model
 output: every regex here is linear or applied to bounded-length pieces only, so a 1 MB response
 costs milliseconds, not minutes.
 """
@@ -30,7 +30,7 @@ from pipeline.mapping.response_text import (
     json_candidates,
     strip_prompt_echo,
 )
-from pipeline.text import canonical_label, clean_text, to_text
+from pipeline.text.normal_forms import canonical_label, clean_text, to_text
 
 __all__ = [
     "IDK_LABEL",

@@ -1,7 +1,7 @@
 """Shared readers of raw model output (stdlib only): refusals, an echoed extraction prompt,
 code fences, tolerant JSON decoding and the one reader of JSON answer lists. Every g_T parser
 (sets, simplex, graphs, the extractor's output) reads its input through these, as
-`pipeline.text.clean_text` gives it (a string decoded from JSON is cleaned again: its escapes may
+`pipeline.text.normal_forms.clean_text` gives it (a string decoded from JSON is cleaned again: its escapes may
 write invisible characters).
 """
 
@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from pipeline.text import clean_text, to_text
+from pipeline.text.normal_forms import clean_text, to_text
 
 # Scan budget for an echoed prompt: the echo is at the start, a 1 MB response is not rescanned.
 _MAX_ECHO_SCAN = 50_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.parts import SettingError, how, one_of, pin
+from pipeline.components.parts import SettingError, how, one_of, pin
 
 # task.extractor.kind: rule-based (offline), the paper's LLM extraction, the generation model
 EXTRACTOR_KINDS = ("rule", "llm", "local")
@@ -34,7 +34,7 @@ class EquivalenceConfig:
     embedder: str = "minilm"  # packaged all-MiniLM-L6-v2
 
     def __post_init__(self) -> None:
-        from pipeline.devices import DTYPES
+        from pipeline.runtime.devices import DTYPES
 
         one_of(self, "nli_dtype", DTYPES)
 

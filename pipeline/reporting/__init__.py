@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.artifacts.store import atomic_write_text, cache_key
 from pipeline.reporting import figures
 from pipeline.reporting.paper import ABLATION_DATASET, PRR_FIGURE
 from pipeline.reporting.paper import FIGURE_NAMES as FIGURE_NAMES  # re-exported
 from pipeline.reporting.paper import TABLE_NAMES as TABLE_NAMES  # re-exported
-from pipeline.resources import paper_dir
-from pipeline.store import atomic_write_text, cache_key
+from pipeline.runtime.resources import paper_dir
 
 log = logging.getLogger("pipeline")
 
@@ -39,7 +39,7 @@ REPORT_VERSION = 8
 
 def figure_options(cell) -> dict[str, Any]:
     """The cell's report_figures.* (defaults where unset)."""
-    from pipeline.parts import thaw
+    from pipeline.components.parts import thaw
     from pipeline.reporting.paper import ENTROPY_DATASET, PAPER_LLMS
     from pipeline.reporting.tables import MIN_N_BEST
 
@@ -78,7 +78,7 @@ def build_report(cell) -> dict[str, Any]:
         present = {c.model for c in find_cells(cell.output_root, cell.experiment)}
         absent = sorted(set(cell.report_models) - present)
         if absent:
-            from pipeline.errors import ConfigError
+            from pipeline.runtime.errors import ConfigError
 
             raise ConfigError(
                 f"report_models has {absent} with no outputs under "

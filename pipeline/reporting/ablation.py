@@ -16,9 +16,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from pipeline.components.methods import BASELINE
 from pipeline.evaluation import prr
 from pipeline.latent import get_space
-from pipeline.methods import BASELINE
 from pipeline.tasks.contract import METRICS, Reference
 
 COLUMNS = [

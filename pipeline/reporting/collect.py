@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.store import ArtifactError, ArtifactStore
+from pipeline.artifacts.store import ArtifactError, ArtifactStore
 
 
 def canonical_dataset(name: str) -> str:
@@ -28,14 +28,14 @@ class Cell:
     @property
     def name(self) -> str:
         """ "experiment/model/dataset", as the stages record it in each manifest they write."""
-        from pipeline.stage import cell_name
+        from pipeline.artifacts.stage import cell_name
 
         return cell_name(self.store.root)
 
     def read(self, artifact: str) -> pd.DataFrame:
         """The cell's artifact, refused when its manifest says another cell made it (a file
         copied between cells would put that cell's numbers under this one's name)."""
-        from pipeline.schema import SCORER_PRODUCER
+        from pipeline.artifacts.schema import SCORER_PRODUCER
 
         manifest = self.store.manifest(artifact) or {}
         made_for = manifest.get("cell")
@@ -145,13 +145,13 @@ BAYES_VS_BEAM = [
 def bayes_vs_beam(
     q: pd.DataFrame, n_bootstrap: int = 1000, alpha: float = 0.05, seed: int = 0
 ) -> pd.DataFrame:
-    """Per (model, dataset, metric): the Bayes answer's (pipeline.methods.OURS) mean quality
+    """Per (model, dataset, metric): the Bayes answer's (pipeline.components.methods.OURS) mean quality
     minus beam search's (BASELINE), over the prompts where both were scored, with a paired
     percentile bootstrap interval (one draw of prompts for both methods), and the verdict it
     allows: "better" / "worse" when the interval excludes 0 in the metric's direction, else
     "no difference shown". `q`: the cells' per-prompt quality (`per_prompt(cells, "quality")`)."""
+    from pipeline.components.methods import BASELINE, OURS
     from pipeline.evaluation.bootstrap import bootstrap_ci
-    from pipeline.methods import BASELINE, OURS
 
     rows = []
     if q.empty:
@@ -197,7 +197,7 @@ def bayes_vs_beam(
 
 def bayes_vs_beam_lines(frame: pd.DataFrame, alpha: float = 0.05) -> list[str]:
     """One sentence per row of `bayes_vs_beam`."""
-    from pipeline.methods import METHODS
+    from pipeline.components.methods import METHODS
 
     level = round(100 * (1 - alpha))
     lines = []

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.methods import METHODS, OURS, table_methods
+from pipeline.components.methods import METHODS, OURS, table_methods
 from pipeline.reporting.paper import (
     ABLATION_TITLE,
     ENTROPY_DATASET,
@@ -69,7 +69,7 @@ from pipeline.uncertainty.estimators import (
 )
 
 # The paper's datasets, labels, LLMs and what each figure shows: pipeline.reporting.paper.
-# every method but ours and the task-declared ones (pipeline.methods), in the tables' order
+# every method but ours and the task-declared ones (pipeline.components.methods), in the tables' order
 BASELINES = [m for m in table_methods() if m != OURS and METHODS[m].kind != "task"]
 RISK = risk_estimator(OURS)  # the Bayes risk
 ENTROPY = entropy_estimators()[0]  # the latent entropy (Fig. 2c's x axis)
@@ -90,7 +90,7 @@ def _save(fig, out_dir: Path, name: str) -> Path:
     is one DiskFullError, never a truncated pdf)."""
     import io
 
-    from pipeline.store import atomic_write_bytes
+    from pipeline.artifacts.store import atomic_write_bytes
 
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{name}.png"

@@ -3,12 +3,12 @@ LLMs, and which datasets, metrics and titles make up each of its tables and figu
 
 The generic reporting code (tables.py, figures.py, the report in __init__.py) reads every such
 name from here and names no dataset itself; tests/test_generic_layers.py holds it to that. The
-published numbers these go with are results/paper/*.csv (pipeline.resources.paper_dir).
+published numbers these go with are results/paper/*.csv (pipeline.runtime.resources.paper_dir).
 """
 
 from __future__ import annotations
 
-from pipeline.methods import BASELINE, F_BETA, OURS
+from pipeline.components.methods import BASELINE, F_BETA, OURS
 
 # --- datasets: the paper's tasks, in its order, and their labels ------------------------------
 TASK_ORDER = ["maqa", "triviaqa", "wmt19_fien", "cnn_dm", "maqa_star"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.methods import extra_methods, method_label, table_methods
+from pipeline.components.methods import extra_methods, method_label, table_methods
 from pipeline.reporting.paper import DATASET_LABEL, NOTES, PAPER_72B, TABLE_COLUMNS, TABLES
 from pipeline.tasks.contract import METRICS
 from pipeline.uncertainty.estimators import (
@@ -46,7 +46,7 @@ def lower_is_better(metric: str) -> bool:
     return metric in METRICS and not METRICS[metric].higher_is_better
 
 
-METHODS = list(table_methods())  # column order and labels: pipeline.methods
+METHODS = list(table_methods())  # column order and labels: pipeline.components.methods
 METHOD_LABEL = {m: method_label(m) for m in METHODS}
 ESTIMATORS = table_estimators()  # row order and labels: pipeline.uncertainty.estimators
 ESTIMATOR_LABEL = {e: estimator_label(e) for e in ESTIMATORS}

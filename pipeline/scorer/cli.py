@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.clients.llm_client import LLMCallError
-from pipeline.errors import PipelineError
 from pipeline.mapping.settings import EXTRACTOR_KINDS
+from pipeline.runtime.errors import PipelineError
 from pipeline.scorer.readers import FORMATS, ScoreInputError
 from pipeline.scorer.report import (
     CONFIDENCE_COLUMN,
@@ -177,7 +177,7 @@ def _score(args: argparse.Namespace):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pipeline.stopping import install_early_stop
+    from pipeline.runtime.stopping import install_early_stop
 
     if argv is None:  # the command line (not a caller's in-process main([...]))
         install_early_stop("error: ")
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_intermixed_args(argv)
-    from pipeline.offline import go_offline_if_unreachable
+    from pipeline.runtime.offline import go_offline_if_unreachable
 
     go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
     logging.basicConfig(
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from pipeline.secrets import argv_problem
+    from pipeline.runtime.secrets import argv_problem
 
     if (problem := argv_problem(args.overrides)) is not None:  # before anything quotes a value
         print(f"error: {problem}", file=sys.stderr)
@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # at once, not after the run: the skipped rows are known before the long part starts
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
-    from pipeline.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
+    from pipeline.runtime.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)

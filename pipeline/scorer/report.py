@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.methods import METHODS, OURS, method_column
+from pipeline.components.methods import METHODS, OURS, method_column
 from pipeline.uncertainty.estimators import entropy_estimators
 
 OURS_COLUMN = method_column(OURS)  # "bayes": its text, risk and quality columns lead the output
@@ -284,8 +284,8 @@ def audit_report(df, n: int) -> str:
 def write_report(df, directory: str | Path, n: int = 10) -> dict[str, Path]:
     """riskiest.md and (with references) risk_coverage and calibration figures in `directory`;
     returns name -> path of what was written."""
+    from pipeline.artifacts.store import atomic_write_text
     from pipeline.reporting.figures import _save
-    from pipeline.store import atomic_write_text
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

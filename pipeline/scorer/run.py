@@ -9,7 +9,7 @@ The input (JSONL, parquet, an lm-evaluation-harness samples file or the same row
 `pipeline.scorer.readers`) becomes
 the `dataset` and `samples` artifacts (plus empty `decodes` and `ptrue`) of an ArtifactStore in a
 work directory; the pipeline's own map, decide, uq and evaluate stages then run on it through
-`pipeline.stage.run_stage`, with their caching: a rerun on the same file and options redoes
+`pipeline.artifacts.stage.run_stage`, with their caching: a rerun on the same file and options redoes
 nothing, a changed option redoes only the stages it feeds. The uq stage runs with
 `uq.estimators=[latent_entropy,bayes_risk]`: lm-polygraph's estimators need greedy/beam decodes and
 token log-probs that generations from elsewhere usually lack.
@@ -39,13 +39,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import is_disk_full, naming_a_full_disk
+from pipeline.artifacts.schema import ARTIFACTS, SCORER_PRODUCER
+from pipeline.artifacts.store import ArtifactStore, cell_lock
+from pipeline.components.methods import METHODS, OURS, method_column, methods
+from pipeline.components.registry import plugin_code
 from pipeline.latent.base import LatentSpace
 from pipeline.mapping.settings import EXTRACTOR_KINDS
-from pipeline.methods import METHODS, OURS, method_column, methods
-from pipeline.registry import plugin_code
-from pipeline.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
-from pipeline.schema import ARTIFACTS, SCORER_PRODUCER
+from pipeline.runtime.errors import is_disk_full, naming_a_full_disk
+from pipeline.runtime.resources import conf_dir  # conf/ of the checkout or pipeline/conf in a wheel
+from pipeline.runtime.stopping import check_stop, signals_held
 from pipeline.scorer.readers import (
     FORMATS,
     IN_MEMORY,
@@ -65,15 +67,13 @@ from pipeline.scorer.report import (
     ENTROPY_COLUMNS,
     OURS_COLUMN,
 )
-from pipeline.stopping import check_stop, signals_held
-from pipeline.store import ArtifactStore, cell_lock
 from pipeline.tasks.contract import REFERENCES
 from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
 
 log = logging.getLogger("pipeline")
 
 # Output names of the methods decided from the samples (the scorer has no decodes): l_MAP and
-# l_Sample as in the paper (pipeline.methods).
+# l_Sample as in the paper (pipeline.components.methods).
 METHOD_COLUMNS = {m: method_column(m) for m in methods("latent", "task")}
 # the estimators that need no LLM: our decision's risk and the latent entropy
 UQ_ESTIMATORS = (risk_estimator(OURS), *ENTROPY_COLUMNS)
@@ -380,7 +380,7 @@ def check_task(task: str, config_dirs: Sequence[str | Path] = (), python: bool =
 def run_pipeline(store, cell, with_reference: set[str]) -> dict[str, Any]:
     """map -> decide -> uq -> evaluate through the pipeline's stages (evaluate scores only the
     prompts with a reference; none: it does not run); returns the frames."""
-    from pipeline.stage import run_stage
+    from pipeline.artifacts.stage import run_stage
 
     for name in ("map", "decide", "uq") + (("evaluate",) if with_reference else ()):
         run_stage(name, cell, store)
@@ -1271,7 +1271,7 @@ def _score_in_store(
     An input of one chunk (`first`: up to `part_prompts` rows or prompts, `InputChunks`) is one
     store. A larger one is scored in parts, a chunk each, each its own store under
     `part-NNNNN/` (a killed run resumes part by part), on every core
-    (`pipeline.devices.cpu_threads()`: forked workers, a part each) while the next chunks are
+    (`pipeline.runtime.devices.cpu_threads()`: forked workers, a part each) while the next chunks are
     read; the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
     bootstraps spread over the same workers. The rows and summaries are those of one store."""
     space = cell.task.latent_space()
@@ -1318,7 +1318,7 @@ _PARTS: dict[str, Any] = {}  # what a forked part worker inherits (no pickling o
 def _run_part(cell, store: ArtifactStore, key: str, prompts, source: str, fmt: str):
     """One store's input artifacts written (unless current and made here) and its stages run:
     (the frames, the ids of prompts with a reference)."""
-    from pipeline.stage import made_here
+    from pipeline.artifacts.stage import made_here
 
     dataset, samples, decodes, ptrue, with_reference = input_frames(
         prompts, cell.task.reference, cell.dataset.name
@@ -1474,8 +1474,8 @@ def _score_parts(
 
     import pandas as pd
 
-    from pipeline.devices import forked_pool, forked_workers
-    from pipeline.parts import thaw
+    from pipeline.components.parts import thaw
+    from pipeline.runtime.devices import forked_pool, forked_workers
     from pipeline.stages.evaluate import uq_score_rows
 
     # a part's own PRR / AUC are point values: the intervals are computed over all parts

@@ -615,7 +615,7 @@ def access_logger(settings: ServeSettings) -> logging.Logger:
 def build_app(settings: ServeSettings, proxy_key: str | None = None):
     """The FastAPI app; `proxy_key`: the key requests must bear (default: $TASKAWARE_API_KEY,
     `settings.api_key_env`; unset or empty: no key asked)."""
-    from pipeline.extras import require
+    from pipeline.runtime.extras import require
 
     require("fastapi", "uvicorn", needed_for="taskaware serve")
     from fastapi import FastAPI, Request

@@ -126,8 +126,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from pipeline.errors import PipelineError
-    from pipeline.extras import MissingExtraError, require
+    from pipeline.runtime.errors import PipelineError
+    from pipeline.runtime.extras import MissingExtraError, require
 
     options = {k: v for k, v in vars(args).items() if k not in ("log_level", "workers")}
     if args.workers < 1:

@@ -61,7 +61,7 @@ class TaskScorer:
         decide stage's `decide_many`, the latent entropy, and the scorer's per-prompt readings
         (`prompt_readings`, `abstention`, the counts). Equal to `pipeline.score`'s row
         (tests/serve/test_serve_scoring.py)."""
-        from pipeline.methods import OURS
+        from pipeline.components.methods import OURS
         from pipeline.scorer.run import (
             METHOD_COLUMNS,
             OURS_COLUMN,
@@ -78,7 +78,7 @@ class TaskScorer:
             truncated_positions,
         )
         from pipeline.tasks.contract import MAPPERS
-        from pipeline.text import clean_text
+        from pipeline.text.normal_forms import clean_text
         from pipeline.uncertainty.latent_entropy import latent_entropy
 
         row: dict[str, Any] = {"id": PROMPT_ID, "question": question, "responses": responses}

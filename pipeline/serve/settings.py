@@ -32,7 +32,7 @@ class ServeSettings:
     max_body_bytes: int = 4 * 2**20  # a larger request body is refused (413)
 
     def __post_init__(self) -> None:
-        from pipeline.secrets import url_secrets
+        from pipeline.runtime.secrets import url_secrets
 
         if url_secrets(self.upstream):  # never echoed: not even in this message
             raise ValueError(

@@ -68,7 +68,7 @@ class _Forgetful(dict):
 
 def _said(text: str, known: tuple[str, ...] = ()) -> str:
     """Upstream text as it may reach a caller or a log: keys redacted, at most 500 characters."""
-    from pipeline.secrets import redact_text
+    from pipeline.runtime.secrets import redact_text
 
     text = redact_text(text, known)
     return text if len(text) <= 500 else text[:500] + "..."
@@ -194,8 +194,8 @@ class Upstream:
         failure. Without the cache, identical concurrent requests are told apart (each is its
         own draw); with it, a repeated unseeded request is answered from it."""
         from pipeline.clients.llm_client import LLMCallError
-        from pipeline.errors import PipelineError
         from pipeline.generation.base import SamplingConfig
+        from pipeline.runtime.errors import PipelineError
 
         backend = self._acquire(model)
         stream = "serve" if self.settings.cache_dir else f"serve-{uuid.uuid4().hex}"

@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pipeline.artifacts.stage import plain, stage
+from pipeline.artifacts.store import ArtifactStore
+from pipeline.components.methods import methods
 from pipeline.latent.base import RiskOverflowError
 from pipeline.latent.decision_rules import DECISION_RULES
-from pipeline.methods import methods
-from pipeline.stage import plain, stage
-from pipeline.store import ArtifactStore
 
 if TYPE_CHECKING:
     from pipeline.config import Cell, Task
 
 log = logging.getLogger("pipeline")
 
-# every task gets these, decided from the samples' latents (pipeline.methods, their rules in
+# every task gets these, decided from the samples' latents (pipeline.components.methods, their rules in
 # pipeline.latent.decision_rules)
 SAMPLE_METHODS = methods("latent")
 DECLARED = methods("latent", "task")
@@ -102,7 +102,7 @@ def _decide_decidable(space, valid, decidable: list[int], prompts, extra: dict[s
     texts_of = [[txt for _, txt in valid[p]] for p in decidable]
     try:
         batch = space.batch(latents)
-        # in declaration order (pipeline.methods): a task's extra decisions where declared, any
+        # in declaration order (pipeline.components.methods): a task's extra decisions where declared, any
         # other extra decision last
         for method in (*DECLARED, *(m for m in extra if m not in DECLARED)):
             if method in SAMPLE_METHODS:
@@ -174,7 +174,9 @@ def decide_all(space, latents_df, samples_df, decodes_df, extra: dict[str, Any] 
 
 
 def decide_slice(cell: Cell) -> dict:
-    from pipeline.store import with_file_digests  # a space option naming a file: its content
+    from pipeline.artifacts.store import (
+        with_file_digests,  # a space option naming a file: its content
+    )
 
     return {
         "space": cell.task.space,

@@ -18,16 +18,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pipeline.aux_models import build_judge
+from pipeline.artifacts.schema import AUDIT
+from pipeline.artifacts.stage import plain, stage
+from pipeline.artifacts.store import ArtifactStore, with_file_digests
+from pipeline.aux_models.factories import build_judge
+from pipeline.components.parts import cache_slice
 from pipeline.evaluation import bootstrap_cis, concordance_auc, prr
 from pipeline.evaluation.audit import audit_prompt, count_warnings
 from pipeline.evaluation.matching import match_label
 from pipeline.latent.base import LatentSpace
 from pipeline.mapping.judges import judge_settings
-from pipeline.parts import cache_slice
-from pipeline.schema import AUDIT
-from pipeline.stage import plain, stage
-from pipeline.store import ArtifactStore, with_file_digests
 from pipeline.tasks.contract import METRICS, REFERENCES, MetricContext, reference_of
 
 if TYPE_CHECKING:

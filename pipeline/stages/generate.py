@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.artifacts.stage import MANIFEST_FIELDS, plain, stage
+from pipeline.artifacts.store import ArtifactStore, canonical_json
 from pipeline.data.loaders import recording_sources
-from pipeline.devices import cuda_device_count, resolve_device
-from pipeline.errors import ConfigError
 from pipeline.generation import vllm_pass
 from pipeline.generation.base import SamplingConfig, split_strategies
 from pipeline.generation.cell import (
@@ -64,10 +64,10 @@ from pipeline.generation.ptrue import (
     beam_setting_problems,
 )
 from pipeline.generation.runner import decode_records, generate_records, ptrue_of_answers
-from pipeline.progress import progress
-from pipeline.stage import MANIFEST_FIELDS, plain, stage
-from pipeline.stopping import check_stop
-from pipeline.store import ArtifactStore, canonical_json
+from pipeline.runtime.devices import cuda_device_count, resolve_device
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.progress import progress
+from pipeline.runtime.stopping import check_stop
 
 if TYPE_CHECKING:  # the resolved cell (pipeline.config)
     from pipeline.config import Cell

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pipeline.errors import PipelineError
+from pipeline.artifacts.stage import stage
+from pipeline.artifacts.store import ArtifactStore, with_file_digests
+from pipeline.components.parts import cache_slice
 from pipeline.generation.cell import make_backend
 from pipeline.latent import space_class
-from pipeline.parts import cache_slice
-from pipeline.progress import progress
-from pipeline.stage import stage
-from pipeline.store import ArtifactStore, with_file_digests
+from pipeline.runtime.errors import PipelineError
+from pipeline.runtime.progress import progress
 from pipeline.tasks.contract import MAPPERS, MapContext
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def map_context(cell: Cell) -> MapContext:
 # v2: KGGen through its own venv with KGGen's clustering. v3: rule-based set, triple and
 # number extraction rebuilt on labelled corpora (docs/extraction.md). v4: the reference is
 # placed into the responses' clusters without shaping them; graphs undirected. v5: labels keep
-# what makes a name that name (pipeline.text.canonical_label: "C++", "Vitamin A"), options the
+# what makes a name that name (pipeline.text.normal_forms.canonical_label: "C++", "Vitamin A"), options the
 # question lists are answers, a class is named by its most frequent member's answer.
 # v6: the local triple prompt asks for "none" when a text states no fact (an empty reply is a
 # failed call now, retried and never cached). v8: each row says whether g_T read it (`read`).
@@ -132,9 +132,9 @@ _FORKED: tuple[Any, Any] | None = None  # (mapper, space) a forked worker inheri
 
 def map_prompts(mapper, space, work: list[tuple], rule: ReadingRule = PAPER_READING):
     """Each prompt's latent rows, in order: in this process, or, for a `parallel_safe` mapper
-    over many prompts, split over forked worker processes (`pipeline.devices.cpu_threads()`), each
+    over many prompts, split over forked worker processes (`pipeline.runtime.devices.cpu_threads()`), each
     with the parent's mapper; the rows are the same either way."""
-    from pipeline.devices import forked_pool, forked_workers
+    from pipeline.runtime.devices import forked_pool, forked_workers
 
     workers = forked_workers(len(work) // (PARALLEL_MIN_PROMPTS // 2))
     if not (
@@ -223,9 +223,9 @@ def truncated_positions(finish_reasons: list[str]) -> tuple[int, ...]:
 def map_cell(
     cell: Cell, dataset: pd.DataFrame, samples: pd.DataFrame, decodes: pd.DataFrame
 ) -> pd.DataFrame:
-    from pipeline.text import clean_text
+    from pipeline.text.normal_forms import clean_text
 
-    # every mapper reads the text as a reader sees it: "Paris\u200b" is "Paris" (pipeline/text.py)
+    # every mapper reads the text as a reader sees it: "Paris\u200b" is "Paris" (pipeline/text/normal_forms.py)
     dataset = dataset.assign(
         question=dataset["question"].map(clean_text),
         reference_text=dataset["reference_text"].map(clean_text),

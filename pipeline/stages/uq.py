@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.parts import cache_slice
-from pipeline.stage import stage
-from pipeline.store import ArtifactStore
+from pipeline.artifacts.stage import stage
+from pipeline.artifacts.store import ArtifactStore
+from pipeline.components.parts import cache_slice
 
 if TYPE_CHECKING:
     from pipeline.config import Cell
@@ -30,7 +30,7 @@ def uq_slice(cell: Cell) -> dict:
     "uq", inputs=INPUTS, outputs=("uncertainty",), config=uq_slice, version=3, parts=("task.space",)
 )
 def uq_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]:
-    from pipeline import aux_models
+    from pipeline.aux_models import factories as aux_models
     from pipeline.generation.cell import model_tokenizer, served
     from pipeline.uncertainty.estimators import UQContext, artifacts_read, uncertainty_rows
 

@@ -3,10 +3,10 @@ Built from the cell's settings and MapContext, so they sit above the components 
 
 from __future__ import annotations
 
-from pipeline.errors import ConfigError
 from pipeline.mapping import extract_answers
 from pipeline.mapping.labels import LabelMerger
-from pipeline.text import canonical_label
+from pipeline.runtime.errors import ConfigError
+from pipeline.text.normal_forms import canonical_label
 
 
 def local_backend(context):
@@ -23,7 +23,7 @@ def label_clusterer(equivalence, context):
     """How labels are merged across a prompt's responses: NLI in the paper configuration;
     offline, a deterministic label rule (pipeline/mapping/labels.py explains why not MiniLM)."""
     if equivalence.backend == "nli":
-        from pipeline.aux_models import equivalence_judge
+        from pipeline.aux_models.factories import equivalence_judge
 
         return equivalence_judge(equivalence, context.device, context.cache_dir)
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline.components.parts import NoSettings, option_defaults
+from pipeline.components.registry import Registry
 from pipeline.data.references import REFERENCES, ReferenceKind
-from pipeline.parts import NoSettings, option_defaults
-from pipeline.registry import Registry
 
 __all__ = [
     "MAPPERS",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.parts import one_of, pin
+from pipeline.components.parts import one_of, pin
 from pipeline.tasks.contract import METRICS, Metric, MetricContext
 
 
@@ -32,7 +32,7 @@ class AlignScoreSettings:
 
 
 def _comet(settings: CometSettings, context: MetricContext):
-    from pipeline.aux_models import comet_scorer
+    from pipeline.aux_models.factories import comet_scorer
 
     return (
         comet_scorer(settings.model, context.device, settings.revision) if settings.model else None
@@ -40,7 +40,7 @@ def _comet(settings: CometSettings, context: MetricContext):
 
 
 def _alignscore(settings: AlignScoreSettings, context: MetricContext):
-    from pipeline.aux_models import alignscore_scorer
+    from pipeline.aux_models.factories import alignscore_scorer
 
     return (
         alignscore_scorer(

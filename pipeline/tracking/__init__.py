@@ -15,9 +15,9 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from pipeline.parts import thaw
-from pipeline.stage import CELL_STAGES, STAGES
-from pipeline.store import atomic_write_text
+from pipeline.artifacts.stage import CELL_STAGES, STAGES
+from pipeline.artifacts.store import atomic_write_text
+from pipeline.components.parts import thaw
 from pipeline.tasks.contract import describe_reference
 from pipeline.tracking.headline import headline, is_baseline_estimator
 from pipeline.tracking.lineage import (
@@ -288,7 +288,7 @@ LOGGED = ".wandb-logged.json"  # in the cell folder: the artifact keys its W&B r
 
 
 def _artifact_keys(store) -> dict[str, str]:
-    from pipeline.schema import ARTIFACTS
+    from pipeline.artifacts.schema import ARTIFACTS
 
     return {name: key for name in ARTIFACTS if (key := store.key(name))}
 

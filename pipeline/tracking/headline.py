@@ -7,7 +7,7 @@
     headline/quality_bayes      mean quality of the Bayes decision in the main metric
     headline/quality_beam       mean quality of the beam decode in the main metric
 
-Targets are the Bayes decision's quality (`target == OURS` rows of uq_scores; pipeline.methods:
+Targets are the Bayes decision's quality (`target == OURS` rows of uq_scores; pipeline.components.methods:
 OURS is the Bayes decision, BASELINE beam; the risk estimator is OURS's).
 """
 
@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipeline.methods import BASELINE, OURS, method_column
+from pipeline.components.methods import BASELINE, OURS, method_column
 from pipeline.uncertainty.estimators import ESTIMATORS, risk_estimator
 
 PREFIX = "headline"

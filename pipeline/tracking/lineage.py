@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.schema import PRODUCER
-from pipeline.stage import CELL_STAGES, STAGES
+from pipeline.artifacts.schema import PRODUCER
+from pipeline.artifacts.stage import CELL_STAGES, STAGES
 from pipeline.tracking.redact import redact
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

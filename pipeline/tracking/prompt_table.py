@@ -14,11 +14,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.components.methods import BASELINE, OURS, method_column, methods
 from pipeline.latent.base import LatentSpace
-from pipeline.methods import BASELINE, OURS, method_column, methods
 from pipeline.uncertainty.estimators import entropy_estimators
 
-# the decisions the prompts table shows as text, under their columns (pipeline.methods): every
+# the decisions the prompts table shows as text, under their columns (pipeline.components.methods): every
 # method decided from the samples, and the decoding baseline
 DECISION_COLUMNS = {method_column(m): m for m in (*methods("latent"), BASELINE)}
 RISK_COLUMN = f"{method_column(OURS)}_risk"  # the decide stage's risk of OURS: bayes_risk
@@ -98,7 +98,7 @@ def readable_matches(reference_labels: Sequence[str], label_matches: str) -> str
 
 def _decision_columns(space, decisions) -> dict[str, dict[str, Any]]:
     """prompt_id -> decision texts, the Bayes risk and whether the Bayes and beam decisions
-    differ (pipeline.methods.OURS, BASELINE)."""
+    differ (pipeline.components.methods.OURS, BASELINE)."""
     by_method = {m: d.set_index("prompt_id") for m, d in decisions.groupby("method", sort=False)}
     out: dict[str, dict[str, Any]] = {}
     for prompt_id in decisions["prompt_id"].unique():

@@ -31,7 +31,7 @@ class CrossEncoderSimilarity:
 
     def revision_entry(self) -> dict:
         """The checkpoint for the manifests: the hub commit loaded, or the local folder."""
-        from pipeline.revisions import checkpoint_entry, loaded_commit
+        from pipeline.runtime.revisions import checkpoint_entry, loaded_commit
 
         loaded = loaded_commit(self._model) if self._model is not None else None
         return checkpoint_entry(self.model_name, self.revision, loaded=loaded)

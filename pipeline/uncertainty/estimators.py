@@ -18,11 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.errors import ConfigError
+from pipeline.components.methods import BASELINE
+from pipeline.components.parts import NoSettings, one_of, option_defaults, pin
+from pipeline.components.registry import Registry
 from pipeline.mapping.settings import EquivalenceConfig
-from pipeline.methods import BASELINE
-from pipeline.parts import NoSettings, one_of, option_defaults, pin
-from pipeline.registry import Registry
+from pipeline.runtime.errors import ConfigError
 from pipeline.uncertainty.bayes_risk import bayes_risk_frame
 from pipeline.uncertainty.latent_entropy import latent_entropy_frame
 from pipeline.uncertainty.polygraph import (
@@ -60,7 +60,7 @@ class Estimator:
 class UQContext:
     """What a cell gives an estimator group besides its settings: where its models run, where
     they cache, the generating model's tokenizer (loaded on first call), and the factories of
-    the auxiliary models (`pipeline.aux_models`: embedder, cross-encoder, equivalence judge),
+    the auxiliary models (`pipeline.aux_models.factories`: embedder, cross-encoder, equivalence judge),
     handed in by the stage so that this layer imports none of them. None of it changes a value
     computed from the group's settings and inputs."""
 
@@ -76,7 +76,7 @@ GroupFn = Callable[[list[str], Mapping[str, pd.DataFrame], Any, UQContext], pd.D
 @dataclass(frozen=True)
 class Group:
     fn: GroupFn
-    reads: tuple[str, ...]  # the artifacts it reads (pipeline.schema names)
+    reads: tuple[str, ...]  # the artifacts it reads (pipeline.artifacts.schema names)
     Config: type = NoSettings  # its typed settings (uq.groups.<name>)
 
 
@@ -240,7 +240,7 @@ def _lm_polygraph(
     if context.models is None:
         raise ConfigError(
             "the lm_polygraph estimators need the auxiliary models: pass "
-            "UQContext(models=pipeline.aux_models) (the uq stage does)"
+            "UQContext(models=pipeline.aux_models.factories) (the uq stage does)"
         )
     build_embedder, cross_encoder = context.models.build_embedder, context.models.cross_encoder
     equivalence_judge = context.models.equivalence_judge
@@ -305,7 +305,7 @@ def uncertainty_rows(
     groups: dict[str, list[str]] = {}
     for name in dict.fromkeys(names):
         groups.setdefault(ESTIMATORS[name].group, []).append(name)
-    from pipeline.progress import progress
+    from pipeline.runtime.progress import progress
 
     settings, context = settings or {}, context or UQContext()
     frames = []

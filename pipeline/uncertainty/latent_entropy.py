@@ -84,7 +84,7 @@ def latent_entropy_frame(latents_df: pd.DataFrame, source: str = "sample") -> pd
     missing = [c for c in needed if c not in latents_df.columns]
     if missing:
         raise ValueError(
-            f"latents is missing column(s) {missing}; it needs {needed} (pipeline/schema.py)"
+            f"latents is missing column(s) {missing}; it needs {needed} (pipeline/artifacts/schema.py)"
         )
     rows = latents_df[(latents_df["source"] == source) & latents_df["parse_ok"].astype(bool)]
     out = [

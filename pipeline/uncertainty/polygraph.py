@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.text import to_text
+from pipeline.text.normal_forms import to_text
 from pipeline.uncertainty.stats import (
     CLASS_LABELS,
     FULL_MATRICES,
@@ -112,7 +112,7 @@ def _check_columns(df: pd.DataFrame, name: str) -> None:
     missing = [c for c in _REQUIRED[name] if c not in df.columns]
     if missing:
         raise ValueError(
-            f"{name} is missing column(s) {missing}; it needs {_REQUIRED[name]} (pipeline/schema.py)."
+            f"{name} is missing column(s) {missing}; it needs {_REQUIRED[name]} (pipeline/artifacts/schema.py)."
         )
 
 

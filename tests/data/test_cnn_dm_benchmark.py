@@ -256,7 +256,7 @@ def test_paper_cnn_dm_reads_the_fetched_benchmark(hydra_ctx, cache):
 
 
 def test_paper_cnn_dm_missing_benchmark_stops_naming_the_fetch_step(hydra_ctx, cache):
-    from pipeline.assets import MissingAssetsError, cell_assets, check_assets
+    from pipeline.driver.assets import MissingAssetsError, cell_assets, check_assets
 
     cfg = compose("config", overrides=["experiment=paper", "dataset=cnn_dm"])
     target = str(cache / "data" / "cnn_dm" / "writer_summaries.json")

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from pipeline.artifacts.schema import DATASET
 from pipeline.data import BUNDLED_DIR, DATASETS, DatasetFormatError, load_dataset, validate_records
-from pipeline.schema import DATASET
 
 # name -> (task, number of items)
 EXPECTED = {
@@ -179,7 +179,7 @@ def test_limit_and_seeded_shuffle_are_deterministic():
 
 
 def test_bundled_frames_pass_the_artifact_store_contract(bundled):
-    from pipeline.store import to_table
+    from pipeline.artifacts.store import to_table
 
     _, df = bundled
     table = to_table("dataset", df)

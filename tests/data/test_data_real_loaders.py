@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.artifacts.schema import DATASET
 from pipeline.data import (
     DATASETS,
     DatasetFormatError,
@@ -19,7 +20,6 @@ from pipeline.data import (
     load_dataset,
     subset_indices,
 )
-from pipeline.schema import DATASET
 
 COLS = list(DATASET)
 

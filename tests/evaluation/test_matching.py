@@ -11,7 +11,7 @@ from pipeline.evaluation import align_labels, match_label, names_match
 from pipeline.evaluation.matching import remap_distribution, spelling_form
 from pipeline.tasks.classes.metrics import exact_match
 from pipeline.tasks.sets.metrics import align_to_aliases
-from pipeline.text import canonical_label, split_names, squad_normalize
+from pipeline.text.normal_forms import canonical_label, split_names, squad_normalize
 
 
 def official_triviaqa_normalize(s: str) -> str:

@@ -21,8 +21,8 @@ import pytest
 
 from pipeline.clients.llm_client import DEFAULT_MAX_RESPONSE_BYTES, LLMCallError, LLMClient
 from pipeline.config import resolve_cell
-from pipeline.errors import PipelineError
 from pipeline.generation.base import SamplingConfig, get_backend
+from pipeline.runtime.errors import PipelineError
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -82,7 +82,7 @@ def backend_from_config(tmp_path, *overrides):
 
     from pipeline.config import register_configs
     from pipeline.generation.cell import generation_backend
-    from pipeline.resources import conf_dir
+    from pipeline.runtime.resources import conf_dir
 
     register_configs()
     GlobalHydra.instance().clear()
@@ -253,7 +253,7 @@ def test_the_extractors_timeout_deadline_and_cap_are_settings_named_in_its_error
 
     from pipeline.clients.llm_client import build_llm_client
     from pipeline.config import register_configs, validate
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -16,10 +16,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.artifacts.stage import run_stage
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import register_configs, resolve_cell
 from pipeline.generation.vllm_worker import default_vllm_python
-from pipeline.stage import run_stage
-from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -114,7 +114,7 @@ def test_tensor_parallel_from_the_model_config(tiny_model, tmp_path):
     base = ["generation.strategies=[greedy]", "generation.ptrue=false"]
     run_stage("generate", resolve_cell(_cfg(tiny_model, tmp_path, *base)), one)
     cfg2 = _cfg(tiny_model, tmp_path, *base, "model.gpus=2")
-    from pipeline.stage import STAGES, stage_key
+    from pipeline.artifacts.stage import STAGES, stage_key
 
     assert (
         stage_key(STAGES["generate"], resolve_cell(cfg2), two)[1]["backend"]["tensor_parallel_size"]

@@ -212,7 +212,7 @@ def _cfg(tmp_path, *overrides):
     from hydra.core.global_hydra import GlobalHydra
 
     from pipeline.config import register_configs
-    from pipeline.resources import conf_dir
+    from pipeline.runtime.resources import conf_dir
 
     register_configs()
     GlobalHydra.instance().clear()
@@ -235,8 +235,8 @@ def _cfg(tmp_path, *overrides):
 
 
 def test_the_generate_stage_samples_from_a_served_model(server, tmp_path):
-    from pipeline.app import run
-    from pipeline.store import ArtifactStore
+    from pipeline.artifacts.store import ArtifactStore
+    from pipeline.driver.job import run
 
     cfg = _cfg(
         tmp_path,
@@ -267,9 +267,9 @@ def test_a_served_model_needs_nothing_local_and_is_asked_for_by_its_hub_id(serve
     """backend=openai through every stage with model.path pointing nowhere: no weights, no
     conversion, no tokenizer are looked for; the server is asked for the model's hub id (checked
     against its /v1/models first), without a seed under generation.seed=null."""
-    from pipeline.app import run
-    from pipeline.assets import cell_assets
-    from pipeline.store import ArtifactStore
+    from pipeline.artifacts.store import ArtifactStore
+    from pipeline.driver.assets import cell_assets
+    from pipeline.driver.job import run
 
     server.state.served_models = ["HuggingFaceTB/SmolLM2-135M-Instruct"]
     cfg = _cfg(
@@ -295,7 +295,7 @@ def test_a_served_model_needs_nothing_local_and_is_asked_for_by_its_hub_id(serve
 
 def test_generation_seed_null_is_for_endpoints_only(tmp_path):
     from pipeline.config import validate
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError, match="generation.seed=null leaves the seed to the server"):
         validate(_cfg(tmp_path, "backend=transformers", "generation.seed=null"))
@@ -317,7 +317,7 @@ def test_generation_seed_null_is_for_endpoints_only(tmp_path):
 )
 def test_a_served_backend_config_that_cannot_work_is_refused(tmp_path, overrides, problem):
     from pipeline.config import validate
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         validate(_cfg(tmp_path, *overrides))

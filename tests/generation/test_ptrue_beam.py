@@ -14,6 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.artifacts.schema import PTRUE
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import register_configs, resolve_cell
 from pipeline.generation.ptrue import (
     beam_answers,
@@ -22,8 +24,6 @@ from pipeline.generation.ptrue import (
     ptrue_prompts,
 )
 from pipeline.generation.runner import ptrue_of_answers
-from pipeline.schema import PTRUE
-from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -93,8 +93,8 @@ def test_the_setting_needs_ptrue_and_a_beam_decode() -> None:
 
 
 def test_a_cell_without_what_the_setting_needs_fails_before_any_generation(tmp_path):
-    from pipeline.errors import ConfigError
-    from pipeline.stage import run_stage
+    from pipeline.artifacts.stage import run_stage
+    from pipeline.runtime.errors import ConfigError
 
     cfg = _cfg(
         tmp_path,
@@ -221,8 +221,8 @@ def test_the_generate_stage_on_smollm2_asks_ptrue_about_the_beam_output_too(tmp_
     artifact has both P(True) values per prompt; equal where the greedy and beam texts are
     equal, and where they differ the beam one is P(True) asked about the beam text (checked
     against compute_ptrue called directly) and differs from the greedy one."""
+    from pipeline.artifacts.stage import run_stage
     from pipeline.generation.cell import generation_backend
-    from pipeline.stage import run_stage
     from pipeline.stages.generate import generate_slice
 
     cfg = _cfg(
@@ -286,9 +286,9 @@ def test_under_vllm_a_second_vllm_pass_asks_about_the_beam_output(tmp_path):
     import subprocess
     import sys
 
+    from pipeline.artifacts.stage import run_stage
     from pipeline.generation.cell import render_prompts
     from pipeline.generation.hf_backend import TransformersBackend
-    from pipeline.stage import run_stage
 
     model = tmp_path / "tiny-llama"
     subprocess.run(

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
+from pipeline.artifacts.schema import DECODES, PTRUE, SAMPLES
 from pipeline.generation.base import SamplingConfig
 from pipeline.generation.runner import AR_SEED_OFFSET, decode_records, generate_records
-from pipeline.schema import DECODES, PTRUE, SAMPLES
 
 CFG = SamplingConfig(n=3, max_new_tokens=8, seed=5)
 IDS = ["q-0", "q-1", "q-2"]

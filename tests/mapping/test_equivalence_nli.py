@@ -372,10 +372,10 @@ def test_half_precision_scores_near_float32_under_cache_keys_of_its_own(random_m
 
 
 def test_the_judge_of_a_config_runs_float32_on_cpu(random_model, tmp_path):
-    from pipeline.aux_models import equivalence_judge
-    from pipeline.devices import resolve_dtype
+    from pipeline.aux_models.factories import equivalence_judge
+    from pipeline.components.parts import SettingError
     from pipeline.mapping.settings import EquivalenceConfig
-    from pipeline.parts import SettingError
+    from pipeline.runtime.devices import resolve_dtype
 
     judge = equivalence_judge(
         EquivalenceConfig(backend="nli", nli_model=random_model), "cpu", str(tmp_path)

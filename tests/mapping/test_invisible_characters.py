@@ -1,5 +1,5 @@
 """Invisible and compatibility characters: every reader of model output reads the text as
-`pipeline.text.clean_text` gives it, so "Paris\u200b", "Pa\u00adris" and "\u202aParis\u202c"
+`pipeline.text.normal_forms.clean_text` gives it, so "Paris\u200b", "Pa\u00adris" and "\u202aParis\u202c"
 are "Paris" in every latent space, and a full-width or superscript number is the number a
 reader sees."""
 
@@ -16,7 +16,7 @@ from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.parsing import parse_probability
 from pipeline.mapping.response_text import is_refusal, json_answer_strings
 from pipeline.tasks.sets.reading import extract_answer_set, parse_extractor_output
-from pipeline.text import INVISIBLE, canonical_label, clean_text
+from pipeline.text.normal_forms import INVISIBLE, canonical_label, clean_text
 
 # zero-width space / non-joiner / joiner, word joiner, BOM, soft hyphen, bidi controls
 LISTED = (

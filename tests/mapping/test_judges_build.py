@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.aux_models import build_judge
+from pipeline.aux_models.factories import build_judge
 from pipeline.config import resolve_cell
 from pipeline.mapping.judges import EquivalenceJudge, LLMJudge
 
@@ -31,7 +31,7 @@ def test_build_judge_builds_each_kind_from_the_config(compose_cfg, tmp_path):
 
 
 def test_the_plan_counts_extraction_prompts_and_cached_answers(compose_cfg, tmp_path):
-    from pipeline.plan import Count, _llm_count
+    from pipeline.driver.plan import Count, _llm_count
 
     cfg = compose_cfg(
         "dataset=maqa_bundled",

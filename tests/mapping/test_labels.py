@@ -82,7 +82,7 @@ def test_merge_by_chooses_how_a_prompts_labels_become_one_label_space(compose_cf
 
 def test_merge_by_names_the_choices_when_misspelt(compose_cfg):
     from pipeline.config import mapper_config
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError, match="merge_by.*equivalence, rule, canonical"):
         mapper_config(compose_cfg("task=sets", "mappers.sets.merge_by=nli"), "sets")

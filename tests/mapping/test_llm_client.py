@@ -184,7 +184,7 @@ def test_the_cache_is_per_endpoint_and_serves_a_record_only_under_its_own_key(se
 
 def test_a_base_url_with_credentials_is_refused(tmp_path, compose_cfg):
     from pipeline.config import mapper_config
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     with pytest.raises(ValueError, match="holds credentials"):
         LLMClient(base_url="https://user:s3cret@example.com/v1", cache_dir=tmp_path)

@@ -23,7 +23,10 @@ CASES = [
     ("10^6", 1e6),  # a power: "^" or "**"
     ("2**10 = 1024", 1024.0),
     ("-2^2", -4.0),  # the sign applies to the power, as in arithmetic
-    ("10\u00b2", 100.0),  # a superscript after a digit is an exponent (pipeline.text.clean_text)
+    (
+        "10\u00b2",
+        100.0,
+    ),  # a superscript after a digit is an exponent (pipeline.text.normal_forms.clean_text)
     ("45%", 45.0),  # a percent sign is a unit: stripped, not divided
     ("3/4", 0.75),
     ("2 1/2 cups", 2.5),

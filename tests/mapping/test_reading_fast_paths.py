@@ -11,9 +11,10 @@ import unicodedata
 
 import pytest
 
-from pipeline import lexicon, text
 from pipeline.evaluation import matching
 from pipeline.mapping import answer_rules
+from pipeline.text import lexicon
+from pipeline.text import normal_forms as text
 
 NAMES_TEXTS = [
     "Bosnia and Herzegovina, Croatia",

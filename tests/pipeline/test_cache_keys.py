@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.artifacts.stage import STAGES
 from pipeline.config import register_configs, resolve_cell
-from pipeline.stage import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.offline import OFFLINE_VARS, go_offline_if_unreachable, hub_reachable
-from pipeline.overrides import unknown_key_problem, value_type_problem
+from pipeline.driver.overrides import unknown_key_problem, value_type_problem
+from pipeline.runtime.offline import OFFLINE_VARS, go_offline_if_unreachable, hub_reachable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,7 +160,7 @@ def test_a_value_of_the_wrong_type_is_one_line_before_hydra(override, problem):
     ["dataset.limit=a=b", "generation.n_samples=[1,", "backend.base_url=http://h/v1?code=X"],
 )
 def test_an_override_hydra_cannot_parse_is_one_line_saying_to_quote_it(override):
-    from pipeline.overrides import syntax_problem
+    from pipeline.driver.overrides import syntax_problem
 
     problem = syntax_problem(["stage=plan", override])
     assert problem.startswith(f"{override!r} cannot be read as an override (")

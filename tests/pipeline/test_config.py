@@ -207,7 +207,7 @@ def test_invalid_enum_fails_before_work(hydra_ctx):
     ],
 )
 def test_every_value_is_checked_in_config_terms(hydra_ctx, override, message):
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         validate(compose("config", overrides=[override]))
@@ -215,7 +215,7 @@ def test_every_value_is_checked_in_config_terms(hydra_ctx, override, message):
 
 
 def test_all_problems_are_listed_at_once(hydra_ctx):
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         validate(compose("config", overrides=["generation.n_samples=0", "dataset.limit=0"]))
@@ -283,7 +283,7 @@ def test_the_validated_dtypes_are_the_backends(hydra_ctx):
 
 
 def test_map_cache_key_ignores_where_kggen_runs_but_not_what_it_runs(hydra_ctx):
-    from pipeline.stage import STAGES
+    from pipeline.artifacts.stage import STAGES
 
     def map_slice(*overrides):
         return STAGES["map"].config_slice(

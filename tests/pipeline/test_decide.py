@@ -119,8 +119,8 @@ def test_graph_text_is_g_inverse():
 
 
 def test_every_latent_method_has_a_decision_rule_and_only_those():
+    from pipeline.components.methods import methods
     from pipeline.latent.decision_rules import DECISION_RULES
-    from pipeline.methods import methods
 
     assert set(DECISION_RULES.names()) == set(methods("latent"))
 

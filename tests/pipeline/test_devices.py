@@ -10,9 +10,14 @@ from functools import partial
 
 import pytest
 
-from pipeline import aux_models
+from pipeline.aux_models import factories as aux_models
 from pipeline.config import metric_config, resolve_cell
-from pipeline.devices import comet_gpus, configure_torch_threads, cpu_threads, resolve_device
+from pipeline.runtime.devices import (
+    comet_gpus,
+    configure_torch_threads,
+    cpu_threads,
+    resolve_device,
+)
 from pipeline.tasks.contract import METRICS, MetricContext
 
 
@@ -66,7 +71,7 @@ def test_every_auxiliary_model_goes_to_the_gpu_when_one_is_visible(fake_gpu, cfg
 def test_the_nli_precision_follows_the_gpu_unless_pinned(fake_gpu, cfg_of, monkeypatch):
     import torch
 
-    from pipeline.devices import resolve_dtype
+    from pipeline.runtime.devices import resolve_dtype
 
     cfg = cfg_of("experiment=paper", "dataset=triviaqa", "task.equivalence.nli_dtype=auto")
     assert (
@@ -111,7 +116,7 @@ def test_a_forked_pool_freezes_this_process_objects_until_it_shuts_down():
     way it is (shutdown(), a with-block)."""
     import gc
 
-    from pipeline.devices import forked_pool
+    from pipeline.runtime.devices import forked_pool
 
     pool = forked_pool(2)
     assert gc.get_freeze_count() > 0

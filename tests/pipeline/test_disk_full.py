@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.errors import DiskFullError
-from pipeline.store import ArtifactStore
+from pipeline.artifacts.store import ArtifactStore
+from pipeline.runtime.errors import DiskFullError
 
 REPO = Path(__file__).resolve().parents[2]
 

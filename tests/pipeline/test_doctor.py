@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline import doctor
+from pipeline.driver import doctor
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-doctor-test-NEVER-PRINT-0123456789"
@@ -324,7 +324,7 @@ def test_weights_estimate_from_the_model_name():
 
 def test_importing_the_doctor_imports_no_torch():
     code = (
-        "import sys, pipeline.doctor; "
+        "import sys, pipeline.driver.doctor; "
         "print(sorted({'torch', 'transformers', 'vllm'} & set(sys.modules)))"
     )
     run = subprocess.run(

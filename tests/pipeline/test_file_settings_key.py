@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline.parts import cache_slice
-from pipeline.store import looks_like_path, path_digest, with_file_digests
+from pipeline.artifacts.store import looks_like_path, path_digest, with_file_digests
+from pipeline.components.parts import cache_slice
 
 
 @dataclass

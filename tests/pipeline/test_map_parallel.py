@@ -34,7 +34,7 @@ def _work(n: int) -> list[tuple]:
 @pytest.fixture
 def two_workers(monkeypatch):
     monkeypatch.setattr(map_module, "PARALLEL_MIN_PROMPTS", 8)
-    monkeypatch.setattr("pipeline.devices.cpu_threads", lambda: 2)
+    monkeypatch.setattr("pipeline.runtime.devices.cpu_threads", lambda: 2)
 
 
 def test_rule_reading_in_workers_gives_the_rows_of_one_process(two_workers):

@@ -12,11 +12,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.artifacts.stage import run_stage
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.clients.llm_client import FatalLLMCallError
 from pipeline.config import register_configs, resolve_cell
-from pipeline.stage import run_stage
 from pipeline.stages.map import ExtractionCallsFailed
-from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))

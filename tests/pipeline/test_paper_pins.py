@@ -335,7 +335,7 @@ def test_g_t_nli_reads_question_plus_answer_with_entailment_both_ways():
 def test_the_classes_g_t_clusters_whole_responses_under_their_question(monkeypatch, tmp_path):
     """TriviaQA's g_T under NLI hands the judge the question and every whole response (not the
     extracted core answers); the judge is task.equivalence's."""
-    import pipeline.aux_models
+    import pipeline.aux_models.factories
     from pipeline.mapping.settings import EquivalenceConfig
     from pipeline.tasks.classes.task import ClassesSettings, build_classes
 
@@ -347,7 +347,7 @@ def test_the_classes_g_t_clusters_whole_responses_under_their_question(monkeypat
             return [0, 0, 1]
 
     monkeypatch.setattr(
-        pipeline.aux_models,
+        pipeline.aux_models.factories,
         "equivalence_judge",
         lambda eq, device, cache_dir: calls.append(eq) or Judge(),
     )
@@ -371,7 +371,7 @@ def test_embeddinggemma_runs_without_a_task_prompt_at_full_dimension(monkeypatch
     `prompt_name` / `prompt`, unit norm, every dimension the model returns."""
     import sentence_transformers
 
-    from pipeline.aux_models import build_embedder
+    from pipeline.aux_models.factories import build_embedder
 
     seen = {}
 
@@ -575,7 +575,7 @@ def test_the_paper_nli_judge_runs_in_float32_on_a_gpu_too(hydra_ctx, monkeypatch
     GPU with bfloat16 is visible (where `auto` would pick bfloat16)."""
     import torch
 
-    from pipeline import aux_models
+    from pipeline.aux_models import factories as aux_models
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -907,12 +907,12 @@ def test_the_tables_name_the_maqa_file_they_read(tmp_path):
     without MAQA rows of ours says nothing of it."""
     import hashlib
 
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.data import load_dataset
     from pipeline.data.loaders import recording_sources
     from pipeline.reporting import PAPER_DIR
     from pipeline.reporting.collect import Cell, data_files
     from pipeline.reporting.tables import build_tables, data_note
-    from pipeline.store import ArtifactStore
 
     data = tmp_path / "MAQA.json"
     data.write_bytes(

@@ -1,4 +1,4 @@
-"""Typed part settings (pipeline/parts.py, Mapper.Config): a mapper sees its settings dataclass
+"""Typed part settings (pipeline/components/parts.py, Mapper.Config): a mapper sees its settings dataclass
 only, its cache slice is derived from that dataclass, and no setting outside it changes what it
 maps. Real mappers, real composed configs; no mocks."""
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pytest
 
+from pipeline.components.parts import cache_slice, how, part_config
 from pipeline.config import mapper_config, resolve_cell
-from pipeline.errors import ConfigError
 from pipeline.mapping.settings import ExtractorConfig
-from pipeline.parts import cache_slice, how, part_config
+from pipeline.runtime.errors import ConfigError
 from pipeline.stages.map import map_cell, map_slice
 from pipeline.tasks.contract import MAPPERS, Mapper
 

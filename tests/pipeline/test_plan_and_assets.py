@@ -14,8 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.assets import MissingAssetsError, cell_assets, check_assets
 from pipeline.config import register_configs, resolve_cell
+from pipeline.driver.assets import MissingAssetsError, cell_assets, check_assets
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -161,7 +161,7 @@ def test_plan_of_the_paper_sweep(tmp_path):
 def test_estimated_hours_are_the_counts_over_the_rates(compose_cfg):
     """estimate_hours by hand: rows x token budget at the model's rate, plus pairs, calls and SAR
     strings at theirs (the pairs and calls already cached are not counted)."""
-    from pipeline.plan import RATES, CellPlan, Count, estimate_hours
+    from pipeline.driver.plan import RATES, CellPlan, Count, estimate_hours
 
     cfg = compose_cfg("experiment=paper", "model=qwen3-4b", "dataset=triviaqa")
     plan = CellPlan(
@@ -193,8 +193,8 @@ def test_plan_counts_exact_pairs_and_cache_hits_once_samples_exist(tmp_path):
     cell's real samples and how many are already cached."""
     import pandas as pd
 
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.mapping.equivalence import PairCache
-    from pipeline.store import ArtifactStore
 
     cache = tmp_path / "cache"
     cell = tmp_path / "out" / "default" / "smollm2-135m" / "triviaqa_bundled"

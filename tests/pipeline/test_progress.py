@@ -9,7 +9,7 @@ import re
 
 from pipeline.generation.base import Generation, SamplingConfig
 from pipeline.generation.runner import generate_records
-from pipeline.progress import Progress, duration
+from pipeline.runtime.progress import Progress, duration
 
 
 class Clock:
@@ -139,7 +139,7 @@ def test_a_heartbeat_says_a_silent_stage_is_alive_with_the_open_progress_and_its
     every 0.2 s; with a progress open, its count and ETA come with it."""
     import time
 
-    from pipeline.progress import heartbeat
+    from pipeline.runtime.progress import heartbeat
 
     lines: list[str] = []
     with heartbeat("[uq]", every_s=0.2, emit=lines.append):
@@ -160,7 +160,7 @@ def test_a_heartbeat_stays_quiet_while_the_pipeline_logs():
     import logging
     import time
 
-    from pipeline.progress import heartbeat
+    from pipeline.runtime.progress import heartbeat
 
     lines: list[str] = []
     logger = logging.getLogger("pipeline")

@@ -11,10 +11,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-import pipeline.store as store_module
+import pipeline.artifacts.store as store_module
+from pipeline.artifacts.stage import run_stage
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import register_configs, resolve_cell
-from pipeline.stage import run_stage
-from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -117,7 +117,7 @@ def test_a_crash_at_every_write_of_generate_resumes_to_the_same_artifacts(
 def test_a_damaged_artifact_is_recomputed_not_trusted(tiny_chat_model, tmp_path, damage, caplog):
     import pyarrow.parquet as pq
 
-    from pipeline.store import to_table
+    from pipeline.artifacts.store import to_table
 
     cfg = _cfg(tiny_chat_model, tmp_path)
     store = ArtifactStore(tmp_path / "cell")
@@ -141,7 +141,7 @@ def test_a_resume_with_another_batch_size_does_not_reuse_its_shards(
     equal between batch sizes 4 and 1), so the batch size is part of the generate key: a job
     killed with one batch size and resumed with another starts that cell's shards afresh,
     while the same settings reproduce the same samples."""
-    from pipeline.stage import STAGES, stage_key
+    from pipeline.artifacts.stage import STAGES, stage_key
 
     store = ArtifactStore(tmp_path / "cell")
     cfg2 = _cfg(tiny_chat_model, tmp_path, "backend.batch_size=2")
@@ -202,7 +202,7 @@ def test_a_damaged_generation_shard_is_redone_on_resume(
     with pytest.raises(Crash):
         run_stage("generate", resolve_cell(cfg), store)
     monkeypatch.setattr(store_module.os, "replace", _REAL_REPLACE)
-    from pipeline.stage import STAGES, stage_key
+    from pipeline.artifacts.stage import STAGES, stage_key
 
     key = stage_key(STAGES["generate"], resolve_cell(cfg), store)[0]
     first, second = store.shard_path("samples", key, 0), store.shard_path("samples", key, 1)
@@ -223,8 +223,8 @@ def test_an_artifact_of_another_cell_or_configuration_is_refused(tiny_chat_model
     stage=map on the classes cell overwrote its latents from samples made for another prompt."""
     import shutil
 
-    from pipeline.stage import CELL_STAGES
-    from pipeline.store import ArtifactError
+    from pipeline.artifacts.stage import CELL_STAGES
+    from pipeline.artifacts.store import ArtifactError
 
     trivia_cfg = _cfg(tiny_chat_model, tmp_path)
     maqa_cfg = _cfg(tiny_chat_model, tmp_path, "dataset=maqa_bundled")
@@ -293,10 +293,10 @@ def test_a_scorer_work_folder_in_a_pipeline_cell_is_refused_and_the_reverse_reco
     gives what a clean scoring gives."""
     import shutil
 
+    from pipeline.artifacts.stage import CELL_STAGES
+    from pipeline.artifacts.store import ArtifactError
     from pipeline.reporting.collect import find_cells, quality_means
     from pipeline.scorer.run import score
-    from pipeline.stage import CELL_STAGES
-    from pipeline.store import ArtifactError
 
     rows = [
         {

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import register_configs, resolve_cell
-from pipeline.errors import ConfigError
-from pipeline.revisions import cached_commit, is_hub_id, resolve_commit, snapshot_commit
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.revisions import cached_commit, is_hub_id, resolve_commit, snapshot_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -219,10 +219,10 @@ def test_the_default_run_records_bundled_sources_and_keeps_its_keys(tmp_path, co
     """The packaged SmolLM2 on a bundled set: the manifests say "bundled" (no invented commit),
     and the null revisions are absent from the generate key's config slice. (The default
     cache_dir: the packaged model is converted there once, as by the other end-to-end tests.)"""
+    from pipeline.artifacts.stage import run_stage
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.config import resolve_cell
-    from pipeline.stage import run_stage
     from pipeline.stages.generate import generate_slice
-    from pipeline.store import ArtifactStore
 
     cfg = compose_cfg(
         f"output_root={tmp_path / 'out'}",
@@ -316,7 +316,7 @@ def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
 ):
     import huggingface_hub
 
-    from pipeline.assets import cell_assets
+    from pipeline.driver.assets import cell_assets
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache))
 
@@ -334,7 +334,7 @@ def test_a_pinned_model_missing_from_the_offline_cache_is_named_before_any_work(
 
 
 def test_unpinned_sources_of_a_cell(cfg_of):
-    from pipeline.plan import unpinned_sources
+    from pipeline.driver.plan import unpinned_sources
 
     assert (
         unpinned_sources(resolve_cell(cfg_of("dataset=triviaqa_bundled"))) == []
@@ -541,10 +541,10 @@ def aux_hub(tmp_path_factory):
 
 AUX_SCRIPT = """
 import json, sys
-from pipeline import aux_models
+from pipeline.aux_models import factories as aux_models
 from pipeline.evaluation import text_metrics
 from pipeline.mapping.settings import EquivalenceConfig
-from pipeline.revisions import model_revisions, recording_models
+from pipeline.runtime.revisions import model_revisions, recording_models
 
 pairs = sys.argv[1]
 with recording_models() as seen:
@@ -631,7 +631,7 @@ def test_a_packaged_embedder_takes_no_revision_and_a_pin_keys_the_pair_caches():
 
 
 def test_a_pin_on_a_packaged_or_local_checkpoint_is_refused_before_any_work(cfg_of, tmp_path):
-    from pipeline.assets import cell_assets
+    from pipeline.driver.assets import cell_assets
 
     def embedder(*overrides):
         cfg = cfg_of("dataset=wmt19_fien_bundled", *overrides)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.secrets import REDACTED, argv_problem, redact_files, url_secrets
+from pipeline.runtime.secrets import REDACTED, argv_problem, redact_files, url_secrets
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-chaos-0123456789abcdef"

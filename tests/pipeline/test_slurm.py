@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import ArtifactStore
+from pipeline.artifacts.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

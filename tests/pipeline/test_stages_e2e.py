@@ -18,11 +18,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from pipeline.app import run
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import register_configs, resolve_cell
+from pipeline.driver.job import run
 from pipeline.latent import get_space
 from pipeline.latent.codec import from_json
-from pipeline.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
@@ -291,7 +291,7 @@ def test_report_after_sweep_callback_with_hydra_node(maqa_run):
     """The sweep callback gets the config with Hydra's node (job-time interpolations unresolved)
     and the sweep's primary cell, whose keys may not resolve (the rehearsal's model.path for the
     default model did not); it must build the report and log the W&B report run all the same."""
-    from pipeline.callbacks import ReportAfterSweep
+    from pipeline.driver.callbacks import ReportAfterSweep
 
     tmp, _, _ = maqa_run
     (tmp / "results" / ".report.manifest.json").unlink()

@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.stopping import (
+from pipeline.artifacts.store import ArtifactStore
+from pipeline.runtime.stopping import (
     REQUEUE_EXIT,
     StopRequested,
     check_stop,
     stop_requested,
     stopping_cleanly,
 )
-from pipeline.store import ArtifactStore
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = ("dataset", "samples", "decodes")

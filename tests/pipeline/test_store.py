@@ -7,7 +7,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from pipeline.store import ArtifactError, ArtifactStore, cache_key
+from pipeline.artifacts.store import ArtifactError, ArtifactStore, cache_key
 
 
 def _samples(n=3):
@@ -68,7 +68,7 @@ def test_killed_writer_leaves_no_partial_file(tmp_path):
     store.write("samples", _samples(), key="old")
     script = textwrap.dedent(f"""
         import os, signal, pyarrow.parquet as pq
-        from pipeline.store import ArtifactStore
+        from pipeline.artifacts.store import ArtifactStore
         import pandas as pd
         def die(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -139,7 +139,7 @@ def test_a_valid_parquet_with_other_rows_is_not_trusted(tmp_path):
     """A file replaced by another valid parquet (here: half the rows) is caught by its hash."""
     import pyarrow.parquet as pq
 
-    from pipeline.store import to_table
+    from pipeline.artifacts.store import to_table
 
     store = ArtifactStore(tmp_path)
     store.write("samples", _samples(), key="k1")
@@ -209,7 +209,7 @@ def test_the_cell_lock_makes_a_second_process_wait(tmp_path):
     code = textwrap.dedent(f"""
         import logging, sys, time
         from pathlib import Path
-        from pipeline.store import cell_lock
+        from pipeline.artifacts.store import cell_lock
         logging.basicConfig(level=logging.INFO)
         with cell_lock(Path({str(tmp_path)!r})):
             print("in", time.time(), flush=True)

@@ -16,10 +16,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from wandb_records import read_runs
 
-from pipeline.app import run
+from pipeline.artifacts.stage import CELL_STAGES
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import register_configs, resolve_cell, resolve_report
-from pipeline.stage import CELL_STAGES
-from pipeline.store import ArtifactStore
+from pipeline.driver.job import run
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()

@@ -1,6 +1,6 @@
 """The report's figures follow the paper's setting (issue 12), on synthetic artifacts of five
 models (the paper's four LLMs and the 72B) and four datasets, written through ArtifactStore in the
-columns of pipeline/schema.py and read back with pipeline.reporting.collect:
+columns of pipeline/artifacts/schema.py and read back with pipeline.reporting.collect:
 
 - Figs. 7-9 ("Improvement of l_bayes across increasing latent entropy" on MAQA, WMT19, MAQA*):
   one panel per model, titled with the model's name, entropy bins per model;
@@ -21,12 +21,12 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import Config, resolve_report
 from pipeline.evaluation import prr
 from pipeline.reporting import FIGURE_NAMES, build_report, figure_options, figures
 from pipeline.reporting.ablation import samples_ablation
 from pipeline.reporting.collect import find_cells, per_prompt, uq_scores
-from pipeline.store import ArtifactStore
 
 PAPER4 = ["qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b"]
 BIG = "qwen2.5-72b-instruct"
@@ -429,7 +429,7 @@ def test_a_killed_report_is_redone_not_vouched_for(outputs, tmp_path, monkeypatc
 
 
 def test_a_report_model_without_outputs_is_named_not_dropped(outputs, tmp_path):
-    from pipeline.errors import ConfigError
+    from pipeline.runtime.errors import ConfigError
 
     cfg = OmegaConf.structured(Config)
     cfg.output_root, cfg.experiment = str(outputs["root"]), EXPERIMENT

@@ -104,8 +104,8 @@ def test_the_csv_holds_the_interval_and_count_columns(tmp_path):
 
 def test_the_quality_interval_is_a_percentile_bootstrap_of_the_mean(tmp_path):
     """Against an independent computation: the same resamples drawn with numpy directly."""
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.reporting.collect import Cell
-    from pipeline.store import ArtifactStore
 
     values = np.array([0.0, 1.0, 1.0, 0.5, 0.25, 1.0, 0.0, 0.75])
     store = ArtifactStore(tmp_path / "m" / "maqa")
@@ -152,8 +152,8 @@ def test_table_5_says_in_the_table_that_the_paper_repeats_table_3():
 def test_bayes_vs_beam_is_a_paired_bootstrap_of_the_mean_difference(tmp_path):
     """Against an independent computation (the same resamples, one per prompt pair); the verdict
     follows the metric's direction; a prompt beam did not score is left out of the pairs."""
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.reporting.collect import Cell, bayes_vs_beam, bayes_vs_beam_lines, per_prompt
-    from pipeline.store import ArtifactStore
 
     rng = np.random.default_rng(0)
     bayes = rng.uniform(0.4, 1.0, 30)

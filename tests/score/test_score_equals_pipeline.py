@@ -11,12 +11,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from pipeline.artifacts.schema import ARTIFACTS
+from pipeline.artifacts.stage import run_stage
+from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import register_configs, resolve_cell
 from pipeline.data import load_dataset
-from pipeline.schema import ARTIFACTS
 from pipeline.scorer.run import METHOD_COLUMNS, score, summaries
-from pipeline.stage import run_stage
-from pipeline.store import ArtifactStore
 
 from .conftest import REPO
 

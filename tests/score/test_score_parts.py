@@ -39,7 +39,7 @@ def many_prompts(tmp_path):
 def test_parts_give_the_rows_and_summaries_of_one_store(
     tmp_path, many_prompts, overrides, monkeypatch
 ):
-    monkeypatch.setattr("pipeline.devices.cpu_threads", lambda: 2)
+    monkeypatch.setattr("pipeline.runtime.devices.cpu_threads", lambda: 2)
     work = {"whole": tmp_path / "whole.work", "parts": tmp_path / "parts.work"}
     for suffix in ("parquet", "jsonl", "csv"):  # the later formats from the stage caches
         whole = score(

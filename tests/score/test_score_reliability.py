@@ -202,7 +202,7 @@ def test_sigterm_stops_the_scorer_in_one_line_with_exit_75_and_the_rerun_resumes
     import signal
     import time
 
-    from pipeline.stopping import REQUEUE_EXIT
+    from pipeline.runtime.stopping import REQUEUE_EXIT
 
     data = _small(tmp_path / "in.jsonl", n=6)
     work, out = tmp_path / "work", tmp_path / "out.parquet"
@@ -314,7 +314,7 @@ def test_a_stopped_scorer_in_parts_exits_75_without_tracebacks_a_second_signal_t
     import signal
     import time
 
-    from pipeline.stopping import REQUEUE_EXIT
+    from pipeline.runtime.stopping import REQUEUE_EXIT
 
     # 10 parts: the run outlasts the signal's way even on an idle machine (3 parts finished first)
     data = _parts_file(tmp_path / "in.jsonl", n=20_000)

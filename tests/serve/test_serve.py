@@ -576,7 +576,7 @@ def test_malformed_and_oversized_bodies(served):
 
 
 def test_upstream_text_is_redacted_before_a_caller_sees_it():
-    from pipeline.secrets import redact_text
+    from pipeline.runtime.secrets import redact_text
 
     said = (
         "401: invalid key sk-live-abcdef123456 sent as Authorization: Bearer abc.def-123456 "

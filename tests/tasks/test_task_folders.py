@@ -48,11 +48,13 @@ def test_a_space_imports_alone_and_pipeline_latent_keeps_its_public_names():
     assert eval(loaded.stdout) == [  # numpy only: no mapping, data, pandas or config code
         "pipeline",
         "pipeline.api",
-        "pipeline.errors",
+        "pipeline.components",
+        "pipeline.components.registry",
         "pipeline.latent",
         "pipeline.latent.base",
         "pipeline.latent.codec",
-        "pipeline.registry",
+        "pipeline.runtime",
+        "pipeline.runtime.errors",
         "pipeline.tasks",
         "pipeline.tasks.sets",
         "pipeline.tasks.sets.space",
@@ -215,7 +217,7 @@ def test_a_plugin_task_is_one_folder_like_a_built_in_one(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
 
     from pipeline.config import register_configs
-    from pipeline.resources import conf_dir
+    from pipeline.runtime.resources import conf_dir
     from pipeline.scorer.run import score
     from pipeline.tasks import config_source
 
@@ -285,8 +287,8 @@ def test_editing_a_plugin_reruns_exactly_the_stages_that_use_its_code(tmp_path, 
     """my_tasks/ticks/ with the space (space.py), the mapper (task.py) and the metric
     (metric.py) in three files: each edit reruns the stages using what it defines (plus those
     fed by their outputs), the others stay current; the new code's numbers come out."""
+    from pipeline.artifacts.store import ArtifactStore
     from pipeline.scorer.run import score
-    from pipeline.store import ArtifactStore
 
     folder = tmp_path / "my_tasks" / "ticks"
     folder.mkdir(parents=True)

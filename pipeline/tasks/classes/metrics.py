@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pipeline.text import squad_normalize
+from pipeline.text.normal_forms import squad_normalize
 
 __all__ = ["exact_match"]
 
 
 def exact_match(pred_label: object, aliases: str | Iterable[object]) -> bool:
     """TriviaQA's exact match: the prediction equals any alias after the official evaluation's
-    normalisation (`pipeline.text.squad_normalize`: case, punctuation, articles, whitespace).
+    normalisation (`pipeline.text.normal_forms.squad_normalize`: case, punctuation, articles, whitespace).
 
     ``aliases`` is one string or an iterable of strings (bytes and None are accepted as model
     output is). A prediction that normalises to "" (empty, only punctuation or articles)

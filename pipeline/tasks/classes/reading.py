@@ -35,7 +35,7 @@ from pipeline.mapping.answer_rules import (
 from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.response_text import is_refusal
 from pipeline.tasks.classes.question_answer import SORRY_BUT_CANNOT, question_answer
-from pipeline.text import canonical_label
+from pipeline.text.normal_forms import canonical_label
 
 __all__ = ["read_single_answer", "surface_span"]
 

@@ -8,11 +8,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.components.parts import one_of
 from pipeline.data.references import answer_aliases
 from pipeline.evaluation import match_label
 from pipeline.mapping.numbers import parse_number
 from pipeline.mapping.settings import EquivalenceConfig
-from pipeline.parts import one_of
 from pipeline.tasks.classes.metrics import exact_match
 from pipeline.tasks.classes.question_answer import YEAR_QUESTION as _YEAR_QUESTION
 from pipeline.tasks.classes.reading import _NUMERIC_QUESTION, read_single_answer
@@ -25,7 +25,7 @@ from pipeline.tasks.contract import (
     Reference,
     ReferenceKind,
 )
-from pipeline.text import canonical_label
+from pipeline.text.normal_forms import canonical_label
 
 
 @dataclass

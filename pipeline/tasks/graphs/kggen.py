@@ -26,8 +26,8 @@ from typing import Any
 
 from pipeline.clients.disk_cache import JsonRecordCache, sha256_key
 from pipeline.clients.llm_client import _is_loopback, api_key_from_env
-from pipeline.errors import PipelineError
-from pipeline.resources import CHECKOUT_DIR
+from pipeline.runtime.errors import PipelineError
+from pipeline.runtime.resources import CHECKOUT_DIR
 
 __all__ = ["KGGenError", "KGGenRunner", "KGGenStats", "default_kggen_python", "litellm_model"]
 

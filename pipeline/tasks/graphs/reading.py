@@ -31,7 +31,7 @@ from pipeline.mapping.extractor import LocalModelExtractor
 from pipeline.mapping.labels import EquivalenceFn, attach_labels, representatives
 from pipeline.mapping.response_text import strip_prompt_echo
 from pipeline.tasks.graphs.space import graph_to_text as _graph_to_text
-from pipeline.text import canonical_label, to_text
+from pipeline.text.normal_forms import canonical_label, to_text
 
 __all__ = [
     "Triple",

@@ -11,7 +11,7 @@ Labels are then merged across the samples of one prompt: canonical form first, t
 equivalence callable `(question, labels) -> cluster ids` is given (e.g.
 `pipeline.mapping.equivalence.EmbeddingEquivalence(...).cluster`), every cluster becomes one element represented by its
 most frequent label (ties: first seen; `pipeline.mapping.labels.representatives`, shared with
-the other readers). A response that cannot be parsed maps to None and is counted, never raised. Responses are read as `pipeline.text.clean_text` gives them (the
+the other readers). A response that cannot be parsed maps to None and is counted, never raised. Responses are read as `pipeline.text.normal_forms.clean_text` gives them (the
 extractors' prompts too): "Paris\u200b" is "Paris".
 """
 
@@ -30,7 +30,7 @@ from pipeline.mapping.response_text import (
     json_answer_strings,
     strip_prompt_echo,
 )
-from pipeline.text import canonical_label, clean_text, to_text
+from pipeline.text.normal_forms import canonical_label, clean_text, to_text
 
 __all__ = [
     "EquivalenceFn",

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from pipeline.components.parts import one_of
 from pipeline.data.references import answer_aliases
 from pipeline.mapping.extractor import EXTRACTIONS, Extraction, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
-from pipeline.parts import one_of
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,
@@ -21,7 +21,7 @@ from pipeline.tasks.contract import (
 )
 from pipeline.tasks.sets.metrics import align_to_aliases, f1_score, normalized_hamming
 from pipeline.tasks.sets.reading import SetExtractor
-from pipeline.text import split_names
+from pipeline.text.normal_forms import split_names
 
 
 def build_sets(settings: ExtractionSettings, context) -> Any:
@@ -84,7 +84,7 @@ EXTRACTIONS.add("answer_set", Extraction(prompt=partial(extraction_prompt, "answ
 def answer_set_from_user(raw: Any) -> dict[str, Any]:
     """["Pacific", "Atlantic"] (one answer each, taken as they are) | [["USA", "United States"],
     ...] (alias lists) | a string listing names ("Pacific, Atlantic and Arctic", one per line,
-    "A; B", numbered or bulleted: `pipeline.text.split_names`; a string with no separator is
+    "A; B", numbered or bulleted: `pipeline.text.normal_forms.split_names`; a string with no separator is
     one answer, "Bosnia and Herzegovina" included)."""
 
     if isinstance(raw, str):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pipeline.mapping.extractor import ResponseExtractor, extraction_prompt
 from pipeline.mapping.labels import EquivalenceFn, representatives
 from pipeline.mapping.parsing import parse_distribution
-from pipeline.text import canonical_label, to_text
+from pipeline.text.normal_forms import canonical_label, to_text
 
 __all__ = ["SimplexMapper", "merge_distributions", "renormalise"]
 

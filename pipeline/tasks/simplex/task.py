@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from pipeline.components.parts import SettingError, one_of
 from pipeline.data.prompts import SIMPLEX_EXTRACTION_PROMPTS
 from pipeline.data.records import normalise_probabilities
-from pipeline.errors import ConfigError
 from pipeline.evaluation.matching import answer_names, remap_distribution
 from pipeline.mapping.extractor import EXTRACTIONS, Extraction, extraction_prompt
 from pipeline.mapping.settings import ExtractionSettings
-from pipeline.parts import SettingError, one_of
+from pipeline.runtime.errors import ConfigError
 from pipeline.tasks.contract import (
     MAPPERS,
     METRICS,

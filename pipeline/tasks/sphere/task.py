@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.parts import pin
+from pipeline.components.parts import pin
 from pipeline.tasks.contract import MAPPERS, METRICS, Mapper, Metric, Reference
 from pipeline.tasks.sphere.metrics import cosine_distance
 
@@ -20,7 +20,7 @@ class SphereSettings:
 
 def build_sphere(settings: SphereSettings, context) -> Any:
     """g_T = the embedder of mappers.sphere.embedder (EmbeddingGemma in the paper; MiniLM offline)."""
-    from pipeline.aux_models import build_embedder
+    from pipeline.aux_models.factories import build_embedder
 
     embedder = build_embedder(
         settings.embedder, device=context.device, revision=settings.embedder_revision

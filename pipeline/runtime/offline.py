@@ -3,7 +3,7 @@ an entry point asks the hub once, with a short timeout, before any hub library i
 it does not answer, the Hugging Face libraries are put offline for the whole process (and the
 processes it starts): they read the local cache instead of retrying each file for minutes.
 
-    from pipeline.offline import go_offline_if_unreachable
+    from pipeline.runtime.offline import go_offline_if_unreachable
     go_offline_if_unreachable()  # first thing of a command line's main, before transformers loads
 
 Set HF_HUB_OFFLINE=0 to skip the probe and always ask the hub, HF_HUB_OFFLINE=1 to skip it and

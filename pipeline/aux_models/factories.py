@@ -7,7 +7,7 @@ One place builds them, so the map, uq and evaluate stages get the same objects, 
 device (the cell's `device`, `auto` = the GPU when one is visible), with the same on-disk caches.
 Models are loaded lazily by the objects themselves and kept for the life of the process
 (a local sweep reuses them across cells). Each one handed out is noted under its role
-(`pipeline.revisions.note_model`), so the stage's manifests record the checkpoint it loaded.
+(`pipeline.runtime.revisions.note_model`), so the stage's manifests record the checkpoint it loaded.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.clients.llm_client import build_llm_client
-from pipeline.devices import comet_gpus, resolve_device, resolve_dtype
-from pipeline.errors import ConfigError
 from pipeline.evaluation import text_metrics
 from pipeline.mapping.embed import Embedder
 from pipeline.mapping.equivalence import EmbeddingEquivalence, NliEquivalence
 from pipeline.mapping.judges import JUDGES, EquivalenceJudge, LLMJudge
-from pipeline.revisions import checkpoint_entry, note_model
+from pipeline.runtime.devices import comet_gpus, resolve_device, resolve_dtype
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.revisions import checkpoint_entry, note_model
 
 log = logging.getLogger("pipeline")
 

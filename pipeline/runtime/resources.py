@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.errors import ConfigError
+from pipeline.runtime.errors import ConfigError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # pipeline/
 CHECKOUT_DIR = PACKAGE_DIR.parent  # the repository root when the package runs from a checkout
 
 # name -> (folder inside the wheel, folder in the checkout, a file that must be there)

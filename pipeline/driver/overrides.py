@@ -17,7 +17,6 @@ import dataclasses
 import difflib
 import typing
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 OPEN = "open"  # a mapping of free-form keys (or Any): every key below it is accepted here
@@ -79,12 +78,10 @@ def _get(node: Any) -> Any:
 
 def _conf_groups() -> set[str]:
     """Config groups of conf/ ("model", "hydra/launcher", ...), wherever conf/ is."""
-    here = Path(__file__).resolve().parent
-    groups: set[str] = set()
-    for conf in (here.parent / "conf", here / "conf"):
-        if conf.is_dir():
-            groups |= {str(p.relative_to(conf).as_posix()) for p in conf.rglob("*") if p.is_dir()}
-    return groups
+    from pipeline.runtime.resources import conf_dir
+
+    conf = conf_dir()
+    return {str(p.relative_to(conf).as_posix()) for p in conf.rglob("*") if p.is_dir()}
 
 
 @lru_cache(maxsize=1)

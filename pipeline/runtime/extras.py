@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 
-from pipeline.errors import PipelineError
+from pipeline.runtime.errors import PipelineError
 
 DIST = "task-aware-pipeline"
 # The install extras (pyproject.toml) and the modules (import names) each brings, with their

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.parts import thaw
-from pipeline.progress import heartbeat
-from pipeline.registry import Registry, plugin_code
-from pipeline.revisions import model_revisions, recording_models
-from pipeline.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER
-from pipeline.stopping import check_stop
-from pipeline.store import ArtifactError, ArtifactStore, cache_key
+from pipeline.artifacts.schema import PIPELINE_PRODUCER, PRODUCER, SCORER_PRODUCER
+from pipeline.artifacts.store import ArtifactError, ArtifactStore, cache_key
+from pipeline.components.parts import thaw
+from pipeline.components.registry import Registry, plugin_code
+from pipeline.runtime.progress import heartbeat
+from pipeline.runtime.revisions import model_revisions, recording_models
+from pipeline.runtime.stopping import check_stop
 
 if TYPE_CHECKING:  # the resolved cell every stage gets (pipeline.config, built at the entry point)
     from pipeline.config import Cell
@@ -47,7 +47,7 @@ class StageSpec:
     fn: Callable[..., dict[str, Any]]
     version: int = 1
     # the cell's attributes naming the parts the stage uses beyond those its slice names
-    # ("task.mapper"; a plugin's code in them enters the key: `pipeline.registry.plugin_code`)
+    # ("task.mapper"; a plugin's code in them enters the key: `pipeline.components.registry.plugin_code`)
     parts: tuple[str, ...] = ()
 
 

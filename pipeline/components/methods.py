@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.registry import Registry
+from pipeline.components.registry import Registry
 
 
 @dataclass(frozen=True)

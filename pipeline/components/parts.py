@@ -15,7 +15,7 @@ import functools
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
-from pipeline.errors import ConfigError
+from pipeline.runtime.errors import ConfigError
 
 C = TypeVar("C")
 
@@ -107,8 +107,8 @@ def cache_slice(settings: Any) -> dict[str, Any]:
     """The fields of a settings dataclass that decide a part's output (nested dataclasses
     recursively), without those declared with `how(...)` or a null `pin()`; a value naming an
     existing file or folder (a lexicon, a tree, a local model) enters with its content digest
-    (`pipeline.store.with_file_digests`): editing the file changes the key."""
-    from pipeline.store import with_file_digests
+    (`pipeline.artifacts.store.with_file_digests`): editing the file changes the key."""
+    from pipeline.artifacts.store import with_file_digests
 
     out = {}
     for f in dataclasses.fields(settings):

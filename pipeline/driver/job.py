@@ -1,5 +1,5 @@
 """The application: one Hydra job runs the requested stages of one (experiment, model, dataset)
-cell (`pipeline.stage`), records them in W&B (`pipeline.tracking`) and, outside a sweep, builds
+cell (`pipeline.artifacts.stage`), records them in W&B (`pipeline.tracking`) and, outside a sweep, builds
 the report (`pipeline.reporting`). `python -m pipeline` calls `run`.
 """
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from pipeline.assets import check_assets
+from pipeline.artifacts.stage import CELL_STAGES, run_stage, stages_to_run
+from pipeline.artifacts.store import ArtifactStore, cell_lock
 from pipeline.config import Cell, resolve_cell, validate
-from pipeline.errors import ConfigError, PipelineError
+from pipeline.driver.assets import check_assets
 from pipeline.reporting import build_report
-from pipeline.stage import CELL_STAGES, run_stage, stages_to_run
-from pipeline.store import ArtifactStore, cell_lock
+from pipeline.runtime.errors import ConfigError, PipelineError
 from pipeline.tracking import cell_needs_logging, track_cell
 
 log = logging.getLogger("pipeline")
@@ -28,7 +28,7 @@ def run(cfg: DictConfig) -> dict[str, dict]:
     validate(cfg)
     cell = resolve_cell(cfg)  # the one reading of the config: the stages take the cell
     if cfg.stage == "plan":
-        from pipeline.plan import print_plan
+        from pipeline.driver.plan import print_plan
 
         return {"plan": print_plan(cell)}
     store = ArtifactStore(cell.root)
@@ -39,7 +39,7 @@ def run(cfg: DictConfig) -> dict[str, dict]:
     todo = stages_to_run(cell, store, names)
     check_assets(cell, todo)
     if todo:
-        from pipeline.devices import configure_torch_threads
+        from pipeline.runtime.devices import configure_torch_threads
 
         configure_torch_threads(cell.backend.num_threads)
     results: dict[str, dict] = {}

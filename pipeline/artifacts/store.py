@@ -1,4 +1,4 @@
-"""Artifact store: parquet I/O validated against `pipeline.schema`, atomic writes, manifests,
+"""Artifact store: parquet I/O validated against `pipeline.artifacts.schema`, atomic writes, manifests,
 cache keys, and shards for resumable generation (docs/design.md s5).
 
 An artifact counts as present only when its manifest exists, carries the expected cache key and
@@ -25,9 +25,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import DISK_FULL_ERRNOS, DiskFullError, PipelineError, disk_full_message
-from pipeline.schema import ADDED_COLUMNS, ARTIFACTS, OPTIONAL_COLUMNS, PRODUCER
-from pipeline.stopping import signals_held
+from pipeline.artifacts.schema import ADDED_COLUMNS, ARTIFACTS, OPTIONAL_COLUMNS, PRODUCER
+from pipeline.runtime.errors import (
+    DISK_FULL_ERRNOS,
+    DiskFullError,
+    PipelineError,
+    disk_full_message,
+)
+from pipeline.runtime.stopping import signals_held
 
 log = logging.getLogger("pipeline")
 
@@ -243,7 +248,7 @@ def to_table(name: str, df):
     extra = [c for c in df.columns if c not in expected]
     if missing or extra:
         raise ArtifactError(
-            f"artifact {name!r} columns do not match pipeline/schema.py: missing {missing}, "
+            f"artifact {name!r} columns do not match pipeline/artifacts/schema.py: missing {missing}, "
             f"unexpected {extra}"
         )
     try:

@@ -8,8 +8,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from pipeline.app import run_report
-from pipeline.errors import PipelineError
+from pipeline.driver.job import run_report
+from pipeline.runtime.errors import PipelineError
 
 log = logging.getLogger("pipeline")
 

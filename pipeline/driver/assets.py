@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import PipelineError
+from pipeline.components.parts import thaw
 from pipeline.mapping.embed import EMBEDDINGGEMMA_ID
 from pipeline.mapping.extractor import EXTRACTIONS
-from pipeline.parts import thaw
+from pipeline.runtime.errors import PipelineError
 from pipeline.tasks.contract import MAPPERS
 
 if TYPE_CHECKING:
@@ -124,8 +124,8 @@ def _model(
 
 
 def _libraries(what: str, stage: str, *modules: str) -> Asset:
-    """Python libraries of an install extra (pipeline/extras.py) that `stage` imports."""
-    from pipeline.extras import install_line, missing
+    """Python libraries of an install extra (pipeline/runtime/extras.py) that `stage` imports."""
+    from pipeline.runtime.extras import install_line, missing
 
     absent = missing(*modules)
     return Asset(

@@ -1,6 +1,6 @@
 """Column contracts of every artifact (docs/design.md s5). Stages write exactly these columns.
 
-Kept as plain data (no pyarrow import) so `import pipeline` stays instant; `pipeline.store`
+Kept as plain data (no pyarrow import) so `import pipeline` stays instant; `pipeline.artifacts.store`
 turns them into pyarrow schemas and validates every write against them.
 """
 
@@ -29,7 +29,7 @@ SAMPLES = {
 }
 
 # Columns added after artifacts were first written, with the value a writer that predates them
-# means (pipeline.store.to_table fills it; a reader of an older artifact takes the same).
+# means (pipeline.artifacts.store.to_table fills it; a reader of an older artifact takes the same).
 ADDED_COLUMNS = {"samples": {"finish_reason": ""}}
 
 DECODES = {
@@ -48,7 +48,7 @@ PTRUE = {
 
 # Columns an artifact holds only when a setting asks for them: absent otherwise, so that an
 # artifact written without the setting is column for column (and byte for byte) what it was
-# before the setting existed. pipeline.store.to_table writes them when the frame has them.
+# before the setting existed. pipeline.artifacts.store.to_table writes them when the frame has them.
 OPTIONAL_COLUMNS = {
     "ptrue": {
         # generation.ptrue_beam=true: P(True) asked about the beam decode's text (a sensitivity row

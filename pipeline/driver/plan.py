@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.assets import Asset, cell_assets
-from pipeline.aux_models import build_equivalence
+from pipeline.artifacts.store import ArtifactStore
+from pipeline.aux_models.factories import build_equivalence
 from pipeline.clients.llm_client import build_llm_client
-from pipeline.errors import ConfigError
+from pipeline.driver.assets import Asset, cell_assets
 from pipeline.generation.cell import (
     dataset_hub_repo,
     dataset_options,
@@ -32,8 +32,8 @@ from pipeline.generation.cell import (
 )
 from pipeline.mapping.equivalence import PairCache
 from pipeline.mapping.extractor import EXTRACTIONS
-from pipeline.revisions import is_hub_id
-from pipeline.store import ArtifactStore
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.revisions import is_hub_id
 from pipeline.tasks.contract import MAPPERS
 
 if TYPE_CHECKING:  # the resolved cell (pipeline.config)
@@ -355,7 +355,7 @@ def print_plan(cell: Cell) -> list[CellPlan]:
             f"Estimated wall time: {_hours(sum(p.hours for p in known))} h in all, one cell after "
             f"another ({_hours(gpu_hours)} GPU-hours booked; the longest cell "
             f"{_hours(max(p.hours for p in known))} h), at the rates of {', '.join(used)} "
-            "(pipeline.plan.RATES: generation at its full token budget, an upper bound; "
+            "(pipeline.driver.plan.RATES: generation at its full token budget, an upper bound; "
             "estimates where not measured)."
         )
     lines += unpinned_lines(plans)

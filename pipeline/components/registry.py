@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from pipeline.errors import ConfigError
+from pipeline.runtime.errors import ConfigError
 
 T = TypeVar("T")
 

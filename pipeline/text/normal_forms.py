@@ -23,7 +23,7 @@ import re
 import string
 import unicodedata
 
-from pipeline.lexicon import protect_and_names
+from pipeline.text.lexicon import protect_and_names
 
 __all__ = ["to_text", "clean_text", "canonical_label", "squad_normalize", "split_names"]
 
@@ -185,7 +185,7 @@ def split_names(text: object) -> list[str]:
     """The names a reference string lists, each as written: one per line (bullets and numbers
     dropped), else per semicolon, else per comma and "and" / "or" / "&" ("Pacific, Atlantic and
     Arctic", "United States and Canada"), except inside the names that hold "and"
-    (`pipeline.lexicon.AND_NAMES`: "Bosnia and Herzegovina", "rhythm and blues"). Empty pieces
+    (`pipeline.text.lexicon.AND_NAMES`: "Bosnia and Herzegovina", "rhythm and blues"). Empty pieces
     are dropped."""
     s = to_text(text).strip()
     if not s:
