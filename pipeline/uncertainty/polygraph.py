@@ -28,6 +28,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -136,11 +137,31 @@ def collect_prompts(
     target_strategy: str = "beam",
 ) -> tuple[list[PromptArtifacts], dict[str, int]]:
     """Per-prompt artifacts in dataset order, plus counts of what was dropped."""
+    _check_artifacts(samples_df, decodes_df, ptrue_df, dataset_df)
+    skipped = {"invalid_samples": 0, "invalid_target_decodes": 0}
+    prompts: dict[str, PromptArtifacts] = {}
+    for pid, question in zip(
+        dataset_df["prompt_id"].astype(str), dataset_df["question"], strict=True
+    ):
+        prompts.setdefault(pid, PromptArtifacts(prompt_id=pid, question=to_text(question)))
+    _add_samples(prompts, samples_df, skipped)
+    _add_target_decodes(prompts, decodes_df, target_strategy, skipped)
+    if ptrue_df is not None:
+        _add_ptrue(prompts, ptrue_df)
+    return list(prompts.values()), skipped
+
+
+def _check_artifacts(
+    samples_df: pd.DataFrame,
+    decodes_df: pd.DataFrame,
+    ptrue_df: pd.DataFrame | None,
+    dataset_df: pd.DataFrame,
+) -> None:
+    """Each artifact has its columns, and samples and decodes name only the dataset's prompts."""
     for df, name in ((samples_df, "samples"), (decodes_df, "decodes"), (dataset_df, "dataset")):
         _check_columns(df, name)
     if ptrue_df is not None:
         _check_columns(ptrue_df, "ptrue")
-    skipped = {"invalid_samples": 0, "invalid_target_decodes": 0}
     known = set(dataset_df["prompt_id"].astype(str))
     for df, name in ((samples_df, "samples"), (decodes_df, "decodes")):
         unknown = sorted(set(df["prompt_id"].astype(str)) - known)
@@ -149,11 +170,13 @@ def collect_prompts(
                 f"{name} has prompt_id(s) not in the dataset artifact, e.g. {unknown[:3]}; "
                 "pass the dataset these artifacts were generated from."
             )
-    prompts: dict[str, PromptArtifacts] = {}
-    for pid, question in zip(
-        dataset_df["prompt_id"].astype(str), dataset_df["question"], strict=True
-    ):
-        prompts.setdefault(pid, PromptArtifacts(prompt_id=pid, question=to_text(question)))
+
+
+def _add_samples(
+    prompts: dict[str, PromptArtifacts], samples_df: pd.DataFrame, skipped: dict[str, int]
+) -> None:
+    """Each prompt's valid samples in sample_idx order; a prompt with no valid sample keeps its
+    samples' texts alone (text_only)."""
     ordered = samples_df.sort_values(["prompt_id", "sample_idx"], kind="stable")
     texts_of: dict[str, list[str]] = defaultdict(list)  # every sample's text, valid or not
     for pid, text, tl, lp in zip(
@@ -177,6 +200,15 @@ def collect_prompts(
         if p.n_samples == 0:
             p.sample_texts, p.text_only = list(texts), True
             skipped["text_only_prompts"] = skipped.get("text_only_prompts", 0) + 1
+
+
+def _add_target_decodes(
+    prompts: dict[str, PromptArtifacts],
+    decodes_df: pd.DataFrame,
+    target_strategy: str,
+    skipped: dict[str, int],
+) -> None:
+    """Each prompt's `target_strategy` decode (text and token log-probs), where valid."""
     target = decodes_df[decodes_df["strategy"] == target_strategy]
     for pid, text, tl in zip(
         target["prompt_id"].astype(str), target["text"], target["token_logprobs"], strict=True
@@ -187,13 +219,13 @@ def collect_prompts(
             continue
         prompts[pid].target_text = to_text(text)
         prompts[pid].target_log_likelihoods = tokens
-    if ptrue_df is not None:
-        for pid, lpt in zip(
-            ptrue_df["prompt_id"].astype(str), ptrue_df["logprob_true"], strict=True
-        ):
-            if pid in prompts and lpt is not None and math.isfinite(float(lpt)):
-                prompts[pid].logprob_true = float(lpt)
-    return list(prompts.values()), skipped
+
+
+def _add_ptrue(prompts: dict[str, PromptArtifacts], ptrue_df: pd.DataFrame) -> None:
+    """Each prompt's finite log p(True)."""
+    for pid, lpt in zip(ptrue_df["prompt_id"].astype(str), ptrue_df["logprob_true"], strict=True):
+        if pid in prompts and lpt is not None and math.isfinite(float(lpt)):
+            prompts[pid].logprob_true = float(lpt)
 
 
 LOGPROB_STATS = ("sample_log_probs", "sample_log_likelihoods")
@@ -209,6 +241,32 @@ def _eligible(p: PromptArtifacts, deps: Sequence[str]) -> bool:
     return not (any(d.startswith(("sample_", "semantic_")) for d in deps) and p.n_samples == 0)
 
 
+@dataclass(frozen=True)
+class UncertaintyArtifacts:
+    """What the estimators read: the generate stage's artifacts and the dataset
+    (schema.SAMPLES, DECODES, PTRUE, DATASET); ptrue is None without ptrue."""
+
+    samples: pd.DataFrame
+    decodes: pd.DataFrame
+    ptrue: pd.DataFrame | None
+    dataset: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class EstimatorSetup:
+    """How the estimators run: the judges their stats ask and the settings they share
+    (compute_uncertainty's arguments of the same names)."""
+
+    equivalence: object | None
+    embedder: object | None
+    target_strategy: str = "beam"
+    tokenizer: object | None = None
+    estimator_kwargs: Mapping[str, dict] | None = None
+    nli_with_question: bool = True
+
+
+# size: a public keyword API (the uq stage's lm_polygraph group and the tests call it by these
+# names); it only packs them into UncertaintyArtifacts and EstimatorSetup for the functions below
 def compute_uncertainty(
     samples_df: pd.DataFrame,
     decodes_df: pd.DataFrame,
@@ -239,45 +297,73 @@ def compute_uncertainty(
             lm-polygraph's semantic matrix (False).
     """
     estimators = list(dict.fromkeys(estimators))
-    if PTRUE_BEAM in estimators:
-        return _with_ptrue_beam(
-            estimators,
-            samples_df,
-            decodes_df,
-            ptrue_df,
-            dataset_df,
-            equivalence,
-            embedder,
-            target_strategy,
-            tokenizer,
-            estimator_kwargs,
-            nli_with_question,
-        )
-    prompts, skipped = collect_prompts(
-        samples_df, decodes_df, ptrue_df, dataset_df, target_strategy
+    artifacts = UncertaintyArtifacts(samples_df, decodes_df, ptrue_df, dataset_df)
+    setup = EstimatorSetup(
+        equivalence, embedder, target_strategy, tokenizer, estimator_kwargs, nli_with_question
     )
-    instances = make_estimators(estimators, estimator_kwargs)
+    if PTRUE_BEAM in estimators:
+        return _with_ptrue_beam(estimators, artifacts, setup)
+    return _uncertainty(estimators, artifacts, setup)
+
+
+def _uncertainty(
+    estimators: list[str], artifacts: UncertaintyArtifacts, setup: EstimatorSetup
+) -> pd.DataFrame:
+    """compute_uncertainty of `estimators` (unique, ptrue_beam not among them)."""
+    prompts, skipped = collect_prompts(
+        artifacts.samples,
+        artifacts.decodes,
+        artifacts.ptrue,
+        artifacts.dataset,
+        setup.target_strategy,
+    )
+    instances = make_estimators(estimators, setup.estimator_kwargs)
     deps = {name: list(est.stats_dependencies) for name, est in instances.items()}
     all_keys = set().union(*deps.values()) if deps else set()
-    if embedder is not None and hasattr(embedder, "embed"):
-        batch = strings_to_embed([p for p in prompts if p.n_samples], all_keys, tokenizer, embedder)
-        if batch:
-            embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
-    cache: dict[str, dict[str, object]] = defaultdict(dict)
-    with_samples = [p for p in prompts if p.n_samples]
-    premises = [(p.question if nli_with_question else "", p.sample_texts) for p in with_samples]
-    if all_keys & FULL_MATRICES and hasattr(equivalence, "prefetch"):
-        # KLE reads every pair: each prompt's unique NLI pairs in full batches, before the
-        # per-prompt matrices (semantic entropy's classes then come from the same matrices)
-        equivalence.prefetch(premises)
-    elif "semantic_classes_entail" in all_keys and hasattr(equivalence, "cluster_many"):
-        # semantic entropy alone reads classes: each answer against the classes' first members
-        # (lm-polygraph's greedy classes, equal to those of the full matrix), batched
-        for p, labels in zip(with_samples, equivalence.cluster_many(premises), strict=True):
-            cache[p.prompt_id][CLASS_LABELS] = labels
+    stats = _StatsCache(setup)
+    stats.prefetch(prompts, all_keys)
+    rows: list[tuple[str, str, float]] = []
+    for name, est in instances.items():
+        eligible = [p for p in prompts if _eligible(p, deps[name])]
+        skipped[f"{name}_prompts_without_inputs"] = len(prompts) - len(eligible)
+        rows.extend(_estimate(name, est, set(deps[name]), eligible, stats))
+    return _uncertainty_frame(rows, prompts, estimators, skipped)
 
-    def stats_of(p: PromptArtifacts, keys: set[str]) -> dict[str, object]:
-        have = cache[p.prompt_id]
+
+class _StatsCache:
+    """Each prompt's lm-polygraph stats, built once however many estimators read them."""
+
+    def __init__(self, setup: EstimatorSetup) -> None:
+        self.setup = setup
+        self.have: dict[str, dict[str, object]] = defaultdict(dict)
+
+    def prefetch(self, prompts: list[PromptArtifacts], all_keys: set[str]) -> None:
+        """The batched passes before the per-prompt stats: embeddings, NLI pairs or classes."""
+        embedder, equivalence = self.setup.embedder, self.setup.equivalence
+        if embedder is not None and hasattr(embedder, "embed"):
+            batch = strings_to_embed(
+                [p for p in prompts if p.n_samples], all_keys, self.setup.tokenizer, embedder
+            )
+            if batch:
+                embedder.embed(batch)  # one batched pass; later per-prompt calls hit the cache
+        with_samples = [p for p in prompts if p.n_samples]
+        premises = [
+            (p.question if self.setup.nli_with_question else "", p.sample_texts)
+            for p in with_samples
+        ]
+        if all_keys & FULL_MATRICES and hasattr(equivalence, "prefetch"):
+            # KLE reads every pair: each prompt's unique NLI pairs in full batches, before the
+            # per-prompt matrices (semantic entropy's classes then come from the same matrices)
+            equivalence.prefetch(premises)
+        elif "semantic_classes_entail" in all_keys and hasattr(equivalence, "cluster_many"):
+            # semantic entropy alone reads classes: each answer against the classes' first members
+            # (lm-polygraph's greedy classes, equal to those of the full matrix), batched
+            for p, labels in zip(with_samples, equivalence.cluster_many(premises), strict=True):
+                self.have[p.prompt_id][CLASS_LABELS] = labels
+
+    def of(self, p: PromptArtifacts, keys: set[str]) -> dict[str, object]:
+        """The stats `keys` of prompt `p` (and whatever else was built for it)."""
+        have = self.have[p.prompt_id]
         todo = {k for k in keys if k not in have}
         if "semantic_classes_entail" in todo:
             todo = (
@@ -287,27 +373,50 @@ def compute_uncertainty(
             )
             todo = {k for k in todo if k not in have}
         if todo:
-            have.update(prompt_stats(p, todo, equivalence, embedder, tokenizer, nli_with_question))
+            setup = self.setup
+            have.update(
+                prompt_stats(
+                    p,
+                    todo,
+                    setup.equivalence,
+                    setup.embedder,
+                    setup.tokenizer,
+                    setup.nli_with_question,
+                )
+            )
         return have
 
+
+def _estimate(
+    name: str,
+    est: object,
+    keys: set[str],
+    eligible: list[PromptArtifacts],
+    stats: _StatsCache,
+) -> list[tuple[str, str, float]]:
+    """(prompt_id, name, value) of estimator `est` on the `eligible` prompts: one lm-polygraph
+    call per number of valid samples (module docstring)."""
+    groups: dict[int, list[PromptArtifacts]] = defaultdict(list)
+    for p in eligible:
+        groups[p.n_samples].append(p)
     rows: list[tuple[str, str, float]] = []
-    for name, est in instances.items():
-        keys = set(deps[name])
-        eligible = [p for p in prompts if _eligible(p, deps[name])]
-        skipped[f"{name}_prompts_without_inputs"] = len(prompts) - len(eligible)
-        groups: dict[int, list[PromptArtifacts]] = defaultdict(list)
-        for p in eligible:
-            groups[p.n_samples].append(p)
-        for group in groups.values():
-            per_prompt = [stats_of(p, keys) for p in group]
-            values = np.asarray(est(build_batch_stats(per_prompt, keys)), dtype=np.float64).reshape(
-                -1
-            )
-            if values.shape[0] != len(group):
-                raise RuntimeError(
-                    f"{name} returned {values.shape[0]} values for {len(group)} prompts"
-                )
-            rows.extend((p.prompt_id, name, float(v)) for p, v in zip(group, values, strict=True))
+    for group in groups.values():
+        per_prompt = [stats.of(p, keys) for p in group]
+        values = np.asarray(est(build_batch_stats(per_prompt, keys)), dtype=np.float64).reshape(-1)
+        if values.shape[0] != len(group):
+            raise RuntimeError(f"{name} returned {values.shape[0]} values for {len(group)} prompts")
+        rows.extend((p.prompt_id, name, float(v)) for p, v in zip(group, values, strict=True))
+    return rows
+
+
+def _uncertainty_frame(
+    rows: list[tuple[str, str, float]],
+    prompts: list[PromptArtifacts],
+    estimators: list[str],
+    skipped: dict[str, int],
+) -> pd.DataFrame:
+    """The rows by estimator (in the order asked), then prompt (in dataset order); what was
+    dropped in attrs["skipped"], and logged."""
     order = {p.prompt_id: i for i, p in enumerate(prompts)}
     rank = {n: i for i, n in enumerate(estimators)}
     rows.sort(key=lambda r: (rank[r[1]], order[r[0]]))
@@ -328,60 +437,33 @@ def has_ptrue_beam(ptrue_df: pd.DataFrame | None) -> bool:
 
 
 def _with_ptrue_beam(
-    estimators,
-    samples_df,
-    decodes_df,
-    ptrue_df,
-    dataset_df,
-    equivalence,
-    embedder,
-    target_strategy,
-    tokenizer,
-    estimator_kwargs,
-    nli_with_question,
-):
+    estimators: list[str], artifacts: UncertaintyArtifacts, setup: EstimatorSetup
+) -> pd.DataFrame:
     """compute_uncertainty of `estimators`, ptrue_beam among them: the others as asked, and
     lm-polygraph's PTrue on logprob_true_beam by the very code path of ptrue, renamed."""
+    ptrue_df = artifacts.ptrue
     if not has_ptrue_beam(ptrue_df):
         raise ValueError(
             f"{PTRUE_BEAM} needs P(True) of the beam decode (the ptrue artifact's column "
             f"{PTRUE_BEAM_COLUMN}): run the generate stage with generation.ptrue_beam=true"
         )
-    kwargs = dict(estimator_kwargs or {})
-    common = dict(
-        target_strategy=target_strategy, tokenizer=tokenizer, nli_with_question=nli_with_question
-    )
+    kwargs = dict(setup.estimator_kwargs or {})
     parts, skipped = [], {}
     rest = [e for e in estimators if e != PTRUE_BEAM]
     if rest:
-        parts.append(
-            compute_uncertainty(
-                samples_df,
-                decodes_df,
-                ptrue_df,
-                dataset_df,
-                equivalence,
-                embedder,
-                rest,
-                estimator_kwargs=kwargs,
-                **common,
-            )
-        )
+        parts.append(_uncertainty(rest, artifacts, replace(setup, estimator_kwargs=kwargs)))
         skipped.update(parts[-1].attrs.get("skipped", {}))
     beam_ptrue = pd.DataFrame(
         {"prompt_id": ptrue_df["prompt_id"], "logprob_true": ptrue_df[PTRUE_BEAM_COLUMN]}
     )
-    own = compute_uncertainty(
-        samples_df,
-        decodes_df,
-        beam_ptrue,
-        dataset_df,
-        None,
-        None,
-        ["ptrue"],
+    # PTrue reads neither judge
+    own_setup = replace(
+        setup,
+        equivalence=None,
+        embedder=None,
         estimator_kwargs={"ptrue": kwargs[PTRUE_BEAM]} if PTRUE_BEAM in kwargs else None,
-        **common,
     )
+    own = _uncertainty(["ptrue"], replace(artifacts, ptrue=beam_ptrue), own_setup)
     skipped[f"{PTRUE_BEAM}_prompts_without_inputs"] = own.attrs["skipped"].get(
         "ptrue_prompts_without_inputs", 0
     )
