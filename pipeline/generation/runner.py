@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.artifacts.schema import DECODES, PTRUE, SAMPLES
@@ -48,6 +49,58 @@ def _row(generation: Generation) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class GenerationPlan:
+    """What `generate_records` asks the backend for, chunk after chunk of prompts."""
+
+    sampling: SamplingConfig
+    ar_sampling: SamplingConfig  # the `ar` decode's: one sample, a seed no sample uses
+    strategies: tuple[str, ...]  # the decodes, each once, in the order asked
+    beam_width: int
+    contrastive_alpha: float
+    contrastive_top_k: int
+    ptrue: bool
+    ptrue_with_samples: bool  # P(True) with the samples in its prompt (PTrueSampling)
+
+
+@dataclass
+class _Records:
+    """The rows generated so far, and their tokens (for the closing rate)."""
+
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    decodes: list[dict[str, Any]] = field(default_factory=list)
+    ptrue: list[dict[str, Any]] = field(default_factory=list)
+    n_tokens: int = 0
+
+    def add_samples(self, ids: Sequence[str], samples: list[list[Generation]]) -> None:
+        for pid, gens in zip(ids, samples):
+            for j, g in enumerate(gens):
+                self.samples.append({"prompt_id": pid, "sample_idx": j, **_row(g)})
+                self.n_tokens += len(g.token_ids)
+
+    def add_decodes(
+        self, ids: Sequence[str], strategies: Sequence[str], decoded: dict[str, list[Generation]]
+    ) -> None:
+        for pos, pid in enumerate(ids):
+            for strategy in strategies:  # in the order asked, whichever call made them
+                g = decoded[strategy][pos]
+                self.decodes.append({"prompt_id": pid, "strategy": strategy, **_row(g)})
+                self.n_tokens += len(g.token_ids)
+
+    def add_ptrue(self, ids: Sequence[str], logprobs: Sequence[float]) -> None:
+        for pid, lp in zip(ids, logprobs):
+            self.ptrue.append({"prompt_id": pid, "logprob_true": lp, "p_true": to_probability(lp)})
+
+    def frames(self) -> tuple[Any, Any, Any]:
+        return (
+            _frame(self.samples, SAMPLES),
+            _frame(self.decodes, DECODES),
+            _frame(self.ptrue, PTRUE),
+        )
+
+
+# size: a public keyword API (the generate stage, the vLLM pass and the tests call it by these
+# names); it packs the settings into a GenerationPlan that the per-chunk functions share
 def generate_records(
     backend: GenerationBackend,
     prompts: Sequence[str],
@@ -75,6 +128,50 @@ def generate_records(
     Returns (samples_df, decodes_df, ptrue_df).
     """
     prompts, prompt_ids = list(prompts), [str(p) for p in prompt_ids]
+    strategies = _checked_request(backend, prompts, prompt_ids, strategies, questions)
+    # Prompts go to the backend 4 batches at a time: it samples them `batch_size` prompts per
+    # call, while beam, contrastive and P(True) batch all of them (fewer rows per prompt).
+    chunk = chunk_size or 4 * max(1, int(getattr(backend, "batch_size", 8)))
+    plan = GenerationPlan(
+        sampling=sampling,
+        ar_sampling=dataclasses.replace(
+            sampling,
+            n=1,
+            stream="ar",
+            seed=None if sampling.seed is None else sampling.seed + AR_SEED_OFFSET,
+        ),
+        strategies=tuple(strategies),
+        beam_width=beam_width,
+        contrastive_alpha=contrastive_alpha,
+        contrastive_top_k=contrastive_top_k,
+        ptrue=ptrue,
+        ptrue_with_samples=ptrue_with_samples,
+    )
+    records = _Records()
+    started = time.perf_counter()
+    bar = _bar(progress, backend, len(prompts))
+    for start in range(0, len(prompts), chunk):
+        batch = prompts[start : start + chunk]
+        asked = None  # the texts P(True) asks about
+        if plan.ptrue:
+            asked = list(questions[start : start + chunk]) if questions is not None else batch
+        _generate_chunk(backend, batch, prompt_ids[start : start + chunk], asked, plan, records)
+        if bar is not None:
+            bar.update(len(batch))
+    if progress is True:
+        bar.close()
+    _say_rate(len(prompts), records.n_tokens, time.perf_counter() - started, progress is True)
+    return records.frames()
+
+
+def _checked_request(
+    backend: GenerationBackend,
+    prompts: list[str],
+    prompt_ids: list[str],
+    strategies: Sequence[str],
+    questions: Sequence[str] | None,
+) -> list[str]:
+    """The strategies asked, each once, after checking that the request can run."""
     if len(prompts) != len(prompt_ids):
         raise ValueError(
             f"{len(prompts)} prompts but {len(prompt_ids)} prompt_ids; pass one id per prompt"
@@ -92,103 +189,104 @@ def generate_records(
             f"backend {getattr(backend, 'name', backend)} has no contrastive search; run that "
             "strategy with a backend that has it (the generate stage does so under vLLM)"
         )
+    return strategies
 
-    # Prompts go to the backend 4 batches at a time: it samples them `batch_size` prompts per
-    # call, while beam, contrastive and P(True) batch all of them (fewer rows per prompt).
-    chunk = chunk_size or 4 * max(1, int(getattr(backend, "batch_size", 8)))
-    ar_sampling = dataclasses.replace(
-        sampling,
-        n=1,
-        stream="ar",
-        seed=None if sampling.seed is None else sampling.seed + AR_SEED_OFFSET,
-    )
-    sample_rows: list[dict[str, Any]] = []
-    decode_rows: list[dict[str, Any]] = []
-    ptrue_rows: list[dict[str, Any]] = []
-    n_tokens = 0
-    started = time.perf_counter()
 
-    bar = None if isinstance(progress, bool) else progress  # the caller's, left open
-    if progress is True:  # a bar on a terminal, else a log line every ~10 % or 30 s
-        from pipeline.runtime.progress import progress as progress_bar
+def _bar(progress: Any, backend: GenerationBackend, total: int) -> Any:
+    """The bar `generate_records` updates: its own (progress=True), the caller's, or None."""
+    if progress is not True:
+        return None if isinstance(progress, bool) else progress  # the caller's, left open
+    # a bar on a terminal, else a log line every ~10 % or 30 s
+    from pipeline.runtime.progress import progress as progress_bar
 
-        bar = progress_bar(
-            len(prompts), f"generate ({getattr(backend, 'name', 'backend')})", unit="prompt"
+    return progress_bar(total, f"generate ({getattr(backend, 'name', 'backend')})", unit="prompt")
+
+
+def _generate_chunk(
+    backend: GenerationBackend,
+    batch: list[str],
+    ids: list[str],
+    asked: list[str] | None,
+    plan: GenerationPlan,
+    records: _Records,
+) -> None:
+    """Samples, decodes and P(True) (about `asked`) of one chunk of prompts, into `records`."""
+    samples, decoded = _sample(backend, batch, plan)
+    records.add_samples(ids, samples)
+    _decode(backend, batch, plan, decoded)
+    records.add_decodes(ids, plan.strategies, decoded)
+    if plan.ptrue:
+        greedy = decoded.get("greedy") or backend.greedy(batch, plan.sampling.max_new_tokens)
+        sample_texts = (
+            [[g.text for g in gens] for gens in samples] if plan.ptrue_with_samples else None
         )
-    for start in range(0, len(prompts), chunk):
-        batch = prompts[start : start + chunk]
-        ids = prompt_ids[start : start + chunk]
-        decoded: dict[str, list[Generation]] = {}
-        if callable(getattr(backend, "sample_and_decode", None)):
-            # greedy and `ar` as extra rows of the sampling call: one prefill per prompt
-            want_greedy = "greedy" in strategies or ptrue
-            samples, greedy_rows, ar_rows = backend.sample_and_decode(
+        records.add_ptrue(
+            ids, compute_ptrue(backend, asked, [g.text for g in greedy], sample_texts)
+        )
+
+
+def _sample(
+    backend: GenerationBackend, batch: list[str], plan: GenerationPlan
+) -> tuple[list[list[Generation]], dict[str, list[Generation]]]:
+    """The chunk's samples, and the decodes that rode in the sampling call (greedy, `ar`)."""
+    sampling, strategies = plan.sampling, plan.strategies
+    decoded: dict[str, list[Generation]] = {}
+    if callable(getattr(backend, "sample_and_decode", None)):
+        # greedy and `ar` as extra rows of the sampling call: one prefill per prompt
+        want_greedy = "greedy" in strategies or plan.ptrue
+        samples, greedy_rows, ar_rows = backend.sample_and_decode(
+            batch,
+            sampling,
+            greedy=want_greedy,
+            extra_seed=plan.ar_sampling.seed if "ar" in strategies else None,
+        )
+        if greedy_rows is not None:
+            decoded["greedy"] = greedy_rows
+        if ar_rows is not None:
+            decoded["ar"] = ar_rows
+    else:
+        samples = backend.sample(batch, sampling)
+    if len(samples) != len(batch) or any(len(s) != sampling.n for s in samples):
+        raise RuntimeError(
+            f"backend {backend.name} returned {[len(s) for s in samples]} samples, expected {sampling.n} per prompt"
+        )
+    return samples, decoded
+
+
+def _decode(
+    backend: GenerationBackend,
+    batch: list[str],
+    plan: GenerationPlan,
+    decoded: dict[str, list[Generation]],
+) -> None:
+    """The chunk's decodes that the sampling call did not make, added to `decoded`."""
+    max_new_tokens = plan.sampling.max_new_tokens
+    for strategy in plan.strategies:
+        if strategy in decoded:
+            continue
+        if strategy == "greedy":
+            decoded[strategy] = backend.greedy(batch, max_new_tokens)
+        elif strategy == "beam":
+            decoded[strategy] = backend.beam(batch, plan.beam_width, max_new_tokens)
+        elif strategy == "contrastive":
+            decoded[strategy] = backend.contrastive(  # type: ignore[attr-defined]
                 batch,
-                sampling,
-                greedy=want_greedy,
-                extra_seed=ar_sampling.seed if "ar" in strategies else None,
+                max_new_tokens=max_new_tokens,
+                alpha=plan.contrastive_alpha,
+                top_k=plan.contrastive_top_k,
             )
-            if greedy_rows is not None:
-                decoded["greedy"] = greedy_rows
-            if ar_rows is not None:
-                decoded["ar"] = ar_rows
-        else:
-            samples = backend.sample(batch, sampling)
-        if len(samples) != len(batch) or any(len(s) != sampling.n for s in samples):
-            raise RuntimeError(
-                f"backend {backend.name} returned {[len(s) for s in samples]} samples, expected {sampling.n} per prompt"
-            )
-        for pid, gens in zip(ids, samples):
-            for j, g in enumerate(gens):
-                sample_rows.append({"prompt_id": pid, "sample_idx": j, **_row(g)})
-                n_tokens += len(g.token_ids)
+        elif strategy == "ar":
+            decoded[strategy] = [gens[0] for gens in backend.sample(batch, plan.ar_sampling)]
 
-        for strategy in strategies:
-            if strategy in decoded:
-                continue
-            if strategy == "greedy":
-                decoded[strategy] = backend.greedy(batch, sampling.max_new_tokens)
-            elif strategy == "beam":
-                decoded[strategy] = backend.beam(batch, beam_width, sampling.max_new_tokens)
-            elif strategy == "contrastive":
-                decoded[strategy] = backend.contrastive(  # type: ignore[attr-defined]
-                    batch,
-                    max_new_tokens=sampling.max_new_tokens,
-                    alpha=contrastive_alpha,
-                    top_k=contrastive_top_k,
-                )
-            elif strategy == "ar":
-                decoded[strategy] = [gens[0] for gens in backend.sample(batch, ar_sampling)]
-        for pos, pid in enumerate(ids):
-            for strategy in strategies:  # in the order asked, whichever call made them
-                g = decoded[strategy][pos]
-                decode_rows.append({"prompt_id": pid, "strategy": strategy, **_row(g)})
-                n_tokens += len(g.token_ids)
 
-        if ptrue:
-            greedy = decoded.get("greedy") or backend.greedy(batch, sampling.max_new_tokens)
-            asked = list(questions[start : start + chunk]) if questions is not None else batch
-            sample_texts = (
-                [[g.text for g in gens] for gens in samples] if ptrue_with_samples else None
-            )
-            logprobs = compute_ptrue(backend, asked, [g.text for g in greedy], sample_texts)
-            for pid, lp in zip(ids, logprobs):
-                ptrue_rows.append(
-                    {"prompt_id": pid, "logprob_true": lp, "p_true": to_probability(lp)}
-                )
-        if bar is not None:
-            bar.update(len(batch))
-    if progress is True:
-        bar.close()
-
-    seconds = time.perf_counter() - started
-    rate = len(prompts) / seconds if seconds > 0 else float("inf")
+def _say_rate(n_prompts: int, n_tokens: int, seconds: float, aloud: bool) -> None:
+    """The closing line: prompts and tokens per second (logged; printed too when `aloud`)."""
+    rate = n_prompts / seconds if seconds > 0 else float("inf")
     token_rate = n_tokens / seconds if seconds > 0 else float("inf")
-    summary = f"generated {len(prompts)} prompts in {seconds:.1f} s: {rate:.2f} prompts/s, {token_rate:.1f} tokens/s"
+    summary = f"generated {n_prompts} prompts in {seconds:.1f} s: {rate:.2f} prompts/s, {token_rate:.1f} tokens/s"
     log.info(summary)
-    if progress is True:
+    if aloud:
         print(summary, file=sys.stderr)
-    return _frame(sample_rows, SAMPLES), _frame(decode_rows, DECODES), _frame(ptrue_rows, PTRUE)
 
 
 def ptrue_of_answers(
