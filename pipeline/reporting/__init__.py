@@ -56,59 +56,18 @@ def figure_options(cell) -> dict[str, Any]:
 
 
 def build_report(cell) -> dict[str, Any]:
-    import pandas as pd
-
-    from pipeline.reporting.ablation import samples_ablation
-    from pipeline.reporting.collect import (
-        bayes_vs_beam,
-        bayes_vs_beam_lines,
-        data_files,
-        find_cells,
-        input_keys,
-        per_prompt,
-        quality_means,
-        uq_scores,
-    )
-    from pipeline.reporting.tables import build_tables, data_note
+    """Write the report's tables and figures under cell.results_dir, or skip when its manifest's
+    key (the settings and every input artifact's key) matches and its files are all there."""
+    from pipeline.reporting.collect import find_cells
 
     results = Path(cell.results_dir)
-    tables_dir, figures_dir = results / "tables", results / "figures"
     cells = find_cells(cell.output_root, cell.experiment, list(cell.report_models) or None)
-    if cell.report_models:  # a misspelt model would silently drop out of every table
-        present = {c.model for c in find_cells(cell.output_root, cell.experiment)}
-        absent = sorted(set(cell.report_models) - present)
-        if absent:
-            from pipeline.runtime.errors import ConfigError
-
-            raise ConfigError(
-                f"report_models has {absent} with no outputs under "
-                f"{Path(cell.output_root) / cell.experiment}; models with outputs: "
-                f"{', '.join(sorted(present)) or 'none'}"
-            )
+    _check_report_models(cell)
     options = figure_options(cell)
-    report_models = list(cell.report_models or [])
-    ev = cell.evaluation
-    intervals = {
-        "n_bootstrap": int(ev.n_bootstrap),
-        "alpha": float(ev.ci_alpha),
-        "seed": int(ev.seed),
-    }
-    key = cache_key(
-        {
-            "experiment": cell.experiment,
-            "max_rejection": cell.evaluation.max_rejection,
-            "figures": options,
-            "intervals": intervals,
-            "report_models": report_models,
-            "version": REPORT_VERSION,
-        },
-        input_keys(cells),
-    )
+    intervals = _intervals(cell)
+    key = _report_key(cell, cells, options, intervals)
     manifest_path = results / ".report.manifest.json"
-    try:
-        previous = json.loads(manifest_path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        previous = {}
+    previous = _read_manifest(manifest_path)
     if previous.get("cache_key") == key and all(
         Path(p).exists() for p in previous.get("files", [])
     ):
@@ -120,6 +79,101 @@ def build_report(cell) -> dict[str, Any]:
     # The manifest vouches for the files: gone before any is rewritten, written after the last,
     # so a report killed half-way is redone on the next run instead of "up to date".
     manifest_path.unlink(missing_ok=True)
+    tables, figs, versus, verdicts = _write_tables_and_figures(
+        cell, cells, options, intervals, results / "tables", results / "figures"
+    )
+    files = sorted(str(p) for p in (results / "tables").glob("*")) + sorted(
+        str(p) for p in (results / "figures").glob("*")
+    )
+    atomic_write_text(
+        manifest_path,
+        json.dumps(
+            {
+                "cache_key": key,
+                "files": files,
+                "cells": [f"{c.model}/{c.dataset}" for c in cells],
+                "wall_time_s": time.perf_counter() - t0,
+            },
+            indent=2,
+        ),
+    )
+    _log_to_tracker(cell, cells, tables, figs)
+    _print_where(results, cells)
+    if verdicts:
+        print(
+            "Bayes answer vs beam search:\n" + "".join(f"  {line}\n" for line in verdicts),
+            flush=True,
+        )
+    return {
+        "skipped": False,
+        "files": files,
+        "tables": tables,
+        "figures": figs,
+        "bayes_vs_beam": versus,
+    }
+
+
+def _check_report_models(cell) -> None:
+    """Refuse a report_models entry with no outputs: a misspelt model would silently drop out
+    of every table."""
+    if not cell.report_models:
+        return
+    from pipeline.reporting.collect import find_cells
+
+    present = {c.model for c in find_cells(cell.output_root, cell.experiment)}
+    absent = sorted(set(cell.report_models) - present)
+    if absent:
+        from pipeline.runtime.errors import ConfigError
+
+        raise ConfigError(
+            f"report_models has {absent} with no outputs under "
+            f"{Path(cell.output_root) / cell.experiment}; models with outputs: "
+            f"{', '.join(sorted(present)) or 'none'}"
+        )
+
+
+def _intervals(cell) -> dict[str, Any]:
+    """The bootstrap intervals' settings, as quality_means and bayes_vs_beam take them."""
+    ev = cell.evaluation
+    return {
+        "n_bootstrap": int(ev.n_bootstrap),
+        "alpha": float(ev.ci_alpha),
+        "seed": int(ev.seed),
+    }
+
+
+def _report_key(cell, cells, options: dict[str, Any], intervals: dict[str, Any]) -> str:
+    """The report's cache key: its settings and every input artifact's key."""
+    from pipeline.reporting.collect import input_keys
+
+    return cache_key(
+        {
+            "experiment": cell.experiment,
+            "max_rejection": cell.evaluation.max_rejection,
+            "figures": options,
+            "intervals": intervals,
+            "report_models": list(cell.report_models or []),
+            "version": REPORT_VERSION,
+        },
+        input_keys(cells),
+    )
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The last report's manifest ({} where none was written or it is unreadable)."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _write_tables_and_figures(cell, cells, options, intervals, tables_dir: Path, figures_dir: Path):
+    """Every table and figure of the report: (tables, figures, bayes_vs_beam, its verdicts)."""
+    import pandas as pd
+
+    from pipeline.reporting.collect import data_files, per_prompt, quality_means, uq_scores
+    from pipeline.reporting.tables import build_tables, data_note
+
     paper_gen = pd.read_csv(PAPER_DIR / "generation.csv")
     paper_uq = pd.read_csv(PAPER_DIR / "uq.csv")
     paper_rank = pd.read_csv(PAPER_DIR / "prr_rank.csv")
@@ -136,8 +190,36 @@ def build_report(cell) -> dict[str, Any]:
         min_n=options["min_n_best"],
         data_notes=data_notes,
     )
-    # does the Bayes answer beat beam search? one line per (model, dataset, metric)
     quality_rows = per_prompt(cells, "quality")  # read once: here, and the figures below
+    versus, verdicts = _write_bayes_vs_beam(quality_rows, intervals, data_notes, tables_dir)
+
+    unc = per_prompt(cells, "uncertainty")
+    figs = _risk_figures(
+        scores, unc, paper_rank, paper_uq, options, list(cell.report_models or []), figures_dir
+    )
+    # Figs. 2b, 3, 4-6 and 7-9 show the models Fig. 2a averages (the paper's four LLMs when they
+    # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
+    compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
+    compared = [c for c in cells if c.model in compared_models]
+    per_q = (
+        quality_rows[quality_rows["model"].isin(compared_models)].reset_index(drop=True)
+        if len(quality_rows)
+        else quality_rows
+    )
+    unc = unc[unc["model"].isin(compared_models)] if len(unc) else unc
+    figs.update(_improvement_figures(per_q, unc, tables_dir, figures_dir))
+    ablation_cells = [c for c in compared if c.canonical == ABLATION_DATASET]
+    figs["samples_ablation"] = _samples_ablation_figure(
+        ablation_cells, cell.evaluation, tables_dir, figures_dir
+    )
+    return tables, figs, versus, verdicts
+
+
+def _write_bayes_vs_beam(quality_rows, intervals, data_notes, tables_dir: Path):
+    """Does the Bayes answer beat beam search? One line per (model, dataset, metric), written to
+    bayes_vs_beam.csv and .md: (the frame, its verdict lines)."""
+    from pipeline.reporting.collect import bayes_vs_beam, bayes_vs_beam_lines
+
     versus = bayes_vs_beam(quality_rows, **intervals)
     versus.to_csv(tables_dir / "bayes_vs_beam.csv", index=False)
     verdicts = bayes_vs_beam_lines(versus, intervals["alpha"])
@@ -154,8 +236,14 @@ def build_report(cell) -> dict[str, Any]:
         else "## Bayes answer vs beam search\n\n(no data)\n",
         encoding="utf-8",
     )
+    return versus, verdicts
 
-    unc = per_prompt(cells, "uncertainty")
+
+def _risk_figures(
+    scores, unc, paper_rank, paper_uq, options, report_models: list[str], figures_dir: Path
+) -> dict[str, Any]:
+    """The PRR rank figure, the PRR figure and latent entropy against risk (pooled too where
+    asked)."""
     figs = {
         "uq_prr_rank": figures.fig_prr_rank(
             scores, paper_rank, figures_dir, models=options["rank_models"]
@@ -176,27 +264,32 @@ def build_report(cell) -> dict[str, Any]:
     else:  # an earlier report's pooled variant would otherwise stay listed in the manifest
         for ext in ("png", "pdf"):
             (figures_dir / f"latent_entropy_vs_risk_pooled.{ext}").unlink(missing_ok=True)
-    # Figs. 2b, 3, 4-6 and 7-9 show the models Fig. 2a averages (the paper's four LLMs when they
-    # ran): the 72B, reported apart in the paper (Tables 7-8), is neither a panel nor pooled.
-    compared_models, _ = figures.rank_models({c.model for c in cells}, options["rank_models"])
-    compared = [c for c in cells if c.model in compared_models]
-    per_q = (
-        quality_rows[quality_rows["model"].isin(compared_models)].reset_index(drop=True)
-        if len(quality_rows)
-        else quality_rows
-    )
-    unc = unc[unc["model"].isin(compared_models)] if len(unc) else unc
+    return figs
+
+
+def _improvement_figures(per_q, unc, tables_dir: Path, figures_dir: Path) -> dict[str, Any]:
+    """The Hamming improvement over the compared models, pooled and per model (csv and
+    figure each)."""
     improvement = figures.improvement_table(per_q, unc)
     improvement.to_csv(tables_dir / "hamming_improvement.csv", index=False)
-    figs["hamming_improvement"] = figures.fig_improvement(improvement, figures_dir)
+    figs = {"hamming_improvement": figures.fig_improvement(improvement, figures_dir)}
     for name, (dataset, metric, _) in figures.IMPROVEMENT_FIGURES.items():
         per_model = figures.improvement_table(
             per_q, unc, dataset=dataset, metric=metric, per_model=True
         )
         per_model.to_csv(tables_dir / f"{name}.csv", index=False)
         figs[name] = figures.fig_improvement_per_model(per_model, figures_dir, name)
-    ablation_cells = [c for c in compared if c.canonical == ABLATION_DATASET]
+    return figs
+
+
+def _samples_ablation_figure(ablation_cells, evaluation, tables_dir: Path, figures_dir: Path):
+    """The number-of-samples ablation over the ablation dataset's cells (an empty table where
+    none ran): its csv and figure."""
+    import pandas as pd
+
     from pipeline.reporting.ablation import COLUMNS as ABLATION_COLUMNS
+    from pipeline.reporting.ablation import AblationSettings, samples_ablation
+    from pipeline.reporting.collect import per_prompt
 
     ablation = pd.DataFrame(columns=ABLATION_COLUMNS)
     if ablation_cells:
@@ -205,27 +298,14 @@ def build_report(cell) -> dict[str, Any]:
             per_prompt(ablation_cells, "dataset"),
             per_prompt(ablation_cells, "quality"),
             ablation_cells[0].space,
-            max_rejection=cell.evaluation.max_rejection,
-            seed=cell.evaluation.seed,
+            AblationSettings(max_rejection=evaluation.max_rejection, seed=evaluation.seed),
         )
     ablation.to_csv(tables_dir / "samples_ablation.csv", index=False)
-    figs["samples_ablation"] = figures.fig_samples_ablation(ablation, figures_dir)
+    return figures.fig_samples_ablation(ablation, figures_dir)
 
-    files = sorted(str(p) for p in tables_dir.glob("*")) + sorted(
-        str(p) for p in figures_dir.glob("*")
-    )
-    atomic_write_text(
-        manifest_path,
-        json.dumps(
-            {
-                "cache_key": key,
-                "files": files,
-                "cells": [f"{c.model}/{c.dataset}" for c in cells],
-                "wall_time_s": time.perf_counter() - t0,
-            },
-            indent=2,
-        ),
-    )
+
+def _log_to_tracker(cell, cells, tables, figs) -> None:
+    """The report's tables and figures to the tracker (W&B where configured)."""
     from pipeline.tracking import make_tracker
 
     tracker = make_tracker(cell, report=True)
@@ -236,19 +316,6 @@ def build_report(cell) -> dict[str, Any]:
         )
     finally:
         tracker.finish()
-    _print_where(results, cells)
-    if verdicts:
-        print(
-            "Bayes answer vs beam search:\n" + "".join(f"  {line}\n" for line in verdicts),
-            flush=True,
-        )
-    return {
-        "skipped": False,
-        "files": files,
-        "tables": tables,
-        "figures": figs,
-        "bayes_vs_beam": versus,
-    }
 
 
 def _print_where(results: Path, cells) -> None:

@@ -515,8 +515,46 @@ def render_latex(
     if notes:
         caption = caption + ". " + " ".join(notes).replace("‡", r"$^\ddagger$")
     extras = extra_rows()
-    esc = lambda s: str(s).replace("_", r"\_").replace("&", r"\&")  # noqa: E731
     cols = list(wide.columns)
+    lines = _latex_head(caption, label, cols)
+    prev_model = None
+    rows = list(wide.iterrows())
+    for i, (ix, row) in enumerate(rows):
+        if prev_model is not None and ix[0] != prev_model:
+            lines.append(r"\midrule")
+        prev_model = ix[0]
+        cells = [_latex_cell(table, ranks, ix, col, row[col]) for col in cols]
+        lines.append(
+            " & ".join(
+                [
+                    _esc(ix[0]),
+                    _esc(_row_name(ix[1], row_label, extras)).replace("†", r"$^\dagger$"),
+                    ix[2],
+                ]
+                + cells
+            )
+            + r" \\"
+        )
+        if _ends_block(rows, i) and ix[0] in counts.index:
+            lines.append(
+                " & ".join(
+                    [_esc(ix[0]), "$n$", "ours"]
+                    + [_count_cell(counts, small, ix[0], col) for col in cols]
+                )
+                + r" \\"
+            )
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}"]
+    return "\n".join(lines) + "\n"
+
+
+def _esc(s) -> str:
+    """LaTeX's escapes of the characters our labels hold."""
+    return str(s).replace("_", r"\_").replace("&", r"\&")
+
+
+def _latex_head(caption: str, label: str, cols: list) -> list[str]:
+    """The table's lines down to the rule under its header: a dataset row (one multicolumn per
+    run of columns of a dataset) over a metric row."""
     lines = [
         r"\begin{table*}[t]",
         r"\centering",
@@ -535,50 +573,26 @@ def render_latex(
     lines.append(
         " & & & "
         + " & ".join(
-            rf"\multicolumn{{{n}}}{{c}}{{{esc(DATASET_LABEL.get(d, d))}}}" for d, n in groups
+            rf"\multicolumn{{{n}}}{{c}}{{{_esc(DATASET_LABEL.get(d, d))}}}" for d, n in groups
         )
         + r" \\"
     )
     lines.append(
-        r"Model & & Source & " + " & ".join(esc(metric_label(m)) for _, m in cols) + r" \\"
+        r"Model & & Source & " + " & ".join(_esc(metric_label(m)) for _, m in cols) + r" \\"
     )
     lines.append(r"\midrule")
-    prev_model = None
-    rows = list(wide.iterrows())
-    for i, (ix, row) in enumerate(rows):
-        if prev_model is not None and ix[0] != prev_model:
-            lines.append(r"\midrule")
-        prev_model = ix[0]
-        cells = []
-        for col in cols:
-            s = _fmt(row[col])
-            r = ranks.loc[ix, col]
-            s = rf"\textbf{{{s}}}" if r == 1 else (rf"\underline{{{s}}}" if r == 2 else s)
-            if _merged_into(table, ix, col):
-                s += r"$^\ddagger$"
-            interval = _interval(table, ix, col)
-            cells.append(s + (rf"{{\scriptsize{interval}}}" if interval else ""))
-        lines.append(
-            " & ".join(
-                [
-                    esc(ix[0]),
-                    esc(_row_name(ix[1], row_label, extras)).replace("†", r"$^\dagger$"),
-                    ix[2],
-                ]
-                + cells
-            )
-            + r" \\"
-        )
-        if _ends_block(rows, i) and ix[0] in counts.index:
-            lines.append(
-                " & ".join(
-                    [esc(ix[0]), "$n$", "ours"]
-                    + [_count_cell(counts, small, ix[0], col) for col in cols]
-                )
-                + r" \\"
-            )
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}"]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _latex_cell(table: Table | None, ranks: pd.DataFrame, ix, col, value) -> str:
+    """One value: bold where best, underlined where runner-up, the merged mark, the interval."""
+    s = _fmt(value)
+    r = ranks.loc[ix, col]
+    s = rf"\textbf{{{s}}}" if r == 1 else (rf"\underline{{{s}}}" if r == 2 else s)
+    if _merged_into(table, ix, col):
+        s += r"$^\ddagger$"
+    interval = _interval(table, ix, col)
+    return s + (rf"{{\scriptsize{interval}}}" if interval else "")
 
 
 def write_table(

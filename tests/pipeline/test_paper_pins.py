@@ -526,8 +526,8 @@ def test_the_ablation_subsamples_m_in_1_2_5_10_15_20_with_10_repeats(monkeypatch
 
     from pipeline.reporting import ablation
 
-    defaults = inspect.signature(ablation.samples_ablation).parameters
-    assert (defaults["ms"].default, defaults["repeats"].default) == ((1, 2, 5, 10, 15, 20), 10)
+    defaults = ablation.AblationSettings()
+    assert (defaults.ms, defaults.repeats) == ((1, 2, 5, 10, 15, 20), 10)
     calls = []
     real_prr = ablation.prr
     monkeypatch.setattr(ablation, "prr", lambda *a, **k: calls.append(1) or real_prr(*a, **k))

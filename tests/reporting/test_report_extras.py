@@ -119,7 +119,7 @@ def test_the_samples_ablation_at_full_m_is_the_bayes_decision_of_every_sample():
     import itertools
 
     from pipeline.evaluation import prr
-    from pipeline.reporting.ablation import samples_ablation
+    from pipeline.reporting.ablation import AblationSettings, samples_ablation
     from pipeline.tasks.contract import METRICS, Reference
 
     samples = {
@@ -181,7 +181,11 @@ def test_the_samples_ablation_at_full_m_is_the_bayes_decision_of_every_sample():
         ]
     )
     out = samples_ablation(
-        pd.DataFrame(rows), dataset, quality, "sets", ms=(4,), repeats=3, max_rejection=1.0
+        pd.DataFrame(rows),
+        dataset,
+        quality,
+        "sets",
+        AblationSettings(ms=(4,), repeats=3, max_rejection=1.0),
     ).iloc[0]
     pids = sorted(samples)
     assert out["hamming"] == pytest.approx(np.mean([losses[p] for p in pids]))

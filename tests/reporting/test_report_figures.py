@@ -25,7 +25,7 @@ from pipeline.artifacts.store import ArtifactStore
 from pipeline.config import Config, resolve_report
 from pipeline.evaluation import prr
 from pipeline.reporting import FIGURE_NAMES, build_report, figure_options, figures
-from pipeline.reporting.ablation import samples_ablation
+from pipeline.reporting.ablation import AblationSettings, samples_ablation
 from pipeline.reporting.collect import find_cells, per_prompt, uq_scores
 
 PAPER4 = ["qwen3-4b", "gemma-3-4b-it", "gemma-3-12b-it", "qwen3-30b-a3b"]
@@ -326,7 +326,9 @@ def test_samples_ablation_plots_the_risk_of_the_beam_response(outputs):
     maqa = [c for c in outputs["cells"] if c.canonical == "maqa"]
     latents, dataset = per_prompt(maqa, "latents"), per_prompt(maqa, "dataset")
     quality = per_prompt(maqa, "quality")
-    table = samples_ablation(latents, dataset, quality, maqa[0].space, ms=(2, M), repeats=2)
+    table = samples_ablation(
+        latents, dataset, quality, maqa[0].space, AblationSettings(ms=(2, M), repeats=2)
+    )
     fig = figures.draw_samples_ablation(table)
     ax = fig.axes[2]
     assert "R(l_Beam)" in ax.get_title()
