@@ -223,37 +223,14 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
     """The request's fields checked (an OpenAI-style 400 naming the field otherwise)."""
     if not isinstance(body, dict):
         raise ServeError(400, "the body must be a JSON object")
-    for name, why in REFUSED_FIELDS.items():
-        if body.get(name) not in (None, False, [], "none"):
-            raise ServeError(
-                400, f"'{name}' is not supported: {why}", param=name, code="unsupported_parameter"
-            )
-    stream = body.get("stream", False)
-    options = body.get("stream_options") or {}
-    if not isinstance(stream, bool) or not isinstance(options, dict):
-        raise ServeError(
-            400, "'stream' must be true or false (and 'stream_options' an object)", param="stream"
-        )
+    _refuse_unsupported(body)
+    stream, options = _stream(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ServeError(
             400, "'model' is required: <upstream model>:<task>, e.g. qwen3-4b:sets", param="model"
         )
-    messages = body.get("messages")
-    if (
-        not isinstance(messages, list)
-        or not messages
-        or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m
-            for m in messages
-        )
-    ):
-        raise ServeError(
-            400, "'messages' must be a non-empty list of {role, content} objects", param="messages"
-        )
-    users = [m for m in messages if m["role"] == "user"]
-    if not users:
-        raise ServeError(400, "'messages' holds no user message", param="messages")
+    messages, last_user = _messages(body)
     upstream, task = resolve_task(model, body.get("task"), settings.default_task, tasks)
     choices = _number(body, "n", int, 1, settings.max_n) or 1
     samples = _number(body, "samples", int, 1, settings.max_n)
@@ -273,7 +250,7 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
         task=task,
         n=samples or settings.n,
         messages=[dict(m) for m in messages],
-        question=_text(users[-1]["content"]),
+        question=_text(last_user["content"]),
         temperature=settings.temperature if temperature is None else temperature,
         top_p=settings.top_p if top_p is None else top_p,
         max_tokens=max_tokens or settings.max_tokens,
@@ -284,6 +261,46 @@ def parse_request(body: Any, settings: ServeSettings, tasks: list[str]) -> ChatR
         include_usage=bool(options.get("include_usage")),
         extra=_passed_on(body),
     )
+
+
+def _refuse_unsupported(body: dict) -> None:
+    """A 400 for the first field set that the server does not support (REFUSED_FIELDS)."""
+    for name, why in REFUSED_FIELDS.items():
+        if body.get(name) not in (None, False, [], "none"):
+            raise ServeError(
+                400, f"'{name}' is not supported: {why}", param=name, code="unsupported_parameter"
+            )
+
+
+def _stream(body: dict) -> tuple[bool, dict]:
+    """(stream, stream_options) checked."""
+    stream = body.get("stream", False)
+    options = body.get("stream_options") or {}
+    if not isinstance(stream, bool) or not isinstance(options, dict):
+        raise ServeError(
+            400, "'stream' must be true or false (and 'stream_options' an object)", param="stream"
+        )
+    return stream, options
+
+
+def _messages(body: dict) -> tuple[list, dict]:
+    """(the messages checked, the last user message): the question is the latter's text."""
+    messages = body.get("messages")
+    if (
+        not isinstance(messages, list)
+        or not messages
+        or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m
+            for m in messages
+        )
+    ):
+        raise ServeError(
+            400, "'messages' must be a non-empty list of {role, content} objects", param="messages"
+        )
+    users = [m for m in messages if m["role"] == "user"]
+    if not users:
+        raise ServeError(400, "'messages' holds no user message", param="messages")
+    return messages, users[-1]
 
 
 def upstream_usage(gens: list) -> dict[str, int]:
@@ -402,6 +419,44 @@ def finish_reason(ext: dict[str, Any]) -> str:
     return "length" if ext.get("abstention") and ext.get("n_truncated") else "stop"
 
 
+def _upstream_messages(req: ChatRequest, scorer) -> list[dict[str, Any]]:
+    """The messages sent upstream: the request's, or with `task_prompt` the task's own prompt
+    template around the last user message."""
+    messages = req.messages
+    if req.task_prompt:
+        from pipeline.data.prompts import build_messages
+
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages = (
+            messages[:last]
+            + build_messages(scorer.cell.task.prompt, {"question": req.question}, written=True)
+            + messages[last + 1 :]
+        )
+    return messages
+
+
+def _choices(ext: dict[str, Any], others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI's choices: the Bayes answer, then the next best answers by risk."""
+    choices = [
+        {
+            "index": 0,
+            "finish_reason": finish_reason(ext),
+            "logprobs": None,
+            "message": answer_message(ext),
+        }
+    ]
+    choices += [
+        {
+            "index": i,
+            "finish_reason": "stop",
+            "logprobs": None,
+            "message": {"role": "assistant", "content": other["text"], "refusal": None},
+        }
+        for i, other in enumerate(others, start=1)
+    ]
+    return choices
+
+
 class Service:
     """What the routes share: the settings, the upstream, the task scorers, the slots."""
 
@@ -432,19 +487,9 @@ class Service:
         from pipeline.serve.scoring import extension, ranked_answers
 
         scorer = self.scorers.get(req.task)
-        messages = req.messages
-        if req.task_prompt:  # the task's own prompt template around the last user message
-            from pipeline.data.prompts import build_messages
-
-            last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-            messages = (
-                messages[:last]
-                + build_messages(scorer.cell.task.prompt, {"question": req.question}, written=True)
-                + messages[last + 1 :]
-            )
         gens = self.upstream.sample(
             req.upstream_model,
-            messages,
+            _upstream_messages(req, scorer),
             req.n,
             req.temperature,
             req.top_p,
@@ -470,23 +515,7 @@ class Service:
             ) from None
         ext["upstream_model"] = req.upstream_model
         ext["alternatives"] = others
-        choices = [
-            {
-                "index": 0,
-                "finish_reason": finish_reason(ext),
-                "logprobs": None,
-                "message": answer_message(ext),
-            }
-        ]
-        choices += [
-            {
-                "index": i,
-                "finish_reason": "stop",
-                "logprobs": None,
-                "message": {"role": "assistant", "content": other["text"], "refusal": None},
-            }
-            for i, other in enumerate(others, start=1)
-        ]
+        choices = _choices(ext, others)
         return {
             "id": f"chatcmpl-ta-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -618,15 +647,26 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
     from pipeline.runtime.extras import require
 
     require("fastapi", "uvicorn", needed_for="taskaware serve")
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, StreamingResponse
-    from starlette.exceptions import HTTPException
+    from fastapi import FastAPI
 
     if proxy_key is None:
         proxy_key = os.environ.get(settings.api_key_env) or None
     service = Service(settings, proxy_key)
     log = access_logger(settings)
+    app = FastAPI(
+        title="taskaware serve", lifespan=_lifespan(service), docs_url=None, redoc_url=None
+    )
+    app.state.service = service
+    _add_error_handlers(app)
+    _add_key_and_log(app, service, log)
+    _add_routes(app, service)
+    return app
+
+
+def _lifespan(service: Service):
+    """The app's start (the slots, made on the server's loop; the default task's scorer) and its
+    end (the service closed once the in-flight requests have finished)."""
+    settings = service.settings
 
     @asynccontextmanager
     async def lifespan(app):
@@ -639,20 +679,31 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
         # uvicorn's graceful shutdown has let the in-flight requests finish
         await asyncio.get_running_loop().run_in_executor(None, service.close)
 
-    app = FastAPI(title="taskaware serve", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.service = service
+    return lifespan
 
-    def error(exc: ServeError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+
+def _error(exc: ServeError):
+    """A ServeError as OpenAI's error object, with its status."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+def _add_error_handlers(app) -> None:
+    """Every error answered as OpenAI's error object: ours, an unknown route (naming the routes
+    served), an invalid request, and any other exception."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
 
     @app.exception_handler(ServeError)
     async def on_serve_error(request: Request, exc: ServeError):
-        return error(exc)
+        return _error(exc)
 
     @app.exception_handler(HTTPException)
     async def on_http_error(request: Request, exc: HTTPException):
         if exc.status_code in (404, 405):  # /v1/completions, /v1/embeddings, /v1/responses...
-            return error(
+            return _error(
                 ServeError(
                     exc.status_code,
                     f"{request.method} {request.url.path[:200]} "
@@ -661,15 +712,23 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
                     code="unsupported_route",
                 )
             )
-        return error(ServeError(exc.status_code, str(exc.detail)))
+        return _error(ServeError(exc.status_code, str(exc.detail)))
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError):
-        return error(ServeError(400, str(exc.errors())[:500]))
+        return _error(ServeError(400, str(exc.errors())[:500]))
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, exc: Exception):
-        return error(ServeError(500, f"{type(exc).__name__}: {exc}"))
+        return _error(ServeError(500, f"{type(exc).__name__}: {exc}"))
+
+
+def _add_key_and_log(app, service: Service, log: logging.Logger) -> None:
+    """The middleware that asks for the proxy's key (outside OPEN_PATHS) and writes each
+    request's access-log line."""
+    from fastapi import Request
+
+    settings = service.settings
 
     @app.middleware("http")
     async def key_and_log(request: Request, call_next):
@@ -680,7 +739,7 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
             and request.url.path not in OPEN_PATHS
             and not _bears(request.headers.get("authorization", ""), service.proxy_key)
         ):
-            response = error(
+            response = _error(
                 ServeError(
                     401,
                     "a valid API key is required: send "
@@ -694,7 +753,7 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
                 response = await call_next(request)
             except Exception as exc:  # noqa: BLE001 - a real bug: its traceback, once, and logged
                 logging.getLogger("pipeline.serve").exception("unexpected error")
-                response = error(
+                response = _error(
                     ServeError(
                         500,
                         f"internal error ({type(exc).__name__}); the server log has the traceback",
@@ -714,6 +773,14 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
             )
         )
         return response
+
+
+def _add_routes(app, service: Service) -> None:
+    """ROUTES: the chat completions, the models, readiness and liveness."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    settings = service.settings
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -751,8 +818,6 @@ def build_app(settings: ServeSettings, proxy_key: str | None = None):
     @app.get("/health/live")
     async def live():
         return {"status": "ok"}
-
-    return app
 
 
 async def read_body(request, limit: int) -> Any:

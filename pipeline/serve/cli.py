@@ -9,6 +9,8 @@ import sys
 from pipeline.serve.settings import API_KEY_ENV, ServeSettings
 
 
+# size: a flat list of add_argument calls, one per option in the order --help prints them;
+# split, an option's definition would be harder to find
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="taskaware serve",

@@ -61,32 +61,42 @@ class TaskScorer:
         decide stage's `decide_many`, the latent entropy, and the scorer's per-prompt readings
         (`prompt_readings`, `abstention`, the counts). Equal to `pipeline.score`'s row
         (tests/serve/test_serve_scoring.py)."""
-        from pipeline.components.methods import OURS
-        from pipeline.scorer.run import (
-            METHOD_COLUMNS,
-            OURS_COLUMN,
-            abstention,
-            action_column,
-            prompt_readings,
-            text_key,
-        )
+        from pipeline.scorer.run import abstention
         from pipeline.stages.decide import decide_many
-        from pipeline.stages.map import (
-            check_call_failures,
-            mapped_texts,
-            prompt_rows,
-            truncated_positions,
-        )
-        from pipeline.tasks.contract import MAPPERS
-        from pipeline.text.normal_forms import clean_text
         from pipeline.uncertainty.latent_entropy import latent_entropy
 
+        prompt = self._read(question, responses, logprobs, finish_reasons)
+        texts = list(prompt.responses)
+        reasons = list(prompt.finish_reasons or [""] * len(texts))
+        latents = self._map(prompt.question, texts, reasons)
+        space = self.space
+        samples = [
+            (space.from_json(r["latent"]) if r["parse_ok"] else None, text if r["read"] else "")
+            for r, text in zip(latents, texts)
+        ]
+        decided = {d["method"]: d for d in decide_many(space, [(samples, {})], self.extra)[0]}
+        out: dict[str, Any] = {"prompt_id": prompt.prompt_id, "question": prompt.question}
+        out.update(_counts(texts, reasons, latents))
+        out.update(self._decisions(decided))
+        parsed = [r["latent"] for r in latents if r["parse_ok"]]
+        out["latent_entropy"] = latent_entropy(parsed) if parsed else math.nan
+        out["has_reference"] = False
+        bayes = decided.get("bayes", {}).get("action")
+        out.update(self._readings(latents, bayes, texts, logprobs))
+        self._answer_text(out, texts)
+        out["abstention"] = abstention(
+            space, bayes or "null", len(texts), out["n_parsed"], out["n_truncated"]
+        )
+        return out, latents
+
+    def _read(self, question, responses, logprobs, finish_reasons):
+        """The request as the scorer reads its input (one prompt, checked as it checks it)."""
         row: dict[str, Any] = {"id": PROMPT_ID, "question": question, "responses": responses}
         if logprobs is not None:
             row["logprobs"] = logprobs
         if finish_reasons is not None:
             row["finish_reasons"] = finish_reasons
-        prompt = read_input(
+        return read_input(
             [row],
             "auto",
             FieldNames(),
@@ -95,9 +105,19 @@ class TaskScorer:
                 self.cell.task.reference, p.reference, p.prompt_id
             ),
         ).prompts[0]
-        texts = list(prompt.responses)
-        reasons = list(prompt.finish_reasons or [""] * len(texts))
-        clean = clean_text(prompt.question)
+
+    def _map(self, question: str, texts: list[str], reasons: list) -> list[dict]:
+        """Each sample's latent row, as the map stage writes it (a mapper built for this call)."""
+        from pipeline.stages.map import (
+            check_call_failures,
+            mapped_texts,
+            prompt_rows,
+            truncated_positions,
+        )
+        from pipeline.tasks.contract import MAPPERS
+        from pipeline.text.normal_forms import clean_text
+
+        clean = clean_text(question)
         cleaned = [clean_text(t) for t in texts]
         item = (
             PROMPT_ID,
@@ -116,48 +136,53 @@ class TaskScorer:
             check_call_failures(task_.extractor, mapper)
         finally:
             getattr(mapper, "close", lambda: None)()
-        space = self.space
-        samples = [
-            (space.from_json(r["latent"]) if r["parse_ok"] else None, text if r["read"] else "")
-            for r, text in zip(latents, texts)
-        ]
-        decided = {d["method"]: d for d in decide_many(space, [(samples, {})], self.extra)[0]}
-        out: dict[str, Any] = {"prompt_id": prompt.prompt_id, "question": prompt.question}
-        n_parsed = sum(bool(r["read"]) for r in latents)
-        n_no_answer = sum(bool(r["parse_ok"]) and not r["read"] for r in latents)
-        out.update(
-            n_samples=len(texts),
-            n_parsed=n_parsed,
-            n_truncated=sum(reason == "length" for reason in reasons),
-            n_no_answer=n_no_answer,
-            n_discarded=len(texts) - n_parsed - n_no_answer,
-            n_distinct_texts=len(set(map(text_key, texts))),
-        )
+        return latents
+
+    def _decisions(self, decided: dict[str, dict]) -> dict[str, Any]:
+        """Each declared decision's action, text and risk, in the scorer's columns."""
+        from pipeline.scorer.run import METHOD_COLUMNS, action_column
+
+        out: dict[str, Any] = {}
         for method, col in METHOD_COLUMNS.items():
             d = decided.get(method)
             if d is None:
                 continue  # a decision this task does not declare
-            action = None if d["action"] == "null" else space.from_json(d["action"])
+            action = None if d["action"] == "null" else self.space.from_json(d["action"])
             out[action_column(method)] = action
             out[f"{col}_text"], out[f"{col}_risk"] = d["text"], float(d["risk"])
-        parsed = [r["latent"] for r in latents if r["parse_ok"]]
-        out["latent_entropy"] = latent_entropy(parsed) if parsed else math.nan
-        out["has_reference"] = False
+        return out
+
+    def _readings(self, latents, bayes, texts: list[str], logprobs) -> dict[str, Any]:
+        """The scorer's per-prompt readings: each response's labels, the latent distribution,
+        the confidence and the white-box estimators where logprobs came."""
+        from pipeline.scorer.run import prompt_readings
+
+        space = self.space
         lps = {
             i: float(logprobs[i]) if logprobs is not None else math.nan for i in range(len(texts))
         }
-        bayes = decided.get("bayes", {}).get("action")
         group = [(r["latent"], r["parse_ok"], r["sample_idx"], r["read"]) for r in latents]
         readings = prompt_readings(
             space, group, bayes, lps, type(space).labels is not LatentSpace.labels
         )
         value = readings.get("response_labels")  # None where absent
-        out["response_labels"] = json.loads(value) if isinstance(value, str) else None
-        out["latent_distribution"] = readings.get("latent_distribution")  # JSON, as score's
-        out["confidence"] = float(readings.get("confidence", math.nan))
+        out: dict[str, Any] = {
+            "response_labels": json.loads(value) if isinstance(value, str) else None,
+            "latent_distribution": readings.get("latent_distribution"),  # JSON, as score's
+            "confidence": float(readings.get("confidence", math.nan)),
+        }
         for name in ("whitebox_msp", "whitebox_semantic_entropy"):
             if name in readings:
                 out[name] = readings[name]
+        return out
+
+    def _answer_text(self, out: dict[str, Any], texts: list[str]) -> None:
+        """Where the space writes its answer as text of its own, the Bayes text becomes that
+        (the member sample's text kept beside it), in place in `out`."""
+        from pipeline.components.methods import OURS
+        from pipeline.scorer.run import OURS_COLUMN, action_column
+
+        space = self.space
         text = f"{OURS_COLUMN}_text"
         if type(space).answer_text is not LatentSpace.answer_text and text in out:
             out[f"{OURS_COLUMN}_member_text"] = out[text]
@@ -165,10 +190,22 @@ class TaskScorer:
             answer = None if action is None else space.answer_text(action, texts)
             if answer:
                 out[text] = answer
-        out["abstention"] = abstention(
-            space, bayes or "null", len(texts), n_parsed, out["n_truncated"]
-        )
-        return out, latents
+
+
+def _counts(texts: list[str], reasons: list, latents: list[dict]) -> dict[str, int]:
+    """The row's counts of samples: parsed, truncated, read as no answer, discarded, distinct."""
+    from pipeline.scorer.run import text_key
+
+    n_parsed = sum(bool(r["read"]) for r in latents)
+    n_no_answer = sum(bool(r["parse_ok"]) and not r["read"] for r in latents)
+    return {
+        "n_samples": len(texts),
+        "n_parsed": n_parsed,
+        "n_truncated": sum(reason == "length" for reason in reasons),
+        "n_no_answer": n_no_answer,
+        "n_discarded": len(texts) - n_parsed - n_no_answer,
+        "n_distinct_texts": len(set(map(text_key, texts))),
+    }
 
 
 class Scorers:
@@ -299,32 +336,8 @@ def extension(
 ) -> dict[str, Any]:
     """The `task_aware` field of a served answer (docs/serve.md): the Bayes answer, its risk and
     confidence, the latent distribution, the other decisions, and how each sample was read."""
-    from pipeline.scorer.run import METHOD_COLUMNS, action_column
-
-    labels = row.get("response_labels")
-    samples = []
-    for i, (text, latent_row) in enumerate(zip(texts, latents)):
-        payload, was_read = latent_row["latent"], latent_row["read"]
-        sample: dict[str, Any] = {
-            "text": text,
-            "parsed": bool(was_read),
-            "latent": json.loads(payload) if was_read else None,
-        }
-        if finish_reasons is not None:
-            sample["finish_reason"] = finish_reasons[i]
-        if isinstance(labels, list) and i < len(labels):
-            sample["labels"] = labels[i]
-        if logprobs is not None:
-            sample["logprob"] = _number(logprobs[i])
-        samples.append(sample)
-    decisions = {}
-    for method, col in METHOD_COLUMNS.items():
-        if f"{col}_risk" in row:
-            decisions[col] = {
-                "text": row.get(f"{col}_text", ""),
-                "latent": _plain(row.get(action_column(method))),
-                "risk": _number(row.get(f"{col}_risk")),
-            }
+    samples = _samples(row, latents, texts, logprobs, finish_reasons)
+    decisions = _served_decisions(row)
     ours = decisions.get("bayes", {})
     out = {
         "task": scorer.task,
@@ -351,6 +364,43 @@ def extension(
         if name in row:
             out[name] = _number(row[name])
     return out
+
+
+def _samples(row, latents, texts: list[str], logprobs, finish_reasons) -> list[dict[str, Any]]:
+    """How each sample was read: its text, whether it was read, its latent, and its finish
+    reason, labels and logprob where they came."""
+    labels = row.get("response_labels")
+    samples = []
+    for i, (text, latent_row) in enumerate(zip(texts, latents)):
+        payload, was_read = latent_row["latent"], latent_row["read"]
+        sample: dict[str, Any] = {
+            "text": text,
+            "parsed": bool(was_read),
+            "latent": json.loads(payload) if was_read else None,
+        }
+        if finish_reasons is not None:
+            sample["finish_reason"] = finish_reasons[i]
+        if isinstance(labels, list) and i < len(labels):
+            sample["labels"] = labels[i]
+        if logprobs is not None:
+            sample["logprob"] = _number(logprobs[i])
+        samples.append(sample)
+    return samples
+
+
+def _served_decisions(row) -> dict[str, dict[str, Any]]:
+    """Each decision the row holds (text, latent, risk), by its column name."""
+    from pipeline.scorer.run import METHOD_COLUMNS, action_column
+
+    decisions = {}
+    for method, col in METHOD_COLUMNS.items():
+        if f"{col}_risk" in row:
+            decisions[col] = {
+                "text": row.get(f"{col}_text", ""),
+                "latent": _plain(row.get(action_column(method))),
+                "risk": _number(row.get(f"{col}_risk")),
+            }
+    return decisions
 
 
 __all__ = ["UQ_ESTIMATORS", "Scorers", "TaskScorer", "extension"]
