@@ -26,7 +26,8 @@ def refuse_config_secrets(cfg: DictConfig) -> None:
 
     from hydra.core.hydra_config import HydraConfig
 
-    from pipeline.runtime.secrets import config_problem, redact_files
+    from pipeline.config.checks import config_problem
+    from pipeline.runtime.secrets import redact_files
 
     if (found := config_problem(cfg)) is None:
         return

@@ -136,3 +136,23 @@ def test_the_config_check_finds_a_planted_config_taker(tmp_path):
         ("pipeline.stages.x", "a"),
         ("pipeline.stages.x", "c"),
     ]
+
+
+def test_the_size_check_reads_the_reason_above_a_def_or_its_decorators(tmp_path):
+    pkg = tmp_path / "pipeline"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    body = "".join(f"    x{i} = {i}\n" for i in range(60))
+    (pkg / "m.py").write_text(
+        f"def long_without():\n{body}\n\n"
+        "# size: a flat list of steps,\n# read top to bottom\n"
+        f"@decorator\ndef long_with():\n{body}\n\n"
+        "# size: nothing, this is a comment of another block\n\n"
+        "def wide(a, b, c, d, e, f, g, h, i):\n    pass\n\n"
+        "class C:\n    def short(self, a, b, c, d, e, f, g, h):\n        pass\n"
+    )
+    found = {f.function: f for f in import_graph.large_functions(tmp_path)}
+    assert sorted(found) == ["long_with", "long_without", "wide"]
+    assert (found["long_without"].lines, found["long_without"].reason) == (61, "")
+    assert found["long_with"].reason == "a flat list of steps, read top to bottom"
+    assert (found["wide"].parameters, found["wide"].reason) == (9, "")

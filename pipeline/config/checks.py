@@ -152,6 +152,17 @@ def task_option_problems(cfg) -> list[str]:
     ]
 
 
+def config_problem(cfg) -> tuple[str, list[str]] | None:
+    """(the one-line problem, every credential found) for a composed config holding URL
+    credentials in a string setting as written (before interpolation: a key read from the
+    environment by ${oc.env:...} is not in the saved files), or None."""
+    from omegaconf import OmegaConf
+
+    from pipeline.runtime.secrets import settings_problem
+
+    return settings_problem(OmegaConf.to_container(cfg, resolve=False))
+
+
 def validate(cfg) -> None:
     """Every value Hydra's types cannot check (ranges, enumerations), before any work is done;
     one ConfigError lists all problems in config terms. A value that cannot be resolved (an

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 __all__ = [
     "REDACTED",
     "argv_problem",
-    "config_problem",
+    "settings_problem",
     "redact_files",
     "redact_text",
     "url_secrets",
@@ -183,15 +183,11 @@ def _leaves(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
         yield path, node
 
 
-def config_problem(cfg: Any) -> tuple[str, list[str]] | None:
-    """(the one-line problem, every credential found) for a composed config holding URL
-    credentials in a string setting as written (before interpolation: a key read from the
-    environment by ${oc.env:...} is not in the saved files), or None."""
-    from omegaconf import OmegaConf
-
-    container = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else cfg
+def settings_problem(settings: Any) -> tuple[str, list[str]] | None:
+    """(the one-line problem, every credential found) for settings (plain dicts and lists, as
+    written) holding URL credentials in a string setting, or None."""
     problem, secrets = None, []
-    for path, value in _leaves(container):
+    for path, value in _leaves(settings):
         if found := setting_secrets(path, value):
             problem = problem or _problem(path, value)
             secrets += found
