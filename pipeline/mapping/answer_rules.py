@@ -735,7 +735,26 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
     s = _trim(_restore(chunk), " \t,;:!?-\u2013\u2014*_")
     s = _trim(_drop_trailing_hedge(s), " ,;:!?")
     s = _strip_lead(s)
-    words = s.split()
+    words, had_det = _after_determiners(s.split())
+    if not words or _opens_no_noun_phrase(words):
+        return "", ""
+    kept, cut, contained = _up_to_cut(words)
+    if contained is not None:  # "the tiny state of Andorra" -> Andorra
+        return _noun_phrase(" ".join(contained), q)
+    phrase = _trim(" ".join(kept), " ,;:!?\"'*_")
+    words = phrase.split()
+    if not words:
+        return "", cut
+    words, lowered = _named_part(words, q)
+    phrase = _trim(" ".join(words), " ,;:!?\"'*_")
+    if _names_nothing(phrase, words, lowered, had_det, q):
+        return "", cut
+    return phrase, cut
+
+
+def _after_determiners(words: list[str]) -> tuple[list[str], bool]:
+    """(the words after the leading words, determiners and counts; whether a determiner was
+    among them). No words where a possessive opens a description with no name after it."""
     had_det = False
     while words:
         w = _core(words[0])
@@ -744,7 +763,7 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
         elif w in _POSSESSIVE_DETERMINERS and len(words) > 1 and not _is_capitalised(words[1]):
             named = next((k for k, x in enumerate(words[1:4], 1) if _is_capitalised(x)), None)
             if named is None:
-                return "", ""  # "their autonomous territories", "its drainage basin"
+                return [], had_det  # "their autonomous territories", "its drainage basin"
             words = words[named:]  # "its predecessor B": the name after the description
             break
         elif words[0] == "A" and (len(words) == 1 or not words[1][:1].islower()):
@@ -765,8 +784,11 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
             words = words[1:]
         else:
             break
-    if not words:
-        return "", ""
+    return words, had_det
+
+
+def _opens_no_noun_phrase(words: list[str]) -> bool:
+    """The words open a clause, a part of a whole or a participle, not a name."""
     first = _core(words[0])
     if (
         (first in _SELF and not words[0].strip(".,;:").isupper())
@@ -774,7 +796,7 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
         or first in _SUBORDINATORS
         or first in _AUX
     ):
-        return "", ""  # "I'm not sure ...", "under the Act of 1969", "which took over ..."
+        return True  # "I'm not sure ...", "under the Act of 1969", "which took over ..."
     if (
         len(words) > 1
         and _core(words[1]) == "of"
@@ -785,9 +807,14 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
             or first in ("most", "some", "none")
         )
     ):
-        return "", ""  # "two of them", "four of the five Great Lakes", "51 of the essays"
-    if _is_participle(words[0]):
-        return "", ""  # ", spoken by a small community", ", writing under the pseudonym"
+        return True  # "two of them", "four of the five Great Lakes", "51 of the essays"
+    # ", spoken by a small community", ", writing under the pseudonym"
+    return _is_participle(words[0])
+
+
+def _up_to_cut(words: list[str]) -> tuple[list[str], str, list[str] | None]:
+    """(the words before the first that ends the phrase, what cut it: "", "direction" or
+    "other", the words after a container's "of" where the phrase names its content instead)."""
     kept: list[str] = []
     cut = ""
     for k, raw in enumerate(words):
@@ -805,14 +832,16 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
             # "the tiny state of Andorra" -> Andorra; "a drizzle of olive oil" -> olive oil; "Gulf of Mexico" stays.
             head = _core(kept[-1]) if kept else ""
             if head in _CONTAINERS and not _is_capitalised(kept[-1]) and words[k + 1 :]:
-                return _noun_phrase(" ".join(words[k + 1 :]), q)
+                return kept, cut, words[k + 1 :]
         kept.append(raw)
         if raw.rstrip().endswith((",", ";", ":")):
             break
-    phrase = _trim(" ".join(kept), " ,;:!?\"'*_")
-    words = phrase.split()
-    if not words:
-        return "", cut
+    return kept, cut, None
+
+
+def _named_part(words: list[str], q: _Question) -> tuple[list[str], list[str]]:
+    """(the words naming the answer, their core forms): a possessor the question restates or a
+    possessed place dropped, a category before the name dropped."""
     lowered = [_core(w) for w in words]
     # "Germany's Black Forest" -> Germany; "The Beatles' John Lennon" -> John Lennon.
     for k, raw in enumerate(words[:-1]):
@@ -828,25 +857,30 @@ def _noun_phrase(chunk: str, q: _Question) -> tuple[str, str]:
         if lowered[k] in _CATEGORIES and not _is_capitalised(words[k]) and k + 1 < len(words):
             words, lowered = words[k + 1 :], lowered[k + 1 :]
             break
-    phrase = _trim(" ".join(words), " ,;:!?\"'*_")
+    return words, lowered
+
+
+def _names_nothing(
+    phrase: str, words: list[str], lowered: list[str], had_det: bool, q: _Question
+) -> bool:
+    """The phrase describes rather than names: a determined description, the question's own
+    words, directions."""
     if (
         had_det
         and len(words) > 1
         and any(w in _DESCRIPTORS for w in lowered)
         and not any(_is_capitalised(w) for w in words)
     ):
-        return "", cut  # "the most common noble gases", "the best-known one"
+        return True  # "the most common noble gases", "the best-known one"
     if (
         had_det
         and not any(_is_capitalised(w) for w in words)
         and any(w in _DESCRIPTORS for w in lowered)
     ):
-        return "", cut  # "the other"
+        return True  # "the other"
     if q.restates(phrase) and not any(_is_capitalised(w) for w in words):
-        return "", cut  # "ring systems", "official languages": the question's own words
-    if all(w in _DIRECTIONS for w in lowered):
-        return "", cut  # "... to the west and north"
-    return phrase, cut
+        return True  # "ring systems", "official languages": the question's own words
+    return all(w in _DIRECTIONS for w in lowered)  # "... to the west and north"
 
 
 def _is_participle(word: str) -> bool:
@@ -1206,55 +1240,12 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
     left, verb_group, right = _split_at_verb(words, v, q)
     if _NEGATION.search(" ".join(verb_group)):
         return []
-    left_words = [w for w in left]
-    # "The Beatles' John Lennon ...": a possessor restating the question is not part of the subject
-    restated_place = False
-    for k, raw in enumerate(left_words[:-1]):
-        if raw.endswith(("'s", "'", "\u2019s", "\u2019")) and q.restates(
-            " ".join(left_words[: k + 1])
-        ):
-            left_words = left_words[k + 1 :]
-            # "The USA's coastline includes ...", "Germany's neighbours include ...": what the
-            # question's place has, so the subject restates the question
-            restated_place = all(_core(w) in _PLACE_HEADS | _NEIGHBOURS for w in left_words)
-            break
-    pronoun_subject = (
-        bool(left_words) and _core(left_words[0]) in _PRONOUNS and len(left_words) <= 2
-    )
-    echo_left = (
-        1.0 if (not left_words or pronoun_subject or restated_place) else q.echo_ratio(left_words)
-    )
+    left_words, echo_left = _subject_words(left, q)
     echo_right = q.echo_ratio(verb_group + right)
-    copula = _core(verb_group[0]) in ("is", "are", "was", "were")
-    passive_by = bool(verb_group) and _core(verb_group[-1]) == "by"
-    if (
-        copula
-        and right
-        and _core(right[0]) in ("a", "an")
-        and not _COMMA_OR_AND.search(" ".join(right))
-    ):
-        object_ok = False  # "Switzerland is a multilingual country": a description, not answers
-    else:
-        object_ok = True
-    if not left_words:
-        side = "object"
-    elif not object_ok or not right or (_descriptive(right) and not _descriptive(left_words)):
-        side = "subject"
-    elif _descriptive(left_words):
-        side = "object"
-    elif echo_left > echo_right:
-        side = "object"
-    elif echo_right > echo_left:
-        side = "subject"
-    else:
-        side = "object" if passive_by else "subject"
-    if side == "object" and not object_ok:
+    side = _answer_side(left_words, verb_group, right, echo_left, echo_right)
+    if side is None:
         return []
-    predicate = {
-        _stem(_core(w))
-        for w in verb_group[1:] + right
-        if _core(w) and _core(w) not in _STOP and _WORD_CHARS.search(_core(w))
-    }
+    predicate = _predicate_stems(verb_group, right)
     if index == 0:
         reading.side, reading.predicate_echo = side, echo_right
         reading.predicate_stems = predicate
@@ -1278,6 +1269,75 @@ def _clause_labels(clause: str, q: _Question, index: int, reading: _Reading) -> 
     if side == "subject":
         return _side_labels(" ".join(left_words), q, subject=True)
     return _side_labels(" ".join(right), q, subject=False)
+
+
+def _subject_words(left: list[str], q: _Question) -> tuple[list[str], float]:
+    """(the subject's words, how much they echo the question: 1.0 for none, a pronoun or what
+    the question's place has). A possessor restating the question is not part of the subject
+    ("The Beatles' John Lennon ...")."""
+    left_words = [w for w in left]
+    restated_place = False
+    for k, raw in enumerate(left_words[:-1]):
+        if raw.endswith(("'s", "'", "\u2019s", "\u2019")) and q.restates(
+            " ".join(left_words[: k + 1])
+        ):
+            left_words = left_words[k + 1 :]
+            # "The USA's coastline includes ...", "Germany's neighbours include ...": what the
+            # question's place has, so the subject restates the question
+            restated_place = all(_core(w) in _PLACE_HEADS | _NEIGHBOURS for w in left_words)
+            break
+    pronoun_subject = (
+        bool(left_words) and _core(left_words[0]) in _PRONOUNS and len(left_words) <= 2
+    )
+    echo_left = (
+        1.0 if (not left_words or pronoun_subject or restated_place) else q.echo_ratio(left_words)
+    )
+    return left_words, echo_left
+
+
+def _predicate_stems(verb_group: list[str], right: list[str]) -> set[str]:
+    """The stems of the predicate's content words (the verb group after its first word, the
+    object)."""
+    return {
+        _stem(_core(w))
+        for w in verb_group[1:] + right
+        if _core(w) and _core(w) not in _STOP and _WORD_CHARS.search(_core(w))
+    }
+
+
+def _answer_side(
+    left_words: list[str],
+    verb_group: list[str],
+    right: list[str],
+    echo_left: float,
+    echo_right: float,
+) -> str | None:
+    """Which side of the verb names the answers, "subject" or "object": the one that does not
+    echo the question, or None where that is the object and the object is a description."""
+    copula = _core(verb_group[0]) in ("is", "are", "was", "were")
+    passive_by = bool(verb_group) and _core(verb_group[-1]) == "by"
+    if (
+        copula
+        and right
+        and _core(right[0]) in ("a", "an")
+        and not _COMMA_OR_AND.search(" ".join(right))
+    ):
+        object_ok = False  # "Switzerland is a multilingual country": a description, not answers
+    else:
+        object_ok = True
+    if not left_words:
+        side = "object"
+    elif not object_ok or not right or (_descriptive(right) and not _descriptive(left_words)):
+        side = "subject"
+    elif _descriptive(left_words):
+        side = "object"
+    elif echo_left > echo_right:
+        side = "object"
+    elif echo_right > echo_left:
+        side = "subject"
+    else:
+        side = "object" if passive_by else "subject"
+    return None if side == "object" and not object_ok else side
 
 
 # --------------------------------------------------------------------------- items and sentences

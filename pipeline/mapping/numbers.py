@@ -223,6 +223,17 @@ class _Candidate:
 
 
 def _candidates(s: str) -> list[_Candidate]:
+    """Every number of `s` in order (digits, then number words outside them), each marked where
+    a careful reader reads past it."""
+    out = _digit_candidates(s)
+    _add_word_candidates(s, out)
+    out.sort(key=lambda c: c.start)
+    _mark_asides(s, out)
+    return out
+
+
+def _digit_candidates(s: str) -> list[_Candidate]:
+    """The numbers written in digits ("1,083", "70-71%", "2.5 million")."""
     out: list[_Candidate] = []
     for m in _NUMBER.finditer(s):
         value = _match_value(m)
@@ -239,6 +250,11 @@ def _candidates(s: str) -> list[_Candidate]:
         if m.group("sign") == "-" and out and out[-1].end == m.start():
             value, start = -value, m.start("body")  # "70-71%": a range dash, not a minus sign
         out.append(_Candidate(start, m.end(), value, year))
+    return out
+
+
+def _add_word_candidates(s: str, out: list[_Candidate]) -> None:
+    """The numbers written in words ("two thirds") outside those already in `out`, added to it."""
     for m in _NUMBER_WORD.finditer(s):
         if any(c.start <= m.start() < c.end for c in out):
             continue
@@ -258,7 +274,11 @@ def _candidates(s: str) -> list[_Candidate]:
             out.append(
                 _Candidate(m.start(), m.end() + (fraction.end() if fraction else 0), value, False)
             )
-    out.sort(key=lambda c: c.start)
+
+
+def _mark_asides(s: str, out: list[_Candidate]) -> None:
+    """Mark the numbers that are not the answer: in parentheses, a date's day, a framing year,
+    part of a name."""
     depth_at = _paren_depths(s)
     for c in out:
         before, after = s[: c.start], s[c.end :]
@@ -285,7 +305,6 @@ def _candidates(s: str) -> list[_Candidate]:
             and not re.fullmatch(_MONTHS, word_before.group(1), re.IGNORECASE)
         ):
             c.aside = True  # "Apollo 11", "Boeing 747": part of a name
-    return out
 
 
 def _paren_depths(s: str) -> list[int]:

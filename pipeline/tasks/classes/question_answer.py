@@ -172,14 +172,9 @@ def _first_sentence(text: str) -> str:
     return text[: match.start()] if match else text
 
 
-def question_answer(text: str, question: str | None) -> str | None:
-    """The answer span the question asks for in `text` (the response's first line), or None
-    to leave the reading to the general rules."""
-    if not question or not text.strip():
-        return None
-    sentence = _first_sentence(text)
-    if not sentence:
-        return None
+def _marked_answer(text: str, sentence: str, question: str) -> str | None:
+    """The answer the sentence marks for itself: the year or the number a year or number
+    question asks for, else a short bold span that does not restate the question."""
     if YEAR_QUESTION.match(question) and (year := _YEAR.search(sentence) or _YEAR.search(text)):
         return year.group(1)
     if _NUMBER_QUESTION.match(question) and (number := _NUMBER.search(sentence)):
@@ -188,6 +183,32 @@ def question_answer(text: str, question: str | None) -> str | None:
         span = (bold.group(1) or bold.group(2)).strip()
         if span and len(span.split()) <= 6 and not _restates(span, question):
             return _name_of_person(span) if _PERSON_QUESTION.match(question) else span
+    return None
+
+
+def _maker(cut: str, question: str) -> str | None:
+    """The person a "who" question asks for: the maker of a work "by <Name>" in the sentence,
+    or the possessor of what the question names ("Einstein's theory of ... is")."""
+    for maker in _BY_NAME.finditer(cut):
+        if not _restates(maker.group(1), question):
+            return maker.group(1)
+    if (owner := _POSSESSOR.match(cut)) and _restates_mostly(
+        _COPULA.sub(r"\1", owner.group(2)), question
+    ):
+        return owner.group(1)
+    return None
+
+
+def question_answer(text: str, question: str | None) -> str | None:
+    """The answer span the question asks for in `text` (the response's first line), or None
+    to leave the reading to the general rules."""
+    if not question or not text.strip():
+        return None
+    sentence = _first_sentence(text)
+    if not sentence:
+        return None
+    if (marked := _marked_answer(text, sentence, question)) is not None:
+        return marked
     plain = sentence.replace("**", "").replace("__", "").strip()
     sentence = _LEAD_IN.sub("", plain).strip()
     led = sentence != plain or _PREAMBLE.match(text.strip()) is not None
@@ -203,14 +224,8 @@ def question_answer(text: str, question: str | None) -> str | None:
     if dash := _DASH_LEAD.match(cut):  # "Chile - the desert covers ..."
         return _clean(dash.group(1))
     person = _PERSON_QUESTION.match(question) is not None
-    if person:  # a work "by <Name>" in the sentence: the maker asked for
-        for maker in _BY_NAME.finditer(cut):
-            if not _restates(maker.group(1), question):
-                return maker.group(1)
-        if (owner := _POSSESSOR.match(cut)) and _restates_mostly(
-            _COPULA.sub(r"\1", owner.group(2)), question
-        ):  # "Einstein's theory of ... is"
-            return owner.group(1)
+    if person and (maker := _maker(cut, question)) is not None:
+        return maker
     if agent := _PASSIVE_BY.search(cut):
         phrase = _clean(agent.group(1))
         if phrase and not _restates(phrase, question):

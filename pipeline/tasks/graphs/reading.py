@@ -721,23 +721,11 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
     tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(clause)]
     if len(tokens) < 2:
         return []
-    vi = next(
-        (i for i, (w, _, _) in enumerate(tokens) if _is_verb(w, i, tokens[i - 1][0] if i else "")),
-        None,
-    )
-    if vi is None or vi == 0:
+    span = _verb_span(tokens)
+    if span is None:
         return []
-    vj = vi + 1
-    while vj < len(tokens) and (
-        _is_verb(tokens[vj][0], vj, tokens[vj - 1][0]) or tokens[vj][0].lower() in _NEG_ADV
-    ):
-        vj += 1
-    subject_text = clause[: tokens[vi][1]]
-    if re.search(
-        r",\s", subject_text
-    ):  # "On Monday, the police said" -> "the police" (not "4,000")
-        subject_text = re.split(r",\s", subject_text)[-1]
-    subject = _entity(_LEADING.sub("", subject_text.strip()))
+    vi, vj = span
+    subject = _entity(_LEADING.sub("", _subject_text(clause[: tokens[vi][1]]).strip()))
     if subject in {"i", "you", "we", "me", "us"}:
         return []  # the model talking about itself ("I do not know the answer"), not a fact
     if subject in _PRONOUNS:
@@ -745,14 +733,7 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
             return []
         subject = last_subject
     verb_words = [w for w, _, _ in tokens[vi:vj]]
-    rest = []
-    for raw in clause[tokens[vj - 1][2] :].split():
-        word = raw.strip(".,;:!?\"'")
-        if word:
-            rest.append(word)
-        if raw.rstrip("\"'").endswith((",", ";", ":")):
-            rest.append(",")  # "Warsaw, Poland": the phrase ends at the comma
-    out: list[Triple] = []
+    rest = _words_after(clause[tokens[vj - 1][2] :])
     passive = any(w.lower() in ("was", "were", "is", "are", "been", "be") for w in verb_words) and (
         verb_words[-1].lower().endswith(("ed", "en", "wn")) or verb_words[-1].lower() in _VERBS
     )
@@ -761,8 +742,64 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
     ):  # "was arrested by police" -> police arrested X
         agents, _ = _noun_phrases(rest[1:])
         relation = _relation([w for w in verb_words if w.lower() not in _AUX])
-        out.extend((_entity(a), relation, subject) for a in agents if _entity(a) and subject)
-        return out
+        return [(_entity(a), relation, subject) for a in agents if _entity(a) and subject]
+    verb_words, rest, objects, remainder = _verb_objects(verb_words, rest)
+    relation = _relation(verb_words)
+    if _stem(verb_words[-1]) in _REPORTING and depth < 3:
+        # "said the first buses would arrive": the reported clause is the fact, if it states one
+        return _clause_triples(" ".join(rest), last_subject, depth + 1)
+    out: list[Triple] = []
+    if subject and relation and len(subject.split()) <= 8:
+        out += _object_triples(subject, relation, objects, last_subject)
+    if depth < 3 and subject:  # "... and destroyed hundreds of homes": same subject, next verb
+        tail_text = " ".join(remainder)
+        m = re.search(r"\band\s+(?=(\w+))", tail_text)
+        if m is not None and _is_verb(m.group(1), 1):
+            out.extend(_clause_triples(f"{subject} {tail_text[m.end() :]}", subject, depth + 1))
+    return out
+
+
+def _verb_span(tokens: list[tuple[str, int, int]]) -> tuple[int, int] | None:
+    """(the first verb's token, the token after its verb group, negations included); None
+    where no token after the first is a verb."""
+    vi = next(
+        (i for i, (w, _, _) in enumerate(tokens) if _is_verb(w, i, tokens[i - 1][0] if i else "")),
+        None,
+    )
+    if vi is None or vi == 0:
+        return None
+    vj = vi + 1
+    while vj < len(tokens) and (
+        _is_verb(tokens[vj][0], vj, tokens[vj - 1][0]) or tokens[vj][0].lower() in _NEG_ADV
+    ):
+        vj += 1
+    return vi, vj
+
+
+def _subject_text(text: str) -> str:
+    """The text before the verb from its last comma on: "On Monday, the police said" -> "the
+    police" (a comma inside a number, "4,000", is no break)."""
+    if re.search(r",\s", text):
+        text = re.split(r",\s", text)[-1]
+    return text
+
+
+def _words_after(text: str) -> list[str]:
+    """The words after the verb group, without their punctuation; a word ending a phrase with a
+    comma, semicolon or colon is followed by "," ("Warsaw, Poland": the phrase ends there)."""
+    rest = []
+    for raw in text.split():
+        word = raw.strip(".,;:!?\"'")
+        if word:
+            rest.append(word)
+        if raw.rstrip("\"'").endswith((",", ";", ":")):
+            rest.append(",")
+    return rest
+
+
+def _verb_objects(verb_words: list[str], rest: list[str]):
+    """(the verb group with a particle or preposition it takes, the words after it, the object
+    noun phrases, the words after them). A time phrase is no object."""
     if (
         rest
         and rest[0].lower() in _PARTICLES
@@ -783,26 +820,24 @@ def _clause_triples(clause: str, last_subject: str | None, depth: int = 0) -> li
         objects, remainder = [], rest
     else:
         objects, remainder = _noun_phrases(rest)
-    relation = _relation(verb_words)
-    if _stem(verb_words[-1]) in _REPORTING and depth < 3:
-        # "said the first buses would arrive": the reported clause is the fact, if it states one
-        return _clause_triples(" ".join(rest), last_subject, depth + 1)
-    if subject and relation and len(subject.split()) <= 8:
-        for obj in objects:
-            tail = _entity(obj)
-            if tail in _OBJECT_PRONOUNS and last_subject is not None:
-                tail = last_subject  # "when a van hit him": the cyclist of the main clause
-            if (
-                tail
-                and not _TIME.match(obj + " ")
-                or (_TIME.match(obj) and len(_TIME.match(obj).group(0)) < len(obj))
-            ):
-                out.append((subject, relation, tail))
-    if depth < 3 and subject:  # "... and destroyed hundreds of homes": same subject, next verb
-        tail_text = " ".join(remainder)
-        m = re.search(r"\band\s+(?=(\w+))", tail_text)
-        if m is not None and _is_verb(m.group(1), 1):
-            out.extend(_clause_triples(f"{subject} {tail_text[m.end() :]}", subject, depth + 1))
+    return verb_words, rest, objects, remainder
+
+
+def _object_triples(
+    subject: str, relation: str, objects: list[str], last_subject: str | None
+) -> list[Triple]:
+    """(subject, relation, object) for each object that is not a bare time phrase."""
+    out: list[Triple] = []
+    for obj in objects:
+        tail = _entity(obj)
+        if tail in _OBJECT_PRONOUNS and last_subject is not None:
+            tail = last_subject  # "when a van hit him": the cyclist of the main clause
+        if (
+            tail
+            and not _TIME.match(obj + " ")
+            or (_TIME.match(obj) and len(_TIME.match(obj).group(0)) < len(obj))
+        ):
+            out.append((subject, relation, tail))
     return out
 
 
