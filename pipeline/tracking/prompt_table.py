@@ -167,22 +167,7 @@ def prompts_frame(
     labels = sample_labels(space, artifacts["latents"])
     if labels:
         out["sample_labels"] = out["prompt_id"].map(labels).fillna("")
-    audit = artifacts.get("audit")
-    if audit is not None and len(audit):
-        a = audit.set_index("prompt_id")
-        out["reference_labels"] = out["prompt_id"].map(
-            lambda p: "; ".join(a.at[p, "reference_labels"]) if p in a.index else ""
-        )
-        out["label_matches"] = out["prompt_id"].map(
-            lambda p: (
-                readable_matches(list(a.at[p, "reference_labels"]), a.at[p, "label_matches"])
-                if p in a.index
-                else ""
-            )
-        )
-        out["reading_warnings"] = out["prompt_id"].map(
-            lambda p: SAMPLE_SEPARATOR.join(a.at[p, "warnings"]) if p in a.index else ""
-        )
+    _add_audit_columns(out, artifacts.get("audit"))
     uncertainty = artifacts.get("uncertainty")
     for name in entropy_estimators() if uncertainty is not None else ():
         entropy = uncertainty[uncertainty["estimator"] == name]
@@ -195,3 +180,24 @@ def prompts_frame(
         if wide is not None:
             out = out.join(wide, on="prompt_id")
     return out
+
+
+def _add_audit_columns(out, audit) -> None:
+    """The reading audit's columns (reference labels, label matches, warnings), in place; none
+    without an audit."""
+    if audit is None or not len(audit):
+        return
+    a = audit.set_index("prompt_id")
+    out["reference_labels"] = out["prompt_id"].map(
+        lambda p: "; ".join(a.at[p, "reference_labels"]) if p in a.index else ""
+    )
+    out["label_matches"] = out["prompt_id"].map(
+        lambda p: (
+            readable_matches(list(a.at[p, "reference_labels"]), a.at[p, "label_matches"])
+            if p in a.index
+            else ""
+        )
+    )
+    out["reading_warnings"] = out["prompt_id"].map(
+        lambda p: SAMPLE_SEPARATOR.join(a.at[p, "warnings"]) if p in a.index else ""
+    )
