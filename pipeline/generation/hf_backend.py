@@ -231,9 +231,79 @@ def use_cpu_attention(model: Any) -> bool:
     return True
 
 
+def _model_folder(model_path: str | Path, cache_dir: str | Path | None) -> tuple[str | Path, Path]:
+    """(model_path, its folder): the packaged model's dense copy for its aliases; a path that
+    is no folder must read as a hub id (org/name)."""
+    if str(model_path) in PACKAGED_ALIASES:
+        from pipeline.generation.smollm2 import ensure_dense_model
+
+        model_path = ensure_dense_model(cache_dir)
+    path = Path(model_path).expanduser()
+    if not path.is_dir() and (
+        str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") != 1
+    ):
+        raise FileNotFoundError(
+            f"model folder {path} does not exist; pass a local transformers folder, a hub id "
+            "(org/name) or 'smollm2' for the packaged model"
+        )
+    return model_path, path
+
+
+def _load_tokenizer(source: str, trust_remote_code: bool, hub: dict[str, str]) -> Any:
+    """The model's tokenizer, padding on the left (generation appends on the right)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **hub)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        # Any id works for pad: padded positions are masked and dropped after EOS.
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _load_model(
+    source: str,
+    torch_dtype: Any,
+    device: str,
+    device_map: str | None,
+    trust_remote_code: bool,
+    hub: dict[str, str],
+) -> tuple[Any, Any]:
+    """(model, the device its inputs go to): on `device`, or spread by `device_map` (then the
+    first layer's device)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if device_map is not None:
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            dtype=torch_dtype,
+            device_map=device_map,
+            trust_remote_code=trust_remote_code,
+            **hub,
+        )
+        return model, model.get_input_embeddings().weight.device
+    on = torch.device(device)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=torch_dtype, trust_remote_code=trust_remote_code, **hub
+    ).to(on)
+    return model, on
+
+
+def _raw_logprobs(logits: Any, chosen: Any) -> Any:
+    """log p of each row's `chosen` token under the raw `logits`: logit - logsumexp (no full
+    log_softmax table)."""
+    import torch
+
+    raw = logits.float()
+    return raw.gather(1, chosen.unsqueeze(1)).squeeze(1) - torch.logsumexp(raw, dim=-1)
+
+
 class TransformersBackend:
     """`GenerationBackend` on transformers' `generate` (see module docstring)."""
 
+    # size: keyword arguments that mirror the `backend.*` config keys one to one (the generate
+    # stage passes them by name); the loading steps are the helpers it calls
     def __init__(
         self,
         model_path: str | Path,
@@ -265,22 +335,10 @@ class TransformersBackend:
         spread by `device_map` are left as they are); `self.fused_ops` lists what was fused.
         """
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
-        if str(model_path) in PACKAGED_ALIASES:
-            from pipeline.generation.smollm2 import ensure_dense_model
-
-            model_path = ensure_dense_model(cache_dir)
-        path = Path(model_path).expanduser()
-        if not path.is_dir() and (
-            str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") != 1
-        ):
-            raise FileNotFoundError(
-                f"model folder {path} does not exist; pass a local transformers folder, a hub id "
-                "(org/name) or 'smollm2' for the packaged model"
-            )
+        model_path, path = _model_folder(model_path, cache_dir)
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {list(DTYPES)}")
         torch_dtype = getattr(torch, dtype)
@@ -295,27 +353,10 @@ class TransformersBackend:
         self.batch_size = batch_size
         self.name = name or f"transformers:{path.name}"
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            source, trust_remote_code=trust_remote_code, **hub
+        self.tokenizer = _load_tokenizer(source, trust_remote_code, hub)
+        self.model, self.device = _load_model(
+            source, torch_dtype, device, device_map, trust_remote_code, hub
         )
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token_id is None:
-            # Any id works for pad: padded positions are masked and dropped after EOS.
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        if device_map is not None:
-            self.model = AutoModelForCausalLM.from_pretrained(
-                source,
-                dtype=torch_dtype,
-                device_map=device_map,
-                trust_remote_code=trust_remote_code,
-                **hub,
-            )
-            self.device = self.model.get_input_embeddings().weight.device
-        else:
-            self.device = torch.device(device)
-            self.model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=torch_dtype, trust_remote_code=trust_remote_code, **hub
-            ).to(self.device)
         self.model.eval()
         # the hub commit the weights came from (None for a local folder)
         self.commit_hash = getattr(self.model.config, "_commit_hash", None)
@@ -328,7 +369,14 @@ class TransformersBackend:
         self._takes_logits_to_keep = (
             "logits_to_keep" in inspect.signature(self.model.forward).parameters
         )
+        self._set_generation_config(path)
+        self._own_loop = self._plain_sampling_config_supported()
+        # the own loop keeps each prompt's KV cache once for its rows (CPU attention only)
+        self.share_prompt_cache = True
 
+    def _set_generation_config(self, path: Path) -> None:
+        """The EOS ids, the model's sampling defaults, and a neutral base generation config
+        (`_config`'s) that is also the model's own."""
         gen = copy.deepcopy(self.model.generation_config)
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
         eos_list = list(eos) if isinstance(eos, (list, tuple)) else [eos]
@@ -355,9 +403,6 @@ class TransformersBackend:
         # that sits at the global default (it would turn greedy into sampling here); we pass
         # `use_model_defaults=False` and also make the model's own config the neutral one.
         self.model.generation_config = copy.deepcopy(gen)
-        self._own_loop = self._plain_sampling_config_supported()
-        # the own loop keeps each prompt's KV cache once for its rows (CPU attention only)
-        self.share_prompt_cache = True
 
     def _plain_sampling_config_supported(self) -> bool:
         """Whether `sample_and_decode` may run the backend's own loop (`_decode_rows`): the model
@@ -562,14 +607,7 @@ class TransformersBackend:
         ids, mask = single["input_ids"], single["attention_mask"].long()
         n_rows = ids.shape[0] * repeats
         cache = GrowingCache(spare_tokens=max_new_tokens)
-        # Each prompt's keys and values kept once for its rows (a decode step's attention
-        # reads them once per prompt, not once per row) where the CPU attention runs.
-        share = (
-            self.share_prompt_cache
-            and repeats > 1
-            and ids.shape[1] > 1
-            and self.model.config._attn_implementation == CPU_ATTENTION
-        )
+        share = self._shares_prompt_cache(ids, repeats)
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
         tokens: list[list[int]] = [[] for _ in range(n_rows)]
         logprobs: list[list[float]] = [[] for _ in range(n_rows)]
@@ -578,48 +616,19 @@ class TransformersBackend:
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         with torch.inference_mode():
             if ids.shape[1] > 1:  # the prompt but its last token, once per prompt
-                self.model(
-                    input_ids=ids[:, :-1],
-                    attention_mask=mask[:, :-1],
-                    position_ids=positions[:, :-1],
-                    past_key_values=cache,
-                    use_cache=True,
-                    **self._keep_logits(1),
-                )
-                if share:
-                    cache.share_prefix(repeats, mask[:, :-1])
-                else:
-                    cache.batch_repeat_interleave(repeats)
+                self._prefill_rows(ids, mask, positions, cache, repeats, share)
             step_ids = ids[:, -1:].repeat_interleave(repeats, dim=0)
             step_positions = positions[:, -1:].repeat_interleave(repeats, dim=0)
             mask = mask.repeat_interleave(repeats, dim=0)
             for _ in range(max_new_tokens):
                 # a shared cache masks each prompt's padding itself; its rows' own tokens have none
                 attend = {"shared_prompt_cache": cache} if share else {"attention_mask": mask}
-                logits = self.model(
-                    input_ids=step_ids,
-                    position_ids=step_positions,
-                    past_key_values=cache,
-                    use_cache=True,
-                    **attend,
-                    **self._keep_logits(1),
-                ).logits[:, -1]
-                if share and cache.attended < len(cache.layers):
-                    # A model whose layers do not hand their keyword arguments to the attention
-                    # function attended over the rows' own tokens only: decode this batch again
-                    # with per-row copies (nothing was drawn yet), and from now on.
-                    log.warning(
-                        "%s does not pass the shared prompt cache to its attention; "
-                        "decoding with per-row caches",
-                        type(self.model).__name__,
-                    )
-                    self.share_prompt_cache = False
+                logits = self._step_logits(step_ids, step_positions, cache, attend)
+                if share and self._shared_cache_unread(cache):
+                    # decode this batch again with per-row copies (nothing was drawn yet)
                     return self._decode_rows(single, repeats, sampler, max_new_tokens)
                 chosen = sampler.choose(logits).squeeze(1)
-                raw = logits.float()  # log p = logit - logsumexp: no full log_softmax table
-                chosen_logprobs = raw.gather(1, chosen.unsqueeze(1)).squeeze(1) - torch.logsumexp(
-                    raw, dim=-1
-                )
+                chosen_logprobs = _raw_logprobs(logits, chosen)
                 for row, token, lp in zip(live, chosen.tolist(), chosen_logprobs.tolist()):
                     tokens[row].append(int(token))
                     logprobs[row].append(float(lp))
@@ -638,18 +647,73 @@ class TransformersBackend:
                 if not share:
                     mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         sampler.generators = generators
-        out = []
-        for ids_row, lps in zip(tokens, logprobs):
-            text = self.tokenizer.decode(ids_row, skip_special_tokens=True).strip()
-            out.append(
-                Generation(
-                    text=text,
-                    token_ids=ids_row,
-                    token_logprobs=lps,
-                    finish_reason=eos_finish(ids_row, self.eos_ids),
-                )
-            )
-        return out
+        return [self._row_generation(ids_row, lps) for ids_row, lps in zip(tokens, logprobs)]
+
+    def _shares_prompt_cache(self, ids: Any, repeats: int) -> bool:
+        """Whether `_decode_rows` keeps each prompt's keys and values once for its rows (a
+        decode step's attention reads them once per prompt, not once per row): where the CPU
+        attention runs, for prompts of several tokens with several rows each."""
+        return (
+            self.share_prompt_cache
+            and repeats > 1
+            and ids.shape[1] > 1
+            and self.model.config._attn_implementation == CPU_ATTENTION
+        )
+
+    def _step_logits(
+        self, step_ids: Any, step_positions: Any, cache: Any, attend: dict[str, Any]
+    ) -> Any:
+        """Each row's next-token logits after one decode step of `_decode_rows`."""
+        return self.model(
+            input_ids=step_ids,
+            position_ids=step_positions,
+            past_key_values=cache,
+            use_cache=True,
+            **attend,
+            **self._keep_logits(1),
+        ).logits[:, -1]
+
+    def _shared_cache_unread(self, cache: Any) -> bool:
+        """Whether a decode step's layers left the shared prompt cache unread: a model whose
+        layers do not hand their keyword arguments to the attention function attended over the
+        rows' own tokens only. Then said once, and per-row caches from now on."""
+        if cache.attended >= len(cache.layers):
+            return False
+        log.warning(
+            "%s does not pass the shared prompt cache to its attention; "
+            "decoding with per-row caches",
+            type(self.model).__name__,
+        )
+        self.share_prompt_cache = False
+        return True
+
+    def _prefill_rows(
+        self, ids: Any, mask: Any, positions: Any, cache: Any, repeats: int, share: bool
+    ) -> None:
+        """The prompts but their last tokens into `cache`, once per prompt, then made the
+        cache of each prompt's `repeats` rows (kept once, `share`, or copied per row)."""
+        self.model(
+            input_ids=ids[:, :-1],
+            attention_mask=mask[:, :-1],
+            position_ids=positions[:, :-1],
+            past_key_values=cache,
+            use_cache=True,
+            **self._keep_logits(1),
+        )
+        if share:
+            cache.share_prefix(repeats, mask[:, :-1])
+        else:
+            cache.batch_repeat_interleave(repeats)
+
+    def _row_generation(self, ids: list[int], logprobs: list[float]) -> Generation:
+        """A decoded row (cut after its EOS) with its raw log-probs."""
+        text = self.tokenizer.decode(ids, skip_special_tokens=True).strip()
+        return Generation(
+            text=text,
+            token_ids=ids,
+            token_logprobs=logprobs,
+            finish_reason=eos_finish(ids, self.eos_ids),
+        )
 
     def _prefix_cache(self, enc: dict[str, Any], repeats: int) -> Any:
         """KV cache of all prompt tokens but the last, computed once per prompt and repeated for
