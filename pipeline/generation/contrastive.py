@@ -21,10 +21,14 @@ Token log-probs returned are raw model log-probs (log_softmax of unprocessed log
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 
+# size: the decoding loop: its state (live rows, context states, cache, logits, positions) changes
+# together at every step; the candidates' forward pass is _Candidates, the checks
+# _check_arguments, and splitting the loop further would thread that state through helpers
 def contrastive_search(
     model: Any,
     input_ids: Any,
@@ -39,12 +43,7 @@ def contrastive_search(
     first EOS) and their raw log-probs."""
     import torch
 
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1 (got {top_k})")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
+    _check_arguments(alpha, top_k, max_new_tokens)
     eos = torch.tensor(
         sorted({int(e) for e in eos_token_ids}), dtype=torch.long, device=input_ids.device
     )
@@ -55,8 +54,6 @@ def contrastive_search(
     logprobs: list[list[float]] = [[] for _ in range(batch)]
     live = list(range(batch))  # original row of each batch row
     keep_logits = _keep_logits(model)
-
-    from pipeline.generation.kv_cache import GrowingCache
 
     with torch.inference_mode():
         cache = _cache_for(model, max_new_tokens + top_k)
@@ -74,57 +71,18 @@ def contrastive_search(
         context_valid = mask.bool()  # padding never counts as context
         logits = out.logits[:, -1].float()
         next_position = mask.sum(-1)  # (B,) position id of the next token
-        k = min(top_k, logits.shape[-1])
-        candidates_see = torch.eye(k, dtype=torch.bool, device=input_ids.device)
-
-        attention = str(getattr(model.config, "_attn_implementation", "") or "")
-        # the candidates side by side need an arbitrary mask: SDPA (a boolean one) or eager
-        # (an additive one); other kernels (flash) take the candidates as rows
-        tree = isinstance(cache, GrowingCache) and (
-            attention.startswith("sdpa") or attention == "eager"
+        candidates = _Candidates.of(
+            model, cache, min(top_k, logits.shape[-1]), keep_logits, input_ids.device
         )
+        k = candidates.k
         for _ in range(max_new_tokens):
             n = logits.shape[0]
             rows = torch.arange(n, device=input_ids.device)
             logp = torch.log_softmax(logits, dim=-1)
             top_probs, top_ids = logp.exp().topk(k, dim=-1)  # (B, k), sorted by probability
-            if tree:
-                # The k candidates of a row go in as k query positions at one position id; each
-                # sees the context and itself only (not the other candidates), so its hidden
-                # state is the one it would have alone, and the cache is not copied k times.
-                sees = torch.cat(
-                    [context_valid.unsqueeze(1).expand(n, k, -1), candidates_see.expand(n, k, k)],
-                    dim=2,
-                ).unsqueeze(1)
-                if attention == "eager":
-                    sees = torch.zeros(
-                        sees.shape, dtype=model.dtype, device=sees.device
-                    ).masked_fill(~sees, torch.finfo(model.dtype).min)
-                cand = model(
-                    input_ids=top_ids,
-                    attention_mask=sees,
-                    position_ids=next_position.unsqueeze(1).expand(n, k),
-                    past_key_values=cache,
-                    use_cache=True,
-                    output_hidden_states=True,
-                    **keep_logits(k),
-                )
-                cand_hidden = _unit(cand.hidden_states[-1][:, -k:].float())  # (B, k, d)
-                cand_logits = cand.logits[:, -k:]
-            else:  # sliding-window layers: the candidates as k rows on a repeated cache
-                cache.batch_repeat_interleave(k)
-                seen = torch.cat([context_valid, context_valid.new_ones(n, 1)], dim=1).long()
-                cand = model(
-                    input_ids=top_ids.reshape(n * k, 1),
-                    attention_mask=seen.repeat_interleave(k, dim=0),
-                    position_ids=next_position.repeat_interleave(k).unsqueeze(1),
-                    past_key_values=cache,
-                    use_cache=True,
-                    output_hidden_states=True,
-                    **keep_logits(1),
-                )
-                cand_hidden = _unit(cand.hidden_states[-1][:, -1].float()).view(n, k, -1)
-                cand_logits = cand.logits[:, -1].view(n, k, -1)
+            cand_hidden, cand_logits = candidates.forward(
+                cache, top_ids, context_valid, next_position
+            )
             similarity = torch.einsum("bkd,btd->bkt", cand_hidden, context)
             similarity = similarity.masked_fill(~context_valid.unsqueeze(1), float("-inf"))
             penalty = similarity.max(dim=-1).values  # (B, k)
@@ -135,10 +93,7 @@ def contrastive_search(
                 tokens[row].append(int(tok))
                 logprobs[row].append(float(lp))
 
-            if tree:
-                cache.keep_one_of_last(k, pick)
-            else:
-                cache.batch_select_indices(rows * k + pick)
+            candidates.keep_picked(cache, rows, pick)
             context = torch.cat([context, cand_hidden[rows, pick].unsqueeze(1)], dim=1)
             context_valid = torch.cat([context_valid, context_valid.new_ones(n, 1)], dim=1)
             logits = cand_logits[rows, pick].float()
@@ -153,6 +108,106 @@ def contrastive_search(
                 logits, next_position = logits[keep], next_position[keep]
                 cache.batch_select_indices(keep)
     return tokens, logprobs
+
+
+def _check_arguments(alpha: float, top_k: int, max_new_tokens: int) -> None:
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1 (got {top_k})")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """How a step's k candidates of each row go through the model (fixed for one search)."""
+
+    model: Any
+    k: int
+    # side by side as k query positions on a GrowingCache (else k rows on a repeated cache)
+    tree: bool
+    eager: bool  # the attention takes an additive mask, not a boolean one
+    keep_logits: Callable[[int], dict[str, int]]
+    sees_itself: Any  # (k, k) identity: a candidate sees itself, not the other candidates
+
+    @classmethod
+    def of(
+        cls,
+        model: Any,
+        cache: Any,
+        k: int,
+        keep_logits: Callable[[int], dict[str, int]],
+        device: Any,
+    ) -> _Candidates:
+        """The candidates' pass for `model` with this `cache`, on the inputs' `device`."""
+        import torch
+
+        from pipeline.generation.kv_cache import GrowingCache
+
+        attention = str(getattr(model.config, "_attn_implementation", "") or "")
+        # the candidates side by side need an arbitrary mask: SDPA (a boolean one) or eager
+        # (an additive one); other kernels (flash) take the candidates as rows
+        tree = isinstance(cache, GrowingCache) and (
+            attention.startswith("sdpa") or attention == "eager"
+        )
+        sees_itself = torch.eye(k, dtype=torch.bool, device=device)
+        return cls(model, k, tree, attention == "eager", keep_logits, sees_itself)
+
+    def forward(
+        self, cache: Any, top_ids: Any, context_valid: Any, next_position: Any
+    ) -> tuple[Any, Any]:
+        """The candidates' unit last-layer hidden states (B, k, d) and next-token logits
+        (B, k, vocab); the cache then holds them too (`keep_picked` keeps the chosen ones)."""
+        import torch
+
+        model, k, keep_logits = self.model, self.k, self.keep_logits
+        n = top_ids.shape[0]
+        if self.tree:
+            # The k candidates of a row go in as k query positions at one position id; each
+            # sees the context and itself only (not the other candidates), so its hidden
+            # state is the one it would have alone, and the cache is not copied k times.
+            sees = torch.cat(
+                [context_valid.unsqueeze(1).expand(n, k, -1), self.sees_itself.expand(n, k, k)],
+                dim=2,
+            ).unsqueeze(1)
+            if self.eager:
+                sees = torch.zeros(sees.shape, dtype=model.dtype, device=sees.device).masked_fill(
+                    ~sees, torch.finfo(model.dtype).min
+                )
+            cand = model(
+                input_ids=top_ids,
+                attention_mask=sees,
+                position_ids=next_position.unsqueeze(1).expand(n, k),
+                past_key_values=cache,
+                use_cache=True,
+                output_hidden_states=True,
+                **keep_logits(k),
+            )
+            return _unit(cand.hidden_states[-1][:, -k:].float()), cand.logits[:, -k:]
+        # sliding-window layers: the candidates as k rows on a repeated cache
+        cache.batch_repeat_interleave(k)
+        seen = torch.cat([context_valid, context_valid.new_ones(n, 1)], dim=1).long()
+        cand = model(
+            input_ids=top_ids.reshape(n * k, 1),
+            attention_mask=seen.repeat_interleave(k, dim=0),
+            position_ids=next_position.repeat_interleave(k).unsqueeze(1),
+            past_key_values=cache,
+            use_cache=True,
+            output_hidden_states=True,
+            **keep_logits(1),
+        )
+        return (
+            _unit(cand.hidden_states[-1][:, -1].float()).view(n, k, -1),
+            cand.logits[:, -1].view(n, k, -1),
+        )
+
+    def keep_picked(self, cache: Any, rows: Any, pick: Any) -> None:
+        """The cache narrowed to each row's picked candidate."""
+        if self.tree:
+            cache.keep_one_of_last(self.k, pick)
+        else:
+            cache.batch_select_indices(rows * self.k + pick)
 
 
 def _keep_logits(model: Any) -> Any:

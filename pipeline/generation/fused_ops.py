@@ -79,6 +79,28 @@ def _rotary(x: Any, cos: Any, sin: Any) -> Any:
     return out
 
 
+def _qkv(self: Any, hidden_states: Any) -> tuple[Any, Any, Any]:
+    """The attention's query, key and value projections: one matmul where fused, else three."""
+    import torch
+
+    qkv_weight = getattr(self, "_fused_qkv_weight", None)
+    if qkv_weight is None:
+        return self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states)
+    qkv = torch.nn.functional.linear(
+        hidden_states, qkv_weight, getattr(self, "_fused_qkv_bias", None)
+    )
+    return qkv.split(self._fused_qkv_sizes, dim=-1)
+
+
+def _attention_function(self: Any) -> Any:
+    """The attention kernel the model's config names (transformers' registry; eager its own)."""
+    from transformers.models.llama import modeling_llama
+
+    if self.config._attn_implementation == "eager":
+        return modeling_llama.eager_attention_forward
+    return modeling_llama.ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation]
+
+
 def _attention_forward(
     self: Any,
     hidden_states: Any,
@@ -90,7 +112,6 @@ def _attention_forward(
 ) -> Any:
     """LlamaAttention.forward with one q/k/v matmul (where fused) and `_rotary`."""
     import torch
-    from transformers.models.llama import modeling_llama
 
     if torch.is_grad_enabled():
         return _class_forward(
@@ -104,16 +125,7 @@ def _attention_forward(
         )
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
-    qkv_weight = getattr(self, "_fused_qkv_weight", None)
-    if qkv_weight is not None:
-        qkv = torch.nn.functional.linear(
-            hidden_states, qkv_weight, getattr(self, "_fused_qkv_bias", None)
-        )
-        query, key, value = qkv.split(self._fused_qkv_sizes, dim=-1)
-    else:
-        query = self.q_proj(hidden_states)
-        key = self.k_proj(hidden_states)
-        value = self.v_proj(hidden_states)
+    query, key, value = _qkv(self, hidden_states)
     query_states = query.view(hidden_shape).transpose(1, 2)
     key_states = key.view(hidden_shape).transpose(1, 2)
     value_states = value.view(hidden_shape).transpose(1, 2)
@@ -133,12 +145,7 @@ def _attention_forward(
             key_states, value_states, self.layer_idx, cache_kwargs
         )
 
-    attention_interface = modeling_llama.eager_attention_forward
-    if self.config._attn_implementation != "eager":
-        attention_interface = modeling_llama.ALL_ATTENTION_FUNCTIONS[
-            self.config._attn_implementation
-        ]
-    attn_output, attn_weights = attention_interface(
+    attn_output, attn_weights = _attention_function(self)(
         self,
         query_states,
         key_states,
