@@ -16,6 +16,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.artifacts.schema import AUDIT
@@ -63,43 +64,66 @@ def prepare_judge(judge, space, dataset_df, decisions_df) -> None:
     judge.prepare(items)
 
 
-def quality_rows(
-    space,
-    metrics: Sequence[str],
-    dataset_df,
-    decisions_df,
-    latents_df,
-    *,
-    reference: str,
-    settings: Mapping[str, Any] | None = None,
-    context: MetricContext | None = None,
-    judge=None,
-):
-    """quality.parquet rows: every latent metric of `metrics` on every decision, then the text
-    metrics (a text metric without a checkpoint is skipped and logged). Each metric gets its
-    own typed settings, `settings[name]` (its dataclass defaults when absent). `reference` is the
-    task's reference kind: a mapped one compares with the reference text's latent (the map
-    stage's `reference` rows). A prompt whose record holds no truth (the kind's `present`, e.g.
-    a scored file row without a reference) is not scored. `judge` decides the label / answer
-    pairs the matching rules leave open (evaluation.match_judge)."""
+@dataclass(frozen=True)
+class QualityScoring:
+    """How quality.parquet scores a cell's decisions, built once per cell (evaluate_stage): the
+    task's latent space, the metrics it declares, its reference kind, each metric's typed
+    settings (`settings[name]`; its dataclass defaults when absent), what the text metrics read
+    (`context`: device, cache, space) and the judge that decides the label / answer pairs the
+    matching rules leave open (evaluation.match_judge; None: the rules alone)."""
+
+    space: Any
+    metrics: Sequence[str]
+    reference: str
+    settings: Mapping[str, Any] | None = None
+    context: MetricContext | None = None
+    judge: Any = None
+
+
+def quality_rows(dataset_df, decisions_df, latents_df, scoring: QualityScoring):
+    """quality.parquet rows: every latent metric of `scoring.metrics` on every decision, then the
+    text metrics (a text metric without a checkpoint is skipped and logged). A mapped reference
+    kind compares with the reference text's latent (the map stage's `reference` rows). A prompt
+    whose record holds no truth (the kind's `present`, e.g. a scored file row without a
+    reference) is not scored."""
     import pandas as pd
 
-    kind = REFERENCES[reference]
-    mapped = kind.mapped
-    settings = {name: (settings or {}).get(name) or METRICS[name].Config() for name in metrics}
+    kind = REFERENCES[scoring.reference]
+    settings = {
+        name: (scoring.settings or {}).get(name) or METRICS[name].Config()
+        for name in scoring.metrics
+    }
+    dataset_df, records = _with_truth(dataset_df, kind)
+    decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
+    rows = _latent_metric_rows(scoring, settings, records, decisions_df, latents_df)
+    rows += _text_metric_rows(scoring, settings, records, decisions_df)
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
+
+
+def _with_truth(dataset_df, kind):
+    """(the dataset's rows whose record holds a truth, those records by prompt id)."""
     # `present` reads plain lists, as the loaders give it (parquet hands back numpy arrays)
     all_records = dataset_df.to_dict("records")
     keep = [
         kind.present({k: v.tolist() if hasattr(v, "tolist") else v for k, v in r.items()})
         for r in all_records
     ]
-    dataset_df = dataset_df[keep]
-    records = {r["prompt_id"]: r for r, kept in zip(all_records, keep) if kept}
-    decisions_df = decisions_df[decisions_df["prompt_id"].isin(dataset_df["prompt_id"])]
+    return dataset_df[keep], {r["prompt_id"]: r for r, kept in zip(all_records, keep) if kept}
+
+
+def _latent_metric_rows(
+    scoring: QualityScoring, settings, records, decisions_df, latents_df
+) -> list[dict]:
+    """The rows of the metrics with a function of their own (of the latent or of the text),
+    one decision at a time; the decisions without a latent are counted in the log."""
+    space, judge = scoring.space, scoring.judge
+    mapped = REFERENCES[scoring.reference].mapped
     ref_latents = _reference_latents(space, latents_df, mapped)
     references: dict[str, Any] = {}  # one Reference per prompt, shared by its decisions
     rows: list[dict] = []
-    latent_metrics = [(name, METRICS[name]) for name in metrics if METRICS[name].fn is not None]
+    latent_metrics = [
+        (name, METRICS[name]) for name in scoring.metrics if METRICS[name].fn is not None
+    ]
     unscored: dict[str, int] = {}
     for pid, method, action_json, text in zip(
         decisions_df["prompt_id"],
@@ -123,26 +147,24 @@ def quality_rows(
                 continue
             value = metric.fn(text if metric.reads == "text" else action, ref, settings[name])
             if value is not None:
-                rows.append(
-                    {
-                        "prompt_id": pid,
-                        "method": method,
-                        "metric": name,
-                        "value": float(value),
-                        "higher_is_better": metric.higher_is_better,
-                    }
-                )
-
+                rows.append(_quality_row(pid, method, name, value, metric))
     if unscored:
         log.info(
             "[evaluate] decisions without a latent, not scored (the paper discards them): %s",
             ", ".join(f"{m} {n}" for m, n in unscored.items()),
         )
-    for name in metrics:
+    return rows
+
+
+def _text_metric_rows(scoring: QualityScoring, settings, records, decisions_df) -> list[dict]:
+    """The rows of the metrics scored by a model over all the texts at once (COMET, AlignScore):
+    every decision with an action, against the reference text."""
+    rows: list[dict] = []
+    for name in scoring.metrics:
         metric = METRICS[name]
         if metric.scorer is None:
             continue
-        scorer = metric.scorer(settings[name], context or MetricContext())
+        scorer = metric.scorer(settings[name], scoring.context or MetricContext())
         if scorer is None:
             log.warning(
                 "[evaluate] %s skipped: no checkpoint configured (%s)", name, metric.config_key
@@ -158,16 +180,18 @@ def quality_rows(
         for (pid, method), value in zip(
             ok[["prompt_id", "method"]].itertuples(index=False), scores
         ):
-            rows.append(
-                {
-                    "prompt_id": pid,
-                    "method": method,
-                    "metric": name,
-                    "value": float(value),
-                    "higher_is_better": metric.higher_is_better,
-                }
-            )
-    return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
+            rows.append(_quality_row(pid, method, name, value, metric))
+    return rows
+
+
+def _quality_row(pid, method: str, name: str, value, metric) -> dict[str, Any]:
+    return {
+        "prompt_id": pid,
+        "method": method,
+        "metric": name,
+        "value": float(value),
+        "higher_is_better": metric.higher_is_better,
+    }
 
 
 def interval_job(job: tuple) -> tuple[tuple, tuple]:
@@ -184,18 +208,37 @@ def interval_job(job: tuple) -> tuple[tuple, tuple]:
     return tuple(p), tuple(a)
 
 
-def uq_score_rows(
-    quality_df,
-    uncertainty_df,
-    *,
-    targets: Sequence[str],
-    max_rejection: float,
-    ties: str,
-    n_bootstrap: int,
-    ci_alpha: float,
-    seed: int,
-    map_fn=map,
-):
+@dataclass(frozen=True)
+class UQScoring:
+    """How uq_scores.parquet scores each estimator (the cell's `evaluation` settings): against
+    the quality of which decisions (`targets`), PRR's rejection cap and its rule for tied
+    uncertainties, and the percentile bootstrap (replicates, alpha, seed; 0 replicates: no
+    intervals)."""
+
+    targets: Sequence[str]
+    max_rejection: float
+    ties: str
+    n_bootstrap: int
+    ci_alpha: float
+    seed: int
+
+
+UQ_SCORE_COLUMNS = [
+    "estimator",
+    "target",
+    "metric",
+    "prr",
+    "prr_low",
+    "prr_high",
+    "auc",
+    "auc_low",
+    "auc_high",
+    "n",
+    "n_dropped",
+]
+
+
+def estimator_scores(quality_df, uncertainty_df, scoring: UQScoring, map_fn=map):
     """uq_scores.parquet rows: PRR and concordance AUC with percentile bootstrap intervals. Every
     estimator of a (target, metric) is scored on the same prompts: those with the target's
     quality where every estimator has a value (an estimator with none at all, e.g. P(True) on
@@ -208,7 +251,14 @@ def uq_score_rows(
     unc = uncertainty_df.pivot_table(
         index="prompt_id", columns="estimator", values="value", aggfunc="first", dropna=False
     )
-    for target in targets:
+    intervals = (
+        scoring.max_rejection,
+        scoring.ties,
+        scoring.n_bootstrap,
+        scoring.ci_alpha,
+        scoring.seed,
+    )
+    for target in scoring.targets:
         q_target = quality_df[quality_df["method"] == target]
         for metric, qm in q_target.groupby("metric", sort=True):
             sign = 1.0 if bool(qm["higher_is_better"].iloc[0]) else -1.0
@@ -228,23 +278,29 @@ def uq_score_rows(
                         "n_dropped": int((~common).sum()),
                     }
                 )
-                jobs.append((u, q, max_rejection, ties, n_bootstrap, ci_alpha, seed))
+                jobs.append((u, q, *intervals))
     for row, (p, a) in zip(rows, map_fn(interval_job, jobs)):
         row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1], auc_high=a[2])
-    cols = [
-        "estimator",
-        "target",
-        "metric",
-        "prr",
-        "prr_low",
-        "prr_high",
-        "auc",
-        "auc_low",
-        "auc_high",
-        "n",
-        "n_dropped",
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=UQ_SCORE_COLUMNS)
+
+
+# size: the keyword form that pipeline.scorer.run and pipeline.harness.metrics call; it goes
+# once they pass a UQScoring to estimator_scores
+def uq_score_rows(
+    quality_df,
+    uncertainty_df,
+    *,
+    targets: Sequence[str],
+    max_rejection: float,
+    ties: str,
+    n_bootstrap: int,
+    ci_alpha: float,
+    seed: int,
+    map_fn=map,
+):
+    """estimator_scores with the UQScoring of these settings."""
+    scoring = UQScoring(targets, max_rejection, ties, n_bootstrap, ci_alpha, seed)
+    return estimator_scores(quality_df, uncertainty_df, scoring, map_fn)
 
 
 def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, judge=None):
@@ -334,26 +390,26 @@ def evaluate_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]
     )
     judge = build_judge(cell)
     prepare_judge(judge, space, dataset, decisions)
-    quality = quality_rows(
+    scoring = QualityScoring(
         space,
         list(task.metrics),
-        dataset,
-        decisions,
-        latents,
-        reference=task.reference,
+        task.reference,
         settings=dict(task.metric_settings),
         context=MetricContext(cell.device, cell.cache_dir, space),
         judge=judge,
     )
-    scores = uq_score_rows(
+    quality = quality_rows(dataset, decisions, latents, scoring)
+    scores = estimator_scores(
         quality,
         store.read("uncertainty"),
-        targets=list(ev.targets),
-        max_rejection=ev.max_rejection,
-        ties=ev.ties,
-        n_bootstrap=ev.n_bootstrap,
-        ci_alpha=ev.ci_alpha,
-        seed=ev.seed,
+        UQScoring(
+            targets=list(ev.targets),
+            max_rejection=ev.max_rejection,
+            ties=ev.ties,
+            n_bootstrap=ev.n_bootstrap,
+            ci_alpha=ev.ci_alpha,
+            seed=ev.seed,
+        ),
     )
     audit = audit_rows(space, dataset, decisions, latents, reference=task.reference, judge=judge)
     counts = {k: v for k, v in count_warnings(audit["warnings"]).items() if v}

@@ -305,20 +305,22 @@ def test_no_setting_outside_a_metrics_settings_changes_the_evaluate_key(compose_
 
 def test_a_metric_sees_its_own_settings_only_and_unreferenced_prompts_are_not_scored(compose_cfg):
     from pipeline.latent import get_space
-    from pipeline.stages.evaluate import quality_rows
+    from pipeline.stages.evaluate import QualityScoring, quality_rows
 
     dataset, decisions = _set_decisions()
 
     def f1_of(*overrides):
         cfg = compose_cfg("task=sets", *overrides)
         q = quality_rows(
-            get_space("sets"),
-            ["f1"],
             dataset,
             decisions,
             None,
-            reference="answer_set",
-            settings=dict(resolve_cell(cfg).task.metric_settings),
+            QualityScoring(
+                get_space("sets"),
+                ["f1"],
+                "answer_set",
+                settings=dict(resolve_cell(cfg).task.metric_settings),
+            ),
         )
         assert q["prompt_id"].tolist() == ["p0"]
         return q["value"].item()

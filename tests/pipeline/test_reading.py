@@ -10,7 +10,7 @@ import pytest
 from pipeline.evaluation.audit import audit_prompt, count_warnings, label_warnings
 from pipeline.latent import get_space
 from pipeline.stages.decide import decide_prompt
-from pipeline.stages.evaluate import audit_rows, quality_rows
+from pipeline.stages.evaluate import QualityScoring, audit_rows, quality_rows
 
 
 def _dataset(question, answers):
@@ -58,12 +58,10 @@ def test_cluster_answer_is_printed_and_scored_as_its_most_frequent_member():
     assert bayes["text"] == "Paris" and json.loads(bayes["action"]) == "paris"
     assert bayes["risk"] == pytest.approx(0.2)
     q = quality_rows(
-        space,
-        ["exact_match_error"],
         _dataset(question, [["Paris"]]),
         decisions,
         pd.DataFrame(columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"]),
-        reference="one_answer",
+        QualityScoring(space, ["exact_match_error"], "one_answer"),
     )
     errors = q.set_index("method")["value"]
     assert errors["bayes"] == 0.0 and errors["map"] == 0.0
@@ -133,12 +131,10 @@ def test_set_cases_score_as_a_careful_reader_scores_them(
     )
     answers = answer_set_from_user(reference)["answers"]
     q = quality_rows(
-        space,
-        ["f1", "hamming"],
         _dataset(question, answers),
         decisions,
         pd.DataFrame(columns=["prompt_id", "source", "sample_idx", "latent", "parse_ok"]),
-        reference="answer_set",
+        QualityScoring(space, ["f1", "hamming"], "answer_set"),
     )
     bayes = q[q["method"] == "bayes"].set_index("metric")["value"]
     assert bayes["f1"] == pytest.approx(f1) and bayes["hamming"] == pytest.approx(hamming)
@@ -240,12 +236,10 @@ def test_a_decision_without_a_latent_is_not_scored_but_an_empty_answer_set_is():
         ]
     )
     q = quality_rows(
-        space,
-        ["f1", "hamming"],
         _dataset("Which oceans?", [["Pacific"]]),
         decisions,
         None,
-        reference="answer_set",
+        QualityScoring(space, ["f1", "hamming"], "answer_set"),
     )
     got = {(r.method, r.metric): r.value for r in q.itertuples()}
     assert got == {

@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from pipeline.config import metric_config, register_configs, resolve_cell
 from pipeline.evaluation import text_metrics as tm
 from pipeline.latent import get_space
-from pipeline.stages.evaluate import quality_rows
+from pipeline.stages.evaluate import QualityScoring, quality_rows
 from pipeline.tasks.contract import METRICS, MetricContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,13 +71,12 @@ def test_comet_scores_every_decision_of_a_sphere_cell(tiny_comet):
         }
     )
     q = quality_rows(
-        get_space("sphere"),
-        ["cosine_distance", "comet"],
         _dataset(2),
         decisions,
         latents,
-        reference="text",
-        settings=settings,
+        QualityScoring(
+            get_space("sphere"), ["cosine_distance", "comet"], "text", settings=settings
+        ),
     )
     comet = q[q["metric"] == "comet"]
     assert comet[["prompt_id", "method"]].values.tolist() == [
@@ -125,13 +124,12 @@ def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):
         }
     )
     q = quality_rows(
-        get_space("graphs"),
-        ["hamming", "f1", "alignscore"],
         _dataset(1),
         decisions,
         latents,
-        reference="text",
-        settings=settings,
+        QualityScoring(
+            get_space("graphs"), ["hamming", "f1", "alignscore"], "text", settings=settings
+        ),
     )
     align = q[q["metric"] == "alignscore"].set_index("method")["value"]
     # the generation is the context, the reference summary the claim (lm-polygraph's default)
@@ -155,13 +153,10 @@ def test_alignscore_scores_every_decision_of_a_graph_cell(tiny_alignscore):
         )
     )
     q = quality_rows(
-        get_space("graphs"),
-        ["alignscore"],
         _dataset(1),
         decisions,
         latents,
-        reference="text",
-        settings=flipped,
+        QualityScoring(get_space("graphs"), ["alignscore"], "text", settings=flipped),
     )
     expected = tm.alignscore_scores(
         contexts=["The cat sat on the mat."] * 2,
