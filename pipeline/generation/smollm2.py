@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -296,11 +297,23 @@ def _convert(
 
 def _dequantise(gguf_path: Path, out_dir: Path) -> tuple[int, float]:
     """`_convert`'s work: (tensors written, seconds)."""
-    import torch
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
     started = time.perf_counter()
+    gguf_model, tokenizer = _load_gguf(gguf_path)
+    dense, tensors = _dense_model(gguf_model)
+    dense.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    _declare_bytelevel_tokenizer(out_dir)
+    _save_generation_config(tokenizer, out_dir)
+    seconds = _write_marker(gguf_path, out_dir, started)
+    log.info("converted SmolLM2 in %.1f s", seconds)
+    return tensors, float(seconds)
+
+
+def _load_gguf(gguf_path: Path) -> tuple[Any, Any]:
+    """(the GGUF model dequantised by transformers, bf16; its tokenizer, specials fixed)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     src_dir, gguf_file = str(gguf_path.parent), gguf_path.name
     gguf_model = AutoModelForCausalLM.from_pretrained(
         src_dir, gguf_file=gguf_file, dtype=torch.bfloat16
@@ -311,6 +324,13 @@ def _dequantise(gguf_path: Path, out_dir: Path) -> tuple[int, float]:
             f"{gguf_path} carries no chat template; the dense folder would be unusable for chat prompts"
         )
     _fix_tokenizer_specials(tokenizer, gguf_model.config)
+    return gguf_model, tokenizer
+
+
+def _dense_model(gguf_model: Any) -> tuple[Any, int]:
+    """(a plain bf16 model holding the GGUF model's weights, the number of its tensors)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     # Rebuild the config without the GGUF quantization_config, then move the dequantised
     # weights into a plain model so save_pretrained handles tied weights and sharding.
@@ -332,9 +352,12 @@ def _dequantise(gguf_path: Path, out_dir: Path) -> tuple[int, float]:
         raise RuntimeError(
             f"GGUF state_dict does not match the dense model: missing={missing} unexpected={unexpected}"
         )
-    dense.save_pretrained(out_dir, safe_serialization=True)
-    tokenizer.save_pretrained(out_dir)
-    _declare_bytelevel_tokenizer(out_dir)
+    return dense, len(state)
+
+
+def _save_generation_config(tokenizer: Any, out_dir: Path) -> None:
+    """The recommended sampling defaults, with the tokenizer's special ids."""
+    from transformers import GenerationConfig
 
     generation_config = GenerationConfig(
         do_sample=True,
@@ -344,6 +367,14 @@ def _dequantise(gguf_path: Path, out_dir: Path) -> tuple[int, float]:
         **RECOMMENDED_GENERATION,
     )
     generation_config.save_pretrained(out_dir)
+
+
+def _write_marker(gguf_path: Path, out_dir: Path, started: float) -> float:
+    """The MARKER file (what the folder was built from, and by what); returns the seconds
+    since `started` that it records."""
+    import torch
+    import transformers
+
     marker = {
         "source": str(gguf_path),
         "source_bytes": gguf_path.stat().st_size,
@@ -356,8 +387,7 @@ def _dequantise(gguf_path: Path, out_dir: Path) -> tuple[int, float]:
     }
     # Written last: its presence is what makes the folder usable.
     (out_dir / MARKER).write_text(json.dumps(marker, indent=2))
-    log.info("converted SmolLM2 in %.1f s", marker["seconds"])
-    return len(state), float(marker["seconds"])
+    return marker["seconds"]
 
 
 def _declare_bytelevel_tokenizer(out_dir: Path) -> None:
