@@ -378,9 +378,39 @@ def api_key_from_env(api_key_env: str, base_url: str | None, where: str | None =
     )
 
 
+def _check_client_settings(
+    model: str,
+    max_workers: int,
+    max_retries: int,
+    timeout: float,
+    deadline: float | None,
+    requests_per_minute: float | None,
+    max_response_bytes: int,
+) -> None:
+    """LLMClient's settings that must be positive (or None where optional), and a model name."""
+    if max_workers < 1:
+        raise ValueError(f"LLMClient.max_workers must be >= 1 (got {max_workers})")
+    if max_retries < 0:
+        raise ValueError(f"LLMClient.max_retries must be >= 0 (got {max_retries})")
+    if not model:
+        raise ValueError("LLMClient.model must name the served model, e.g. 'gpt-4.1-mini'")
+    for name, value in (
+        ("timeout", timeout),
+        ("deadline", deadline),
+        ("requests_per_minute", requests_per_minute),
+    ):
+        if value is not None and not value > 0:
+            raise ValueError(f"LLMClient.{name} must be > 0 seconds or None (got {value})")
+    if not max_response_bytes >= 1:
+        raise ValueError(f"LLMClient.max_response_bytes must be >= 1 (got {max_response_bytes})")
+
+
 class LLMClient:
     """Cached, retrying, concurrency-bounded chat completions against an OpenAI-compatible API."""
 
+    # size: a public keyword API (LLMClient(base_url=..., ...): the extractor's and judge's
+    # factories, the OpenAI backend, the serve upstream and scripts build it by these names);
+    # the checks and the state between requests are the helpers it calls
     def __init__(
         self,
         model: str = "gpt-4.1-mini",
@@ -402,23 +432,15 @@ class LLMClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         settings_prefix: str = "",
     ) -> None:
-        if max_workers < 1:
-            raise ValueError(f"LLMClient.max_workers must be >= 1 (got {max_workers})")
-        if max_retries < 0:
-            raise ValueError(f"LLMClient.max_retries must be >= 0 (got {max_retries})")
-        if not model:
-            raise ValueError("LLMClient.model must name the served model, e.g. 'gpt-4.1-mini'")
-        for name, value in (
-            ("timeout", timeout),
-            ("deadline", deadline),
-            ("requests_per_minute", requests_per_minute),
-        ):
-            if value is not None and not value > 0:
-                raise ValueError(f"LLMClient.{name} must be > 0 seconds or None (got {value})")
-        if not max_response_bytes >= 1:
-            raise ValueError(
-                f"LLMClient.max_response_bytes must be >= 1 (got {max_response_bytes})"
-            )
+        _check_client_settings(
+            model,
+            max_workers,
+            max_retries,
+            timeout,
+            deadline,
+            requests_per_minute,
+            max_response_bytes,
+        )
         check_base_url(base_url)
         self.model = model
         self.base_url = base_url
@@ -444,13 +466,17 @@ class LLMClient:
         # tell the user which one to raise
         self.settings_prefix = settings_prefix
         self.check_model = check_model  # ask /models for the model before the first request
-        self._checked: asyncio.Lock | bool = False
-        self._next_slot = 0.0  # the loop's clock time the next request may start (rate limit)
         self.params: dict[str, Any] = {
             "temperature": temperature,
             "max_tokens": max_tokens,
             **(extra_params or {}),
         }
+        self._start_state()
+
+    def _start_state(self) -> None:
+        """What the client keeps between requests, before the first one."""
+        self._checked: asyncio.Lock | bool = False
+        self._next_slot = 0.0  # the loop's clock time the next request may start (rate limit)
         self.stats = LLMStats()
         self._bearer: str | None = None  # the key, read once from the environment
         self._start_lock = threading.Lock()
