@@ -58,6 +58,9 @@ def is_terminal(stream: IO[str] | None) -> bool:
 class Progress:
     """`update(n)` after each piece of work, `close()` at the end (or use it as a context)."""
 
+    # size: a public keyword API (`progress(total, desc, unit, **kwargs)` passes its keywords
+    # on): the bar's text, when it speaks (share, every_s, bar, lines) and what tests swap in
+    # (stream, clock, emit); the body stores them and opens the bar
     def __init__(
         self,
         total: int | None,
