@@ -139,6 +139,8 @@ def _unavailable(
     )
 
 
+# size: the options every hub dataset shares, as keywords: the hub loaders pass their `**hub`
+# (the dataset config's keys) through unchanged; the body picks local files or the hub
 def load_hf_split(
     spec: DatasetSpec,
     *,
@@ -153,28 +155,54 @@ def load_hf_split(
 ) -> Any:
     """One split as a `datasets.Dataset`: from the hub, or from local `data_files` (whose noted
     source gets `provenance`, e.g. a released file's SHA-256)."""
+    if data_files is not None:
+        return _load_files_split(spec, data_files, split, cache_dir, field, provenance)
+    return _load_hub_split(spec, path, config, split, cache_dir, revision)
+
+
+def _load_files_split(
+    spec: DatasetSpec,
+    data_files: Any,
+    split: str,
+    cache_dir: str | None,
+    field: str | None,
+    provenance: Mapping[str, Any] | None,
+) -> Any:
+    """`load_hf_split` from local files, by the `datasets` builder of their extension."""
     import datasets  # heavy: imported only when a real dataset is loaded
 
     kwargs: dict[str, Any] = {"cache_dir": cache_dir}
-    if data_files is not None:
-        files = plain_data_files(data_files, split)
-        if split not in files:
-            raise ValueError(
-                f"data_files has splits {sorted(files)}, but split={split!r} was asked"
-            )
-        builder = _builder_for(files)
-        if field is not None:
-            kwargs["field"] = field
-        source = f"local files {files!r}"
-        try:
-            ds = datasets.load_dataset(builder, data_files=dict(files), split=split, **kwargs)
-        except FileNotFoundError as exc:
-            raise _unavailable(spec, source, exc, local=True) from exc
-        note_source({"source": "files", "data_files": files, "split": split, **(provenance or {})})
-        return ds
+    files = plain_data_files(data_files, split)
+    if split not in files:
+        raise ValueError(f"data_files has splits {sorted(files)}, but split={split!r} was asked")
+    builder = _builder_for(files)
+    if field is not None:
+        kwargs["field"] = field
+    source = f"local files {files!r}"
+    try:
+        ds = datasets.load_dataset(builder, data_files=dict(files), split=split, **kwargs)
+    except FileNotFoundError as exc:
+        raise _unavailable(spec, source, exc, local=True) from exc
+    note_source({"source": "files", "data_files": files, "split": split, **(provenance or {})})
+    return ds
+
+
+def _load_hub_split(
+    spec: DatasetSpec,
+    path: str,
+    config: str | None,
+    split: str,
+    cache_dir: str | None,
+    revision: str | None,
+) -> Any:
+    """`load_hf_split` from the hub (or the datasets cache, offline), its commit noted."""
+    import datasets  # heavy: imported only when a real dataset is loaded
+
     source = f"the hub ({path!r}, config={config!r}, split={split!r})"
     try:
-        ds = datasets.load_dataset(path, config, split=split, revision=revision, **kwargs)
+        ds = datasets.load_dataset(
+            path, config, split=split, revision=revision, cache_dir=cache_dir
+        )
     except (ConnectionError, OSError, FileNotFoundError) as exc:
         raise _unavailable(spec, source, exc) from exc
     except Exception as exc:  # datasets/huggingface_hub raise many types when the hub is absent
@@ -222,6 +250,8 @@ def load_triviaqa(spec: DatasetSpec, select: Selector, **hub: Any) -> list[dict[
     ]
 
 
+# size: a dataset loader's options are keywords that mirror the dataset config's keys one to
+# one (catalog: `loader(spec, select, **options)`); the body is short
 def load_maqa(
     spec: DatasetSpec,
     select: Selector,
