@@ -128,8 +128,29 @@ def bootstrap_cis(
     if not metric_fns:
         raise ValueError("bootstrap_cis needs at least one metric")
     arrs = _checked(arrays, n_boot, alpha)
-    n = arrs[0].shape[0]
     points = [float(f(*arrs)) for f in metric_fns]
+    metrics = _resampled_metrics(metric_fns, arrs)
+    replicates = _replicates(metrics, arrs, n_boot, seed)
+    return [_interval(point, reps, alpha) for point, reps in zip(points, replicates)]
+
+
+class _Metric(NamedTuple):
+    """A metric and the forms its replicates are computed by (one of counted, batched, the
+    metric itself), as `_resampled_metrics` found them."""
+
+    fn: Callable[..., float]
+    counted: object | None  # its counted form on these arrays (`metric_fn.counted`)
+    batched: Callable[..., np.ndarray] | None  # its vectorised form
+    shares: int  # index of the first metric counting the same cells (its own if none)
+    step: int  # replicates per block of draws
+
+
+def _resampled_metrics(
+    metric_fns: list[Callable[..., float]], arrs: list[np.ndarray]
+) -> list[_Metric]:
+    """Each metric's fastest form on `arrs`, which counts of cells it shares, and its block of
+    replicates."""
+    n = arrs[0].shape[0]
     one_d = all(a.ndim == 1 for a in arrs)
     counted = []
     for f in metric_fns:
@@ -152,37 +173,58 @@ def bootstrap_cis(
                 k,
             )
         )
-    # Drawn in blocks of rows: a block of draws is the continuation of the previous one in the
-    # generator's stream, so every metric sees exactly the resamples of one (n_boot, n) call.
-    # Metrics are drawn for in groups of one block size (a batched metric's sums round by the
-    # block's shape): each gets the blocks, so the values, it gets alone.
     steps = [
         max(1, (_COUNTED_ELEMENTS if c is not None else _BATCH_ELEMENTS) // n) for c in counted
     ]
-    replicates: list[list[np.ndarray]] = [[] for _ in metric_fns]
-    for step in dict.fromkeys(steps):
-        members = [k for k in range(len(metric_fns)) if steps[k] == step]
+    return [_Metric(*m) for m in zip(metric_fns, counted, batched, shares, steps)]
+
+
+def _replicates(
+    metrics: list[_Metric],
+    arrs: list[np.ndarray],
+    n_boot: int,
+    seed: int | np.random.Generator | None,
+) -> list[list[np.ndarray]]:
+    """Each metric's replicates, a block of draws at a time.
+
+    A block of draws is the continuation of the previous one in the generator's stream, so
+    every metric sees exactly the resamples of one (n_boot, n) call. Metrics are drawn for in
+    groups of one block size (a batched metric's sums round by the block's shape): each gets
+    the blocks, so the values, it gets alone."""
+    n = arrs[0].shape[0]
+    replicates: list[list[np.ndarray]] = [[] for _ in metrics]
+    for step in dict.fromkeys(m.step for m in metrics):
+        members = [k for k, m in enumerate(metrics) if m.step == step]
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         for i in range(0, int(n_boot), step):
             idx = rng.integers(0, n, size=(min(step, int(n_boot) - i), n))
             counts: dict[int, np.ndarray] = {}
             for k in members:
-                if counted[k] is not None:
-                    if shares[k] not in counts:
-                        counts[shares[k]] = _cell_counts(counted[k], idx)
-                    values = counted[k].replicates(counts[shares[k]])
-                elif batched[k] is not None:
-                    values = batched[k](*(a[idx] for a in arrs))
-                else:
-                    values = [float(metric_fns[k](*(a[row] for a in arrs))) for row in idx]
-                replicates[k].append(np.asarray(values, dtype=float))
-    out = []
-    for point, reps in zip(points, replicates):
-        values = np.concatenate(reps)
-        valid = values[~np.isnan(values)]
-        if valid.size == 0:
-            out.append(BootstrapCI(point, math.nan, math.nan))
-            continue
-        low, high = np.quantile(valid, [alpha / 2.0, 1.0 - alpha / 2.0])
-        out.append(BootstrapCI(point, float(low), float(high)))
-    return out
+                replicates[k].append(_replicate_values(metrics[k], arrs, idx, counts))
+    return replicates
+
+
+def _replicate_values(
+    metric: _Metric, arrs: list[np.ndarray], idx: np.ndarray, counts: dict[int, np.ndarray]
+) -> np.ndarray:
+    """The metric on each resample row of `idx`; `counts` holds the block's cell counts by
+    the index of the metric that counted them first."""
+    if metric.counted is not None:
+        if metric.shares not in counts:
+            counts[metric.shares] = _cell_counts(metric.counted, idx)
+        values = metric.counted.replicates(counts[metric.shares])
+    elif metric.batched is not None:
+        values = metric.batched(*(a[idx] for a in arrs))
+    else:
+        values = [float(metric.fn(*(a[row] for a in arrs))) for row in idx]
+    return np.asarray(values, dtype=float)
+
+
+def _interval(point: float, reps: list[np.ndarray], alpha: float) -> BootstrapCI:
+    """The percentile interval of the replicates that are not NaN ((NaN, NaN) if none is)."""
+    values = np.concatenate(reps)
+    valid = values[~np.isnan(values)]
+    if valid.size == 0:
+        return BootstrapCI(point, math.nan, math.nan)
+    low, high = np.quantile(valid, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return BootstrapCI(point, float(low), float(high))
