@@ -436,6 +436,9 @@ def _score_split(
     return float(scores.view(len(chunks), len(claims)).max(dim=0).values.mean().item())
 
 
+# size: a public keyword API: AlignScore's own settings (model, mode, batch size, device,
+# splitter, revision) by name, as the aux-model factory and the tests pass them; they go no
+# further than load_alignscore_model and the scoring loop here
 def alignscore_scores(
     contexts: Sequence[str],
     claims: Sequence[str],
