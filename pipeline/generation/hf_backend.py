@@ -302,8 +302,8 @@ def _raw_logprobs(logits: Any, chosen: Any) -> Any:
 class TransformersBackend:
     """`GenerationBackend` on transformers' `generate` (see module docstring)."""
 
-    # size: keyword arguments that mirror the `backend.*` config keys one to one (the generate
-    # stage passes them by name); the loading steps are the helpers it calls
+    # size: keyword arguments that mirror the cell's model.* and backend.* settings (get_backend
+    # passes them by name, pipeline.generation.cell); the loading steps are the helpers it calls
     def __init__(
         self,
         model_path: str | Path,

@@ -63,8 +63,8 @@ class OpenAIBackend:
 
     name = "openai"
 
-    # size: keyword arguments that mirror the `backend.*` config keys one to one (the generate
-    # stage passes them by name); the body hands them to an LLMClient
+    # size: keyword arguments that mirror the cell's backend.* settings (get_backend passes them
+    # by name, pipeline.generation.cell); the body hands them to an LLMClient
     def __init__(
         self,
         model: str,

@@ -120,8 +120,8 @@ def _bind_cpu_threads(tensor_parallel_size: int) -> None:
 class VllmBackend:
     """`GenerationBackend` on a vLLM engine (see module docstring for the semantics)."""
 
-    # size: keyword arguments that mirror the `backend.*` config keys one to one (the generate
-    # stage and the vLLM worker pass them by name), most of them handed to vllm.LLM as they are
+    # size: keyword arguments that mirror the cell's model.* and backend.* settings (the vLLM
+    # worker passes its job's engine settings by name), most of them handed to vllm.LLM as they are
     def __init__(
         self,
         model_path: str | Path,
