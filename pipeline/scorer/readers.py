@@ -417,77 +417,63 @@ def _jsonl_chunks(
 def _parse_line(
     raw: bytes, lineno: int, index: int, problems: list[RowProblem], replaced: dict[str, int]
 ) -> _Raw | None:
+    """Line `lineno` of a JSON Lines file as a row (cleaned where it must be), or None with
+    its problem appended to `problems`."""
     where = (lineno, None)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        byte = raw[exc.start : exc.start + 1].hex().upper()
-        problems.append(
-            _problem(
-                where,
-                ScoreRowError(
-                    None,
-                    f"not UTF-8 text (byte 0x{byte} at byte {exc.start + 1} of the line: "
-                    f"{exc.reason})",
-                    "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT",
-                ),
-            )
-        )
-        return None
-    try:
-        data = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
-    except json.JSONDecodeError as exc:
-        problems.append(
-            _problem(
-                where,
-                ScoreRowError(
-                    None,
-                    f"not valid JSON ({exc.msg} at column {exc.colno})",
-                    "each line must hold one complete JSON object (JSON Lines)",
-                ),
-            )
-        )
-        return None
-    except RecursionError:
-        problems.append(
-            _problem(
-                where,
-                ScoreRowError(
-                    None,
-                    "nested too deeply for the JSON parser",
-                    f"flatten it (at most {MAX_DEPTH} levels): a row holds a prompt, its responses and "
-                    "a reference",
-                ),
-            )
-        )
-        return None
-    except ValueError as exc:  # e.g. a number the float/int conversion refuses
-        problems.append(
-            _problem(
-                where,
-                ScoreRowError(
-                    None, f"cannot be read as JSON ({exc})", "check the values on that line"
-                ),
-            )
-        )
-        return None
-    if not isinstance(data, dict):
-        problems.append(
-            _problem(
-                where,
-                ScoreRowError(
-                    None,
-                    f"is a JSON {_json_type(data)}, not an object",
-                    'write one object per prompt, e.g. {"question": ..., "responses": [...]}',
-                ),
-            )
-        )
+        text = _utf8_text(raw)
+        data = _json_object(text)
+    except ScoreRowError as exc:
+        problems.append(_problem(where, exc))
         return None
     if text.count("[") + text.count("{") <= MAX_DEPTH and not _SURROGATE_ESCAPE.search(text):
         # nothing to clean (the walk costs as much as the parse): a lone surrogate in JSON is a
         # \\uD800-\\uDFFF escape, and the nesting is at most the count of brackets
         return _Raw(data=data, index=index, line=lineno)
     return _clean_row(_Raw(data=data, index=index, line=lineno), problems, replaced)
+
+
+def _utf8_text(raw: bytes) -> str:
+    """A line's bytes as text, or the ScoreRowError naming the first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = raw[exc.start : exc.start + 1].hex().upper()
+        raise ScoreRowError(
+            None,
+            f"not UTF-8 text (byte 0x{byte} at byte {exc.start + 1} of the line: {exc.reason})",
+            "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT",
+        ) from None
+
+
+def _json_object(text: str) -> dict:
+    """A line's one JSON object, or the ScoreRowError saying why the line holds none."""
+    try:
+        data = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        raise ScoreRowError(
+            None,
+            f"not valid JSON ({exc.msg} at column {exc.colno})",
+            "each line must hold one complete JSON object (JSON Lines)",
+        ) from None
+    except RecursionError:
+        raise ScoreRowError(
+            None,
+            "nested too deeply for the JSON parser",
+            f"flatten it (at most {MAX_DEPTH} levels): a row holds a prompt, its responses and "
+            "a reference",
+        ) from None
+    except ValueError as exc:  # e.g. a number the float/int conversion refuses
+        raise ScoreRowError(
+            None, f"cannot be read as JSON ({exc})", "check the values on that line"
+        ) from None
+    if not isinstance(data, dict):
+        raise ScoreRowError(
+            None,
+            f"is a JSON {_json_type(data)}, not an object",
+            'write one object per prompt, e.g. {"question": ..., "responses": [...]}',
+        )
+    return data
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -1049,71 +1035,79 @@ def _lm_eval_prompts(
     filtered response but several raw ones); bad rows are appended to `problems`."""
     if chosen is not None:
         rows = [r for r in rows if _filter_name(r.data) == chosen]
-    id_f = fields.id or "doc_id"
-    resp_f = fields.responses or "resps"
-    ref_f = fields.reference or "target"
     out = []
     single_filtered = 0
     for raw in rows:
-        row = raw.data
         try:
-            pid = _prompt_id(
-                get_path(row, id_f),
-                id_f,
-                raw.index,
-                explicit=True,
-                fix_missing="every lm-eval sample has one; name another with --id-field",
-            )
-            value = get_path(row, resp_f)
-            if value is _MISSING:
-                raise ScoreRowError(
-                    resp_f,
-                    f"no {resp_f!r} field (fields present: {_present(row)})",
-                    "use --responses-field resps (raw "
-                    "generations, one per repeat) or filtered_resps",
-                )
-            responses = _responses(_flatten_responses(value), resp_f)
-            reference = get_path(row, ref_f)
-            if reference is _MISSING and not ref_f.startswith("doc."):
-                reference = get_path(
-                    row.get("doc") if isinstance(row.get("doc"), dict) else {}, ref_f
-                )
-            if reference is _MISSING and fields.reference is not None:
-                raise ScoreRowError(
-                    ref_f,
-                    f"no reference field {ref_f!r} (fields present: {_present(row)})",
-                    "every row needs it (or name another with --reference-field)",
-                )
-            lp = None
-            if fields.logprobs is not None:
-                lp = _logprobs(
-                    _value(row, fields.logprobs, "log-probs", "--logprobs-field", True),
-                    len(responses),
-                    fields.logprobs,
-                )
-            question = _lm_eval_question(row, fields.question)
+            prompt = _lm_eval_prompt(raw, fields)
         except ScoreRowError as exc:
-            problems.append(_problem(raw, exc, _peek_id(row, id_f)))
+            problems.append(_problem(raw, exc, _peek_id(raw.data, fields.id or "doc_id")))
             continue
         if (
-            resp_f == "filtered_resps"
-            and len(responses) == 1
-            and len(_flatten_responses(row.get("resps", []))) > 1
+            (fields.responses or "resps") == "filtered_resps"
+            and len(prompt.responses) == 1
+            and len(_flatten_responses(raw.data.get("resps", []))) > 1
         ):
             single_filtered += 1
-        out.append(
-            ScorePrompt(
-                prompt_id=pid,
-                question=question,
-                responses=responses,
-                logprobs=lp,
-                reference=None if reference is _MISSING else parse_target(reference),
-                extra={"filter": row.get("filter")},
-                line=raw.line,
-                row=raw.row,
-            )
-        )
+        out.append(prompt)
     return out, single_filtered
+
+
+def _lm_eval_prompt(raw: _Raw, fields: FieldNames) -> ScorePrompt:
+    """One lm-eval samples row as a prompt (docs/score.md), or the ScoreRowError of the field
+    that does not fit."""
+    row = raw.data
+    id_f = fields.id or "doc_id"
+    resp_f = fields.responses or "resps"
+    pid = _prompt_id(
+        get_path(row, id_f),
+        id_f,
+        raw.index,
+        explicit=True,
+        fix_missing="every lm-eval sample has one; name another with --id-field",
+    )
+    value = get_path(row, resp_f)
+    if value is _MISSING:
+        raise ScoreRowError(
+            resp_f,
+            f"no {resp_f!r} field (fields present: {_present(row)})",
+            "use --responses-field resps (raw generations, one per repeat) or filtered_resps",
+        )
+    responses = _responses(_flatten_responses(value), resp_f)
+    reference = _lm_eval_reference(row, fields)
+    lp = None
+    if fields.logprobs is not None:
+        lp = _logprobs(
+            _value(row, fields.logprobs, "log-probs", "--logprobs-field", True),
+            len(responses),
+            fields.logprobs,
+        )
+    return ScorePrompt(
+        prompt_id=pid,
+        question=_lm_eval_question(row, fields.question),
+        responses=responses,
+        logprobs=lp,
+        reference=None if reference is _MISSING else parse_target(reference),
+        extra={"filter": row.get("filter")},
+        line=raw.line,
+        row=raw.row,
+    )
+
+
+def _lm_eval_reference(row: dict, fields: FieldNames) -> Any:
+    """The row's reference as written (`target`, else the named field, also under `doc`), or
+    _MISSING where a row has none; a reference field named on purpose must be there."""
+    ref_f = fields.reference or "target"
+    reference = get_path(row, ref_f)
+    if reference is _MISSING and not ref_f.startswith("doc."):
+        reference = get_path(row.get("doc") if isinstance(row.get("doc"), dict) else {}, ref_f)
+    if reference is _MISSING and fields.reference is not None:
+        raise ScoreRowError(
+            ref_f,
+            f"no reference field {ref_f!r} (fields present: {_present(row)})",
+            "every row needs it (or name another with --reference-field)",
+        )
+    return reference
 
 
 def _filter_name(row: dict) -> str:
