@@ -171,18 +171,9 @@ def _loss_column(df) -> tuple[str, bool] | None:
 
 
 def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
-    confidence = getattr(row, CONFIDENCE_COLUMN, math.nan)
-    lines = [
-        f"{row.prompt_id}: Bayes risk {getattr(row, RISK_COLUMN):.3f}"
-        + (f" (confidence {confidence:.2f})" if not math.isnan(confidence) else "")
-        + "".join(f", {e.replace('_', ' ')} {getattr(row, e):.3f}" for e in ENTROPY_COLUMNS)
-        + (
-            f", {loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer "
-            f"{getattr(row, loss[0]):.3f}"
-            if loss and not math.isnan(getattr(row, loss[0]))
-            else ""
-        )
-    ]
+    """One prompt of the audit: its scores, question, reference and Bayes answer, how its
+    samples counted, and how its responses and reference were read and matched."""
+    lines = [_audit_head(row, loss)]
     lines.append(f"  question: {' '.join(str(row.question).split())[:300]}")
     if isinstance(getattr(row, "reference_labels", None), list):
         lines.append(f"  reference: {'; '.join(row.reference_labels) or '(none)'}")
@@ -208,6 +199,30 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
         lines.append(f"  sampled with: {sampling}")
     if (shown := distribution_line(getattr(row, "latent_distribution", None))) is not None:
         lines.append(f"  latent distribution: {shown}")
+    return "\n".join(lines + _reading_lines(row))
+
+
+def _audit_head(row, loss: tuple[str, bool] | None) -> str:
+    """The audit entry's first line: the prompt's id, Bayes risk, confidence, entropies and
+    (with a reference) the Bayes answer's quality."""
+    confidence = getattr(row, CONFIDENCE_COLUMN, math.nan)
+    return (
+        f"{row.prompt_id}: Bayes risk {getattr(row, RISK_COLUMN):.3f}"
+        + (f" (confidence {confidence:.2f})" if not math.isnan(confidence) else "")
+        + "".join(f", {e.replace('_', ' ')} {getattr(row, e):.3f}" for e in ENTROPY_COLUMNS)
+        + (
+            f", {loss[0].removeprefix(f'quality_{OURS_COLUMN}_')} of the Bayes answer "
+            f"{getattr(row, loss[0]):.3f}"
+            if loss and not math.isnan(getattr(row, loss[0]))
+            else ""
+        )
+    )
+
+
+def _reading_lines(row) -> list[str]:
+    """How the prompt's responses were read (and, with a reference, matched to it), and the
+    warnings of that reading: the audit entry's last lines."""
+    lines = []
     labels = getattr(row, "response_labels", None)
     labels = json.loads(labels) if isinstance(labels, str) else labels  # a file's JSON
     if isinstance(labels, list):
@@ -232,7 +247,7 @@ def _audit_entry(row, loss: tuple[str, bool] | None) -> str:
     warned = getattr(row, "reading_warnings", None)
     if isinstance(warned, list) and warned:
         lines.append("  warnings: " + "; ".join(warned))
-    return "\n".join(lines)
+    return lines
 
 
 def distribution_line(value: Any, limit: int = 8) -> str | None:
