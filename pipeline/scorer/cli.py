@@ -84,6 +84,8 @@ def format_summary(df) -> str:
     return "\n".join(lines)
 
 
+# size: a flat list of the command line's options, one add_argument each (with its help text):
+# split up, the options would be harder to find, not easier to read
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="taskaware-score",
@@ -177,6 +179,9 @@ def _score(args: argparse.Namespace):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (`argv`, default sys.argv): 0 when scored; 2 after one `error:` line (a
+    bad option or input, a failed outside service, a --report that cannot be written);
+    REQUEUE_EXIT when a signal stopped it cleanly."""
     from pipeline.runtime.stopping import install_early_stop
 
     if argv is None:  # the command line (not a caller's in-process main([...]))
@@ -185,36 +190,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_intermixed_args(argv)
-    from pipeline.runtime.offline import go_offline_if_unreachable
-
-    go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(message)s"
-    )
-    for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    from pipeline.runtime.secrets import argv_problem
-
-    if (problem := argv_problem(args.overrides)) is not None:  # before anything quotes a value
+    _set_up_logging(args.quiet)
+    if (problem := _overrides_problem(args.overrides)) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        print(
-            f"error: {bad[0]!r} is neither an option nor a KEY=VALUE override; see --help",
-            file=sys.stderr,
-        )
-        return 2
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        # at once, not after the run: the skipped rows are known before the long part starts
-        print(f"warning: {message}", file=sys.stderr, flush=True)
 
     from pipeline.runtime.stopping import REQUEUE_EXIT, StopRequested, stopping_cleanly
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)
-        warnings.showwarning = show
+        warnings.showwarning = _show_warning
         try:
             with stopping_cleanly(exiting=True):
                 df = _score(args)
@@ -239,6 +224,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    return _print_results(df, args)
+
+
+def _set_up_logging(quiet: bool) -> None:
+    """Offline when the hub is out of reach, INFO logs (WARNING with -q), the chatty libraries
+    at WARNING."""
+    from pipeline.runtime.offline import go_offline_if_unreachable
+
+    go_offline_if_unreachable()  # a mapper or embedder never waits on hub retries offline
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(message)s"
+    )
+    for noisy in ("sentence_transformers", "transformers", "httpx", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _overrides_problem(overrides: Sequence[str]) -> str | None:
+    """What is wrong with the KEY=VALUE overrides (a secret in one, or not KEY=VALUE), or None;
+    checked before anything quotes a value."""
+    from pipeline.runtime.secrets import argv_problem
+
+    if (problem := argv_problem(overrides)) is not None:
+        return problem
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        return f"{bad[0]!r} is neither an option nor a KEY=VALUE override; see --help"
+    return None
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # at once, not after the run: the skipped rows are known before the long part starts
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _print_results(df, args: argparse.Namespace) -> int:
+    """The summary, the audit and report asked for, and the files written (or, without --out,
+    the rows as a table): 0, or 2 when the report cannot be written."""
     print(format_summary(df))
     if args.audit > 0:
         print("\n" + audit_report(df, args.audit))
@@ -250,31 +272,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print("\nreport: " + ", ".join(map(str, written.values())))
     if args.out:
-        summary, quality = summary_paths(Path(args.out))
-        has_summary = df.attrs.get("summary") is not None
-        written = [
-            args.out,
-            *([str(summary), str(quality)] if has_summary else []),
-            *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else []),
-        ]
-        print("\nwrote " + ", ".join(written))
+        print("\nwrote " + ", ".join(_written_files(df, args.out)))
     else:
-        cols = [
-            "prompt_id",
-            "n_parsed",
-            f"{OURS_COLUMN}_text",
-            RISK_COLUMN,
-            CONFIDENCE_COLUMN,
-            *ENTROPY_COLUMNS,
-        ]
-        shown = df[cols].copy()
-        if "abstention" in df:  # an empty answer said in words
-            text = f"{OURS_COLUMN}_text"
-            shown[text] = [
-                t if not a else f"({a.split(':')[0]})" for t, a in zip(df[text], df["abstention"])
-            ]
-        print("\n" + shown.to_string(index=False, max_colwidth=40))
+        print("\n" + _rows_table(df))
     return 0
+
+
+def _written_files(df, out: str) -> list[str]:
+    """--out, the summaries next to it (with references) and the skipped rows' list (if any)."""
+    summary, quality = summary_paths(Path(out))
+    has_summary = df.attrs.get("summary") is not None
+    return [
+        out,
+        *([str(summary), str(quality)] if has_summary else []),
+        *([df.attrs["skipped_path"]] if df.attrs.get("skipped_path") else []),
+    ]
+
+
+def _rows_table(df) -> str:
+    """The rows as a table to print: ids, Bayes answers (an abstention in words), risks."""
+    cols = [
+        "prompt_id",
+        "n_parsed",
+        f"{OURS_COLUMN}_text",
+        RISK_COLUMN,
+        CONFIDENCE_COLUMN,
+        *ENTROPY_COLUMNS,
+    ]
+    shown = df[cols].copy()
+    if "abstention" in df:  # an empty answer said in words
+        text = f"{OURS_COLUMN}_text"
+        shown[text] = [
+            t if not a else f"({a.split(':')[0]})" for t, a in zip(df[text], df["abstention"])
+        ]
+    return shown.to_string(index=False, max_colwidth=40)
 
 
 if __name__ == "__main__":
