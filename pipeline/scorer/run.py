@@ -463,8 +463,28 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
 
     dataset = frames["dataset"]
     out = pd.DataFrame({"prompt_id": dataset["prompt_id"], "question": dataset["question"]})
-    samples, latents = frames["samples"], frames["latents"]
-    _sample_counts(out, samples, latents)
+    _sample_counts(out, frames["samples"], frames["latents"])
+    given = _decision_columns(out, frames)
+    _uncertainty_columns(out, frames)
+    out["has_reference"] = out["prompt_id"].isin(with_reference)
+    _quality_columns(out, frames.get("quality"))
+    for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
+        out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
+    if space is not None:
+        _reading_columns(out, frames, space, given)
+    audit = frames.get("audit")
+    if audit is not None and len(audit):
+        a = audit.set_index("prompt_id")
+        out["reference_labels"] = out["prompt_id"].map(a["reference_labels"].map(list))
+        out["label_matches"] = out["prompt_id"].map(a["label_matches"])
+        out["reading_warnings"] = out["prompt_id"].map(a["warnings"].map(list))
+    return out
+
+
+def _decision_columns(out, frames: dict[str, Any]):
+    """Each decision's action, text and risk (a task's decision only where the task declares
+    it) and, for answers to rate, the answer and its risk under the samples; returns the given
+    answers' decisions (by prompt id; empty without answers)."""
     decisions = frames["decisions"]
     for method, col in METHOD_COLUMNS.items():
         d = decisions[decisions["method"] == method].set_index("prompt_id")
@@ -479,6 +499,12 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
         texts = texts[texts["strategy"] == ANSWER_METHOD]["text"]
         out["answer"] = out["prompt_id"].map(texts)
         out["answer_risk"] = out["prompt_id"].map(given["risk"]).astype(float)
+    return given
+
+
+def _uncertainty_columns(out, frames: dict[str, Any]) -> None:
+    """A column per estimator: the scorer's own, then the baselines asked for (NaN where one
+    has no value); a decision's risk has its column already."""
     unc = frames["uncertainty"]
     asked = [
         e
@@ -490,47 +516,47 @@ def output_frame(frames: dict[str, Any], with_reference: set[str], space=None):
             continue  # = that decision's <column>_risk above (same number, from the decide stage)
         u = unc[unc["estimator"] == est].set_index("prompt_id")["value"]
         out[est] = out["prompt_id"].map(u).astype(float)
-    out["has_reference"] = out["prompt_id"].isin(with_reference)
-    quality = frames.get("quality")
-    if quality is not None and len(quality):
-        for (method, metric), q in quality.groupby(["method", "metric"], sort=False):
-            if method not in METHOD_COLUMNS and method != ANSWER_METHOD:
-                continue
-            out[f"quality_{METHOD_COLUMNS.get(method, method)}_{metric}"] = (
-                out["prompt_id"].map(q.set_index("prompt_id")["value"]).astype(float)
-            )
-    for col in [c for c in map(action_column, METHOD_COLUMNS) if c in out]:
-        out[col] = out[col].map(_short_vector)  # the texts say what an embedding means
-    if space is not None:
-        ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
-        logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
-        columns = _readings(space, latents, ours, logprobs, given["action"] if len(given) else None)
-        for name, values in columns.items():
-            if name in WHITEBOX_COLUMNS and not values:
-                continue  # no log-probs in the input: no white-box column
-            out[name] = out["prompt_id"].map(values)
-        out[CONFIDENCE_COLUMN] = out[CONFIDENCE_COLUMN].astype(float)
-        if "answer_confidence" in out:
-            out["answer_confidence"] = out["answer_confidence"].astype(float)
-        _answer_texts(out, space, samples, ours)
-        column = f"{OURS_COLUMN}_text"
-        out.insert(
-            out.columns.get_loc(column) + 1,
-            "abstention",
-            [
-                abstention(space, ours.get(pid, "null"), n, k, t)
-                for pid, n, k, t in zip(
-                    out["prompt_id"], out["n_samples"], out["n_parsed"], out["n_truncated"]
-                )
-            ],
+
+
+def _quality_columns(out, quality) -> None:
+    """`quality_<method>_<metric>` of each decision (and given answer) with a reference."""
+    if quality is None or not len(quality):
+        return
+    for (method, metric), q in quality.groupby(["method", "metric"], sort=False):
+        if method not in METHOD_COLUMNS and method != ANSWER_METHOD:
+            continue
+        out[f"quality_{METHOD_COLUMNS.get(method, method)}_{metric}"] = (
+            out["prompt_id"].map(q.set_index("prompt_id")["value"]).astype(float)
         )
-    audit = frames.get("audit")
-    if audit is not None and len(audit):
-        a = audit.set_index("prompt_id")
-        out["reference_labels"] = out["prompt_id"].map(a["reference_labels"].map(list))
-        out["label_matches"] = out["prompt_id"].map(a["label_matches"])
-        out["reading_warnings"] = out["prompt_id"].map(a["warnings"].map(list))
-    return out
+
+
+def _reading_columns(out, frames: dict[str, Any], space, given) -> None:
+    """How the samples (and given answers) were read in the task's space (`_readings`), the
+    Bayes answer's text as the space names it, and the abstention in words."""
+    decisions, samples = frames["decisions"], frames["samples"]
+    ours = decisions[decisions["method"] == OURS].set_index("prompt_id")["action"]
+    logprobs = dict(zip(zip(samples["prompt_id"], samples["sample_idx"]), samples["logprob"]))
+    answers = given["action"] if len(given) else None
+    columns = _readings(space, frames["latents"], ours, logprobs, answers)
+    for name, values in columns.items():
+        if name in WHITEBOX_COLUMNS and not values:
+            continue  # no log-probs in the input: no white-box column
+        out[name] = out["prompt_id"].map(values)
+    out[CONFIDENCE_COLUMN] = out[CONFIDENCE_COLUMN].astype(float)
+    if "answer_confidence" in out:
+        out["answer_confidence"] = out["answer_confidence"].astype(float)
+    _answer_texts(out, space, samples, ours)
+    column = f"{OURS_COLUMN}_text"
+    out.insert(
+        out.columns.get_loc(column) + 1,
+        "abstention",
+        [
+            abstention(space, ours.get(pid, "null"), n, k, t)
+            for pid, n, k, t in zip(
+                out["prompt_id"], out["n_samples"], out["n_parsed"], out["n_truncated"]
+            )
+        ],
+    )
 
 
 # What score(lean=True) leaves out of the returned frame: per-sample and per-label Python
