@@ -34,10 +34,11 @@ import math
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.artifacts.schema import ARTIFACTS, SCORER_PRODUCER
 from pipeline.artifacts.store import ArtifactStore, cell_lock
@@ -55,6 +56,7 @@ from pipeline.scorer.readers import (
     InputChunks,
     ReadAgain,
     RowProblem,
+    ScoreInput,
     ScoreInputError,
     ScorePrompt,
     ScoreRowError,
@@ -943,6 +945,108 @@ def _skipped_message(problems: Sequence[RowProblem], n_rows: int, listed: Path |
     )
 
 
+@dataclass(frozen=True, eq=False)
+class ScoreRequest:
+    """One `score` call: its options (`score`'s keywords, the input's field names as one
+    `FieldNames`) and what they resolve to, checked as it is made, before any work (the first
+    problem is the error, in the order the checks have always run). The scorer's internals take
+    this one object; frozen: they read it, never change it. No `==`: the input may be a
+    DataFrame."""
+
+    input: Any  # a file's path, or the rows in memory
+    task: str  # checked: the task config's name (sets-fbeta becomes sets_fbeta)
+    mapper: str = "rule"
+    fmt: str = "auto"
+    out: str | Path | None = None
+    fields: FieldNames = field(default_factory=FieldNames)
+    overrides: Sequence[str] = ()
+    work_dir: str | Path | None = None
+    strict: bool = False
+    config_dirs: Sequence[str | Path] = ()
+    plugins: Sequence[str] = ()
+    part_prompts: int | None = None  # checked: rows (or prompts) per part, PART_PROMPTS for None
+    lean: bool = False
+    answers: Any = None
+    estimators: Sequence[str] = ()  # checked: the baselines asked for, known ones, each once
+    # resolved from the options above as the request is made
+    from_file: bool = field(init=False)
+    path: Path = field(init=False)  # the input file, or IN_MEMORY
+    out_path: Path | None = field(init=False)
+    cell: Any = field(init=False, repr=False)  # the resolved pipeline config (compose_cell)
+    answer_of: Callable[[ScorePrompt], str | None] = field(init=False, repr=False)
+    answers_key: str | None = field(init=False)  # the answers' hash, in the input's key
+
+    def __post_init__(self) -> None:
+        task = check_task(self.task, self.config_dirs)
+        estimators = _checked_estimators(self.estimators)
+        if self.fmt not in FORMATS:
+            raise ScoreInputError(
+                f"--format {self.fmt!r} is not known; choose one of {', '.join(FORMATS)}"
+            )
+        from_file = is_path(self.input)
+        path = Path(self.input) if from_file else IN_MEMORY
+        out_path = Path(self.out) if self.out is not None else None
+        if out_path is not None:
+            check_output_path(out_path, path if from_file else None)
+        if self.work_dir is not None:
+            _probe_dir(Path(self.work_dir), f"--work-dir {self.work_dir}")
+        cell = compose_cell(
+            task,
+            self.mapper,
+            self.overrides,
+            dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
+            config_dirs=self.config_dirs,
+            plugins=self.plugins,
+            estimators=estimators,
+        )
+        part_prompts = PART_PROMPTS if self.part_prompts is None else max(1, int(self.part_prompts))
+        answer_of = _answer_lookup(self.answers, self.input, from_file)
+        resolved = {
+            "task": task,
+            "estimators": estimators,
+            "part_prompts": part_prompts,
+            "from_file": from_file,
+            "path": path,
+            "out_path": out_path,
+            "cell": cell,
+            "answer_of": answer_of,
+            "answers_key": _answers_key(self.answers),
+        }
+        for name, value in resolved.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
+
+    def reader(self) -> InputChunks:
+        """The input's reader: its good rows a chunk (a part) at a time, each one `prepared`."""
+        return InputChunks(
+            self.path if self.from_file else self.input,
+            self.fmt,
+            self.fields,
+            strict=self.strict,
+            validate=self.prepared,
+            chunk_rows=self.part_prompts,
+        )
+
+    def prepared(self, prompt: ScorePrompt) -> None:
+        """A good row as it is read: its reference checked, its answer to rate attached."""
+        reference_columns(self.cell.task.reference, prompt.reference, prompt.prompt_id)
+        if (answer := self.answer_of(prompt)) is not None:
+            prompt.extra["answer"] = answer
+
+    def source(self, fmt: str) -> str:
+        """What the input artifacts name as their source: the file, or data in memory's format."""
+        return str(self.path) if self.from_file else fmt
+
+
+def _answers_key(answers: Any) -> str | None:
+    """The hash of the answers to rate (None: no answers): a changed answer is a new input."""
+    if answers is None:
+        return None
+    given = answers if isinstance(answers, dict) else list(answers)
+    return hashlib.sha256(json.dumps(given, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# size: the documented API: the README and docs/score.md call it with these keywords, and its
+# docstring is their reference; the body only builds the one ScoreRequest and hands it on
 def score(
     input: Any,
     task: str,
@@ -1017,77 +1121,36 @@ def score(
 
     Raises ScoreInputError for bad files or options (the message names the problem and the fix).
     """
-    task = check_task(task, config_dirs)
-    estimators = _checked_estimators(estimators)
-    if fmt not in FORMATS:
-        raise ScoreInputError(f"--format {fmt!r} is not known; choose one of {', '.join(FORMATS)}")
-    from_file = is_path(input)
-    path = Path(input) if from_file else IN_MEMORY
-    out_path = Path(out) if out is not None else None
-    if out_path is not None:
-        check_output_path(out_path, path if from_file else None)
-    if work_dir is not None:
-        _probe_dir(Path(work_dir), f"--work-dir {work_dir}")
-    fields = FieldNames(
-        id=id_field,
-        question=question_field,
-        responses=responses_field,
-        reference=reference_field,
-        logprobs=logprobs_field,
-        lm_eval_filter=lm_eval_filter,
-    )
-    cell = compose_cell(
-        task,
-        mapper,
-        overrides,
-        dataset_name=f"byo-{path.stem}" if from_file else "byo-data",
+    request = ScoreRequest(
+        input=input,
+        task=task,
+        mapper=mapper,
+        fmt=fmt,
+        out=out,
+        fields=FieldNames(
+            id=id_field,
+            question=question_field,
+            responses=responses_field,
+            reference=reference_field,
+            logprobs=logprobs_field,
+            lm_eval_filter=lm_eval_filter,
+        ),
+        overrides=overrides,
+        work_dir=work_dir,
+        strict=strict,
         config_dirs=config_dirs,
         plugins=plugins,
+        part_prompts=part_prompts,
+        lean=lean,
+        answers=answers,
         estimators=estimators,
     )
-    reference_kind = cell.task.reference
-    part_prompts = PART_PROMPTS if part_prompts is None else max(1, int(part_prompts))
-    answer_of = _answer_lookup(answers, input, from_file)
-
-    def prepare(p: ScorePrompt) -> None:  # each good row: its reference checked, its answer
-        reference_columns(reference_kind, p.reference, p.prompt_id)
-        if (answer := answer_of(p)) is not None:
-            p.extra["answer"] = answer
-
-    reader = InputChunks(
-        path if from_file else input,
-        fmt,
-        fields,
-        strict=strict,
-        validate=prepare,
-        chunk_rows=part_prompts,
-    )
-    answers_key = (
-        None
-        if answers is None
-        else hashlib.sha256(
-            json.dumps(
-                answers if isinstance(answers, dict) else list(answers), sort_keys=True, default=str
-            ).encode()
-        ).hexdigest()
-    )
-    rest = (
-        cell,
-        task,
-        fields,
-        path,
-        from_file,
-        out_path,
-        work_dir,
-        part_prompts,
-        lean,
-        answers_key,
-    )
+    reader = request.reader()
     try:
-        return _score_input(reader, *rest)
+        return _score_input(reader, request)
     except ReadAgain as again:  # rare: a usual field or an lm-eval filter first in later rows
         log.info("[score] %s; reading the input again, whole", again)
-        return _score_input(reader.again(), *rest)
+        return _score_input(reader.again(), request)
 
 
 def _checked_estimators(names: Sequence[str]) -> list[str]:
@@ -1144,34 +1207,58 @@ def _answer_lookup(answers: Any, data: Any, from_file: bool):
     return lambda p: None if p.row is None or listed[p.row] is None else str(listed[p.row])
 
 
-def _score_input(
-    reader: InputChunks,
-    cell,
-    task: str,
-    fields: FieldNames,
-    path: Path,
-    from_file: bool,
-    out_path: Path | None,
-    work_dir,
-    part_prompts: int,
-    lean: bool,
-    answers_key: str | None = None,
-):
+def _score_input(reader: InputChunks, request: ScoreRequest):
     """`score` of the input `reader` reads: its rows as a DataFrame with the attrs `score`
     documents."""
+    out_path = request.out_path
     chunks = iter(reader)
     with _reading_errors(out_path):
         first = next(chunks)
-    # a file: its hash before the read (the reader checks at the end that it read those bytes)
-    input_key = hashlib.sha256(
+    input_key = _input_key(reader, request)
+    with (
+        _work_root(request.work_dir, out_path) as (root, temporary),
+        naming_a_full_disk(str(root), settings="--out / --work-dir"),
+    ):
+        store = ArtifactStore(root / input_key)
+        # a second scorer of the same input in this folder waits, then finds it current
+        with cell_lock(store.root):
+            scored = _score_in_store(request, store, input_key, reader, first, chunks)
+            if out_path is not None:  # while the parts' rows files exist (a temporary store)
+                with naming_a_full_disk(str(out_path.parent), settings="--out"):
+                    _write_outputs(scored, out_path)
+    df, got = scored.df, scored.got
+    reading = _warn_about_the_reading(df)
+    # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
+    # (printing a wide frame does), which a DataFrame value cannot answer
+    df.attrs.update(
+        summary=_records(scored.uq_summary),
+        quality_summary=_records(scored.quality_summary),
+        summary_key=frame_key(df),
+        reading_warnings=reading,
+        store=None if temporary else str(store.root),
+        task=request.task,
+        skipped=[p.as_dict() for p in got.skipped],
+        n_rows=got.n_rows,
+        replaced_surrogates=sum(got.replaced_surrogates.values()),
+        skipped_path=None if scored.listed is None else str(scored.listed),
+    )
+    return df
+
+
+def _input_key(reader: InputChunks, request: ScoreRequest) -> str:
+    """The key of the input's store, once its first chunk is read: what was read (a file: its
+    hash before the read; the reader checks at the end that it read those bytes), how, for which
+    task, and the code that reads it."""
+    cell = request.cell
+    return hashlib.sha256(
         json.dumps(
             {
-                "file": reader.file_hash if from_file else _prompts_hash(reader.prompts),
+                "file": reader.file_hash if request.from_file else _prompts_hash(reader.prompts),
                 "format": reader.format,
-                "task": task,
-                "fields": fields.as_dict(),
+                "task": request.task,
+                "fields": request.fields.as_dict(),
                 "version": SCORE_FORMAT_VERSION,
-                **({"answers": answers_key} if answers_key else {}),
+                **({"answers": request.answers_key} if request.answers_key else {}),
                 # a plugin's reference kind turns the file's references into the dataset artifact
                 **(
                     {"plugin_code": code}
@@ -1182,48 +1269,6 @@ def _score_input(
             sort_keys=True,
         ).encode()
     ).hexdigest()[:20]
-    source = str(path) if from_file else reader.format
-    with (
-        _work_root(work_dir, out_path) as (root, temporary),
-        naming_a_full_disk(str(root), settings="--out / --work-dir"),
-    ):
-        store = ArtifactStore(root / input_key)
-        # a second scorer of the same input in this folder waits, then finds it current
-        with cell_lock(store.root):
-            written, df, uq_summary, quality_summary, (got, listed) = _score_in_store(
-                cell,
-                store,
-                input_key,
-                reader,
-                first,
-                chunks,
-                source,
-                part_prompts,
-                keep_rows=out_path is not None,
-                lean=lean,
-                out_path=out_path,
-            )
-            if out_path is not None:  # while the parts' rows files exist (a temporary store)
-                with naming_a_full_disk(str(out_path.parent), settings="--out"):
-                    _write_outputs(
-                        written, out_path, uq_summary, quality_summary, got.skipped, listed
-                    )
-    reading = _warn_about_the_reading(df)
-    # attrs hold plain records, not DataFrames: pandas compares attrs with == when it concatenates
-    # (printing a wide frame does), which a DataFrame value cannot answer
-    df.attrs.update(
-        summary=_records(uq_summary),
-        quality_summary=_records(quality_summary),
-        summary_key=frame_key(df),
-        reading_warnings=reading,
-        store=None if temporary else str(store.root),
-        task=task,
-        skipped=[p.as_dict() for p in got.skipped],
-        n_rows=got.n_rows,
-        replaced_surrogates=sum(got.replaced_surrogates.values()),
-        skipped_path=None if listed is None else str(listed),
-    )
-    return df
 
 
 @contextmanager
@@ -1277,22 +1322,29 @@ def _work_root(work_dir: str | Path | None, out_path: Path | None):
             yield Path(temp), True
 
 
+@dataclass(frozen=True)
+class ScoredInput:
+    """An input scored in its store (`_score_in_store`)."""
+
+    written: Any  # the rows as written: a DataFrame, or the PartRows of an input scored in parts
+    df: Any  # the rows returned: Python objects, or the lean frame
+    uq_summary: Any  # the PRR / AUC summary; None without references
+    quality_summary: Any  # the mean quality per method and metric; None without references
+    with_reference: set[str]  # the ids of the prompts with a reference
+    got: ScoreInput  # what was read: the skipped rows, the rows read, the replaced surrogates
+    listed: Path | None  # where the skipped rows are listed (next to --out), or None
+
+
 def _score_in_store(
-    cell,
+    request: ScoreRequest,
     store: ArtifactStore,
     input_key: str,
     reader: InputChunks,
-    first,
+    first: list[ScorePrompt],
     chunks,
-    source: str,
-    part_prompts: int,
-    keep_rows: bool = True,
-    lean: bool = False,
-    out_path: Path | None = None,
-):
+) -> ScoredInput:
     """The input's artifacts written (where the store does not hold them, made here, already),
-    the pipeline's stages run on them: (the rows as written, the rows as Python objects, the UQ
-    summary, the quality summary, (what was read, where its skipped rows are listed)).
+    the pipeline's stages run on them, the rows and summaries made.
 
     An input of one chunk (`first`: up to `part_prompts` rows or prompts, `InputChunks`) is one
     store. A larger one is scored in parts, a chunk each, each its own store under
@@ -1300,39 +1352,33 @@ def _score_in_store(
     (`pipeline.runtime.devices.cpu_threads()`: forked workers, a part each) while the next chunks are
     read; the PRR / AUC summary is computed once over all parts' quality and uncertainty, its
     bootstraps spread over the same workers. The rows and summaries are those of one store."""
+    cell = request.cell
     space = cell.task.latent_space()
-    with _reading_errors(out_path):
+    with _reading_errors(request.out_path):
         second = next(chunks, None)
     if second is None:
-        read = _finish_reading(reader, out_path)
-        frames, with_reference = _run_part(cell, store, input_key, first, source, reader.format)
-        written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
-        df = lean_frame(written) if lean else python_objects(written, frames, space)
-        uq_summary, quality_summary = summary_frames(frames)
-    else:
-        written, df, uq_summary, quality_summary, with_reference, read = _score_parts(
-            cell,
-            store,
-            input_key,
-            itertools.chain([first, second], chunks),
-            source,
-            reader.format,
-            reader.unit,
-            part_prompts,
-            space,
-            keep_rows,
-            lean,
-            finish=lambda: _finish_reading(reader, out_path),
+        got, listed = _finish_reading(reader, request.out_path)
+        frames, with_reference = _run_part(
+            cell, store, input_key, first, request.source(reader.format), reader.format
         )
+        written = output_frame(frames, with_reference, space)  # JSON columns: the file's form
+        df = lean_frame(written) if request.lean else python_objects(written, frames, space)
+        scored = ScoredInput(
+            written, df, *summary_frames(frames), with_reference, got=got, listed=listed
+        )
+    else:
+        all_chunks = itertools.chain([first, second], chunks)
+        scored = _score_parts(request, store, input_key, reader, all_chunks, space)
+    df = scored.df
     _warn_unparsed(df)
     _warn_missing_estimates(df, [e for e in cell.uq.estimators if e not in UQ_ESTIMATORS])
     missing_ref = len(df) - int(df["has_reference"].sum())
-    if with_reference and missing_ref:
+    if scored.with_reference and missing_ref:
         _warn(
             f"{missing_ref} of {len(df)} prompts have no reference: they get no quality and do "
             "not count in the PRR/AUC summary"
         )
-    return written, df, uq_summary, quality_summary, read
+    return scored
 
 
 # Prompts per part of a large input: a part's frames stay ~150 MiB (M = 20), and parts are the
@@ -1366,10 +1412,20 @@ def _run_part(cell, store: ArtifactStore, key: str, prompts, source: str, fmt: s
     return run_pipeline(store, cell, with_reference), with_reference
 
 
+class PartResult(NamedTuple):
+    """What a part worker hands back (`_part`): a part's rows and frames."""
+
+    columns: list[str]  # the columns of its rows as written (its rows file holds them)
+    df: Any  # its rows returned: Python objects, or the lean frame
+    quality: Any  # its quality rows; None without references
+    uncertainty: Any  # its uncertainty rows
+    with_reference: set[str]  # the ids of its prompts with a reference
+
+
 def _part(index: int):
-    """Score part `index` of `_PARTS` in its own store: (rows as written, rows as Python
-    objects, quality, uncertainty, ids with a reference); the part's own PRR / AUC are point
-    values only (n_bootstrap 0: the intervals are computed over all parts)."""
+    """Score part `index` of `_PARTS` in its own store (its rows as written go to its rows
+    file); the part's own PRR / AUC are point values only (n_bootstrap 0: the intervals are
+    computed over all parts)."""
     import pickle
 
     job = _PARTS
@@ -1391,7 +1447,9 @@ def _part(index: int):
     rows_path = store.root / PART_ROWS
     if job["keep_rows"]:
         _atomic_pickle(written, rows_path)
-    return list(written.columns), df, frames.get("quality"), frames["uncertainty"], with_reference
+    return PartResult(
+        list(written.columns), df, frames.get("quality"), frames["uncertainty"], with_reference
+    )
 
 
 def _part_dir(store: ArtifactStore, index: int) -> Path:
@@ -1480,122 +1538,85 @@ class PartRows(list):
 
 
 def _score_parts(
-    cell,
+    request: ScoreRequest,
     store: ArtifactStore,
     key: str,
+    reader: InputChunks,
     chunks,
-    source: str,
-    fmt: str,
-    unit: str,
-    size: int,
     space,
-    keep_rows: bool,
-    lean: bool,
-    finish,
-):
+) -> ScoredInput:
     """The parts of `_score_in_store`: each chunk of `chunks` goes to its part's folder and to a
-    worker as it is read; `finish()` (what was read) after the last, before the parts' results
-    are gathered."""
-    import dataclasses
-
+    worker as it is read; the whole input's reading is finished (its checks) after the last,
+    before the parts' results are gathered."""
     import pandas as pd
 
-    from pipeline.components.parts import thaw
-    from pipeline.runtime.devices import forked_pool, forked_workers
-    from pipeline.stages.evaluate import uq_score_rows
+    # the evaluate stage's module imported before the fork: the workers inherit it
+    import pipeline.stages.evaluate  # noqa: F401
+    from pipeline.runtime.devices import forked_workers
 
+    _PARTS.update(_part_job(request, store, key, reader, space))
+    workers = forked_workers(sys.maxsize)  # at least two parts; the cores bound it
+    with _part_pool(workers) as pool:
+        futures, n_prompts = _submit_parts(pool, store, chunks)
+        # the whole input's checks: duplicate ids, no good row, ...
+        got, listed = _finish_reading(reader, request.out_path)
+        log.info(
+            "scoring %d prompts in %d parts of %d %s on %d worker(s)",
+            n_prompts,
+            len(futures),
+            request.part_prompts,
+            reader.unit,
+            workers,
+        )
+        written, df, qualities, uncertainty, with_reference = _gather_parts(pool, futures, store)
+        frames: dict[str, Any] = {"quality": None, "uq_scores": None}
+        if with_reference and qualities:
+            frames["quality"] = pd.concat(qualities, ignore_index=True)
+            frames["uq_scores"] = _uq_scores_over_parts(
+                request,
+                store,
+                len(futures),
+                frames["quality"],
+                uncertainty,
+                map_fn=pool.map if pool is not None else map,
+            )
+    return ScoredInput(written, df, *summary_frames(frames), with_reference, got=got, listed=listed)
+
+
+def _part_job(
+    request: ScoreRequest, store: ArtifactStore, key: str, reader: InputChunks, space
+) -> dict[str, Any]:
+    """What every part of the input shares (`_PARTS`: a forked worker inherits it)."""
+    import dataclasses
+
+    cell = request.cell
     # a part's own PRR / AUC are point values: the intervals are computed over all parts
     part_cell = dataclasses.replace(
         cell, evaluation=dataclasses.replace(cell.evaluation, n_bootstrap=0)
     )
-    _PARTS.update(
-        cell=part_cell,
-        store=store,
-        key=key,
-        source=source,
-        format=fmt,
-        size=size,
-        unit=unit,
-        space=space,
-        keep_rows=keep_rows,
-        lean=lean,
-    )
-    workers = forked_workers(sys.maxsize)  # at least two parts; the cores bound it
+    return {
+        "cell": part_cell,
+        "store": store,
+        "key": key,
+        "source": request.source(reader.format),
+        "format": reader.format,
+        "size": request.part_prompts,
+        "unit": reader.unit,
+        "space": space,
+        "keep_rows": request.out_path is not None,
+        "lean": request.lean,
+    }
+
+
+@contextmanager
+def _part_pool(workers: int):
+    """The pool of `workers` forked part workers (None for one: the parts run here), shut down
+    at the end; `_PARTS` is cleared then."""
+    from pipeline.runtime.devices import forked_pool
+
     pool = forked_pool(workers) if workers > 1 else None
-    n_prompts = n_parts = 0
     try:
-        futures = []
-        for prompts in chunks:
-            if not prompts:  # a chunk of bad rows only
-                continue
-            # the part's prompts go to its folder; this process then drops them: it holds one
-            # chunk at a time, its workers one part each
-            _part_dir(store, n_parts).mkdir(parents=True, exist_ok=True)
-            _atomic_pickle(prompts, _part_dir(store, n_parts) / PART_INPUT)
-            n_prompts += len(prompts)
-            futures.append(pool.submit(_part, n_parts) if pool is not None else n_parts)
-            n_parts += 1
-            del prompts
-            check_stop()
-        read = finish()  # the whole input's checks: duplicate ids, no good row, ...
-        log.info(
-            "scoring %d prompts in %d parts of %d %s on %d worker(s)",
-            n_prompts,
-            n_parts,
-            size,
-            unit,
-            workers,
-        )
-        map_fn = pool.map if pool is not None else map
-        parts = [f.result() if pool is not None else _part(f) for f in futures]
-        with_reference = set().union(*(p[4] for p in parts))
-        columns = _column_order([p[0] for p in parts])
-        written = PartRows([_part_dir(store, i) / PART_ROWS for i in range(n_parts)], columns)
-        df = pd.concat([p[1] for p in parts], ignore_index=True)
-        df = df[[c for c in columns if c in df]]  # lean frames have fewer
-        qualities = [p[2] for p in parts if p[2] is not None]
-        uncertainty = pd.concat([p[3] for p in parts], ignore_index=True)
-        del parts
-        frames: dict[str, Any] = {"quality": None, "uq_scores": None}
-        if with_reference and qualities:
-            ev = cell.evaluation
-            frames["quality"] = pd.concat(qualities, ignore_index=True)
-            # the intervals over all parts, kept in the input's store: a rerun reads them
-            # (their key: every part's quality and uncertainty, the evaluation settings)
-            scores_key = hashlib.sha256(
-                json.dumps(
-                    [
-                        [
-                            ArtifactStore(_part_dir(store, i)).key(name)
-                            for i in range(n_parts)
-                            for name in ("quality", "uncertainty")
-                        ],
-                        thaw(ev),
-                    ],
-                    sort_keys=True,
-                ).encode()
-            ).hexdigest()[:20]
-            if store.is_current("uq_scores", scores_key):
-                frames["uq_scores"] = store.read("uq_scores")
-            else:
-                frames["uq_scores"] = uq_score_rows(
-                    frames["quality"],
-                    uncertainty,
-                    targets=list(ev.targets),
-                    max_rejection=ev.max_rejection,
-                    ties=ev.ties,
-                    n_bootstrap=ev.n_bootstrap,
-                    ci_alpha=ev.ci_alpha,
-                    seed=ev.seed,
-                    map_fn=map_fn,
-                )
-                store.write(
-                    "uq_scores",
-                    frames["uq_scores"],
-                    key=scores_key,
-                    config={"parts": n_parts, "part_prompts": size},
-                    extra={"producer": SCORER_PRODUCER},
-                )
+        yield pool
     except BaseException as exc:
         if pool is not None and not isinstance(exc, Exception):
             # a stop (SIGTERM, Ctrl-C): the parts in flight are dropped whole, now (their
@@ -1611,7 +1632,89 @@ def _score_parts(
                 pool.shutdown(cancel_futures=True)
         finally:
             _PARTS.clear()
-    return (written, df, *summary_frames(frames), with_reference, read)
+
+
+def _submit_parts(pool, store: ArtifactStore, chunks) -> tuple[list, int]:
+    """Each chunk of prompts to its part's folder and to a worker of `pool` as it is read (no
+    pool: the part's index, scored here later): (the parts, the prompts in them)."""
+    futures: list = []
+    n_prompts = 0
+    for prompts in chunks:
+        if not prompts:  # a chunk of bad rows only
+            continue
+        # the part's prompts go to its folder; this process then drops them: it holds one
+        # chunk at a time, its workers one part each
+        index = len(futures)
+        _part_dir(store, index).mkdir(parents=True, exist_ok=True)
+        _atomic_pickle(prompts, _part_dir(store, index) / PART_INPUT)
+        n_prompts += len(prompts)
+        futures.append(pool.submit(_part, index) if pool is not None else index)
+        del prompts
+        check_stop()
+    return futures, n_prompts
+
+
+def _gather_parts(pool, futures: list, store: ArtifactStore):
+    """The parts' results as one input's: (the rows as written (PartRows: each part's file),
+    the rows returned, the parts' quality frames, the uncertainty rows, the ids with a
+    reference). The parts' own frames are dropped on return."""
+    import pandas as pd
+
+    parts = [f.result() if pool is not None else _part(f) for f in futures]
+    with_reference = set().union(*(p.with_reference for p in parts))
+    columns = _column_order([p.columns for p in parts])
+    written = PartRows([_part_dir(store, i) / PART_ROWS for i in range(len(parts))], columns)
+    df = pd.concat([p.df for p in parts], ignore_index=True)
+    df = df[[c for c in columns if c in df]]  # lean frames have fewer
+    qualities = [p.quality for p in parts if p.quality is not None]
+    uncertainty = pd.concat([p.uncertainty for p in parts], ignore_index=True)
+    return written, df, qualities, uncertainty, with_reference
+
+
+def _uq_scores_over_parts(
+    request: ScoreRequest, store: ArtifactStore, n_parts: int, quality, uncertainty, map_fn
+):
+    """The PRR / AUC rows with their intervals over all parts (the bootstraps spread by
+    `map_fn`), kept in the input's store: a rerun reads them (their key: every part's quality
+    and uncertainty, the evaluation settings)."""
+    from pipeline.components.parts import thaw
+    from pipeline.stages.evaluate import uq_score_rows
+
+    ev = request.cell.evaluation
+    scores_key = hashlib.sha256(
+        json.dumps(
+            [
+                [
+                    ArtifactStore(_part_dir(store, i)).key(name)
+                    for i in range(n_parts)
+                    for name in ("quality", "uncertainty")
+                ],
+                thaw(ev),
+            ],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:20]
+    if store.is_current("uq_scores", scores_key):
+        return store.read("uq_scores")
+    scores = uq_score_rows(
+        quality,
+        uncertainty,
+        targets=list(ev.targets),
+        max_rejection=ev.max_rejection,
+        ties=ev.ties,
+        n_bootstrap=ev.n_bootstrap,
+        ci_alpha=ev.ci_alpha,
+        seed=ev.seed,
+        map_fn=map_fn,
+    )
+    store.write(
+        "uq_scores",
+        scores,
+        key=scores_key,
+        config={"parts": n_parts, "part_prompts": request.part_prompts},
+        extra={"producer": SCORER_PRODUCER},
+    )
+    return scores
 
 
 def _warn_about_the_reading(df) -> dict[str, int] | None:
@@ -1630,7 +1733,7 @@ def _warn_about_the_reading(df) -> dict[str, int] | None:
     return reading
 
 
-def _write_outputs(written, out_path: Path, uq_summary, quality_summary, skipped, listed) -> None:
+def _write_outputs(scored: ScoredInput, out_path: Path) -> None:
     """The rows to --out, the summaries next to it, and the skipped rows' list (or no list):
     each written under a temporary name and all renamed once all are written, so a kill or a
     full disk leaves the previous run's files as they were."""
@@ -1641,15 +1744,15 @@ def _write_outputs(written, out_path: Path, uq_summary, quality_summary, skipped
         quality_tmp,
         skipped_tmp,
     ):
-        write_output(written, out_path, to=rows_tmp)
-        if uq_summary is not None:
-            uq_summary.to_csv(summary_tmp, index=False)
-            quality_summary.to_csv(quality_tmp, index=False)
-        if listed is not None:
-            write_skipped(skipped, skipped_tmp)
-    if listed is None:  # a list from an earlier run of a since-fixed file would mislead
+        write_output(scored.written, out_path, to=rows_tmp)
+        if scored.uq_summary is not None:
+            scored.uq_summary.to_csv(summary_tmp, index=False)
+            scored.quality_summary.to_csv(quality_tmp, index=False)
+        if scored.listed is not None:
+            write_skipped(scored.got.skipped, skipped_tmp)
+    if scored.listed is None:  # a list from an earlier run of a since-fixed file would mislead
         skipped_path(out_path).unlink(missing_ok=True)
-    if uq_summary is None:  # nor summaries of an earlier input with references
+    if scored.uq_summary is None:  # nor summaries of an earlier input with references
         for path in (summary_path, quality_path):
             path.unlink(missing_ok=True)
 
