@@ -10,6 +10,7 @@ pipeline.report(df, "report/")                             # riskiest prompts + 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -90,6 +91,39 @@ def report(df: Any, directory: Any, n: int = 10) -> dict:
     return write_report(df, directory, n=n)
 
 
+@dataclass(frozen=True, eq=False)
+class GenerateRequest:
+    """One `generate_and_score` call's arguments (the keywords documented there): the one object
+    its steps read. Made as given; the task and prompts are then checked and read once, before
+    any request, and replaced by what they resolve to. `options` go on to `score`."""
+
+    prompts: Any
+    task: str | None
+    model: str | None
+    base_url: str | None
+    n_samples: int
+    references: Any
+    ids: Any
+    raw_prompts: bool
+    system_prompt: str | None
+    temperature: float | None
+    top_p: float | None
+    max_new_tokens: int
+    seed: int | None
+    api_key: str | None
+    api_key_env: str
+    max_concurrency: int
+    requests_per_minute: float | None
+    timeout: float
+    max_retries: int
+    deadline: float | None
+    cache_dir: str | None
+    batch_size: int | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# size: the documented API: the README and docs/design.md call it with these keywords, and its
+# docstring is their reference; the body only builds the one GenerateRequest and hands it on
 @_names_the_extra
 def generate_and_score(
     prompts: Any,
@@ -145,72 +179,148 @@ def generate_and_score(
     The generations are in `df.attrs["generations"]`. `await agenerate_and_score(...)` is the
     same call for async code.
     """
-    import json
-    from pathlib import Path
+    request = GenerateRequest(
+        prompts=prompts,
+        task=task,
+        model=model,
+        base_url=base_url,
+        n_samples=n_samples,
+        references=references,
+        ids=ids,
+        raw_prompts=raw_prompts,
+        system_prompt=system_prompt,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        api_key=api_key,
+        api_key_env=api_key_env,
+        max_concurrency=max_concurrency,
+        requests_per_minute=requests_per_minute,
+        timeout=timeout,
+        max_retries=max_retries,
+        deadline=deadline,
+        cache_dir=cache_dir,
+        batch_size=batch_size,
+        options=options,
+    )
+    return _generate_and_score(request)
 
-    from pipeline.clients.llm_client import LLMCallError
-    from pipeline.data.prompts import build_messages
-    from pipeline.generation.base import SamplingConfig, get_backend
+
+def _generate_and_score(request: GenerateRequest):
+    """`generate_and_score`: the task, options and prompts checked before any request, the
+    backend made, each prompt sampled, the samples scored."""
+    import dataclasses
+    import json
+
     from pipeline.scorer.run import compose_cell
 
-    task = _checked(task, options, "generate_and_score")  # before any request
-    prompts, references, ids = read_prompts(prompts, references, ids)
+    task = _checked(request.task, request.options, "generate_and_score")  # before any request
+    prompts, references, ids = read_prompts(request.prompts, request.references, request.ids)
+    request = dataclasses.replace(
+        request, task=task, prompts=prompts, references=references, ids=ids
+    )
     cell = compose_cell(
         task,
-        options.get("mapper", "rule"),
-        options.get("overrides", ()),
-        config_dirs=options.get("config_dirs", ()),
+        request.options.get("mapper", "rule"),
+        request.options.get("overrides", ()),
+        config_dirs=request.options.get("config_dirs", ()),
     )
-    cache_root = Path(cache_dir or Path(cell.cache_dir).expanduser())
-    if base_url is not None:
-        if not model:
-            raise ValueError(
-                "with base_url, model= must name the served model (as the server "
-                "lists it under /v1/models)"
-            )
-        backend = get_backend(
-            "openai",
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            max_concurrency=max_concurrency,
-            cache_dir=str(cache_root / "generate-openai"),
-            batch_size=batch_size or 64,
-            timeout=timeout,
-            deadline=deadline,
-            requests_per_minute=requests_per_minute,
-            max_retries=max_retries,
-            settings_prefix="",
-        )
-        defaults: dict[str, Any] = {}
-    else:
-        if temperature == 0:
+    backend, defaults = _backend(request, cell)
+    rendered = _rendered_prompts(request, cell, backend)
+    sampling = _sampling(request, defaults)
+    records = _sample_records(request, _generations(backend, rendered, sampling))
+    df = score(records, task, **request.options)
+    df.attrs["generations"] = records
+    # the settings sent ("server default": left to the server or the model's generation config)
+    df["sampling"] = json.dumps(sampling_record(sampling, served=request.base_url is not None))
+    return df
+
+
+def _backend(request: GenerateRequest, cell: Any):
+    """(the backend that samples: the endpoint at `base_url`, else a model in process; the
+    model config's sampling settings, which apply where the call gives none)."""
+    from pathlib import Path
+
+    from pipeline.generation.base import get_backend
+
+    cache_root = Path(request.cache_dir or Path(cell.cache_dir).expanduser())
+    if request.base_url is None:
+        if request.temperature == 0:
             raise ValueError(
                 "temperature=0 is greedy decoding: in-process sampling needs "
                 "temperature > 0 (or base_url= for a server that takes 0)"
             )
-        backend, defaults = _local_backend(model, cell.cache_dir, batch_size)
-        seed = 0 if seed is None else seed
-    system = [] if system_prompt is None else [{"role": "system", "content": str(system_prompt)}]
+        return _local_backend(request.model, cell.cache_dir, request.batch_size)
+    if not request.model:
+        raise ValueError(
+            "with base_url, model= must name the served model (as the server "
+            "lists it under /v1/models)"
+        )
+    backend = get_backend(
+        "openai",
+        model=request.model,
+        base_url=request.base_url,
+        api_key=request.api_key,
+        api_key_env=request.api_key_env,
+        max_concurrency=request.max_concurrency,
+        cache_dir=str(cache_root / "generate-openai"),
+        batch_size=request.batch_size or 64,
+        timeout=request.timeout,
+        deadline=request.deadline,
+        requests_per_minute=request.requests_per_minute,
+        max_retries=request.max_retries,
+        settings_prefix="",
+    )
+    return backend, {}
+
+
+def _rendered_prompts(request: GenerateRequest, cell: Any, backend: Any) -> list:
+    """Each prompt as the backend takes it: in the task's prompt template (unless
+    raw_prompts), after the system prompt if one is given."""
+    from pipeline.data.prompts import build_messages
+
+    system = (
+        []
+        if request.system_prompt is None
+        else [{"role": "system", "content": str(request.system_prompt)}]
+    )
     messages = [
         system
         + (
             [{"role": "user", "content": p}]
-            if raw_prompts
+            if request.raw_prompts
             else build_messages(cell.task.prompt, {"question": p}, written=True)
         )
-        for p in prompts
+        for p in request.prompts
     ]
-    rendered = [backend.render_chat(m) for m in messages]
-    sampling = SamplingConfig(
-        n=n_samples,
-        temperature=temperature if temperature is not None else defaults.get("temperature"),
-        top_p=top_p if top_p is not None else defaults.get("top_p"),
+    return [backend.render_chat(m) for m in messages]
+
+
+def _sampling(request: GenerateRequest, defaults: dict[str, Any]):
+    """The sampling settings: those the call gives, else the model config's (`defaults`), else
+    none (the backend's own); in process, no seed is seed 0."""
+    from pipeline.generation.base import SamplingConfig
+
+    seed = request.seed
+    if request.base_url is None and seed is None:
+        seed = 0
+    return SamplingConfig(
+        n=request.n_samples,
+        temperature=(
+            request.temperature if request.temperature is not None else defaults.get("temperature")
+        ),
+        top_p=request.top_p if request.top_p is not None else defaults.get("top_p"),
         top_k=defaults.get("top_k"),
-        max_new_tokens=max_new_tokens,
+        max_new_tokens=request.max_new_tokens,
         seed=seed,
     )
+
+
+def _generations(backend: Any, rendered: list, sampling: Any) -> list:
+    """Each prompt's generations, sampled in the backend's batches."""
+    from pipeline.clients.llm_client import LLMCallError
+
     chunk = max(1, int(getattr(backend, "batch_size", 8)))
     generations = []
     try:
@@ -218,8 +328,15 @@ def generate_and_score(
             generations += backend.sample(rendered[start : start + chunk], sampling)
     except LLMCallError as exc:  # one line for the user, not the event loop's frames
         raise type(exc)(str(exc)) from None
+    return generations
+
+
+def _sample_records(request: GenerateRequest, generations: list) -> list[dict[str, Any]]:
+    """The rows `score` reads: each prompt's id, question, responses and finish reasons, its
+    samples' log-probs where the backend gave them for every sample, its reference if any."""
     records = []
-    for i, (prompt, gens) in enumerate(zip(prompts, generations)):
+    ids, references = request.ids, request.references
+    for i, (prompt, gens) in enumerate(zip(request.prompts, generations)):
         record = {
             "id": str(ids[i]) if ids is not None else str(i),
             "question": prompt,
@@ -231,11 +348,7 @@ def generate_and_score(
         if references is not None:
             record["reference"] = references[i]
         records.append(record)
-    df = score(records, task, **options)
-    df.attrs["generations"] = records
-    # the settings sent ("server default": left to the server or the model's generation config)
-    df["sampling"] = json.dumps(sampling_record(sampling, served=base_url is not None))
-    return df
+    return records
 
 
 def sampling_record(sampling: Any, served: bool) -> dict[str, Any]:
