@@ -214,7 +214,6 @@ CONFIG_READERS = (
     "pipeline.__main__",
     "pipeline.driver.callbacks",
     "pipeline.driver.overrides",
-    "pipeline.runtime.secrets",
     "pipeline.driver.doctor",
     "pipeline.scorer.run",
 )

@@ -49,11 +49,11 @@ def process_results(doc: dict, results: Sequence[Any]) -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def _scores(items: tuple[Item, ...]) -> dict[str, float]:
     """PRR and AUC of the risk against the quality with bootstrap bounds, as the scorer's
-    summary computes them (pipeline.stages.evaluate.uq_score_rows, experiment=score)."""
+    summary computes them (pipeline.stages.evaluate.estimator_scores, experiment=score)."""
     import pandas as pd
 
     from pipeline.scorer.run import _scorer_evaluation
-    from pipeline.stages.evaluate import uq_score_rows
+    from pipeline.stages.evaluate import UQScoring, estimator_scores
 
     if not items:
         return {k: math.nan for k in ("prr", "prr_low", "prr_high", "auc", "auc_low", "auc_high")}
@@ -72,17 +72,8 @@ def _scores(items: tuple[Item, ...]) -> dict[str, float]:
     uncertainty = pd.DataFrame(
         [{"prompt_id": str(p), "estimator": "bayes_risk", "value": r} for p, r, _, _ in items]
     )
-    ev = _scorer_evaluation()
-    row = uq_score_rows(
-        quality,
-        uncertainty,
-        targets=["bayes"],
-        max_rejection=ev["max_rejection"],
-        ties=ev["ties"],
-        n_bootstrap=ev["n_bootstrap"],
-        ci_alpha=ev["ci_alpha"],
-        seed=ev["seed"],
-    ).iloc[0]
+    scoring = UQScoring.of(_scorer_evaluation(), targets=["bayes"])
+    row = estimator_scores(quality, uncertainty, scoring).iloc[0]
     return {k: float(row[k]) for k in ("prr", "prr_low", "prr_high", "auc", "auc_low", "auc_high")}
 
 

@@ -747,19 +747,10 @@ def summary_frames(frames: dict[str, Any], **evaluation: Any):
     if quality is None or not len(quality):
         return None, None
     if scores is None:
-        from pipeline.stages.evaluate import uq_score_rows
+        from pipeline.stages.evaluate import UQScoring, estimator_scores
 
-        ev = {**_scorer_evaluation(), **evaluation}
-        scores = uq_score_rows(
-            quality,
-            frames["uncertainty"],
-            targets=[OURS],
-            max_rejection=ev["max_rejection"],
-            ties=ev["ties"],
-            n_bootstrap=ev["n_bootstrap"],
-            ci_alpha=ev["ci_alpha"],
-            seed=ev["seed"],
-        )
+        scoring = UQScoring.of({**_scorer_evaluation(), **evaluation}, targets=[OURS])
+        scores = estimator_scores(quality, frames["uncertainty"], scoring)
     uq = scores[scores["target"] == OURS]  # the scorer's estimators and baselines asked for
     uq = uq.sort_values(["metric", "estimator"]).reset_index(drop=True)
     q = quality[quality["method"].isin(METHOD_COLUMNS)]
@@ -1678,7 +1669,7 @@ def _uq_scores_over_parts(
     `map_fn`), kept in the input's store: a rerun reads them (their key: every part's quality
     and uncertainty, the evaluation settings)."""
     from pipeline.components.parts import thaw
-    from pipeline.stages.evaluate import uq_score_rows
+    from pipeline.stages.evaluate import UQScoring, estimator_scores
 
     ev = request.cell.evaluation
     scores_key = hashlib.sha256(
@@ -1696,17 +1687,7 @@ def _uq_scores_over_parts(
     ).hexdigest()[:20]
     if store.is_current("uq_scores", scores_key):
         return store.read("uq_scores")
-    scores = uq_score_rows(
-        quality,
-        uncertainty,
-        targets=list(ev.targets),
-        max_rejection=ev.max_rejection,
-        ties=ev.ties,
-        n_bootstrap=ev.n_bootstrap,
-        ci_alpha=ev.ci_alpha,
-        seed=ev.seed,
-        map_fn=map_fn,
-    )
+    scores = estimator_scores(quality, uncertainty, UQScoring.of(ev), map_fn)
     store.write(
         "uq_scores",
         scores,

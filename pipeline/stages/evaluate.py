@@ -222,6 +222,24 @@ class UQScoring:
     ci_alpha: float
     seed: int
 
+    @classmethod
+    def of(cls, evaluation, targets: Sequence[str] | None = None) -> UQScoring:
+        """From evaluation settings (the cell's `evaluation`, or a mapping of the same keys);
+        `targets` replaces theirs."""
+        get = (
+            evaluation.get
+            if isinstance(evaluation, Mapping)
+            else functools.partial(getattr, evaluation)
+        )
+        return cls(
+            targets=list(get("targets") if targets is None else targets),
+            max_rejection=get("max_rejection"),
+            ties=get("ties"),
+            n_bootstrap=get("n_bootstrap"),
+            ci_alpha=get("ci_alpha"),
+            seed=get("seed"),
+        )
+
 
 UQ_SCORE_COLUMNS = [
     "estimator",
@@ -282,25 +300,6 @@ def estimator_scores(quality_df, uncertainty_df, scoring: UQScoring, map_fn=map)
     for row, (p, a) in zip(rows, map_fn(interval_job, jobs)):
         row.update(prr=p[0], prr_low=p[1], prr_high=p[2], auc=a[0], auc_low=a[1], auc_high=a[2])
     return pd.DataFrame(rows, columns=UQ_SCORE_COLUMNS)
-
-
-# size: the keyword form that pipeline.scorer.run and pipeline.harness.metrics call; it goes
-# once they pass a UQScoring to estimator_scores
-def uq_score_rows(
-    quality_df,
-    uncertainty_df,
-    *,
-    targets: Sequence[str],
-    max_rejection: float,
-    ties: str,
-    n_bootstrap: int,
-    ci_alpha: float,
-    seed: int,
-    map_fn=map,
-):
-    """estimator_scores with the UQScoring of these settings."""
-    scoring = UQScoring(targets, max_rejection, ties, n_bootstrap, ci_alpha, seed)
-    return estimator_scores(quality_df, uncertainty_df, scoring, map_fn)
 
 
 def audit_rows(space, dataset_df, decisions_df, latents_df, *, reference: str, judge=None):
@@ -402,14 +401,7 @@ def evaluate_stage(cell: Cell, store: ArtifactStore, key: str) -> dict[str, Any]
     scores = estimator_scores(
         quality,
         store.read("uncertainty"),
-        UQScoring(
-            targets=list(ev.targets),
-            max_rejection=ev.max_rejection,
-            ties=ev.ties,
-            n_bootstrap=ev.n_bootstrap,
-            ci_alpha=ev.ci_alpha,
-            seed=ev.seed,
-        ),
+        UQScoring.of(ev),
     )
     audit = audit_rows(space, dataset, decisions, latents, reference=task.reference, judge=judge)
     counts = {k: v for k, v in count_warnings(audit["warnings"]).items() if v}

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pipeline.evaluation import concordance_auc, prr
-from pipeline.stages.evaluate import uq_score_rows
+from pipeline.stages.evaluate import UQScoring, estimator_scores
 
 PIDS = [f"p{i}" for i in range(6)]
 LOSS = [0.0, 1.0, 0.0, 1.0, 0.5, 1.0]
@@ -39,16 +39,10 @@ def _frames(values: dict[str, list[float]]):
 
 def _scores(values):
     quality, unc = _frames(values)
-    out = uq_score_rows(
-        quality,
-        unc,
-        targets=["bayes"],
-        max_rejection=0.5,
-        ties="average",
-        n_bootstrap=0,
-        ci_alpha=0.05,
-        seed=0,
+    scoring = UQScoring(
+        targets=["bayes"], max_rejection=0.5, ties="average", n_bootstrap=0, ci_alpha=0.05, seed=0
     )
+    out = estimator_scores(quality, unc, scoring)
     return out.set_index("estimator")
 
 
